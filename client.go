@@ -1,0 +1,347 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// Client obtains locks on one Redis node (the single-instance lock) or on N
+// independent nodes (Redlock, quorum N/2+1). It is safe for concurrent use.
+//
+// The Client does not own the Redis clients it is given: close them after
+// Close.
+type Client struct {
+	nodes  []*quorum.Node
+	quorum int
+	cfg    config
+
+	// bg owns the goroutines of requests that outlive the call that made
+	// them: replies that arrive after a quorum decision, and their
+	// clean-up. Close waits for them.
+	bg sync.WaitGroup
+
+	// life is held for reading by every call that may start background
+	// goroutines, and for writing by Close while it marks the Client
+	// closed, so that no goroutine is added to bg while Close waits on it.
+	life sync.RWMutex
+
+	mu        sync.Mutex
+	closed    bool
+	closeDone chan struct{} // closed when Close has finished
+	held      map[*Lock]struct{}
+}
+
+// New returns a Client over the given nodes. Each node is an independent
+// Redis deployment: a standalone server (redis.NewClient), a
+// Sentinel-managed master (redis.NewFailoverClient) or a Redis Cluster
+// (redis.NewClusterClient). One node gives the classic single-instance
+// lock; five independent nodes the classic Redlock deployment.
+//
+// New does no I/O. It returns an error wrapping ErrInvalid when nodes is
+// empty, holds a nil client or the same client (or address) twice, or when
+// an option is out of range.
+func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		o.applyClient(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if len(nodes) == 0 {
+		return nil, invalid("no nodes given")
+	}
+	c := &Client{
+		nodes:  make([]*quorum.Node, len(nodes)),
+		quorum: len(nodes)/2 + 1,
+		cfg:    cfg,
+		held:   make(map[*Lock]struct{}),
+
+		closeDone: make(chan struct{}),
+	}
+	addrs := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		if n == nil {
+			return nil, invalid("node %d is nil", i)
+		}
+		for j := range i {
+			if nodes[j] == n {
+				return nil, invalid("node %d is the same client as node %d", i, j)
+			}
+		}
+		c.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
+		if rc, ok := n.(*redis.Client); ok {
+			// A failover client's Addr is a placeholder; only plain
+			// clients name their server.
+			if addr := rc.Options().Addr; addr != "FailoverClient" {
+				if j, dup := addrs[addr]; dup {
+					return nil, invalid("node %d has the same address %s as node %d", i, addr, j)
+				}
+				addrs[addr] = i
+			}
+		}
+	}
+	return c, nil
+}
+
+// TryObtain makes one attempt to obtain the lock named key for ttl. It
+// returns an error wrapping ErrNotObtained (inside a *QuorumError) when the
+// lock is held by another owner or no quorum agreed in time, ErrClosed after
+// Close, and ErrInvalid for an empty key or a TTL below MinTTL. When ctx
+// ends first, the error also matches ctx's error.
+//
+// The caller must Release the returned lock.
+func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
+	o := obtainConfig{retry: c.cfg.retry}
+	o.retry.maxAttempts = 1
+	return c.obtain(ctx, key, ttl, o, opts)
+}
+
+// Obtain obtains the lock named key for ttl, retrying until it succeeds,
+// ctx ends or the maximum number of attempts (WithMaxAttempts) is used up.
+// Between attempts it waits with exponential backoff and jitter
+// (WithRetryDelay), never past the holder's remaining TTL. Errors are those
+// of TryObtain; when ctx ends, the error matches both ErrNotObtained and
+// ctx's error.
+//
+// The caller must Release the returned lock.
+func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
+	return c.obtain(ctx, key, ttl, obtainConfig{retry: c.cfg.retry}, opts)
+}
+
+func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o obtainConfig, opts []ObtainOption) (*Lock, error) {
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, invalid("nil obtain option")
+		}
+		opt.applyObtain(&o)
+	}
+	if err := o.retry.validate(); err != nil {
+		return nil, err
+	}
+	rkey, err := c.redisKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	var (
+		timer   *time.Timer
+		backoff = newBackoff(o.retry)
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return nil, errors.Join(ErrNotObtained, context.Cause(ctx))
+		}
+		lock, holderTTL, err := c.attempt(ctx, key, rkey, ttl)
+		if err == nil {
+			return lock, nil
+		}
+		if err == ErrClosed {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, errors.Join(err, context.Cause(ctx))
+		}
+		if o.retry.maxAttempts > 0 && attempt >= o.retry.maxAttempts {
+			return nil, err
+		}
+		delay := backoff.next()
+		if holderTTL > 0 && holderTTL < delay {
+			delay = holderTTL
+		}
+		if timer == nil {
+			timer = time.NewTimer(delay)
+		} else {
+			timer.Reset(delay)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, errors.Join(err, context.Cause(ctx))
+		}
+	}
+}
+
+// attempt is one Redlock acquire round. On failure it returns the shortest
+// remaining TTL that a node reported for the current holder (0 if none).
+func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duration) (*Lock, time.Duration, error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.isClosed() {
+		return nil, 0, ErrClosed
+	}
+	timeout := c.cfg.nodeTimeoutFor(ttl)
+	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: timeout}
+	value := l.value
+	start := c.cfg.now()
+	validUntil := start.Add(ttl - c.cfg.driftFor(ttl))
+	round := quorum.Round[script.Acquired]{
+		Nodes:   c.nodes,
+		Quorum:  c.quorum,
+		Timeout: timeout,
+		Now:     c.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
+			return script.Acquire(ctx, n.Client, key, value, ttl)
+		},
+		Agree: func(a script.Acquired) bool { return a.OK },
+		Valid: func() bool { return c.cfg.now().Before(validUntil) },
+		Settle: func(n *quorum.Node, a script.Acquired, err error, won bool) {
+			// A failed attempt must not leave our key behind: release
+			// where the node said yes, or may have (no definite answer).
+			// A won lock's late yes joins it, unless the lock's release
+			// has begun and may have passed this node already.
+			if (!won || l.isReleasing()) && (a.OK || ambiguous(err)) {
+				c.releaseNode(n, key, value, timeout)
+			}
+		},
+	}
+	res := round.Run(ctx, &c.bg)
+	if !res.Won {
+		qe := quorumError(c, "obtain", res, ErrNotObtained, func(script.Acquired) error { return ErrHeld })
+		qe.Expired = res.Agreed >= c.quorum
+		var holderTTL time.Duration
+		for _, r := range res.Replies {
+			if r.Err == nil && !r.Val.OK && r.Val.HolderTTL > 0 && (holderTTL == 0 || r.Val.HolderTTL < holderTTL) {
+				holderTTL = r.Val.HolderTTL
+			}
+		}
+		return nil, holderTTL, qe
+	}
+	l.validUntil = validUntil
+	l.joined = res.Done
+	c.mu.Lock()
+	c.held[l] = struct{}{}
+	c.mu.Unlock()
+	return l, 0, nil
+}
+
+// releaseNode deletes our key on one node; used for clean-up, its outcome
+// only matters to the node's health.
+func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Duration) {
+	round := quorum.Round[bool]{
+		Nodes:   []*quorum.Node{n},
+		Quorum:  1,
+		Timeout: timeout,
+		Now:     c.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
+			return script.Release(ctx, n.Client, key, value)
+		},
+		Agree: func(ok bool) bool { return ok },
+	}
+	round.Run(context.Background(), &c.bg)
+}
+
+// quorumError describes a round that did not win. disagree gives the reason
+// of a node that answered without error but did not agree.
+func quorumError[T any](c *Client, op string, res quorum.Result[T], sentinel error, disagree func(T) error) *QuorumError {
+	qe := &QuorumError{Op: op, Need: c.quorum, Agreed: res.Agreed, sentinel: sentinel}
+	for i, r := range res.Replies {
+		if r.Yes {
+			continue
+		}
+		err := r.Err
+		if err == nil {
+			err = disagree(r.Val)
+		}
+		qe.Nodes = append(qe.Nodes, &NodeError{Node: i, Addr: c.nodes[i].Addr, Err: err})
+	}
+	return qe
+}
+
+// Close releases every lock still held through this Client, stops its
+// background work and waits for it. Calls after Close return ErrClosed. It
+// does not close the Redis clients. Close is idempotent and returns nil.
+func (c *Client) Close() error {
+	c.life.Lock()
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		c.life.Unlock()
+		<-c.closeDone
+		return nil
+	}
+	c.closed = true
+	held := make([]*Lock, 0, len(c.held))
+	for l := range c.held {
+		held = append(held, l)
+	}
+	c.mu.Unlock()
+	c.life.Unlock()
+	// Release starts no goroutine once a lock is released, and every held
+	// lock is released here before bg.Wait.
+	for _, l := range held {
+		_ = l.Release(context.Background())
+	}
+	c.bg.Wait()
+	close(c.closeDone)
+	return nil
+}
+
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+func (c *Client) forget(l *Lock) {
+	c.mu.Lock()
+	delete(c.held, l)
+	c.mu.Unlock()
+}
+
+// redisKey is the Redis key of a lock name: the prefix and the name inside
+// one hash tag, so that every key of a lock lands in one Cluster slot.
+func (c *Client) redisKey(name string) (string, error) {
+	if name == "" {
+		return "", invalid("empty lock name")
+	}
+	tag := c.cfg.prefix + name
+	if strings.HasPrefix(tag, "}") {
+		return "", invalid("lock name %q with prefix %q starts with '}', which leaves its Cluster hash tag empty", name, c.cfg.prefix)
+	}
+	return "{" + tag + "}", nil
+}
+
+func validTTL(ttl time.Duration) error {
+	if ttl < MinTTL {
+		return invalid("TTL %v is below the minimum %v", ttl, MinTTL)
+	}
+	return nil
+}
+
+// newValue returns 128 random bits, hex-encoded: the owner's secret.
+func newValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails since Go 1.24
+	return hex.EncodeToString(b[:])
+}
+
+// ambiguous reports whether a failed request may still have run on the
+// node: anything but an error reply from Redis itself.
+func ambiguous(err error) bool {
+	if err == nil {
+		return false
+	}
+	var rerr redis.Error
+	return !errors.As(err, &rerr)
+}

@@ -1,0 +1,36 @@
+// Package redlock provides distributed locks on Redis: the single-instance
+// lock (SET NX PX with a compare-and-delete release) on one node, and the
+// Redlock algorithm on N independent nodes.
+//
+// # Use
+//
+//	c, err := redlock.New([]redis.UniversalClient{n1, n2, n3, n4, n5})
+//	...
+//	lock, err := c.Obtain(ctx, "order:42", 10*time.Second)
+//	if err != nil { ... }
+//	defer lock.Release(ctx)
+//	// The lock is held until lock.ValidUntil(), unless refreshed.
+//
+// # Safety
+//
+// With N nodes, a lock is obtained when a quorum of N/2+1 nodes agreed
+// within its validity: TTL − elapsed − (TTL × drift factor + 2 ms), measured
+// on the monotonic clock from before the first request was sent. Any two
+// quorums share a node, and a node holds one owner's key at a time, so two
+// clients cannot both hold a valid lock, provided that the nodes are
+// independent (not replicas of one another), that clocks run at rates within
+// the drift factor of one another, and that a node that loses its data does
+// not take part in locking for at least one TTL after it restarts. The file
+// docs/safety.md in the repository gives the whole argument.
+//
+// A lock is not a guarantee that the holder's work finishes before the lock
+// expires: a paused process can outlive its lock. Check ValidUntil, refresh
+// in time, and let the resource reject stale writers.
+//
+// # Nodes
+//
+// Give each node's go-redis client ContextTimeoutEnabled: true, so that a
+// frozen node releases its connection at the per-node timeout; see
+// WithNodeTimeout. A node that times out three times in a row is skipped
+// for one second (ErrNodeSkipped), then probed with a single request.
+package redlock

@@ -1,0 +1,149 @@
+// Package quorum fans one operation out to independent Redis nodes in
+// parallel, decides as soon as the outcome is known, and hands replies that
+// arrive after the decision to a settle function. It also keeps each node's
+// health: a bound on the work in flight, and a breaker that skips a node
+// which keeps timing out instead of letting every attempt wait on it.
+package quorum
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of the per-node admission control.
+const (
+	// DefaultMaxInFlight bounds the requests in flight to one node.
+	DefaultMaxInFlight = 512
+	// TripAfter consecutive timeouts open a node's breaker.
+	TripAfter = 3
+	// Cooldown is how long an open breaker skips the node before it lets
+	// one probe request through.
+	Cooldown = time.Second
+)
+
+var (
+	// ErrSkipped is the per-node error when a node was not asked because it
+	// timed out TripAfter times in a row and is cooling down.
+	ErrSkipped = errors.New("node skipped: it timed out repeatedly")
+	// ErrOverloaded is the per-node error when the node already has
+	// MaxInFlight requests outstanding.
+	ErrOverloaded = errors.New("node skipped: too many requests in flight")
+	// ErrTimeout is the per-node error when a node did not answer within the
+	// per-node timeout.
+	ErrTimeout = errors.New("node did not answer in time")
+)
+
+// Node is one independent Redis deployment and its health.
+type Node struct {
+	Client redis.UniversalClient
+	Index  int
+	Addr   string
+	// HonoursDeadline is true when the client is known to abort a blocked
+	// read when its context's deadline passes (ContextTimeoutEnabled).
+	HonoursDeadline bool
+
+	maxInFlight int64
+	inflight    atomic.Int64
+	fails       atomic.Int32 // consecutive timeouts
+	tripped     atomic.Bool
+
+	mu        sync.Mutex
+	openUntil time.Time
+	probing   bool
+}
+
+// NewNode wraps a client. maxInFlight ≤ 0 means DefaultMaxInFlight.
+func NewNode(index int, c redis.UniversalClient, maxInFlight int) *Node {
+	if maxInFlight <= 0 {
+		maxInFlight = DefaultMaxInFlight
+	}
+	n := &Node{Client: c, Index: index, maxInFlight: int64(maxInFlight)}
+	n.Addr, n.HonoursDeadline = describe(c)
+	return n
+}
+
+func describe(c redis.UniversalClient) (addr string, honours bool) {
+	switch c := c.(type) {
+	case *redis.Client:
+		o := c.Options()
+		return o.Addr, o.ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		o := c.Options()
+		return fmt.Sprintf("cluster%v", o.Addrs), o.ContextTimeoutEnabled
+	case *redis.Ring:
+		o := c.Options()
+		return "ring", o.ContextTimeoutEnabled
+	}
+	return fmt.Sprintf("%T", c), false
+}
+
+// admit reserves a slot for one request. probe is true when this request is
+// the one allowed through an open breaker; it must be passed to done.
+func (n *Node) admit(now time.Time) (probe bool, err error) {
+	if n.inflight.Add(1) > n.maxInFlight {
+		n.inflight.Add(-1)
+		return false, ErrOverloaded
+	}
+	if !n.tripped.Load() {
+		return false, nil
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.tripped.Load() {
+		return false, nil
+	}
+	if n.probing || now.Before(n.openUntil) {
+		n.inflight.Add(-1)
+		return false, ErrSkipped
+	}
+	n.probing = true
+	return true, nil
+}
+
+// done records the outcome of an admitted request. timedOut is true when the
+// node itself did not answer in time (not when the caller gave up).
+func (n *Node) done(probe, timedOut bool, now time.Time) {
+	n.inflight.Add(-1)
+	if timedOut {
+		if f := n.fails.Add(1); f >= TripAfter || probe {
+			n.mu.Lock()
+			n.openUntil = now.Add(Cooldown)
+			n.probing = false
+			n.tripped.Store(true)
+			n.mu.Unlock()
+		}
+		return
+	}
+	if n.fails.Load() != 0 {
+		n.fails.Store(0)
+	}
+	if probe || n.tripped.Load() {
+		n.mu.Lock()
+		n.probing = false
+		n.tripped.Store(false)
+		n.mu.Unlock()
+	}
+}
+
+// InFlight is the number of requests outstanding to the node.
+func (n *Node) InFlight() int { return int(n.inflight.Load()) }
+
+// isTimeout reports whether err is the node not answering before the round's
+// deadline, as opposed to the caller cancelling.
+func isTimeout(parent context.Context, err error) bool {
+	if err == nil || parent.Err() != nil {
+		return false
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,0 +1,241 @@
+package quorum
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Reply is one node's answer in a round.
+type Reply[T any] struct {
+	Val T
+	// Err is the node's error, or ErrTimeout when it had not answered by
+	// the time the round was decided.
+	Err error
+	// Yes is true when the node agreed.
+	Yes bool
+}
+
+// Round is one operation sent to every node.
+type Round[T any] struct {
+	Nodes  []*Node
+	Quorum int
+	// Timeout bounds each node's request.
+	Timeout time.Duration
+	// WaitAll makes the round wait for every reply (or the timeout) instead
+	// of deciding as soon as the outcome is known.
+	WaitAll bool
+	// Call performs the operation on one node.
+	Call func(ctx context.Context, n *Node) (T, error)
+	// Agree reports whether a reply without error counts toward the quorum.
+	Agree func(T) bool
+	// Valid, when set, is asked once a quorum agreed; the round is won only
+	// if it returns true (the lock's validity has not run out).
+	Valid func() bool
+	// Settle, when set, is called exactly once per admitted node after the
+	// round is decided, with that node's real reply (early or late) and
+	// whether the round was won. When the round is lost, Run waits for the
+	// Settle of every node that agreed before the decision (so a failed
+	// acquire has cleaned up its certain footprints when Run returns);
+	// every other Settle (errors, late replies, won rounds) may run after
+	// Run returns, on a goroutine registered with Run's WaitGroup.
+	Settle func(n *Node, v T, err error, won bool)
+	// Now is the clock used for the breaker; nil means time.Now.
+	Now func() time.Time
+}
+
+// Result is the outcome of a round.
+type Result[T any] struct {
+	Replies []Reply[T]
+	Agreed  int
+	Won     bool
+	// Done is closed once every admitted node has answered (or failed) and
+	// its Settle has returned.
+	Done <-chan struct{}
+}
+
+// closed is a Done channel for rounds that finished inside Run.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Run sends the operation to every node in parallel and returns once the
+// outcome is decided: when Agreed reaches Quorum, when Quorum can no longer
+// be reached, when every node has answered, when the per-node timeout has
+// passed, or when ctx ends. Requests still in flight then keep running on
+// goroutines registered with wg, which the owner of wg must wait for.
+//
+// A round of one node whose client honours deadlines runs on the caller's
+// goroutine.
+func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	if len(r.Nodes) == 1 && r.Nodes[0].HonoursDeadline {
+		return r.runInline(ctx, wg, now)
+	}
+
+	n := len(r.Nodes)
+	res := Result[T]{Replies: make([]Reply[T], n)}
+	answered := make([]bool, n)
+	type msg struct {
+		i   int
+		val T
+		err error
+	}
+	ch := make(chan msg, n)
+	decided := make(chan struct{})
+	var (
+		won     atomic.Bool
+		waitFor = make([]bool, n) // Settle that Run waits for
+		settled sync.WaitGroup
+		done    = make(chan struct{})
+		active  atomic.Int32 // admitted requests not yet settled
+	)
+	res.Done = done
+	active.Store(1)
+
+	// One deadline for the whole round; the last request out cancels it.
+	nodeCtx, cancel := context.WithTimeout(ctx, r.Timeout)
+	var running atomic.Int32
+	running.Store(1)
+	leave := func() {
+		if running.Add(-1) == 0 {
+			cancel()
+		}
+	}
+	pending := 0
+	for i, node := range r.Nodes {
+		probe, err := node.admit(now())
+		if err != nil {
+			res.Replies[i].Err = err
+			answered[i] = true
+			continue
+		}
+		pending++
+		running.Add(1)
+		active.Add(1)
+		wg.Go(func() {
+			defer func() {
+				if active.Add(-1) == 0 {
+					close(done)
+				}
+			}()
+			v, err := r.Call(nodeCtx, node)
+			err = r.finish(ctx, node, probe, err, now)
+			leave()
+			ch <- msg{i, v, err}
+			if r.Settle != nil {
+				<-decided
+				r.Settle(node, v, err, won.Load())
+				if waitFor[i] {
+					settled.Done()
+				}
+			}
+		})
+	}
+	// The spawner's own counts, held until every request has started.
+	leave()
+	if active.Add(-1) == 0 {
+		close(done)
+	}
+
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+wait:
+	for pending > 0 && !r.decided(res.Agreed, pending) {
+		select {
+		case m := <-ch:
+			pending--
+			answered[m.i] = true
+			yes := m.err == nil && r.Agree(m.val)
+			res.Replies[m.i] = Reply[T]{Val: m.val, Err: m.err, Yes: yes}
+			if yes {
+				res.Agreed++
+			}
+		case <-timer.C:
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	for i := range res.Replies {
+		if !answered[i] {
+			res.Replies[i].Err = fmt.Errorf("%w within %v", ErrTimeout, r.Timeout)
+			if err := ctx.Err(); err != nil {
+				res.Replies[i].Err = err
+			}
+		}
+	}
+	res.Won = r.won(res.Agreed)
+	won.Store(res.Won)
+	if !res.Won && r.Settle != nil {
+		for i, rep := range res.Replies {
+			if rep.Yes {
+				waitFor[i] = true
+				settled.Add(1)
+			}
+		}
+	}
+	close(decided)
+	settled.Wait()
+	return res
+}
+
+// decided reports whether the round's outcome is known with pending replies
+// still outstanding.
+func (r *Round[T]) decided(agreed, pending int) bool {
+	if r.WaitAll {
+		return false
+	}
+	return agreed >= r.Quorum || agreed+pending < r.Quorum
+}
+
+func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func() time.Time) Result[T] {
+	node := r.Nodes[0]
+	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
+	probe, err := node.admit(now())
+	if err != nil {
+		res.Replies[0].Err = err
+		return res
+	}
+	nodeCtx, cancel := context.WithTimeout(ctx, r.Timeout)
+	v, err := r.Call(nodeCtx, node)
+	cancel()
+	err = r.finish(ctx, node, probe, err, now)
+	yes := err == nil && r.Agree(v)
+	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes}
+	if yes {
+		res.Agreed = 1
+	}
+	res.Won = r.won(res.Agreed)
+	switch {
+	case r.Settle == nil:
+	case err != nil:
+		done := make(chan struct{})
+		res.Done = done
+		wg.Go(func() {
+			defer close(done)
+			r.Settle(node, v, err, res.Won)
+		})
+	default:
+		r.Settle(node, v, err, res.Won)
+	}
+	return res
+}
+
+// finish records a finished request in the node's health and turns a node
+// timeout into ErrTimeout.
+func (r *Round[T]) finish(ctx context.Context, node *Node, probe bool, err error, now func() time.Time) error {
+	timedOut := isTimeout(ctx, err)
+	node.done(probe, timedOut, now())
+	if timedOut {
+		return fmt.Errorf("%w within %v: %w", ErrTimeout, r.Timeout, err)
+	}
+	return err
+}
+
+func (r *Round[T]) won(agreed int) bool {
+	return agreed >= r.Quorum && (r.Valid == nil || r.Valid())
+}

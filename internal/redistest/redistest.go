@@ -1,0 +1,282 @@
+// Package redistest starts and stops real redis-server processes on free
+// loopback ports, for tests and demos. Servers run without persistence, so a
+// restart comes back empty, as after a crash of a node without AOF.
+//
+// Every Server is owned by whoever started it: Stop (or the testing cleanup
+// registered by Start) kills the process and removes its directory.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotInstalled is returned when no redis-server binary is on the PATH.
+var ErrNotInstalled = errors.New("redistest: redis-server is not installed (on Debian: apt-get install redis-server redis-sentinel redis-tools)")
+
+// readyTimeout bounds how long a starting server may take to answer PING.
+const readyTimeout = 10 * time.Second
+
+// Server is one redis-server process on 127.0.0.1.
+type Server struct {
+	bin   string
+	dir   string
+	port  int
+	extra []string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when cmd has been waited for
+	paused  bool
+	stopped bool
+}
+
+// Options configure a Server. The zero value starts a plain master without
+// persistence.
+type Options struct {
+	// Args are extra redis-server arguments, such as
+	// []string{"--maxmemory-policy", "allkeys-lru"}.
+	Args []string
+}
+
+// StartServer starts one redis-server on a free loopback port and waits
+// until it answers PING. The caller must call Stop.
+func StartServer(opts Options) (*Server, error) {
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		return nil, ErrNotInstalled
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	s := &Server{bin: bin, dir: dir, extra: opts.Args}
+	// A free port found by listening on :0 can be taken by someone else
+	// before redis-server binds it; try a few ports before giving up.
+	for try := 0; ; try++ {
+		s.port, err = freePort()
+		if err == nil {
+			err = s.start()
+		}
+		if err == nil {
+			return s, nil
+		}
+		if try == 4 {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+}
+
+// Start starts n servers for a test and stops them when the test ends. It
+// fails the test with a clear message when redis-server is not installed.
+func Start(tb testing.TB, n int, opts ...Options) []*Server {
+	tb.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	servers := make([]*Server, 0, n)
+	for range n {
+		s, err := StartServer(o)
+		if err != nil {
+			for _, s := range servers {
+				_ = s.Stop()
+			}
+			tb.Fatal(err)
+		}
+		servers = append(servers, s)
+	}
+	tb.Cleanup(func() {
+		for _, s := range servers {
+			if err := s.Stop(); err != nil {
+				tb.Errorf("redistest: stop %s: %v", s.Addr(), err)
+			}
+		}
+	})
+	return servers
+}
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+
+// Port is the server's TCP port.
+func (s *Server) Port() int { return s.port }
+
+// Client returns a new go-redis client for the server, with context
+// deadlines honoured. The caller must close it.
+func (s *Server) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  s.Addr(),
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+}
+
+// Pid is the process id of the running server, or 0.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
+
+func (s *Server) start() error {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", "redis.log",
+		"--daemonize", "no",
+		"--protected-mode", "no",
+	}
+	args = append(args, s.extra...)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	// Own process group, so that a terminal's Ctrl-C does not reach it and
+	// Stop can always clean up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("redistest: start redis-server: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	s.mu.Lock()
+	s.cmd, s.exited, s.paused, s.stopped = cmd, exited, false, false
+	s.mu.Unlock()
+	if err := s.waitReady(exited); err != nil {
+		_ = cmd.Process.Kill()
+		<-exited
+		return err
+	}
+	return nil
+}
+
+func (s *Server) waitReady(exited <-chan struct{}) error {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second})
+	defer c.Close()
+	deadline := time.Now().Add(readyTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("redistest: redis-server on port %d exited at start: %s", s.port, s.logTail())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: redis-server on port %d not ready after %v: %v", s.port, readyTimeout, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *Server) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 3 {
+		lines = lines[len(lines)-3:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// Kill sends SIGKILL and waits for the process to exit: a crash. Its data is
+// gone (no persistence). Kill of a stopped server is a no-op.
+func (s *Server) Kill() error {
+	s.mu.Lock()
+	cmd, exited, stopped := s.cmd, s.exited, s.stopped
+	s.stopped = true
+	s.paused = false
+	s.mu.Unlock()
+	if stopped || cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("redistest: kill %s: %w", s.Addr(), err)
+	}
+	<-exited
+	return nil
+}
+
+// Restart starts the server again on the same port after Kill. It comes
+// back empty, with a new run_id.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if !stopped {
+		if err := s.Kill(); err != nil {
+			return err
+		}
+	}
+	return s.start()
+}
+
+// Pause freezes the process with SIGSTOP: it keeps its sockets open but
+// answers nothing, like a node in a long GC or swap storm.
+func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP, true) }
+
+// Resume undoes Pause with SIGCONT.
+func (s *Server) Resume() error { return s.signal(syscall.SIGCONT, false) }
+
+func (s *Server) signal(sig syscall.Signal, paused bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.cmd == nil {
+		return fmt.Errorf("redistest: %s is not running", s.Addr())
+	}
+	if err := s.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("redistest: signal %s: %w", s.Addr(), err)
+	}
+	s.paused = paused
+	return nil
+}
+
+// Stop kills the server (resuming it first if paused) and removes its
+// directory. It is safe to call more than once.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	if s.paused && s.cmd != nil {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		s.paused = false
+	}
+	s.mu.Unlock()
+	err := s.Kill()
+	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("redistest: find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -1,0 +1,109 @@
+// Package script holds the Lua scripts that run on each Redis node, their
+// argument encoding and the decoding of their replies.
+//
+// Each script is wrapped once in redis.NewScript, so it runs with EVALSHA and
+// falls back to EVAL when the node answers NOSCRIPT (after SCRIPT FLUSH or a
+// restart).
+package script
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed refresh.lua
+	refreshSrc string
+
+	acquire = redis.NewScript(acquireSrc)
+	release = redis.NewScript(releaseSrc)
+	refresh = redis.NewScript(refreshSrc)
+)
+
+// Acquired is the decoded reply of the acquire script.
+type Acquired struct {
+	OK bool
+	// HolderTTL is the remaining time to live of the current holder when
+	// OK is false; negative when the key has no expiry.
+	HolderTTL time.Duration
+}
+
+// Acquire runs the acquire script on one node.
+func Acquire(ctx context.Context, c redis.Scripter, key, value string, ttl time.Duration) (Acquired, error) {
+	v, err := acquire.Run(ctx, c, []string{key}, value, ms(ttl)).Result()
+	if err != nil {
+		return Acquired{}, err
+	}
+	return decodeAcquire(v)
+}
+
+func decodeAcquire(v any) (Acquired, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) == 0 {
+		return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
+	}
+	status, ok := a[0].(int64)
+	if !ok {
+		return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
+	}
+	switch status {
+	case 1:
+		return Acquired{OK: true}, nil
+	case 0:
+		if len(a) < 2 {
+			return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
+		}
+		pttl, ok := a[1].(int64)
+		if !ok {
+			return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
+		}
+		return Acquired{HolderTTL: time.Duration(pttl) * time.Millisecond}, nil
+	}
+	return Acquired{}, fmt.Errorf("redlock: unexpected acquire status %d", status)
+}
+
+// Release runs the compare-and-delete script on one node. It reports whether
+// the key held value and was deleted.
+func Release(ctx context.Context, c redis.Scripter, key, value string) (bool, error) {
+	n, err := release.Run(ctx, c, []string{key}, value).Int64()
+	if err != nil {
+		return false, err
+	}
+	return n == 1, nil
+}
+
+// RefreshResult is what the refresh script did on one node.
+type RefreshResult int
+
+const (
+	// NotOwner: another owner holds the key; nothing was changed.
+	NotOwner RefreshResult = 0
+	// Extended: the key held our value and its expiry was set.
+	Extended RefreshResult = 1
+	// Reseeded: the key was missing and was set again with our value.
+	Reseeded RefreshResult = 2
+)
+
+// Refresh runs the refresh script on one node.
+func Refresh(ctx context.Context, c redis.Scripter, key, value string, ttl time.Duration) (RefreshResult, error) {
+	n, err := refresh.Run(ctx, c, []string{key}, value, ms(ttl)).Int64()
+	if err != nil {
+		return NotOwner, err
+	}
+	if n < 0 || n > 2 {
+		return NotOwner, fmt.Errorf("redlock: unexpected refresh reply %d", n)
+	}
+	return RefreshResult(n), nil
+}
+
+// ms encodes a duration as whole milliseconds for PX and PEXPIRE.
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }

@@ -1,0 +1,180 @@
+package redlock
+
+import (
+	"math"
+	"time"
+)
+
+// Defaults of the options.
+const (
+	// DefaultPrefix is prepended to every lock name to form its Redis key.
+	DefaultPrefix = "redlock:"
+	// DefaultDriftFactor is the share of the TTL set aside for clock rate
+	// drift between the client and the nodes.
+	DefaultDriftFactor = 0.01
+	// DefaultMinRetryDelay and DefaultMaxRetryDelay bound the wait between
+	// two attempts of Obtain.
+	DefaultMinRetryDelay = 10 * time.Millisecond
+	DefaultMaxRetryDelay = 500 * time.Millisecond
+	// MinTTL is the shortest TTL accepted: below it the fixed 2 ms of the
+	// drift allowance and a round trip leave no validity.
+	MinTTL = 10 * time.Millisecond
+	// driftFixed is added to the drift allowance: the granularity of Redis
+	// expiry (milliseconds) plus a margin.
+	driftFixed = 2 * time.Millisecond
+)
+
+// Option configures a Client. Options are applied in order; the last one
+// wins.
+type Option interface {
+	applyClient(*config)
+}
+
+// ObtainOption configures one call of Obtain, TryObtain or Do.
+type ObtainOption interface {
+	applyObtain(*obtainConfig)
+}
+
+// RetryOption configures how Obtain retries. Given to New it sets the
+// Client's default; given to Obtain it overrides that default for one call.
+type RetryOption interface {
+	Option
+	ObtainOption
+}
+
+type config struct {
+	prefix      string
+	drift       float64
+	nodeTimeout time.Duration // 0: derived from the TTL
+	maxInFlight int
+	retry       retryConfig
+	now         func() time.Time
+}
+
+type obtainConfig struct {
+	retry retryConfig
+}
+
+type retryConfig struct {
+	minDelay    time.Duration
+	maxDelay    time.Duration
+	maxAttempts int // 0: until the context ends
+}
+
+func defaultConfig() config {
+	return config{
+		prefix: DefaultPrefix,
+		drift:  DefaultDriftFactor,
+		retry: retryConfig{
+			minDelay: DefaultMinRetryDelay,
+			maxDelay: DefaultMaxRetryDelay,
+		},
+		now: time.Now,
+	}
+}
+
+func (c *config) validate() error {
+	if c.drift < 0 || c.drift >= 0.5 || math.IsNaN(c.drift) {
+		return invalid("drift factor %v is outside [0, 0.5)", c.drift)
+	}
+	if c.nodeTimeout < 0 {
+		return invalid("node timeout %v is negative", c.nodeTimeout)
+	}
+	if c.maxInFlight < 0 {
+		return invalid("max in flight %d is negative", c.maxInFlight)
+	}
+	return c.retry.validate()
+}
+
+func (r *retryConfig) validate() error {
+	if r.minDelay <= 0 {
+		return invalid("minimum retry delay %v must be positive", r.minDelay)
+	}
+	if r.maxDelay < r.minDelay {
+		return invalid("maximum retry delay %v is below the minimum %v", r.maxDelay, r.minDelay)
+	}
+	if r.maxAttempts < 0 {
+		return invalid("max attempts %d is negative", r.maxAttempts)
+	}
+	return nil
+}
+
+type clientOption func(*config)
+
+func (f clientOption) applyClient(c *config) { f(c) }
+
+type retryOption func(*retryConfig)
+
+func (f retryOption) applyClient(c *config)       { f(&c.retry) }
+func (f retryOption) applyObtain(c *obtainConfig) { f(&c.retry) }
+
+// WithPrefix sets the prefix of every lock's Redis key. Default
+// DefaultPrefix ("redlock:"). Every client of one deployment must use the
+// same prefix, or they will not see each other's locks.
+func WithPrefix(prefix string) Option {
+	return clientOption(func(c *config) { c.prefix = prefix })
+}
+
+// WithDriftFactor sets the share of the TTL subtracted from a lock's
+// validity to allow for clock rate drift between client and nodes (plus a
+// fixed 2 ms). Default DefaultDriftFactor (0.01); must be in [0, 0.5).
+func WithDriftFactor(f float64) Option {
+	return clientOption(func(c *config) { c.drift = f })
+}
+
+// WithNodeTimeout sets how long one request to one node may take before the
+// node counts as not agreeing. By default it is derived from the TTL of each
+// call: TTL/200 (50 ms for a 10 s TTL), but at least 10 ms, and at most
+// TTL/4. Set it when the network is slower than loopback or a LAN.
+//
+// A go-redis client aborts a blocked read at a context deadline only when
+// it was created with ContextTimeoutEnabled: true; set it on every node's
+// client. Without it the client still returns within the timeout, but the
+// request keeps a connection until the client's ReadTimeout.
+func WithNodeTimeout(d time.Duration) Option {
+	return clientOption(func(c *config) { c.nodeTimeout = d })
+}
+
+// WithMaxInFlight bounds the requests outstanding to one node; beyond it a
+// request fails at once with ErrNodeOverloaded instead of queueing behind a
+// slow node. Default 512.
+func WithMaxInFlight(n int) Option {
+	return clientOption(func(c *config) { c.maxInFlight = n })
+}
+
+// WithRetryDelay sets the bounds of the wait between two attempts of
+// Obtain. The n-th wait (from 0) is drawn uniformly from
+// [min, min(max, min·2ⁿ)], and never outlasts the holder's remaining TTL
+// reported by the nodes. Defaults DefaultMinRetryDelay (10 ms) and
+// DefaultMaxRetryDelay (500 ms).
+func WithRetryDelay(min, max time.Duration) RetryOption {
+	return retryOption(func(r *retryConfig) { r.minDelay, r.maxDelay = min, max })
+}
+
+// WithMaxAttempts limits Obtain to n attempts; 0, the default, retries
+// until the context ends.
+func WithMaxAttempts(n int) RetryOption {
+	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
+}
+
+// withClock replaces time.Now; for tests of the validity arithmetic.
+func withClock(now func() time.Time) Option {
+	return clientOption(func(c *config) { c.now = now })
+}
+
+// nodeTimeoutFor is the per-node timeout for one call with this TTL.
+func (c *config) nodeTimeoutFor(ttl time.Duration) time.Duration {
+	if c.nodeTimeout > 0 {
+		return c.nodeTimeout
+	}
+	t := ttl / 200
+	if t < 10*time.Millisecond {
+		t = min(10*time.Millisecond, ttl/4)
+	}
+	return t
+}
+
+// driftFor is the validity set aside for clock drift with this TTL.
+func (c *config) driftFor(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.drift) + driftFixed
+}

@@ -1,0 +1,930 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// cluster is a set of real redis-server processes and a client for each.
+type cluster struct {
+	servers []*redistest.Server
+	clients []redis.UniversalClient
+}
+
+func startNodes(t *testing.T, n int) *cluster {
+	t.Helper()
+	cl := &cluster{servers: redistest.Start(t, n)}
+	for _, s := range cl.servers {
+		c := s.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		cl.clients = append(cl.clients, c)
+	}
+	return cl
+}
+
+func newClient(t *testing.T, nodes []redis.UniversalClient, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(nodes, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// rawGet reads a lock's key on one node directly.
+func rawGet(t *testing.T, node redis.UniversalClient, name string) (string, bool) {
+	t.Helper()
+	v, err := node.Get(context.Background(), "{"+DefaultPrefix+name+"}").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", name, err)
+	}
+	return v, true
+}
+
+func TestOneWinnerAmongMany(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			// Generous node timeout: 100 goroutines on two cores under
+			// -race must not turn into spurious timeouts.
+			c := newClient(t, cl.clients, WithNodeTimeout(2*time.Second))
+			var (
+				wg      sync.WaitGroup
+				winners atomic.Int32
+				start   = make(chan struct{})
+				errs    = make(chan error, 100)
+			)
+			for range 100 {
+				wg.Go(func() {
+					<-start
+					// With 5 nodes, simultaneous attempts can split the
+					// votes so that none wins; Obtain retries until one
+					// does. The others give up when their context ends.
+					ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+					defer cancel()
+					_, err := c.Obtain(ctx, "one-winner", time.Minute)
+					if err == nil {
+						winners.Add(1)
+					} else if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+						errs <- err
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				t.Errorf("loser got an unexpected error: %v", err)
+			}
+			if got := winners.Load(); got != 1 {
+				t.Fatalf("%d winners, want exactly 1", got)
+			}
+		})
+	}
+}
+
+func TestObtainReleaseCycle(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			c := newClient(t, cl.clients)
+			ctx := context.Background()
+			lock, err := c.TryObtain(ctx, "order:42", 10*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lock.Key() != "order:42" {
+				t.Errorf("Key() = %q", lock.Key())
+			}
+			if left := time.Until(lock.ValidUntil()); left <= 9*time.Second || left > 10*time.Second {
+				t.Errorf("validity left %v, want in (9s, 10s]", left)
+			}
+			// Obtain returns at quorum; the other nodes' yes arrives
+			// later and joins the lock.
+			for i, node := range cl.clients {
+				eventually(t, fmt.Sprintf("node %d has the key", i), func() bool {
+					v, ok := rawGet(t, node, "order:42")
+					return ok && len(v) == 32
+				})
+			}
+			if _, err := c.TryObtain(ctx, "order:42", 10*time.Second); !errors.Is(err, ErrNotObtained) {
+				t.Fatalf("second TryObtain: %v, want ErrNotObtained", err)
+			}
+			if err := lock.Refresh(ctx, 20*time.Second); err != nil {
+				t.Fatalf("Refresh: %v", err)
+			}
+			for i, node := range cl.clients {
+				eventually(t, fmt.Sprintf("node %d has the refreshed TTL", i), func() bool {
+					return node.PTTL(ctx, "{redlock:order:42}").Val() > 10*time.Second
+				})
+			}
+			if err := lock.Release(ctx); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if err := lock.Release(ctx); err != nil {
+				t.Fatalf("second Release: %v, want nil (idempotent)", err)
+			}
+			for i, node := range cl.clients {
+				if _, ok := rawGet(t, node, "order:42"); ok {
+					t.Errorf("node %d still has the key after Release", i)
+				}
+			}
+			if err := lock.Refresh(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
+				t.Errorf("Refresh after Release: %v, want ErrNotHeld", err)
+			}
+			lock2, err := c.TryObtain(ctx, "order:42", 10*time.Second)
+			if err != nil {
+				t.Fatalf("TryObtain after Release: %v", err)
+			}
+			_ = lock2.Release(ctx)
+		})
+	}
+}
+
+func TestValuesAreRandom(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		v := newValue()
+		if len(v) != 32 || seen[v] {
+			t.Fatalf("value %q: length %d, seen before %v", v, len(v), seen[v])
+		}
+		seen[v] = true
+	}
+}
+
+func TestExpiryAndReleaseByNonOwner(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			c := newClient(t, cl.clients)
+			ctx := context.Background()
+			old, err := c.TryObtain(ctx, "expiry", 100*time.Millisecond)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Wait well past the TTL for the keys to expire.
+			time.Sleep(400 * time.Millisecond)
+			if err := old.Refresh(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("Refresh of an expired lock: %v, want ErrNotHeld", err)
+			}
+			cur, err := c.TryObtain(ctx, "expiry", time.Minute)
+			if err != nil {
+				t.Fatalf("TryObtain after expiry: %v", err)
+			}
+			// The old owner's release must not touch the new owner's keys.
+			err = old.Release(ctx)
+			if !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("Release by the old owner: %v, want ErrNotHeld", err)
+			}
+			var qe *QuorumError
+			if !errors.As(err, &qe) || qe.Op != "release" || qe.Agreed != 0 {
+				t.Fatalf("Release error %#v, want a release *QuorumError with 0 agreed", err)
+			}
+			if _, err := c.TryObtain(ctx, "expiry", time.Minute); !errors.Is(err, ErrNotObtained) {
+				t.Fatalf("the new owner lost the lock to an old owner's release: %v", err)
+			}
+			if err := cur.Release(ctx); err != nil {
+				t.Fatalf("Release by the owner: %v", err)
+			}
+		})
+	}
+}
+
+func TestMinorityKilledStillObtains(t *testing.T) {
+	cl := startNodes(t, 5)
+	c := newClient(t, cl.clients)
+	if err := cl.servers[3].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := c.TryObtain(context.Background(), "minority", 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryObtain with one node down: %v", err)
+	}
+	if err := lock.Release(context.Background()); err != nil {
+		t.Fatalf("Release with one node down: %v", err)
+	}
+}
+
+func TestMajorityKilledFails(t *testing.T) {
+	cl := startNodes(t, 5)
+	c := newClient(t, cl.clients)
+	killed := []int{0, 2, 4}
+	for _, i := range killed {
+		if err := cl.servers[i].Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := c.TryObtain(context.Background(), "majority", 10*time.Second)
+	if !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("TryObtain with three of five down: %v, want ErrNotObtained", err)
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) {
+		t.Fatalf("error %v is not a *QuorumError", err)
+	}
+	if qe.Need != 3 || qe.Agreed != 2 {
+		t.Errorf("need %d agreed %d, want 3 and 2", qe.Need, qe.Agreed)
+	}
+	var named []int
+	for _, ne := range qe.Nodes {
+		named = append(named, ne.Node)
+		if ne.Err == nil || ne.Addr != cl.servers[ne.Node].Addr() {
+			t.Errorf("node error %v: want a reason and the address %s", ne, cl.servers[ne.Node].Addr())
+		}
+	}
+	if !slices.Equal(named, killed) {
+		t.Errorf("QuorumError names nodes %v, want %v (%v)", named, killed, err)
+	}
+	// The two nodes that said yes must have been released.
+	for _, i := range []int{1, 3} {
+		if _, ok := rawGet(t, cl.clients[i], "majority"); ok {
+			t.Errorf("node %d kept the key of a failed attempt", i)
+		}
+	}
+}
+
+func TestFrozenNodeDoesNotDelay(t *testing.T) {
+	cl := startNodes(t, 5)
+	// A per-node timeout far above a healthy round trip: if an acquire
+	// waited for the frozen node, it would take at least this long.
+	const nodeTimeout = 5 * time.Second
+	c := newClient(t, cl.clients, WithNodeTimeout(nodeTimeout))
+	if err := cl.servers[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.servers[1].Resume() })
+	for i := range 5 {
+		start := time.Now()
+		lock, err := c.TryObtain(context.Background(), fmt.Sprintf("frozen-%d", i), time.Minute)
+		if err != nil {
+			t.Fatalf("TryObtain with one frozen node: %v", err)
+		}
+		if took := time.Since(start); took >= nodeTimeout {
+			t.Fatalf("TryObtain took %v: it waited for the frozen node", took)
+		}
+		_ = lock
+	}
+}
+
+func TestFrozenSingleNodeTimesOutThenIsSkipped(t *testing.T) {
+	cl := startNodes(t, 1)
+	const nodeTimeout = 100 * time.Millisecond
+	c := newClient(t, cl.clients, WithNodeTimeout(nodeTimeout))
+	ctx := context.Background()
+	if err := cl.servers[0].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.TryObtain(ctx, "frozen", time.Minute)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeTimeout) {
+		t.Fatalf("attempt on a frozen node: %v, want ErrNotObtained and ErrNodeTimeout", err)
+	}
+	// Each failed attempt also sends a clean-up release, which times out
+	// too; after three timeouts in a row the node is skipped.
+	skipped := false
+	for range 3 {
+		_, err = c.TryObtain(ctx, "frozen", time.Minute)
+		if errors.Is(err, ErrNodeSkipped) {
+			skipped = true
+			break
+		}
+		time.Sleep(2 * nodeTimeout) // let the clean-up time out as well
+	}
+	if !skipped {
+		t.Fatalf("after repeated timeouts: %v, want ErrNodeSkipped", err)
+	}
+	if err := cl.servers[0].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// After the cooldown one probe goes through and the node is back.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lock, err := c.TryObtain(ctx, "frozen-after", time.Minute)
+		if err == nil {
+			_ = lock.Release(ctx)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node not used again after it resumed: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestScriptFlushRecovery(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	lock, err := c.TryObtain(ctx, "flush", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range cl.clients {
+		if err := n.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lock.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("Refresh after SCRIPT FLUSH: %v", err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatalf("Release after SCRIPT FLUSH: %v", err)
+	}
+	for _, n := range cl.clients {
+		if err := n.ScriptFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lock, err = c.TryObtain(ctx, "flush", time.Minute)
+	if err != nil {
+		t.Fatalf("TryObtain after SCRIPT FLUSH: %v", err)
+	}
+	_ = lock.Release(ctx)
+}
+
+// A node's yes that arrives after the attempt failed is released. The late
+// node's client does not abort reads at the context deadline, so its reply
+// arrives after the decision, when the node resumes.
+func TestLateYesAfterFailureIsReleased(t *testing.T) {
+	cl := startNodes(t, 5)
+	ctx := context.Background()
+	late := redis.NewClient(&redis.Options{Addr: cl.servers[4].Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = late.Close() })
+	nodes := slices.Clone(cl.clients)
+	nodes[4] = late
+	c := newClient(t, nodes, WithNodeTimeout(300*time.Millisecond))
+	// Another owner holds the key on nodes 0 and 1: with node 4 frozen the
+	// outcome is open until node 4's timeout, and then fails.
+	for _, i := range []int{0, 1} {
+		if err := cl.clients[i].Set(ctx, "{redlock:late}", "someone-else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl.servers[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.TryObtain(ctx, "late", time.Minute)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeTimeout) {
+		t.Fatalf("TryObtain: %v, want ErrNotObtained with a node timeout", err)
+	}
+	for _, i := range []int{2, 3} {
+		if _, ok := rawGet(t, cl.clients[i], "late"); ok {
+			t.Errorf("node %d kept the key of the failed attempt", i)
+		}
+	}
+	// The request is still waiting on node 4. Resume it: the acquire runs
+	// there (a late yes), and the clean-up must delete it again.
+	if err := cl.servers[4].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		v, ok := rawGet(t, cl.clients[4], "late")
+		if !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 4 still holds the late yes %q", v)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fakeClock is a clock for the validity arithmetic: it returns first each
+// of next in turn, then t, which set changes.
+type fakeClock struct {
+	mu   sync.Mutex
+	next []time.Time
+	t    time.Time
+}
+
+func (f *fakeClock) now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.next) > 0 {
+		t := f.next[0]
+		f.next = f.next[1:]
+		return t
+	}
+	return f.t
+}
+
+func (f *fakeClock) set(t time.Time) {
+	f.mu.Lock()
+	f.t = t
+	f.mu.Unlock()
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestValidityArithmetic(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	t0 := time.Now()
+	const ttl = 10 * time.Second
+	tests := []struct {
+		name    string
+		elapsed time.Duration
+		drift   float64
+		ok      bool
+		want    time.Time // ValidUntil
+	}{
+		// validity = TTL − elapsed − (TTL × drift + 2 ms), so ValidUntil =
+		// start + TTL − TTL × drift − 2 ms whatever the elapsed time.
+		{"fast", time.Millisecond, 0.01, true, t0.Add(ttl - 100*time.Millisecond - 2*time.Millisecond)},
+		{"slow", 9 * time.Second, 0.01, true, t0.Add(ttl - 100*time.Millisecond - 2*time.Millisecond)},
+		{"no drift", time.Second, 0, true, t0.Add(ttl - 2*time.Millisecond)},
+		{"large drift", time.Second, 0.2, true, t0.Add(ttl - 2*time.Second - 2*time.Millisecond)},
+		{"just expired", ttl - 102*time.Millisecond, 0.01, false, time.Time{}},
+		{"expired", ttl, 0.01, false, time.Time{}},
+		{"drift eats it", 5100 * time.Millisecond, 0.49, false, time.Time{}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The attempt starts at t0; every later reading is t0+elapsed.
+			clock := &fakeClock{next: []time.Time{t0}, t: t0.Add(tt.elapsed)}
+			c := newClient(t, cl.clients, WithDriftFactor(tt.drift), withClock(clock.now))
+			name := fmt.Sprintf("validity-%d", i)
+			lock, err := c.TryObtain(ctx, name, ttl)
+			if !tt.ok {
+				var qe *QuorumError
+				if !errors.As(err, &qe) || !qe.Expired || !errors.Is(err, ErrNotObtained) {
+					t.Fatalf("TryObtain: %v, want an expired *QuorumError", err)
+				}
+				// The keys of an attempt that ran out of validity are
+				// released.
+				for j, node := range cl.clients {
+					if _, ok := rawGet(t, node, name); ok {
+						t.Errorf("node %d kept the key of an expired attempt", j)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("TryObtain: %v", err)
+			}
+			if got := lock.ValidUntil(); !got.Equal(tt.want) {
+				t.Errorf("ValidUntil = start + %v, want start + %v", got.Sub(t0), tt.want.Sub(t0))
+			}
+			_ = lock.Release(ctx)
+		})
+	}
+}
+
+func TestRefreshOnlyWithinValidity(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	t0 := time.Now()
+	const ttl = 10 * time.Second
+	// Acquire at t0; the refresh starts after the validity has ended.
+	clock := &fakeClock{t: t0}
+	c := newClient(t, cl.clients, withClock(clock.now))
+	lock, err := c.TryObtain(ctx, "refresh-late", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.set(t0.Add(ttl))
+	if err := lock.Refresh(ctx, ttl); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Refresh after validity: %v, want ErrNotHeld", err)
+	}
+	_ = lock.Release(ctx)
+}
+
+func TestRefreshReseedsANodeThatLostTheKey(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	lock, err := c.TryObtain(ctx, "reseed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := rawGet(t, cl.clients[0], "reseed")
+	if err := cl.clients[2].Del(ctx, "{redlock:reseed}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Refresh(ctx, time.Minute); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	eventually(t, "node 2 is re-seeded with the lock's value", func() bool {
+		got, ok := rawGet(t, cl.clients[2], "reseed")
+		return ok && got == want
+	})
+	// A node where another owner holds the key is not overwritten, and a
+	// quorum of such nodes means the lock is lost.
+	for _, i := range []int{0, 1} {
+		if err := cl.clients[i].Set(ctx, "{redlock:reseed}", "thief", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = lock.Refresh(ctx, time.Minute)
+	if !errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrHeld) {
+		t.Fatalf("Refresh with the key taken on a quorum: %v, want ErrNotHeld", err)
+	}
+	if got, _ := rawGet(t, cl.clients[0], "reseed"); got != "thief" {
+		t.Fatalf("refresh overwrote another owner's key: %q", got)
+	}
+	if err := lock.Refresh(ctx, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Refresh of a lost lock: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestObtainWaitsForRelease(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	holder, err := c.TryObtain(ctx, "wait", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		_ = holder.Release(ctx)
+	}()
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	lock, err := c.Obtain(wctx, "wait", time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain: %v", err)
+	}
+	_ = lock.Release(ctx)
+}
+
+func TestObtainNeverSleepsPastHolderTTL(t *testing.T) {
+	cl := startNodes(t, 1)
+	// Retry delays far longer than the holder's TTL: only the PTTL cap lets
+	// the waiter in before its context ends.
+	c := newClient(t, cl.clients, WithRetryDelay(30*time.Second, time.Minute))
+	ctx := context.Background()
+	if _, err := c.TryObtain(ctx, "pttl", 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	lock, err := c.Obtain(wctx, "pttl", time.Minute)
+	if err != nil {
+		t.Fatalf("Obtain: %v", err)
+	}
+	_ = lock.Release(ctx)
+}
+
+func TestObtainContextEnds(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	if _, err := c.TryObtain(ctx, "ctx", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	_, err := c.Obtain(wctx, "ctx", time.Minute)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Obtain past its deadline: %v, want ErrNotObtained and DeadlineExceeded", err)
+	}
+	var qe *QuorumError
+	if !errors.As(err, &qe) || !errors.Is(err, ErrHeld) {
+		t.Fatalf("Obtain past its deadline: %v, want the last attempt's *QuorumError", err)
+	}
+
+	cctx, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	_, err = c.TryObtain(cctx, "ctx-cancelled", time.Minute)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("TryObtain with a cancelled context: %v, want ErrNotObtained and Canceled", err)
+	}
+}
+
+func TestMaxAttempts(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	if _, err := c.TryObtain(ctx, "attempts", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int32
+	cl.clients[0].AddHook(countEval{&calls})
+	_, err := c.Obtain(ctx, "attempts", time.Minute, WithMaxAttempts(3), WithRetryDelay(time.Millisecond, 2*time.Millisecond))
+	if !errors.Is(err, ErrNotObtained) {
+		t.Fatalf("Obtain: %v, want ErrNotObtained", err)
+	}
+	if got := calls.Load(); got != 3 {
+		t.Fatalf("%d acquire scripts ran, want 3", got)
+	}
+}
+
+// countEval counts EVALSHA and EVAL commands sent through a client.
+type countEval struct{ n *atomic.Int32 }
+
+func (countEval) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h countEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (countEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestReleaseWithCancelledContext(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients)
+	lock, err := c.TryObtain(context.Background(), "cancelled", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := lock.Release(ctx); err != nil {
+		t.Fatalf("Release with a cancelled context: %v", err)
+	}
+	for i, node := range cl.clients {
+		if _, ok := rawGet(t, node, "cancelled"); ok {
+			t.Errorf("node %d still has the key", i)
+		}
+	}
+}
+
+func TestCloseReleasesHeldLocks(t *testing.T) {
+	cl := startNodes(t, 3)
+	c, err := New(cl.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	lock, err := c.TryObtain(ctx, "close", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	for i, node := range cl.clients {
+		if _, ok := rawGet(t, node, "close"); ok {
+			t.Errorf("node %d still has the key after Close", i)
+		}
+	}
+	if _, err := c.TryObtain(ctx, "close", time.Minute); !errors.Is(err, ErrClosed) {
+		t.Errorf("TryObtain after Close: %v, want ErrClosed", err)
+	}
+	if _, err := c.Obtain(ctx, "close", time.Minute); !errors.Is(err, ErrClosed) {
+		t.Errorf("Obtain after Close: %v, want ErrClosed", err)
+	}
+	if err := lock.Refresh(ctx, time.Minute); !errors.Is(err, ErrClosed) {
+		t.Errorf("Refresh after Close: %v, want ErrClosed", err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Errorf("Release after Close: %v, want nil (released by Close)", err)
+	}
+}
+
+func TestCloseWhileObtaining(t *testing.T) {
+	cl := startNodes(t, 5)
+	c, err := New(cl.clients)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() {
+			for j := 0; ; j++ {
+				l, err := c.TryObtain(context.Background(), fmt.Sprintf("close-%d-%d", i, j), time.Minute)
+				if errors.Is(err, ErrClosed) {
+					return
+				}
+				if err == nil && j%2 == 0 {
+					_ = l.Release(context.Background())
+				}
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	// Every lock obtained before Close was released by it or its owner.
+	for i, node := range cl.clients {
+		keys, err := node.Keys(context.Background(), "{redlock:close-*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(keys) != 0 {
+			t.Errorf("node %d: %d keys left after Close, e.g. %s", i, len(keys), keys[0])
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cl := startNodes(t, 2)
+	a, b := cl.clients[0], cl.clients[1]
+	sameAddr := redis.NewClient(&redis.Options{Addr: cl.servers[0].Addr()})
+	t.Cleanup(func() { _ = sameAddr.Close() })
+
+	newTests := []struct {
+		name  string
+		nodes []redis.UniversalClient
+		opts  []Option
+	}{
+		{"no nodes", nil, nil},
+		{"nil node", []redis.UniversalClient{a, nil}, nil},
+		{"same client twice", []redis.UniversalClient{a, b, a}, nil},
+		{"same address twice", []redis.UniversalClient{a, sameAddr}, nil},
+		{"negative drift", []redis.UniversalClient{a}, []Option{WithDriftFactor(-0.1)}},
+		{"drift 0.5", []redis.UniversalClient{a}, []Option{WithDriftFactor(0.5)}},
+		{"negative node timeout", []redis.UniversalClient{a}, []Option{WithNodeTimeout(-time.Second)}},
+		{"zero retry delay", []redis.UniversalClient{a}, []Option{WithRetryDelay(0, time.Second)}},
+		{"max below min delay", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}},
+		{"negative attempts", []redis.UniversalClient{a}, []Option{WithMaxAttempts(-1)}},
+		{"nil option", []redis.UniversalClient{a}, []Option{nil}},
+	}
+	for _, tt := range newTests {
+		t.Run("New/"+tt.name, func(t *testing.T) {
+			c, err := New(tt.nodes, tt.opts...)
+			if !errors.Is(err, ErrInvalid) || c != nil {
+				t.Fatalf("New: %v, %v; want nil and ErrInvalid", c, err)
+			}
+		})
+	}
+
+	c := newClient(t, []redis.UniversalClient{a, b})
+	obtainTests := []struct {
+		name string
+		key  string
+		ttl  time.Duration
+		opts []ObtainOption
+	}{
+		{"empty key", "", time.Second, nil},
+		{"zero TTL", "k", 0, nil},
+		{"negative TTL", "k", -time.Second, nil},
+		{"TTL below minimum", "k", MinTTL - time.Millisecond, nil},
+		{"bad retry option", "k", time.Second, []ObtainOption{WithRetryDelay(-1, 0)}},
+		{"nil option", "k", time.Second, []ObtainOption{nil}},
+	}
+	for _, tt := range obtainTests {
+		t.Run("Obtain/"+tt.name, func(t *testing.T) {
+			for _, obtain := range []func(context.Context, string, time.Duration, ...ObtainOption) (*Lock, error){c.TryObtain, c.Obtain} {
+				l, err := obtain(context.Background(), tt.key, tt.ttl, tt.opts...)
+				if !errors.Is(err, ErrInvalid) || l != nil {
+					t.Fatalf("obtain: %v, %v; want nil and ErrInvalid", l, err)
+				}
+			}
+		})
+	}
+	t.Run("Refresh/bad TTL", func(t *testing.T) {
+		l, err := c.TryObtain(context.Background(), "refresh-ttl", time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Refresh(context.Background(), 0); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Refresh(0): %v, want ErrInvalid", err)
+		}
+		_ = l.Release(context.Background())
+	})
+}
+
+func TestNodeErrorsAreReportedPerNode(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	// Node 0: the key holds a list, not a lock.
+	if err := cl.clients[0].RPush(ctx, "{redlock:typed}", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Node 1: an ACL user that may not touch lock keys.
+	if err := cl.clients[1].Do(ctx, "ACL", "SETUSER", "app", "on", ">secret", "~other:*", "+@all").Err(); err != nil {
+		t.Fatal(err)
+	}
+	limited := redis.NewClient(&redis.Options{Addr: cl.servers[1].Addr(), Username: "app", Password: "secret", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = limited.Close() })
+	// Node 2: nothing listens any more.
+	if err := cl.servers[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, []redis.UniversalClient{cl.clients[0], limited, cl.clients[2]})
+	_, err := c.TryObtain(ctx, "typed", time.Minute)
+	var qe *QuorumError
+	if !errors.As(err, &qe) || len(qe.Nodes) != 3 {
+		t.Fatalf("TryObtain: %v, want a *QuorumError naming three nodes", err)
+	}
+	checks := []struct {
+		node int
+		want string
+	}{{0, "WRONGTYPE"}, {1, "NOPERM"}}
+	for _, ch := range checks {
+		var rerr redis.Error
+		ne := qe.Nodes[ch.node]
+		if !errors.As(ne.Err, &rerr) || !hasPrefix(rerr.Error(), ch.want) {
+			t.Errorf("node %d: %v, want a %s error from Redis", ch.node, ne.Err, ch.want)
+		}
+	}
+	if ne := qe.Nodes[2]; ne.Err == nil {
+		t.Errorf("node 2 (down): no error")
+	}
+}
+
+func hasPrefix(s, p string) bool { return len(s) >= len(p) && s[:len(p)] == p }
+
+func TestRedisCluster(t *testing.T) {
+	rc := redistest.StartClusterT(t, 3)
+	node := rc.Client()
+	t.Cleanup(func() { _ = node.Close() })
+	c := newClient(t, []redis.UniversalClient{node})
+	ctx := context.Background()
+	for i := range 20 {
+		name := fmt.Sprintf("cluster-%d", i)
+		lock, err := c.TryObtain(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatalf("TryObtain on a cluster: %v", err)
+		}
+		if _, err := c.TryObtain(ctx, name, time.Minute); !errors.Is(err, ErrHeld) {
+			t.Fatalf("second TryObtain on a cluster: %v, want ErrHeld", err)
+		}
+		if err := lock.Refresh(ctx, time.Minute); err != nil {
+			t.Fatalf("Refresh on a cluster: %v", err)
+		}
+		if err := lock.Release(ctx); err != nil {
+			t.Fatalf("Release on a cluster: %v", err)
+		}
+	}
+}
+
+func TestKeyHashTag(t *testing.T) {
+	c := &Client{cfg: defaultConfig()}
+	tests := []struct {
+		name, want string
+		ok         bool
+	}{
+		{"order:42", "{redlock:order:42}", true},
+		{"{tenant}:x", "{redlock:{tenant}:x}", true},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, err := c.redisKey(tt.name)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("redisKey(%q) = %q, %v; want %q ok=%v", tt.name, got, err, tt.want, tt.ok)
+		}
+	}
+	c.cfg.prefix = ""
+	if _, err := c.redisKey("}x"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("empty hash tag accepted: %v", err)
+	}
+}
+
+func TestBackoffBounds(t *testing.T) {
+	b := newBackoff(retryConfig{minDelay: 10 * time.Millisecond, maxDelay: 100 * time.Millisecond})
+	for n := range 50 {
+		d := b.next()
+		hi := 100 * time.Millisecond
+		if n < 4 {
+			hi = 10 * time.Millisecond << n
+		}
+		if d < 10*time.Millisecond || d > hi {
+			t.Fatalf("wait %d = %v, want in [10ms, %v]", n, d, hi)
+		}
+	}
+}
+
+func TestNodeTimeoutDefault(t *testing.T) {
+	cfg := defaultConfig()
+	tests := []struct{ ttl, want time.Duration }{
+		{10 * time.Second, 50 * time.Millisecond},
+		{time.Minute, 300 * time.Millisecond},
+		{time.Second, 10 * time.Millisecond},
+		{20 * time.Millisecond, 5 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := cfg.nodeTimeoutFor(tt.ttl); got != tt.want {
+			t.Errorf("nodeTimeoutFor(%v) = %v, want %v", tt.ttl, got, tt.want)
+		}
+	}
+}
