@@ -210,9 +210,11 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 			// where the node said yes, or may have (no definite answer).
 			// A won lock's late yes joins it, unless the lock's release
 			// has begun and may have passed this node already.
-			if (!won || l.isReleasing()) && (a.OK || ambiguous(err)) {
+			if !won && (a.OK || ambiguous(err)) {
 				c.releaseNode(n, key, value, timeout)
+				return
 			}
+			l.settleLate(n, refreshed(a), err, won)
 		},
 	}
 	res := round.Run(ctx, &c.bg)
@@ -228,11 +230,20 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, holderTTL, qe
 	}
 	l.validUntil = validUntil
-	l.joined = res.Done
+	l.track(res.Done) // l is not shared yet: no lock needed
 	c.mu.Lock()
 	c.held[l] = struct{}{}
 	c.mu.Unlock()
 	return l, 0, nil
+}
+
+// refreshed maps an acquire reply to the refresh result it is equivalent to
+// for clean-up: our key was set, or not.
+func refreshed(a script.Acquired) script.RefreshResult {
+	if a.OK {
+		return script.Extended
+	}
+	return script.NotOwner
 }
 
 // releaseNode deletes our key on one node; used for clean-up, its outcome

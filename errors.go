@@ -33,6 +33,11 @@ var (
 	// within the per-node timeout (see WithNodeTimeout).
 	ErrNodeTimeout = quorum.ErrTimeout
 
+	// ErrNodePending is the per-node reason when a node had not answered
+	// yet when the outcome was already decided without it (a quorum agreed,
+	// or enough nodes refused that none could).
+	ErrNodePending = quorum.ErrPending
+
 	// ErrNodeSkipped is the per-node reason when a node was not asked:
 	// it timed out three times in a row and is skipped for one second
 	// before a single probe request may reach it again.
@@ -50,7 +55,8 @@ type NodeError struct {
 	// Addr describes the node for humans (host:port where known).
 	Addr string
 	// Err is the reason: ErrHeld, ErrNotHeld, ErrNodeTimeout,
-	// ErrNodeSkipped, ErrNodeOverloaded, or the error of the Redis client.
+	// ErrNodePending, ErrNodeSkipped, ErrNodeOverloaded, or the error of
+	// the Redis client.
 	Err error
 }
 

@@ -25,11 +25,10 @@ type Lock struct {
 	// so that a refresh cannot re-seed a key that a release just deleted.
 	op sync.Mutex
 
-	// joined is closed when every reply of the acquire round has arrived
-	// and settled; until then a late yes may still set our key on a node.
-	joined <-chan struct{}
-
-	mu          sync.Mutex
+	mu sync.Mutex
+	// rounds holds the Done channels of acquire and refresh rounds whose
+	// late replies may still set or extend our key on a node.
+	rounds      []<-chan struct{}
 	releasing   bool // Release's round is out: late yes-replies clean up after themselves
 	ttl         time.Duration
 	nodeTimeout time.Duration
@@ -44,7 +43,10 @@ func (l *Lock) Key() string { return l.name }
 
 // ValidUntil returns the time until which the lock is guaranteed to be held
 // (on the monotonic clock of this process): the TTL from the moment the
-// acquire or last successful refresh was sent, less the drift allowance.
+// acquire or last successful refresh was sent, less the drift allowance. A
+// refresh that failed may lower it (it may have shortened the keys on some
+// nodes). After Release, or once the lock is known lost, it is the zero
+// time.
 func (l *Lock) ValidUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -105,22 +107,31 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
 			return script.Refresh(ctx, n.Client, l.key, l.value, ttl)
 		},
-		Agree: func(r script.RefreshResult) bool { return r != script.NotOwner },
+		Agree:  func(r script.RefreshResult) bool { return r != script.NotOwner },
+		Settle: l.settleLate,
 		Valid: func() bool {
 			now := c.cfg.now()
 			return now.Before(validUntil) && now.Before(newValid)
 		},
 	}
 	res := round.Run(ctx, &c.bg)
+	l.mu.Lock()
+	l.track(res.Done)
 	if res.Won {
-		l.mu.Lock()
 		l.validUntil, l.ttl, l.nodeTimeout = newValid, ttl, timeout
 		l.mu.Unlock()
 		return nil
 	}
+	// The refresh may have run on some nodes, and a shorter TTL there
+	// makes their keys expire sooner: only the earlier of the two
+	// validities is still guaranteed.
+	if newValid.Before(l.validUntil) {
+		l.validUntil = newValid
+	}
+	expired := !c.cfg.now().Before(l.validUntil)
+	l.mu.Unlock()
 	var sentinel error
-	if refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }) ||
-		!c.cfg.now().Before(validUntil) {
+	if expired || refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }) {
 		l.markLost()
 		sentinel = ErrNotHeld
 	}
@@ -149,19 +160,25 @@ func (l *Lock) Release(ctx context.Context) error {
 		return err
 	}
 	timeout := l.nodeTimeout
+	rounds := l.rounds
 	l.mu.Unlock()
 
-	// Let the acquire's late replies land first, so that the release
-	// reaches every key they set. Those that arrive after the release is
-	// sent see releasing and delete their key themselves.
+	// Let the late replies of earlier rounds land first, so that the
+	// release reaches every key they set. Those that arrive after the
+	// release is sent see releasing and delete their key themselves.
 	wait := time.NewTimer(timeout)
-	select {
-	case <-l.joined:
-	case <-wait.C:
+	for _, done := range rounds {
+		select {
+		case <-done:
+			continue
+		case <-wait.C:
+		}
+		break
 	}
 	wait.Stop()
 	l.mu.Lock()
 	l.releasing = true
+	l.rounds = nil
 	l.mu.Unlock()
 
 	round := quorum.Round[bool]{
@@ -186,6 +203,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
+	l.validUntil = time.Time{}
 	l.mu.Unlock()
 	c.forget(l)
 	return err
@@ -203,14 +221,50 @@ func refused[T any](c *Client, replies []quorum.Reply[T], notOurs func(T) bool) 
 	return n > len(c.nodes)-c.quorum
 }
 
+// settleLate deletes our key on a node whose reply to an acquire or refresh
+// of a won lock arrived after the lock's release was sent: the release may
+// have passed that node before the key was set.
+func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, won bool) {
+	if l.isReleasing() && (r != script.NotOwner || ambiguous(err)) {
+		l.c.releaseNode(n, l.key, l.value, l.nodeTimeoutNow())
+	}
+}
+
 func (l *Lock) isReleasing() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.releasing
 }
 
+func (l *Lock) nodeTimeoutNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nodeTimeout
+}
+
+// track remembers a round whose late replies may still touch our key,
+// forgetting those that are over. l.mu must be held.
+func (l *Lock) track(done <-chan struct{}) {
+	live := l.rounds[:0]
+	for _, d := range l.rounds {
+		select {
+		case <-d:
+		default:
+			live = append(live, d)
+		}
+	}
+	l.rounds = live
+	select {
+	case <-done:
+	default:
+		l.rounds = append(l.rounds, done)
+	}
+}
+
+// markLost records that the lock can no longer be guaranteed.
 func (l *Lock) markLost() {
 	l.mu.Lock()
 	l.lost = true
+	l.validUntil = time.Time{}
 	l.mu.Unlock()
 }

@@ -125,7 +125,7 @@ func WithDriftFactor(f float64) Option {
 // WithNodeTimeout sets how long one request to one node may take before the
 // node counts as not agreeing. By default it is derived from the TTL of each
 // call: TTL/200 (50 ms for a 10 s TTL), but at least 10 ms, and at most
-// TTL/4. Set it when the network is slower than loopback or a LAN.
+// TTL/4. A value set here is used for every TTL as it is. Set it when the network is slower than loopback or a LAN.
 //
 // A go-redis client aborts a blocked read at a context deadline only when
 // it was created with ContextTimeoutEnabled: true; set it on every node's
@@ -144,7 +144,7 @@ func WithMaxInFlight(n int) Option {
 
 // WithRetryDelay sets the bounds of the wait between two attempts of
 // Obtain. The n-th wait (from 0) is drawn uniformly from
-// [min, min(max, min·2ⁿ)], and never outlasts the holder's remaining TTL
+// [min, min(max, min·2ⁿ⁺¹)], and never outlasts the holder's remaining TTL
 // reported by the nodes. Defaults DefaultMinRetryDelay (10 ms) and
 // DefaultMaxRetryDelay (500 ms).
 func WithRetryDelay(min, max time.Duration) RetryOption {

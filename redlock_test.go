@@ -16,7 +16,15 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; tests kill nodes on purpose.
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // cluster is a set of real redis-server processes and a client for each.
 type cluster struct {
@@ -137,6 +145,9 @@ func TestObtainReleaseCycle(t *testing.T) {
 			}
 			if err := lock.Release(ctx); err != nil {
 				t.Fatalf("Release: %v", err)
+			}
+			if !lock.ValidUntil().IsZero() {
+				t.Errorf("ValidUntil after Release = %v, want the zero time", lock.ValidUntil())
 			}
 			if err := lock.Release(ctx); err != nil {
 				t.Fatalf("second Release: %v, want nil (idempotent)", err)
@@ -514,6 +525,59 @@ func TestRefreshOnlyWithinValidity(t *testing.T) {
 		t.Fatalf("Refresh after validity: %v, want ErrNotHeld", err)
 	}
 	_ = lock.Release(ctx)
+}
+
+// A refresh that does not win may still have run on some nodes, and a
+// shorter TTL there shortens their keys: the lock's validity must not
+// outlast that.
+func TestFailedShorterRefreshLowersValidity(t *testing.T) {
+	t.Run("past the new validity: lost", func(t *testing.T) {
+		cl := startNodes(t, 3)
+		ctx := context.Background()
+		t0 := time.Now()
+		clock := &fakeClock{t: t0}
+		c := newClient(t, cl.clients, withClock(clock.now))
+		lock, err := c.TryObtain(ctx, "short", 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The refresh starts at t0 and every node applies it, but the
+		// quorum is seen only at t0+1s, past its 20 ms TTL.
+		clock.mu.Lock()
+		clock.next, clock.t = []time.Time{t0}, t0.Add(time.Second)
+		clock.mu.Unlock()
+		err = lock.Refresh(ctx, 20*time.Millisecond)
+		if !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Refresh: %v, want ErrNotHeld: the keys now expire within 20 ms", err)
+		}
+		if !lock.ValidUntil().IsZero() {
+			t.Fatalf("ValidUntil = t0%+v, want the zero time of a lost lock", lock.ValidUntil().Sub(t0))
+		}
+	})
+	t.Run("nodes silent: lowered", func(t *testing.T) {
+		cl := startNodes(t, 3)
+		ctx := context.Background()
+		c := newClient(t, cl.clients, WithNodeTimeout(200*time.Millisecond))
+		lock, err := c.TryObtain(ctx, "short", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{1, 2} {
+			if err := cl.servers[i].Pause(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cl.servers[i].Resume() })
+		}
+		before := time.Now()
+		err = lock.Refresh(ctx, 5*time.Second)
+		if err == nil || errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNodeTimeout) {
+			t.Fatalf("Refresh with two of three frozen: %v, want a *QuorumError of timeouts", err)
+		}
+		// Node 0 now expires the key 5 s after the refresh was sent.
+		if left := lock.ValidUntil().Sub(before); left > 5*time.Second || left <= 0 {
+			t.Fatalf("ValidUntil = refresh + %v, want at most 5s", left)
+		}
+	})
 }
 
 func TestRefreshReseedsANodeThatLostTheKey(t *testing.T) {
@@ -905,8 +969,8 @@ func TestBackoffBounds(t *testing.T) {
 	for n := range 50 {
 		d := b.next()
 		hi := 100 * time.Millisecond
-		if n < 4 {
-			hi = 10 * time.Millisecond << n
+		if n < 3 {
+			hi = 10 * time.Millisecond << (n + 1)
 		}
 		if d < 10*time.Millisecond || d > hi {
 			t.Fatalf("wait %d = %v, want in [10ms, %v]", n, d, hi)

@@ -15,11 +15,11 @@ type backoff struct {
 
 func newBackoff(cfg retryConfig) backoff { return backoff{cfg: cfg} }
 
-// next is the n-th wait: uniform in [min, min(max, min·2ⁿ)].
+// next is the n-th wait (from 0): uniform in [min, min(max, min·2ⁿ⁺¹)].
 func (b *backoff) next() time.Duration {
 	lo, hi := b.cfg.minDelay, b.cfg.maxDelay
 	if b.n < 32 {
-		if c := lo << b.n; c > 0 && c < hi {
+		if c := lo << (b.n + 1); c > 0 && c < hi {
 			hi = c
 		}
 		b.n++

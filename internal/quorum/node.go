@@ -35,6 +35,9 @@ var (
 	// ErrOverloaded is the per-node error when the node already has
 	// MaxInFlight requests outstanding.
 	ErrOverloaded = errors.New("node skipped: too many requests in flight")
+	// ErrPending is the per-node error when a node had not answered yet
+	// when the outcome was decided without it.
+	ErrPending = errors.New("no reply yet when the outcome was decided")
 	// ErrTimeout is the per-node error when a node did not answer within the
 	// per-node timeout.
 	ErrTimeout = errors.New("node did not answer in time")

@@ -143,6 +143,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
+	timedOut := false
 wait:
 	for pending > 0 && !r.decided(res.Agreed, pending) {
 		select {
@@ -155,6 +156,7 @@ wait:
 				res.Agreed++
 			}
 		case <-timer.C:
+			timedOut = true
 			break wait
 		case <-ctx.Done():
 			break wait
@@ -162,9 +164,13 @@ wait:
 	}
 	for i := range res.Replies {
 		if !answered[i] {
-			res.Replies[i].Err = fmt.Errorf("%w within %v", ErrTimeout, r.Timeout)
-			if err := ctx.Err(); err != nil {
-				res.Replies[i].Err = err
+			switch {
+			case ctx.Err() != nil:
+				res.Replies[i].Err = ctx.Err()
+			case timedOut:
+				res.Replies[i].Err = fmt.Errorf("%w within %v", ErrTimeout, r.Timeout)
+			default:
+				res.Replies[i].Err = ErrPending
 			}
 		}
 	}

@@ -12,4 +12,10 @@ local t = redis.call('TYPE', KEYS[1])['ok']
 if t ~= 'string' then
   return redis.error_reply('WRONGTYPE lock key ' .. KEYS[1] .. ' holds a ' .. t .. ', not a lock')
 end
+-- Our own value: this request was already applied once (a client retry
+-- after a lost reply). Its expiry was set by that first run, no earlier
+-- than this attempt began.
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return {1}
+end
 return {0, redis.call('PTTL', KEYS[1])}

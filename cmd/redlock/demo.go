@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+type demoConfig struct {
+	nodes     int
+	stock     int
+	buyers    int
+	instances int
+	ttl       time.Duration
+	wait      time.Duration
+	faults    bool
+	unsafe    bool
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var cfg demoConfig
+	fs := flag.NewFlagSet("redlock demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&cfg.nodes, "nodes", 5, "number of local Redis nodes to start")
+	fs.IntVar(&cfg.stock, "stock", 100, "items for sale")
+	fs.IntVar(&cfg.buyers, "buyers", 300, "concurrent buyers")
+	fs.IntVar(&cfg.instances, "instances", 4, "simulated service instances, each with its own lock client")
+	fs.DurationVar(&cfg.ttl, "ttl", 5*time.Second, "lock TTL")
+	fs.DurationVar(&cfg.wait, "wait", 30*time.Second, "how long a buyer waits for the lock")
+	fs.BoolVar(&cfg.faults, "faults", true, "kill one node and freeze another when half the stock is sold")
+	fs.BoolVar(&cfg.unsafe, "unsafe", false, "sell without the lock, to see what the lock prevents")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: redlock demo [flags]")
+		fmt.Fprintln(stderr)
+		fmt.Fprintln(stderr, "A flash sale: buyers on several service instances race for limited stock,")
+		fmt.Fprintln(stderr, "each purchase a read-modify-write under one distributed lock.")
+		fmt.Fprintln(stderr)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if err := cfg.validate(); err != nil {
+		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		return exitUsage
+	}
+	if err := demo(ctx, cfg, stdout); err != nil {
+		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func (c demoConfig) validate() error {
+	switch {
+	case c.nodes < 1:
+		return fmt.Errorf("--nodes %d: need at least one node", c.nodes)
+	case c.stock < 1:
+		return fmt.Errorf("--stock %d: need at least one item", c.stock)
+	case c.buyers < 1:
+		return fmt.Errorf("--buyers %d: need at least one buyer", c.buyers)
+	case c.instances < 1:
+		return fmt.Errorf("--instances %d: need at least one instance", c.instances)
+	case c.ttl < redlock.MinTTL:
+		return fmt.Errorf("--ttl %v: below the minimum %v", c.ttl, redlock.MinTTL)
+	case c.wait <= 0:
+		return fmt.Errorf("--wait %v: must be positive", c.wait)
+	case c.faults && c.nodes < 3:
+		return fmt.Errorf("--faults needs at least 3 nodes (one killed and one frozen must leave a quorum); use --faults=false")
+	}
+	return nil
+}
+
+// shop is the shared resource: stock read and written in two steps, as a
+// service would with a database row. Only the lock keeps two buyers from
+// selling the same last item.
+type shop struct {
+	mu    sync.Mutex // makes each step atomic, not the read-modify-write
+	stock int
+	sold  int
+}
+
+func (s *shop) read() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stock
+}
+
+func (s *shop) write(stock int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stock = stock
+	s.sold++
+}
+
+func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	fmt.Fprintf(out, "Starting %d local redis-server nodes...\n", cfg.nodes)
+	servers := make([]*redistest.Server, 0, cfg.nodes)
+	defer func() {
+		for _, s := range servers {
+			_ = s.Stop()
+		}
+	}()
+	for range cfg.nodes {
+		s, err := redistest.StartServer(redistest.Options{})
+		if err != nil {
+			return err
+		}
+		servers = append(servers, s)
+		fmt.Fprintf(out, "  node %d: redis-server pid %d on %s\n", len(servers)-1, s.Pid(), s.Addr())
+	}
+
+	// Each instance has its own Redis connections and lock client, as
+	// separate services would.
+	clients := make([]*redlock.Client, cfg.instances)
+	for i := range clients {
+		nodes := make([]redis.UniversalClient, len(servers))
+		for j, s := range servers {
+			rc := s.Client()
+			defer rc.Close()
+			nodes[j] = rc
+		}
+		c, err := redlock.New(nodes)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		clients[i] = c
+	}
+
+	mode := "each purchase under the lock \"sale:item-1\""
+	if cfg.unsafe {
+		mode = "WITHOUT a lock (--unsafe)"
+	}
+	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s (TTL %v).\n",
+		cfg.stock, cfg.buyers, cfg.instances, mode, cfg.ttl)
+
+	var (
+		sh       = &shop{stock: cfg.stock}
+		soldOut  atomic.Int64
+		failed   atomic.Int64
+		faulted  atomic.Bool
+		faultMsg = make(chan string, 1)
+		latMu    sync.Mutex
+		lat      []time.Duration
+		start    = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	injectFaults := func() {
+		if !cfg.faults || !faulted.CompareAndSwap(false, true) {
+			return
+		}
+		msg := fmt.Sprintf("half the stock sold: killed node %d (SIGKILL) and froze node %d (SIGSTOP)", len(servers)-1, len(servers)-2)
+		if err := servers[len(servers)-1].Kill(); err != nil {
+			msg = fmt.Sprintf("could not kill node: %v", err)
+		}
+		if err := servers[len(servers)-2].Pause(); err != nil {
+			msg = fmt.Sprintf("could not freeze node: %v", err)
+		}
+		faultMsg <- msg
+	}
+	buy := func() {
+		stock := sh.read()
+		if stock <= 0 {
+			soldOut.Add(1)
+			return
+		}
+		time.Sleep(200 * time.Microsecond) // the service thinks
+		sh.write(stock - 1)
+		if sh.read() <= cfg.stock/2 {
+			injectFaults()
+		}
+	}
+	began := time.Now()
+	for b := range cfg.buyers {
+		c := clients[b%len(clients)]
+		wg.Go(func() {
+			<-start
+			if cfg.unsafe {
+				buy()
+				return
+			}
+			wctx, cancel := context.WithTimeout(ctx, cfg.wait)
+			defer cancel()
+			t0 := time.Now()
+			lock, err := c.Obtain(wctx, "sale:item-1", cfg.ttl)
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			latMu.Lock()
+			lat = append(lat, time.Since(t0))
+			latMu.Unlock()
+			buy()
+			_ = lock.Release(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+	elapsed := time.Since(began)
+	if cfg.faults && faulted.Load() {
+		fmt.Fprintf(out, "  %s\n", <-faultMsg)
+		_ = servers[len(servers)-2].Resume()
+	}
+
+	sold := sh.sold
+	oversold := max(0, sold-cfg.stock)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nsold\t%d of %d\n", sold, cfg.stock)
+	fmt.Fprintf(tw, "oversold\t%d\n", oversold)
+	fmt.Fprintf(tw, "stock left\t%d\n", sh.read())
+	fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", soldOut.Load())
+	fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", failed.Load(), cfg.wait)
+	fmt.Fprintf(tw, "duration\t%v\n", elapsed.Round(time.Millisecond))
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
+			pct(lat, 0.50), pct(lat, 0.99), lat[len(lat)-1].Round(time.Microsecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !cfg.unsafe && oversold > 0 {
+		return fmt.Errorf("oversold %d items under the lock", oversold)
+	}
+	return nil
+}
+
+// pct is the q-quantile of sorted durations.
+func pct(sorted []time.Duration, q float64) time.Duration {
+	i := int(q * float64(len(sorted)-1))
+	return sorted[i].Round(time.Microsecond)
+}

@@ -1,0 +1,182 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// exampleNodes starts n local redis-server processes for an example and
+// returns a client for each and a function that stops them. In production
+// the clients point at independent Redis deployments.
+func exampleNodes(n int) ([]redis.UniversalClient, func()) {
+	var (
+		servers []*redistest.Server
+		clients []redis.UniversalClient
+	)
+	stop := func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		for _, s := range servers {
+			_ = s.Stop()
+		}
+	}
+	for range n {
+		s, err := redistest.StartServer(redistest.Options{})
+		if err != nil {
+			stop()
+			log.Fatal(err)
+		}
+		servers = append(servers, s)
+		clients = append(clients, redis.NewClient(&redis.Options{
+			Addr:                  s.Addr(),
+			ContextTimeoutEnabled: true, // abort reads at the per-node timeout
+		}))
+	}
+	return clients, stop
+}
+
+// Five independent nodes: the classic Redlock deployment.
+func ExampleNew() {
+	nodes, stop := exampleNodes(5)
+	defer stop()
+
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.Background()
+	lock, err := c.Obtain(ctx, "order:42", 10*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(ctx)
+	fmt.Println("holding", lock.Key())
+	// Output: holding order:42
+}
+
+// Obtain waits for the lock until its context ends.
+func ExampleClient_Obtain() {
+	nodes, stop := exampleNodes(1)
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lock, err := c.Obtain(ctx, "report:daily", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Work only while the lock is valid.
+	if time.Now().Before(lock.ValidUntil()) {
+		fmt.Println("generating the report")
+	}
+	if err := lock.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output: generating the report
+}
+
+// TryObtain makes one attempt: the way to say "someone else is doing it".
+func ExampleClient_TryObtain() {
+	nodes, stop := exampleNodes(3)
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	first, err := c.TryObtain(ctx, "cron:cleanup", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer first.Release(ctx)
+
+	_, err = c.TryObtain(ctx, "cron:cleanup", time.Minute)
+	switch {
+	case errors.Is(err, redlock.ErrHeld):
+		fmt.Println("another instance runs the job")
+	case errors.Is(err, redlock.ErrNotObtained):
+		fmt.Println("no quorum of nodes answered:", err)
+	}
+	// Output: another instance runs the job
+}
+
+// The reasons of each node are in a *QuorumError.
+func ExampleQuorumError() {
+	nodes, stop := exampleNodes(3)
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	held, err := c.TryObtain(ctx, "invoice:7", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer held.Release(ctx)
+
+	_, err = c.TryObtain(ctx, "invoice:7", time.Minute)
+	var qe *redlock.QuorumError
+	if errors.As(err, &qe) {
+		fmt.Printf("%d of %d needed nodes agreed\n", qe.Agreed, qe.Need)
+		held := 0
+		for _, n := range qe.Nodes {
+			// The attempt is decided once two nodes refuse; the third
+			// may not have answered yet (ErrNodePending).
+			if errors.Is(n.Err, redlock.ErrHeld) {
+				held++
+			}
+		}
+		fmt.Println("nodes that named another owner:", min(held, 2), "or more")
+	}
+	// Output:
+	// 0 of 2 needed nodes agreed
+	// nodes that named another owner: 2 or more
+}
+
+// Refresh extends a lock before its validity ends.
+func ExampleLock_Refresh() {
+	nodes, stop := exampleNodes(1)
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	lock, err := c.Obtain(ctx, "batch:import", 2*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(ctx)
+	if err := lock.Refresh(ctx, 10*time.Second); errors.Is(err, redlock.ErrNotHeld) {
+		fmt.Println("lost the lock: stop working")
+		return
+	} else if err != nil {
+		fmt.Println("not refreshed; still valid until", lock.ValidUntil())
+		return
+	}
+	fmt.Println("refreshed for", lock.TTL())
+	// Output: refreshed for 10s
+}
