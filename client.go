@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -29,6 +30,10 @@ type Client struct {
 	// them: replies that arrive after a quorum decision, and their
 	// clean-up. Close waits for them.
 	bg sync.WaitGroup
+
+	// sched runs the keep-alive: automatic refreshes and loss deadlines.
+	sched *keepalive.Scheduler[*Lock]
+	epoch time.Time // origin of the refresh grid
 
 	// life is held for reading by every call that may start background
 	// goroutines, and for writing by Close while it marks the Client
@@ -72,6 +77,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 		closeDone: make(chan struct{}),
 	}
+	c.sched = keepalive.New(batchWindow, cfg.now, c.fire)
+	c.epoch = time.Now() // only the grid's phase; not read through cfg.now
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
 		if n == nil {
@@ -129,14 +136,15 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		}
 		opt.applyObtain(&o)
 	}
-	if err := o.retry.validate(); err != nil {
-		return nil, err
-	}
 	rkey, err := c.redisKey(key)
 	if err != nil {
 		return nil, err
 	}
 	if err := validTTL(ttl); err != nil {
+		return nil, err
+	}
+	ttl = ttl.Truncate(time.Millisecond) // Redis counts whole milliseconds
+	if err := o.validate(ttl); err != nil {
 		return nil, err
 	}
 	var (
@@ -149,10 +157,10 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		}
 	}()
 	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return nil, errors.Join(ErrNotObtained, context.Cause(ctx))
+		if ctx.Err() != nil {
+			return nil, errors.Join(ErrNotObtained, ctxErr(ctx))
 		}
-		lock, holderTTL, err := c.attempt(ctx, key, rkey, ttl)
+		lock, holderTTL, err := c.attempt(ctx, key, rkey, ttl, &o)
 		if err == nil {
 			return lock, nil
 		}
@@ -160,14 +168,17 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 			return nil, err
 		}
 		if ctx.Err() != nil {
-			return nil, errors.Join(err, context.Cause(ctx))
+			return nil, errors.Join(err, ctxErr(ctx))
 		}
 		if o.retry.maxAttempts > 0 && attempt >= o.retry.maxAttempts {
 			return nil, err
 		}
 		delay := backoff.next()
-		if holderTTL > 0 && holderTTL < delay {
-			delay = holderTTL
+		if holderTTL >= 0 {
+			// Wake just after the holder's key expires on the node
+			// where it expires first (Redis reports 0 in its last
+			// millisecond).
+			delay = min(delay, holderTTL+time.Millisecond)
 		}
 		if timer == nil {
 			timer = time.NewTimer(delay)
@@ -177,21 +188,22 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
-			return nil, errors.Join(err, context.Cause(ctx))
+			return nil, errors.Join(err, ctxErr(ctx))
 		}
 	}
 }
 
 // attempt is one Redlock acquire round. On failure it returns the shortest
-// remaining TTL that a node reported for the current holder (0 if none).
-func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duration) (*Lock, time.Duration, error) {
+// remaining TTL that a node reported for the current holder (-1 if none).
+func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, time.Duration, error) {
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.isClosed() {
-		return nil, 0, ErrClosed
+		return nil, -1, ErrClosed
 	}
 	timeout := c.cfg.nodeTimeoutFor(ttl)
-	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: timeout}
+	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: timeout, done: make(chan struct{})}
+	l.ka.Value = l
 	value := l.value
 	start := c.cfg.now()
 	validUntil := start.Add(ttl - c.cfg.driftFor(ttl))
@@ -221,9 +233,9 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	if !res.Won {
 		qe := quorumError(c, "obtain", res, ErrNotObtained, func(script.Acquired) error { return ErrHeld })
 		qe.Expired = res.Agreed >= c.quorum
-		var holderTTL time.Duration
+		holderTTL := time.Duration(-1)
 		for _, r := range res.Replies {
-			if r.Err == nil && !r.Val.OK && r.Val.HolderTTL > 0 && (holderTTL == 0 || r.Val.HolderTTL < holderTTL) {
+			if r.Err == nil && !r.Val.OK && r.Val.HolderTTL >= 0 && (holderTTL < 0 || r.Val.HolderTTL < holderTTL) {
 				holderTTL = r.Val.HolderTTL
 			}
 		}
@@ -231,9 +243,21 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	}
 	l.validUntil = validUntil
 	l.track(res.Done) // l is not shared yet: no lock needed
+	if o.auto {
+		l.auto, l.watched = true, true
+		l.interval = o.interval
+		if l.interval == 0 {
+			l.interval = ttl / 3
+		}
+		l.refreshAt = c.grid(start.Add(l.interval), l.interval)
+		if o.maxHold > 0 {
+			l.holdUntil = start.Add(o.maxHold)
+		}
+	}
 	c.mu.Lock()
 	c.held[l] = struct{}{}
 	c.mu.Unlock()
+	l.schedule()
 	return l, 0, nil
 }
 
@@ -253,6 +277,7 @@ func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Dur
 		Nodes:   []*quorum.Node{n},
 		Quorum:  1,
 		Timeout: timeout,
+		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
 			return script.Release(ctx, n.Client, key, value)
@@ -298,11 +323,11 @@ func (c *Client) Close() error {
 	}
 	c.mu.Unlock()
 	c.life.Unlock()
-	// Release starts no goroutine once a lock is released, and every held
-	// lock is released here before bg.Wait.
-	for _, l := range held {
-		_ = l.Release(context.Background())
-	}
+	// The scheduler starts refresh goroutines: stop it first. Release
+	// starts no goroutine once a lock is released, and every held lock is
+	// released here before bg.Wait.
+	c.sched.Stop()
+	releaseAll(held)
 	c.bg.Wait()
 	close(c.closeDone)
 	return nil
@@ -355,4 +380,30 @@ func ambiguous(err error) bool {
 	}
 	var rerr redis.Error
 	return !errors.As(err, &rerr)
+}
+
+// releaseAll releases locks in parallel, a bounded number at a time, so that
+// Close with a frozen node takes a few node timeouts, not one per lock.
+func releaseAll(locks []*Lock) {
+	const parallel = 64
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for _, l := range locks {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_ = l.Release(context.Background())
+		})
+	}
+	wg.Wait()
+}
+
+// ctxErr is the error of an ended context: its Err, joined with its cause
+// when the cause says more, so that errors.Is finds both.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return errors.Join(err, cause)
+	}
+	return err
 }

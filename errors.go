@@ -19,6 +19,12 @@ var (
 	// key had expired or belongs to another owner.
 	ErrNotHeld = errors.New("redlock: lock not held")
 
+	// ErrLost means a held lock can no longer be guaranteed: no refresh was
+	// confirmed by a quorum in time, a quorum answered that the key is gone
+	// or another owner's, or its validity ran out. Lock.Err returns it, and
+	// Do's function sees it as its context's cause.
+	ErrLost = errors.New("redlock: lock lost")
+
 	// ErrClosed is returned by every call on a closed Client.
 	ErrClosed = errors.New("redlock: client closed")
 
@@ -28,6 +34,11 @@ var (
 	// ErrHeld is the per-node reason, inside a *QuorumError, when a node
 	// answered that another owner holds the key.
 	ErrHeld = errors.New("held by another owner")
+
+	// ErrNotOwner is the per-node reason, inside a release's *QuorumError,
+	// when a node did not hold our value: its key had expired or belongs to
+	// another owner.
+	ErrNotOwner = errors.New("key expired or held by another owner")
 
 	// ErrNodeTimeout is the per-node reason when a node did not answer
 	// within the per-node timeout (see WithNodeTimeout).
@@ -54,7 +65,7 @@ type NodeError struct {
 	Node int
 	// Addr describes the node for humans (host:port where known).
 	Addr string
-	// Err is the reason: ErrHeld, ErrNotHeld, ErrNodeTimeout,
+	// Err is the reason: ErrHeld, ErrNotOwner, ErrNodeTimeout,
 	// ErrNodePending, ErrNodeSkipped, ErrNodeOverloaded, or the error of
 	// the Redis client.
 	Err error

@@ -2,28 +2,40 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Lock is a lock obtained from a Client. It is safe for concurrent use.
 //
-// A lock is held only until ValidUntil, unless refreshed: it is not safe to
-// assume the lock is still held after that, whatever the code did in
-// between. The owner must call Release when done.
+// A lock is held only until it can no longer be guaranteed: Done is closed
+// and Err returns ErrLost at the loss deadline, ValidUntil less the per-node
+// timeout (no refresh started later could finish in time), unless a refresh
+// moves ValidUntil first. It is not safe to assume the lock is held after
+// that, whatever the code did in between. The owner must call Release when
+// done.
 type Lock struct {
 	c     *Client
 	name  string
 	key   string
 	value string
 
-	// op serializes the network operations on the lock (Refresh, Release),
-	// so that a refresh cannot re-seed a key that a release just deleted.
+	// op serializes the network operations on the lock (Refresh, Release,
+	// automatic refresh), so that a refresh cannot re-seed a key that a
+	// release just deleted.
 	op sync.Mutex
+
+	// ka is the lock's place in the Client's schedule; the scheduler's
+	// mutex guards it.
+	ka keepalive.Entry[*Lock]
+
+	done chan struct{} // closed when err is set
 
 	mu sync.Mutex
 	// rounds holds the Done channels of acquire and refresh rounds whose
@@ -33,9 +45,16 @@ type Lock struct {
 	ttl         time.Duration
 	nodeTimeout time.Duration
 	validUntil  time.Time
-	lost        bool
+	err         error // nil while held; then ErrLost or ErrNotHeld
 	released    bool
 	releaseErr  error
+	watched     bool // scheduled: Done was called, or auto-refresh is on
+	auto        bool
+	interval    time.Duration // auto-refresh period
+	holdUntil   time.Time     // auto-refresh does not extend past it; zero: no limit
+	capped      bool          // the hold limit cut the last refresh short
+	refreshAt   time.Time     // next automatic refresh
+	onLost      func()        // set by Do: cancels fn's context
 }
 
 // Key returns the lock's name, as given to Obtain.
@@ -45,8 +64,7 @@ func (l *Lock) Key() string { return l.name }
 // (on the monotonic clock of this process): the TTL from the moment the
 // acquire or last successful refresh was sent, less the drift allowance. A
 // refresh that failed may lower it (it may have shortened the keys on some
-// nodes). After Release, or once the lock is known lost, it is the zero
-// time.
+// nodes). After Release, or once the lock is lost, it is the zero time.
 func (l *Lock) ValidUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -60,6 +78,51 @@ func (l *Lock) TTL() time.Duration {
 	return l.ttl
 }
 
+// Done returns a channel that is closed when the lock ends: when it is lost
+// (a quorum could not be confirmed in time, or its validity ran out without
+// a refresh) or released. Err then says which.
+func (l *Lock) Done() <-chan struct{} {
+	l.mu.Lock()
+	watch := !l.watched && l.err == nil
+	l.watched = true
+	l.mu.Unlock()
+	if watch {
+		l.schedule()
+	}
+	return l.done
+}
+
+// Err returns nil while the lock is held; after it ends, an error wrapping
+// ErrLost if it was lost or ran out, or ErrNotHeld after Release.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	err, deadline := l.err, l.lossDeadline()
+	l.mu.Unlock()
+	if err == nil && !l.c.cfg.now().Before(deadline) {
+		l.end(l.ranOut())
+		l.mu.Lock()
+		err = l.err
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// lossDeadline is the moment from which no refresh could be confirmed
+// before validUntil. l.mu must be held.
+func (l *Lock) lossDeadline() time.Time {
+	return l.validUntil.Add(-l.nodeTimeout)
+}
+
+// ranOut is the error of a lock whose validity ran out without a refresh.
+func (l *Lock) ranOut() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.capped {
+		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
+	}
+	return fmt.Errorf("%w: no refresh confirmed by a quorum before its validity ran out", ErrLost)
+}
+
 // Refresh extends the lock to ttl from now. It counts only if a quorum of
 // nodes confirms before the current validity ends; the new validity is
 // computed like an acquire's. A node that no longer has the key (it
@@ -67,14 +130,16 @@ func (l *Lock) TTL() time.Duration {
 // is free, which is safe because the lock is still valid on a quorum.
 //
 // It returns an error wrapping ErrNotHeld when the lock is no longer ours
-// (validity over, released, or a quorum of nodes answered that the key is
-// gone or another owner's), a *QuorumError without ErrNotHeld when nodes did
-// not answer (the lock stays valid until ValidUntil), ErrClosed after the
-// Client's Close, and ErrInvalid for a TTL below MinTTL.
+// (lost, released, past its loss deadline, or a quorum of nodes answered
+// that the key is gone or another owner's), a *QuorumError without
+// ErrNotHeld when nodes did not answer (the lock stays valid until
+// ValidUntil, which may be lowered), ErrClosed after the Client's Close, and
+// ErrInvalid for a TTL below MinTTL.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := validTTL(ttl); err != nil {
 		return err
 	}
+	ttl = ttl.Truncate(time.Millisecond)
 	c := l.c
 	l.op.Lock()
 	defer l.op.Unlock()
@@ -83,20 +148,13 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if c.isClosed() {
 		return ErrClosed
 	}
-	l.mu.Lock()
-	lost, released, validUntil := l.lost, l.released, l.validUntil
-	l.mu.Unlock()
-	if released {
-		return fmt.Errorf("%w: it was released", ErrNotHeld)
-	}
-	if lost {
-		return fmt.Errorf("%w: it was lost", ErrNotHeld)
-	}
 	start := c.cfg.now()
-	if !start.Before(validUntil) {
-		l.markLost()
-		return fmt.Errorf("%w: its validity ran out %v ago", ErrNotHeld, start.Sub(validUntil))
+	if err := l.check(start); err != nil {
+		return err
 	}
+	l.mu.Lock()
+	validUntil := l.validUntil
+	l.mu.Unlock()
 	timeout := c.cfg.nodeTimeoutFor(ttl)
 	newValid := start.Add(ttl - c.cfg.driftFor(ttl))
 	round := quorum.Round[script.RefreshResult]{
@@ -115,24 +173,15 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		},
 	}
 	res := round.Run(ctx, &c.bg)
-	l.mu.Lock()
-	l.track(res.Done)
+	refusedBy := refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner })
+	if err := l.applyRefresh(res.Done, start, ttl, timeout, newValid, res.Won, refusedBy); err != nil {
+		return err
+	}
 	if res.Won {
-		l.validUntil, l.ttl, l.nodeTimeout = newValid, ttl, timeout
-		l.mu.Unlock()
 		return nil
 	}
-	// The refresh may have run on some nodes, and a shorter TTL there
-	// makes their keys expire sooner: only the earlier of the two
-	// validities is still guaranteed.
-	if newValid.Before(l.validUntil) {
-		l.validUntil = newValid
-	}
-	expired := !c.cfg.now().Before(l.validUntil)
-	l.mu.Unlock()
 	var sentinel error
-	if expired || refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }) {
-		l.markLost()
+	if l.Err() != nil {
 		sentinel = ErrNotHeld
 	}
 	qe := quorumError(c, "refresh", res, sentinel, func(script.RefreshResult) error { return ErrHeld })
@@ -140,9 +189,64 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return qe
 }
 
+// check returns the error of a refresh that must not be sent: the lock was
+// released or lost, or is past its loss deadline.
+func (l *Lock) check(now time.Time) error {
+	l.mu.Lock()
+	released, err, deadline := l.released, l.err, l.lossDeadline()
+	l.mu.Unlock()
+	switch {
+	case released:
+		return fmt.Errorf("%w: it was released", ErrNotHeld)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	case !now.Before(deadline):
+		l.end(l.ranOut())
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err())
+	}
+	return nil
+}
+
+// applyRefresh records the outcome of a refresh round that was sent at
+// start. A refresh that does not win may still have run on some nodes, and
+// a shorter TTL there makes their keys expire sooner: only the earlier of
+// the two validities is still guaranteed. It returns an error wrapping
+// ErrNotHeld when the lock ended meanwhile.
+func (l *Lock) applyRefresh(done <-chan struct{}, start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool) error {
+	now := l.c.cfg.now()
+	l.mu.Lock()
+	l.track(done)
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	if won {
+		l.validUntil, l.ttl, l.nodeTimeout = newValid, ttl, timeout
+		l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
+	} else {
+		if newValid.Before(l.validUntil) {
+			l.validUntil = newValid
+		}
+		// Try again soon, while a refresh can still finish in time.
+		l.refreshAt = now.Add(max(l.interval/4, l.nodeTimeout))
+	}
+	expired := !now.Before(l.lossDeadline())
+	l.mu.Unlock()
+	switch {
+	case refusedBy:
+		l.end(fmt.Errorf("%w: a quorum of nodes answered that the key is gone or another owner's", ErrLost))
+	case expired:
+		l.end(l.ranOut())
+	default:
+		l.schedule()
+	}
+	return nil
+}
+
 // Release deletes the lock on every node where it still holds our value.
 // It runs even when ctx is already cancelled, bounded by the per-node
-// timeout, and is idempotent: later calls return the first call's result.
+// timeout (at least 100 ms), and is idempotent: later calls return the first call's result.
 //
 // It returns nil when a quorum of nodes confirmed the deletion, an error
 // wrapping ErrNotHeld (a *QuorumError) when the lock had already expired or
@@ -159,9 +263,12 @@ func (l *Lock) Release(ctx context.Context) error {
 		l.mu.Unlock()
 		return err
 	}
-	timeout := l.nodeTimeout
+	// Nothing depends on a release being quick, and a key that stays
+	// blocks others for its TTL: give the nodes more time than an acquire.
+	timeout := max(l.nodeTimeout, minReleaseTimeout)
 	rounds := l.rounds
 	l.mu.Unlock()
+	l.end(fmt.Errorf("%w: it was released", ErrNotHeld))
 
 	// Let the late replies of earlier rounds land first, so that the
 	// release reaches every key they set. Those that arrive after the
@@ -199,14 +306,66 @@ func (l *Lock) Release(ctx context.Context) error {
 		if refused(c, res.Replies, func(deleted bool) bool { return !deleted }) {
 			sentinel = ErrNotHeld
 		}
-		err = quorumError(c, "release", res, sentinel, func(bool) error { return ErrNotHeld })
+		err = quorumError(c, "release", res, sentinel, func(bool) error { return ErrNotOwner })
 	}
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
-	l.validUntil = time.Time{}
 	l.mu.Unlock()
 	c.forget(l)
 	return err
+}
+
+// end moves the lock to its final state: Done is closed, Err returns err,
+// ValidUntil is zero and the schedule forgets it. Only the first call
+// counts.
+func (l *Lock) end(err error) {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	l.err = err
+	l.validUntil = time.Time{}
+	onLost := l.onLost
+	l.onLost = nil
+	close(l.done)
+	l.mu.Unlock()
+	l.c.sched.Cancel(&l.ka)
+	if onLost != nil && errors.Is(err, ErrLost) {
+		onLost()
+	}
+}
+
+// schedule puts the lock's next event on the Client's schedule: its next
+// automatic refresh, or its loss deadline, whichever comes first.
+func (l *Lock) schedule() {
+	l.mu.Lock()
+	if !l.watched || l.err != nil {
+		l.mu.Unlock()
+		return
+	}
+	at := l.lossDeadline()
+	if l.auto && l.refreshAt.Before(at) {
+		at = l.refreshAt
+	}
+	l.mu.Unlock()
+	l.c.sched.Schedule(&l.ka, at)
+}
+
+// setOnLost arranges for f to run when the lock is lost; at once if it is
+// lost already.
+func (l *Lock) setOnLost(f func()) {
+	l.mu.Lock()
+	if l.err == nil {
+		l.onLost = f
+		l.mu.Unlock()
+		return
+	}
+	lost := errors.Is(l.err, ErrLost)
+	l.mu.Unlock()
+	if lost {
+		f()
+	}
 }
 
 // refused reports whether enough nodes answered "not ours" that a quorum
@@ -259,12 +418,4 @@ func (l *Lock) track(done <-chan struct{}) {
 	default:
 		l.rounds = append(l.rounds, done)
 	}
-}
-
-// markLost records that the lock can no longer be guaranteed.
-func (l *Lock) markLost() {
-	l.mu.Lock()
-	l.lost = true
-	l.validUntil = time.Time{}
-	l.mu.Unlock()
 }

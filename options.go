@@ -19,6 +19,8 @@ const (
 	// MinTTL is the shortest TTL accepted: below it the fixed 2 ms of the
 	// drift allowance and a round trip leave no validity.
 	MinTTL = 10 * time.Millisecond
+	// minReleaseTimeout is the least time a release waits for a node.
+	minReleaseTimeout = 100 * time.Millisecond
 	// driftFixed is added to the drift allowance: the granularity of Redis
 	// expiry (milliseconds) plus a margin.
 	driftFixed = 2 * time.Millisecond
@@ -52,7 +54,23 @@ type config struct {
 }
 
 type obtainConfig struct {
-	retry retryConfig
+	retry    retryConfig
+	auto     bool
+	interval time.Duration // 0: TTL/3
+	maxHold  time.Duration // 0: unlimited
+}
+
+func (o *obtainConfig) validate(ttl time.Duration) error {
+	if err := o.retry.validate(); err != nil {
+		return err
+	}
+	if o.interval < 0 || (o.interval > 0 && o.interval >= ttl) {
+		return invalid("refresh interval %v must be positive and below the TTL %v", o.interval, ttl)
+	}
+	if o.maxHold < 0 {
+		return invalid("max hold %v is negative", o.maxHold)
+	}
+	return nil
 }
 
 type retryConfig struct {
@@ -155,6 +173,33 @@ func WithRetryDelay(min, max time.Duration) RetryOption {
 // until the context ends.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
+}
+
+type obtainOption func(*obtainConfig)
+
+func (f obtainOption) applyObtain(c *obtainConfig) { f(c) }
+
+// WithAutoRefresh keeps the lock alive until it is released or lost: the
+// Client refreshes it every TTL/3 (see WithRefreshInterval), batching the
+// refreshes of all its locks into one pipeline per node. When no refresh
+// can be confirmed by a quorum before the lock's validity ends, the lock is
+// lost: Done is closed and Err returns ErrLost.
+func WithAutoRefresh() ObtainOption {
+	return obtainOption(func(o *obtainConfig) { o.auto = true })
+}
+
+// WithRefreshInterval sets how often an auto-refreshed lock is refreshed.
+// Default TTL/3; it must be below the TTL. A failed refresh is retried after
+// a quarter of the interval (at least the per-node timeout).
+func WithRefreshInterval(d time.Duration) ObtainOption {
+	return obtainOption(func(o *obtainConfig) { o.interval = d })
+}
+
+// WithMaxHold caps the total time an auto-refreshed lock is held: refreshes
+// do not extend it past obtain + d, after which it runs out and is lost with
+// an error saying so. Default 0: unlimited.
+func WithMaxHold(d time.Duration) ObtainOption {
+	return obtainOption(func(o *obtainConfig) { o.maxHold = d })
 }
 
 // withClock replaces time.Now; for tests of the validity arithmetic.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -14,11 +15,15 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; tests kill nodes on purpose.
 	redis.SetLogger(quietLogger{})
+	if os.Getenv("REDLOCK_CHILD") == "paused" {
+		os.Exit(pausedChild())
+	}
 	goleak.VerifyTestMain(m)
 }
 
@@ -184,14 +189,16 @@ func TestExpiryAndReleaseByNonOwner(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			cl := startNodes(t, n)
-			c := newClient(t, cl.clients)
+			// An explicit node timeout: the default for a 200 ms TTL
+			// (10 ms) is too tight for a loaded machine under -race.
+			c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond))
 			ctx := context.Background()
-			old, err := c.TryObtain(ctx, "expiry", 100*time.Millisecond)
+			old, err := c.TryObtain(ctx, "expiry", 200*time.Millisecond)
 			if err != nil {
 				t.Fatal(err)
 			}
 			// Wait well past the TTL for the keys to expire.
-			time.Sleep(400 * time.Millisecond)
+			time.Sleep(600 * time.Millisecond)
 			if err := old.Refresh(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
 				t.Fatalf("Refresh of an expired lock: %v, want ErrNotHeld", err)
 			}
@@ -205,8 +212,8 @@ func TestExpiryAndReleaseByNonOwner(t *testing.T) {
 				t.Fatalf("Release by the old owner: %v, want ErrNotHeld", err)
 			}
 			var qe *QuorumError
-			if !errors.As(err, &qe) || qe.Op != "release" || qe.Agreed != 0 {
-				t.Fatalf("Release error %#v, want a release *QuorumError with 0 agreed", err)
+			if !errors.As(err, &qe) || qe.Op != "release" || qe.Agreed != 0 || !errors.Is(err, ErrNotOwner) {
+				t.Fatalf("Release error %#v, want a release *QuorumError with 0 agreed, nodes saying ErrNotOwner", err)
 			}
 			if _, err := c.TryObtain(ctx, "expiry", time.Minute); !errors.Is(err, ErrNotObtained) {
 				t.Fatalf("the new owner lost the lock to an old owner's release: %v", err)
@@ -375,8 +382,24 @@ func TestScriptFlushRecovery(t *testing.T) {
 func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	cl := startNodes(t, 5)
 	ctx := context.Background()
-	late := redis.NewClient(&redis.Options{Addr: cl.servers[4].Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	late := redis.NewClient(&redis.Options{Addr: cl.servers[4].Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1, PoolSize: 1})
 	t.Cleanup(func() { _ = late.Close() })
+	// An open connection and a loaded script, so that the acquire is
+	// written to the paused node and runs there when it resumes.
+	if err := late.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := script.Acquire(ctx, late, "{redlock:warm-up}", "x", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var lateYes atomic.Int32
+	late.AddHook(onEval(func(cmd redis.Cmder) {
+		if a, ok := cmd.(*redis.Cmd); ok && a.Err() == nil {
+			if v, err := a.Slice(); err == nil && len(v) == 1 {
+				lateYes.Add(1) // {1}: the acquire ran and took the key
+			}
+		}
+	}))
 	nodes := slices.Clone(cl.clients)
 	nodes[4] = late
 	c := newClient(t, nodes, WithNodeTimeout(300*time.Millisecond))
@@ -404,6 +427,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	if err := cl.servers[4].Resume(); err != nil {
 		t.Fatal(err)
 	}
+	eventually(t, "node 4 answers the acquire with a late yes", func() bool { return lateYes.Load() == 1 })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		v, ok := rawGet(t, cl.clients[4], "late")
@@ -489,11 +513,12 @@ func TestValidityArithmetic(t *testing.T) {
 					t.Fatalf("TryObtain: %v, want an expired *QuorumError", err)
 				}
 				// The keys of an attempt that ran out of validity are
-				// released.
+				// released (a late node's in the background).
 				for j, node := range cl.clients {
-					if _, ok := rawGet(t, node, name); ok {
-						t.Errorf("node %d kept the key of an expired attempt", j)
-					}
+					eventually(t, fmt.Sprintf("node %d drops the key of an expired attempt", j), func() bool {
+						_, ok := rawGet(t, node, name)
+						return !ok
+					})
 				}
 				return
 			}
@@ -680,6 +705,15 @@ func TestObtainContextEnds(t *testing.T) {
 	_, err = c.TryObtain(cctx, "ctx-cancelled", time.Minute)
 	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("TryObtain with a cancelled context: %v, want ErrNotObtained and Canceled", err)
+	}
+
+	// A cause is joined too, without hiding context.Canceled.
+	why := errors.New("shutting down")
+	kctx, cancel3 := context.WithCancelCause(ctx)
+	go func() { time.Sleep(100 * time.Millisecond); cancel3(why) }()
+	_, err = c.Obtain(kctx, "ctx", time.Minute)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) || !errors.Is(err, why) {
+		t.Fatalf("Obtain cancelled with a cause: %v, want ErrNotObtained, Canceled and the cause", err)
 	}
 }
 
@@ -894,25 +928,26 @@ func TestNodeErrorsAreReportedPerNode(t *testing.T) {
 	if err := cl.servers[2].Kill(); err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, []redis.UniversalClient{cl.clients[0], limited, cl.clients[2]})
-	_, err := c.TryObtain(ctx, "typed", time.Minute)
-	var qe *QuorumError
-	if !errors.As(err, &qe) || len(qe.Nodes) != 3 {
-		t.Fatalf("TryObtain: %v, want a *QuorumError naming three nodes", err)
-	}
-	checks := []struct {
-		node int
-		want string
-	}{{0, "WRONGTYPE"}, {1, "NOPERM"}}
-	for _, ch := range checks {
-		var rerr redis.Error
-		ne := qe.Nodes[ch.node]
-		if !errors.As(ne.Err, &rerr) || !hasPrefix(rerr.Error(), ch.want) {
-			t.Errorf("node %d: %v, want a %s error from Redis", ch.node, ne.Err, ch.want)
+	// One node per client, so that each answer is awaited (a round with
+	// more nodes may be decided before the last one answers).
+	for i, tt := range []struct {
+		node redis.UniversalClient
+		want string // prefix of the Redis error reply; "" for a connection error
+	}{{cl.clients[0], "WRONGTYPE"}, {limited, "NOPERM"}, {cl.clients[2], ""}} {
+		c := newClient(t, []redis.UniversalClient{tt.node})
+		_, err := c.TryObtain(ctx, "typed", time.Minute)
+		var qe *QuorumError
+		if !errors.As(err, &qe) || len(qe.Nodes) != 1 || !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("case %d: TryObtain: %v, want a *QuorumError naming the node", i, err)
 		}
-	}
-	if ne := qe.Nodes[2]; ne.Err == nil {
-		t.Errorf("node 2 (down): no error")
+		var rerr redis.Error
+		isReply := errors.As(qe.Nodes[0].Err, &rerr)
+		switch {
+		case tt.want != "" && (!isReply || !hasPrefix(rerr.Error(), tt.want)):
+			t.Errorf("case %d: %v, want a %s error from Redis", i, qe.Nodes[0].Err, tt.want)
+		case tt.want == "" && (isReply || qe.Nodes[0].Err == nil):
+			t.Errorf("case %d: %v, want a connection error", i, qe.Nodes[0].Err)
+		}
 	}
 }
 
@@ -990,5 +1025,46 @@ func TestNodeTimeoutDefault(t *testing.T) {
 		if got := cfg.nodeTimeoutFor(tt.ttl); got != tt.want {
 			t.Errorf("nodeTimeoutFor(%v) = %v, want %v", tt.ttl, got, tt.want)
 		}
+	}
+}
+
+// onEval calls f with every EVALSHA or EVAL a client has processed.
+type onEval func(redis.Cmder)
+
+func (onEval) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f onEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			f(cmd)
+		}
+		return err
+	}
+}
+func (onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func TestReleaseTimeoutIsNotErrNotHeld(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients, WithNodeTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	lock, err := c.TryObtain(ctx, "release-timeout", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Node 0 lost the key; node 1 does not answer: no quorum confirms the
+	// release, but neither did a quorum say the lock was not ours.
+	if err := cl.clients[0].Del(ctx, "{redlock:release-timeout}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.servers[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.servers[1].Resume() })
+	err = lock.Release(ctx)
+	var qe *QuorumError
+	if !errors.As(err, &qe) || errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNotOwner) || !errors.Is(err, ErrNodeTimeout) {
+		t.Fatalf("Release: %v; want a *QuorumError with ErrNotOwner and ErrNodeTimeout per node, not ErrNotHeld", err)
 	}
 }

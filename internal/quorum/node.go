@@ -110,11 +110,31 @@ func (n *Node) admit(now time.Time) (probe bool, err error) {
 	return true, nil
 }
 
-// done records the outcome of an admitted request. timedOut is true when the
-// node itself did not answer in time (not when the caller gave up).
-func (n *Node) done(probe, timedOut bool, now time.Time) {
+// outcome is what an admitted request tells about the node's health.
+type outcome int
+
+const (
+	answered  outcome = iota // the node answered (or refused the connection)
+	timedOut                 // the node did not answer before the round's deadline
+	abandoned                // the caller gave up first: says nothing of the node
+)
+
+// forceAdmit counts a request that must reach the node whatever its health
+// (the clean-up of an earlier admitted request, so it is bounded by those).
+func (n *Node) forceAdmit() { n.inflight.Add(1) }
+
+// done records the outcome of an admitted request.
+func (n *Node) done(probe bool, o outcome, now time.Time) {
 	n.inflight.Add(-1)
-	if timedOut {
+	if o == abandoned {
+		if probe {
+			n.mu.Lock()
+			n.probing = false // the next request probes again
+			n.mu.Unlock()
+		}
+		return
+	}
+	if o == timedOut {
 		if f := n.fails.Add(1); f >= TripAfter || probe {
 			n.mu.Lock()
 			n.openUntil = now.Add(Cooldown)
@@ -138,15 +158,21 @@ func (n *Node) done(probe, timedOut bool, now time.Time) {
 // InFlight is the number of requests outstanding to the node.
 func (n *Node) InFlight() int { return int(n.inflight.Load()) }
 
-// isTimeout reports whether err is the node not answering before the round's
-// deadline, as opposed to the caller cancelling.
-func isTimeout(parent context.Context, err error) bool {
-	if err == nil || parent.Err() != nil {
-		return false
+// classify tells what a request's error says about the node: a timeout of
+// the round's own deadline, the caller giving up, or an answer.
+func classify(parent context.Context, err error) outcome {
+	if err == nil {
+		return answered
+	}
+	if parent.Err() != nil {
+		return abandoned
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
-		return true
+		return timedOut
 	}
 	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
+	if errors.As(err, &ne) && ne.Timeout() {
+		return timedOut
+	}
+	return answered
 }

@@ -42,6 +42,9 @@ type Round[T any] struct {
 	// every other Settle (errors, late replies, won rounds) may run after
 	// Run returns, on a goroutine registered with Run's WaitGroup.
 	Settle func(n *Node, v T, err error, won bool)
+	// Force sends the request even to a node that is skipped or at its
+	// in-flight bound: for the clean-up of requests that were admitted.
+	Force bool
 	// Now is the clock used for the breaker; nil means time.Now.
 	Now func() time.Time
 }
@@ -107,7 +110,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 	}
 	pending := 0
 	for i, node := range r.Nodes {
-		probe, err := node.admit(now())
+		probe, err := r.admit(node, now)
 		if err != nil {
 			res.Replies[i].Err = err
 			answered[i] = true
@@ -201,7 +204,7 @@ func (r *Round[T]) decided(agreed, pending int) bool {
 func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func() time.Time) Result[T] {
 	node := r.Nodes[0]
 	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
-	probe, err := node.admit(now())
+	probe, err := r.admit(node, now)
 	if err != nil {
 		res.Replies[0].Err = err
 		return res
@@ -234,9 +237,9 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 // finish records a finished request in the node's health and turns a node
 // timeout into ErrTimeout.
 func (r *Round[T]) finish(ctx context.Context, node *Node, probe bool, err error, now func() time.Time) error {
-	timedOut := isTimeout(ctx, err)
-	node.done(probe, timedOut, now())
-	if timedOut {
+	o := classify(ctx, err)
+	node.done(probe, o, now())
+	if o == timedOut {
 		return fmt.Errorf("%w within %v: %w", ErrTimeout, r.Timeout, err)
 	}
 	return err
@@ -244,4 +247,12 @@ func (r *Round[T]) finish(ctx context.Context, node *Node, probe bool, err error
 
 func (r *Round[T]) won(agreed int) bool {
 	return agreed >= r.Quorum && (r.Valid == nil || r.Valid())
+}
+
+func (r *Round[T]) admit(node *Node, now func() time.Time) (probe bool, err error) {
+	if r.Force {
+		node.forceAdmit()
+		return false, nil
+	}
+	return node.admit(now())
 }

@@ -101,6 +101,17 @@ func TestLostRoundSettlesEarlyYesBeforeReturning(t *testing.T) {
 	var wg sync.WaitGroup
 	slow := make(chan struct{})
 	r := fakeRound(nodes(5), []answer{{yes: true}, {}, {}, {}, {yes: true, release: slow}})
+	// Wait for every answer until the timeout, so that node 0's yes is
+	// certainly in before the decision and node 4's certainly after.
+	r.WaitAll = true
+	r.Timeout = 100 * time.Millisecond
+	call := r.Call
+	r.Call = func(ctx context.Context, n *Node) (bool, error) {
+		if n.Index == 4 {
+			<-slow // ignores its deadline: answers after the decision
+		}
+		return call(ctx, n)
+	}
 	var early, late atomic.Bool
 	r.Settle = func(n *Node, v bool, err error, won bool) {
 		if won {
@@ -346,5 +357,70 @@ func TestFirstAnswerBeforeLastStart(t *testing.T) {
 		}
 		<-res.Done
 	}
+	wg.Wait()
+}
+
+// A caller that gives up while its request is the breaker's probe leaves the
+// breaker open: the node never answered.
+func TestCancelledProbeKeepsBreakerOpen(t *testing.T) {
+	var wg sync.WaitGroup
+	clock := &fakeTime{t: time.Now()}
+	ns := nodes(1)
+	r := &Round[bool]{
+		Nodes: ns, Quorum: 1, Timeout: time.Millisecond, Now: clock.now,
+		Call: func(ctx context.Context, _ *Node) (bool, error) {
+			<-ctx.Done()
+			return false, ctx.Err()
+		},
+		Agree: func(v bool) bool { return v },
+	}
+	run := func(ctx context.Context) error {
+		res := r.Run(ctx, &wg)
+		wg.Wait()
+		return res.Replies[0].Err
+	}
+	for range TripAfter {
+		_ = run(context.Background())
+	}
+	clock.add(Cooldown)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := run(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled probe: %v", err)
+	}
+	// The next request is the probe again, not a free pass: it times out
+	// and the node is skipped after it.
+	if err := run(context.Background()); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("second probe: %v, want ErrTimeout", err)
+	}
+	if err := run(context.Background()); !errors.Is(err, ErrSkipped) {
+		t.Fatalf("after the failed probe: %v, want ErrSkipped", err)
+	}
+}
+
+func TestForceBypassesAdmission(t *testing.T) {
+	var wg sync.WaitGroup
+	ns := []*Node{NewNode(0, nil, 1)}
+	block := make(chan struct{})
+	r := &Round[bool]{
+		Nodes: ns, Quorum: 1, Timeout: time.Minute,
+		Call:  func(context.Context, *Node) (bool, error) { <-block; return true, nil },
+		Agree: func(v bool) bool { return v },
+	}
+	first := make(chan struct{})
+	go func() { r.Run(context.Background(), &wg); close(first) }()
+	for ns[0].InFlight() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	forced := &Round[bool]{
+		Nodes: ns, Quorum: 1, Timeout: time.Minute, Force: true,
+		Call:  func(context.Context, *Node) (bool, error) { return true, nil },
+		Agree: func(v bool) bool { return v },
+	}
+	if res := forced.Run(context.Background(), &wg); !res.Won {
+		t.Fatalf("forced request at the in-flight bound: %v", res.Replies[0].Err)
+	}
+	close(block)
+	<-first
 	wg.Wait()
 }

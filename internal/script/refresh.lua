@@ -2,12 +2,19 @@
 -- KEYS[1] lock key
 -- ARGV[1] owner value
 -- ARGV[2] new ttl in milliseconds
--- Returns 1 when the key held our value and its expiry was set, 2 when the
--- key was missing and was set again with our value (re-seed), 0 when another
--- owner holds it.
+-- Returns 1 when the key held our value (its expiry is now at least the new
+-- ttl), 2 when the key was missing and was set again with our value
+-- (re-seed), 0 when another owner holds it.
+--
+-- The expiry is never shortened: a delayed, older refresh with a shorter
+-- ttl must not cut the keys of a later one that already won. The client
+-- computes validity from the ttl it sent, so a key that lives longer only
+-- keeps others out a little longer.
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   return 1
 end
 if v == false then

@@ -9,6 +9,7 @@ package script
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -107,3 +108,62 @@ func Refresh(ctx context.Context, c redis.Scripter, key, value string, ttl time.
 
 // ms encodes a duration as whole milliseconds for PX and PEXPIRE.
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// RefreshItem is one lock in a batched refresh.
+type RefreshItem struct {
+	Key   string
+	Value string
+	TTL   time.Duration
+}
+
+// RefreshBatch runs the refresh script for every item on one node in one
+// pipeline, re-running with EVAL those the node answered NOSCRIPT. It
+// returns each item's result and error; err is set when the node itself
+// failed (a network error or timeout), and then no item's result counts.
+func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshItem) (results []RefreshResult, errs []error, err error) {
+	cmds := make([]*redis.Cmd, len(items))
+	pipe := c.Pipeline()
+	for i, it := range items {
+		cmds[i] = refresh.EvalSha(ctx, pipe, []string{it.Key}, it.Value, ms(it.TTL))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
+		return nil, nil, err
+	}
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		pipe = c.Pipeline()
+		for _, i := range again {
+			it := items[i]
+			cmds[i] = refresh.Eval(ctx, pipe, []string{it.Key}, it.Value, ms(it.TTL))
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
+			return nil, nil, err
+		}
+	}
+	results = make([]RefreshResult, len(items))
+	errs = make([]error, len(items))
+	for i, cmd := range cmds {
+		n, err := cmd.Int64()
+		switch {
+		case err != nil:
+			errs[i] = err
+		case n < 0 || n > 2:
+			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", n)
+		default:
+			results[i] = RefreshResult(n)
+		}
+	}
+	return results, errs, nil
+}
+
+// isReply reports whether err is an error reply from Redis (about one
+// command), as opposed to a failure of the connection.
+func isReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}

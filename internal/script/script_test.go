@@ -93,6 +93,13 @@ func TestScriptsOnRedis(t *testing.T) {
 	if r, err := Refresh(ctx, c, "k", "mine", 2*time.Minute); err != nil || r != Extended {
 		t.Fatalf("Refresh by the owner: %v, %v; want Extended", r, err)
 	}
+	// A shorter refresh (say an older one, delayed) never shortens the key.
+	if r, err := Refresh(ctx, c, "k", "mine", time.Second); err != nil || r != Extended {
+		t.Fatalf("shorter Refresh: %v, %v; want Extended", r, err)
+	}
+	if pttl := c.PTTL(ctx, "k").Val(); pttl <= time.Minute {
+		t.Fatalf("PTTL after a shorter refresh: %v, want still above 1m", pttl)
+	}
 	if ok, err := Release(ctx, c, "k", "mine"); err != nil || !ok {
 		t.Fatalf("Release by the owner: %v, %v; want true", ok, err)
 	}

@@ -1,0 +1,198 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/keepalive"
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// batchWindow: locks whose events fall within it of the earliest due one
+// are handled together, so that their refreshes share one pipeline per
+// node. Refreshing up to this much early costs nothing in safety.
+const batchWindow = 2 * time.Millisecond
+
+// Do obtains the lock named key (waiting like Obtain), keeps it alive with
+// automatic refresh, runs fn, and releases the lock. fn's context is
+// cancelled with cause ErrLost (see context.Cause) the moment the lock can no
+// longer be guaranteed; fn must then stop touching what the lock protects.
+//
+// Do returns Obtain's error when the lock was not obtained (fn did not
+// run), and otherwise fn's error, joined with an error wrapping ErrLost when
+// the lock was lost while fn ran.
+func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(context.Context) error, opts ...ObtainOption) error {
+	if fn == nil {
+		return invalid("nil function")
+	}
+	lock, err := c.Obtain(ctx, key, ttl, append(opts[:len(opts):len(opts)], WithAutoRefresh())...)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lock.setOnLost(func() { cancel(ErrLost) })
+	ferr := fn(fnCtx)
+	lostErr := lock.Err()
+	rerr := lock.Release(context.WithoutCancel(ctx))
+	switch {
+	case errors.Is(lostErr, ErrLost):
+		return errors.Join(ferr, lostErr)
+	case errors.Is(rerr, ErrNotHeld):
+		// The nodes say the lock was not ours at the end, though it never
+		// ran out here: an assumption of the safety model was broken.
+		return errors.Join(ferr, fmt.Errorf("%w: the nodes no longer held it at release: %w", ErrLost, rerr))
+	}
+	return ferr
+}
+
+// fire handles the locks whose scheduled event has come: a lock past its
+// loss deadline is lost; a lock due for refresh joins this batch.
+func (c *Client) fire(due []*keepalive.Entry[*Lock]) {
+	now := c.cfg.now()
+	var batch []*Lock
+	for _, e := range due {
+		l := e.Value
+		l.mu.Lock()
+		ended, deadline := l.err != nil, l.lossDeadline()
+		refresh := l.auto && !l.refreshAt.After(now.Add(batchWindow))
+		l.mu.Unlock()
+		switch {
+		case ended:
+		case !now.Before(deadline):
+			l.end(l.ranOut())
+		case refresh:
+			batch = append(batch, l)
+		default:
+			l.schedule()
+		}
+	}
+	if len(batch) > 0 {
+		c.bg.Go(func() { c.refreshBatch(batch) })
+	}
+}
+
+// refreshBatch refreshes many locks at once: one pipeline per node, and a
+// quorum decision per lock.
+func (c *Client) refreshBatch(batch []*Lock) {
+	// A lock whose Release or manual Refresh is under way is skipped; it
+	// is rescheduled by that operation or ends.
+	locks := batch[:0]
+	for _, l := range batch {
+		if l.op.TryLock() {
+			locks = append(locks, l)
+		} else {
+			l.schedule()
+		}
+	}
+	if len(locks) == 0 {
+		return
+	}
+	defer func() {
+		for _, l := range locks {
+			l.op.Unlock()
+		}
+	}()
+
+	start := c.cfg.now()
+	items := make([]script.RefreshItem, 0, len(locks))
+	type plan struct {
+		l        *Lock
+		ttl      time.Duration
+		timeout  time.Duration
+		newValid time.Time
+		oldValid time.Time
+	}
+	plans := make([]plan, 0, len(locks))
+	var timeout time.Duration
+	for _, l := range locks {
+		l.mu.Lock()
+		ttl, old, holdUntil, ended := l.ttl, l.validUntil, l.holdUntil, l.err != nil
+		l.mu.Unlock()
+		if ended {
+			continue
+		}
+		if !holdUntil.IsZero() && holdUntil.Sub(start) < ttl {
+			ttl = holdUntil.Sub(start)
+			l.mu.Lock()
+			l.capped = true
+			if ttl < MinTTL {
+				// The hold limit is reached: stop extending; the lock
+				// runs out at its loss deadline.
+				l.auto = false
+			}
+			l.mu.Unlock()
+			if ttl < MinTTL {
+				l.schedule()
+				continue
+			}
+		}
+		t := c.cfg.nodeTimeoutFor(ttl)
+		timeout = max(timeout, t)
+		plans = append(plans, plan{l: l, ttl: ttl, timeout: t, newValid: start.Add(ttl - c.cfg.driftFor(ttl)), oldValid: old})
+		items = append(items, script.RefreshItem{Key: l.key, Value: l.value, TTL: ttl})
+	}
+	if len(plans) == 0 {
+		return
+	}
+
+	type batchReply struct {
+		results []script.RefreshResult
+		errs    []error
+	}
+	round := quorum.Round[batchReply]{
+		Nodes:   c.nodes,
+		Quorum:  c.quorum,
+		Timeout: timeout,
+		WaitAll: true,
+		Now:     c.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
+			results, errs, err := script.RefreshBatch(ctx, n.Client, items)
+			return batchReply{results, errs}, err
+		},
+		Agree: func(batchReply) bool { return true },
+		Settle: func(n *quorum.Node, r batchReply, err error, _ bool) {
+			for i, p := range plans {
+				res, ierr := script.NotOwner, err
+				if err == nil {
+					res, ierr = r.results[i], r.errs[i]
+				}
+				p.l.settleLate(n, res, ierr, true)
+			}
+		},
+	}
+	res := round.Run(context.Background(), &c.bg)
+	now := c.cfg.now()
+	for i, p := range plans {
+		agreed, refusals := 0, 0
+		for _, rep := range res.Replies {
+			if rep.Err != nil || rep.Val.errs[i] != nil {
+				continue
+			}
+			if rep.Val.results[i] == script.NotOwner {
+				refusals++
+			} else {
+				agreed++
+			}
+		}
+		won := agreed >= c.quorum && now.Before(p.oldValid) && now.Before(p.newValid)
+		refusedBy := refusals > len(c.nodes)-c.quorum
+		_ = p.l.applyRefresh(res.Done, start, p.ttl, p.timeout, p.newValid, won, refusedBy)
+	}
+}
+
+// grid moves a refresh time t of a lock refreshed every interval down onto
+// a grid of interval/16 steps, so that locks with the same interval fall into
+// at most 16 cohorts per period and share pipelines. Refreshing up to
+// interval/16 early costs a little traffic and nothing in safety.
+func (c *Client) grid(t time.Time, interval time.Duration) time.Time {
+	step := interval / 16
+	if step <= batchWindow {
+		return t
+	}
+	d := t.Sub(c.epoch)
+	return t.Add(-(d % step))
+}

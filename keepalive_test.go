@@ -1,0 +1,392 @@
+package redlock
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func TestDoKeepsTheLockForTenTTLs(t *testing.T) {
+	cl := startNodes(t, 5)
+	// Generous node timeout: refreshes must not time out on a loaded
+	// machine; the loss deadline is ValidUntil minus this.
+	opts := []Option{WithNodeTimeout(100 * time.Millisecond)}
+	c := newClient(t, cl.clients, opts...)
+	other := newClient(t, cl.clients, opts...)
+	const ttl = 500 * time.Millisecond
+	var stolen atomic.Int32
+	err := c.Do(context.Background(), "long-job", ttl, func(ctx context.Context) error {
+		end := time.Now().Add(10 * ttl)
+		for time.Now().Before(end) {
+			if _, err := other.TryObtain(context.Background(), "long-job", time.Minute); err == nil {
+				stolen.Add(1)
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("fn's context ended: %w", context.Cause(ctx))
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	if n := stolen.Load(); n != 0 {
+		t.Fatalf("another client obtained the lock %d times while Do held it", n)
+	}
+	// Released afterwards.
+	lock, err := other.TryObtain(context.Background(), "long-job", time.Minute)
+	if err != nil {
+		t.Fatalf("TryObtain after Do: %v", err)
+	}
+	_ = lock.Release(context.Background())
+}
+
+func TestAutoRefreshExtendsValidity(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond))
+	lock, err := c.TryObtain(context.Background(), "auto", 600*time.Millisecond, WithAutoRefresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := lock.ValidUntil()
+	eventually(t, "ValidUntil moves forward", func() bool { return lock.ValidUntil().After(first) })
+	if err := lock.Err(); err != nil {
+		t.Fatalf("Err while auto-refreshed: %v", err)
+	}
+	if err := lock.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lock.Done():
+	default:
+		t.Fatal("Done not closed after Release")
+	}
+	if err := lock.Err(); !errors.Is(err, ErrNotHeld) || errors.Is(err, ErrLost) {
+		t.Fatalf("Err after Release: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestLostWhenAMajorityFreezes(t *testing.T) {
+	const nodeTimeout = 200 * time.Millisecond
+	freezeMajority := func(t *testing.T, cl *cluster) {
+		for _, i := range []int{0, 2, 4} {
+			if err := cl.servers[i].Pause(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = cl.servers[i].Resume() })
+		}
+	}
+	t.Run("Obtain", func(t *testing.T) {
+		cl := startNodes(t, 5)
+		c := newClient(t, cl.clients, WithNodeTimeout(nodeTimeout))
+		lock, err := c.TryObtain(context.Background(), "frozen-majority", 2*time.Second, WithAutoRefresh())
+		if err != nil {
+			t.Fatal(err)
+		}
+		freezeMajority(t, cl)
+		// A refresh in flight at the freeze may still have won; past one
+		// node timeout none can.
+		time.Sleep(2 * nodeTimeout)
+		validUntil := lock.ValidUntil()
+		select {
+		case <-lock.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("Done not closed with three of five nodes frozen")
+		}
+		if now := time.Now(); !now.Before(validUntil) {
+			t.Fatalf("Done closed %v after the validity ended; want before", now.Sub(validUntil))
+		}
+		if err := lock.Err(); !errors.Is(err, ErrLost) {
+			t.Fatalf("Err: %v, want ErrLost", err)
+		}
+		if !lock.ValidUntil().IsZero() {
+			t.Fatal("ValidUntil of a lost lock is not zero")
+		}
+	})
+	t.Run("Do", func(t *testing.T) {
+		cl := startNodes(t, 5)
+		c := newClient(t, cl.clients, WithNodeTimeout(nodeTimeout))
+		var cause error
+		err := c.Do(context.Background(), "frozen-majority-do", 2*time.Second, func(ctx context.Context) error {
+			freezeMajority(t, cl)
+			select {
+			case <-ctx.Done():
+				cause = context.Cause(ctx)
+				return errors.New("job interrupted")
+			case <-time.After(10 * time.Second):
+				return errors.New("fn's context was never cancelled")
+			}
+		})
+		if !errors.Is(cause, ErrLost) {
+			t.Fatalf("fn's context cause: %v, want ErrLost", cause)
+		}
+		if !errors.Is(err, ErrLost) || err.Error() == "" || !strings.Contains(err.Error(), "job interrupted") {
+			t.Fatalf("Do: %v, want fn's error joined with ErrLost", err)
+		}
+	})
+}
+
+func TestDoWithoutTheLock(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	if _, err := c.TryObtain(ctx, "busy", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err := c.Do(wctx, "busy", time.Minute, func(context.Context) error { ran = true; return nil })
+	if ran || !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Do on a held lock: ran=%v err=%v; want not run, ErrNotObtained and DeadlineExceeded", ran, err)
+	}
+	if err := c.Do(ctx, "x", time.Second, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Do with nil fn: %v, want ErrInvalid", err)
+	}
+	fnErr := errors.New("boom")
+	if err := c.Do(ctx, "free", time.Second, func(context.Context) error { return fnErr }); err != fnErr {
+		t.Fatalf("Do: %v, want fn's error as is", err)
+	}
+}
+
+func TestDoneWithoutAutoRefreshClosesAtLossDeadline(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients, WithNodeTimeout(50*time.Millisecond))
+	lock, err := c.TryObtain(context.Background(), "plain", 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	validUntil := lock.ValidUntil()
+	select {
+	case <-lock.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed after the TTL")
+	}
+	if !time.Now().Before(validUntil) {
+		t.Fatalf("Done closed after the validity ended")
+	}
+	if err := lock.Err(); !errors.Is(err, ErrLost) {
+		t.Fatalf("Err: %v, want ErrLost", err)
+	}
+	if err := lock.Refresh(context.Background(), time.Second); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Refresh of a lost lock: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestMaxHold(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients, WithNodeTimeout(50*time.Millisecond))
+	start := time.Now()
+	lock, err := c.TryObtain(context.Background(), "capped", 300*time.Millisecond, WithAutoRefresh(), WithMaxHold(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-lock.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("an auto-refreshed lock with a 1s hold limit was still held after 10s")
+	}
+	if held := time.Since(start); held > time.Second {
+		t.Fatalf("held %v, past the 1s hold limit", held)
+	}
+	if err := lock.Err(); !errors.Is(err, ErrLost) || !strings.Contains(err.Error(), "hold limit") {
+		t.Fatalf("Err: %v, want ErrLost naming the hold limit", err)
+	}
+}
+
+func TestAutoRefreshOptionsValidated(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	for _, opt := range []ObtainOption{WithRefreshInterval(time.Second), WithRefreshInterval(-1), WithMaxHold(-1)} {
+		if _, err := c.TryObtain(context.Background(), "opts", time.Second, WithAutoRefresh(), opt); !errors.Is(err, ErrInvalid) {
+			t.Errorf("TryObtain with a bad keep-alive option: %v, want ErrInvalid", err)
+		}
+	}
+}
+
+// countPipelines counts pipelines and the refresh scripts inside them.
+type countPipelines struct{ pipelines, scripts *atomic.Int32 }
+
+func (countPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (countPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h countPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipelines.Add(1)
+		for _, cmd := range cmds {
+			if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+				h.scripts.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func TestManyLocksShareRefreshPipelinesAndGoroutines(t *testing.T) {
+	cl := startNodes(t, 1)
+	var pipelines, scripts atomic.Int32
+	cl.clients[0].AddHook(countPipelines{&pipelines, &scripts})
+	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	before := runtime.NumGoroutine()
+	const n = 500
+	locks := make([]*Lock, n)
+	for i := range locks {
+		l, err := c.TryObtain(ctx, fmt.Sprintf("many-%d", i), 900*time.Millisecond, WithAutoRefresh())
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks[i] = l
+	}
+	time.Sleep(2 * time.Second) // about six refresh periods
+	// Goroutines: one scheduler, plus at most a few refresh batches in
+	// flight, whatever the number of locks.
+	if extra := runtime.NumGoroutine() - before; extra > 20 {
+		t.Errorf("%d more goroutines while holding %d locks", extra, n)
+	}
+	for i, l := range locks {
+		if err := l.Err(); err != nil {
+			t.Fatalf("lock %d: %v", i, err)
+		}
+	}
+	p, s := pipelines.Load(), scripts.Load()
+	if s < n {
+		t.Fatalf("%d refreshes sent for %d locks over six periods", s, n)
+	}
+	if float64(s)/float64(p) < 10 {
+		t.Errorf("%d refreshes in %d pipelines: want at least 10 per pipeline", s, p)
+	}
+	t.Logf("%d refreshes in %d pipelines", s, p)
+}
+
+func TestCloseReleasesAutoRefreshedLocks(t *testing.T) {
+	cl := startNodes(t, 3)
+	c, err := New(cl.clients, WithNodeTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locks []*Lock
+	for i := range 20 {
+		l, err := c.TryObtain(context.Background(), fmt.Sprintf("close-auto-%d", i), time.Second, WithAutoRefresh())
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range locks {
+		if err := l.Err(); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("lock %d after Close: %v, want ErrNotHeld", i, err)
+		}
+	}
+	for i, node := range cl.clients {
+		if keys := node.Keys(context.Background(), "{redlock:close-auto-*").Val(); len(keys) != 0 {
+			t.Errorf("node %d: %d keys left after Close", i, len(keys))
+		}
+	}
+}
+
+// The child half of TestPausedClientLearnsItLostTheLock: it holds a lock with
+// auto-refresh, says so, and reports when it learns the lock is lost.
+func pausedChild() int {
+	var nodes []redis.UniversalClient
+	for _, addr := range strings.Split(os.Getenv("REDLOCK_CHILD_NODES"), ",") {
+		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
+	}
+	c, err := New(nodes, WithNodeTimeout(100*time.Millisecond))
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	defer c.Close()
+	lock, err := c.TryObtain(context.Background(), "paused", time.Second, WithAutoRefresh())
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("held")
+	select {
+	case <-lock.Done():
+		fmt.Println("lost", errors.Is(lock.Err(), ErrLost))
+	case <-time.After(60 * time.Second):
+		fmt.Println("still held after 60s")
+	}
+	return 0
+}
+
+func TestPausedClientLearnsItLostTheLock(t *testing.T) {
+	cl := startNodes(t, 3)
+	var addrs []string
+	for _, s := range cl.servers {
+		addrs = append(addrs, s.Addr())
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "REDLOCK_CHILD=paused", "REDLOCK_CHILD_NODES="+strings.Join(addrs, ","))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	lines := make(chan string, 4)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	next := func() string {
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(30 * time.Second):
+			t.Fatal("no word from the child in 30s")
+			return ""
+		}
+	}
+	if l := next(); l != "held" {
+		t.Fatalf("child: %q, want held", l)
+	}
+	// A stop-the-world pause three times the TTL.
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	c := newClient(t, cl.clients)
+	mine, err := c.TryObtain(context.Background(), "paused", time.Minute)
+	if err != nil {
+		t.Fatalf("another client could not obtain the lock of a paused holder: %v", err)
+	}
+	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l != "lost true" {
+		t.Fatalf("child after the pause: %q, want \"lost true\"", l)
+	}
+	// The child's comeback did not disturb the new holder.
+	if err := mine.Refresh(context.Background(), time.Minute); err != nil {
+		t.Fatalf("new holder's refresh after the child resumed: %v", err)
+	}
+}
