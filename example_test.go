@@ -180,3 +180,54 @@ func ExampleLock_Refresh() {
 	fmt.Println("refreshed for", lock.TTL())
 	// Output: refreshed for 10s
 }
+
+// Do holds the lock for as long as the function runs, and tells it when the
+// lock is lost.
+func ExampleClient_Do() {
+	nodes, stop := exampleNodes(3)
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	err = c.Do(context.Background(), "payment:8812", 2*time.Second, func(ctx context.Context) error {
+		// Longer than the TTL: the lock is refreshed meanwhile.
+		select {
+		case <-time.After(3 * time.Second):
+			fmt.Println("payment processed once")
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx) // redlock.ErrLost
+		}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output: payment processed once
+}
+
+// Done reports the loss of a lock held with automatic refresh.
+func ExampleLock_Done() {
+	nodes, stop := exampleNodes(1)
+	defer stop()
+	c, err := redlock.New(nodes)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	lock, err := c.Obtain(ctx, "leader", 5*time.Second, redlock.WithAutoRefresh())
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_ = lock.Release(ctx) // stepping down
+	}()
+	<-lock.Done()
+	fmt.Println(errors.Is(lock.Err(), redlock.ErrNotHeld), errors.Is(lock.Err(), redlock.ErrLost))
+	// Output: true false
+}

@@ -37,7 +37,7 @@ type cluster struct {
 	clients []redis.UniversalClient
 }
 
-func startNodes(t *testing.T, n int) *cluster {
+func startNodes(t testing.TB, n int) *cluster {
 	t.Helper()
 	cl := &cluster{servers: redistest.Start(t, n)}
 	for _, s := range cl.servers {

@@ -1,0 +1,126 @@
+package keepalive
+
+import (
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// recorder collects fired entries' values in order.
+type recorder struct {
+	mu    sync.Mutex
+	fired [][]int
+	ch    chan struct{}
+}
+
+func newRecorder() *recorder { return &recorder{ch: make(chan struct{}, 100)} }
+
+func (r *recorder) fire(due []*Entry[int]) {
+	var vs []int
+	for _, e := range due {
+		vs = append(vs, e.Value)
+	}
+	r.mu.Lock()
+	r.fired = append(r.fired, vs)
+	r.mu.Unlock()
+	r.ch <- struct{}{}
+}
+
+func (r *recorder) wait(t *testing.T, batches int) [][]int {
+	t.Helper()
+	for range batches {
+		select {
+		case <-r.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal("scheduler did not fire within 10s")
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.fired)
+}
+
+func TestFiresInDeadlineOrder(t *testing.T) {
+	r := newRecorder()
+	s := New(0, nil, r.fire)
+	defer s.Stop()
+	now := time.Now()
+	es := make([]*Entry[int], 5)
+	// Scheduled out of order, 30 ms apart so that each fires alone.
+	for _, i := range []int{3, 0, 4, 1, 2} {
+		es[i] = &Entry[int]{Value: i}
+		s.Schedule(es[i], now.Add(time.Duration(i+1)*30*time.Millisecond))
+	}
+	got := r.wait(t, 5)
+	want := [][]int{{0}, {1}, {2}, {3}, {4}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Fatalf("fired %v, want %v", got, want)
+	}
+	if s.Len() != 0 {
+		t.Fatalf("%d entries left after firing", s.Len())
+	}
+}
+
+func TestWindowBatchesNearbyDeadlines(t *testing.T) {
+	r := newRecorder()
+	s := New(50*time.Millisecond, nil, r.fire)
+	defer s.Stop()
+	at := time.Now().Add(20 * time.Millisecond)
+	for i := range 3 {
+		s.Schedule(&Entry[int]{Value: i}, at.Add(time.Duration(i)*10*time.Millisecond))
+	}
+	s.Schedule(&Entry[int]{Value: 9}, at.Add(time.Second)) // outside the window
+	got := r.wait(t, 1)
+	if len(got) != 1 || len(got[0]) != 3 {
+		t.Fatalf("fired %v, want the three nearby entries together", got)
+	}
+	if s.Len() != 1 {
+		t.Fatalf("%d entries left, want the distant one", s.Len())
+	}
+}
+
+func TestRescheduleAndCancel(t *testing.T) {
+	r := newRecorder()
+	s := New(0, nil, r.fire)
+	defer s.Stop()
+	far := &Entry[int]{Value: 1}
+	s.Schedule(far, time.Now().Add(time.Hour))
+	// Moving it earlier must wake the sleeping scheduler.
+	s.Schedule(far, time.Now().Add(10*time.Millisecond))
+	if got := r.wait(t, 1); !slices.Equal(got[0], []int{1}) {
+		t.Fatalf("fired %v, want [1]", got)
+	}
+	gone := &Entry[int]{Value: 2}
+	s.Schedule(gone, time.Now().Add(20*time.Millisecond))
+	s.Cancel(gone)
+	s.Cancel(gone) // twice is fine
+	kept := &Entry[int]{Value: 3}
+	s.Schedule(kept, time.Now().Add(40*time.Millisecond))
+	if got := r.wait(t, 1); !slices.Equal(got[1], []int{3}) {
+		t.Fatalf("fired %v, want the cancelled entry skipped", got)
+	}
+}
+
+func TestStop(t *testing.T) {
+	r := newRecorder()
+	s := New(0, nil, r.fire)
+	s.Stop() // never started: fine
+	if s.Schedule(&Entry[int]{}, time.Now()) {
+		t.Fatal("Schedule after Stop reported true")
+	}
+	s.Stop()
+
+	s = New(0, nil, r.fire)
+	e := &Entry[int]{Value: 7}
+	s.Schedule(e, time.Now().Add(time.Hour))
+	s.Stop()
+	if s.Len() != 0 {
+		t.Fatal("entries kept after Stop")
+	}
+	s.Cancel(e) // after Stop: no-op
+}
