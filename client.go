@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/keepalive"
+	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -30,6 +31,12 @@ type Client struct {
 	// them: replies that arrive after a quorum decision, and their
 	// clean-up. Close waits for them.
 	bg sync.WaitGroup
+
+	// hubs deliver release notifications, one per node; waits queues this
+	// Client's waiters per lock (wait.go).
+	hubs      []*notify.Hub
+	waits     waits
+	notifyOff bool
 
 	// sched runs the keep-alive: automatic refreshes and loss deadlines.
 	sched *keepalive.Scheduler[*Lock]
@@ -78,6 +85,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		closeDone: make(chan struct{}),
 	}
 	c.sched = keepalive.New(batchWindow, cfg.now, c.fire)
+	c.notifyOff = cfg.notifyOff
+	c.waits = waits{queues: make(map[string]*waitQueue), grace: make(map[string]time.Time)}
 	c.epoch = time.Now() // only the grid's phase; not read through cfg.now
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
@@ -90,6 +99,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 		c.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
+		_, sharded := n.(*redis.ClusterClient)
+		c.hubs = append(c.hubs, notify.NewHub(n, sharded, hubTimeout))
 		if rc, ok := n.(*redis.Client); ok {
 			// A failover client's Addr is a placeholder; only plain
 			// clients name their server.
@@ -147,50 +158,111 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	if err := o.validate(ttl); err != nil {
 		return nil, err
 	}
+	return c.obtainLoop(ctx, key, rkey, ttl, &o)
+}
+
+// obtainLoop makes attempts until one succeeds, ctx ends or the attempts
+// are used up. The first attempt is made at once (unless a grace period or
+// local waiters say otherwise); then the caller queues behind this Client's
+// other waiters for the lock, and its turn waits on release notifications,
+// the holder's TTL and a backoff (see wait.go).
+func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, error) {
+	backoff := newBackoff(o.retry)
+	attempts := 0
+	try := func() (*Lock, time.Duration, error) {
+		attempts++
+		if ctx.Err() != nil {
+			return nil, -1, ErrNotObtained
+		}
+		return c.attempt(ctx, name, key, ttl, o)
+	}
+	done := func(err error) bool {
+		return err == nil || err == ErrClosed || ctx.Err() != nil ||
+			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts)
+	}
+	fail := func(err error) error {
+		if err != nil && err != ErrClosed && ctx.Err() != nil {
+			return errors.Join(err, ctxErr(ctx))
+		}
+		return err
+	}
+
+	// Fast path: nobody here waits for this lock.
 	var (
-		timer   *time.Timer
-		backoff = newBackoff(o.retry)
+		lock      *Lock
+		holderTTL time.Duration
+		err       error
 	)
-	defer func() {
-		if timer != nil {
-			timer.Stop()
+	if !c.notifyOff && c.waits.queued(key) {
+		err = ErrNotObtained
+	} else {
+		if until := c.waits.graceUntil(key, c.cfg.now); !until.IsZero() {
+			if serr := sleep(ctx, until.Sub(c.cfg.now())); serr != nil {
+				return nil, errors.Join(ErrNotObtained, serr)
+			}
 		}
-	}()
-	for attempt := 1; ; attempt++ {
-		if ctx.Err() != nil {
-			return nil, errors.Join(ErrNotObtained, ctxErr(ctx))
-		}
-		lock, holderTTL, err := c.attempt(ctx, key, rkey, ttl, &o)
-		if err == nil {
-			return lock, nil
-		}
-		if err == ErrClosed {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			return nil, errors.Join(err, ctxErr(ctx))
-		}
-		if o.retry.maxAttempts > 0 && attempt >= o.retry.maxAttempts {
-			return nil, err
-		}
-		delay := backoff.next()
-		if holderTTL >= 0 {
-			// Wake just after the holder's key expires on the node
-			// where it expires first (Redis reports 0 in its last
-			// millisecond).
-			delay = min(delay, holderTTL+time.Millisecond)
-		}
-		if timer == nil {
-			timer = time.NewTimer(delay)
-		} else {
-			timer.Reset(delay)
-		}
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			return nil, errors.Join(err, ctxErr(ctx))
+		lock, holderTTL, err = try()
+		if done(err) {
+			return lock, fail(err)
 		}
 	}
+
+	var wake <-chan struct{}
+	if !c.notifyOff {
+		q, m := c.waits.join(key)
+		defer func() {
+			if c.waits.leave(q, m) {
+				c.unsubscribe(q)
+			}
+		}()
+		if werr := waitTurn(ctx, m); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
+		// The head subscribes before its first attempt, so that a
+		// release between that attempt and the wait cannot be missed.
+		c.subscribe(ctx, q, c.cfg.nodeTimeoutFor(ttl))
+		wake = q.wake.C
+		for {
+			select {
+			case <-wake: // drop a wake-up meant for an earlier attempt
+			default:
+			}
+			lock, holderTTL, err = try()
+			if done(err) {
+				return lock, fail(err)
+			}
+			if werr := c.waitRelease(ctx, wake, backoff.next(), holderTTL); werr != nil {
+				return nil, errors.Join(err, werr)
+			}
+		}
+	}
+	for {
+		if werr := c.waitRelease(ctx, nil, backoff.next(), holderTTL); werr != nil {
+			return nil, errors.Join(err, werr)
+		}
+		lock, holderTTL, err = try()
+		if done(err) {
+			return lock, fail(err)
+		}
+	}
+}
+
+// waitRelease waits for the first of: a release notification, the
+// holder's remaining TTL (plus a millisecond: Redis reports 0 in a key's
+// last millisecond), the backoff delay, or the end of ctx.
+func (c *Client) waitRelease(ctx context.Context, wake <-chan struct{}, delay, holderTTL time.Duration) error {
+	if holderTTL >= 0 {
+		delay = min(delay, holderTTL+time.Millisecond)
+	}
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+	return nil
 }
 
 // attempt is one Redlock acquire round. On failure it returns the shortest
@@ -280,7 +352,8 @@ func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Dur
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return script.Release(ctx, n.Client, key, value)
+			r, err := script.Release(ctx, n.Client, key, value, channelOf(key), c.hubs[n.Index].Sharded())
+			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },
 	}
@@ -328,6 +401,9 @@ func (c *Client) Close() error {
 	// released here before bg.Wait.
 	c.sched.Stop()
 	releaseAll(held)
+	for _, h := range c.hubs {
+		h.Close()
+	}
 	c.bg.Wait()
 	close(c.closeDone)
 	return nil

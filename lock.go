@@ -288,25 +288,28 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.rounds = nil
 	l.mu.Unlock()
 
-	round := quorum.Round[bool]{
+	channel := channelOf(l.key)
+	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
 		Timeout: timeout,
 		WaitAll: true,
 		Now:     c.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return script.Release(ctx, n.Client, l.key, l.value)
+		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
+			return script.Release(ctx, n.Client, l.key, l.value, channel, c.hubs[n.Index].Sharded())
 		},
-		Agree: func(deleted bool) bool { return deleted },
+		Agree: func(r script.Released) bool { return r.Deleted },
 	}
+	start := c.cfg.now()
 	res := round.Run(context.WithoutCancel(ctx), &c.bg)
+	c.afterRelease(l.key, res.Replies, c.cfg.now().Sub(start))
 	var err error
 	if !res.Won {
 		var sentinel error
-		if refused(c, res.Replies, func(deleted bool) bool { return !deleted }) {
+		if refused(c, res.Replies, func(r script.Released) bool { return !r.Deleted }) {
 			sentinel = ErrNotHeld
 		}
-		err = quorumError(c, "release", res, sentinel, func(bool) error { return ErrNotOwner })
+		err = quorumError(c, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
 	}
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err

@@ -19,6 +19,9 @@ const (
 	// MinTTL is the shortest TTL accepted: below it the fixed 2 ms of the
 	// drift allowance and a round trip leave no validity.
 	MinTTL = 10 * time.Millisecond
+	// hubTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write of a waiter's
+	// notification connection.
+	hubTimeout = 2 * time.Second
 	// minReleaseTimeout is the least time a release waits for a node.
 	minReleaseTimeout = 100 * time.Millisecond
 	// driftFixed is added to the drift allowance: the granularity of Redis
@@ -51,6 +54,7 @@ type config struct {
 	maxInFlight int
 	retry       retryConfig
 	now         func() time.Time
+	notifyOff   bool // wait on timers only (benchmark baseline)
 }
 
 type obtainConfig struct {
@@ -200,6 +204,12 @@ func WithRefreshInterval(d time.Duration) ObtainOption {
 // an error saying so. Default 0: unlimited.
 func WithMaxHold(d time.Duration) ObtainOption {
 	return obtainOption(func(o *obtainConfig) { o.maxHold = d })
+}
+
+// withoutNotify makes waiters poll on timers only, as libraries without
+// notifications do; the baseline of the contention benchmarks.
+func withoutNotify() Option {
+	return clientOption(func(c *config) { c.notifyOff = true })
 }
 
 // withClock replaces time.Now; for tests of the validity arithmetic.

@@ -502,9 +502,17 @@ func TestValidityArithmetic(t *testing.T) {
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			// The attempt starts at t0; every later reading is t0+elapsed.
-			clock := &fakeClock{next: []time.Time{t0}, t: t0.Add(tt.elapsed)}
-			c := newClient(t, cl.clients, WithDriftFactor(tt.drift), withClock(clock.now))
+			// The clock reads t0 until the acquire script runs on a node,
+			// and t0+elapsed from then on: the round took elapsed.
+			clock := &fakeClock{t: t0}
+			var nodes []redis.UniversalClient
+			for _, s := range cl.servers {
+				n := s.Client()
+				t.Cleanup(func() { _ = n.Close() })
+				n.AddHook(onEval(func(redis.Cmder) { clock.set(t0.Add(tt.elapsed)) }))
+				nodes = append(nodes, n)
+			}
+			c := newClient(t, nodes, WithDriftFactor(tt.drift), withClock(clock.now))
 			name := fmt.Sprintf("validity-%d", i)
 			lock, err := c.TryObtain(ctx, name, ttl)
 			if !tt.ok {

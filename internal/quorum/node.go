@@ -155,6 +155,17 @@ func (n *Node) done(probe bool, o outcome, now time.Time) {
 	}
 }
 
+// Skipped reports whether the node's breaker is open at now: requests to
+// it would be skipped.
+func (n *Node) Skipped(now time.Time) bool {
+	if !n.tripped.Load() {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.probing || now.Before(n.openUntil)
+}
+
 // InFlight is the number of requests outstanding to the node.
 func (n *Node) InFlight() int { return int(n.inflight.Load()) }
 

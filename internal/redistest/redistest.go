@@ -24,18 +24,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ErrNotInstalled is returned when no redis-server binary is on the PATH.
-var ErrNotInstalled = errors.New("redistest: redis-server is not installed (on Debian: apt-get install redis-server redis-sentinel redis-tools)")
+// ErrNotInstalled is returned when redis-server or redis-sentinel is not on
+// the PATH.
+var ErrNotInstalled = errors.New("redistest: redis-server or redis-sentinel is not installed (on Debian: apt-get install redis-server redis-sentinel redis-tools)")
 
 // readyTimeout bounds how long a starting server may take to answer PING.
 const readyTimeout = 10 * time.Second
 
-// Server is one redis-server process on 127.0.0.1.
+// Server is one redis-server (or redis-sentinel) process on 127.0.0.1.
 type Server struct {
-	bin   string
-	dir   string
-	port  int
-	extra []string
+	bin  string
+	dir  string
+	port int
+	argv func(*Server) []string // the program's arguments
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -55,7 +56,26 @@ type Options struct {
 // StartServer starts one redis-server on a free loopback port and waits
 // until it answers PING. The caller must call Stop.
 func StartServer(opts Options) (*Server, error) {
-	bin, err := exec.LookPath("redis-server")
+	return launch("redis-server", nil, func(s *Server) []string {
+		args := []string{
+			"--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1",
+			"--save", "",
+			"--appendonly", "no",
+			"--dir", s.dir,
+			"--logfile", "redis.log",
+			"--daemonize", "no",
+			"--protected-mode", "no",
+		}
+		return append(args, opts.Args...)
+	})
+}
+
+// launch starts program in a new directory on a free port: prepare (when
+// set) readies the directory once the port is known, argv gives the
+// arguments.
+func launch(program string, prepare func(*Server) error, argv func(*Server) []string) (*Server, error) {
+	bin, err := exec.LookPath(program)
 	if err != nil {
 		return nil, ErrNotInstalled
 	}
@@ -63,11 +83,14 @@ func StartServer(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
-	s := &Server{bin: bin, dir: dir, extra: opts.Args}
+	s := &Server{bin: bin, dir: dir, argv: argv}
 	// A free port found by listening on :0 can be taken by someone else
-	// before redis-server binds it; try a few ports before giving up.
+	// before the server binds it; try a few ports before giving up.
 	for try := 0; ; try++ {
 		s.port, err = freePort()
+		if err == nil && prepare != nil {
+			err = prepare(s)
+		}
 		if err == nil {
 			err = s.start()
 		}
@@ -137,22 +160,12 @@ func (s *Server) Pid() int {
 }
 
 func (s *Server) start() error {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
-		"--bind", "127.0.0.1",
-		"--save", "",
-		"--appendonly", "no",
-		"--dir", s.dir,
-		"--logfile", "redis.log",
-		"--daemonize", "no",
-		"--protected-mode", "no",
-	}
-	args = append(args, s.extra...)
-	cmd := exec.Command(s.bin, args...)
+	cmd := exec.Command(s.bin, s.argv(s)...)
 	cmd.Dir = s.dir
 	// Own process group, so that a terminal's Ctrl-C does not reach it and
-	// Stop can always clean up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Stop can always clean up; killed with this process if it dies first
+	// (a test binary that times out), so that no server is orphaned.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redistest: start redis-server: %w", err)
 	}
@@ -185,11 +198,11 @@ func (s *Server) waitReady(exited <-chan struct{}) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("redistest: redis-server on port %d exited at start: %s", s.port, s.logTail())
+			return fmt.Errorf("redistest: %s on port %d exited at start: %s", filepath.Base(s.bin), s.port, s.logTail())
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: redis-server on port %d not ready after %v: %v", s.port, readyTimeout, err)
+			return fmt.Errorf("redistest: %s on port %d not ready after %v: %v", filepath.Base(s.bin), s.port, readyTimeout, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -72,14 +72,30 @@ func decodeAcquire(v any) (Acquired, error) {
 	return Acquired{}, fmt.Errorf("redlock: unexpected acquire status %d", status)
 }
 
-// Release runs the compare-and-delete script on one node. It reports whether
-// the key held value and was deleted.
-func Release(ctx context.Context, c redis.Scripter, key, value string) (bool, error) {
-	n, err := release.Run(ctx, c, []string{key}, value).Int64()
-	if err != nil {
-		return false, err
+// Released is the decoded reply of the release script.
+type Released struct {
+	// Deleted is true when the key held our value and was deleted.
+	Deleted bool
+	// Receivers is how many subscribed connections heard the
+	// notification that the lock is free.
+	Receivers int64
+}
+
+// Release runs the compare-and-delete script on one node, publishing on
+// channel (with SPUBLISH when sharded) when the key is free afterwards.
+func Release(ctx context.Context, c redis.Scripter, key, value, channel string, sharded bool) (Released, error) {
+	flag := "0"
+	if sharded {
+		flag = "1"
 	}
-	return n == 1, nil
+	v, err := release.Run(ctx, c, []string{key}, value, channel, flag).Int64Slice()
+	if err != nil {
+		return Released{}, err
+	}
+	if len(v) != 2 {
+		return Released{}, fmt.Errorf("redlock: unexpected release reply %v", v)
+	}
+	return Released{Deleted: v[0] == 1, Receivers: v[1]}, nil
 }
 
 // RefreshResult is what the refresh script did on one node.

@@ -84,8 +84,8 @@ func TestScriptsOnRedis(t *testing.T) {
 	if err != nil || a.OK || a.HolderTTL <= 0 || a.HolderTTL > time.Minute {
 		t.Fatalf("Acquire of a held key: %+v, %v; want the holder's TTL", a, err)
 	}
-	if ok, err := Release(ctx, c, "k", "theirs"); err != nil || ok {
-		t.Fatalf("Release by a non-owner: %v, %v; want false", ok, err)
+	if r, err := Release(ctx, c, "k", "theirs", "k:released", false); err != nil || r.Deleted {
+		t.Fatalf("Release by a non-owner: %+v, %v; want not deleted", r, err)
 	}
 	if r, err := Refresh(ctx, c, "k", "theirs", time.Minute); err != nil || r != NotOwner {
 		t.Fatalf("Refresh by a non-owner: %v, %v; want NotOwner", r, err)
@@ -100,8 +100,16 @@ func TestScriptsOnRedis(t *testing.T) {
 	if pttl := c.PTTL(ctx, "k").Val(); pttl <= time.Minute {
 		t.Fatalf("PTTL after a shorter refresh: %v, want still above 1m", pttl)
 	}
-	if ok, err := Release(ctx, c, "k", "mine"); err != nil || !ok {
-		t.Fatalf("Release by the owner: %v, %v; want true", ok, err)
+	sub := c.Subscribe(ctx, "k:released")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	if r, err := Release(ctx, c, "k", "mine", "k:released", false); err != nil || !r.Deleted || r.Receivers != 1 {
+		t.Fatalf("Release by the owner: %+v, %v; want deleted, heard by 1", r, err)
+	}
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Channel != "k:released" {
+		t.Fatalf("release notification: %v, %v", m, err)
 	}
 	if r, err := Refresh(ctx, c, "k", "mine", time.Minute); err != nil || r != Reseeded {
 		t.Fatalf("Refresh of a missing key: %v, %v; want Reseeded", r, err)

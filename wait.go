@@ -1,0 +1,232 @@
+package redlock
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/notify"
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// Waiting for a contended lock.
+//
+// The goroutines of one Client that wait for the same lock form a FIFO
+// queue. Only the head of the queue attempts to obtain the lock; the others
+// wait for their turn. The queue holds one subscription to the lock's
+// release channel on every node for as long as it exists, so a handover
+// costs no SUBSCRIBE, and a release wakes one waiter per Client instead of
+// all of them. A release through the same Client wakes the head directly.
+//
+// Fairness: within a Client, waiters are served in order of arrival, and a
+// goroutine that releases and obtains again joins the tail. Across Clients,
+// a Client that releases a lock that other Clients wait for (PUBLISH reaches
+// their subscriptions) holds back its own next attempt on that lock for a
+// grace period of three release round trips, so that a notified waiter
+// elsewhere can take it.
+
+// waitQueue is the local queue of waiters for one lock.
+type waitQueue struct {
+	key     string
+	members []*member
+	wake    *notify.Waiter
+	// confirmed holds each node's subscription confirmation, once the
+	// first head has subscribed.
+	confirmed []<-chan struct{}
+}
+
+type member struct {
+	turn chan struct{} // closed when the member is the head of the queue
+}
+
+// waits tracks the queues and the grace periods of one Client.
+type waits struct {
+	mu     sync.Mutex
+	queues map[string]*waitQueue
+	grace  map[string]time.Time // lock key → no own attempt before this time
+}
+
+func (w *waits) queued(key string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.queues[key] != nil
+}
+
+// join adds a member at the tail of key's queue, creating it if needed.
+func (w *waits) join(key string) (*waitQueue, *member) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues[key]
+	if q == nil {
+		q = &waitQueue{key: key, wake: notify.NewWaiter()}
+		w.queues[key] = q
+	}
+	m := &member{turn: make(chan struct{})}
+	q.members = append(q.members, m)
+	if len(q.members) == 1 {
+		close(m.turn)
+	}
+	return q, m
+}
+
+// leave removes m from q and passes the turn on. It reports whether q is
+// now empty and gone, in which case the caller must drop its subscriptions.
+func (w *waits) leave(q *waitQueue, m *member) (gone bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, x := range q.members {
+		if x != m {
+			continue
+		}
+		q.members = append(q.members[:i], q.members[i+1:]...)
+		if i == 0 && len(q.members) > 0 {
+			close(q.members[0].turn)
+			// The lock may be free already: let the new head try at once.
+			select {
+			case q.wake.C <- struct{}{}:
+			default:
+			}
+		}
+		break
+	}
+	if len(q.members) > 0 {
+		return false
+	}
+	delete(w.queues, q.key)
+	return true
+}
+
+// wakeLocal wakes the head of key's queue: the lock was released here.
+func (w *waits) wakeLocal(key string) {
+	w.mu.Lock()
+	q := w.queues[key]
+	w.mu.Unlock()
+	if q != nil {
+		select {
+		case q.wake.C <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// setGrace holds back this Client's next attempt on key until t.
+func (w *waits) setGrace(key string, t time.Time, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.grace) >= 1024 {
+		for k, until := range w.grace {
+			if !until.After(now) {
+				delete(w.grace, k)
+			}
+		}
+	}
+	w.grace[key] = t
+}
+
+// graceUntil is the end of key's grace period, or the zero time.
+func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.grace) == 0 {
+		return time.Time{}
+	}
+	t, ok := w.grace[key]
+	if ok && !t.After(clock()) {
+		delete(w.grace, key)
+		return time.Time{}
+	}
+	return t
+}
+
+// channelOf is the release channel of a lock key: it shares the key's hash
+// tag, so that it lives in the key's Cluster slot.
+func channelOf(key string) string { return key + ":released" }
+
+// subscribe makes q's subscription on every node and waits, up to timeout,
+// for the nodes to confirm it: only then can no release be missed.
+func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Duration) {
+	if q.confirmed == nil {
+		q.confirmed = make([]<-chan struct{}, len(c.hubs))
+		for i, h := range c.hubs {
+			if c.nodes[i].Skipped(c.cfg.now()) {
+				continue // its breaker is open: do not wait on it
+			}
+			q.confirmed[i] = h.Subscribe(channelOf(q.key), q.wake)
+		}
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for _, confirmed := range q.confirmed {
+		if confirmed == nil {
+			continue
+		}
+		select {
+		case <-confirmed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// unsubscribe drops an empty queue's subscriptions.
+func (c *Client) unsubscribe(q *waitQueue) {
+	for i, h := range c.hubs {
+		if q.confirmed != nil && q.confirmed[i] != nil {
+			h.Unsubscribe(channelOf(q.key), q.wake)
+		}
+	}
+}
+
+// waitTurn blocks until m is the head of its queue, or ctx ends.
+func waitTurn(ctx context.Context, m *member) error {
+	select {
+	case <-m.turn:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+// afterRelease wakes this Client's waiters for the lock, and starts a grace
+// period when the release was heard by other Clients' waiters: PUBLISH
+// counted more receivers than this Client's own subscription.
+func (c *Client) afterRelease(key string, replies []quorum.Reply[script.Released], took time.Duration) {
+	c.waits.wakeLocal(key)
+	channel := channelOf(key)
+	for i, r := range replies {
+		if r.Err != nil {
+			continue
+		}
+		own := int64(0)
+		if c.hubs[i].Subscribed(channel) {
+			own = 1
+		}
+		if r.Val.Receivers > own {
+			grace := min(max(3*took, minGrace), maxGrace)
+			now := c.cfg.now()
+			c.waits.setGrace(key, now.Add(grace), now)
+			return
+		}
+	}
+}
+
+// The bounds of the grace period after a release that other Clients heard.
+const (
+	minGrace = 500 * time.Microsecond
+	maxGrace = 20 * time.Millisecond
+)

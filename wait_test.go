@@ -1,0 +1,274 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// slowRetry makes the timers of a waiter far longer than any test waits:
+// only a release notification (or the holder's TTL) can wake it in time.
+var slowRetry = WithRetryDelay(time.Minute, 2*time.Minute)
+
+// waitFor obtains name in the background and returns a channel that gets
+// the outcome.
+func waitFor(c *Client, name string, opts ...ObtainOption) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		l, err := c.Obtain(ctx, name, time.Minute, opts...)
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		done <- err
+	}()
+	return done
+}
+
+// awaitWaiter fails the test unless the waiter's outcome, from done, is a
+// success within 15 s; failure names what did not happen.
+func awaitWaiter(t *testing.T, done <-chan error, failure string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal(failure)
+	}
+}
+
+// subscribed reports whether any node has a subscriber on the lock's
+// release channel.
+func subscribed(t *testing.T, nodes []redis.UniversalClient, name string) bool {
+	t.Helper()
+	ch := channelOf("{" + DefaultPrefix + name + "}")
+	for _, n := range nodes {
+		m, err := n.PubSubNumSub(context.Background(), ch).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m[ch] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func TestReleaseWakesWaiter(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		for _, same := range []bool{true, false} {
+			name := fmt.Sprintf("%d nodes, waiter in the same client=%v", n, same)
+			t.Run(name, func(t *testing.T) {
+				cl := startNodes(t, n)
+				holderClient := newClient(t, cl.clients)
+				waiterClient := holderClient
+				if !same {
+					waiterClient = newClient(t, cl.clients)
+				}
+				ctx := context.Background()
+				holder, err := holderClient.TryObtain(ctx, "wake", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				done := waitFor(waiterClient, "wake", slowRetry)
+				eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "wake") })
+				if err := holder.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				awaitWaiter(t, done, "the waiter was not woken by the release (its timers are a minute long)")
+			})
+		}
+	}
+}
+
+func TestWaiterObtainsAfterExpiryWithoutRelease(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := newClient(t, cl.clients)
+	if _, err := c.TryObtain(context.Background(), "crashed-holder", 500*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	// The holder never releases: the waiter's wait is capped by the
+	// holder's remaining TTL.
+	awaitWaiter(t, waitFor(c, "crashed-holder", slowRetry), "the waiter slept past the holder's TTL")
+}
+
+func TestWaitersSurvivePubSubKill(t *testing.T) {
+	cl := startNodes(t, 3)
+	holderClient := newClient(t, cl.clients)
+	waiterClient := newClient(t, cl.clients)
+	ctx := context.Background()
+	holder, err := holderClient.TryObtain(ctx, "killed", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(waiterClient, "killed", slowRetry)
+	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "killed") })
+	for _, n := range cl.clients {
+		if err := n.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// go-redis reconnects and subscribes again.
+	eventually(t, "the subscription is back", func() bool { return subscribed(t, cl.clients, "killed") })
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiter(t, done, "the waiter did not obtain the lock after its pub/sub connection was killed")
+}
+
+func TestWaitersSurviveNodeRestart(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	if _, err := c.TryObtain(context.Background(), "restarted", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(newClient(t, cl.clients), "restarted", slowRetry)
+	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "restarted") })
+	// The node restarts empty: the lock is gone without a release, and the
+	// broken connection wakes the waiter.
+	if err := cl.servers[0].Restart(); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiter(t, done, "the waiter hung after the node restarted")
+}
+
+func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
+	cl := startNodes(t, 3)
+	clients := []*Client{newClient(t, cl.clients), newClient(t, cl.clients)}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	errs := make(chan error, 100)
+	for k := range 10 {
+		name := fmt.Sprintf("many-waits-%d", k)
+		holder, err := clients[0].TryObtain(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for w := range 4 {
+			wg.Go(func() { errs <- <-waitFor(clients[w%2], name) })
+		}
+		wg.Go(func() {
+			time.Sleep(100 * time.Millisecond)
+			_ = holder.Release(ctx)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	}
+	for i, n := range cl.clients {
+		eventually(t, fmt.Sprintf("node %d has no subscriptions left", i), func() bool {
+			chans, err := n.PubSubChannels(ctx, "*").Result()
+			return err == nil && len(chans) == 0
+		})
+	}
+	for _, c := range clients {
+		for i, h := range c.hubs {
+			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.Channels() == 0 })
+		}
+		if c.waits.queued("{redlock:many-waits-0}") {
+			t.Fatal("a wait queue outlived its waiters")
+		}
+	}
+}
+
+func TestLocalWaitersAreServedInOrder(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	const goroutines, rounds = 8, 25
+	var (
+		mu    sync.Mutex
+		count = map[int]int{}
+		wg    sync.WaitGroup
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			for range rounds {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				l, err := c.Obtain(ctx, "fair", time.Minute)
+				cancel()
+				if err != nil {
+					t.Errorf("goroutine %d: %v", g, err)
+					return
+				}
+				mu.Lock()
+				count[g]++
+				mu.Unlock()
+				_ = l.Release(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	for g := range goroutines {
+		if count[g] != rounds {
+			t.Errorf("goroutine %d got the lock %d times, want %d", g, count[g], rounds)
+		}
+	}
+}
+
+func TestReleaseWithoutPubSubPermission(t *testing.T) {
+	cl := startNodes(t, 1)
+	ctx := context.Background()
+	if err := cl.clients[0].Do(ctx, "ACL", "SETUSER", "nopubsub", "on", ">pw", "~*", "&*", "+@all", "-@pubsub").Err(); err != nil {
+		t.Fatal(err)
+	}
+	n := redis.NewClient(&redis.Options{Addr: cl.servers[0].Addr(), Username: "nopubsub", Password: "pw", ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = n.Close() })
+	c := newClient(t, []redis.UniversalClient{n})
+	holder, err := c.TryObtain(ctx, "no-pubsub", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A waiter cannot subscribe; it falls back to its timers.
+	done := waitFor(c, "no-pubsub", WithRetryDelay(10*time.Millisecond, 50*time.Millisecond))
+	time.Sleep(100 * time.Millisecond)
+	if err := holder.Release(ctx); err != nil {
+		t.Fatalf("Release when PUBLISH is forbidden: %v", err)
+	}
+	awaitWaiter(t, done, "the waiter did not obtain the lock")
+}
+
+func TestClusterWaiterIsNotified(t *testing.T) {
+	rc := redistest.StartClusterT(t, 3)
+	node := rc.Client()
+	t.Cleanup(func() { _ = node.Close() })
+	holderClient := newClient(t, []redis.UniversalClient{node})
+	waiterClient := newClient(t, []redis.UniversalClient{node})
+	ctx := context.Background()
+	for i := range 3 {
+		name := fmt.Sprintf("cluster-wait-%d", i)
+		holder, err := holderClient.TryObtain(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := waitFor(waiterClient, name, slowRetry)
+		ch := channelOf("{" + DefaultPrefix + name + "}")
+		eventually(t, "the waiter subscribes to the shard channel", func() bool {
+			for _, s := range rc.Servers {
+				c := s.Client()
+				m, err := c.Do(ctx, "PUBSUB", "SHARDNUMSUB", ch).Slice()
+				_ = c.Close()
+				if err == nil && len(m) == 2 && m[1] == int64(1) {
+					return true
+				}
+			}
+			return false
+		})
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		awaitWaiter(t, done, "the waiter on a cluster was not woken by the release")
+	}
+}
