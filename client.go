@@ -169,12 +169,20 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, error) {
 	backoff := newBackoff(o.retry)
 	attempts := 0
+	var last error // the last attempt's error, reported when ctx ends
 	try := func() (*Lock, time.Duration, error) {
-		attempts++
 		if ctx.Err() != nil {
-			return nil, -1, ErrNotObtained
+			if last == nil {
+				last = ErrNotObtained
+			}
+			return nil, -1, last
 		}
-		return c.attempt(ctx, name, key, ttl, o)
+		attempts++
+		l, holderTTL, err := c.attempt(ctx, name, key, ttl, o)
+		if err != nil {
+			last = err
+		}
+		return l, holderTTL, err
 	}
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||

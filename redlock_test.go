@@ -48,9 +48,12 @@ func startNodes(t testing.TB, n int) *cluster {
 	return cl
 }
 
+// newClient returns a Client closed at the end of the test. Its node timeout
+// is 250 ms unless opts say otherwise: the defaults derived from short test
+// TTLs (10 ms) are too tight for a loaded machine under -race.
 func newClient(t *testing.T, nodes []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
-	c, err := New(nodes, opts...)
+	c, err := New(nodes, append([]Option{WithNodeTimeout(250 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -114,9 +114,8 @@ func (n *Node) admit(now time.Time) (probe bool, err error) {
 type outcome int
 
 const (
-	answered  outcome = iota // the node answered (or refused the connection)
-	timedOut                 // the node did not answer before the round's deadline
-	abandoned                // the caller gave up first: says nothing of the node
+	answered outcome = iota // the node answered (or refused the connection)
+	timedOut                // the node did not answer before the round's deadline
 )
 
 // forceAdmit counts a request that must reach the node whatever its health
@@ -126,14 +125,6 @@ func (n *Node) forceAdmit() { n.inflight.Add(1) }
 // done records the outcome of an admitted request.
 func (n *Node) done(probe bool, o outcome, now time.Time) {
 	n.inflight.Add(-1)
-	if o == abandoned {
-		if probe {
-			n.mu.Lock()
-			n.probing = false // the next request probes again
-			n.mu.Unlock()
-		}
-		return
-	}
 	if o == timedOut {
 		if f := n.fails.Add(1); f >= TripAfter || probe {
 			n.mu.Lock()
@@ -170,13 +161,11 @@ func (n *Node) Skipped(now time.Time) bool {
 func (n *Node) InFlight() int { return int(n.inflight.Load()) }
 
 // classify tells what a request's error says about the node: a timeout of
-// the round's own deadline, the caller giving up, or an answer.
-func classify(parent context.Context, err error) outcome {
+// the round's own deadline (requests do not see the caller's cancellation),
+// or an answer.
+func classify(err error) outcome {
 	if err == nil {
 		return answered
-	}
-	if parent.Err() != nil {
-		return abandoned
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return timedOut

@@ -68,6 +68,11 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // passed, or when ctx ends. Requests still in flight then keep running on
 // goroutines registered with wg, which the owner of wg must wait for.
 //
+// ctx's cancellation does not reach the requests: once sent, a request runs
+// until its node answers or the per-node timeout passes, so that its outcome
+// is known and Settle can clean up exactly. (An aborted request may still
+// run on its node after a clean-up sent on another connection.)
+//
 // A round of one node whose client honours deadlines runs on the caller's
 // goroutine.
 func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
@@ -100,7 +105,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 	active.Store(1)
 
 	// One deadline for the whole round; the last request out cancels it.
-	nodeCtx, cancel := context.WithTimeout(ctx, r.Timeout)
+	nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Timeout)
 	var running atomic.Int32
 	running.Store(1)
 	leave := func() {
@@ -126,7 +131,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 				}
 			}()
 			v, err := r.Call(nodeCtx, node)
-			err = r.finish(ctx, node, probe, err, now)
+			err = r.finish(node, probe, err, now)
 			leave()
 			ch <- msg{i, v, err}
 			if r.Settle != nil {
@@ -209,10 +214,15 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		res.Replies[0].Err = err
 		return res
 	}
-	nodeCtx, cancel := context.WithTimeout(ctx, r.Timeout)
+	if err := ctx.Err(); err != nil {
+		res.Replies[0].Err = err
+		node.done(probe, answered, now())
+		return res
+	}
+	nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Timeout)
 	v, err := r.Call(nodeCtx, node)
 	cancel()
-	err = r.finish(ctx, node, probe, err, now)
+	err = r.finish(node, probe, err, now)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes}
 	if yes {
@@ -236,8 +246,8 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 
 // finish records a finished request in the node's health and turns a node
 // timeout into ErrTimeout.
-func (r *Round[T]) finish(ctx context.Context, node *Node, probe bool, err error, now func() time.Time) error {
-	o := classify(ctx, err)
+func (r *Round[T]) finish(node *Node, probe bool, err error, now func() time.Time) error {
+	o := classify(err)
 	node.done(probe, o, now())
 	if o == timedOut {
 		return fmt.Errorf("%w within %v: %w", ErrTimeout, r.Timeout, err)
