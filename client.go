@@ -155,6 +155,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		return nil, err
 	}
 	ttl = ttl.Truncate(time.Millisecond) // Redis counts whole milliseconds
+	if ttl > c.cfg.maxTTL {
+		return nil, invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
+	}
 	if err := o.validate(ttl); err != nil {
 		return nil, err
 	}
@@ -293,16 +296,16 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
-			return script.Acquire(ctx, n.Client, key, value, ttl)
+			return script.Acquire(ctx, n.Client, c.keys(key, n.Index), value, ttl, c.guard(n.Index), c.cfg.ack)
 		},
-		Agree: func(a script.Acquired) bool { return a.OK },
+		Agree: script.Acquired.OK,
 		Valid: func() bool { return c.cfg.now().Before(validUntil) },
 		Settle: func(n *quorum.Node, a script.Acquired, err error, won bool) {
 			// A failed attempt must not leave our key behind: release
-			// where the node said yes, or may have (no definite answer).
-			// A won lock's late yes joins it, unless the lock's release
-			// has begun and may have passed this node already.
-			if !won && (a.OK || ambiguous(err)) {
+			// where the node took it (replicated or not), or may have (no
+			// definite answer). A won lock's late yes joins it, unless the
+			// lock's release has begun and may have passed this node.
+			if !won && (a.Status == script.Taken || ambiguous(err)) {
 				c.releaseNode(n, key, value, timeout)
 				return
 			}
@@ -311,18 +314,20 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	}
 	res := round.Run(ctx, &c.bg)
 	if !res.Won {
-		qe := quorumError(c, "obtain", res, ErrNotObtained, func(script.Acquired) error { return ErrHeld })
+		qe := quorumError(c, "obtain", res, ErrNotObtained, disagreeAcquire)
 		qe.Expired = res.Agreed >= c.quorum
-		holderTTL := time.Duration(-1)
-		for _, r := range res.Replies {
-			if r.Err == nil && !r.Val.OK && r.Val.HolderTTL >= 0 && (holderTTL < 0 || r.Val.HolderTTL < holderTTL) {
-				holderTTL = r.Val.HolderTTL
-			}
-		}
-		return nil, holderTTL, qe
+		return nil, retryAfter(res.Replies), qe
 	}
 	l.validUntil = validUntil
 	l.track(res.Done) // l is not shared yet: no lock needed
+	token, err := c.fence(ctx, l, res.Replies, validUntil)
+	if err != nil {
+		// The quorum holds our key but cannot be shown to hold a counter
+		// as high as the token: give the lock back.
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, -1, err
+	}
+	l.token = token
 	if o.auto {
 		l.auto, l.watched = true, true
 		l.interval = o.interval
@@ -344,10 +349,113 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 // refreshed maps an acquire reply to the refresh result it is equivalent to
 // for clean-up: our key was set, or not.
 func refreshed(a script.Acquired) script.RefreshResult {
-	if a.OK {
+	if a.Status == script.Taken {
 		return script.Extended
 	}
 	return script.NotOwner
+}
+
+// disagreeAcquire is the per-node reason of an acquire's no.
+func disagreeAcquire(a script.Acquired) error {
+	switch {
+	case a.Status == script.Recovering:
+		return &RecoveringError{Remaining: a.Recovering}
+	case a.Unreplicated:
+		return ErrNotReplicated
+	}
+	return ErrHeld
+}
+
+// retryAfter is the soonest a failed attempt's nodes said things may change:
+// the shortest remaining TTL of the holder, or of a node's recovery (-1 if
+// no node said).
+func retryAfter(replies []quorum.Reply[script.Acquired]) time.Duration {
+	after := time.Duration(-1)
+	for _, r := range replies {
+		if r.Err != nil {
+			continue
+		}
+		d := time.Duration(-1)
+		switch r.Val.Status {
+		case script.Held:
+			d = r.Val.HolderTTL
+		case script.Recovering:
+			d = r.Val.Recovering
+		}
+		if d >= 0 && (after < 0 || d < after) {
+			after = d
+		}
+	}
+	return after
+}
+
+// fence makes the lock's fencing token safe to hand out: the token is the
+// highest counter among the yes-votes, and a quorum of nodes must hold a
+// counter no lower than it, so that any later quorum (which shares a node
+// with this one) issues a higher token. When fewer than a quorum of the
+// yes-votes already equal the token, a second round raises the counters,
+// and must reach a quorum before the lock's validity ends.
+func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], validUntil time.Time) (int64, error) {
+	var token int64
+	for _, r := range replies {
+		if r.Yes && r.Val.Token > token {
+			token = r.Val.Token
+		}
+	}
+	equal := 0
+	for _, r := range replies {
+		if r.Yes && r.Val.Token == token {
+			equal++
+		}
+	}
+	if equal >= c.quorum {
+		return token, nil
+	}
+	round := quorum.Round[bool]{
+		Nodes:   c.nodes,
+		Quorum:  c.quorum,
+		Timeout: l.nodeTimeout,
+		Now:     c.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
+			return true, script.Fence(ctx, n.Client, c.keys(l.key, n.Index).Fence, token, c.guard(n.Index))
+		},
+		Agree: func(bool) bool { return true },
+		Valid: func() bool { return c.cfg.now().Before(validUntil) },
+	}
+	res := round.Run(ctx, &c.bg)
+	if !res.Won {
+		qe := quorumError(c, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
+		qe.Expired = res.Agreed >= c.quorum
+		return 0, qe
+	}
+	return token, nil
+}
+
+// keys are the Redis keys of lock key on node i. The epoch record is one
+// per node, except on a Redis Cluster, where a script may only touch the
+// slot of its lock: there each lock's hash tag has a record of its own.
+func (c *Client) keys(key string, i int) script.Keys {
+	k := script.Keys{Lock: key, Fence: key + ":fence", Epoch: "{" + c.cfg.prefix + "}:epoch"}
+	if c.hubs[i].Sharded() {
+		k.Epoch = key + ":epoch"
+	}
+	return k
+}
+
+// guard is the epoch guard's setting for node i.
+func (c *Client) guard(i int) script.Guard {
+	g := script.Guard{
+		MaxTTL:   c.cfg.maxTTL,
+		Delta:    EpochTrust,
+		Mode:     c.cfg.guard,
+		FenceTTL: max(time.Hour, 10*c.cfg.maxTTL),
+	}
+	if c.hubs[i].Sharded() {
+		// One record per lock: let the records of idle locks go. A
+		// missing record is safe (see epoch.lua).
+		g.RecordTTL = max(24*time.Hour, 10*c.cfg.maxTTL)
+	}
+	return g
 }
 
 // releaseNode deletes our key on one node; used for clean-up, its outcome

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/quorum"
 )
@@ -35,6 +36,16 @@ var (
 	// answered that another owner holds the key.
 	ErrHeld = errors.New("held by another owner")
 
+	// ErrNodeRecovering is the per-node reason when a node takes no part in
+	// locking yet because its Redis process changed (a restart, or a
+	// promoted replica): the error is a *RecoveringError that says for how
+	// long. See WithMaxTTL.
+	ErrNodeRecovering = errors.New("node is recovering")
+
+	// ErrNotReplicated is the per-node reason when a node took the lock
+	// but WAIT did not confirm the replicas asked for by WithReplicaAck.
+	ErrNotReplicated = errors.New("lock not acknowledged by the replicas (WithReplicaAck)")
+
 	// ErrNotOwner is the per-node reason, inside a release's *QuorumError,
 	// when a node did not hold our value: its key had expired or belongs to
 	// another owner.
@@ -59,13 +70,33 @@ var (
 	ErrNodeOverloaded = quorum.ErrOverloaded
 )
 
+// RecoveringError is the per-node reason of a node that is recovering after
+// its Redis process changed. It matches ErrNodeRecovering.
+type RecoveringError struct {
+	// Remaining is how long the node still recovers (0 when unknown).
+	Remaining time.Duration
+}
+
+func (e *RecoveringError) Error() string {
+	left := "for a while"
+	if e.Remaining > 0 {
+		left = "for another " + e.Remaining.Round(time.Millisecond).String()
+	}
+	return "node is recovering after a restart or failover: it takes no part in locking " + left +
+		", until every lock it may have forgotten has expired (the recovery window is WithMaxTTL; see docs/fencing.md)"
+}
+
+// Unwrap returns ErrNodeRecovering.
+func (e *RecoveringError) Unwrap() error { return ErrNodeRecovering }
+
 // NodeError is one node's reason for not agreeing in a quorum operation.
 type NodeError struct {
 	// Node is the node's index in the slice given to New.
 	Node int
 	// Addr describes the node for humans (host:port where known).
 	Addr string
-	// Err is the reason: ErrHeld, ErrNotOwner, ErrNodeTimeout,
+	// Err is the reason: ErrHeld, ErrNotOwner, *RecoveringError,
+	// ErrNotReplicated, ErrNodeTimeout,
 	// ErrNodePending, ErrNodeSkipped, ErrNodeOverloaded, or the error of
 	// the Redis client.
 	Err error

@@ -49,7 +49,9 @@ func ExampleNew() {
 	nodes, stop := exampleNodes(5)
 	defer stop()
 
-	c, err := redlock.New(nodes)
+	// The restart guard would keep the example's freshly started servers
+	// out of locking for a minute (see WithMaxTTL). In production, keep it.
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -61,15 +63,15 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	defer lock.Release(ctx)
-	fmt.Println("holding", lock.Key())
-	// Output: holding order:42
+	fmt.Println("holding", lock.Key(), "with a fencing token:", lock.Token() > 0)
+	// Output: holding order:42 with a fencing token: true
 }
 
 // Obtain waits for the lock until its context ends.
 func ExampleClient_Obtain() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func ExampleClient_Obtain() {
 func ExampleClient_TryObtain() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -122,7 +124,7 @@ func ExampleClient_TryObtain() {
 func ExampleQuorumError() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -158,7 +160,7 @@ func ExampleQuorumError() {
 func ExampleLock_Refresh() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func ExampleLock_Refresh() {
 func ExampleClient_Do() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -212,7 +214,7 @@ func ExampleClient_Do() {
 func ExampleLock_Done() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -98,7 +98,6 @@ func (c *Client) refreshBatch(batch []*Lock) {
 	}()
 
 	start := c.cfg.now()
-	items := make([]script.RefreshItem, 0, len(locks))
 	type plan struct {
 		l        *Lock
 		ttl      time.Duration
@@ -133,7 +132,6 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		t := c.cfg.nodeTimeoutFor(ttl)
 		timeout = max(timeout, t)
 		plans = append(plans, plan{l: l, ttl: ttl, timeout: t, newValid: start.Add(ttl - c.cfg.driftFor(ttl)), oldValid: old})
-		items = append(items, script.RefreshItem{Key: l.key, Value: l.value, TTL: ttl})
 	}
 	if len(plans) == 0 {
 		return
@@ -150,7 +148,11 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		WaitAll: true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
-			results, errs, err := script.RefreshBatch(ctx, n.Client, items)
+			items := make([]script.RefreshItem, len(plans))
+			for i, p := range plans {
+				items[i] = script.RefreshItem{Keys: c.keys(p.l.key, n.Index), Value: p.l.value, TTL: p.ttl}
+			}
+			results, errs, err := script.RefreshBatch(ctx, n.Client, items, c.guard(n.Index))
 			return batchReply{results, errs}, err
 		},
 		Agree: func(batchReply) bool { return true },
@@ -172,10 +174,11 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			if rep.Err != nil || rep.Val.errs[i] != nil {
 				continue
 			}
-			if rep.Val.results[i] == script.NotOwner {
-				refusals++
-			} else {
+			switch r := rep.Val.results[i]; {
+			case r.Agrees():
 				agreed++
+			case r == script.NotOwner:
+				refusals++
 			}
 		}
 		won := agreed >= c.quorum && now.Before(p.oldValid) && now.Before(p.newValid)

@@ -28,7 +28,7 @@ func BenchmarkHoldManyLocks(b *testing.B) {
 	cl := startNodes(b, 1)
 	var pipelines, scripts atomic.Int32
 	cl.clients[0].AddHook(countPipelines{&pipelines, &scripts})
-	c, err := New(cl.clients, WithNodeTimeout(time.Second))
+	c, err := New(cl.clients, WithNodeTimeout(time.Second), WithoutRestartGuard())
 	if err != nil {
 		b.Fatal(err)
 	}

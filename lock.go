@@ -25,6 +25,7 @@ type Lock struct {
 	name  string
 	key   string
 	value string
+	token int64
 
 	// op serializes the network operations on the lock (Refresh, Release,
 	// automatic refresh), so that a refresh cannot re-seed a key that a
@@ -59,6 +60,16 @@ type Lock struct {
 
 // Key returns the lock's name, as given to Obtain.
 func (l *Lock) Key() string { return l.name }
+
+// Token returns the lock's fencing token: for a lock name, the token of
+// each successful acquire is greater than that of every earlier successful
+// acquire of the name, by any Client, across node restarts and failovers
+// (under the assumptions of docs/fencing.md, and with the restart guard on).
+// Pass it with every write to the resource the lock protects, and let the
+// resource refuse a write whose token is lower than one it has seen: that
+// stops a holder that lost its lock without knowing (a long pause) from
+// writing after the next holder.
+func (l *Lock) Token() int64 { return l.token }
 
 // ValidUntil returns the time until which the lock is guaranteed to be held
 // (on the monotonic clock of this process): the TTL from the moment the
@@ -141,6 +152,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	ttl = ttl.Truncate(time.Millisecond)
 	c := l.c
+	if ttl > c.cfg.maxTTL {
+		return invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
+	}
 	l.op.Lock()
 	defer l.op.Unlock()
 	c.life.RLock()
@@ -163,9 +177,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-			return script.Refresh(ctx, n.Client, l.key, l.value, ttl)
+			return script.Refresh(ctx, n.Client, c.keys(l.key, n.Index), l.value, ttl, c.guard(n.Index))
 		},
-		Agree:  func(r script.RefreshResult) bool { return r != script.NotOwner },
+		Agree:  script.RefreshResult.Agrees,
 		Settle: l.settleLate,
 		Valid: func() bool {
 			now := c.cfg.now()
@@ -184,7 +198,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.Err() != nil {
 		sentinel = ErrNotHeld
 	}
-	qe := quorumError(c, "refresh", res, sentinel, func(script.RefreshResult) error { return ErrHeld })
+	qe := quorumError(c, "refresh", res, sentinel, disagreeRefresh)
 	qe.Expired = res.Agreed >= c.quorum
 	return qe
 }
@@ -371,6 +385,14 @@ func (l *Lock) setOnLost(f func()) {
 	}
 }
 
+// disagreeRefresh is the per-node reason of a refresh's no.
+func disagreeRefresh(r script.RefreshResult) error {
+	if r == script.NotReseeded {
+		return &RecoveringError{}
+	}
+	return ErrHeld
+}
+
 // refused reports whether enough nodes answered "not ours" that a quorum
 // can no longer agree: the lock is certainly not held.
 func refused[T any](c *Client, replies []quorum.Reply[T], notOurs func(T) bool) bool {
@@ -387,7 +409,7 @@ func refused[T any](c *Client, replies []quorum.Reply[T], notOurs func(T) bool) 
 // of a won lock arrived after the lock's release was sent: the release may
 // have passed that node before the key was set.
 func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, won bool) {
-	if l.isReleasing() && (r != script.NotOwner || ambiguous(err)) {
+	if l.isReleasing() && (r.Agrees() || ambiguous(err)) {
 		l.c.releaseNode(n, l.key, l.value, l.nodeTimeoutNow())
 	}
 }

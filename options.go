@@ -3,6 +3,8 @@ package redlock
 import (
 	"math"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Defaults of the options.
@@ -16,6 +18,14 @@ const (
 	// two attempts of Obtain.
 	DefaultMinRetryDelay = 10 * time.Millisecond
 	DefaultMaxRetryDelay = 500 * time.Millisecond
+	// DefaultMaxTTL is the longest TTL accepted unless WithMaxTTL says
+	// otherwise, and so the recovery window of a restarted node.
+	DefaultMaxTTL = time.Minute
+	// EpochTrust is how long a node trusts its last check of its own
+	// identity (run_id) before checking again with INFO. A deployment
+	// whose failovers are detected faster than this (Sentinel's
+	// down-after-milliseconds) is not protected against them.
+	EpochTrust = 50 * time.Millisecond
 	// MinTTL is the shortest TTL accepted: below it the fixed 2 ms of the
 	// drift allowance and a round trip leave no validity.
 	MinTTL = 10 * time.Millisecond
@@ -55,6 +65,9 @@ type config struct {
 	retry       retryConfig
 	now         func() time.Time
 	notifyOff   bool // wait on timers only (benchmark baseline)
+	maxTTL      time.Duration
+	guard       byte // '1' on, 'p' trust persistence, '0' off
+	ack         script.Ack
 }
 
 type obtainConfig struct {
@@ -91,7 +104,9 @@ func defaultConfig() config {
 			minDelay: DefaultMinRetryDelay,
 			maxDelay: DefaultMaxRetryDelay,
 		},
-		now: time.Now,
+		now:    time.Now,
+		maxTTL: DefaultMaxTTL,
+		guard:  '1',
 	}
 }
 
@@ -104,6 +119,12 @@ func (c *config) validate() error {
 	}
 	if c.maxInFlight < 0 {
 		return invalid("max in flight %d is negative", c.maxInFlight)
+	}
+	if c.maxTTL < MinTTL {
+		return invalid("max TTL %v is below the minimum TTL %v", c.maxTTL, MinTTL)
+	}
+	if c.ack.Replicas < 0 || (c.ack.Replicas > 0 && c.ack.Timeout <= 0) {
+		return invalid("replica ack of %d replicas within %v: need a positive timeout and no negative count", c.ack.Replicas, c.ack.Timeout)
 	}
 	return c.retry.validate()
 }
@@ -164,6 +185,46 @@ func WithMaxInFlight(n int) Option {
 	return clientOption(func(c *config) { c.maxInFlight = n })
 }
 
+// WithMaxTTL sets the longest TTL any client of the deployment uses: every
+// Client of one deployment must be given the same value. A TTL above it is
+// refused with ErrInvalid. It is the recovery window of the restart guard:
+// a node whose Redis process changed (a restart, a promoted replica) takes
+// no part in locking for this long, so that every lock it may have
+// forgotten has expired. Default DefaultMaxTTL (1 minute).
+func WithMaxTTL(d time.Duration) Option {
+	return clientOption(func(c *config) { c.maxTTL = d })
+}
+
+// WithTrustedPersistence tells the restart guard that every node persists
+// each write before answering (appendonly yes, appendfsync always): a node
+// that restarted with its epoch record intact kept its locks too, and needs
+// no recovery window. A node whose data is new (no record), or a promoted
+// replica without one, still recovers. Check the nodes with "redlock doctor".
+func WithTrustedPersistence() Option {
+	return clientOption(func(c *config) { c.guard = 'p' })
+}
+
+// WithoutRestartGuard turns the restart and failover guard off: a node that
+// restarted without its data, or a promoted replica, votes at once. This is
+// unsafe unless every node persists every write before answering, nodes are
+// never failed over, or an operator keeps a restarted node out of service
+// for the longest TTL ("delayed restart"): a forgotten lock can then be
+// given to a second holder. Fencing tokens stay monotonic only with the
+// guard on.
+func WithoutRestartGuard() Option {
+	return clientOption(func(c *config) { c.guard = '0' })
+}
+
+// WithReplicaAck makes a node's yes count only when WAIT confirms, within
+// timeout, that replicas of its replicas received the lock: for nodes that
+// are Sentinel-managed masters, so that a failover cannot promote a replica
+// that never saw the lock. A yes without the acknowledgement is released
+// and reported per node as ErrNotReplicated. The per-node timeout is
+// extended by timeout.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return clientOption(func(c *config) { c.ack = script.Ack{Replicas: replicas, Timeout: timeout} })
+}
+
 // WithRetryDelay sets the bounds of the wait between two attempts of
 // Obtain. The n-th wait (from 0) is drawn uniformly from
 // [min, min(max, min·2ⁿ⁺¹)], and never outlasts the holder's remaining TTL
@@ -220,13 +281,13 @@ func withClock(now func() time.Time) Option {
 // nodeTimeoutFor is the per-node timeout for one call with this TTL.
 func (c *config) nodeTimeoutFor(ttl time.Duration) time.Duration {
 	if c.nodeTimeout > 0 {
-		return c.nodeTimeout
+		return c.nodeTimeout + c.ack.Timeout
 	}
 	t := ttl / 200
 	if t < 10*time.Millisecond {
 		t = min(10*time.Millisecond, ttl/4)
 	}
-	return t
+	return t + c.ack.Timeout
 }
 
 // driftFor is the validity set aside for clock drift with this TTL.

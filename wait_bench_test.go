@@ -31,7 +31,7 @@ func BenchmarkContended(b *testing.B) {
 				for _, mode := range []string{"notify", "poll"} {
 					name := fmt.Sprintf("nodes=%d/goroutines=%d/clients=%d/%s", nodes, goroutines, clients, mode)
 					b.Run(name, func(b *testing.B) {
-						var opts []Option
+						opts := []Option{WithoutRestartGuard()} // fresh servers
 						if mode == "poll" {
 							opts = append(opts, withoutNotify())
 						}

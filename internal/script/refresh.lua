@@ -1,10 +1,13 @@
 -- refresh: compare-and-pexpire, re-seeding a node that lost the key.
 -- KEYS[1] lock key
+-- KEYS[2] the node's epoch record
 -- ARGV[1] owner value
 -- ARGV[2] new ttl in milliseconds
+-- ARGV[3..7] max_ttl, delta, guard, (unused), record expiry: as in acquire
 -- Returns 1 when the key held our value (its expiry is now at least the new
 -- ttl), 2 when the key was missing and was set again with our value
--- (re-seed), 0 when another owner holds it.
+-- (re-seed), 0 when another owner holds it, 3 when it was missing but the
+-- node is recovering and may not vote.
 --
 -- The expiry is never shortened: a delayed, older refresh with a shorter
 -- ttl must not cut the keys of a later one that already won. The client
@@ -18,6 +21,11 @@ if v == ARGV[1] then
   return 1
 end
 if v == false then
+  -- A re-seed is a vote, like an acquire: not from a recovering node.
+  local _, recovering = epoch(KEYS[2], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[7]))
+  if recovering > 0 then
+    return 3
+  end
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 2
 end

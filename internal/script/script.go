@@ -18,58 +18,157 @@ import (
 )
 
 var (
+	//go:embed epoch.lua
+	epochSrc string
 	//go:embed acquire.lua
 	acquireSrc string
 	//go:embed release.lua
 	releaseSrc string
 	//go:embed refresh.lua
 	refreshSrc string
+	//go:embed fence.lua
+	fenceSrc string
 
-	acquire = redis.NewScript(acquireSrc)
+	// The scripts that can vote carry the epoch guard's functions.
+	acquire = redis.NewScript(epochSrc + "\n" + acquireSrc)
+	refresh = redis.NewScript(epochSrc + "\n" + refreshSrc)
 	release = redis.NewScript(releaseSrc)
-	refresh = redis.NewScript(refreshSrc)
+	fence   = redis.NewScript(fenceSrc)
+)
+
+// Keys are the Redis keys of one lock on one node.
+type Keys struct {
+	Lock  string // the lock: its owner's value, with the TTL
+	Fence string // the fencing counter
+	Epoch string // the node's epoch record
+}
+
+// Guard holds the parameters of the epoch guard and of the fencing counter.
+type Guard struct {
+	MaxTTL time.Duration // the recovery window
+	Delta  time.Duration // how long an identity check is trusted
+	// Mode is '1' (on), 'p' (on, trusting persistence) or '0' (off).
+	Mode      byte
+	RecordTTL time.Duration // expiry of the epoch record; 0: none
+	FenceTTL  time.Duration // expiry of a fencing counter, renewed on use
+}
+
+// args are ARGV[3..7] of the acquire and refresh scripts.
+func (g Guard) args() []any {
+	return []any{ms(g.MaxTTL), ms(g.Delta), string(g.Mode), ms(g.FenceTTL), ms(g.RecordTTL)}
+}
+
+// Status is what an acquire found on one node.
+type Status int
+
+const (
+	Held       Status = 0 // another owner holds the lock
+	Taken      Status = 1 // the lock is ours now
+	Recovering Status = 2 // the node may not vote yet (epoch guard)
 )
 
 // Acquired is the decoded reply of the acquire script.
 type Acquired struct {
-	OK bool
+	Status Status
+	// Token is the fencing token this node issued when Taken.
+	Token int64
 	// HolderTTL is the remaining time to live of the current holder when
-	// OK is false; negative when the key has no expiry.
+	// Held; negative when the key has no expiry.
 	HolderTTL time.Duration
+	// Recovering is how long the node still recovers when Recovering.
+	Recovering time.Duration
+	// Unreplicated is true when the lock was taken but WAIT did not
+	// confirm the replicas asked for.
+	Unreplicated bool
 }
 
-// Acquire runs the acquire script on one node.
-func Acquire(ctx context.Context, c redis.Scripter, key, value string, ttl time.Duration) (Acquired, error) {
-	v, err := acquire.Run(ctx, c, []string{key}, value, ms(ttl)).Result()
+// OK reports whether the node votes for us: taken, and replicated when
+// replicas were asked for.
+func (a Acquired) OK() bool { return a.Status == Taken && !a.Unreplicated }
+
+// Ack asks a node to confirm its vote with WAIT: Replicas replicas within
+// Timeout. Zero Replicas asks nothing.
+type Ack struct {
+	Replicas int
+	Timeout  time.Duration
+}
+
+// Acquire runs the acquire script on one node, followed in the same
+// pipeline by WAIT when ack asks for replicas.
+func Acquire(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
+	keys := []string{k.Lock, k.Fence, k.Epoch}
+	args := append([]any{value, ms(ttl)}, g.args()...)
+	if ack.Replicas == 0 {
+		v, err := acquire.Run(ctx, c, keys, args...).Result()
+		if err != nil {
+			return Acquired{}, err
+		}
+		return decodeAcquire(v)
+	}
+	run := func(useEval bool) (*redis.Cmd, *redis.Cmd, error) {
+		pipe := c.Pipeline()
+		var cmd *redis.Cmd
+		if useEval {
+			cmd = acquire.Eval(ctx, pipe, keys, args...)
+		} else {
+			cmd = acquire.EvalSha(ctx, pipe, keys, args...)
+		}
+		// WAIT on the same connection, right after the script: it counts
+		// the replicas that acknowledged the script's writes.
+		wait := pipe.Do(ctx, "WAIT", ack.Replicas, ack.Timeout.Milliseconds())
+		_, err := pipe.Exec(ctx)
+		if err != nil && !isReply(err) {
+			return nil, nil, err
+		}
+		return cmd, wait, nil
+	}
+	cmd, wait, err := run(false)
+	if err == nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		cmd, wait, err = run(true)
+	}
 	if err != nil {
 		return Acquired{}, err
 	}
-	return decodeAcquire(v)
+	v, err := cmd.Result()
+	if err != nil {
+		return Acquired{}, err
+	}
+	a, err := decodeAcquire(v)
+	if err != nil || a.Status != Taken {
+		return a, err
+	}
+	n, err := wait.Int64()
+	if err != nil {
+		return a, err
+	}
+	a.Unreplicated = n < int64(ack.Replicas)
+	return a, nil
 }
 
 func decodeAcquire(v any) (Acquired, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) == 0 {
+	if !ok || len(a) != 2 {
 		return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
 	}
-	status, ok := a[0].(int64)
-	if !ok {
+	status, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	if !ok1 || !ok2 {
 		return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
 	}
-	switch status {
-	case 1:
-		return Acquired{OK: true}, nil
-	case 0:
-		if len(a) < 2 {
-			return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
-		}
-		pttl, ok := a[1].(int64)
-		if !ok {
-			return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
-		}
-		return Acquired{HolderTTL: time.Duration(pttl) * time.Millisecond}, nil
+	switch Status(status) {
+	case Taken:
+		return Acquired{Status: Taken, Token: n}, nil
+	case Held:
+		return Acquired{Status: Held, HolderTTL: time.Duration(n) * time.Millisecond}, nil
+	case Recovering:
+		return Acquired{Status: Recovering, Recovering: time.Duration(n) * time.Millisecond}, nil
 	}
 	return Acquired{}, fmt.Errorf("redlock: unexpected acquire status %d", status)
+}
+
+// Fence raises a lock's fencing counter on one node to at least token.
+func Fence(ctx context.Context, c redis.Scripter, fenceKey string, token int64, g Guard) error {
+	return fence.Run(ctx, c, []string{fenceKey}, strconv.FormatInt(token, 10), ms(g.FenceTTL)).Err()
 }
 
 // Released is the decoded reply of the release script.
@@ -104,19 +203,24 @@ type RefreshResult int
 const (
 	// NotOwner: another owner holds the key; nothing was changed.
 	NotOwner RefreshResult = 0
-	// Extended: the key held our value and its expiry was set.
+	// Extended: the key held our value; its expiry is at least the TTL.
 	Extended RefreshResult = 1
 	// Reseeded: the key was missing and was set again with our value.
 	Reseeded RefreshResult = 2
+	// NotReseeded: the key was missing, and the node is recovering.
+	NotReseeded RefreshResult = 3
 )
 
+// Agrees reports whether the node votes for the refresh.
+func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
+
 // Refresh runs the refresh script on one node.
-func Refresh(ctx context.Context, c redis.Scripter, key, value string, ttl time.Duration) (RefreshResult, error) {
-	n, err := refresh.Run(ctx, c, []string{key}, value, ms(ttl)).Int64()
+func Refresh(ctx context.Context, c redis.Scripter, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
+	n, err := refresh.Run(ctx, c, []string{k.Lock, k.Epoch}, append([]any{value, ms(ttl)}, g.args()...)...).Int64()
 	if err != nil {
 		return NotOwner, err
 	}
-	if n < 0 || n > 2 {
+	if n < 0 || n > 3 {
 		return NotOwner, fmt.Errorf("redlock: unexpected refresh reply %d", n)
 	}
 	return RefreshResult(n), nil
@@ -127,7 +231,7 @@ func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10)
 
 // RefreshItem is one lock in a batched refresh.
 type RefreshItem struct {
-	Key   string
+	Keys  Keys
 	Value string
 	TTL   time.Duration
 }
@@ -136,11 +240,13 @@ type RefreshItem struct {
 // pipeline, re-running with EVAL those the node answered NOSCRIPT. It
 // returns each item's result and error; err is set when the node itself
 // failed (a network error or timeout), and then no item's result counts.
-func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshItem) (results []RefreshResult, errs []error, err error) {
+func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
 	cmds := make([]*redis.Cmd, len(items))
+	ga := g.args()
+	args := func(it RefreshItem) []any { return append([]any{it.Value, ms(it.TTL)}, ga...) }
 	pipe := c.Pipeline()
 	for i, it := range items {
-		cmds[i] = refresh.EvalSha(ctx, pipe, []string{it.Key}, it.Value, ms(it.TTL))
+		cmds[i] = refresh.EvalSha(ctx, pipe, []string{it.Keys.Lock, it.Keys.Epoch}, args(it)...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
 		return nil, nil, err
@@ -155,7 +261,7 @@ func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshI
 		pipe = c.Pipeline()
 		for _, i := range again {
 			it := items[i]
-			cmds[i] = refresh.Eval(ctx, pipe, []string{it.Key}, it.Value, ms(it.TTL))
+			cmds[i] = refresh.Eval(ctx, pipe, []string{it.Keys.Lock, it.Keys.Epoch}, args(it)...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
 			return nil, nil, err
@@ -168,7 +274,7 @@ func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshI
 		switch {
 		case err != nil:
 			errs[i] = err
-		case n < 0 || n > 2:
+		case n < 0 || n > 3:
 			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", n)
 		default:
 			results[i] = RefreshResult(n)

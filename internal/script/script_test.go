@@ -6,8 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
 	"github.com/redlock-go/redlock/internal/redistest"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestDecodeAcquire(t *testing.T) {
 	tests := []struct {
@@ -15,12 +20,13 @@ func TestDecodeAcquire(t *testing.T) {
 		want    Acquired
 		wantErr bool
 	}{
-		{[]any{int64(1)}, Acquired{OK: true}, false},
+		{[]any{int64(1), int64(77)}, Acquired{Status: Taken, Token: 77}, false},
 		{[]any{int64(0), int64(1500)}, Acquired{HolderTTL: 1500 * time.Millisecond}, false},
 		{[]any{int64(0), int64(-1)}, Acquired{HolderTTL: -time.Millisecond}, false},
-		{[]any{int64(0)}, Acquired{}, true},
-		{[]any{int64(7)}, Acquired{}, true},
-		{[]any{"1"}, Acquired{}, true},
+		{[]any{int64(2), int64(900)}, Acquired{Status: Recovering, Recovering: 900 * time.Millisecond}, false},
+		{[]any{int64(1)}, Acquired{}, true},
+		{[]any{int64(7), int64(0)}, Acquired{}, true},
+		{[]any{"1", int64(0)}, Acquired{}, true},
 		{[]any{}, Acquired{}, true},
 		{int64(1), Acquired{}, true},
 		{nil, Acquired{}, true},
@@ -34,17 +40,17 @@ func TestDecodeAcquire(t *testing.T) {
 }
 
 // FuzzDecodeAcquire feeds replies of arbitrary shape: decoding must never
-// panic, and must accept only the two documented forms.
+// panic, and must accept only the documented forms.
 func FuzzDecodeAcquire(f *testing.F) {
-	f.Add(int64(1), int64(0), uint8(1), false)
+	f.Add(int64(1), int64(0), uint8(2), false)
 	f.Add(int64(0), int64(99), uint8(2), false)
-	f.Add(int64(0), int64(99), uint8(2), true)
-	f.Fuzz(func(t *testing.T, status, pttl int64, n uint8, asString bool) {
-		reply := make([]any, n%4)
+	f.Add(int64(2), int64(99), uint8(2), true)
+	f.Fuzz(func(t *testing.T, status, n int64, size uint8, asString bool) {
+		reply := make([]any, size%4)
 		for i := range reply {
 			v := any(status)
 			if i == 1 {
-				v = pttl
+				v = n
 			}
 			if asString {
 				v = "x"
@@ -55,14 +61,22 @@ func FuzzDecodeAcquire(f *testing.F) {
 		if err != nil {
 			return
 		}
-		valid := !asString && len(reply) >= 1 && (status == 1 || (status == 0 && len(reply) >= 2))
-		if !valid {
+		if asString || len(reply) != 2 || status < 0 || status > 2 {
 			t.Fatalf("accepted %#v as %+v", reply, got)
 		}
-		if got.OK != (status == 1) {
+		if got.Status != Status(status) {
 			t.Fatalf("decoded %#v as %+v", reply, got)
 		}
 	})
+}
+
+var (
+	off = Guard{MaxTTL: time.Minute, Delta: 50 * time.Millisecond, Mode: '0', FenceTTL: time.Hour}
+	on  = Guard{MaxTTL: 2 * time.Second, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour}
+)
+
+func keys(name string) Keys {
+	return Keys{Lock: "{" + name + "}", Fence: "{" + name + "}:fence", Epoch: "{}:epoch"}
 }
 
 func TestScriptsOnRedis(t *testing.T) {
@@ -70,34 +84,35 @@ func TestScriptsOnRedis(t *testing.T) {
 	c := s.Client()
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
+	k := keys("k")
 
-	a, err := Acquire(ctx, c, "k", "mine", time.Minute)
-	if err != nil || !a.OK {
+	a, err := Acquire(ctx, c, k, "mine", time.Minute, off, Ack{})
+	if err != nil || !a.OK() || a.Token <= 0 {
 		t.Fatalf("Acquire on a free key: %+v, %v", a, err)
 	}
 	// The same request again (a client retry after a lost reply) is a
-	// success, not "held by another owner".
-	if a, err := Acquire(ctx, c, "k", "mine", time.Minute); err != nil || !a.OK {
-		t.Fatalf("Acquire again with our value: %+v, %v; want OK", a, err)
+	// success with the same token, not "held by another owner".
+	if again, err := Acquire(ctx, c, k, "mine", time.Minute, off, Ack{}); err != nil || !again.OK() || again.Token != a.Token {
+		t.Fatalf("Acquire again with our value: %+v, %v; want OK with token %d", again, err, a.Token)
 	}
-	a, err = Acquire(ctx, c, "k", "theirs", time.Minute)
-	if err != nil || a.OK || a.HolderTTL <= 0 || a.HolderTTL > time.Minute {
-		t.Fatalf("Acquire of a held key: %+v, %v; want the holder's TTL", a, err)
+	held, err := Acquire(ctx, c, k, "theirs", time.Minute, off, Ack{})
+	if err != nil || held.Status != Held || held.HolderTTL <= 0 || held.HolderTTL > time.Minute {
+		t.Fatalf("Acquire of a held key: %+v, %v; want the holder's TTL", held, err)
 	}
-	if r, err := Release(ctx, c, "k", "theirs", "k:released", false); err != nil || r.Deleted {
+	if r, err := Release(ctx, c, k.Lock, "theirs", "k:released", false); err != nil || r.Deleted {
 		t.Fatalf("Release by a non-owner: %+v, %v; want not deleted", r, err)
 	}
-	if r, err := Refresh(ctx, c, "k", "theirs", time.Minute); err != nil || r != NotOwner {
+	if r, err := Refresh(ctx, c, k, "theirs", time.Minute, off); err != nil || r != NotOwner {
 		t.Fatalf("Refresh by a non-owner: %v, %v; want NotOwner", r, err)
 	}
-	if r, err := Refresh(ctx, c, "k", "mine", 2*time.Minute); err != nil || r != Extended {
+	if r, err := Refresh(ctx, c, k, "mine", 2*time.Minute, off); err != nil || r != Extended {
 		t.Fatalf("Refresh by the owner: %v, %v; want Extended", r, err)
 	}
 	// A shorter refresh (say an older one, delayed) never shortens the key.
-	if r, err := Refresh(ctx, c, "k", "mine", time.Second); err != nil || r != Extended {
+	if r, err := Refresh(ctx, c, k, "mine", time.Second, off); err != nil || r != Extended {
 		t.Fatalf("shorter Refresh: %v, %v; want Extended", r, err)
 	}
-	if pttl := c.PTTL(ctx, "k").Val(); pttl <= time.Minute {
+	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= time.Minute {
 		t.Fatalf("PTTL after a shorter refresh: %v, want still above 1m", pttl)
 	}
 	sub := c.Subscribe(ctx, "k:released")
@@ -105,19 +120,146 @@ func TestScriptsOnRedis(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil { // the confirmation
 		t.Fatal(err)
 	}
-	if r, err := Release(ctx, c, "k", "mine", "k:released", false); err != nil || !r.Deleted || r.Receivers != 1 {
+	if r, err := Release(ctx, c, k.Lock, "mine", "k:released", false); err != nil || !r.Deleted || r.Receivers != 1 {
 		t.Fatalf("Release by the owner: %+v, %v; want deleted, heard by 1", r, err)
 	}
 	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Channel != "k:released" {
 		t.Fatalf("release notification: %v, %v", m, err)
 	}
-	if r, err := Refresh(ctx, c, "k", "mine", time.Minute); err != nil || r != Reseeded {
+	if r, err := Refresh(ctx, c, k, "mine", time.Minute, off); err != nil || r != Reseeded {
 		t.Fatalf("Refresh of a missing key: %v, %v; want Reseeded", r, err)
 	}
-	if err := c.RPush(ctx, "list", "x").Err(); err != nil {
+	// The next holder gets a higher token.
+	if _, err := Release(ctx, c, k.Lock, "mine", "k:released", false); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, c, "list", "mine", time.Minute); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+	next, err := Acquire(ctx, c, k, "next", time.Minute, off, Ack{})
+	if err != nil || !next.OK() || next.Token <= a.Token {
+		t.Fatalf("next Acquire: %+v, %v; want a token above %d", next, err, a.Token)
+	}
+	// The second round raises, never lowers.
+	if err := Fence(ctx, c, k.Fence, next.Token+1000, off); err != nil {
+		t.Fatal(err)
+	}
+	if err := Fence(ctx, c, k.Fence, 5, off); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := c.HGet(ctx, k.Fence, "v").Int64(); v != next.Token+1000 {
+		t.Fatalf("counter after fencing rounds: %d, want %d", v, next.Token+1000)
+	}
+	if err := c.RPush(ctx, "{list}", "x").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Acquire(ctx, c, keys("list"), "mine", time.Minute, off, Ack{}); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 		t.Fatalf("Acquire on a list: %v, want WRONGTYPE", err)
 	}
+}
+
+// The guard on a node that was just started: it recovers until its start
+// plus max_ttl, refuses acquires and re-seeds meanwhile, allows refreshes
+// of keys it has, and a restart (a new process) starts a new epoch.
+func TestEpochGuard(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	k := keys("g")
+
+	a, err := Acquire(ctx, c, k, "mine", time.Second, on, Ack{})
+	if err != nil || a.Status != Recovering || a.Recovering <= 0 || a.Recovering > on.MaxTTL {
+		t.Fatalf("Acquire on a node started just now: %+v, %v; want Recovering for up to %v", a, err, on.MaxTTL)
+	}
+	if r, err := Refresh(ctx, c, k, "mine", time.Second, on); err != nil || r != NotReseeded {
+		t.Fatalf("re-seed on a recovering node: %v, %v; want NotReseeded", r, err)
+	}
+	time.Sleep(a.Recovering + 100*time.Millisecond)
+	first, err := Acquire(ctx, c, k, "mine", 10*time.Second, on, Ack{})
+	if err != nil || !first.OK() {
+		t.Fatalf("Acquire after the recovery window: %+v, %v", first, err)
+	}
+	// A token seeded from the node's clock: about now in ms × 1024.
+	if ms := time.Now().UnixMilli(); first.Token < (ms-60_000)*1024 || first.Token > (ms+60_000)*1024 {
+		t.Fatalf("first token %d is not seeded from the clock (now %d ms)", first.Token, ms)
+	}
+
+	// A restart without persistence: everything is gone, and the new
+	// process recovers for max_ttl from its start.
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	a, err = Acquire(ctx, c, k, "other", time.Second, on, Ack{})
+	if err != nil || a.Status != Recovering {
+		t.Fatalf("Acquire after a restart: %+v, %v; want Recovering", a, err)
+	}
+	time.Sleep(a.Recovering + 100*time.Millisecond)
+	after, err := Acquire(ctx, c, k, "other", time.Second, on, Ack{})
+	if err != nil || !after.OK() || after.Token <= first.Token {
+		t.Fatalf("Acquire after recovering: %+v, %v; want a token above %d", after, err, first.Token)
+	}
+
+	// A record written by another process (as a restart with persistence,
+	// or a promoted replica, would find): a new epoch that recovers from
+	// now, and the counter written in the old epoch is reseeded.
+	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "trust", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, k.Fence, "v", "5").Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = Release(ctx, c, k.Lock, "other", "g:released", false)
+	a, err = Acquire(ctx, c, k, "third", time.Second, on, Ack{})
+	if err != nil || a.Status != Recovering || a.Recovering < on.MaxTTL-200*time.Millisecond {
+		t.Fatalf("Acquire with another process's record: %+v, %v; want Recovering for about %v", a, err, on.MaxTTL)
+	}
+	trusting := on
+	trusting.Mode = 'p'
+	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "trust", "0", "until", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Trusting persistence, a record written by another process needs no
+	// recovery; and a counter from an older epoch is reseeded from the
+	// clock, not continued from 5.
+	third, err := Acquire(ctx, c, k, "third", time.Second, trusting, Ack{})
+	if err != nil || !third.OK() || third.Token <= after.Token {
+		t.Fatalf("Acquire trusting persistence: %+v, %v; want a token above %d", third, err, after.Token)
+	}
+}
+
+func TestReplicaAckOnAMasterWithoutReplicas(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	a, err := Acquire(context.Background(), c, keys("ack"), "mine", time.Minute, off, Ack{Replicas: 1, Timeout: 50 * time.Millisecond})
+	if err != nil || a.Status != Taken || !a.Unreplicated || a.OK() {
+		t.Fatalf("Acquire asking one replica of a master without any: %+v, %v; want taken but unreplicated", a, err)
+	}
+}
+
+func TestRefreshBatch(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	var items []RefreshItem
+	for _, name := range []string{"b1", "b2", "b3"} {
+		if _, err := Acquire(ctx, c, keys(name), "mine", time.Second, off, Ack{}); err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, RefreshItem{Keys: keys(name), Value: "mine", TTL: time.Minute})
+	}
+	items[2].Value = "not-mine"
+	if err := c.ScriptFlush(ctx).Err(); err != nil { // the batch falls back to EVAL
+		t.Fatal(err)
+	}
+	results, errs, err := RefreshBatch(ctx, c, items, off)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []RefreshResult{Extended, Extended, NotOwner}
+	for i := range items {
+		if errs[i] != nil || results[i] != want[i] {
+			t.Errorf("item %d: %v, %v; want %v", i, results[i], errs[i], want[i])
+		}
+	}
+	var _ redis.Scripter = c
 }
