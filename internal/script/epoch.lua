@@ -41,7 +41,10 @@ local function epoch(key, max_ttl, delta, guard, record_ttl)
     local repl = redis.call('INFO', 'replication')
     local replid2 = string.match(repl, 'master_replid2:(%x+)') or ''
     if string.match(replid2, '^0*$') then
-      rec_until = now - uptime * 1000 + max_ttl
+      -- uptime_in_seconds is the difference of two whole-second clocks:
+      -- it can say 1 for a process started 2 ms ago. The latest the
+      -- process can have started is now - (uptime - 1) s.
+      rec_until = now - math.max(uptime - 1, 0) * 1000 + max_ttl
     else
       rec_until = now + max_ttl
     end
