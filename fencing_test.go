@@ -18,8 +18,7 @@ import (
 // of their first recovery window.
 func guarded(t *testing.T, nodes []redis.UniversalClient, maxTTL time.Duration, opts ...Option) *Client {
 	t.Helper()
-	c := newClient(t, nodes, append([]Option{WithMaxTTL(maxTTL), WithTrustedPersistence()}, opts...)...)
-	c.cfg.guard = '1' // WithTrustedPersistence only undid newClient's WithoutRestartGuard
+	c := newClient(t, nodes, append([]Option{WithMaxTTL(maxTTL), withRestartGuard()}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*maxTTL)
 	defer cancel()
 	l, err := c.Obtain(ctx, "warm-up", maxTTL)
@@ -141,8 +140,7 @@ func TestFreshNodeIsRecovering(t *testing.T) {
 	// first one's record holds the one-minute window; every client of a
 	// deployment must use the same WithMaxTTL.)
 	fresh := startNodes(t, 1)
-	short := newClient(t, fresh.clients, WithMaxTTL(2*time.Second), WithTrustedPersistence())
-	short.cfg.guard = '1'
+	short := newClient(t, fresh.clients, WithMaxTTL(2*time.Second), withRestartGuard())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	l, err := short.Obtain(ctx, "first", time.Second)

@@ -273,6 +273,12 @@ func withoutNotify() Option {
 	return clientOption(func(c *config) { c.notifyOff = true })
 }
 
+// withRestartGuard turns the guard back on; for tests, whose helper turns
+// it off for freshly started servers.
+func withRestartGuard() Option {
+	return clientOption(func(c *config) { c.guard = '1' })
+}
+
 // withClock replaces time.Now; for tests of the validity arithmetic.
 func withClock(now func() time.Time) Option {
 	return clientOption(func(c *config) { c.now = now })

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -73,4 +74,72 @@ func TestSentinelNode(t *testing.T) {
 	if _, ok := rawGet(t, master, "sentinel-after"); ok {
 		t.Error("the new master still has the key after Release")
 	}
+}
+
+// The restart guard and WithReplicaAck on a Sentinel-managed node: a vote
+// the replica did not acknowledge is refused; after a failover the promoted
+// replica, which holds a copy of its old master's epoch record, answers
+// "recovering" for the recovery window; then tokens go on increasing.
+func TestSentinelFailoverGuard(t *testing.T) {
+	const maxTTL = 2 * time.Second
+	d := redistest.StartSentinelT(t, "redlock-guard")
+	fc := d.FailoverClient()
+	t.Cleanup(func() { _ = fc.Close() })
+	node := []redis.UniversalClient{fc}
+	c := guarded(t, node, maxTTL, WithNodeTimeout(500*time.Millisecond))
+	acked := guarded(t, node, maxTTL, WithNodeTimeout(500*time.Millisecond), WithReplicaAck(1, 200*time.Millisecond))
+	ctx := context.Background()
+
+	before, err := acked.TryObtain(ctx, "failover", time.Second)
+	if err != nil {
+		t.Fatalf("TryObtain with a replica acknowledging: %v", err)
+	}
+	_ = before.Release(ctx)
+
+	// A replica that does not answer cannot acknowledge: the vote is refused
+	// and the key taken on the master is given back.
+	if err := d.Replica.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = acked.TryObtain(ctx, "unacked", time.Second)
+	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNotReplicated) {
+		t.Fatalf("TryObtain with the replica frozen: %v, want ErrNotReplicated", err)
+	}
+	master := d.Master.Client()
+	t.Cleanup(func() { _ = master.Close() })
+	if _, ok := rawGet(t, master, "unacked"); ok {
+		t.Fatal("the master kept the key of a vote the replica did not acknowledge")
+	}
+	if err := d.Replica.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// The token so far, and the epoch record, reach the replica.
+	if err := master.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := d.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once the failover client follows the promoted replica, it answers
+	// recovering (the old master, until the sentinels demote it, may still
+	// answer normally: retry).
+	eventually(t, "the promoted replica answers recovering", func() bool {
+		l, err := c.TryObtain(ctx, "failover", time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+			return false
+		}
+		return errors.Is(err, ErrNodeRecovering)
+	})
+	wctx, cancel := context.WithTimeout(ctx, 10*maxTTL)
+	defer cancel()
+	after, err := c.Obtain(wctx, "failover", time.Second)
+	if err != nil {
+		t.Fatalf("Obtain after the recovery window: %v", err)
+	}
+	if after.Token() <= before.Token() {
+		t.Fatalf("token %d after the failover, %d before: want larger", after.Token(), before.Token())
+	}
+	_ = after.Release(ctx)
 }

@@ -1,0 +1,13 @@
+-- A fenced write.
+-- KEYS[1] the value, KEYS[2] the highest token accepted, KEYS[3] counts
+-- ARGV[1] the writer's token, ARGV[2] the new value
+local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+local token = tonumber(ARGV[1])
+if token < seen then
+  redis.call('HINCRBY', KEYS[3], 'rejected', 1)
+  return redis.error_reply('STALE token ' .. ARGV[1] .. ' is below ' .. string.format('%d', seen))
+end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('HINCRBY', KEYS[3], 'accepted', 1)
+return 1
