@@ -38,6 +38,9 @@ type Client struct {
 	waits     waits
 	notifyOff bool
 
+	nodeLog nodeLog        // rate limit of WithLogger's node lines
+	guards  []script.Guard // each node's guard setting, encoded once
+
 	// sched runs the keep-alive: automatic refreshes and loss deadlines.
 	sched *keepalive.Scheduler[*Lock]
 	epoch time.Time // origin of the refresh grid
@@ -112,6 +115,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 	}
+	for i := range c.nodes {
+		c.guards = append(c.guards, c.newGuard(i))
+	}
 	return c, nil
 }
 
@@ -161,7 +167,20 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	if err := o.validate(ttl); err != nil {
 		return nil, err
 	}
-	return c.obtainLoop(ctx, key, rkey, ttl, &o)
+	if !c.observed() {
+		l, _, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
+		return l, err
+	}
+	start := time.Now()
+	l, attempts, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
+	if h := c.cfg.hook; h != nil {
+		ev := ObtainEvent{Key: key, Attempts: attempts, Elapsed: time.Since(start), Err: err}
+		if l != nil {
+			ev.Token = l.token
+		}
+		h.Obtain(ev)
+	}
+	return l, err
 }
 
 // obtainLoop makes attempts until one succeeds, ctx ends or the attempts
@@ -169,7 +188,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 // local waiters say otherwise); then the caller queues behind this Client's
 // other waiters for the lock, and its turn waits on release notifications,
 // the holder's TTL and a backoff (see wait.go).
-func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, error) {
+func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, int, error) {
 	backoff := newBackoff(o.retry)
 	attempts := 0
 	var last error // the last attempt's error, reported when ctx ends
@@ -209,12 +228,12 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 	} else {
 		if until := c.waits.graceUntil(key, c.cfg.now); !until.IsZero() {
 			if serr := sleep(ctx, until.Sub(c.cfg.now())); serr != nil {
-				return nil, errors.Join(ErrNotObtained, serr)
+				return nil, attempts, errors.Join(ErrNotObtained, serr)
 			}
 		}
 		lock, holderTTL, err = try()
 		if done(err) {
-			return lock, fail(err)
+			return lock, attempts, fail(err)
 		}
 	}
 
@@ -226,8 +245,8 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 				c.unsubscribe(q)
 			}
 		}()
-		if werr := waitTurn(ctx, m); werr != nil {
-			return nil, errors.Join(err, werr)
+		if werr := c.waitTurn(ctx, name, m); werr != nil {
+			return nil, attempts, errors.Join(err, werr)
 		}
 		// The head subscribes before its first attempt, so that a
 		// release between that attempt and the wait cannot be missed.
@@ -240,20 +259,20 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			}
 			lock, holderTTL, err = try()
 			if done(err) {
-				return lock, fail(err)
+				return lock, attempts, fail(err)
 			}
-			if werr := c.waitRelease(ctx, wake, backoff.next(), holderTTL); werr != nil {
-				return nil, errors.Join(err, werr)
+			if werr := c.waitRelease(ctx, name, wake, backoff.next(), holderTTL); werr != nil {
+				return nil, attempts, errors.Join(err, werr)
 			}
 		}
 	}
 	for {
-		if werr := c.waitRelease(ctx, nil, backoff.next(), holderTTL); werr != nil {
-			return nil, errors.Join(err, werr)
+		if werr := c.waitRelease(ctx, name, nil, backoff.next(), holderTTL); werr != nil {
+			return nil, attempts, errors.Join(err, werr)
 		}
 		lock, holderTTL, err = try()
 		if done(err) {
-			return lock, fail(err)
+			return lock, attempts, fail(err)
 		}
 	}
 }
@@ -261,19 +280,25 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 // waitRelease waits for the first of: a release notification, the
 // holder's remaining TTL (plus a millisecond: Redis reports 0 in a key's
 // last millisecond), the backoff delay, or the end of ctx.
-func (c *Client) waitRelease(ctx context.Context, wake <-chan struct{}, delay, holderTTL time.Duration) error {
+func (c *Client) waitRelease(ctx context.Context, name string, wake <-chan struct{}, delay, holderTTL time.Duration) error {
 	if holderTTL >= 0 {
 		delay = min(delay, holderTTL+time.Millisecond)
 	}
+	start := time.Now()
 	t := time.NewTimer(delay)
 	defer t.Stop()
+	reason, err := WokenByTimer, error(nil)
 	select {
 	case <-wake:
+		reason = WokenByRelease
 	case <-t.C:
 	case <-ctx.Done():
-		return ctxErr(ctx)
+		reason, err = WokenByContext, ctxErr(ctx)
 	}
-	return nil
+	if h := c.cfg.hook; h != nil {
+		h.Wait(WaitEvent{Key: name, Waited: time.Since(start), WokenBy: reason})
+	}
+	return err
 }
 
 // attempt is one Redlock acquire round. On failure it returns the shortest
@@ -316,11 +341,18 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	if !res.Won {
 		qe := quorumError(c, "obtain", res, ErrNotObtained, disagreeAcquire)
 		qe.Expired = res.Agreed >= c.quorum
+		if c.observed() {
+			c.attempted(name, start, res, false, qe, 0)
+		}
 		return nil, retryAfter(res.Replies), qe
 	}
 	l.validUntil = validUntil
+	l.obtainedAt = start
 	l.track(res.Done) // l is not shared yet: no lock needed
-	token, err := c.fence(ctx, l, res.Replies, validUntil)
+	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
+	if c.observed() {
+		c.attempted(name, start, res, second, err, token)
+	}
 	if err != nil {
 		// The quorum holds our key but cannot be shown to hold a counter
 		// as high as the token: give the lock back.
@@ -395,8 +427,7 @@ func retryAfter(replies []quorum.Reply[script.Acquired]) time.Duration {
 // with this one) issues a higher token. When fewer than a quorum of the
 // yes-votes already equal the token, a second round raises the counters,
 // and must reach a quorum before the lock's validity ends.
-func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], validUntil time.Time) (int64, error) {
-	var token int64
+func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], validUntil time.Time) (token int64, second bool, err error) {
 	for _, r := range replies {
 		if r.Yes && r.Val.Token > token {
 			token = r.Val.Token
@@ -409,7 +440,7 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		}
 	}
 	if equal >= c.quorum {
-		return token, nil
+		return token, false, nil
 	}
 	round := quorum.Round[bool]{
 		Nodes:   c.nodes,
@@ -426,9 +457,21 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	if !res.Won {
 		qe := quorumError(c, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
 		qe.Expired = res.Agreed >= c.quorum
-		return 0, qe
+		return 0, true, qe
 	}
-	return token, nil
+	return token, true, nil
+}
+
+// attempted reports an attempt to the hook and the logger.
+func (c *Client) attempted(name string, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
+	nodes := nodeResults(c, res, disagreeAcquire)
+	c.logNodes(nodes)
+	if h := c.cfg.hook; h != nil {
+		h.Attempt(AttemptEvent{
+			Key: name, Obtained: err == nil && res.Won, Elapsed: c.cfg.now().Sub(start),
+			Nodes: nodes, Token: token, SecondRound: second, Err: err,
+		})
+	}
 }
 
 // keys are the Redis keys of lock key on node i. The epoch record is one
@@ -442,8 +485,11 @@ func (c *Client) keys(key string, i int) script.Keys {
 	return k
 }
 
-// guard is the epoch guard's setting for node i.
-func (c *Client) guard(i int) script.Guard {
+// guard is the epoch guard's setting for node i, prepared by New.
+func (c *Client) guard(i int) script.Guard { return c.guards[i] }
+
+// newGuard is the epoch guard's setting for node i.
+func (c *Client) newGuard(i int) script.Guard {
 	g := script.Guard{
 		MaxTTL:   c.cfg.maxTTL,
 		Delta:    EpochTrust,
@@ -455,7 +501,7 @@ func (c *Client) guard(i int) script.Guard {
 		// missing record is safe (see epoch.lua).
 		g.RecordTTL = max(24*time.Hour, 10*c.cfg.maxTTL)
 	}
-	return g
+	return g.Prepared()
 }
 
 // releaseNode deletes our key on one node; used for clean-up, its outcome

@@ -183,7 +183,13 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		}
 		won := agreed >= c.quorum && now.Before(p.oldValid) && now.Before(p.newValid)
 		refusedBy := refusals > len(c.nodes)-c.quorum
-		_ = p.l.applyRefresh(res.Done, start, p.ttl, p.timeout, p.newValid, won, refusedBy)
+		err := p.l.applyRefresh(res.Done, start, p.ttl, p.timeout, p.newValid, won, refusedBy)
+		if h := c.cfg.hook; h != nil {
+			if err == nil && !won {
+				err = fmt.Errorf("redlock: automatic refresh: %d of %d needed nodes agreed", agreed, c.quorum)
+			}
+			h.Refresh(RefreshEvent{Key: p.l.name, Auto: true, Elapsed: now.Sub(start), Err: err})
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -37,6 +38,8 @@ type Lock struct {
 	ka keepalive.Entry[*Lock]
 
 	done chan struct{} // closed when err is set
+
+	obtainedAt time.Time
 
 	mu sync.Mutex
 	// rounds holds the Done channels of acquire and refresh rounds whose
@@ -187,6 +190,19 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		},
 	}
 	res := round.Run(ctx, &c.bg)
+	err := l.refreshed(res, start, ttl, timeout, newValid)
+	if c.observed() {
+		c.logNodes(nodeResults(c, res, disagreeRefresh))
+		if h := c.cfg.hook; h != nil {
+			h.Refresh(RefreshEvent{Key: l.name, Elapsed: c.cfg.now().Sub(start), Err: err})
+		}
+	}
+	return err
+}
+
+// refreshed applies a manual refresh's round and returns Refresh's error.
+func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
+	c := l.c
 	refusedBy := refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner })
 	if err := l.applyRefresh(res.Done, start, ttl, timeout, newValid, res.Won, refusedBy); err != nil {
 		return err
@@ -329,6 +345,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.released, l.releaseErr = true, err
 	l.mu.Unlock()
 	c.forget(l)
+	if h := c.cfg.hook; h != nil {
+		h.Release(ReleaseEvent{Key: l.name, Held: c.cfg.now().Sub(l.obtainedAt), Err: err})
+	}
 	return err
 }
 
@@ -348,8 +367,20 @@ func (l *Lock) end(err error) {
 	close(l.done)
 	l.mu.Unlock()
 	l.c.sched.Cancel(&l.ka)
-	if onLost != nil && errors.Is(err, ErrLost) {
+	if !errors.Is(err, ErrLost) {
+		return
+	}
+	if onLost != nil {
 		onLost()
+	}
+	c := l.c
+	held := c.cfg.now().Sub(l.obtainedAt)
+	if h := c.cfg.hook; h != nil {
+		h.Lost(LostEvent{Key: l.name, Held: held, Err: err})
+	}
+	if lg := c.cfg.logger; lg != nil {
+		lg.LogAttrs(context.Background(), slog.LevelWarn, "redlock: lock lost",
+			slog.String("key", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
 	}
 }
 

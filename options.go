@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"log/slog"
 	"math"
 	"time"
 
@@ -68,6 +69,8 @@ type config struct {
 	maxTTL      time.Duration
 	guard       byte // '1' on, 'p' trust persistence, '0' off
 	ack         script.Ack
+	hook        Hook
+	logger      *slog.Logger
 }
 
 type obtainConfig struct {

@@ -181,13 +181,23 @@ func (c *Client) unsubscribe(q *waitQueue) {
 }
 
 // waitTurn blocks until m is the head of its queue, or ctx ends.
-func waitTurn(ctx context.Context, m *member) error {
+func (c *Client) waitTurn(ctx context.Context, name string, m *member) error {
 	select {
 	case <-m.turn:
-		return nil
-	case <-ctx.Done():
-		return ctxErr(ctx)
+		return nil // the head: no wait to report
+	default:
 	}
+	start := time.Now()
+	reason, err := WokenByTurn, error(nil)
+	select {
+	case <-m.turn:
+	case <-ctx.Done():
+		reason, err = WokenByContext, ctxErr(ctx)
+	}
+	if h := c.cfg.hook; h != nil {
+		h.Wait(WaitEvent{Key: name, Waited: time.Since(start), WokenBy: reason})
+	}
+	return err
 }
 
 // sleep waits for d, or until ctx ends.

@@ -16,6 +16,9 @@ type Reply[T any] struct {
 	Err error
 	// Yes is true when the node agreed.
 	Yes bool
+	// Latency is how long the node took to answer (0 when it had not
+	// answered by the decision).
+	Latency time.Duration
 }
 
 // Round is one operation sent to every node.
@@ -91,6 +94,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 		i   int
 		val T
 		err error
+		lat time.Duration
 	}
 	ch := make(chan msg, n)
 	decided := make(chan struct{})
@@ -130,10 +134,12 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 					close(done)
 				}
 			}()
+			sent := time.Now()
 			v, err := r.Call(nodeCtx, node)
+			lat := time.Since(sent)
 			err = r.finish(node, probe, err, now)
 			leave()
-			ch <- msg{i, v, err}
+			ch <- msg{i, v, err, lat}
 			if r.Settle != nil {
 				<-decided
 				r.Settle(node, v, err, won.Load())
@@ -159,7 +165,7 @@ wait:
 			pending--
 			answered[m.i] = true
 			yes := m.err == nil && r.Agree(m.val)
-			res.Replies[m.i] = Reply[T]{Val: m.val, Err: m.err, Yes: yes}
+			res.Replies[m.i] = Reply[T]{Val: m.val, Err: m.err, Yes: yes, Latency: m.lat}
 			if yes {
 				res.Agreed++
 			}
@@ -220,11 +226,13 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		return res
 	}
 	nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Timeout)
+	sent := time.Now()
 	v, err := r.Call(nodeCtx, node)
+	lat := time.Since(sent)
 	cancel()
 	err = r.finish(node, probe, err, now)
 	yes := err == nil && r.Agree(v)
-	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes}
+	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
 	if yes {
 		res.Agreed = 1
 	}

@@ -51,10 +51,23 @@ type Guard struct {
 	Mode      byte
 	RecordTTL time.Duration // expiry of the epoch record; 0: none
 	FenceTTL  time.Duration // expiry of a fencing counter, renewed on use
+
+	argv []any // the encoded arguments, once Prepared
+}
+
+// Prepared returns g with its script arguments encoded once, so that the
+// calls that use it do not encode them again.
+func (g Guard) Prepared() Guard {
+	g.argv = nil
+	g.argv = g.args()
+	return g
 }
 
 // args are ARGV[3..7] of the acquire and refresh scripts.
 func (g Guard) args() []any {
+	if g.argv != nil {
+		return g.argv
+	}
 	return []any{ms(g.MaxTTL), ms(g.Delta), string(g.Mode), ms(g.FenceTTL), ms(g.RecordTTL)}
 }
 

@@ -1,0 +1,215 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/quorum"
+)
+
+// Hook observes what a Client does: every acquire attempt with each node's
+// answer, waits, obtains, refreshes, releases and losses. Install one with
+// WithHook; the adapters in the redlockprom and redlockotel modules are
+// hooks. Methods are called on the goroutine doing the work, after it: they
+// must be fast and must not block. Embed BaseHook to implement only some.
+//
+// With no hook installed, the Client builds no events and allocates nothing
+// for them.
+type Hook interface {
+	// Attempt is called after each acquire attempt.
+	Attempt(AttemptEvent)
+	// Wait is called after each wait between two attempts of Obtain.
+	Wait(WaitEvent)
+	// Obtain is called when Obtain, TryObtain or Do's obtain returns.
+	Obtain(ObtainEvent)
+	// Refresh is called after each refresh, manual or automatic.
+	Refresh(RefreshEvent)
+	// Release is called after each Release.
+	Release(ReleaseEvent)
+	// Lost is called when a held lock is lost.
+	Lost(LostEvent)
+}
+
+// BaseHook implements Hook with methods that do nothing; embed it in a hook
+// that observes only some events.
+type BaseHook struct{}
+
+func (BaseHook) Attempt(AttemptEvent) {}
+func (BaseHook) Wait(WaitEvent)       {}
+func (BaseHook) Obtain(ObtainEvent)   {}
+func (BaseHook) Refresh(RefreshEvent) {}
+func (BaseHook) Release(ReleaseEvent) {}
+func (BaseHook) Lost(LostEvent)       {}
+
+// NodeResult is one node's part in a quorum operation.
+type NodeResult struct {
+	Node int    // index in the slice given to New
+	Addr string // for humans
+	// Err is nil when the node agreed; otherwise its reason, as in
+	// NodeError (ErrHeld, *RecoveringError, ErrNodeTimeout, …).
+	Err error
+	// Latency is how long the node took to answer; 0 when it had not
+	// answered by the decision.
+	Latency time.Duration
+}
+
+// AttemptEvent describes one acquire attempt.
+type AttemptEvent struct {
+	Key      string
+	Obtained bool
+	Elapsed  time.Duration
+	Nodes    []NodeResult
+	Token    int64 // when obtained
+	// SecondRound is true when the yes-votes disagreed on the token and a
+	// second round raised the counters.
+	SecondRound bool
+	Err         error
+}
+
+// WakeReason says what ended a wait between attempts.
+type WakeReason int
+
+const (
+	WokenByRelease WakeReason = iota // a release notification
+	WokenByTimer                     // the backoff or the holder's remaining TTL
+	WokenByContext                   // the caller's context ended
+	WokenByTurn                      // a waiter ahead in this Client's queue left
+)
+
+func (r WakeReason) String() string {
+	switch r {
+	case WokenByRelease:
+		return "release"
+	case WokenByTimer:
+		return "timer"
+	case WokenByContext:
+		return "context"
+	case WokenByTurn:
+		return "turn"
+	}
+	return "unknown"
+}
+
+// WaitEvent describes one wait between attempts.
+type WaitEvent struct {
+	Key     string
+	Waited  time.Duration
+	WokenBy WakeReason
+}
+
+// ObtainEvent describes one call of Obtain or TryObtain.
+type ObtainEvent struct {
+	Key      string
+	Attempts int
+	Elapsed  time.Duration // including waits
+	Token    int64
+	Err      error
+}
+
+// RefreshEvent describes one refresh.
+type RefreshEvent struct {
+	Key     string
+	Auto    bool // by the keep-alive, not a call of Refresh
+	Elapsed time.Duration
+	Err     error
+}
+
+// ReleaseEvent describes one Release.
+type ReleaseEvent struct {
+	Key  string
+	Held time.Duration
+	Err  error
+}
+
+// LostEvent describes a lock lost while held.
+type LostEvent struct {
+	Key  string
+	Held time.Duration
+	Err  error
+}
+
+// WithHook installs a hook. Default none.
+func WithHook(h Hook) Option {
+	return clientOption(func(c *config) { c.hook = h })
+}
+
+// WithLogger logs what an operator must see: a lock lost, a node skipped
+// after repeated timeouts, a node recovering after a restart. Each node's
+// condition is logged at most once a minute. Default none: the Client logs
+// nothing.
+func WithLogger(l *slog.Logger) Option {
+	return clientOption(func(c *config) { c.logger = l })
+}
+
+// nodeResults turns a round's replies into NodeResults.
+func nodeResults[T any](c *Client, res quorum.Result[T], disagree func(T) error) []NodeResult {
+	out := make([]NodeResult, len(res.Replies))
+	for i, r := range res.Replies {
+		err := r.Err
+		if err == nil && !r.Yes {
+			err = disagree(r.Val)
+		}
+		out[i] = NodeResult{Node: i, Addr: c.nodes[i].Addr, Err: err, Latency: r.Latency}
+	}
+	return out
+}
+
+// observed is true when anything watches the Client.
+func (c *Client) observed() bool { return c.cfg.hook != nil || c.cfg.logger != nil }
+
+// nodeLog rate-limits the log lines about nodes: one per node and kind a
+// minute.
+type nodeLog struct {
+	mu   sync.Mutex
+	last map[[2]int]time.Time // node, kind → last logged
+}
+
+const (
+	logSkipped = iota
+	logRecovering
+)
+
+// logNodes logs the nodes of a round that are skipped or recovering.
+func (c *Client) logNodes(nodes []NodeResult) {
+	l := c.cfg.logger
+	if l == nil {
+		return
+	}
+	now := time.Now()
+	for _, n := range nodes {
+		kind := -1
+		switch {
+		case errors.Is(n.Err, ErrNodeSkipped):
+			kind = logSkipped
+		case errors.Is(n.Err, ErrNodeRecovering):
+			kind = logRecovering
+		}
+		if kind < 0 || !c.nodeLog.due(n.Node, kind, now) {
+			continue
+		}
+		if kind == logSkipped {
+			l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: node skipped after repeated timeouts",
+				slog.Int("node", n.Node), slog.String("addr", n.Addr))
+		} else {
+			l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: node recovering after a restart or failover",
+				slog.Int("node", n.Node), slog.String("addr", n.Addr), slog.String("reason", n.Err.Error()))
+		}
+	}
+}
+
+func (nl *nodeLog) due(node, kind int, now time.Time) bool {
+	nl.mu.Lock()
+	defer nl.mu.Unlock()
+	if nl.last == nil {
+		nl.last = make(map[[2]int]time.Time)
+	}
+	k := [2]int{node, kind}
+	if t, ok := nl.last[k]; ok && now.Sub(t) < time.Minute {
+		return false
+	}
+	nl.last[k] = now
+	return true
+}
