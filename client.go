@@ -442,13 +442,16 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	if equal >= c.quorum {
 		return token, false, nil
 	}
+	// The round's late calls outlive this function: they must not read the
+	// named result, which the return statements write.
+	raise := token
 	round := quorum.Round[bool]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
 		Timeout: l.nodeTimeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return true, script.Fence(ctx, n.Client, c.keys(l.key, n.Index).Fence, token, c.guard(n.Index))
+			return true, script.Fence(ctx, n.Client, c.keys(l.key, n.Index).Fence, raise, c.guard(n.Index))
 		},
 		Agree: func(bool) bool { return true },
 		Valid: func() bool { return c.cfg.now().Before(validUntil) },

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -31,8 +29,7 @@ type demoConfig struct {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg demoConfig
-	fs := flag.NewFlagSet("redlock demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", stderr)
 	fs.IntVar(&cfg.nodes, "nodes", 5, "number of local Redis nodes to start")
 	fs.IntVar(&cfg.stock, "stock", 100, "items for sale")
 	fs.IntVar(&cfg.buyers, "buyers", 300, "concurrent buyers")
@@ -41,19 +38,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.wait, "wait", 30*time.Second, "how long a buyer waits for the lock")
 	fs.BoolVar(&cfg.faults, "faults", true, "kill one node and freeze another when half the stock is sold")
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "sell without the lock, to see what the lock prevents")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "Usage: redlock demo [flags]")
-		fmt.Fprintln(stderr)
-		fmt.Fprintln(stderr, "A flash sale: buyers on several service instances race for limited stock,")
-		fmt.Fprintln(stderr, "each purchase a read-modify-write under one distributed lock.")
-		fmt.Fprintln(stderr)
-		fs.PrintDefaults()
+	help := helpText{
+		usage: "demo [flags]",
+		about: `A flash sale: buyers on several service instances race for limited stock,
+each purchase a read-modify-write under one distributed lock.`,
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
+		return code
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
@@ -135,13 +126,27 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			defer rc.Close()
 			nodes[j] = rc
 		}
-		c, err := redlock.New(nodes)
+		// The restart guard is on, as in production, with the demo's TTL as
+		// the deployment's longest.
+		c, err := redlock.New(nodes, redlock.WithMaxTTL(cfg.ttl))
 		if err != nil {
 			return err
 		}
 		defer c.Close()
 		clients[i] = c
 	}
+
+	// The nodes were just started: the guard keeps them out of locking
+	// until every lock they could have forgotten has expired.
+	fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.ttl)
+	wctx, cancel := context.WithTimeout(ctx, 3*cfg.ttl+10*time.Second)
+	warm, err := clients[0].Obtain(wctx, "sale:warm-up", cfg.ttl)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("nodes did not leave their recovery window: %w", err)
+	}
+	_ = warm.Release(ctx)
+	fmt.Fprintln(out, "Nodes ready.")
 
 	mode := "each purchase under the lock \"sale:item-1\""
 	if cfg.unsafe {

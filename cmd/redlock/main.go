@@ -1,6 +1,25 @@
 // Command redlock works with distributed locks on Redis.
 //
-//	redlock demo    a flash sale on five local Redis nodes, with faults
+//	redlock run      run a command while holding a lock (a distributed flock)
+//	redlock inspect  show a lock's state on every node
+//	redlock doctor   check a deployment against the assumptions of Redlock
+//	redlock bench    measure throughput and latency
+//	redlock demo     a flash sale on five local Redis nodes, with faults
+//
+// Nodes are Redis URLs given with --nodes or REDLOCK_NODES; passwords come
+// from the URLs, --password-file or REDLOCK_PASSWORD and are never printed
+// nor passed to the command that run starts.
+//
+// Exit codes:
+//
+//	0    success; for run, the command's own status when it ran
+//	1    the command failed (doctor: a check failed)
+//	2    usage: bad flags, arguments, node URLs or password file
+//	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE)
+//	75   run: the lock was not obtained within --wait (sysexits EX_TEMPFAIL)
+//	76   run: the lock was lost; the command was terminated
+//	126  run: the command could not be executed
+//	127  run: the command was not found
 //
 // Run "redlock help" for the list of subcommands.
 package main
@@ -20,11 +39,16 @@ type quietLogger struct{}
 
 func (quietLogger) Printf(context.Context, string, ...any) {}
 
-// Exit codes.
+// Exit codes; see the package documentation.
 const (
-	exitOK    = 0
-	exitError = 1 // the command ran and failed
-	exitUsage = 2 // bad flags or arguments
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitUnavailable = 69
+	exitNotObtained = 75
+	exitLost        = 76
+	exitCannotExec  = 126
+	exitNotFound    = 127
 )
 
 func main() {
@@ -44,18 +68,29 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"run", "run a command while holding a lock; terminate it if the lock is lost", runRun},
+		{"inspect", "show a lock's state on every node", runInspect},
+		{"doctor", "check a deployment against the assumptions of Redlock", runDoctor},
+		{"bench", "measure lock throughput and latency", runBench},
 		{"demo", "run a flash sale on local Redis nodes, with a node killed and one frozen midway", runDemo},
 	}
 }
 
 // run is the whole command line program; main only wires it to the process.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		usage(stdout)
 		if len(args) == 0 {
 			return exitUsage
 		}
 		return exitOK
+	}
+	if args[0] == "help" {
+		if len(args) == 1 {
+			usage(stdout)
+			return exitOK
+		}
+		args = []string{args[1], "--help"}
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -74,6 +109,17 @@ func usage(w io.Writer) {
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Nodes are Redis URLs, comma-separated, given with --nodes or REDLOCK_NODES:")
+	fmt.Fprintln(w, "  redis://[user:password@]host:port[/db]     a standalone server")
+	fmt.Fprintln(w, "  rediss://...                               the same over TLS")
+	fmt.Fprintln(w, "  redis-sentinel://[:password@]host:port[,host:port]/mastername")
+	fmt.Fprintln(w, "  redis-cluster://[:password@]host:port[,host:port]")
+	fmt.Fprintln(w, "A password missing from a URL is read from --password-file, else REDLOCK_PASSWORD.")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Exit codes: 0 success (run: the command's status), 1 failure, 2 usage,")
+	fmt.Fprintln(w, "69 nodes unreachable, 75 lock not obtained in time, 76 lock lost,")
+	fmt.Fprintln(w, "126 command not executable, 127 command not found.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "redlock <command> --help" for the flags of a command.`)
 }

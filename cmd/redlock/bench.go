@@ -1,0 +1,379 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+var benchHelp = helpText{
+	usage: "bench [flags]",
+	about: `Measures lock throughput and latency in three scenarios, each for --duration:
+  uncontended  one worker obtains and releases its own lock, again and again
+  parallel     --parallel workers, each on its own lock
+  contended    --parallel workers compete for one lock
+It prints a table of throughput and latency percentiles (a progress bar when
+stdout is a terminal) and, with --svg, writes a chart of acquire latency by
+percentile.
+
+Without nodes (--nodes or REDLOCK_NODES) it starts --embedded local
+redis-server processes, with the restart guard off unless --restart-guard
+is given (fresh nodes would otherwise recover for --max-ttl first). Against
+real nodes it writes keys under --prefix; run it on a test deployment.`,
+}
+
+type benchConfig struct {
+	duration  time.Duration
+	ttl       time.Duration
+	parallel  int
+	embedded  int
+	svg       string
+	scenarios string
+	prefix    string
+}
+
+type scenario struct {
+	name    string
+	workers int
+	shared  bool // every worker on one lock
+}
+
+type benchResult struct {
+	scenario
+	ops      int
+	errors   int
+	firstErr error
+	elapsed  time.Duration
+	acquire  []time.Duration // sorted
+	release  []time.Duration // sorted
+}
+
+func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out := newOutputs(stdout, stderr)
+	ownOut, ownErr := out.own(nil)
+	fs := newFlagSet("bench", ownErr)
+	var (
+		cfg benchConfig
+		nf  nodeFlags
+		gf  guardFlags
+	)
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each scenario runs")
+	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lock TTL")
+	fs.IntVar(&cfg.parallel, "parallel", 16, "workers in the parallel and contended scenarios")
+	fs.IntVar(&cfg.embedded, "embedded", 3, "local redis-server nodes to start when no nodes are given")
+	fs.StringVar(&cfg.svg, "svg", "", "write a latency chart (SVG) to this file")
+	fs.StringVar(&cfg.scenarios, "scenarios", "uncontended,parallel,contended", "scenarios to run, comma-separated")
+	fs.StringVar(&cfg.prefix, "prefix", "redlock-bench:", "prefix of the benchmark's Redis keys")
+	nf.register(fs)
+	gf.register(fs)
+	if code, ok := parseFlags(fs, benchHelp, args, ownOut, ownErr); !ok {
+		return code
+	}
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(ownErr, "redlock bench: "+format+"\n", args...)
+		return code
+	}
+	if fs.NArg() > 0 {
+		return fail(exitUsage, "unexpected argument %q", fs.Arg(0))
+	}
+	scenarios, err := cfg.validate(&gf)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+
+	var (
+		specs   []*nodeSpec
+		secrets []string
+		where   string
+	)
+	if nf.given() {
+		specs, secrets, err = nf.resolve()
+		if err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+		ownOut, ownErr = out.own(secrets)
+		where = fmt.Sprintf("%d nodes from %s", len(specs), nf.source())
+	} else {
+		servers, err := startEmbedded(cfg.embedded)
+		defer func() {
+			for _, s := range servers {
+				_ = s.Stop()
+			}
+		}()
+		if err != nil {
+			return fail(exitError, "start embedded nodes: %v", err)
+		}
+		addrs := make([]string, len(servers))
+		for i, s := range servers {
+			addrs[i] = "redis://" + s.Addr()
+		}
+		if specs, err = parseNodes(strings.Join(addrs, ",")); err != nil {
+			return fail(exitError, "%v", err)
+		}
+		where = fmt.Sprintf("%d embedded redis-server nodes", len(servers))
+		if !explicit["restart-guard"] {
+			gf.mode = guardOff
+			where += " (restart guard off: they are fresh)"
+		}
+	}
+	opts, err := gf.options()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	conns := openAll(specs, nf.timeout)
+	defer closeAll(conns)
+	c, err := redlock.New(clients(conns), append(opts, redlock.WithPrefix(cfg.prefix))...)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer c.Close()
+	if err := reachable(ctx, conns, nf.timeout); err != nil {
+		return fail(exitUnavailable, "nodes unreachable: %v", err)
+	}
+
+	fmt.Fprintf(ownOut, "redlock bench: %s, TTL %v, %v per scenario\n", where, cfg.ttl, cfg.duration)
+	runID := randomID()
+	tty := isTerminal(stdout)
+	var results []benchResult
+	for _, sc := range scenarios {
+		var bar *progressBar
+		if tty {
+			bar = startProgress(ownOut, sc.name, cfg.duration)
+		}
+		r := runScenario(ctx, c, sc, cfg, runID, bar)
+		bar.stop()
+		results = append(results, r)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	printResults(ownOut, results)
+	for _, r := range results {
+		if r.firstErr != nil {
+			fmt.Fprintf(ownErr, "redlock bench: %s: %d errors, the first: %v\n", r.name, r.errors, r.firstErr)
+		}
+	}
+	if cfg.svg != "" {
+		if err := writeChartFile(cfg.svg, cfg, results); err != nil {
+			return fail(exitError, "%v", err)
+		}
+		fmt.Fprintf(ownOut, "latency chart written to %s\n", cfg.svg)
+	}
+	if ctx.Err() != nil {
+		return fail(exitError, "interrupted")
+	}
+	return exitOK
+}
+
+func (cfg *benchConfig) validate(gf *guardFlags) ([]scenario, error) {
+	if err := positive("duration", cfg.duration); err != nil {
+		return nil, err
+	}
+	if err := gf.checkTTL(cfg.ttl); err != nil {
+		return nil, err
+	}
+	if cfg.parallel < 1 {
+		return nil, usagef("--parallel %d: need at least one worker", cfg.parallel)
+	}
+	if cfg.embedded < 1 {
+		return nil, usagef("--embedded %d: need at least one node", cfg.embedded)
+	}
+	var out []scenario
+	for name := range strings.SplitSeq(cfg.scenarios, ",") {
+		switch strings.TrimSpace(name) {
+		case "uncontended":
+			out = append(out, scenario{name: "uncontended", workers: 1})
+		case "parallel":
+			out = append(out, scenario{name: "parallel", workers: cfg.parallel})
+		case "contended":
+			out = append(out, scenario{name: "contended", workers: cfg.parallel, shared: true})
+		default:
+			return nil, usagef("--scenarios: unknown scenario %q (want uncontended, parallel, contended)", name)
+		}
+	}
+	return out, nil
+}
+
+func startEmbedded(n int) ([]*redistest.Server, error) {
+	var servers []*redistest.Server
+	for range n {
+		s, err := redistest.StartServer(redistest.Options{})
+		if err != nil {
+			return servers, err
+		}
+		servers = append(servers, s)
+	}
+	return servers, nil
+}
+
+func randomID() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// runScenario runs one scenario for cfg.duration: each worker obtains and
+// releases its lock (or the shared one) until the time is up.
+func runScenario(ctx context.Context, c *redlock.Client, sc scenario, cfg benchConfig, runID string, bar *progressBar) benchResult {
+	sctx, cancel := context.WithTimeout(ctx, cfg.duration)
+	defer cancel()
+	type tally struct {
+		ops, errors int
+		firstErr    error
+		acq, rel    []time.Duration
+	}
+	tallies := make([]tally, sc.workers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range sc.workers {
+		name := fmt.Sprintf("%s:%s:%d", runID, sc.name, w)
+		if sc.shared {
+			name = fmt.Sprintf("%s:%s", runID, sc.name)
+		}
+		wg.Go(func() {
+			t := &tallies[w]
+			for sctx.Err() == nil {
+				t0 := time.Now()
+				l, err := c.Obtain(sctx, name, cfg.ttl)
+				if err != nil {
+					if sctx.Err() == nil {
+						t.errors++
+						if t.firstErr == nil {
+							t.firstErr = err
+						}
+					}
+					continue
+				}
+				t1 := time.Now()
+				rerr := l.Release(context.WithoutCancel(sctx))
+				t.acq = append(t.acq, t1.Sub(t0))
+				t.rel = append(t.rel, time.Since(t1))
+				if rerr != nil {
+					t.errors++
+					if t.firstErr == nil {
+						t.firstErr = rerr
+					}
+				}
+				t.ops++
+				bar.add()
+			}
+		})
+	}
+	wg.Wait()
+	r := benchResult{scenario: sc, elapsed: time.Since(start)}
+	for _, t := range tallies {
+		r.ops += t.ops
+		r.errors += t.errors
+		if r.firstErr == nil {
+			r.firstErr = t.firstErr
+		}
+		r.acquire = append(r.acquire, t.acq...)
+		r.release = append(r.release, t.rel...)
+	}
+	slices.Sort(r.acquire)
+	slices.Sort(r.release)
+	return r
+}
+
+func printResults(w io.Writer, results []benchResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tworkers\tlocks\tlocks/s\tacquire p50\tp90\tp99\tmax\trelease p50\tp99\terrors\t")
+	for _, r := range results {
+		rate := float64(r.ops) / r.elapsed.Seconds()
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.name, r.workers, r.ops, rate,
+			quantile(r.acquire, 0.50), quantile(r.acquire, 0.90), quantile(r.acquire, 0.99), quantile(r.acquire, 1),
+			quantile(r.release, 0.50), quantile(r.release, 0.99), r.errors)
+	}
+	_ = tw.Flush()
+}
+
+// quantile formats the q-quantile of sorted durations; "-" when empty.
+func quantile(sorted []time.Duration, q float64) string {
+	if len(sorted) == 0 {
+		return "-"
+	}
+	return pct(sorted, q).String()
+}
+
+func writeChartFile(path string, cfg benchConfig, results []benchResult) error {
+	var series []latencySeries
+	for _, r := range results {
+		if len(r.acquire) > 0 {
+			series = append(series, latencySeries{name: fmt.Sprintf("%s (%d worker%s)", r.name, r.workers, plural(r.workers)), sorted: r.acquire})
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	title := fmt.Sprintf("redlock acquire latency by percentile (TTL %v, %v per scenario)", cfg.ttl, cfg.duration)
+	if err := writeLatencySVG(f, title, series); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// progressBar redraws one line on a terminal every 100 ms until stopped.
+// A nil *progressBar does nothing.
+type progressBar struct {
+	ops  atomic.Int64
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+func startProgress(w io.Writer, name string, total time.Duration) *progressBar {
+	b := &progressBar{quit: make(chan struct{})}
+	start := time.Now()
+	draw := func() {
+		const width = 30
+		frac := min(float64(time.Since(start))/float64(total), 1)
+		filled := int(frac * width)
+		fmt.Fprintf(w, "\r%-12s [%s%s] %5.1fs %8d locks", name,
+			strings.Repeat("=", filled), strings.Repeat(" ", width-filled),
+			time.Since(start).Seconds(), b.ops.Load())
+	}
+	b.wg.Go(func() {
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-b.quit:
+				fmt.Fprint(w, "\r\033[K")
+				return
+			case <-t.C:
+				draw()
+			}
+		}
+	})
+	return b
+}
+
+func (b *progressBar) add() {
+	if b != nil {
+		b.ops.Add(1)
+	}
+}
+
+// stop clears the line and waits for the drawing goroutine.
+func (b *progressBar) stop() {
+	if b != nil {
+		close(b.quit)
+		b.wg.Wait()
+	}
+}

@@ -1,0 +1,741 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+)
+
+var doctorHelp = helpText{
+	usage: "doctor [flags]",
+	about: `Checks a deployment against the assumptions of Redlock (docs/safety.md) and
+prints a verdict per check: the nodes are distinct processes and not replicas
+of one another; persistence and what it implies with the restart guard; no
+eviction policy; clock offsets against the drift budget; round-trip times
+against the per-node timeout; Redis version and scripting; Sentinel's
+down-after-milliseconds against the epoch guard's δ.
+
+Give --ttl, --max-ttl, --restart-guard and --drift as your clients use them.
+
+Exit status: 0 when no check failed (warnings allowed), 1 when one did,
+2 for a usage error.`,
+}
+
+// Verdicts of a check.
+const (
+	verdictOK   = "ok"
+	verdictWarn = "warn"
+	verdictFail = "FAIL"
+	verdictSkip = "skip"
+)
+
+// epochGuardDelta is δ, how long a node trusts its last check of its own
+// identity before checking again: a failover detected faster than this can
+// slip past the epoch guard.
+const epochGuardDelta = 50 * time.Millisecond
+
+// minRedisVersion has SET with NX and PX, which the scripts rely on.
+var minRedisVersion = [3]int{2, 6, 12}
+
+type check struct {
+	Check   string `json:"check"`
+	Node    string `json:"node"`
+	Verdict string `json:"verdict"`
+	Detail  string `json:"detail"`
+}
+
+type doctorReport struct {
+	Verdict string  `json:"verdict"`
+	Checks  []check `json:"checks"`
+}
+
+type doctorConfig struct {
+	ttl     time.Duration
+	drift   float64
+	guard   guardFlags
+	timeout time.Duration
+}
+
+// budget is the clock drift allowance of a lock with the TTL, as the
+// library computes it.
+func (c doctorConfig) budget() time.Duration {
+	return time.Duration(float64(c.ttl)*c.drift) + 2*time.Millisecond
+}
+
+// nodeTimeout is the library's default per-node timeout for the TTL.
+func (c doctorConfig) nodeTimeout() time.Duration {
+	t := c.ttl / 200
+	if t < 10*time.Millisecond {
+		t = min(10*time.Millisecond, c.ttl/4)
+	}
+	return t
+}
+
+func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out := newOutputs(stdout, stderr)
+	ownOut, ownErr := out.own(nil)
+	fs := newFlagSet("doctor", ownErr)
+	var (
+		nf  nodeFlags
+		cfg doctorConfig
+	)
+	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "the shortest lock TTL your clients use (for the strictest checks)")
+	fs.Float64Var(&cfg.drift, "drift", redlock.DefaultDriftFactor, "the drift factor your clients use (WithDriftFactor)")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	nf.register(fs)
+	cfg.guard.register(fs)
+	if code, ok := parseFlags(fs, doctorHelp, args, ownOut, ownErr); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(ownErr, "redlock doctor: unexpected argument %q\nRun \"redlock doctor --help\" for usage.\n", fs.Arg(0))
+		return exitUsage
+	}
+	specs, secrets, err := nf.resolve()
+	if err == nil {
+		err = cfg.validate()
+	}
+	if err != nil {
+		fmt.Fprintf(ownErr, "redlock doctor: %v\n", err)
+		return exitUsage
+	}
+	ownOut, ownErr = out.own(secrets)
+	cfg.timeout = nf.timeout
+	conns := openAll(specs, nf.timeout)
+	defer closeAll(conns)
+
+	probes := probeAll(ctx, conns, cfg.timeout)
+	rep := doctorReport{Checks: diagnose(cfg, probes), Verdict: verdictOK}
+	for _, c := range rep.Checks {
+		if c.Verdict == verdictFail {
+			rep.Verdict = verdictFail
+			break
+		}
+		if c.Verdict == verdictWarn {
+			rep.Verdict = verdictWarn
+		}
+	}
+	if *asJSON {
+		enc := json.NewEncoder(ownOut)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(ownErr, "redlock doctor: %v\n", err)
+			return exitError
+		}
+	} else {
+		tw := tabwriter.NewWriter(ownOut, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "CHECK\tNODE\tVERDICT\tDETAIL")
+		for _, c := range rep.Checks {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Check, c.Node, c.Verdict, c.Detail)
+		}
+		_ = tw.Flush()
+		fmt.Fprintf(ownOut, "\nverdict: %s\n", rep.Verdict)
+	}
+	if rep.Verdict == verdictFail {
+		return exitError
+	}
+	return exitOK
+}
+
+func (c doctorConfig) validate() error {
+	if _, err := c.guard.options(); err != nil {
+		return err
+	}
+	if err := c.guard.checkTTL(c.ttl); err != nil {
+		return err
+	}
+	if c.drift < 0 || c.drift >= 0.5 {
+		return usagef("--drift %v: outside [0, 0.5)", c.drift)
+	}
+	return nil
+}
+
+// serverProbe is what one redis-server said about itself.
+type serverProbe struct {
+	addr      string
+	err       error // not reachable
+	info      map[string]string
+	config    map[string]string
+	configErr error
+	evalErr   error
+	rtt       time.Duration // median PING round trip
+	offset    time.Duration // node clock − local clock
+	offsetErr time.Duration // ± uncertainty of offset
+	timeErr   error
+}
+
+// nodeProbe is what one node (standalone, Sentinel-managed, cluster) said.
+type nodeProbe struct {
+	spec    *nodeSpec
+	err     error
+	servers []serverProbe
+	// downAfter holds each sentinel's down-after-milliseconds for the
+	// master, or the error asking it.
+	downAfter []sentinelAnswer
+}
+
+type sentinelAnswer struct {
+	addr      string
+	downAfter time.Duration
+	err       error
+}
+
+func probeAll(ctx context.Context, conns []conn, timeout time.Duration) []nodeProbe {
+	probes := make([]nodeProbe, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() { probes[i] = probeNode(ctx, c, timeout) })
+	}
+	wg.Wait()
+	return probes
+}
+
+func probeNode(ctx context.Context, c conn, timeout time.Duration) nodeProbe {
+	p := nodeProbe{spec: c.spec}
+	switch rc := c.rc.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		cctx, cancel := context.WithTimeout(ctx, 4*timeout)
+		err := rc.ForEachShard(cctx, func(ctx context.Context, sc *redis.Client) error {
+			sp := probeServer(ctx, sc, timeout)
+			mu.Lock()
+			p.servers = append(p.servers, sp)
+			mu.Unlock()
+			return nil
+		})
+		cancel()
+		if err != nil {
+			p.err = err
+		}
+		slices.SortFunc(p.servers, func(a, b serverProbe) int { return strings.Compare(a.addr, b.addr) })
+	case *redis.Client:
+		sp := probeServer(ctx, rc, timeout)
+		p.err = sp.err
+		p.servers = []serverProbe{sp}
+	}
+	if c.spec.kind == sentinel {
+		for i, addr := range c.spec.addrs {
+			sc := c.spec.sentinelClient(i, timeout)
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			m, err := sc.Master(sctx, c.spec.master).Result()
+			cancel()
+			_ = sc.Close()
+			a := sentinelAnswer{addr: addr, err: err}
+			if err == nil {
+				ms, perr := strconv.Atoi(m["down-after-milliseconds"])
+				a.downAfter, a.err = time.Duration(ms)*time.Millisecond, perr
+			}
+			p.downAfter = append(p.downAfter, a)
+		}
+	}
+	return p
+}
+
+func probeServer(ctx context.Context, rc *redis.Client, timeout time.Duration) serverProbe {
+	sp := serverProbe{addr: rc.Options().Addr}
+	call := func(f func(ctx context.Context) error) error {
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return f(cctx)
+	}
+	var rtts []time.Duration
+	for range 5 {
+		t0 := time.Now()
+		if err := call(func(ctx context.Context) error { return rc.Ping(ctx).Err() }); err != nil {
+			sp.err = nodeErr(err)
+			return sp
+		}
+		rtts = append(rtts, time.Since(t0))
+	}
+	slices.Sort(rtts)
+	sp.rtt = rtts[len(rtts)/2]
+
+	sp.info = map[string]string{}
+	for _, section := range []string{"server", "replication"} {
+		var s string
+		err := call(func(ctx context.Context) (err error) { s, err = rc.Info(ctx, section).Result(); return err })
+		if err != nil {
+			sp.err = fmt.Errorf("INFO %s: %w", section, nodeErr(err))
+			return sp
+		}
+		for k, v := range parseInfo(s) {
+			sp.info[k] = v
+		}
+	}
+	if sp.addr == "FailoverClient" {
+		sp.addr = "master"
+		var ci string
+		if call(func(ctx context.Context) (err error) { ci, err = rc.Do(ctx, "CLIENT", "INFO").Text(); return err }) == nil {
+			for f := range strings.FieldsSeq(ci) {
+				if v, ok := strings.CutPrefix(f, "laddr="); ok {
+					sp.addr = v
+				}
+			}
+		}
+	}
+
+	sp.config = map[string]string{}
+	for _, param := range []string{"appendonly", "appendfsync", "maxmemory-policy", "maxmemory"} {
+		var m map[string]string
+		err := call(func(ctx context.Context) (err error) { m, err = rc.ConfigGet(ctx, param).Result(); return err })
+		if err != nil {
+			sp.configErr = nodeErr(err)
+			break
+		}
+		sp.config[param] = m[param]
+	}
+	sp.evalErr = call(func(ctx context.Context) error { return rc.Eval(ctx, "return 1", nil).Err() })
+
+	// The TIME sample with the shortest round trip bounds the offset best.
+	best := time.Duration(-1)
+	for range 3 {
+		var node time.Time
+		t0 := time.Now()
+		err := call(func(ctx context.Context) (err error) { node, err = rc.Time(ctx).Result(); return err })
+		rtt := time.Since(t0)
+		if err != nil {
+			sp.timeErr = nodeErr(err)
+			continue
+		}
+		if best < 0 || rtt < best {
+			best = rtt
+			sp.offset = node.Sub(t0.Add(rtt / 2))
+			sp.offsetErr = rtt / 2
+			sp.timeErr = nil
+		}
+	}
+	return sp
+}
+
+func parseInfo(s string) map[string]string {
+	m := map[string]string{}
+	for line := range strings.SplitSeq(s, "\n") {
+		line = strings.TrimSpace(line)
+		if k, v, ok := strings.Cut(line, ":"); ok && !strings.HasPrefix(line, "#") {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// diagnose turns the probes into checks.
+func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
+	var checks []check
+	add := func(name, node, verdict, format string, args ...any) {
+		checks = append(checks, check{Check: name, Node: node, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
+	}
+	label := func(i int) string { return fmt.Sprintf("%d %s", i, probes[i].spec.label) }
+	up := func(p nodeProbe) []serverProbe {
+		var s []serverProbe
+		for _, sp := range p.servers {
+			if sp.err == nil {
+				s = append(s, sp)
+			}
+		}
+		return s
+	}
+
+	// Quorum arithmetic.
+	n := len(probes)
+	q := n/2 + 1
+	switch {
+	case n == 1:
+		add("nodes", "all", verdictOK, "one node: the single-instance lock, no tolerance of a node failure")
+	case n%2 == 0:
+		add("nodes", "all", verdictWarn, "%d nodes, quorum %d: tolerates %d failures, like %d nodes, and two contenders can split the votes; use an odd number", n, q, n-q, n-1)
+	default:
+		add("nodes", "all", verdictOK, "%d nodes, quorum %d: tolerates %d failed node%s", n, q, n-q, plural(n-q))
+	}
+
+	// Reachability.
+	for i, p := range probes {
+		switch {
+		case p.err != nil:
+			add("reachable", label(i), verdictFail, "%v", p.err)
+		case len(up(p)) < len(p.servers):
+			add("reachable", label(i), verdictWarn, "%d of %d servers answered", len(up(p)), len(p.servers))
+		default:
+			add("reachable", label(i), verdictOK, "answers PING")
+		}
+	}
+
+	checks = append(checks, distinctChecks(probes, label, up)...)
+
+	// Per node, per server: persistence, eviction, version, latency, clock.
+	type span struct{ lo, hi time.Duration }
+	var clocks []span
+	for i, p := range probes {
+		servers := up(p)
+		if len(servers) == 0 {
+			continue
+		}
+		name := label(i)
+		multi := len(servers) > 1
+		at := func(sp serverProbe) string {
+			if multi {
+				return fmt.Sprintf("worst of %d servers, %s: ", len(servers), sp.addr)
+			}
+			return ""
+		}
+		// Each check reports the worst of the node's servers.
+		worst := func(check string, judge func(sp serverProbe) (string, string)) {
+			rank := map[string]int{verdictSkip: 0, verdictOK: 1, verdictWarn: 2, verdictFail: 3}
+			best, detail := "", ""
+			for _, sp := range servers {
+				v, d := judge(sp)
+				if best == "" || rank[v] > rank[best] {
+					best, detail = v, at(sp)+d
+				}
+			}
+			add(check, name, best, "%s", detail)
+		}
+		worst("persistence", func(sp serverProbe) (string, string) { return persistence(cfg, sp) })
+		worst("eviction", eviction)
+		worst("version", version)
+		worst("latency", func(sp serverProbe) (string, string) { return latency(cfg, sp) })
+		worst("clock", func(sp serverProbe) (string, string) { return clock(cfg, sp) })
+		for _, sp := range servers {
+			if sp.timeErr == nil {
+				clocks = append(clocks, span{sp.offset - sp.offsetErr, sp.offset + sp.offsetErr})
+			}
+		}
+	}
+	if len(clocks) > 1 {
+		lo, hi := clocks[0], clocks[0]
+		for _, c := range clocks[1:] {
+			if c.lo+c.hi < lo.lo+lo.hi {
+				lo = c
+			}
+			if c.lo+c.hi > hi.lo+hi.hi {
+				hi = c
+			}
+		}
+		spread := (hi.lo + hi.hi - lo.lo - lo.hi) / 2
+		worstCase := hi.hi - lo.lo
+		v := verdictOK
+		if worstCase > cfg.budget() {
+			v = verdictWarn
+		}
+		add("clock spread", "all", v, "the nodes' clocks differ by up to %v (at most %v with round trips); drift budget %v (TTL %v × %v + 2ms)%s",
+			round(spread), round(worstCase), cfg.budget(), cfg.ttl, cfg.drift, clockNote(v))
+	}
+
+	// Sentinel's failure detection against the epoch guard.
+	sentinels := false
+	for i, p := range probes {
+		if p.spec.kind != sentinel {
+			continue
+		}
+		sentinels = true
+		for _, a := range p.downAfter {
+			if a.err != nil {
+				add("sentinel", label(i), verdictWarn, "sentinel %s: %v", a.addr, nodeErr(a.err))
+				continue
+			}
+			v, d := checkEpochDelta(a.downAfter)
+			add("sentinel", label(i), v, "sentinel %s: %s", a.addr, d)
+		}
+	}
+	if !sentinels {
+		add("sentinel", "all", verdictSkip, "no Sentinel-managed node")
+	}
+	order := []string{"nodes", "reachable", "distinct", "replica", "persistence", "eviction", "clock", "clock spread", "latency", "version", "sentinel"}
+	slices.SortStableFunc(checks, func(a, b check) int {
+		return slices.Index(order, a.Check) - slices.Index(order, b.Check)
+	})
+	return checks
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// distinctChecks checks that no two nodes are one server, and that no node
+// is a replica of, or shares a replication history with, another.
+func distinctChecks(probes []nodeProbe, label func(int) string, up func(nodeProbe) []serverProbe) []check {
+	describe := func(i int) string { return fmt.Sprintf("%d (%s)", i, probes[i].spec.label) }
+	var checks []check
+	add := func(name, node, verdict, format string, args ...any) {
+		checks = append(checks, check{Check: name, Node: node, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
+	}
+	type where struct {
+		node int
+		addr string
+	}
+	runIDs := map[string][]where{}
+	replIDs := map[string][]where{}
+	for i, p := range probes {
+		for _, sp := range up(p) {
+			if id := sp.info["run_id"]; id != "" {
+				runIDs[id] = append(runIDs[id], where{i, sp.addr})
+			}
+			if id := sp.info["master_replid"]; id != "" && strings.Trim(id, "0") != "" {
+				replIDs[id] = append(replIDs[id], where{i, sp.addr})
+			}
+		}
+	}
+	// Pairs of nodes, each reported once.
+	samePairs := map[[2]int]string{}
+	for id, ws := range runIDs {
+		for a := range ws {
+			for b := a + 1; b < len(ws); b++ {
+				if ws[a].node != ws[b].node {
+					samePairs[[2]int{min(ws[a].node, ws[b].node), max(ws[a].node, ws[b].node)}] = id
+				}
+			}
+		}
+	}
+	for _, pair := range sortedPairs(samePairs) {
+		add("distinct", fmt.Sprintf("%d, %d", pair[0], pair[1]), verdictFail,
+			"nodes %s and %s are the same redis-server process (run_id %.12s…): one server would cast two votes",
+			describe(pair[0]), describe(pair[1]), samePairs[pair])
+	}
+	if len(samePairs) == 0 {
+		add("distinct", "all", verdictOK, "every node is a different redis-server process (run_id)")
+	}
+
+	// Replicas given as nodes, and which node each replicates, known by
+	// a shared replication id, by the master's address, or by the
+	// master's list of its replicas.
+	replicaOf := map[[2]int]bool{}
+	for i, p := range probes {
+		if p.spec.kind == cluster {
+			continue // a cluster's own replicas are part of the node
+		}
+		for _, sp := range up(p) {
+			if sp.info["role"] != "slave" {
+				add("replica", label(i), verdictOK, "a master")
+				continue
+			}
+			master := net.JoinHostPort(sp.info["master_host"], sp.info["master_port"])
+			other := ""
+			for j, q := range probes {
+				if j == i {
+					continue
+				}
+				for _, s2 := range up(q) {
+					if s2.info["master_replid"] == sp.info["master_replid"] || sameEndpoint(s2.addr, master) || hasReplica(s2.info, sp.addr) {
+						other = ", which is node " + describe(j)
+						replicaOf[[2]int{min(i, j), max(i, j)}] = true
+					}
+				}
+			}
+			add("replica", label(i), verdictFail, "a replica of %s%s: a lock node must be an independent master", master, other)
+		}
+	}
+	// Nodes that share a replication history (a replica promoted from
+	// another node, or both replicas of one master).
+	shared := map[[2]int]string{}
+	for id, ws := range replIDs {
+		for a := range ws {
+			for b := a + 1; b < len(ws); b++ {
+				pair := [2]int{min(ws[a].node, ws[b].node), max(ws[a].node, ws[b].node)}
+				if ws[a].node != ws[b].node && !replicaOf[pair] && samePairs[pair] == "" {
+					shared[pair] = id
+				}
+			}
+		}
+	}
+	for _, pair := range sortedPairs(shared) {
+		add("replica", fmt.Sprintf("%d, %d", pair[0], pair[1]), verdictFail,
+			"nodes %s and %s share a replication history (master_replid %.12s…): they are not independent",
+			describe(pair[0]), describe(pair[1]), shared[pair])
+	}
+	return checks
+}
+
+// sameEndpoint reports whether two host:port addresses name one endpoint,
+// taking the loopback names as one.
+func sameEndpoint(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	loop := func(h string) bool {
+		ip := net.ParseIP(h)
+		return h == "localhost" || (ip != nil && ip.IsLoopback())
+	}
+	return ha == hb || (loop(ha) && loop(hb))
+}
+
+// hasReplica reports whether a master's INFO replication lists a replica
+// at addr.
+func hasReplica(info map[string]string, addr string) bool {
+	for k, v := range info {
+		if !strings.HasPrefix(k, "slave") || !strings.Contains(v, "ip=") {
+			continue
+		}
+		var ip, port string
+		for f := range strings.SplitSeq(v, ",") {
+			if x, ok := strings.CutPrefix(f, "ip="); ok {
+				ip = x
+			}
+			if x, ok := strings.CutPrefix(f, "port="); ok {
+				port = x
+			}
+		}
+		if sameEndpoint(net.JoinHostPort(ip, port), addr) {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedPairs(m map[[2]int]string) [][2]int {
+	pairs := make([][2]int, 0, len(m))
+	for p := range m {
+		pairs = append(pairs, p)
+	}
+	slices.SortFunc(pairs, func(a, b [2]int) int {
+		if a[0] != b[0] {
+			return a[0] - b[0]
+		}
+		return a[1] - b[1]
+	})
+	return pairs
+}
+
+// persistence judges appendonly and appendfsync against the restart guard
+// the clients use.
+func persistence(cfg doctorConfig, sp serverProbe) (string, string) {
+	if sp.configErr != nil {
+		return verdictSkip, fmt.Sprintf("CONFIG GET refused (%v): check appendonly and appendfsync by hand", sp.configErr)
+	}
+	aof, fsync := sp.config["appendonly"], sp.config["appendfsync"]
+	durable := aof == "yes" && fsync == "always"
+	what := "appendonly no: a restart loses this node's locks"
+	switch {
+	case durable:
+		what = "appendonly yes, appendfsync always: locks survive a crash"
+	case aof == "yes":
+		what = fmt.Sprintf("appendonly yes, appendfsync %s: a crash can lose the latest locks", fsync)
+	}
+	switch cfg.guard.mode {
+	case guardOff:
+		if durable {
+			return verdictWarn, what + "; with the restart guard off, a failover still loses locks"
+		}
+		return verdictFail, what + ", and with the restart guard off it votes again at once: keep a restarted node out for --max-ttl by hand, or turn the guard on"
+	case guardPersistent:
+		if durable {
+			return verdictOK, what + ": the guard may trust persistence (WithTrustedPersistence)"
+		}
+		return verdictFail, what + ", but --restart-guard persistent trusts it: use --restart-guard on"
+	}
+	if durable {
+		return verdictOK, what + "; --restart-guard persistent would spare restarts the recovery window"
+	}
+	return verdictOK, fmt.Sprintf("%s; the restart guard keeps it out of locking for --max-ttl (%v) after a restart", what, cfg.guard.maxTTL)
+}
+
+// eviction judges maxmemory-policy: every lock key has a TTL, so any policy
+// but noeviction, volatile-* included, can evict a held lock.
+func eviction(sp serverProbe) (string, string) {
+	if sp.configErr != nil {
+		return verdictSkip, fmt.Sprintf("CONFIG GET refused (%v): check maxmemory-policy by hand", sp.configErr)
+	}
+	policy := sp.config["maxmemory-policy"]
+	if policy == "noeviction" {
+		return verdictOK, "maxmemory-policy noeviction"
+	}
+	limit := "maxmemory " + sp.config["maxmemory"]
+	if sp.config["maxmemory"] == "0" {
+		limit = "maxmemory 0 (no limit) for now, but the policy applies as soon as one is set"
+	}
+	return verdictFail, fmt.Sprintf("maxmemory-policy %s can evict held locks (every lock key has a TTL, so volatile-* policies evict them too); %s; set noeviction", policy, limit)
+}
+
+func version(sp serverProbe) (string, string) {
+	v := sp.info["redis_version"]
+	if v == "" {
+		return verdictWarn, "INFO has no redis_version"
+	}
+	if versionBelow(v, minRedisVersion) {
+		return verdictFail, fmt.Sprintf("Redis %s: SET NX PX needs %d.%d.%d or later", v, minRedisVersion[0], minRedisVersion[1], minRedisVersion[2])
+	}
+	if sp.evalErr != nil {
+		return verdictFail, fmt.Sprintf("Redis %s, but EVAL fails: %v", v, sp.evalErr)
+	}
+	return verdictOK, fmt.Sprintf("Redis %s, scripting works", v)
+}
+
+func versionBelow(v string, want [3]int) bool {
+	var got [3]int
+	for i, part := range strings.SplitN(v, ".", 3) {
+		n, _ := strconv.Atoi(strings.TrimFunc(part, func(r rune) bool { return r < '0' || r > '9' }))
+		got[i] = n
+	}
+	return slices.Compare(got[:], want[:]) < 0
+}
+
+func latency(cfg doctorConfig, sp serverProbe) (string, string) {
+	t := cfg.nodeTimeout()
+	d := fmt.Sprintf("round trip %v; per-node timeout %v for TTL %v", round(sp.rtt), t, cfg.ttl)
+	switch {
+	case sp.rtt >= t:
+		return verdictFail, d + ": every request would time out; raise WithNodeTimeout or the TTL"
+	case sp.rtt > t/2:
+		return verdictWarn, d + ": little margin; consider WithNodeTimeout"
+	}
+	return verdictOK, d
+}
+
+func clock(cfg doctorConfig, sp serverProbe) (string, string) {
+	if sp.timeErr != nil {
+		return verdictWarn, fmt.Sprintf("TIME failed: %v", sp.timeErr)
+	}
+	worst := sp.offset
+	if worst < 0 {
+		worst = -worst
+	}
+	worst += sp.offsetErr
+	v := verdictOK
+	if worst > cfg.budget() {
+		v = verdictWarn
+	}
+	return v, fmt.Sprintf("offset %+v ±%v from this machine; drift budget %v%s", round(sp.offset), round(sp.offsetErr), cfg.budget(), clockNote(v))
+}
+
+func clockNote(v string) string {
+	if v == verdictOK {
+		return ""
+	}
+	return ": clocks are not kept in step (NTP?); a failover or a restart from disk would move every expiry by the offset"
+}
+
+// checkEpochDelta judges a Sentinel's down-after-milliseconds against the
+// epoch guard's δ: a node re-checks its identity at most every δ, so a
+// failover must take longer than δ to be noticed by the guard.
+func checkEpochDelta(downAfter time.Duration) (string, string) {
+	d := fmt.Sprintf("down-after-milliseconds %d; epoch guard δ %v", downAfter.Milliseconds(), epochGuardDelta)
+	if downAfter <= epochGuardDelta {
+		return verdictFail, d + ": a failover can complete before the guard notices the new master"
+	}
+	return verdictOK, d
+}
+
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second || d <= -time.Second:
+		return d.Round(time.Millisecond)
+	case d >= time.Millisecond || d <= -time.Millisecond:
+		return d.Round(10 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
+}

@@ -1,0 +1,180 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// doctor runs "redlock doctor --json" and decodes its report.
+func doctor(t *testing.T, args ...string) (doctorReport, result) {
+	t.Helper()
+	r := runCLI(t, append([]string{"doctor", "--json"}, args...)...)
+	var rep doctorReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("doctor: %v: %v", err, r)
+	}
+	return rep, r
+}
+
+// verdicts maps "check node" to the verdict, for the checks that ran.
+func verdicts(rep doctorReport) map[string]string {
+	m := map[string]string{}
+	for _, c := range rep.Checks {
+		m[c.Check+" "+strings.Fields(c.Node)[0]] = c.Verdict
+	}
+	return m
+}
+
+func TestDoctorHealthy(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	rep, r := doctor(t, "--nodes", nodesFlag(servers...))
+	if r.code != exitOK || rep.Verdict == verdictFail {
+		t.Fatalf("healthy deployment: %v", r)
+	}
+	v := verdicts(rep)
+	for _, k := range []string{"nodes all", "distinct all", "replica 0", "eviction 0", "persistence 0", "version 0", "latency 2", "clock 1", "clock spread all", "sentinel all"} {
+		if v[k] != verdictOK && v[k] != verdictSkip {
+			t.Errorf("check %q: verdict %q", k, v[k])
+		}
+	}
+
+	// The table form, and persistence judged against the restart guard.
+	r = runCLI(t, "doctor", "--restart-guard", "persistent", "--nodes", nodesFlag(servers...))
+	if r.code != exitError || !strings.Contains(r.stdout, "--restart-guard persistent trusts it") || !strings.Contains(r.stdout, "verdict: FAIL") {
+		t.Errorf("persistence not durable but trusted: %v", r)
+	}
+}
+
+func TestDoctorMisconfigured(t *testing.T) {
+	t.Run("eviction policy", func(t *testing.T) {
+		good := redistest.Start(t, 2)
+		lru := redistest.Start(t, 1, redistest.Options{Args: []string{"--maxmemory-policy", "volatile-lru"}})
+		rep, r := doctor(t, "--nodes", nodesFlag(good[0], good[1], lru[0]))
+		if r.code != exitError || verdicts(rep)["eviction 2"] != verdictFail || verdicts(rep)["eviction 0"] != verdictOK {
+			t.Errorf("volatile-lru node: %v", r)
+		}
+		if !strings.Contains(r.stdout, "volatile-* policies evict them too") {
+			t.Errorf("no reason given: %v", r)
+		}
+	})
+	t.Run("replica given as a node", func(t *testing.T) {
+		servers := redistest.Start(t, 2)
+		replica := redistest.Start(t, 1, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(servers[0].Port())}})
+		rep, r := doctor(t, "--nodes", nodesFlag(servers[0], servers[1], replica[0]))
+		if r.code != exitError || verdicts(rep)["replica 2"] != verdictFail {
+			t.Fatalf("replica as node 2: %v", r)
+		}
+		if !strings.Contains(r.stdout, "which is node 0") {
+			t.Errorf("does not name the master node: %v", r)
+		}
+	})
+	t.Run("duplicated node", func(t *testing.T) {
+		servers := redistest.Start(t, 2)
+		nodes := nodesFlag(servers...) + ",redis://localhost:" + strconv.Itoa(servers[1].Port())
+		rep, r := doctor(t, "--nodes", nodes)
+		if r.code != exitError || verdicts(rep)["distinct 1,"] != verdictFail {
+			t.Errorf("node 1 given twice: %v", r)
+		}
+		// inspect works on it, and counts the duplicate twice.
+		holdLock(t, "dup", 10*time.Second, servers...)
+		ir := runCLI(t, "inspect", "--nodes", nodes, "dup")
+		if ir.code != exitOK || !strings.Contains(ir.stdout, "on 3 of 3 nodes") {
+			t.Errorf("inspect: %v", ir)
+		}
+	})
+	t.Run("unreachable node and even count", func(t *testing.T) {
+		servers := redistest.Start(t, 1)
+		rep, r := doctor(t, "--timeout", "300ms", "--nodes", nodesFlag(servers...)+",redis://"+closedAddr(t))
+		v := verdicts(rep)
+		if r.code != exitError || v["reachable 1"] != verdictFail || v["nodes all"] != verdictWarn {
+			t.Errorf("one of two nodes down: %v", r)
+		}
+	})
+}
+
+func TestDoctorSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Sentinel deployment")
+	}
+	d := redistest.StartSentinelT(t, "lockmaster")
+	others := redistest.Start(t, 2)
+	nodes := "redis-sentinel://" + strings.Join(d.SentinelAddrs(), ",") + "/lockmaster," + nodesFlag(others...)
+	rep, r := doctor(t, "--nodes", nodes)
+	if r.code != exitOK {
+		t.Fatalf("sentinel deployment: %v", r)
+	}
+	n := 0
+	for _, c := range rep.Checks {
+		if c.Check == "sentinel" {
+			n++
+			if c.Verdict != verdictOK || !strings.Contains(c.Detail, "down-after-milliseconds 1000") {
+				t.Errorf("sentinel check: %+v", c)
+			}
+		}
+	}
+	if n != 3 {
+		t.Errorf("%d sentinel checks, want one per sentinel (3)", n)
+	}
+	holdLock(t, "s", 10*time.Second, append([]*redistest.Server{d.Master}, others...)...)
+	if ir := runCLI(t, "inspect", "--nodes", nodes, "s"); ir.code != exitOK || !strings.Contains(ir.stdout, "on 3 of 3 nodes") {
+		t.Errorf("inspect through Sentinel: %v", ir)
+	}
+}
+
+func TestCheckEpochDelta(t *testing.T) {
+	for _, tt := range []struct {
+		downAfter time.Duration
+		want      string
+	}{{30 * time.Second, verdictOK}, {51 * time.Millisecond, verdictOK}, {epochGuardDelta, verdictFail}, {10 * time.Millisecond, verdictFail}} {
+		if v, d := checkEpochDelta(tt.downAfter); v != tt.want {
+			t.Errorf("down-after %v: %s (%s), want %s", tt.downAfter, v, d, tt.want)
+		}
+	}
+}
+
+func TestVersionBelow(t *testing.T) {
+	for _, tt := range []struct {
+		v    string
+		want bool
+	}{{"2.6.11", true}, {"2.6.12", false}, {"7.0.15", false}, {"2.4", true}, {"255.255.255", false}, {"6.2.0-rc1", false}} {
+		if got := versionBelow(tt.v, minRedisVersion); got != tt.want {
+			t.Errorf("versionBelow(%q) = %v", tt.v, got)
+		}
+	}
+}
+
+func TestClusterNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Redis Cluster")
+	}
+	cl := redistest.StartClusterT(t, 3)
+	others := redistest.Start(t, 2)
+	addrs := make([]string, len(cl.Servers))
+	for i, s := range cl.Servers {
+		addrs[i] = s.Addr()
+	}
+	nodes := "redis-cluster://" + strings.Join(addrs, ",") + "," + nodesFlag(others...)
+
+	rep, r := doctor(t, "--nodes", nodes)
+	if r.code != exitOK {
+		t.Fatalf("cluster node: %v", r)
+	}
+	for _, c := range rep.Checks {
+		if c.Node == "0 cluster ("+strings.Join(addrs, ",")+")" && c.Check == "version" && c.Verdict != verdictOK {
+			t.Errorf("cluster version check: %+v", c)
+		}
+	}
+	r = runCLI(t, "run", noGuard, wait, "--nodes", nodes, "c", "--", "sh", "-c", "exit 5")
+	if r.code != 5 {
+		t.Errorf("run with a cluster node: %v", r)
+	}
+	holdLock(t, "c", 10*time.Second, others...)
+	if ir := runCLI(t, "inspect", "--nodes", nodes, "c"); ir.code != exitOK || !strings.Contains(ir.stdout, "on 2 of 3 nodes") {
+		t.Errorf("inspect with a cluster node: %v", ir)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+// Restart guard modes, as given to --restart-guard.
+const (
+	guardOn         = "on"
+	guardPersistent = "persistent"
+	guardOff        = "off"
+)
+
+// guardFlags are the settings of the restart and failover guard. Every
+// client of one deployment must use the same values, services and command
+// line alike.
+type guardFlags struct {
+	maxTTL time.Duration
+	mode   string
+}
+
+func (g *guardFlags) register(fs *flag.FlagSet) {
+	fs.DurationVar(&g.maxTTL, "max-ttl", redlock.DefaultMaxTTL, "the deployment's longest TTL (WithMaxTTL): a restarted node\nstays out of locking this long; every client must use the same")
+	fs.StringVar(&g.mode, "restart-guard", guardOn, "restart and failover guard: on, persistent (WithTrustedPersistence:\nonly with appendonly yes and appendfsync always) or off\n(WithoutRestartGuard: unsafe unless restarted nodes are kept out)")
+}
+
+// options returns the Client options for the flags, or a usage error.
+func (g *guardFlags) options() ([]redlock.Option, error) {
+	if g.maxTTL < redlock.MinTTL {
+		return nil, usagef("--max-ttl %v: below the minimum TTL %v", g.maxTTL, redlock.MinTTL)
+	}
+	opts := []redlock.Option{redlock.WithMaxTTL(g.maxTTL)}
+	switch g.mode {
+	case guardOn:
+	case guardPersistent:
+		opts = append(opts, redlock.WithTrustedPersistence())
+	case guardOff:
+		opts = append(opts, redlock.WithoutRestartGuard())
+	default:
+		return nil, usagef("--restart-guard %q: want on, persistent or off", g.mode)
+	}
+	return opts, nil
+}
+
+// checkTTL checks a lock TTL against --max-ttl.
+func (g *guardFlags) checkTTL(ttl time.Duration) error {
+	if ttl < redlock.MinTTL {
+		return usagef("--ttl %v: below the minimum %v", ttl, redlock.MinTTL)
+	}
+	if ttl > g.maxTTL {
+		return usagef("--ttl %v: above --max-ttl %v", ttl, g.maxTTL)
+	}
+	return nil
+}
+
+// notYet reports whether an obtain failed for reasons that pass with time:
+// another owner holds the lock, or nodes are recovering after a restart.
+func notYet(err error) bool {
+	return errors.Is(err, redlock.ErrHeld) || errors.Is(err, redlock.ErrNodeRecovering)
+}

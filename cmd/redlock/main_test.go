@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// result is what one run of the program printed and returned.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// runCLI runs the program with args, as main would, and returns what it
+// printed.
+func runCLI(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errb syncBuffer
+	code := run(context.Background(), args, &out, &errb)
+	return result{code, out.String(), errb.String()}
+}
+
+// startCLI runs the program in the background; wait returns its result.
+func startCLI(t *testing.T, args ...string) (stdout *syncBuffer, wait func() result) {
+	t.Helper()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(context.Background(), args, &out, &errb) }()
+	var once sync.Once
+	var res result
+	wait = func() result {
+		once.Do(func() {
+			select {
+			case code := <-done:
+				res = result{code, out.String(), errb.String()}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("redlock %v did not return in 30s\nstdout:\n%s\nstderr:\n%s", args, out.String(), errb.String())
+			}
+		})
+		return res
+	}
+	t.Cleanup(func() { wait() })
+	return &out, wait
+}
+
+// waitFor polls cond every 10 ms until it holds or 10 s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// nodesFlag is the --nodes value for servers.
+func nodesFlag(servers ...*redistest.Server) string {
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = "redis://" + s.Addr()
+	}
+	return strings.Join(urls, ",")
+}
+
+// holdLock obtains name on servers from a separate library client, as
+// another process would, and releases it when the test ends.
+func holdLock(t *testing.T, name string, ttl time.Duration, servers ...*redistest.Server) *redlock.Lock {
+	t.Helper()
+	nodes := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		rc := s.Client()
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes[i] = rc
+	}
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	// Obtain, not TryObtain: a loaded machine can miss a short per-node
+	// timeout once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l, err := c.Obtain(ctx, name, ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestHelpShowsEveryDefault(t *testing.T) {
+	for _, c := range commands() {
+		t.Run(c.name, func(t *testing.T) {
+			r := runCLI(t, c.name, "--help")
+			if r.code != exitOK || !strings.HasPrefix(r.stdout, "Usage: redlock "+c.name) {
+				t.Fatalf("--help: %v", r)
+			}
+			// Every flag is listed, each followed by its default.
+			blocks := strings.Split(r.stdout, "\n  --")[1:]
+			if len(blocks) == 0 {
+				t.Fatalf("no flags listed:\n%s", r.stdout)
+			}
+			for _, b := range blocks {
+				if !strings.Contains(b, "(default") {
+					t.Errorf("flag --%s has no default in --help", strings.Fields(b)[0])
+				}
+			}
+			if r2 := runCLI(t, "help", c.name); r2.stdout != r.stdout {
+				t.Errorf("redlock help %s differs from redlock %s --help", c.name, c.name)
+			}
+		})
+	}
+	if r := runCLI(t); r.code != exitUsage || !strings.Contains(r.stdout, "Commands:") {
+		t.Errorf("no arguments: %v", r)
+	}
+	if r := runCLI(t, "frobnicate"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
+		t.Errorf("unknown command: %v", r)
+	}
+}

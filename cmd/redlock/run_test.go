@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+const (
+	// Fresh test nodes would recover for --max-ttl under the restart guard.
+	noGuard = "--restart-guard=off"
+	// Short TTLs have short per-node timeouts: on a loaded machine a first
+	// attempt can miss them, so tests that expect the lock retry.
+	wait = "--wait=5s"
+)
+
+func TestRunPassesEnvironmentAndStatus(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	t.Setenv(envNodes, nodesFlag(servers...))
+	r := runCLI(t, "run", noGuard, wait, "--ttl", "2s", "job:1", "--",
+		"sh", "-c", `echo "name=$REDLOCK_NAME held=$REDLOCK_HELD token=${REDLOCK_TOKEN-unset} nodes=${REDLOCK_NODES-unset}"; exit 3`)
+	if r.code != 3 {
+		t.Fatalf("want the command's status 3: %v", r)
+	}
+	var token int64
+	if _, err := fmt.Sscanf(r.stdout, "name=job:1 held=1 token=%d nodes=unset\n", &token); err != nil || token <= 0 {
+		t.Errorf("stdout %q, want the name, held=1, a positive fencing token, and no node list: %v", r.stdout, err)
+	}
+	// The lock was released when the command exited.
+	if r := runCLI(t, "inspect", "job:1"); !strings.Contains(r.stdout, "free on every node") {
+		t.Errorf("lock not released: %v", r)
+	}
+
+	// Without "--", and a command killed by a signal reports 128+N.
+	r = runCLI(t, "run", noGuard, wait, "job:2", "sh", "-c", "kill -USR1 $$")
+	if r.code != 128+int(syscall.SIGUSR1) {
+		t.Errorf("killed by SIGUSR1: %v", r)
+	}
+}
+
+func TestRunCommandNotFound(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	if r := runCLI(t, "run", noGuard, wait, nodes, "job", "--", "no-such-command-xyz"); r.code != exitNotFound {
+		t.Errorf("missing command: %v", r)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "noexec")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCLI(t, "run", noGuard, wait, nodes, "job", "--", script); r.code != exitCannotExec {
+		t.Errorf("command not executable: %v", r)
+	}
+}
+
+func TestRunNotObtainedInTime(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	holdLock(t, "busy", 10*time.Second, servers...)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	marker := filepath.Join(t.TempDir(), "ran")
+
+	start := time.Now()
+	r := runCLI(t, "run", noGuard, nodes, "--wait", "300ms", "busy", "--", "touch", marker)
+	if r.code != exitNotObtained || !strings.Contains(r.stderr, "not obtained within 300ms") {
+		t.Errorf("--wait 300ms: %v", r)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 3*time.Second {
+		t.Errorf("returned after %v, want about 300ms", d)
+	}
+	r = runCLI(t, "run", noGuard, nodes, "busy", "--", "touch", marker)
+	if r.code != exitNotObtained || !strings.Contains(r.stderr, "held by another owner") {
+		t.Errorf("one attempt: %v", r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran without the lock")
+	}
+}
+
+func TestRunUnreachableNodes(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	nodes := "--nodes=" + nodesFlag(servers...) + ",redis://" + closedAddr(t) + ",redis://" + closedAddr(t)
+	r := runCLI(t, "run", noGuard, "--timeout", "500ms", nodes, "job", "--", "true")
+	if r.code != exitUnavailable || !strings.Contains(r.stderr, "1 of 3 nodes answered, 2 needed") {
+		t.Errorf("two of three nodes down: %v", r)
+	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+func TestRunLockLost(t *testing.T) {
+	tests := []struct {
+		name    string
+		script  string
+		sigkill bool
+	}{
+		{"stops on SIGTERM", `echo started; exec sleep 30`, false},
+		{"killed after grace", `trap "" TERM; echo started; sleep 30; echo survived`, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			servers := redistest.Start(t, 3)
+			out, done := startCLI(t, "run", noGuard, wait, "--nodes", nodesFlag(servers...),
+				"--ttl", "1s", "--grace", "300ms", "lost", "--", "sh", "-c", tt.script)
+			waitFor(t, "the command to start", func() bool { return strings.Contains(out.String(), "started") })
+			// Freeze a majority: no refresh can be confirmed.
+			for _, s := range servers[:2] {
+				if err := s.Pause(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			start := time.Now()
+			r := done()
+			if r.code != exitLost {
+				t.Fatalf("want exit %d (lock lost): %v", exitLost, r)
+			}
+			if !strings.Contains(r.stderr, "sending SIGTERM") || strings.Contains(r.stderr, "SIGKILL\n") != tt.sigkill {
+				t.Errorf("stderr does not tell the story (want SIGKILL %v):\n%s", tt.sigkill, r.stderr)
+			}
+			if strings.Contains(r.stdout, "survived") {
+				t.Error("the command went on after the lock was lost")
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("took %v after the freeze to stop the command", d)
+			}
+		})
+	}
+}
+
+func TestRunForwardsSignals(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ready := filepath.Join(t.TempDir(), "ready")
+			script := `trap 'echo "got signal"; exit 7' TERM INT; touch "$1"; while :; do sleep 0.02; done`
+			_, done := startCLI(t, "run", noGuard, wait, "--nodes", nodesFlag(servers...), "sig", "--", "sh", "-c", script, "sh", ready)
+			waitFor(t, "the command to start", func() bool { _, err := os.Stat(ready); return err == nil })
+			if err := syscall.Kill(os.Getpid(), sig); err != nil {
+				t.Fatal(err)
+			}
+			r := done()
+			if r.code != 7 || !strings.Contains(r.stdout, "got signal") {
+				t.Errorf("want the command to handle the forwarded %v and exit 7: %v", sig, r)
+			}
+		})
+	}
+}
+
+func TestRunUsageErrors(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	t.Setenv(envNodes, "")
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"run"}, "missing lock NAME"},
+		{[]string{"run", nodes, "job"}, "missing COMMAND"},
+		{[]string{"run", nodes, "job", "--ttl", "5s", "--", "true"}, "flags go before NAME"},
+		{[]string{"run", "--bogus", "job", "--", "true"}, "flag provided but not defined: -bogus"},
+		{[]string{"run", "--ttl", "soon", "job", "--", "true"}, "invalid value"},
+		{[]string{"run", "job", "--", "true"}, "no nodes: give --nodes or set REDLOCK_NODES"},
+		{[]string{"run", nodes, "--ttl", "5ms", "job", "--", "true"}, "below the minimum"},
+		{[]string{"run", nodes, "--ttl", "2m", "job", "--", "true"}, "above --max-ttl"},
+		{[]string{"run", nodes, "--ttl", "2s", "--grace", "2s", "job", "--", "true"}, "shorter than --ttl"},
+		{[]string{"run", nodes, "--wait", "-1s", "job", "--", "true"}, "must not be negative"},
+		{[]string{"run", nodes, "--restart-guard", "maybe", "job", "--", "true"}, "want on, persistent or off"},
+		{[]string{"run", "--nodes", "localhost:6379", "job", "--", "true"}, "not a URL"},
+		{[]string{"run", "--nodes", "redis://a:1,redis://a:1", noGuard, "job", "--", "true"}, "same address"},
+		{[]string{"inspect", nodes}, "exactly one lock NAME"},
+		{[]string{"inspect", "--nodes", "ftp://x", "name"}, "unknown scheme"},
+		{[]string{"doctor", "--drift", "0.7", nodes}, "outside [0, 0.5)"},
+		{[]string{"doctor", nodes, "extra"}, "unexpected argument"},
+		{[]string{"bench", "--scenarios", "fast"}, "unknown scenario"},
+		{[]string{"bench", "--parallel", "0"}, "at least one worker"},
+	}
+	for _, tt := range tests {
+		r := runCLI(t, tt.args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
+			t.Errorf("redlock %q: want exit %d and %q: %v", tt.args, exitUsage, tt.want, r)
+		}
+	}
+}
+
+func TestChildEnv(t *testing.T) {
+	env := childEnv([]string{"PATH=/bin", envPassword + "=pw", envNodes + "=redis://:pw@a:1", "REDLOCK_HELD=0", "HOME=/root"}, "n", "42")
+	want := []string{"PATH=/bin", "HOME=/root", "REDLOCK_NAME=n", "REDLOCK_TOKEN=42", "REDLOCK_HELD=1"}
+	if strings.Join(env, " ") != strings.Join(want, " ") {
+		t.Errorf("childEnv = %q, want %q", env, want)
+	}
+}

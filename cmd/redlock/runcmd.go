@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redlock-go/redlock"
+)
+
+var runHelp = helpText{
+	usage: "run [flags] NAME -- COMMAND [ARGS...]",
+	about: `A distributed flock(1): obtains the lock NAME (waiting up to --wait), keeps it
+alive, runs COMMAND in its own process group and releases the lock when the
+command exits. The command's environment has REDLOCK_NAME, REDLOCK_TOKEN (the
+fencing token; empty until the library issues tokens) and REDLOCK_HELD=1, and
+neither REDLOCK_PASSWORD nor REDLOCK_NODES.
+
+If the lock is lost (no quorum confirmed a refresh in time), the command's
+process group gets SIGTERM, then SIGKILL after --grace. Until then it may
+overlap with the next holder: protect the resource with the fencing token.
+SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
+
+Exit status: the command's own (128+N if killed by signal N); 2 usage error;
+69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
+(held elsewhere, or nodes recovering); 76 lock lost, command terminated;
+126 command not executable; 127 command not found.`,
+}
+
+const defaultGrace = 5 * time.Second
+
+type runConfig struct {
+	name   string
+	argv   []string
+	ttl    time.Duration
+	wait   time.Duration
+	grace  time.Duration
+	prefix string
+}
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	out := newOutputs(stdout, stderr)
+	ownOut, ownErr := out.own(nil)
+	fset := newFlagSet("run", ownErr)
+	var (
+		cfg runConfig
+		nf  nodeFlags
+		gf  guardFlags
+	)
+	fset.DurationVar(&cfg.ttl, "ttl", 30*time.Second, "lock TTL; the lock is refreshed every TTL/3")
+	fset.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 makes a single attempt")
+	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "after the lock is lost, time from SIGTERM to SIGKILL; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
+	fset.StringVar(&cfg.prefix, "prefix", redlock.DefaultPrefix, "prefix of the lock's Redis key (WithPrefix)")
+	nf.register(fset)
+	gf.register(fset)
+	if code, ok := parseFlags(fset, runHelp, args, ownOut, ownErr); !ok {
+		return code
+	}
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(ownErr, "redlock run: "+format+"\n", args...)
+		return code
+	}
+	if err := cfg.parseArgs(fset.Args()); err != nil {
+		fmt.Fprintf(ownErr, "redlock run: %v\nRun \"redlock run --help\" for usage.\n", err)
+		return exitUsage
+	}
+	graceSet := false
+	fset.Visit(func(f *flag.Flag) { graceSet = graceSet || f.Name == "grace" })
+	if !graceSet {
+		cfg.grace = min(defaultGrace, cfg.ttl/2)
+	}
+	if err := cfg.validate(&gf); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	opts, err := gf.options()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	specs, secrets, err := nf.resolve()
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	_, ownErr = out.own(secrets)
+
+	// Registered before anything can block, so that a signal is never
+	// lost; the channel is drained by the waits below.
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
+	defer signal.Stop(sigs)
+
+	conns := openAll(specs, nf.timeout)
+	defer closeAll(conns)
+	c, err := redlock.New(clients(conns), append(opts, redlock.WithPrefix(cfg.prefix))...)
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer c.Close()
+	if err := reachable(ctx, conns, nf.timeout); err != nil {
+		return fail(exitUnavailable, "nodes unreachable: %v", err)
+	}
+
+	lock, sig, err := obtainLock(ctx, c, cfg, sigs)
+	switch {
+	case sig != nil:
+		return signalStatus(sig)
+	case err != nil:
+		return fail(obtainFailure(err, cfg.wait))
+	}
+	return cfg.supervise(ctx, lock, out, ownErr, sigs)
+}
+
+// parseArgs takes NAME -- COMMAND [ARGS...] (the "--" may be left out).
+func (cfg *runConfig) parseArgs(args []string) error {
+	if len(args) == 0 {
+		return errors.New("missing lock NAME and COMMAND")
+	}
+	cfg.name, args = args[0], args[1:]
+	if cfg.name == "--" || strings.HasPrefix(cfg.name, "-") {
+		return fmt.Errorf("missing lock NAME before %q", cfg.name)
+	}
+	switch {
+	case len(args) > 0 && args[0] == "--":
+		args = args[1:]
+	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
+		return fmt.Errorf("flag %s after the lock name: flags go before NAME", args[0])
+	}
+	if len(args) == 0 {
+		return errors.New("missing COMMAND after the lock name")
+	}
+	cfg.argv = args
+	return nil
+}
+
+func (cfg *runConfig) validate(gf *guardFlags) error {
+	if err := gf.checkTTL(cfg.ttl); err != nil {
+		return err
+	}
+	if cfg.wait < 0 {
+		return usagef("--wait %v: must not be negative", cfg.wait)
+	}
+	if err := positive("grace", cfg.grace); err != nil {
+		return err
+	}
+	if cfg.grace >= cfg.ttl {
+		return usagef("--grace %v: must be shorter than --ttl %v", cfg.grace, cfg.ttl)
+	}
+	return nil
+}
+
+// obtainLock obtains the lock with automatic refresh, within cfg.wait. A
+// signal ends the wait: it is returned, and no lock.
+func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-chan os.Signal) (*redlock.Lock, os.Signal, error) {
+	octx, cancel := context.WithCancel(ctx)
+	if cfg.wait > 0 {
+		octx, cancel = context.WithTimeout(ctx, cfg.wait)
+	}
+	defer cancel()
+	type result struct {
+		lock *redlock.Lock
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		if cfg.wait > 0 {
+			r.lock, r.err = c.Obtain(octx, cfg.name, cfg.ttl, redlock.WithAutoRefresh())
+		} else {
+			r.lock, r.err = c.TryObtain(octx, cfg.name, cfg.ttl, redlock.WithAutoRefresh())
+		}
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil && ctx.Err() != nil {
+			// Ended by main's signal context: the signal is in sigs too.
+			select {
+			case sig := <-sigs:
+				return nil, sig, nil
+			default:
+			}
+		}
+		return r.lock, nil, r.err
+	case sig := <-sigs:
+		cancel()
+		if r := <-done; r.lock != nil {
+			_ = r.lock.Release(context.WithoutCancel(ctx))
+		}
+		return nil, sig, nil
+	}
+}
+
+// obtainFailure maps an error of Obtain to an exit code and message.
+func obtainFailure(err error, wait time.Duration) (int, string, error) {
+	switch {
+	case errors.Is(err, redlock.ErrInvalid):
+		return exitUsage, "%v", err
+	case notYet(err) || errors.Is(err, context.DeadlineExceeded):
+		within := "at once"
+		if wait > 0 {
+			within = "within " + wait.String()
+		}
+		return exitNotObtained, "lock not obtained " + within + ": %v", err
+	}
+	return exitUnavailable, "no quorum of nodes could take the lock: %v", err
+}
+
+// supervise runs the command while the lock is held, and releases it.
+func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *outputs, stderr io.Writer, sigs <-chan os.Signal) int {
+	lost := false
+	defer func() {
+		err := lock.Release(context.WithoutCancel(ctx))
+		switch {
+		case lost:
+		case errors.Is(err, redlock.ErrNotHeld):
+			// It never ran out here, yet the nodes no longer held it: an
+			// assumption of the safety model was broken (docs/safety.md).
+			fmt.Fprintf(stderr, "redlock run: the nodes no longer held the lock when the command ended: %v\n", err)
+		case err != nil:
+			fmt.Fprintf(stderr, "redlock run: release (keys left behind expire with their TTL): %v\n", err)
+		}
+	}()
+	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
+	cmd.Env = childEnv(os.Environ(), cfg.name, lockToken(lock))
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = out.child()
+	// Its own process group, so that the whole job can be signalled; killed
+	// if redlock dies, since nothing would keep the lock alive then.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fg := foregroundTerminal(os.Stdin)
+	if fg {
+		// An interactive command must own the terminal, or reading it
+		// would stop it (SIGTTIN); redlock takes it back afterwards.
+		cmd.SysProcAttr.Foreground = true
+		cmd.SysProcAttr.Ctty = int(os.Stdin.Fd())
+	}
+	// Output copied through pipes (when stdout is not a file) must not
+	// keep redlock waiting on a descendant that escaped the group.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		code := exitCannotExec
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = exitNotFound
+		}
+		fmt.Fprintf(stderr, "redlock run: %v\n", err)
+		return code
+	}
+	if fg {
+		defer takeTerminal(os.Stdin)
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	var (
+		waitErr error
+		kill    *time.Timer
+		killC   <-chan time.Time
+		held    = lock.Done()
+	)
+loop:
+	for {
+		select {
+		case waitErr = <-exited:
+			break loop
+		case sig := <-sigs:
+			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+		case <-held:
+			held = nil
+			if err := lock.Err(); errors.Is(err, redlock.ErrLost) {
+				lost = true
+				fmt.Fprintf(stderr, "redlock run: %v: sending SIGTERM to the command, SIGKILL in %v\n", err, cfg.grace)
+				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+				kill = time.NewTimer(cfg.grace)
+				killC = kill.C
+			}
+		case <-killC:
+			killC = nil
+			fmt.Fprintf(stderr, "redlock run: the command outlived --grace %v: sending SIGKILL\n", cfg.grace)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}
+	if lost {
+		// The leader is gone; the rest of its group gets the rest of the
+		// grace period, then SIGKILL.
+		if killC != nil {
+			waitGroupGone(pgid, killC)
+		}
+		kill.Stop()
+		fmt.Fprintf(stderr, "redlock run: lock %q lost while the command ran\n", cfg.name)
+		return exitLost
+	}
+	return exitStatus(waitErr, stderr)
+}
+
+// waitGroupGone waits until process group pgid is empty or deadline
+// fires; then it kills what is left.
+func waitGroupGone(pgid int, deadline <-chan time.Time) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+		select {
+		case <-deadline:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// exitStatus is the command's status as a shell reports it.
+func exitStatus(err error, stderr io.Writer) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil || errors.Is(err, exec.ErrWaitDelay):
+		return exitOK
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	fmt.Fprintf(stderr, "redlock run: %v\n", err)
+	return exitError
+}
+
+func signalStatus(sig os.Signal) int {
+	if s, ok := sig.(syscall.Signal); ok {
+		return 128 + int(s)
+	}
+	return exitError
+}
+
+// childEnv is the command's environment: redlock's own, without the
+// credentials, with the lock's variables.
+func childEnv(env []string, name, token string) []string {
+	drop := []string{envPassword, envNodes, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
+	out := make([]string, 0, len(env)+3)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		keep := true
+		for _, d := range drop {
+			if k == d {
+				keep = false
+			}
+		}
+		if keep {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "REDLOCK_NAME="+name, "REDLOCK_TOKEN="+token, "REDLOCK_HELD=1")
+}
+
+// lockToken is the value of REDLOCK_TOKEN: the lock's fencing token, in
+// decimal. It is empty until the library issues tokens.
+func lockToken(l *redlock.Lock) string {
+	return strconv.FormatInt(l.Token(), 10)
+}
