@@ -282,8 +282,11 @@ func withRestartGuard() Option {
 	return clientOption(func(c *config) { c.guard = '1' })
 }
 
-// withClock replaces time.Now; for tests of the validity arithmetic.
-func withClock(now func() time.Time) Option {
+// WithClock replaces time.Now for the validity arithmetic of this Client:
+// for tests that run a client whose clock runs fast or slow (the fault
+// suite does). The times it returns must carry a monotonic reading (derive
+// them from time.Now). Production code has no reason to use it.
+func WithClock(now func() time.Time) Option {
 	return clientOption(func(c *config) { c.now = now })
 }
 

@@ -524,7 +524,7 @@ func TestValidityArithmetic(t *testing.T) {
 				n.AddHook(onEval(func(redis.Cmder) { clock.set(t0.Add(tt.elapsed)) }))
 				nodes = append(nodes, n)
 			}
-			c := newClient(t, nodes, WithDriftFactor(tt.drift), withClock(clock.now))
+			c := newClient(t, nodes, WithDriftFactor(tt.drift), WithClock(clock.now))
 			name := fmt.Sprintf("validity-%d", i)
 			lock, err := c.TryObtain(ctx, name, ttl)
 			if !tt.ok {
@@ -560,7 +560,7 @@ func TestRefreshOnlyWithinValidity(t *testing.T) {
 	const ttl = 10 * time.Second
 	// Acquire at t0; the refresh starts after the validity has ended.
 	clock := &fakeClock{t: t0}
-	c := newClient(t, cl.clients, withClock(clock.now))
+	c := newClient(t, cl.clients, WithClock(clock.now))
 	lock, err := c.TryObtain(ctx, "refresh-late", ttl)
 	if err != nil {
 		t.Fatal(err)
@@ -581,7 +581,7 @@ func TestFailedShorterRefreshLowersValidity(t *testing.T) {
 		ctx := context.Background()
 		t0 := time.Now()
 		clock := &fakeClock{t: t0}
-		c := newClient(t, cl.clients, withClock(clock.now))
+		c := newClient(t, cl.clients, WithClock(clock.now))
 		lock, err := c.TryObtain(ctx, "short", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)
