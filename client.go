@@ -517,7 +517,7 @@ func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Dur
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := script.Release(ctx, n.Client, key, value, channelOf(key), c.hubs[n.Index].Sharded())
+			r, err := script.Release(ctx, n.Client, key, value, "", false)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },

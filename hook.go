@@ -112,26 +112,69 @@ type ObtainEvent struct {
 // RefreshEvent describes one refresh.
 type RefreshEvent struct {
 	Key     string
-	Auto    bool // by the keep-alive, not a call of Refresh
+	Token   int64 // the lock's fencing token: it identifies the lock
+	Auto    bool  // by the keep-alive, not a call of Refresh
 	Elapsed time.Duration
 	Err     error
 }
 
 // ReleaseEvent describes one Release.
 type ReleaseEvent struct {
-	Key  string
-	Held time.Duration
-	Err  error
+	Key     string
+	Token   int64         // the lock's fencing token: it identifies the lock
+	Held    time.Duration // from the acquire to the end of the release
+	Elapsed time.Duration // the release itself
+	Err     error
 }
 
-// LostEvent describes a lock lost while held.
+// LostEvent describes a lock lost while held. A lost lock is still
+// released by its owner (or Close) later, which reports a ReleaseEvent with
+// the same Token.
 type LostEvent struct {
-	Key  string
-	Held time.Duration
-	Err  error
+	Key   string
+	Token int64
+	Held  time.Duration
+	Err   error
 }
 
-// WithHook installs a hook. Default none.
+// JoinHooks returns a Hook that passes every event to each of hooks in
+// turn: to install, say, both the Prometheus and the OpenTelemetry adapter.
+func JoinHooks(hooks ...Hook) Hook { return joined(hooks) }
+
+type joined []Hook
+
+func (j joined) Attempt(e AttemptEvent) {
+	for _, h := range j {
+		h.Attempt(e)
+	}
+}
+func (j joined) Wait(e WaitEvent) {
+	for _, h := range j {
+		h.Wait(e)
+	}
+}
+func (j joined) Obtain(e ObtainEvent) {
+	for _, h := range j {
+		h.Obtain(e)
+	}
+}
+func (j joined) Refresh(e RefreshEvent) {
+	for _, h := range j {
+		h.Refresh(e)
+	}
+}
+func (j joined) Release(e ReleaseEvent) {
+	for _, h := range j {
+		h.Release(e)
+	}
+}
+func (j joined) Lost(e LostEvent) {
+	for _, h := range j {
+		h.Lost(e)
+	}
+}
+
+// WithHook installs a hook (JoinHooks installs several). Default none.
 func WithHook(h Hook) Option {
 	return clientOption(func(c *config) { c.hook = h })
 }

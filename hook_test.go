@@ -47,8 +47,8 @@ func (r *recorder) Lost(e LostEvent) { r.mu.Lock(); r.lost = append(r.lost, e); 
 
 func TestHookSeesTheLifeCycle(t *testing.T) {
 	cl := startNodes(t, 3)
-	rec := &recorder{}
-	c := newClient(t, cl.clients, WithHook(rec), WithNodeTimeout(100*time.Millisecond))
+	rec, second := &recorder{}, &recorder{}
+	c := newClient(t, cl.clients, WithHook(JoinHooks(rec, second)), WithNodeTimeout(100*time.Millisecond))
 	ctx := context.Background()
 
 	held, err := c.TryObtain(ctx, "observed", time.Minute)
@@ -64,8 +64,13 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 		}
 		done <- err
 	}()
-	eventually(t, "the contender waits", func() bool { return c.waits.queued("{redlock:observed}") })
-	time.Sleep(50 * time.Millisecond)
+	// The holder's attempt, then the contender's first (refused) and, once
+	// it is subscribed, its second: from then on it waits for the release.
+	eventually(t, "the contender waits", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.attempts) >= 3
+	})
 	if err := held.Refresh(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +116,20 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	if len(rec.refresh) != 1 || rec.refresh[0].Auto || rec.refresh[0].Err != nil {
 		t.Errorf("refreshes %+v: want one manual, successful", rec.refresh)
 	}
-	if len(rec.releases) != 2 || rec.releases[0].Held < 50*time.Millisecond {
-		t.Errorf("releases %+v: want two, the first held at least 50ms", rec.releases)
+	if len(rec.releases) != 2 || rec.releases[0].Held <= rec.releases[0].Elapsed {
+		t.Errorf("releases %+v: want two, held longer than their release took", rec.releases)
 	}
-	if len(rec.lost) != 1 || rec.lost[0].Key != "short" || !errors.Is(rec.lost[0].Err, ErrLost) {
-		t.Errorf("lost %+v: want the short lock", rec.lost)
+	if len(rec.lost) != 1 || rec.lost[0].Key != "short" || !errors.Is(rec.lost[0].Err, ErrLost) || rec.lost[0].Token != short.Token() {
+		t.Errorf("lost %+v: want the short lock, with its token", rec.lost)
+	}
+	if rec.releases[0].Token != held.Token() || rec.releases[0].Elapsed <= 0 {
+		t.Errorf("release %+v: want the lock's token and the release's duration", rec.releases[0])
+	}
+	second.mu.Lock()
+	defer second.mu.Unlock()
+	if len(second.attempts) != len(rec.attempts) || len(second.releases) != len(rec.releases) {
+		t.Errorf("JoinHooks: the second hook saw %d attempts and %d releases, the first %d and %d",
+			len(second.attempts), len(second.releases), len(rec.attempts), len(rec.releases))
 	}
 }
 

@@ -188,7 +188,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			if err == nil && !won {
 				err = fmt.Errorf("redlock: automatic refresh: %d of %d needed nodes agreed", agreed, c.quorum)
 			}
-			h.Refresh(RefreshEvent{Key: p.l.name, Auto: true, Elapsed: now.Sub(start), Err: err})
+			h.Refresh(RefreshEvent{Key: p.l.name, Token: p.l.token, Auto: true, Elapsed: now.Sub(start), Err: err})
 		}
 	}
 }

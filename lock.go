@@ -194,7 +194,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if c.observed() {
 		c.logNodes(nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {
-			h.Refresh(RefreshEvent{Key: l.name, Elapsed: c.cfg.now().Sub(start), Err: err})
+			h.Refresh(RefreshEvent{Key: l.name, Token: l.token, Elapsed: c.cfg.now().Sub(start), Err: err})
 		}
 	}
 	return err
@@ -285,6 +285,7 @@ func (l *Lock) applyRefresh(done <-chan struct{}, start time.Time, ttl, timeout 
 // unreachable nodes expire with their TTL.
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
+	releaseStart := c.cfg.now()
 	l.op.Lock()
 	defer l.op.Unlock()
 	l.mu.Lock()
@@ -346,7 +347,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	c.forget(l)
 	if h := c.cfg.hook; h != nil {
-		h.Release(ReleaseEvent{Key: l.name, Held: c.cfg.now().Sub(l.obtainedAt), Err: err})
+		now := c.cfg.now()
+		h.Release(ReleaseEvent{Key: l.name, Token: l.token, Held: now.Sub(l.obtainedAt), Elapsed: now.Sub(releaseStart), Err: err})
 	}
 	return err
 }
@@ -376,7 +378,7 @@ func (l *Lock) end(err error) {
 	c := l.c
 	held := c.cfg.now().Sub(l.obtainedAt)
 	if h := c.cfg.hook; h != nil {
-		h.Lost(LostEvent{Key: l.name, Held: held, Err: err})
+		h.Lost(LostEvent{Key: l.name, Token: l.token, Held: held, Err: err})
 	}
 	if lg := c.cfg.logger; lg != nil {
 		lg.LogAttrs(context.Background(), slog.LevelWarn, "redlock: lock lost",

@@ -272,3 +272,47 @@ func TestClusterWaiterIsNotified(t *testing.T) {
 		awaitWaiter(t, done, "the waiter on a cluster was not woken by the release")
 	}
 }
+
+// Release notifications wake waiters only for real releases. A failed
+// attempt's clean-up used to publish too: each woke the other Clients,
+// whose failed attempts cleaned up and published in turn, a storm of
+// thousands of wake-ups for a few dozen releases.
+func TestNoWakeStorm(t *testing.T) {
+	cl := startNodes(t, 3)
+	rec := &recorder{}
+	var clients []*Client
+	for range 4 {
+		clients = append(clients, newClient(t, cl.clients, WithHook(rec)))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		c := clients[g%len(clients)]
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				l, err := c.Obtain(ctx, "storm", time.Minute)
+				if err != nil {
+					return
+				}
+				time.Sleep(5 * time.Millisecond) // work under the lock
+				_ = l.Release(context.Background())
+			}
+		})
+	}
+	wg.Wait()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	woken := 0
+	for _, w := range rec.waits {
+		if w.WokenBy == WokenByRelease {
+			woken++
+		}
+	}
+	releases := len(rec.releases)
+	// Each release reaches each Client's queue head on up to 3 nodes.
+	if releases == 0 || woken > 3*len(clients)*releases {
+		t.Fatalf("%d wake-ups by release for %d releases: a storm", woken, releases)
+	}
+	t.Logf("%d wake-ups by release for %d releases, %d attempts", woken, releases, len(rec.attempts))
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 type demoConfig struct {
@@ -25,6 +24,7 @@ type demoConfig struct {
 	wait      time.Duration
 	faults    bool
 	unsafe    bool
+	inProcess bool
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -38,6 +38,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.wait, "wait", 30*time.Second, "how long a buyer waits for the lock")
 	fs.BoolVar(&cfg.faults, "faults", true, "kill one node and freeze another when half the stock is sold")
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "sell without the lock, to see what the lock prevents")
+	fs.BoolVar(&cfg.inProcess, "in-process", false, "use in-process Redis-compatible servers even when redis-server is installed")
 	help := helpText{
 		usage: "demo [flags]",
 		about: `A flash sale: buyers on several service instances race for limited stock,
@@ -100,20 +101,25 @@ func (s *shop) write(stock int) {
 }
 
 func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
-	fmt.Fprintf(out, "Starting %d local redis-server nodes...\n", cfg.nodes)
-	servers := make([]*redistest.Server, 0, cfg.nodes)
+	servers, real, err := startDemoNodes(cfg.nodes, cfg.inProcess)
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, s := range servers {
 			_ = s.Stop()
 		}
 	}()
-	for range cfg.nodes {
-		s, err := redistest.StartServer(redistest.Options{})
-		if err != nil {
-			return err
-		}
-		servers = append(servers, s)
-		fmt.Fprintf(out, "  node %d: redis-server pid %d on %s\n", len(servers)-1, s.Pid(), s.Addr())
+	if real {
+		fmt.Fprintf(out, "Started %d local nodes: real redis-server processes.\n", cfg.nodes)
+	} else {
+		fmt.Fprintf(out, "Started %d local nodes: in-process Redis-compatible servers (miniredis), since\n"+
+			"redis-server is not installed (or --in-process was given). They cannot run the\n"+
+			"restart guard (no INFO) or be frozen: the guard is off, no node is frozen, and\n"+
+			"nodes get 1s to answer (they run Lua slowly).\n", cfg.nodes)
+	}
+	for i, s := range servers {
+		fmt.Fprintf(out, "  node %d: %s\n", i, s.Describe())
 	}
 
 	// Each instance has its own Redis connections and lock client, as
@@ -128,7 +134,14 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		}
 		// The restart guard is on, as in production, with the demo's TTL as
 		// the deployment's longest.
-		c, err := redlock.New(nodes, redlock.WithMaxTTL(cfg.ttl))
+		opts := []redlock.Option{redlock.WithMaxTTL(cfg.ttl)}
+		if !real {
+			// In-process servers run Lua far slower than redis-server:
+			// a per-node timeout derived from the TTL (25 ms) is too
+			// short for them under 300 buyers.
+			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(time.Second))
+		}
+		c, err := redlock.New(nodes, opts...)
 		if err != nil {
 			return err
 		}
@@ -138,7 +151,9 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 
 	// The nodes were just started: the guard keeps them out of locking
 	// until every lock they could have forgotten has expired.
-	fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.ttl)
+	if real {
+		fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.ttl)
+	}
 	wctx, cancel := context.WithTimeout(ctx, 3*cfg.ttl+10*time.Second)
 	warm, err := clients[0].Obtain(wctx, "sale:warm-up", cfg.ttl)
 	cancel()
@@ -170,12 +185,17 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if !cfg.faults || !faulted.CompareAndSwap(false, true) {
 			return
 		}
-		msg := fmt.Sprintf("half the stock sold: killed node %d (SIGKILL) and froze node %d (SIGSTOP)", len(servers)-1, len(servers)-2)
+		msg := fmt.Sprintf("half the stock sold: killed node %d and froze node %d (SIGSTOP)", len(servers)-1, len(servers)-2)
+		if !real {
+			msg = fmt.Sprintf("half the stock sold: killed node %d", len(servers)-1)
+		}
 		if err := servers[len(servers)-1].Kill(); err != nil {
 			msg = fmt.Sprintf("could not kill node: %v", err)
 		}
-		if err := servers[len(servers)-2].Pause(); err != nil {
-			msg = fmt.Sprintf("could not freeze node: %v", err)
+		if real {
+			if err := servers[len(servers)-2].Pause(); err != nil {
+				msg = fmt.Sprintf("could not freeze node: %v", err)
+			}
 		}
 		faultMsg <- msg
 	}

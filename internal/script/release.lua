@@ -1,7 +1,7 @@
 -- release: compare-and-delete, then tell the waiters.
 -- KEYS[1] lock key
 -- ARGV[1] owner value
--- ARGV[2] release channel (shares KEYS[1]'s hash tag)
+-- ARGV[2] release channel (shares KEYS[1]'s hash tag); '' publishes nothing
 -- ARGV[3] '1' to publish with SPUBLISH (Redis Cluster), else PUBLISH
 -- Returns {deleted, receivers}: deleted is 1 when the key held our value and
 -- was deleted, 0 otherwise; receivers is how many subscribed connections
@@ -17,6 +17,9 @@ if v == ARGV[1] then
   deleted = 1
 elseif v ~= false then
   return {0, 0}
+end
+if ARGV[2] == '' then
+  return {deleted, 0}
 end
 local cmd = 'PUBLISH'
 if ARGV[3] == '1' then cmd = 'SPUBLISH' end

@@ -194,7 +194,10 @@ type Released struct {
 }
 
 // Release runs the compare-and-delete script on one node, publishing on
-// channel (with SPUBLISH when sharded) when the key is free afterwards.
+// channel (with SPUBLISH when sharded) when the key is free afterwards. An
+// empty channel publishes nothing: the clean-up of a failed attempt must not
+// wake waiters, since the lock may well be held on the other nodes (and
+// their failed attempts' clean-ups would wake others in turn).
 func Release(ctx context.Context, c redis.Scripter, key, value, channel string, sharded bool) (Released, error) {
 	flag := "0"
 	if sharded {

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredis "github.com/go-redsync/redsync/v4/redis"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+)
+
+// A contender is one way of taking a lock on a set of nodes. Its workers
+// are used by one goroutine each.
+type contender struct {
+	name string
+	// newWorker returns a worker for one goroutine and one lock key; nil
+	// when the contender has no implementation for this many nodes.
+	newWorker func(key string) worker
+	close     func()
+}
+
+// worker locks one key for one goroutine.
+type worker interface {
+	// TryLock makes one attempt, without waiting.
+	TryLock(ctx context.Context) error
+	// Lock waits for the lock until it is obtained, the contender gives up,
+	// or ctx ends.
+	Lock(ctx context.Context) error
+	// Unlock releases the lock obtained last.
+	Unlock(ctx context.Context) error
+}
+
+var errNotObtained = errors.New("not obtained")
+
+// newClients returns one go-redis client per address, with the options
+// every contender shares.
+func newClients(addrs []string) []*redis.Client {
+	cs := make([]*redis.Client, len(addrs))
+	for i, a := range addrs {
+		cs[i] = redis.NewClient(&redis.Options{
+			Addr:                  a,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+		})
+	}
+	return cs
+}
+
+func closeClients(cs []*redis.Client) {
+	for _, c := range cs {
+		_ = c.Close()
+	}
+}
+
+func randomValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ---- raw floor ----
+
+// unlockScript is the classic compare-and-delete.
+var unlockScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+
+// newFloor is no library: SET NX PX, then the compare-and-delete script. On
+// several nodes, each request goes to every node in parallel and each phase
+// returns as soon as a quorum said yes (what a Redlock cycle cannot beat);
+// the stragglers finish in the background, bounded by nodeTimeout.
+func newFloor(clients []*redis.Client, ttl, nodeTimeout time.Duration) *contender {
+	return &contender{
+		name: "floor",
+		newWorker: func(key string) worker {
+			if len(clients) == 1 {
+				return &floorOne{c: clients[0], key: key, ttl: ttl}
+			}
+			return &floorFan{cs: clients, quorum: len(clients)/2 + 1, key: key, ttl: ttl, timeout: nodeTimeout}
+		},
+		close: func() {},
+	}
+}
+
+type floorOne struct {
+	c     *redis.Client
+	key   string
+	ttl   time.Duration
+	value string
+}
+
+func (f *floorOne) TryLock(ctx context.Context) error {
+	f.value = randomValue()
+	ok, err := f.c.SetNX(ctx, f.key, f.value, f.ttl).Result()
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return errNotObtained
+	}
+	return nil
+}
+
+func (f *floorOne) Lock(ctx context.Context) error { return f.TryLock(ctx) }
+
+func (f *floorOne) Unlock(ctx context.Context) error {
+	n, err := unlockScript.Run(ctx, f.c, []string{f.key}, f.value).Int64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("floor: key %s not ours at unlock", f.key)
+	}
+	return nil
+}
+
+// floorFan is the raw fan-out. One goroutine per node runs that node's SET
+// and then, once the cycle releases, its delete, so that a delete never
+// overtakes a late SET of the same cycle.
+type floorFan struct {
+	cs      []*redis.Client
+	quorum  int
+	key     string
+	ttl     time.Duration
+	timeout time.Duration
+
+	cur *fanCycle
+}
+
+type fanCycle struct {
+	acq, del chan bool
+	release  chan struct{}
+	delCtx   *phase // set before release is closed
+}
+
+// phase is a deadline shared by the requests of one phase; the last of
+// them cancels it.
+type phase struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	left   atomic.Int32
+}
+
+func newPhase(timeout time.Duration, n int) *phase {
+	p := &phase{}
+	p.ctx, p.cancel = context.WithTimeout(context.Background(), timeout)
+	p.left.Store(int32(n))
+	return p
+}
+
+func (p *phase) done() {
+	if p.left.Add(-1) == 0 {
+		p.cancel()
+	}
+}
+
+func (f *floorFan) TryLock(ctx context.Context) error {
+	n := len(f.cs)
+	cy := &fanCycle{acq: make(chan bool, n), del: make(chan bool, n), release: make(chan struct{})}
+	f.cur = cy
+	value := randomValue()
+	acq := newPhase(f.timeout, n)
+	for _, c := range f.cs {
+		go func() {
+			ok, err := c.SetNX(acq.ctx, f.key, value, f.ttl).Result()
+			acq.done()
+			ok = ok && err == nil
+			cy.acq <- ok
+			<-cy.release
+			p := cy.delCtx
+			if ok {
+				d, err := unlockScript.Run(p.ctx, c, []string{f.key}, value).Int64()
+				ok = err == nil && d == 1
+			}
+			p.done()
+			cy.del <- ok
+		}()
+	}
+	yes := 0
+	for i := range n {
+		if <-cy.acq {
+			yes++
+		}
+		if yes >= f.quorum || yes+(n-1-i) < f.quorum {
+			break
+		}
+	}
+	if yes < f.quorum {
+		_ = f.Unlock(ctx)
+		return errNotObtained
+	}
+	return nil
+}
+
+func (f *floorFan) Lock(ctx context.Context) error { return f.TryLock(ctx) }
+
+func (f *floorFan) Unlock(ctx context.Context) error {
+	cy := f.cur
+	n := len(f.cs)
+	cy.delCtx = newPhase(f.timeout, n)
+	close(cy.release)
+	yes := 0
+	for i := range n {
+		if <-cy.del {
+			yes++
+		}
+		if yes >= f.quorum || yes+(n-1-i) < f.quorum {
+			break
+		}
+	}
+	if yes < f.quorum {
+		return fmt.Errorf("floor: unlock confirmed by %d nodes", yes)
+	}
+	return nil
+}
+
+// ---- this library ----
+
+func newRedlock(clients []*redis.Client, ttl time.Duration) (*contender, error) {
+	nodes := make([]redis.UniversalClient, len(clients))
+	for i, c := range clients {
+		nodes[i] = c
+	}
+	c, err := redlock.New(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return &contender{
+		name:      "redlock",
+		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
+		close:     func() { _ = c.Close() },
+	}, nil
+}
+
+type redlockWorker struct {
+	c    *redlock.Client
+	key  string
+	ttl  time.Duration
+	lock *redlock.Lock
+}
+
+func (w *redlockWorker) TryLock(ctx context.Context) error {
+	l, err := w.c.TryObtain(ctx, w.key, w.ttl)
+	w.lock = l
+	return err
+}
+
+func (w *redlockWorker) Lock(ctx context.Context) error {
+	l, err := w.c.Obtain(ctx, w.key, w.ttl)
+	w.lock = l
+	return err
+}
+
+func (w *redlockWorker) Unlock(ctx context.Context) error { return w.lock.Release(ctx) }
+
+// ---- go-redsync/redsync ----
+
+// newRedsync uses redsync with its default options (expiry 8 s, 32 tries
+// 50–250 ms apart, per-node acquire timeout 5% of the expiry, no fail-fast).
+func newRedsync(clients []*redis.Client) *contender {
+	pools := make([]redsyncredis.Pool, len(clients))
+	for i, c := range clients {
+		pools[i] = goredis.NewPool(c)
+	}
+	rs := redsync.New(pools...)
+	return &contender{
+		name:      "redsync",
+		newWorker: func(key string) worker { return &redsyncWorker{m: rs.NewMutex(key)} },
+		close:     func() {},
+	}
+}
+
+type redsyncWorker struct{ m *redsync.Mutex }
+
+func (w *redsyncWorker) TryLock(ctx context.Context) error { return w.m.TryLockContext(ctx) }
+func (w *redsyncWorker) Lock(ctx context.Context) error    { return w.m.LockContext(ctx) }
+
+func (w *redsyncWorker) Unlock(ctx context.Context) error {
+	ok, err := w.m.UnlockContext(ctx)
+	if err == nil && !ok {
+		err = errors.New("redsync: unlock not confirmed by a quorum")
+	}
+	return err
+}
+
+// ---- bsm/redislock ----
+
+// newRedislock returns nil for more than one node: redislock is a
+// single-instance lock.
+func newRedislock(clients []*redis.Client, ttl time.Duration) *contender {
+	if len(clients) != 1 {
+		return nil
+	}
+	c := redislock.New(clients[0])
+	return &contender{
+		name:      "redislock",
+		newWorker: func(key string) worker { return &redislockWorker{c: c, key: key, ttl: ttl} },
+		close:     func() {},
+	}
+}
+
+type redislockWorker struct {
+	c    *redislock.Client
+	key  string
+	ttl  time.Duration
+	lock *redislock.Lock
+}
+
+func (w *redislockWorker) TryLock(ctx context.Context) error {
+	l, err := w.c.Obtain(ctx, w.key, w.ttl, nil)
+	w.lock = l
+	return err
+}
+
+// Lock retries with redislock's exponential backoff, 16 ms (its
+// recommended minimum) to 512 ms, until ctx ends.
+func (w *redislockWorker) Lock(ctx context.Context) error {
+	l, err := w.c.Obtain(ctx, w.key, w.ttl, &redislock.Options{
+		RetryStrategy: redislock.ExponentialBackoff(16*time.Millisecond, 512*time.Millisecond),
+	})
+	w.lock = l
+	return err
+}
+
+func (w *redislockWorker) Unlock(ctx context.Context) error { return w.lock.Release(ctx) }

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"regexp"
+	"testing"
+)
+
+// The demo on both kinds of local node: real redis-server processes (with
+// the restart guard and a killed and a frozen node) and in-process servers.
+// Small numbers keep it quick; what matters is that nothing is oversold.
+func TestDemo(t *testing.T) {
+	for _, mode := range [][]string{nil, {"--in-process"}} {
+		args := append([]string{"demo", "--stock", "20", "--buyers", "40", "--ttl", "1s", "--wait", "20s"}, mode...)
+		r := runCLI(t, args...)
+		if r.code != exitOK {
+			t.Fatalf("demo %v: %v", mode, r)
+		}
+		for _, want := range []string{`sold\s+20 of 20`, `oversold\s+0\b`, `failed\s+0 buyers`} {
+			if !regexp.MustCompile(want).MatchString(r.stdout) {
+				t.Errorf("demo %v: output lacks %q:\n%s", mode, want, r.stdout)
+			}
+		}
+	}
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// demoNode is one of the demo's local Redis nodes: a real redis-server
+// process, or an in-process Redis-compatible server when redis-server is
+// not installed.
+type demoNode interface {
+	Describe() string
+	Client() *redis.Client
+	Kill() error // a crash: the node is gone
+	Pause() error
+	Resume() error
+	Stop() error
+}
+
+// startDemoNodes starts n nodes: real redis-server processes when the
+// binary is on the PATH (unless inProcess), otherwise in-process servers.
+// real reports which.
+func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err error) {
+	stopAll := func() {
+		for _, nd := range nodes {
+			_ = nd.Stop()
+		}
+	}
+	_, lookErr := exec.LookPath("redis-server")
+	real = lookErr == nil && !inProcess
+	for range n {
+		var nd demoNode
+		if real {
+			s, err := redistest.StartServer(redistest.Options{})
+			if err != nil {
+				stopAll()
+				return nil, real, err
+			}
+			nd = processNode{s}
+		} else {
+			m := miniredis.NewMiniRedis()
+			if err := m.Start(); err != nil {
+				stopAll()
+				return nil, real, fmt.Errorf("start an in-process server: %w", err)
+			}
+			nd = inProcessNode{m}
+		}
+		nodes = append(nodes, nd)
+	}
+	return nodes, real, nil
+}
+
+type processNode struct{ *redistest.Server }
+
+func (p processNode) Describe() string {
+	return fmt.Sprintf("redis-server pid %d on %s", p.Pid(), p.Addr())
+}
+
+// inProcessNode is a miniredis server in this process. It runs the lock
+// scripts, but has no INFO server (the restart guard needs it), and cannot
+// be frozen.
+type inProcessNode struct{ m *miniredis.Miniredis }
+
+func (n inProcessNode) Describe() string { return "in-process server (miniredis) on " + n.m.Addr() }
+func (n inProcessNode) Client() *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: n.m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+}
+func (n inProcessNode) Kill() error   { n.m.Close(); return nil }
+func (n inProcessNode) Pause() error  { return errors.New("an in-process server cannot be frozen") }
+func (n inProcessNode) Resume() error { return nil }
+func (n inProcessNode) Stop() error   { n.m.Close(); return nil }

@@ -1,0 +1,67 @@
+// Package redlockotel traces and measures what a redlock Client does with
+// OpenTelemetry. It lives in a module of its own, so that the redlock module
+// does not depend on OpenTelemetry.
+//
+//	hook, err := redlockotel.New(
+//		redlockotel.WithTracerProvider(tp), // default otel.GetTracerProvider()
+//		redlockotel.WithMeterProvider(mp),  // default otel.GetMeterProvider()
+//	)
+//	if err != nil { ... }
+//	c, err := redlock.New(nodes, redlock.WithHook(hook))
+//
+// # Spans
+//
+// A Hook sees each operation when it has ended, with its duration, so each
+// span is made after the fact with the operation's start and end times:
+//
+//	redlock.obtain   one call of Obtain, TryObtain or Do's obtain
+//	redlock.refresh  one refresh, manual or automatic
+//	redlock.release  one Release (of zero length: the event has no duration)
+//	redlock.lost     the loss of a held lock (of zero length)
+//
+// Hook events carry no context, so the spans cannot be children of the
+// caller's span: they are root spans, or children of the span given to
+// WithParent.
+//
+// Span attributes: redlock.outcome (the values below), redlock.attempts,
+// redlock.token (of an obtained lock), redlock.nodes and redlock.quorum (of
+// an obtain, from its attempts; of a failed refresh or release, the quorum
+// and redlock.agreed), redlock.auto (refresh), redlock.held_ms (release,
+// lost). Lock names are attributes (redlock.key) only with WithKeyAttribute.
+// A span whose operation failed has status Error with the error's message.
+//
+// An obtain span has an event per attempt ("redlock.attempt": its number,
+// outcome, whether it took a second round), per wait between attempts
+// ("redlock.wait": what ended it and how long it took), and per node of
+// each attempt ("redlock.node": redlock.attempt, redlock.node (the node's
+// index), redlock.node.addr, redlock.node.outcome ("agreed" or the kind of
+// its refusal) and redlock.node.latency_ms), at the time the node answered.
+// A failed refresh or release has a "redlock.node" event per node that did
+// not agree. The attempts and waits are matched to their obtain by lock
+// name and time: exact when one goroutine at a time obtains a given name
+// through the Hook; with concurrent obtains of one name, an obtain's span
+// may show another's attempts.
+//
+// # Metrics
+//
+//	redlock.obtain.duration   histogram, s: redlock.outcome
+//	redlock.attempts          counter: redlock.outcome
+//	redlock.wait.duration     histogram, s: redlock.woken_by
+//	redlock.hold.duration     histogram, s: redlock.outcome ("released" or "lost"), once per lock
+//	redlock.refresh.duration  histogram, s: redlock.outcome, redlock.auto
+//	redlock.releases          counter: redlock.outcome
+//	redlock.lost              counter
+//	redlock.node.errors       counter: redlock.op, redlock.node, redlock.node.error_kind
+//	redlock.locks.held        up-down counter: locks obtained and neither released nor lost
+//
+// Outcomes: of an obtain, "obtained", "held" (contention), "no_quorum",
+// "canceled" (the context ended), "closed", "error"; of an attempt,
+// "obtained", "held", "no_quorum", "error"; of a refresh, "ok",
+// "not_held", "closed", "failed"; of a release, "ok", "not_held",
+// "failed". Node error kinds: "held", "not_owner", "recovering", "timeout",
+// "pending", "skipped", "overloaded", "not_replicated", "error". The
+// redlockprom package documents them.
+//
+// Metrics never carry lock names; WithLockAttribute adds a redlock.lock
+// attribute from a function that maps names to a small fixed set.
+package redlockotel

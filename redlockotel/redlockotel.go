@@ -1,0 +1,369 @@
+package redlockotel
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redlock-go/redlock"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ScopeName is the instrumentation scope of the Hook's tracer and meter.
+const ScopeName = "github.com/redlock-go/redlock/redlockotel"
+
+// DefaultDurationBoundaries are the bucket boundaries, in seconds, of the
+// duration histograms: from a millisecond to an hour.
+var DefaultDurationBoundaries = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+
+// Option configures a Hook.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	tp         trace.TracerProvider
+	mp         metric.MeterProvider
+	keyAttr    bool
+	lockAttr   func(string) string
+	parent     trace.SpanContext
+	boundaries []float64
+}
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
+
+// WithTracerProvider sets the provider of the Hook's tracer. Default the
+// global provider, otel.GetTracerProvider(), at the time of New.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return option(func(c *config) { c.tp = tp })
+}
+
+// WithMeterProvider sets the provider of the Hook's meter. Default the
+// global provider, otel.GetMeterProvider(), at the time of New.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return option(func(c *config) { c.mp = mp })
+}
+
+// WithKeyAttribute adds the lock's name to every span as redlock.key.
+// Default off: lock names may identify users, orders or payments.
+func WithKeyAttribute() Option {
+	return option(func(c *config) { c.keyAttr = true })
+}
+
+// WithLockAttribute adds redlock.lock, whose value is f(name), to every
+// metric but redlock.node.errors. f must map the unbounded set of lock
+// names to a small fixed one, and be fast and safe for concurrent use.
+// Default none.
+func WithLockAttribute(f func(name string) string) Option {
+	return option(func(c *config) { c.lockAttr = f })
+}
+
+// WithParent makes every span a child of the span sc, such as a
+// long-lived span of the worker that uses the Client. Default none: the
+// spans are roots, since Hook events carry no context.
+func WithParent(sc trace.SpanContext) Option {
+	return option(func(c *config) { c.parent = sc })
+}
+
+// WithDurationBoundaries sets the bucket boundaries, in seconds, of the
+// duration histograms. Default DefaultDurationBoundaries.
+func WithDurationBoundaries(b []float64) Option {
+	return option(func(c *config) { c.boundaries = b })
+}
+
+// Hook is a redlock.Hook that makes spans and metrics of what Clients do.
+// It is safe for concurrent use and may be shared by Clients.
+type Hook struct {
+	tracer   trace.Tracer
+	keyAttr  bool
+	lockAttr func(string) string
+	parent   trace.SpanContext
+
+	obtainTime  metric.Float64Histogram
+	attempts    metric.Int64Counter
+	waitTime    metric.Float64Histogram
+	holdTime    metric.Float64Histogram
+	refreshTime metric.Float64Histogram
+	releases    metric.Int64Counter
+	lost        metric.Int64Counter
+	nodeErrors  metric.Int64Counter
+	heldLocks   metric.Int64UpDownCounter
+
+	held    holdings
+	journal journal
+}
+
+var _ redlock.Hook = (*Hook)(nil)
+
+// New returns a Hook. It returns an error when the meter refuses an
+// instrument.
+func New(opts ...Option) (*Hook, error) {
+	cfg := config{boundaries: DefaultDurationBoundaries}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("redlockotel: nil option")
+		}
+		o.apply(&cfg)
+	}
+	if cfg.tp == nil {
+		cfg.tp = otel.GetTracerProvider()
+	}
+	if cfg.mp == nil {
+		cfg.mp = otel.GetMeterProvider()
+	}
+	meter := cfg.mp.Meter(ScopeName)
+	h := &Hook{
+		tracer:   cfg.tp.Tracer(ScopeName),
+		keyAttr:  cfg.keyAttr,
+		lockAttr: cfg.lockAttr,
+		parent:   cfg.parent,
+	}
+	var errs []error
+	histogram := func(name, desc string) metric.Float64Histogram {
+		i, err := meter.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(cfg.boundaries...))
+		errs = append(errs, err)
+		return i
+	}
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		i, err := meter.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		errs = append(errs, err)
+		return i
+	}
+	h.obtainTime = histogram("redlock.obtain.duration", "Duration of Obtain, TryObtain and Do's obtain, waits included.")
+	h.attempts = counter("redlock.attempts", "{attempt}", "Acquire rounds.")
+	h.waitTime = histogram("redlock.wait.duration", "Waits between acquire attempts.")
+	h.holdTime = histogram("redlock.hold.duration", "How long each lock was held, until its release or its loss.")
+	h.refreshTime = histogram("redlock.refresh.duration", "Duration of refreshes, manual and automatic.")
+	h.releases = counter("redlock.releases", "{release}", "Releases.")
+	h.lost = counter("redlock.lost", "{lock}", "Locks lost while held.")
+	h.nodeErrors = counter("redlock.node.errors", "{error}", "Refusals and failures of one node in an acquire, refresh or release round.")
+	var err error
+	h.heldLocks, err = meter.Int64UpDownCounter("redlock.locks.held", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks obtained and neither released nor lost."))
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Attribute keys.
+const (
+	keyKey         = attribute.Key("redlock.key")
+	lockKey        = attribute.Key("redlock.lock")
+	outcomeKey     = attribute.Key("redlock.outcome")
+	attemptsKey    = attribute.Key("redlock.attempts")
+	attemptKey     = attribute.Key("redlock.attempt")
+	tokenKey       = attribute.Key("redlock.token")
+	nodesKey       = attribute.Key("redlock.nodes")
+	quorumKey      = attribute.Key("redlock.quorum")
+	agreedKey      = attribute.Key("redlock.agreed")
+	autoKey        = attribute.Key("redlock.auto")
+	heldKey        = attribute.Key("redlock.held_ms")
+	secondKey      = attribute.Key("redlock.second_round")
+	wokenKey       = attribute.Key("redlock.woken_by")
+	waitedKey      = attribute.Key("redlock.waited_ms")
+	opKey          = attribute.Key("redlock.op")
+	nodeKey        = attribute.Key("redlock.node")
+	nodeAddrKey    = attribute.Key("redlock.node.addr")
+	nodeOutcomeKey = attribute.Key("redlock.node.outcome")
+	nodeLatencyKey = attribute.Key("redlock.node.latency_ms")
+	errorKindKey   = attribute.Key("redlock.node.error_kind")
+)
+
+// measure returns the metric option of attrs, with the lock attribute when
+// there is one.
+func (h *Hook) measure(name string, attrs ...attribute.KeyValue) metric.MeasurementOption {
+	if h.lockAttr != nil {
+		attrs = append(attrs, lockKey.String(h.lockAttr(name)))
+	}
+	return metric.WithAttributes(attrs...)
+}
+
+// start starts a span that began at start.
+func (h *Hook) start(name, key string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
+	ctx := context.Background()
+	opts := []trace.SpanStartOption{trace.WithTimestamp(start)}
+	if h.parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, h.parent)
+	} else {
+		opts = append(opts, trace.WithNewRoot())
+	}
+	if h.keyAttr {
+		attrs = append(attrs, keyKey.String(key))
+	}
+	opts = append(opts, trace.WithAttributes(attrs...))
+	_, span := h.tracer.Start(ctx, name, opts...)
+	return span
+}
+
+// end ends span at end, with status Error when err is not nil.
+func end(span trace.Span, at time.Time, err error) {
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End(trace.WithTimestamp(at))
+}
+
+// Attempt counts the attempt and keeps it for its obtain's span.
+func (h *Hook) Attempt(e redlock.AttemptEvent) {
+	ctx := context.Background()
+	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(attemptResult(e))))
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			h.nodeError("acquire", n.Node, n.Err)
+		}
+	}
+	e.Nodes = append([]redlock.NodeResult(nil), e.Nodes...)
+	h.journal.add(e.Key, record{at: time.Now(), attempt: &e})
+}
+
+// Wait measures the wait and keeps it for its obtain's span.
+func (h *Hook) Wait(e redlock.WaitEvent) {
+	h.waitTime.Record(context.Background(), e.Waited.Seconds(), h.measure(e.Key, wokenKey.String(e.WokenBy.String())))
+	h.journal.add(e.Key, record{at: time.Now(), wait: &e})
+}
+
+// Obtain makes the redlock.obtain span, with the attempts and waits made
+// since the obtain began.
+func (h *Hook) Obtain(e redlock.ObtainEvent) {
+	now := time.Now()
+	began := now.Add(-e.Elapsed)
+	outcome := obtainResult(e.Err)
+	ctx := context.Background()
+	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome)))
+	if e.Err == nil {
+		h.held.obtained(e.Key)
+		h.heldLocks.Add(ctx, 1, h.measure(e.Key))
+	}
+
+	records := h.journal.take(e.Key, began)
+	attrs := []attribute.KeyValue{outcomeKey.String(outcome), attemptsKey.Int(e.Attempts)}
+	if e.Err == nil {
+		attrs = append(attrs, tokenKey.Int64(e.Token))
+	}
+	for _, r := range records {
+		if r.attempt != nil && len(r.attempt.Nodes) > 0 {
+			n := len(r.attempt.Nodes)
+			attrs = append(attrs, nodesKey.Int(n), quorumKey.Int(n/2+1))
+			break
+		}
+	}
+	span := h.start("redlock.obtain", e.Key, began, attrs...)
+	if span.IsRecording() {
+		number := 0
+		for _, r := range records {
+			if r.wait != nil {
+				span.AddEvent("redlock.wait", trace.WithTimestamp(r.at), trace.WithAttributes(
+					wokenKey.String(r.wait.WokenBy.String()), waitedKey.Float64(ms(r.wait.Waited))))
+				continue
+			}
+			number++
+			a := r.attempt
+			attemptStart := r.at.Add(-a.Elapsed)
+			for _, n := range a.Nodes {
+				at, outcome := r.at, "agreed"
+				if n.Latency > 0 {
+					at = attemptStart.Add(n.Latency)
+				}
+				if n.Err != nil {
+					outcome = nodeKind(n.Err)
+				}
+				span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
+					attemptKey.Int(number), nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr),
+					nodeOutcomeKey.String(outcome), nodeLatencyKey.Float64(ms(n.Latency))))
+			}
+			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(attemptResult(*a)), secondKey.Bool(a.SecondRound)}
+			if a.Obtained {
+				attempt = append(attempt, tokenKey.Int64(a.Token))
+			}
+			span.AddEvent("redlock.attempt", trace.WithTimestamp(r.at), trace.WithAttributes(attempt...))
+		}
+	}
+	end(span, now, e.Err)
+}
+
+// Refresh makes the redlock.refresh span.
+func (h *Hook) Refresh(e redlock.RefreshEvent) {
+	now := time.Now()
+	outcome := refreshResult(e.Err)
+	h.refreshTime.Record(context.Background(), e.Elapsed.Seconds(),
+		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto)))
+	h.quorumNodes("refresh", e.Err)
+	span := h.start("redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto))
+	h.nodeEvents(span, now, e.Err)
+	end(span, now, e.Err)
+}
+
+// Release makes the redlock.release span and, unless the lock was lost
+// before, ends its hold.
+func (h *Hook) Release(e redlock.ReleaseEvent) {
+	now := time.Now()
+	ctx := context.Background()
+	outcome := releaseResult(e.Err)
+	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome)))
+	h.quorumNodes("release", e.Err)
+	if h.held.released(e.Key) {
+		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
+		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released")))
+	}
+	span := h.start("redlock.release", e.Key, now, outcomeKey.String(outcome), heldKey.Float64(ms(e.Held)))
+	h.nodeEvents(span, now, e.Err)
+	end(span, now, e.Err)
+}
+
+// Lost makes the redlock.lost span and ends the lock's hold.
+func (h *Hook) Lost(e redlock.LostEvent) {
+	now := time.Now()
+	ctx := context.Background()
+	h.lost.Add(ctx, 1, h.measure(e.Key))
+	if h.held.lost(e.Key) {
+		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
+		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost")))
+	}
+	span := h.start("redlock.lost", e.Key, now, heldKey.Float64(ms(e.Held)))
+	err := e.Err
+	if err == nil {
+		err = redlock.ErrLost
+	}
+	end(span, now, err)
+}
+
+// nodeEvents adds the quorum and an event per node that did not agree in
+// the failed round of err.
+func (h *Hook) nodeEvents(span trace.Span, at time.Time, err error) {
+	var qe *redlock.QuorumError
+	if !span.IsRecording() || !errors.As(err, &qe) {
+		return
+	}
+	span.SetAttributes(quorumKey.Int(qe.Need), agreedKey.Int(qe.Agreed))
+	for _, n := range qe.Nodes {
+		span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
+			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(nodeKind(n.Err))))
+	}
+}
+
+// quorumNodes counts the node errors of a failed refresh or release.
+func (h *Hook) quorumNodes(op string, err error) {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return
+	}
+	for _, n := range qe.Nodes {
+		h.nodeError(op, n.Node, n.Err)
+	}
+}
+
+func (h *Hook) nodeError(op string, node int, err error) {
+	h.nodeErrors.Add(context.Background(), 1, metric.WithAttributes(
+		opKey.String(op), nodeKey.Int(node), errorKindKey.String(nodeKind(err))))
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

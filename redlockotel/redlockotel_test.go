@@ -1,0 +1,348 @@
+package redlockotel_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/redlockotel"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type telemetry struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
+	mp     *sdkmetric.MeterProvider
+}
+
+func newTelemetry(t *testing.T) *telemetry {
+	sr := tracetest.NewSpanRecorder()
+	reader := sdkmetric.NewManualReader()
+	tel := &telemetry{
+		spans:  sr,
+		reader: reader,
+		tp:     sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr)),
+		mp:     sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)),
+	}
+	t.Cleanup(func() {
+		_ = tel.tp.Shutdown(context.Background())
+		_ = tel.mp.Shutdown(context.Background())
+	})
+	return tel
+}
+
+func newClient(t *testing.T, nodes []redis.UniversalClient, h redlock.Hook) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// ended returns the ended spans named name.
+func (tel *telemetry) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range tel.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func attrs(kvs []attribute.KeyValue) map[attribute.Key]attribute.Value {
+	m := make(map[attribute.Key]attribute.Value, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// sum returns the sum of a counter's or up-down counter's points, or the
+// count of a histogram's, whose attributes include want.
+func (tel *telemetry) sum(t *testing.T, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := tel.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	match := func(set attribute.Set) bool {
+		for _, kv := range want {
+			if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+				return false
+			}
+		}
+		return true
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						n += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						n += int64(p.Count)
+					}
+				}
+			default:
+				t.Fatalf("%s: unexpected data %T", name, m.Data)
+			}
+		}
+	}
+	return n
+}
+
+func TestSpansAndMetricsOfALifeCycle(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := startRedis(t, 3)
+	c := newClient(t, nodes, h)
+	ctx := context.Background()
+
+	job, err := c.TryObtain(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Obtain(ctx, "job", time.Minute, redlock.WithMaxAttempts(2), redlock.WithRetryDelay(10*time.Millisecond, 20*time.Millisecond)); !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("Obtain of a held lock: %v, want ErrHeld", err)
+	}
+	if err := job.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fragile, err := c.TryObtain(ctx, "fragile", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tel.sum(t, "redlock.locks.held"); got != 2 {
+		t.Errorf("redlock.locks.held = %d with two locks held, want 2", got)
+	}
+	for _, n := range nodes {
+		if err := n.Set(ctx, "{redlock:fragile}", "someone else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fragile.Refresh(ctx, time.Minute); !errors.Is(err, redlock.ErrNotHeld) {
+		t.Fatalf("Refresh of a taken lock: %v, want ErrNotHeld", err)
+	}
+	if err := fragile.Release(ctx); !errors.Is(err, redlock.ErrNotHeld) {
+		t.Fatalf("Release of a taken lock: %v, want ErrNotHeld", err)
+	}
+	if got := tel.sum(t, "redlock.locks.held"); got != 1 {
+		t.Errorf("redlock.locks.held = %d after a loss and its release, want 1", got)
+	}
+	if err := job.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Obtain spans: two obtained, one refused.
+	obtains := tel.ended("redlock.obtain")
+	if len(obtains) != 3 {
+		t.Fatalf("%d obtain spans, want 3", len(obtains))
+	}
+	first, refused := obtains[0], obtains[1]
+	a := attrs(first.Attributes())
+	if a["redlock.outcome"].AsString() != "obtained" || a["redlock.attempts"].AsInt64() != 1 ||
+		a["redlock.token"].AsInt64() != job.Token() || a["redlock.nodes"].AsInt64() != 3 || a["redlock.quorum"].AsInt64() != 2 {
+		t.Errorf("obtain span attributes %v", first.Attributes())
+	}
+	if _, ok := a["redlock.key"]; ok {
+		t.Error("the lock name is an attribute without WithKeyAttribute")
+	}
+	if first.Status().Code != codes.Unset {
+		t.Errorf("obtained: status %v, want Unset", first.Status())
+	}
+	if d := first.EndTime().Sub(first.StartTime()); d <= 0 || d > time.Second {
+		t.Errorf("obtain span lasts %v", d)
+	}
+	if first.Parent().IsValid() {
+		t.Error("obtain span has a parent without WithParent")
+	}
+	var nodeEvents, attemptEvents int
+	for _, e := range first.Events() {
+		ea := attrs(e.Attributes)
+		switch e.Name {
+		case "redlock.node":
+			nodeEvents++
+			if o := ea["redlock.node.outcome"].AsString(); o != "agreed" && o != "pending" {
+				t.Errorf("node event of an obtained lock: %v", e.Attributes)
+			}
+			if e.Time.Before(first.StartTime()) || e.Time.After(first.EndTime()) {
+				t.Errorf("node event at %v outside its span [%v, %v]", e.Time, first.StartTime(), first.EndTime())
+			}
+		case "redlock.attempt":
+			attemptEvents++
+			if ea["redlock.outcome"].AsString() != "obtained" || ea["redlock.attempt"].AsInt64() != 1 {
+				t.Errorf("attempt event %v", e.Attributes)
+			}
+		}
+	}
+	if nodeEvents != 3 || attemptEvents != 1 {
+		t.Errorf("obtain span has %d node events and %d attempt events, want 3 and 1", nodeEvents, attemptEvents)
+	}
+
+	a = attrs(refused.Attributes())
+	if a["redlock.outcome"].AsString() != "held" || a["redlock.attempts"].AsInt64() != 2 || refused.Status().Code != codes.Error {
+		t.Errorf("refused obtain: attributes %v, status %v", refused.Attributes(), refused.Status())
+	}
+	var held, waits int
+	for _, e := range refused.Events() {
+		switch e.Name {
+		case "redlock.node":
+			if attrs(e.Attributes)["redlock.node.outcome"].AsString() == "held" {
+				held++
+			}
+		case "redlock.wait":
+			waits++
+		}
+	}
+	if held < 2*2 {
+		t.Errorf("refused obtain has %d node events saying held, want at least 4", held)
+	}
+
+	// Refresh spans: one ok, one refused.
+	refreshes := tel.ended("redlock.refresh")
+	if len(refreshes) != 2 {
+		t.Fatalf("%d refresh spans, want 2", len(refreshes))
+	}
+	if a := attrs(refreshes[0].Attributes()); a["redlock.outcome"].AsString() != "ok" || a["redlock.auto"].AsBool() || refreshes[0].Status().Code != codes.Unset {
+		t.Errorf("refresh span %v %v", refreshes[0].Attributes(), refreshes[0].Status())
+	}
+	if a := attrs(refreshes[1].Attributes()); a["redlock.outcome"].AsString() != "not_held" || a["redlock.quorum"].AsInt64() != 2 ||
+		refreshes[1].Status().Code != codes.Error || len(refreshes[1].Events()) < 2 {
+		t.Errorf("refused refresh span %v %v %d events", refreshes[1].Attributes(), refreshes[1].Status(), len(refreshes[1].Events()))
+	}
+
+	// The loss, and the releases.
+	if lost := tel.ended("redlock.lost"); len(lost) != 1 || lost[0].Status().Code != codes.Error {
+		t.Errorf("lost spans %v, want one with status Error", lost)
+	}
+	releases := tel.ended("redlock.release")
+	if len(releases) != 2 {
+		t.Fatalf("%d release spans, want 2", len(releases))
+	}
+	if a := attrs(releases[0].Attributes()); a["redlock.outcome"].AsString() != "not_held" || len(releases[0].Events()) != 3 || releases[0].Status().Code != codes.Error {
+		t.Errorf("release of a taken lock: %v, %d events, %v", releases[0].Attributes(), len(releases[0].Events()), releases[0].Status())
+	}
+	if a := attrs(releases[1].Attributes()); a["redlock.outcome"].AsString() != "ok" || a["redlock.held_ms"].AsFloat64() <= 0 || releases[1].Status().Code != codes.Unset {
+		t.Errorf("release: %v %v", releases[1].Attributes(), releases[1].Status())
+	}
+
+	// Metrics.
+	checks := []struct {
+		name     string
+		attrs    []attribute.KeyValue
+		min, max int64
+	}{
+		{"redlock.obtain.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "obtained")}, 2, 2},
+		{"redlock.obtain.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "held")}, 1, 1},
+		{"redlock.attempts", []attribute.KeyValue{attribute.String("redlock.outcome", "held")}, 2, 2},
+		{"redlock.attempts", nil, 4, 4},
+		{"redlock.wait.duration", nil, 0, 1},
+		{"redlock.refresh.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "ok"), attribute.Bool("redlock.auto", false)}, 1, 1},
+		{"redlock.refresh.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "not_held")}, 1, 1},
+		{"redlock.releases", []attribute.KeyValue{attribute.String("redlock.outcome", "ok")}, 1, 1},
+		{"redlock.releases", []attribute.KeyValue{attribute.String("redlock.outcome", "not_held")}, 1, 1},
+		{"redlock.lost", nil, 1, 1},
+		{"redlock.hold.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "lost")}, 1, 1},
+		{"redlock.hold.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "released")}, 1, 1},
+		{"redlock.locks.held", nil, 0, 0},
+		{"redlock.node.errors", []attribute.KeyValue{attribute.String("redlock.op", "acquire"), attribute.String("redlock.node.error_kind", "held")}, 2 * 2, 2 * 3},
+		{"redlock.node.errors", []attribute.KeyValue{attribute.String("redlock.op", "release"), attribute.String("redlock.node.error_kind", "not_owner")}, 3, 3},
+		{"redlock.node.errors", []attribute.KeyValue{attribute.String("redlock.op", "release"), attribute.Int("redlock.node", 2)}, 1, 1},
+	}
+	for _, c := range checks {
+		if got := tel.sum(t, c.name, c.attrs...); got < c.min || got > c.max {
+			t.Errorf("%s%v = %d, want [%d, %d]", c.name, c.attrs, got, c.min, c.max)
+		}
+	}
+}
+
+func TestKeyAttributeAndParent(t *testing.T) {
+	tel := newTelemetry(t)
+	parent := trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{1, 2, 3},
+		SpanID:     trace.SpanID{4, 5, 6},
+		TraceFlags: trace.FlagsSampled,
+	})
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp),
+		redlockotel.WithKeyAttribute(), redlockotel.WithParent(parent),
+		redlockotel.WithLockAttribute(func(string) string { return "jobs" }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, startRedis(t, 1), h)
+	ctx := context.Background()
+	l, err := c.TryObtain(ctx, "job:7", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	spans := tel.spans.Ended()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	for _, s := range spans {
+		if got := attrs(s.Attributes())["redlock.key"].AsString(); got != "job:7" {
+			t.Errorf("%s: redlock.key %q, want job:7", s.Name(), got)
+		}
+		if s.Parent().SpanID() != parent.SpanID() || s.SpanContext().TraceID() != parent.TraceID() {
+			t.Errorf("%s: parent %v, want %v", s.Name(), s.Parent(), parent)
+		}
+	}
+	if got := tel.sum(t, "redlock.obtain.duration", attribute.String("redlock.lock", "jobs")); got != 1 {
+		t.Errorf("obtains with redlock.lock=jobs: %d, want 1", got)
+	}
+}
+
+func TestDefaultsToTheGlobalProviders(t *testing.T) {
+	tel := newTelemetry(t)
+	otel.SetTracerProvider(tel.tp)
+	otel.SetMeterProvider(tel.mp)
+	t.Cleanup(func() {
+		otel.SetTracerProvider(tracenoop.NewTracerProvider())
+		otel.SetMeterProvider(metricnoop.NewMeterProvider())
+	})
+	h, err := redlockotel.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Lost(redlock.LostEvent{Key: "k", Held: time.Second, Err: redlock.ErrLost})
+	if got := len(tel.ended("redlock.lost")); got != 1 {
+		t.Errorf("%d lost spans through the global provider, want 1", got)
+	}
+	if got := tel.sum(t, "redlock.lost"); got != 1 {
+		t.Errorf("redlock.lost = %d through the global provider, want 1", got)
+	}
+}

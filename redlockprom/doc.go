@@ -1,0 +1,63 @@
+// Package redlockprom exports the events of a redlock Client as Prometheus
+// metrics. It lives in a module of its own, so that the redlock module does
+// not depend on Prometheus.
+//
+//	reg := prometheus.NewRegistry()
+//	hook, err := redlockprom.New(reg)
+//	if err != nil { ... }
+//	c, err := redlock.New(nodes, redlock.WithHook(hook))
+//
+// New registers on the Registerer it is given and nowhere else: never on the
+// global registry. One Hook may be installed on several Clients; give each
+// Hook registered on one registry distinct WithConstLabels.
+//
+// # Metrics
+//
+//	redlock_acquire_total{result}              counter: calls of Obtain, TryObtain and Do's obtain
+//	redlock_acquire_duration_seconds{result}   histogram: their duration, waits included
+//	redlock_attempts_total{result}             counter: acquire rounds (an Obtain makes one or more)
+//	redlock_wait_duration_seconds{woken_by}    histogram: waits between attempts
+//	redlock_hold_duration_seconds{outcome}     histogram: how long each lock was held, once per lock
+//	redlock_refresh_total{result,auto}         counter: refreshes, manual and automatic
+//	redlock_refresh_duration_seconds{auto}     histogram: their duration
+//	redlock_release_total{result}              counter: releases
+//	redlock_lost_total                         counter: locks lost while held
+//	redlock_node_errors_total{op,node,kind}    counter: a node's refusal or failure in a round
+//	redlock_held_locks                         gauge: locks obtained and neither released nor lost
+//
+// Label values, all from small fixed sets:
+//
+//   - result of acquire_total and acquire_duration_seconds: "obtained";
+//     "held" (the last attempt found the lock held by another owner on some
+//     node: contention, whether or not the context ended); "canceled" (the
+//     context ended, and the last attempt, if any, saw no contention);
+//     "no_quorum" (the attempts ran out, failing for other reasons than
+//     contention: timeouts, recovering nodes, Redis errors); "closed" (the
+//     Client was closed); "error" (anything else).
+//   - result of attempts_total: "obtained", "held", "no_quorum", "error".
+//   - woken_by: "release", "timer", "context", "turn" (see redlock.WakeReason).
+//   - outcome of hold_duration_seconds: "released" (held until Release) or
+//     "lost" (held until the loss; the later Release is not counted again).
+//   - result of refresh_total: "ok"; "not_held" (the lock is no longer
+//     ours); "closed"; "failed" (no quorum confirmed in time: the lock may
+//     still be valid). auto: "true" for the keep-alive, "false" for Refresh.
+//   - result of release_total: "ok", "not_held" (already expired or taken),
+//     "failed" (nodes did not answer; their keys expire with their TTL).
+//   - op: "acquire", "refresh", "release". node: the node's index in the
+//     slice given to redlock.New, "0" to "N-1". kind, from the per-node
+//     sentinels of package redlock: "held", "not_owner", "recovering",
+//     "timeout", "pending" (not answered when the outcome was already
+//     decided), "skipped", "overloaded", "not_replicated", and "error" for
+//     any other failure (a Redis error, a refused connection).
+//
+// Node errors of acquire attempts come from every attempt's node results;
+// those of refreshes and releases come from the *redlock.QuorumError of a
+// failed manual refresh or release (an automatic refresh reports no node
+// detail, and a successful refresh or release none at all). The redlock
+// package reports a node's refusal of a refresh as ErrHeld ("held") and of
+// a release as ErrNotOwner ("not_owner").
+//
+// Lock names are not labels: they are unbounded. WithLockLabel adds a "lock"
+// label to every metric except node_errors_total, from a function that must
+// map names to a small fixed set.
+package redlockprom

@@ -1,0 +1,392 @@
+package redlockprom
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redlock-go/redlock"
+)
+
+// Default bucket boundaries, in seconds.
+var (
+	// DefaultDurationBuckets are the buckets of the acquire, wait and
+	// refresh durations: from a millisecond to a minute.
+	DefaultDurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
+	// DefaultHoldBuckets are the buckets of the hold duration: from 10 ms
+	// to an hour.
+	DefaultHoldBuckets = []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+)
+
+// Option configures a Hook.
+type Option interface {
+	apply(*config)
+}
+
+type config struct {
+	lockLabel       func(string) string
+	constLabels     prometheus.Labels
+	durationBuckets []float64
+	holdBuckets     []float64
+}
+
+type option func(*config)
+
+func (f option) apply(c *config) { f(c) }
+
+// WithLockLabel adds a "lock" label, whose value is f(name), to every
+// metric but redlock_node_errors_total. f must map the unbounded set of lock
+// names to a small fixed one (a prefix, a kind of job), or the metrics grow
+// without bound; it must be fast and safe for concurrent use. Default none:
+// lock names appear nowhere.
+func WithLockLabel(f func(name string) string) Option {
+	return option(func(c *config) { c.lockLabel = f })
+}
+
+// WithConstLabels adds labels with fixed values to every metric, such as
+// the name of the Client when several Hooks share a registry. Default none.
+func WithConstLabels(l prometheus.Labels) Option {
+	return option(func(c *config) { c.constLabels = l })
+}
+
+// WithDurationBuckets sets the buckets, in seconds, of the acquire, wait
+// and refresh durations. Default DefaultDurationBuckets.
+func WithDurationBuckets(b []float64) Option {
+	return option(func(c *config) { c.durationBuckets = b })
+}
+
+// WithHoldBuckets sets the buckets, in seconds, of the hold duration.
+// Default DefaultHoldBuckets.
+func WithHoldBuckets(b []float64) Option {
+	return option(func(c *config) { c.holdBuckets = b })
+}
+
+// Hook is a redlock.Hook that records what Clients do as Prometheus
+// metrics. It is safe for concurrent use and may be shared by Clients.
+type Hook struct {
+	lockLabel func(string) string
+
+	acquires    *prometheus.CounterVec
+	acquireTime *prometheus.HistogramVec
+	attempts    *prometheus.CounterVec
+	waitTime    *prometheus.HistogramVec
+	holdTime    *prometheus.HistogramVec
+	refreshes   *prometheus.CounterVec
+	refreshTime *prometheus.HistogramVec
+	releases    *prometheus.CounterVec
+	lost        *prometheus.CounterVec
+	nodeErrors  *prometheus.CounterVec
+	heldLocks   *prometheus.GaugeVec
+	held        holdings
+}
+
+var _ redlock.Hook = (*Hook)(nil)
+
+// New returns a Hook whose metrics are registered on reg. It returns an
+// error when reg is nil or refuses the metrics (names already registered:
+// see WithConstLabels), and registers nothing then.
+func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
+	if reg == nil {
+		return nil, errors.New("redlockprom: nil Registerer")
+	}
+	cfg := config{durationBuckets: DefaultDurationBuckets, holdBuckets: DefaultHoldBuckets}
+	for _, o := range opts {
+		if o == nil {
+			return nil, errors.New("redlockprom: nil option")
+		}
+		o.apply(&cfg)
+	}
+	labels := func(names ...string) []string {
+		if cfg.lockLabel != nil {
+			names = append(names, "lock")
+		}
+		return names
+	}
+	counter := func(name, help string, names ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "redlock", Name: name, Help: help, ConstLabels: cfg.constLabels,
+		}, names)
+	}
+	histogram := func(name, help string, buckets []float64, names ...string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "redlock", Name: name, Help: help, ConstLabels: cfg.constLabels, Buckets: buckets,
+		}, names)
+	}
+	h := &Hook{
+		lockLabel: cfg.lockLabel,
+		acquires: counter("acquire_total",
+			"Calls of Obtain, TryObtain and Do's obtain, by result.", labels("result")...),
+		acquireTime: histogram("acquire_duration_seconds",
+			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result.", cfg.durationBuckets, labels("result")...),
+		attempts: counter("attempts_total",
+			"Acquire rounds, by result.", labels("result")...),
+		waitTime: histogram("wait_duration_seconds",
+			"Waits between acquire attempts, by what ended them.", cfg.durationBuckets, labels("woken_by")...),
+		holdTime: histogram("hold_duration_seconds",
+			"How long each lock was held, until its release or its loss.", cfg.holdBuckets, labels("outcome")...),
+		refreshes: counter("refresh_total",
+			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result.", labels("result", "auto")...),
+		refreshTime: histogram("refresh_duration_seconds",
+			"Duration of refreshes.", cfg.durationBuckets, labels("auto")...),
+		releases: counter("release_total",
+			"Releases, by result.", labels("result")...),
+		lost: counter("lost_total",
+			"Locks lost while held.", labels()...),
+		nodeErrors: counter("node_errors_total",
+			"Refusals and failures of one node in an acquire, refresh or release round, by node index and kind.", "op", "node", "kind"),
+		heldLocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "redlock", Name: "held_locks", ConstLabels: cfg.constLabels,
+			Help: "Locks obtained and neither released nor lost.",
+		}, labels()),
+	}
+	all := collectors{
+		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
+		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
+	}
+	if cfg.lockLabel == nil {
+		// Without a lock label these have one series each: show them at 0
+		// from the start.
+		h.lost.WithLabelValues()
+		h.heldLocks.WithLabelValues()
+	}
+	if err := reg.Register(all); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// collectors registers every metric of a Hook at once, so that New
+// registers all of them or none.
+type collectors []prometheus.Collector
+
+func (cs collectors) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range cs {
+		c.Describe(ch)
+	}
+}
+
+func (cs collectors) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cs {
+		c.Collect(ch)
+	}
+}
+
+// values appends the lock label's value, when there is one, to vals.
+func (h *Hook) values(name string, vals ...string) []string {
+	if h.lockLabel != nil {
+		vals = append(vals, h.lockLabel(name))
+	}
+	return vals
+}
+
+// Attempt counts the attempt and each node's refusal or failure.
+func (h *Hook) Attempt(e redlock.AttemptEvent) {
+	h.attempts.WithLabelValues(h.values(e.Key, attemptResult(e))...).Inc()
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			h.nodeError("acquire", n.Node, n.Err)
+		}
+	}
+}
+
+// Wait observes the wait.
+func (h *Hook) Wait(e redlock.WaitEvent) {
+	h.waitTime.WithLabelValues(h.values(e.Key, e.WokenBy.String())...).Observe(e.Waited.Seconds())
+}
+
+// Obtain counts the call and, when it obtained the lock, the lock as held.
+func (h *Hook) Obtain(e redlock.ObtainEvent) {
+	result := obtainResult(e.Err)
+	h.acquires.WithLabelValues(h.values(e.Key, result)...).Inc()
+	h.acquireTime.WithLabelValues(h.values(e.Key, result)...).Observe(e.Elapsed.Seconds())
+	if e.Err == nil {
+		h.held.obtained(e.Key)
+		h.heldLocks.WithLabelValues(h.values(e.Key)...).Inc()
+	}
+}
+
+// Refresh counts the refresh and the nodes that refused or failed in it.
+func (h *Hook) Refresh(e redlock.RefreshEvent) {
+	auto := strconv.FormatBool(e.Auto)
+	h.refreshes.WithLabelValues(h.values(e.Key, refreshResult(e.Err), auto)...).Inc()
+	h.refreshTime.WithLabelValues(h.values(e.Key, auto)...).Observe(e.Elapsed.Seconds())
+	h.quorumNodes("refresh", e.Err)
+}
+
+// Release counts the release and, unless the lock was lost before, ends
+// its hold.
+func (h *Hook) Release(e redlock.ReleaseEvent) {
+	h.releases.WithLabelValues(h.values(e.Key, releaseResult(e.Err))...).Inc()
+	h.quorumNodes("release", e.Err)
+	if h.held.released(e.Key) {
+		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
+		h.holdTime.WithLabelValues(h.values(e.Key, "released")...).Observe(e.Held.Seconds())
+	}
+}
+
+// Lost counts the loss and ends the lock's hold.
+func (h *Hook) Lost(e redlock.LostEvent) {
+	h.lost.WithLabelValues(h.values(e.Key)...).Inc()
+	if h.held.lost(e.Key) {
+		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
+		h.holdTime.WithLabelValues(h.values(e.Key, "lost")...).Observe(e.Held.Seconds())
+	}
+}
+
+// quorumNodes counts the node errors of a failed refresh or release.
+func (h *Hook) quorumNodes(op string, err error) {
+	var qe *redlock.QuorumError
+	if !errors.As(err, &qe) {
+		return
+	}
+	for _, n := range qe.Nodes {
+		h.nodeError(op, n.Node, n.Err)
+	}
+}
+
+func (h *Hook) nodeError(op string, node int, err error) {
+	h.nodeErrors.WithLabelValues(op, strconv.Itoa(node), NodeErrorKind(err)).Inc()
+}
+
+// NodeErrorKind is the kind label of a node's reason in a round: "held",
+// "not_owner", "recovering", "timeout", "pending", "skipped",
+// "overloaded", "not_replicated", or "error" for any other failure.
+func NodeErrorKind(err error) string {
+	switch {
+	case errors.Is(err, redlock.ErrHeld):
+		return "held"
+	case errors.Is(err, redlock.ErrNotOwner):
+		return "not_owner"
+	case errors.Is(err, redlock.ErrNodeRecovering):
+		return "recovering"
+	case errors.Is(err, redlock.ErrNodeTimeout):
+		return "timeout"
+	case errors.Is(err, redlock.ErrNodePending):
+		return "pending"
+	case errors.Is(err, redlock.ErrNodeSkipped):
+		return "skipped"
+	case errors.Is(err, redlock.ErrNodeOverloaded):
+		return "overloaded"
+	case errors.Is(err, redlock.ErrNotReplicated):
+		return "not_replicated"
+	}
+	return "error"
+}
+
+func obtainResult(err error) string {
+	var qe *redlock.QuorumError
+	switch {
+	case err == nil:
+		return "obtained"
+	case errors.Is(err, redlock.ErrClosed):
+		return "closed"
+	case errors.Is(err, redlock.ErrHeld):
+		return "held"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.As(err, &qe):
+		return "no_quorum"
+	}
+	return "error"
+}
+
+func attemptResult(e redlock.AttemptEvent) string {
+	var qe *redlock.QuorumError
+	switch {
+	case e.Obtained:
+		return "obtained"
+	case errors.Is(e.Err, redlock.ErrHeld):
+		return "held"
+	case errors.As(e.Err, &qe):
+		return "no_quorum"
+	}
+	return "error"
+}
+
+func refreshResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, redlock.ErrNotHeld):
+		return "not_held"
+	case errors.Is(err, redlock.ErrClosed):
+		return "closed"
+	}
+	return "failed"
+}
+
+func releaseResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, redlock.ErrNotHeld):
+		return "not_held"
+	}
+	return "failed"
+}
+
+// holdings counts, per lock name, the locks held and the locks lost but not
+// yet released, so that a lost lock's later Release does not end its hold
+// a second time.
+//
+// The events carry the lock's name but nothing that tells two locks of one
+// name apart, so the count is exact while at most one lock per name is
+// held through this Hook at a time. With more (several Clients sharing the
+// Hook), a Release after a loss may end another lock's hold early, which
+// the lost lock's own Release makes up for: the gauge is right again once
+// every lock is released.
+type holdings struct {
+	mu   sync.Mutex
+	held map[string]int
+	gone map[string]int // lost, not yet released
+}
+
+func (h *holdings) obtained(name string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held == nil {
+		h.held = make(map[string]int)
+	}
+	h.held[name]++
+}
+
+// lost reports whether a held lock of the name ended by the loss.
+func (h *holdings) lost(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held[name] == 0 {
+		return false // released already: its Release event came first
+	}
+	decr(h.held, name)
+	if h.gone == nil {
+		h.gone = make(map[string]int)
+	}
+	h.gone[name]++
+	return true
+}
+
+// released reports whether a held lock of the name ended by the release;
+// false when the release is that of a lock lost before.
+func (h *holdings) released(name string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gone[name] > 0 {
+		decr(h.gone, name)
+		return false
+	}
+	if h.held[name] == 0 {
+		return false
+	}
+	decr(h.held, name)
+	return true
+}
+
+func decr(m map[string]int, k string) {
+	if m[k] <= 1 {
+		delete(m, k)
+		return
+	}
+	m[k]--
+}

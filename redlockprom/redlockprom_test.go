@@ -1,0 +1,327 @@
+package redlockprom_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/redlockprom"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// newClient returns a Client on nodes with the hook, closed when the test
+// ends (before the nodes stop).
+func newClient(t *testing.T, nodes []redis.UniversalClient, h redlock.Hook) *redlock.Client {
+	t.Helper()
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// value sums, over the series of the metric name whose labels include
+// want, the value of a counter or gauge or the sample count of a histogram.
+func value(t *testing.T, g prometheus.Gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue series
+				}
+			}
+			switch f.GetType() {
+			case dto.MetricType_COUNTER:
+				sum += m.GetCounter().GetValue()
+			case dto.MetricType_GAUGE:
+				sum += m.GetGauge().GetValue()
+			case dto.MetricType_HISTOGRAM:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+// labelValues returns the values of label across the series of name that
+// match want.
+func labelValues(t *testing.T, g prometheus.Gatherer, name, label string, want map[string]string) map[string]bool {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue series
+				}
+			}
+			out[labels[label]] = true
+		}
+	}
+	return out
+}
+
+func TestMetricsOfALifeCycle(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := startRedis(t, 3)
+	c := newClient(t, nodes, h)
+	ctx := context.Background()
+	held := func() float64 { return value(t, reg, "redlock_held_locks", nil) }
+
+	// Obtain, then contend twice: TryObtain, and Obtain until its context ends.
+	job, err := c.TryObtain(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryObtain(ctx, "job", time.Minute); !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("TryObtain of a held lock: %v, want ErrHeld", err)
+	}
+	_, err = c.Obtain(ctx, "job", time.Minute, redlock.WithMaxAttempts(3), redlock.WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+	if !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("Obtain of a held lock: %v, want ErrHeld", err)
+	}
+	if err := job.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	// Lose a lock to another owner: its refresh is refused.
+	fragile, err := c.TryObtain(ctx, "fragile", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := held(); got != 2 {
+		t.Errorf("held_locks = %v with two locks held, want 2", got)
+	}
+	for _, n := range nodes {
+		if err := n.Set(ctx, "{redlock:fragile}", "someone else", time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := fragile.Refresh(ctx, time.Minute); !errors.Is(err, redlock.ErrNotHeld) {
+		t.Fatalf("Refresh of a taken lock: %v, want ErrNotHeld", err)
+	}
+	if !errors.Is(fragile.Err(), redlock.ErrLost) {
+		t.Fatalf("fragile.Err() = %v, want ErrLost", fragile.Err())
+	}
+	// Lose one by letting it run out.
+	short, err := c.TryObtain(ctx, "short", 300*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-short.Done()
+	if got := held(); got != 1 {
+		t.Errorf("held_locks = %v after two losses, want 1", got)
+	}
+	// Releasing the lost locks does not count them out twice.
+	if err := fragile.Release(ctx); !errors.Is(err, redlock.ErrNotHeld) {
+		t.Fatalf("Release of a taken lock: %v, want ErrNotHeld", err)
+	}
+	_ = short.Release(ctx) // expired or not by now: either result
+	if got := held(); got != 1 {
+		t.Errorf("held_locks = %v after releasing the lost locks, want 1", got)
+	}
+	if err := job.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	expected := `
+# HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result.
+# TYPE redlock_acquire_total counter
+redlock_acquire_total{result="held"} 2
+redlock_acquire_total{result="obtained"} 3
+# HELP redlock_held_locks Locks obtained and neither released nor lost.
+# TYPE redlock_held_locks gauge
+redlock_held_locks 0
+# HELP redlock_lost_total Locks lost while held.
+# TYPE redlock_lost_total counter
+redlock_lost_total 2
+# HELP redlock_refresh_total Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result.
+# TYPE redlock_refresh_total counter
+redlock_refresh_total{auto="false",result="not_held"} 1
+redlock_refresh_total{auto="false",result="ok"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		"redlock_acquire_total", "redlock_held_locks", "redlock_lost_total", "redlock_refresh_total"); err != nil {
+		t.Error(err)
+	}
+
+	checks := []struct {
+		name   string
+		labels map[string]string
+		min    float64
+		max    float64
+	}{
+		{"redlock_acquire_duration_seconds", map[string]string{"result": "held"}, 2, 2},
+		{"redlock_acquire_duration_seconds", map[string]string{"result": "obtained"}, 3, 3},
+		{"redlock_attempts_total", map[string]string{"result": "obtained"}, 3, 3},
+		{"redlock_attempts_total", map[string]string{"result": "held"}, 4, 4},
+		{"redlock_wait_duration_seconds", nil, 1, 2}, // none between the first two
+		{"redlock_hold_duration_seconds", map[string]string{"outcome": "lost"}, 2, 2},
+		{"redlock_hold_duration_seconds", map[string]string{"outcome": "released"}, 1, 1},
+		{"redlock_refresh_duration_seconds", map[string]string{"auto": "false"}, 2, 2},
+		{"redlock_release_total", map[string]string{"result": "ok"}, 1, 2},
+		{"redlock_release_total", map[string]string{"result": "not_held"}, 1, 2},
+		{"redlock_release_total", nil, 3, 3},
+		// Two of three nodes refuse before the outcome is decided; the
+		// third may still be pending.
+		{"redlock_node_errors_total", map[string]string{"op": "acquire", "kind": "held"}, 4 * 2, 4 * 3},
+		// The core reports a refused refresh as ErrHeld per node.
+		{"redlock_node_errors_total", map[string]string{"op": "refresh", "kind": "held"}, 2, 3},
+		// A release waits for every node: all three refuse the taken lock.
+		{"redlock_node_errors_total", map[string]string{"op": "release", "kind": "not_owner"}, 3, 6},
+	}
+	for _, c := range checks {
+		if got := value(t, reg, c.name, c.labels); got < c.min || got > c.max {
+			t.Errorf("%s%v = %v, want [%v, %v]", c.name, c.labels, got, c.min, c.max)
+		}
+	}
+	for op, allowed := range map[string]string{"acquire": "held pending", "refresh": "held pending", "release": "not_owner"} {
+		for kind := range labelValues(t, reg, "redlock_node_errors_total", "kind", map[string]string{"op": op}) {
+			if !strings.Contains(allowed, kind) {
+				t.Errorf("redlock_node_errors_total{op=%q} has kind %q, want only %s", op, kind, allowed)
+			}
+		}
+	}
+	if nodes := labelValues(t, reg, "redlock_node_errors_total", "node", map[string]string{"op": "release"}); len(nodes) != 3 || !nodes["0"] || !nodes["1"] || !nodes["2"] {
+		t.Errorf("release node labels %v, want 0, 1 and 2", nodes)
+	}
+
+	// The keep-alive's refreshes are counted apart.
+	err = c.Do(ctx, "kept", 300*time.Millisecond, func(context.Context) error {
+		time.Sleep(250 * time.Millisecond)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_refresh_total", map[string]string{"auto": "true", "result": "ok"}); got < 1 {
+		t.Errorf("automatic refreshes = %v, want at least 1", got)
+	}
+	if got := held(); got != 0 {
+		t.Errorf("held_locks = %v after Do, want 0", got)
+	}
+
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+}
+
+func TestLockLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg, redlockprom.WithLockLabel(func(name string) string {
+		kind, _, _ := strings.Cut(name, ":")
+		return kind
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, startRedis(t, 1), h)
+	ctx := context.Background()
+	for _, name := range []string{"order:1", "order:2", "cron:cleanup"} {
+		l, err := c.TryObtain(ctx, name, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	expected := `
+# HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result.
+# TYPE redlock_acquire_total counter
+redlock_acquire_total{lock="cron",result="obtained"} 1
+redlock_acquire_total{lock="order",result="obtained"} 2
+# HELP redlock_held_locks Locks obtained and neither released nor lost.
+# TYPE redlock_held_locks gauge
+redlock_held_locks{lock="cron"} 1
+redlock_held_locks{lock="order"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "redlock_acquire_total", "redlock_held_locks"); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestRegistration(t *testing.T) {
+	if _, err := redlockprom.New(nil); err == nil {
+		t.Error("New(nil) succeeded")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	a := redlockprom.WithConstLabels(prometheus.Labels{"client": "a"})
+	if _, err := redlockprom.New(reg, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redlockprom.New(reg, a); err == nil {
+		t.Error("a second Hook with the same labels registered on one registry")
+	}
+	if _, err := redlockprom.New(reg, redlockprom.WithConstLabels(prometheus.Labels{"client": "b"})); err != nil {
+		t.Errorf("a second Hook with its own const labels: %v", err)
+	}
+	// Only what was registered is there: the unlabeled series at zero.
+	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 2 {
+		t.Errorf("%d held_locks series, want 2 (one per Hook)", got)
+	}
+	if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "redlock_held_locks", "redlock_acquire_total"); err != nil || n != 0 {
+		t.Errorf("the global registry has %d redlock series (%v), want 0", n, err)
+	}
+}
+
+func TestNodeErrorKind(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{redlock.ErrHeld, "held"},
+		{redlock.ErrNotOwner, "not_owner"},
+		{&redlock.RecoveringError{Remaining: time.Second}, "recovering"},
+		{redlock.ErrNodeTimeout, "timeout"},
+		{redlock.ErrNodePending, "pending"},
+		{redlock.ErrNodeSkipped, "skipped"},
+		{redlock.ErrNodeOverloaded, "overloaded"},
+		{redlock.ErrNotReplicated, "not_replicated"},
+		{&redlock.NodeError{Node: 1, Err: redlock.ErrNodeTimeout}, "timeout"},
+		{errors.New("NOPERM this user has no permissions"), "error"},
+	}
+	for _, tt := range tests {
+		if got := redlockprom.NodeErrorKind(tt.err); got != tt.want {
+			t.Errorf("NodeErrorKind(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
