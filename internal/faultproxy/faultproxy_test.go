@@ -1,0 +1,95 @@
+package faultproxy
+
+import (
+	"bufio"
+	"net"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echo starts a line echo server and returns its address and a stop func.
+func echo(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	conns := make(chan net.Conn, 16)
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns <- c
+			go func() { _, _ = bufio.NewReader(c).WriteTo(c) }()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		close(conns)
+		for c := range conns {
+			_ = c.Close()
+		}
+	})
+	return ln.Addr().String()
+}
+
+func roundTrip(c net.Conn, timeout time.Duration) error {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("x")); err != nil {
+		return err
+	}
+	b := make([]byte, 1)
+	_, err := c.Read(b)
+	return err
+}
+
+func TestModes(t *testing.T) {
+	p, err := New(echo(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := roundTrip(c, time.Second); err != nil {
+		t.Fatalf("healthy: %v", err)
+	}
+	p.SetLatency(100 * time.Millisecond)
+	start := time.Now()
+	if err := roundTrip(c, time.Second); err != nil {
+		t.Fatalf("latency: %v", err)
+	}
+	if d := time.Since(start); d < 200*time.Millisecond {
+		t.Fatalf("round trip with 100ms each way took %v", d)
+	}
+	p.Heal()
+	p.SetBlackhole(true)
+	if err := roundTrip(c, 200*time.Millisecond); err == nil {
+		t.Fatal("blackhole: a reply came back")
+	}
+	p.Heal()
+	p.Reset()
+	if err := roundTrip(c, time.Second); err == nil {
+		t.Fatal("reset: the old connection still works")
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if err := roundTrip(c2, time.Second); err != nil {
+		t.Fatalf("after reset, new connection: %v", err)
+	}
+}

@@ -1,0 +1,502 @@
+package fault
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/examples/fenced-storage/store"
+	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+const (
+	lockName    = "fault:counter"
+	nodeTimeout = 100 * time.Millisecond
+)
+
+// workload is what each client does, in a loop: obtain the lock, read the
+// counter and the highest token from the store, sleep hold, write value+1
+// with the lock's token, release.
+type workload struct {
+	ttl    time.Duration
+	maxTTL time.Duration // WithMaxTTL: the restart guard's recovery window
+	hold   time.Duration // between the read and the write
+	bound  time.Duration // an attempt that has not obtained within bound fails
+	// fenced false is the control: every write carries the same token, so
+	// the store accepts everything, as a store without fencing would.
+	fenced bool
+	guard  bool // the restart guard; off is a control for restarts
+	// gcPause makes every gcEvery-th operation of worker 0 stall for gcPause
+	// between its read and its write, like a stop-the-world pause.
+	gcEvery int
+	gcPause time.Duration
+	// holdFull makes worker 0 keep the lock for all the validity its own
+	// clock grants it (the clock scenarios).
+	holdFull bool
+	// fastRetry makes waiting clients retry every 5 to 20 ms, so that one
+	// is ready to take a lock a restarted majority forgot.
+	fastRetry bool
+}
+
+// op is one successful acquisition, as the checker sees it. Times are Unix
+// nanoseconds of the wall clock, shared by every process of the machine.
+type op struct {
+	Holder     string `json:"h"`
+	Token      int64  `json:"t"`
+	Obtained   int64  `json:"o"`
+	End        int64  `json:"e"` // min(Release called, validity end in real time)
+	Wrote      bool   `json:"w"`
+	Accepted   bool   `json:"a"`
+	Rejected   bool   `json:"r"`
+	WriteStart int64  `json:"ws"`
+	WriteEnd   int64  `json:"we"`
+}
+
+// attempt is one call of Obtain.
+type attempt struct {
+	OK      bool          `json:"ok"`
+	Latency time.Duration `json:"l"`
+}
+
+// recorder collects ops and attempts from every client.
+type recorder struct {
+	mu       sync.Mutex
+	ops      []op
+	attempts []attempt
+	holding  atomic.Int64 // clients between their read and their write
+}
+
+func (r *recorder) addOp(o op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, o)
+	r.mu.Unlock()
+}
+
+func (r *recorder) addAttempt(a attempt) {
+	r.mu.Lock()
+	r.attempts = append(r.attempts, a)
+	r.mu.Unlock()
+}
+
+// sink receives a client's records: the recorder in process, stdout in a
+// child process.
+type sink interface {
+	addOp(op)
+	addAttempt(attempt)
+	hold(delta int64)
+}
+
+func (r *recorder) hold(d int64) { r.holding.Add(d) }
+
+// waitHolding waits (at most max) until some client is inside its
+// read-modify-write, so that a fault strikes a lock in use.
+func (r *recorder) waitHolding(ctx context.Context, max time.Duration) {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.Now().Add(max)
+	for r.holding.Load() == 0 && time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// clock is a client clock that runs at rate times real time from base.
+type clock struct {
+	base time.Time
+	rate float64
+}
+
+func newClock(rate float64) *clock { return &clock{base: time.Now(), rate: rate} }
+
+func (c *clock) now() time.Time {
+	return c.base.Add(time.Duration(float64(time.Since(c.base)) * c.rate))
+}
+
+// real maps a time read on this clock back to real time.
+func (c *clock) real(t time.Time) time.Time {
+	return c.base.Add(time.Duration(float64(t.Sub(c.base)) / c.rate))
+}
+
+// nodeClient returns a go-redis client for a lock node, with timeouts short
+// enough that a dead node costs little.
+func nodeClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           500 * time.Millisecond,
+		WriteTimeout:          500 * time.Millisecond,
+		MaxRetries:            -1,
+	})
+}
+
+func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*redis.Client, error) {
+	var rcs []*redis.Client
+	var nodes []redis.UniversalClient
+	for _, a := range addrs {
+		rc := nodeClient(a)
+		rcs = append(rcs, rc)
+		nodes = append(nodes, rc)
+	}
+	opts := []redlock.Option{redlock.WithNodeTimeout(nodeTimeout), redlock.WithMaxTTL(w.maxTTL)}
+	if !w.guard {
+		opts = append(opts, redlock.WithoutRestartGuard())
+	}
+	if w.fastRetry {
+		opts = append(opts, redlock.WithRetryDelay(5*time.Millisecond, 20*time.Millisecond))
+	}
+	if clk != nil {
+		opts = append(opts, redlock.WithClock(clk.now))
+	}
+	c, err := redlock.New(nodes, opts...)
+	if err != nil {
+		for _, rc := range rcs {
+			_ = rc.Close()
+		}
+		return nil, nil, err
+	}
+	return c, rcs, nil
+}
+
+// runWorker runs the workload until ctx ends. clk is the client's clock
+// (nil: real time); worker0 enables the workload's per-worker knobs.
+func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Store, w workload, clk *clock, worker0 bool, out sink) {
+	toReal := func(t time.Time) time.Time { return t }
+	if clk != nil {
+		toReal = clk.real
+	}
+	for n := 1; ctx.Err() == nil; n++ {
+		start := time.Now()
+		octx, cancel := context.WithTimeout(ctx, w.bound)
+		l, err := c.Obtain(octx, lockName, w.ttl)
+		cancel()
+		if ctx.Err() != nil {
+			if l != nil {
+				release(l)
+			}
+			return // the run ended during the attempt: not counted
+		}
+		out.addAttempt(attempt{OK: err == nil, Latency: time.Since(start)})
+		if err != nil {
+			continue
+		}
+		o := op{Holder: id, Token: l.Token(), Obtained: time.Now().UnixNano()}
+		validEnd := toReal(l.ValidUntil())
+		out.hold(1)
+		o.WriteStart, o.WriteEnd, o.Wrote, o.Accepted, o.Rejected = rmw(ctx, st, l, w, clk, worker0, n)
+		out.hold(-1)
+		releaseAt := time.Now()
+		o.End = min(releaseAt.UnixNano(), validEnd.UnixNano())
+		release(l)
+		out.addOp(o)
+	}
+}
+
+func release(l *redlock.Lock) {
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = l.Release(rctx)
+	cancel()
+}
+
+// rmw is the read-modify-write under the lock.
+func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, w workload, clk *clock, worker0 bool, n int) (ws, we int64, wrote, accepted, rejected bool) {
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, _, err := st.Read(sctx)
+	if err != nil {
+		return 0, 0, false, false, false
+	}
+	cur, _ := strconv.ParseInt(v, 10, 64)
+	wait := w.hold
+	switch {
+	case worker0 && w.gcEvery > 0 && n%w.gcEvery == 0:
+		wait = w.gcPause
+	case worker0 && w.holdFull && clk != nil:
+		// Keep the lock until 5 ms before the end of the validity this
+		// client's clock grants it.
+		wait = time.Duration(float64(l.ValidUntil().Sub(clk.now())-5*time.Millisecond) / clk.rate)
+	}
+	if wait > 0 {
+		sleep(ctx, wait)
+	}
+	token := l.Token()
+	if !w.fenced {
+		token = 1
+	}
+	start := time.Now()
+	err = st.Write(sctx, token, strconv.FormatInt(cur+1, 10))
+	end := time.Now()
+	switch {
+	case err == nil:
+		return start.UnixNano(), end.UnixNano(), true, true, false
+	case errors.Is(err, store.ErrStale):
+		return start.UnixNano(), end.UnixNano(), true, false, true
+	default:
+		return start.UnixNano(), end.UnixNano(), true, false, false
+	}
+}
+
+// sleep waits d; a pause in progress is finished even when ctx ends, as a
+// paused process would, but never longer than d.
+func sleep(_ context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	<-t.C
+}
+
+// env is one scenario's deployment: five lock nodes (each behind a fault
+// proxy when asked) and one store node that no fault touches.
+type env struct {
+	t       *testing.T
+	w       workload
+	nodes   []*redistest.Server
+	proxies []*faultproxy.Proxy
+	addrs   []string // what the clients dial
+	storeDB *redis.Client
+	store   *store.Store
+	rec     *recorder
+	kids    []*child // client processes of the current run
+	faults  atomic.Int64
+}
+
+func newEnv(t *testing.T, w workload, proxied bool) *env {
+	t.Helper()
+	e := &env{t: t, w: w, rec: &recorder{}}
+	e.nodes = redistest.Start(t, 5)
+	storeSrv := redistest.Start(t, 1)[0]
+	e.storeDB = storeSrv.Client()
+	t.Cleanup(func() { _ = e.storeDB.Close() })
+	e.store = store.New(e.storeDB, "counter")
+	for _, s := range e.nodes {
+		if !proxied {
+			e.addrs = append(e.addrs, s.Addr())
+			continue
+		}
+		p, err := faultproxy.New(s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		e.proxies = append(e.proxies, p)
+		e.addrs = append(e.addrs, p.Addr())
+	}
+	if w.guard {
+		e.waitRecovered()
+	}
+	return e
+}
+
+// waitRecovered waits out the restart guard's first recovery window of the
+// freshly started nodes.
+func (e *env) waitRecovered() {
+	c, rcs, err := newLockClient(e.addrs, e.w, nil)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer func() {
+		_ = c.Close()
+		for _, rc := range rcs {
+			_ = rc.Close()
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+2*e.w.maxTTL)
+	defer cancel()
+	l, err := c.Obtain(ctx, "fault:warmup", e.w.ttl)
+	if err != nil {
+		e.t.Fatalf("nodes did not leave their first recovery: %v", err)
+	}
+	release(l)
+}
+
+// run runs workers goroutine clients (clocks[i] is worker i's clock rate,
+// 1 when missing) and the given children and injector for the scenario's
+// duration, and returns the checked result.
+func (e *env) run(name string, workers int, rates []float64, children int, inject func(ctx context.Context, e *env)) result {
+	e.t.Helper()
+	d := duration()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var wg sync.WaitGroup
+	var closers []func()
+	defer func() {
+		for _, f := range closers {
+			f()
+		}
+	}()
+	for i := range workers {
+		var clk *clock
+		if i < len(rates) && rates[i] != 1 {
+			clk = newClock(rates[i])
+		}
+		c, rcs, err := newLockClient(e.addrs, e.w, clk)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		closers = append(closers, func() {
+			_ = c.Close()
+			for _, rc := range rcs {
+				_ = rc.Close()
+			}
+		})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runWorker(ctx, fmt.Sprintf("g%d", i), c, e.store, e.w, clk, i == 0, e.rec)
+		}()
+	}
+	for i := range children {
+		k, err := startChild(e, fmt.Sprintf("p%d", i), d)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			e.t.Fatal(err)
+		}
+		e.kids = append(e.kids, k)
+	}
+	if inject != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			inject(ctx, e)
+		}()
+	}
+	wg.Wait()
+	for _, k := range e.kids {
+		if err := k.wait(); err != nil {
+			e.t.Errorf("child %s: %v", k.id, err)
+		}
+	}
+	return e.check(name)
+}
+
+// every calls strike every period until ctx ends, each time once a client
+// holds the lock; strike must heal before it returns.
+func every(ctx context.Context, e *env, period time.Duration, strike func()) {
+	t := time.NewTimer(period / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.rec.waitHolding(ctx, period)
+		if ctx.Err() != nil {
+			return
+		}
+		strike()
+		e.faults.Add(1)
+		t.Reset(period)
+	}
+}
+
+// result is one scenario's checked outcome: a row of docs/fault-testing.md.
+type result struct {
+	name          string
+	attempts, ops int
+	faults        int64
+	overlaps      int
+	staleAccepted int
+	staleRejected int64
+	acked         int64
+	final         int64
+	lost          int64
+	availability  float64
+	p50, p99      time.Duration
+}
+
+func (e *env) check(name string) result {
+	e.t.Helper()
+	e.rec.mu.Lock()
+	ops := slices.Clone(e.rec.ops)
+	atts := slices.Clone(e.rec.attempts)
+	e.rec.mu.Unlock()
+	r := result{name: name, attempts: len(atts), ops: len(ops), faults: e.faults.Load()}
+
+	// Overlaps: two acquisitions whose [obtained, end] intervals intersect.
+	slices.SortFunc(ops, func(a, b op) int { return int(a.Obtained - b.Obtained) })
+	for i := range ops {
+		for j := i + 1; j < len(ops) && ops[j].Obtained < ops[i].End; j++ {
+			r.overlaps++
+		}
+	}
+	// Stale writes accepted: an accepted write whose token is below that of
+	// a write accepted before it started.
+	var acc []op
+	for _, o := range ops {
+		if o.Accepted {
+			acc = append(acc, o)
+			r.acked++
+		}
+	}
+	for _, w := range acc {
+		for _, x := range acc {
+			if x.WriteEnd < w.WriteStart && x.Token > w.Token {
+				r.staleAccepted++
+				break
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, _, err := e.store.Read(ctx)
+	if err != nil {
+		e.t.Fatalf("read the store: %v", err)
+	}
+	r.final, _ = strconv.ParseInt(v, 10, 64)
+	r.lost = r.acked - r.final
+	accepted, rejected, err := e.store.Stats(ctx)
+	if err != nil {
+		e.t.Fatalf("store stats: %v", err)
+	}
+	r.staleRejected = rejected
+	if accepted != r.acked {
+		// A write whose reply was lost: the store took it, the client does
+		// not count it as acknowledged.
+		e.t.Logf("store accepted %d writes, clients saw %d acknowledged", accepted, r.acked)
+	}
+	var lat []time.Duration
+	ok := 0
+	for _, a := range atts {
+		if a.OK {
+			ok++
+			lat = append(lat, a.Latency)
+		}
+	}
+	if len(atts) > 0 {
+		r.availability = float64(ok) / float64(len(atts))
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.p50 = lat[len(lat)*50/100]
+		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	e.t.Logf("%s", r.row())
+	if *flagReport != "" {
+		f, err := os.OpenFile(*flagReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err == nil {
+			_, _ = fmt.Fprintln(f, r.row())
+			_ = f.Close()
+		}
+	}
+	return r
+}
+
+func (r result) row() string {
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d (%d acked, final %d) | %.1f%% | %v | %v |",
+		r.name, r.attempts, r.faults, r.overlaps, r.staleAccepted, r.staleRejected, r.lost, r.acked, r.final,
+		100*r.availability, r.p50.Round(100*time.Microsecond), r.p99.Round(100*time.Microsecond))
+}

@@ -1,0 +1,237 @@
+package fault
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+)
+
+// base is the workload of most scenarios: a 500 ms lock, a 1 s recovery
+// window for restarted nodes, 20 ms between read and write, fencing and the
+// restart guard on.
+var base = workload{
+	ttl:    500 * time.Millisecond,
+	maxTTL: time.Second,
+	hold:   20 * time.Millisecond,
+	bound:  2 * time.Second,
+	fenced: true,
+	guard:  true,
+}
+
+// expect says what a scenario must show.
+type expect int
+
+const (
+	safe      expect = iota // no overlap, no stale write accepted, no lost update
+	fenceSafe               // the lock may be unsafe, fencing keeps the data: no stale write accepted
+	violation               // a control: the checker must see violations
+	overlap                 // the lock's assumption is broken on purpose: overlaps must show
+	report                  // measured, nothing asserted
+)
+
+type scenario struct {
+	name     string
+	w        func(workload) workload
+	proxied  bool
+	workers  int
+	rates    []float64 // clock rate of worker i
+	children int
+	inject   func(ctx context.Context, e *env)
+	want     expect
+	rejected bool // stale writes rejected must be > 0
+}
+
+// onNodes applies f to nodes idx in parallel (a crash of several nodes at
+// once) and waits.
+func onNodes(e *env, idx []int, f func(i int)) {
+	var wg sync.WaitGroup
+	for _, i := range idx {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(i) }()
+	}
+	wg.Wait()
+}
+
+func crash(idx ...int) func(ctx context.Context, e *env) {
+	return func(ctx context.Context, e *env) {
+		every(ctx, e, 700*time.Millisecond, func() {
+			onNodes(e, idx, func(i int) {
+				if err := e.nodes[i].Kill(); err != nil {
+					e.t.Errorf("kill: %v", err)
+				}
+				if err := e.nodes[i].Restart(); err != nil {
+					e.t.Errorf("restart: %v", err)
+				}
+			})
+		})
+	}
+}
+
+func freeze(d time.Duration, idx ...int) func(ctx context.Context, e *env) {
+	return func(ctx context.Context, e *env) {
+		every(ctx, e, d+700*time.Millisecond, func() {
+			onNodes(e, idx, func(i int) { _ = e.nodes[i].Pause() })
+			sleep(ctx, d)
+			onNodes(e, idx, func(i int) { _ = e.nodes[i].Resume() })
+		})
+	}
+}
+
+// netFault applies a proxy fault to nodes idx for d, then heals.
+func netFault(d time.Duration, set func(e *env, i int), idx ...int) func(ctx context.Context, e *env) {
+	return func(ctx context.Context, e *env) {
+		every(ctx, e, d+700*time.Millisecond, func() {
+			for _, i := range idx {
+				set(e, i)
+			}
+			sleep(ctx, d)
+			for _, i := range idx {
+				e.proxies[i].Heal()
+			}
+		})
+	}
+}
+
+func latency(e *env, i int)   { e.proxies[i].SetLatency(150 * time.Millisecond) }
+func blackhole(e *env, i int) { e.proxies[i].SetBlackhole(true) }
+
+func resets(idx ...int) func(ctx context.Context, e *env) {
+	return func(ctx context.Context, e *env) {
+		every(ctx, e, 300*time.Millisecond, func() {
+			for _, i := range idx {
+				e.proxies[i].Reset()
+			}
+		})
+	}
+}
+
+// pauseChildren freezes a client process for d (longer than the TTL) once
+// it is inside its read-modify-write.
+func pauseChildren(d time.Duration) func(ctx context.Context, e *env) {
+	return func(ctx context.Context, e *env) {
+		every(ctx, e, d+500*time.Millisecond, func() {
+			t := time.NewTicker(time.Millisecond)
+			defer t.Stop()
+			deadline := time.Now().Add(2 * time.Second)
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				for _, k := range e.kids {
+					if k.holding.Load() > 0 {
+						k.pause(d)
+						return
+					}
+				}
+				<-t.C
+			}
+		})
+	}
+}
+
+func with(f func(*workload)) func(workload) workload {
+	return func(w workload) workload { f(&w); return w }
+}
+
+var (
+	unfenced = with(func(w *workload) { w.fenced = false })
+	noGuard  = with(func(w *workload) { w.guard = false })
+	longHold = with(func(w *workload) { w.hold, w.fastRetry = 350*time.Millisecond, true })
+	gc       = with(func(w *workload) { w.gcEvery, w.gcPause = 3, 2*w.ttl })
+	holdFull = with(func(w *workload) { w.holdFull = true })
+)
+
+func chain(fs ...func(workload) workload) func(workload) workload {
+	return func(w workload) workload {
+		for _, f := range fs {
+			w = f(w)
+		}
+		return w
+	}
+}
+
+var scenarios = []scenario{
+	{name: "baseline", workers: 3, want: safe},
+
+	// Client pauses longer than the TTL.
+	{name: "control-unfenced-gc-pause", w: chain(unfenced, gc), workers: 3, want: violation},
+	{name: "gc-pause", w: gc, workers: 3, want: safe, rejected: true},
+	{name: "control-unfenced-process-pause", w: unfenced, workers: 1, children: 2, inject: pauseChildren(2 * base.ttl), want: violation},
+	{name: "process-pause", workers: 1, children: 2, inject: pauseChildren(2 * base.ttl), want: safe, rejected: true},
+
+	// Crash and restart without persistence.
+	{name: "crash-minority-guard-on", w: longHold, workers: 4, inject: crash(0, 1), want: safe},
+	{name: "crash-minority-guard-off", w: chain(longHold, noGuard), workers: 4, inject: crash(0, 1), want: report},
+	{name: "crash-majority-guard-on", w: longHold, workers: 4, inject: crash(0, 1, 2), want: safe},
+	{name: "control-crash-majority-guard-off", w: chain(longHold, noGuard), workers: 4, inject: crash(0, 1, 2), want: overlap},
+
+	// Node freezes (SIGSTOP, SIGCONT).
+	{name: "freeze-minority-shorter-than-ttl", workers: 3, inject: freeze(base.ttl/2, 0, 1), want: safe},
+	{name: "freeze-minority-longer-than-ttl", workers: 3, inject: freeze(3*base.ttl, 0, 1), want: safe},
+	{name: "freeze-majority-longer-than-ttl", workers: 3, inject: freeze(3*base.ttl, 0, 1, 2), want: safe},
+
+	// Network faults through the proxy.
+	{name: "latency-minority", proxied: true, workers: 3, inject: netFault(time.Second, latency, 0, 1), want: safe},
+	{name: "latency-majority", proxied: true, workers: 3, inject: netFault(time.Second, latency, 0, 1, 2), want: safe},
+	{name: "partition-minority", proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1), want: safe},
+	{name: "partition-majority", proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe},
+	{name: "reset-minority", proxied: true, workers: 3, inject: resets(0, 1), want: safe},
+	{name: "reset-majority", proxied: true, workers: 3, inject: resets(0, 1, 2), want: safe},
+
+	// Worker 0's clock runs fast or slow; it keeps the lock for all the
+	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
+	{name: "clock-fast-within-budget", w: holdFull, workers: 3, rates: []float64{1.005}, want: safe},
+	{name: "clock-slow-within-budget", w: holdFull, workers: 3, rates: []float64{0.995}, want: safe},
+	{name: "clock-fast-beyond-budget", w: holdFull, workers: 3, rates: []float64{1.5}, want: safe},
+	{name: "clock-slow-beyond-budget", w: holdFull, workers: 3, rates: []float64{0.7}, want: overlap},
+}
+
+func TestScenarios(t *testing.T) {
+	for _, sc := range scenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			w := base
+			if sc.w != nil {
+				w = sc.w(w)
+			}
+			// A control must show what the checker catches. Crash timing
+			// is random, so a control gets up to three runs to show it.
+			tries := 1
+			if sc.want == violation || sc.want == overlap {
+				tries = 3
+			}
+			var r result
+			for try := range tries {
+				e := newEnv(t, w, sc.proxied)
+				r = e.run(sc.name, sc.workers, sc.rates, sc.children, sc.inject)
+				if r.overlaps > 0 || r.staleAccepted > 0 || r.lost > 0 {
+					break
+				}
+				if try < tries-1 {
+					t.Logf("control run %d showed no violation; running it again", try+1)
+				}
+			}
+			if r.ops == 0 {
+				t.Fatal("no operation completed")
+			}
+			switch sc.want {
+			case safe:
+				if r.overlaps != 0 || r.staleAccepted != 0 || r.lost != 0 {
+					t.Errorf("violations: %d overlaps, %d stale writes accepted, %d lost updates", r.overlaps, r.staleAccepted, r.lost)
+				}
+			case fenceSafe:
+				if r.staleAccepted != 0 {
+					t.Errorf("%d stale writes accepted", r.staleAccepted)
+				}
+			case violation:
+				if r.staleAccepted == 0 && r.lost == 0 {
+					t.Errorf("control run: the checker saw no stale write and no lost update; a green result would mean nothing")
+				}
+			case overlap:
+				if r.overlaps == 0 {
+					t.Errorf("control run: the checker saw no overlapping holders")
+				}
+			}
+			if sc.rejected && r.staleRejected == 0 {
+				t.Errorf("no stale write was rejected: the pauses did not test fencing")
+			}
+		})
+	}
+}
