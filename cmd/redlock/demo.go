@@ -16,7 +16,10 @@ import (
 )
 
 type demoConfig struct {
-	nodes     int
+	local     int // local nodes to start when no nodes are given
+	external  []*nodeSpec
+	extOpts   []redlock.Option
+	timeout   time.Duration
 	stock     int
 	buyers    int
 	instances int
@@ -30,7 +33,13 @@ type demoConfig struct {
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg demoConfig
 	fs := newFlagSet("demo", stderr)
-	fs.IntVar(&cfg.nodes, "nodes", 5, "number of local Redis nodes to start")
+	var (
+		nf nodeFlags
+		gf guardFlags
+	)
+	nf.register(fs)
+	gf.register(fs)
+	fs.IntVar(&cfg.local, "local", 5, "without --nodes: how many local nodes to start")
 	fs.IntVar(&cfg.stock, "stock", 100, "items for sale")
 	fs.IntVar(&cfg.buyers, "buyers", 300, "concurrent buyers")
 	fs.IntVar(&cfg.instances, "instances", 4, "simulated service instances, each with its own lock client")
@@ -47,6 +56,24 @@ each purchase a read-modify-write under one distributed lock.`,
 	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
 		return code
 	}
+	if nf.given() {
+		specs, _, err := nf.resolve()
+		if err != nil {
+			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			return exitUsage
+		}
+		opts, err := gf.options()
+		if err != nil {
+			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			return exitUsage
+		}
+		if err := gf.checkTTL(cfg.ttl); err != nil {
+			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			return exitUsage
+		}
+		// The demo does not own these nodes: it injects no fault.
+		cfg.external, cfg.extOpts, cfg.timeout, cfg.faults = specs, opts, nf.timeout, false
+	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
 		return exitUsage
@@ -60,8 +87,8 @@ each purchase a read-modify-write under one distributed lock.`,
 
 func (c demoConfig) validate() error {
 	switch {
-	case c.nodes < 1:
-		return fmt.Errorf("--nodes %d: need at least one node", c.nodes)
+	case c.external == nil && c.local < 1:
+		return fmt.Errorf("--local %d: need at least one node", c.local)
 	case c.stock < 1:
 		return fmt.Errorf("--stock %d: need at least one item", c.stock)
 	case c.buyers < 1:
@@ -72,7 +99,7 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--ttl %v: below the minimum %v", c.ttl, redlock.MinTTL)
 	case c.wait <= 0:
 		return fmt.Errorf("--wait %v: must be positive", c.wait)
-	case c.faults && c.nodes < 3:
+	case c.faults && c.external == nil && c.local < 3:
 		return fmt.Errorf("--faults needs at least 3 nodes (one killed and one frozen must leave a quorum); use --faults=false")
 	}
 	return nil
@@ -101,22 +128,35 @@ func (s *shop) write(stock int) {
 }
 
 func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
-	servers, real, err := startDemoNodes(cfg.nodes, cfg.inProcess)
-	if err != nil {
-		return err
+	var (
+		servers []demoNode
+		real    = true
+		err     error
+	)
+	if cfg.external == nil {
+		servers, real, err = startDemoNodes(cfg.local, cfg.inProcess)
+		if err != nil {
+			return err
+		}
 	}
 	defer func() {
 		for _, s := range servers {
 			_ = s.Stop()
 		}
 	}()
-	if real {
-		fmt.Fprintf(out, "Started %d local nodes: real redis-server processes.\n", cfg.nodes)
-	} else {
+	switch {
+	case cfg.external != nil:
+		fmt.Fprintf(out, "Using the %d given nodes (no fault is injected into nodes the demo does not own):\n", len(cfg.external))
+		for i, n := range cfg.external {
+			fmt.Fprintf(out, "  node %d: %s\n", i, n)
+		}
+	case real:
+		fmt.Fprintf(out, "Started %d local nodes: real redis-server processes.\n", cfg.local)
+	default:
 		fmt.Fprintf(out, "Started %d local nodes: in-process Redis-compatible servers (miniredis), since\n"+
 			"redis-server is not installed (or --in-process was given). They cannot run the\n"+
 			"restart guard (no INFO) or be frozen: the guard is off, no node is frozen, and\n"+
-			"nodes get 1s to answer (they run Lua slowly).\n", cfg.nodes)
+			"nodes get 1s to answer (they run Lua slowly).\n", cfg.local)
 	}
 	for i, s := range servers {
 		fmt.Fprintf(out, "  node %d: %s\n", i, s.Describe())
@@ -124,8 +164,19 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 
 	// Each instance has its own Redis connections and lock client, as
 	// separate services would.
-	clients := make([]*redlock.Client, cfg.instances)
-	for i := range clients {
+	instances := make([]*redlock.Client, cfg.instances)
+	for i := range instances {
+		if cfg.external != nil {
+			conns := openAll(cfg.external, cfg.timeout)
+			defer closeAll(conns)
+			c, err := redlock.New(clients(conns), cfg.extOpts...)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			instances[i] = c
+			continue
+		}
 		nodes := make([]redis.UniversalClient, len(servers))
 		for j, s := range servers {
 			rc := s.Client()
@@ -146,16 +197,16 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			return err
 		}
 		defer c.Close()
-		clients[i] = c
+		instances[i] = c
 	}
 
 	// The nodes were just started: the guard keeps them out of locking
 	// until every lock they could have forgotten has expired.
-	if real {
+	if real && cfg.external == nil {
 		fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.ttl)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 3*cfg.ttl+10*time.Second)
-	warm, err := clients[0].Obtain(wctx, "sale:warm-up", cfg.ttl)
+	warm, err := instances[0].Obtain(wctx, "sale:warm-up", cfg.ttl)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("nodes did not leave their recovery window: %w", err)
@@ -213,7 +264,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	}
 	began := time.Now()
 	for b := range cfg.buyers {
-		c := clients[b%len(clients)]
+		c := instances[b%len(instances)]
 		wg.Go(func() {
 			<-start
 			if cfg.unsafe {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // The demo on both kinds of local node: real redis-server processes (with
@@ -20,5 +23,22 @@ func TestDemo(t *testing.T) {
 				t.Errorf("demo %v: output lacks %q:\n%s", mode, want, r.stdout)
 			}
 		}
+	}
+}
+
+// With --nodes the demo runs against the given deployment, and injects no
+// fault into nodes it does not own.
+func TestDemoOnGivenNodes(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	r := runCLI(t, "demo", "--nodes", nodesFlag(servers...), "--restart-guard=off",
+		"--stock", "10", "--buyers", "20", "--ttl", "1s", "--wait", "20s")
+	if r.code != exitOK {
+		t.Fatalf("demo --nodes: %v", r)
+	}
+	if !strings.Contains(r.stdout, "Using the 3 given nodes") || strings.Contains(r.stdout, "killed node") {
+		t.Errorf("demo --nodes should use the given nodes and inject no fault:\n%s", r.stdout)
+	}
+	if !regexp.MustCompile(`oversold\s+0\b`).MatchString(r.stdout) {
+		t.Errorf("output:\n%s", r.stdout)
 	}
 }
