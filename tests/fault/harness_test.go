@@ -216,7 +216,17 @@ func release(l *redlock.Lock) {
 func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, w workload, clk *clock, worker0 bool, n int) (ws, we int64, wrote, accepted, rejected bool) {
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	v, _, err := st.Read(sctx)
+	token := l.Token()
+	if !w.fenced {
+		token = 1
+	}
+	// The read carries the token too: a holder that lost its lock cannot
+	// then write after a newer holder has read (docs/fencing.md).
+	v, err := st.ReadFenced(sctx, token)
+	if errors.Is(err, store.ErrStale) {
+		now := time.Now().UnixNano()
+		return now, now, true, false, true
+	}
 	if err != nil {
 		return 0, 0, false, false, false
 	}
@@ -232,10 +242,6 @@ func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, w workload, clk 
 	}
 	if wait > 0 {
 		sleep(ctx, wait)
-	}
-	token := l.Token()
-	if !w.fenced {
-		token = 1
 	}
 	start := time.Now()
 	err = st.Write(sctx, token, strconv.FormatInt(cur+1, 10))

@@ -19,10 +19,15 @@ import (
 // has already accepted: its writer has lost the lock.
 var ErrStale = errors.New("store: stale fencing token")
 
-//go:embed write.lua
-var writeSrc string
+var (
+	//go:embed write.lua
+	writeSrc string
+	//go:embed read.lua
+	readSrc string
 
-var write = redis.NewScript(writeSrc)
+	write = redis.NewScript(writeSrc)
+	read  = redis.NewScript(readSrc)
+)
 
 // Store is one fenced record. It is safe for concurrent use.
 type Store struct {
@@ -48,6 +53,24 @@ func (s *Store) Write(ctx context.Context, token int64, value string) error {
 		return fmt.Errorf("%w: %v", ErrStale, err)
 	}
 	return err
+}
+
+// ReadFenced returns the stored value for a read-modify-write by the holder
+// of token. The store remembers the token, so that a holder with a lower
+// token (one that lost its lock while paused) can no longer write: without
+// that, its write could land before the newer holder's, be accepted, and the
+// newer holder's write, based on the same read, would then lose it. It
+// returns an error wrapping ErrStale when token is lower than one already
+// seen.
+func (s *Store) ReadFenced(ctx context.Context, token int64) (string, error) {
+	v, err := read.Run(ctx, s.rdb, s.keys(), token).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil && strings.HasPrefix(err.Error(), "STALE"):
+		return "", fmt.Errorf("%w: %v", ErrStale, err)
+	}
+	return v, err
 }
 
 // Read returns the stored value and the highest token accepted.

@@ -43,4 +43,22 @@ func TestFencedWrites(t *testing.T) {
 	if err != nil || accepted != 4 || rejected != 1 {
 		t.Fatalf("Stats = %d accepted, %d rejected, %v; want 4 and 1", accepted, rejected, err)
 	}
+
+	// A holder that read with token 20 stops an older one (token 14) from
+	// writing afterwards, though no write with 20 has happened yet.
+	if v, err := db.ReadFenced(ctx, 14); err != nil || v != "e" {
+		t.Fatalf("ReadFenced(14) = %q, %v", v, err)
+	}
+	if _, err := db.ReadFenced(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, 14, "late"); !errors.Is(err, ErrStale) {
+		t.Fatalf("write by the older reader after a newer read: %v, want ErrStale", err)
+	}
+	if _, err := db.ReadFenced(ctx, 14); !errors.Is(err, ErrStale) {
+		t.Fatalf("read by an older holder: %v, want ErrStale", err)
+	}
+	if err := db.Write(ctx, 20, "f"); err != nil {
+		t.Fatalf("write by the newer reader: %v", err)
+	}
 }
