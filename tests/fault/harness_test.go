@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -134,6 +135,19 @@ func (c *clock) real(t time.Time) time.Time {
 // nodeClient returns a go-redis client for a lock node, with timeouts short
 // enough that a dead node costs little.
 func nodeClient(addr string) *redis.Client {
+	// "sentinel:NAME:HOST:PORT,HOST:PORT": a Sentinel-managed master.
+	if rest, ok := strings.CutPrefix(addr, "sentinel:"); ok {
+		name, sentinels, _ := strings.Cut(rest, ":")
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            name,
+			SentinelAddrs:         strings.Split(sentinels, ","),
+			ContextTimeoutEnabled: true,
+			DialTimeout:           200 * time.Millisecond,
+			ReadTimeout:           500 * time.Millisecond,
+			WriteTimeout:          500 * time.Millisecond,
+			MaxRetries:            -1,
+		})
+	}
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		ContextTimeoutEnabled: true,
@@ -276,12 +290,18 @@ type env struct {
 	rec     *recorder
 	kids    []*child // client processes of the current run
 	faults  atomic.Int64
+	// sentinel, when set, is node 0: a master, a replica and three
+	// sentinels, which clients reach through a failover client.
+	sentinel *redistest.Sentinel
 }
 
-func newEnv(t *testing.T, w workload, proxied bool) *env {
+func newEnv(t *testing.T, w workload, proxied, sentinel bool) *env {
 	t.Helper()
 	e := &env{t: t, w: w, rec: &recorder{}}
 	e.nodes = redistest.Start(t, 5)
+	if sentinel {
+		e.sentinel = redistest.StartSentinelT(t, "fault")
+	}
 	storeSrv := redistest.Start(t, 1)[0]
 	e.storeDB = storeSrv.Client()
 	t.Cleanup(func() { _ = e.storeDB.Close() })
@@ -298,6 +318,9 @@ func newEnv(t *testing.T, w workload, proxied bool) *env {
 		t.Cleanup(func() { _ = p.Close() })
 		e.proxies = append(e.proxies, p)
 		e.addrs = append(e.addrs, p.Addr())
+	}
+	if e.sentinel != nil {
+		e.addrs[0] = "sentinel:fault:" + strings.Join(e.sentinel.SentinelAddrs(), ",")
 	}
 	if w.guard {
 		e.waitRecovered()

@@ -40,6 +40,7 @@ type scenario struct {
 	inject   func(ctx context.Context, e *env)
 	want     expect
 	rejected bool // stale writes rejected must be > 0
+	sentinel bool // node 0 is a Sentinel-managed master
 }
 
 // onNodes applies f to nodes idx in parallel (a crash of several nodes at
@@ -66,6 +67,18 @@ func crash(idx ...int) func(ctx context.Context, e *env) {
 			})
 		})
 	}
+}
+
+// failover promotes node 0's replica (SENTINEL FAILOVER) once a client holds
+// the lock, and again every few seconds of a long run. The promoted replica
+// holds a copy of its old master's epoch record, so it recovers before it
+// votes.
+func failover(ctx context.Context, e *env) {
+	every(ctx, e, 3*time.Second, func() {
+		if err := e.sentinel.Failover(ctx); err != nil && ctx.Err() == nil {
+			e.t.Errorf("failover: %v", err)
+		}
+	})
 }
 
 func freeze(d time.Duration, idx ...int) func(ctx context.Context, e *env) {
@@ -178,6 +191,7 @@ var scenarios = []scenario{
 
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
+	{name: "sentinel-failover", workers: 3, sentinel: true, inject: failover, want: safe},
 	{name: "clock-fast-within-budget", w: holdFull, workers: 3, rates: []float64{1.005}, want: safe},
 	{name: "clock-slow-within-budget", w: holdFull, workers: 3, rates: []float64{0.995}, want: safe},
 	{name: "clock-fast-beyond-budget", w: holdFull, workers: 3, rates: []float64{1.5}, want: safe},
@@ -199,7 +213,7 @@ func TestScenarios(t *testing.T) {
 			}
 			var r result
 			for try := range tries {
-				e := newEnv(t, w, sc.proxied)
+				e := newEnv(t, w, sc.proxied, sc.sentinel)
 				r = e.run(sc.name, sc.workers, sc.rates, sc.children, sc.inject)
 				if r.overlaps > 0 || r.staleAccepted > 0 || r.lost > 0 {
 					break
