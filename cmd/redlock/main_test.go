@@ -127,6 +127,22 @@ func holdLock(t *testing.T, name string, ttl time.Duration, servers ...*redistes
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Obtain returns at quorum; the other nodes' yes lands just after.
+	// Wait for it (up to 2 s, best effort: a test may hold a node down), so
+	// that what inspect sees does not depend on that race.
+	key := "{" + redlock.DefaultPrefix + name + "}"
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		all := true
+		for _, n := range nodes {
+			if n.Exists(ctx, key).Val() != 1 {
+				all = false
+				break
+			}
+		}
+		if all {
+			break
+		}
+	}
 	return l
 }
 
