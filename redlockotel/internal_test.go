@@ -35,18 +35,3 @@ func TestJournal(t *testing.T) {
 		t.Errorf("took %d records from %v, want the %d newest", len(got), got[0].at, maxRecords)
 	}
 }
-
-func TestHoldings(t *testing.T) {
-	var h holdings
-	h.obtained("a")
-	h.obtained("b")
-	if !h.lost("a") || h.released("a") {
-		t.Error("a lost lock's release ended its hold again")
-	}
-	if !h.released("b") || h.lost("b") {
-		t.Error("a loss reported after the release ended the hold again")
-	}
-	if len(h.held) != 0 || len(h.gone) != 0 {
-		t.Errorf("left %v %v", h.held, h.gone)
-	}
-}

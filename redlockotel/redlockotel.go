@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/hookstate"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -95,7 +96,7 @@ type Hook struct {
 	nodeErrors  metric.Int64Counter
 	heldLocks   metric.Int64UpDownCounter
 
-	held    holdings
+	held    hookstate.Holdings
 	journal journal
 }
 
@@ -215,7 +216,7 @@ func end(span trace.Span, at time.Time, err error) {
 // Attempt counts the attempt and keeps it for its obtain's span.
 func (h *Hook) Attempt(e redlock.AttemptEvent) {
 	ctx := context.Background()
-	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(attemptResult(e))))
+	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(hookstate.AttemptResult(e))))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError("acquire", n.Node, n.Err)
@@ -236,11 +237,11 @@ func (h *Hook) Wait(e redlock.WaitEvent) {
 func (h *Hook) Obtain(e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
-	outcome := obtainResult(e.Err)
+	outcome := hookstate.ObtainResult(e.Err)
 	ctx := context.Background()
 	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome)))
 	if e.Err == nil {
-		h.held.obtained(e.Key)
+		h.held.Obtained(e.Key)
 		h.heldLocks.Add(ctx, 1, h.measure(e.Key))
 	}
 
@@ -274,13 +275,13 @@ func (h *Hook) Obtain(e redlock.ObtainEvent) {
 					at = attemptStart.Add(n.Latency)
 				}
 				if n.Err != nil {
-					outcome = nodeKind(n.Err)
+					outcome = hookstate.NodeErrorKind(n.Err)
 				}
 				span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
 					attemptKey.Int(number), nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr),
 					nodeOutcomeKey.String(outcome), nodeLatencyKey.Float64(ms(n.Latency))))
 			}
-			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(attemptResult(*a)), secondKey.Bool(a.SecondRound)}
+			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(hookstate.AttemptResult(*a)), secondKey.Bool(a.SecondRound)}
 			if a.Obtained {
 				attempt = append(attempt, tokenKey.Int64(a.Token))
 			}
@@ -293,7 +294,7 @@ func (h *Hook) Obtain(e redlock.ObtainEvent) {
 // Refresh makes the redlock.refresh span.
 func (h *Hook) Refresh(e redlock.RefreshEvent) {
 	now := time.Now()
-	outcome := refreshResult(e.Err)
+	outcome := hookstate.RefreshResult(e.Err)
 	h.refreshTime.Record(context.Background(), e.Elapsed.Seconds(),
 		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto)))
 	h.quorumNodes("refresh", e.Err)
@@ -307,10 +308,10 @@ func (h *Hook) Refresh(e redlock.RefreshEvent) {
 func (h *Hook) Release(e redlock.ReleaseEvent) {
 	now := time.Now()
 	ctx := context.Background()
-	outcome := releaseResult(e.Err)
+	outcome := hookstate.ReleaseResult(e.Err)
 	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome)))
 	h.quorumNodes("release", e.Err)
-	if h.held.released(e.Key) {
+	if h.held.Released(e.Key) {
 		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
 		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released")))
 	}
@@ -324,7 +325,7 @@ func (h *Hook) Lost(e redlock.LostEvent) {
 	now := time.Now()
 	ctx := context.Background()
 	h.lost.Add(ctx, 1, h.measure(e.Key))
-	if h.held.lost(e.Key) {
+	if h.held.Lost(e.Key) {
 		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
 		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost")))
 	}
@@ -346,7 +347,7 @@ func (h *Hook) nodeEvents(span trace.Span, at time.Time, err error) {
 	span.SetAttributes(quorumKey.Int(qe.Need), agreedKey.Int(qe.Agreed))
 	for _, n := range qe.Nodes {
 		span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
-			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(nodeKind(n.Err))))
+			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(hookstate.NodeErrorKind(n.Err))))
 	}
 }
 
@@ -363,7 +364,7 @@ func (h *Hook) quorumNodes(op string, err error) {
 
 func (h *Hook) nodeError(op string, node int, err error) {
 	h.nodeErrors.Add(context.Background(), 1, metric.WithAttributes(
-		opKey.String(op), nodeKey.Int(node), errorKindKey.String(nodeKind(err))))
+		opKey.String(op), nodeKey.Int(node), errorKindKey.String(hookstate.NodeErrorKind(err))))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

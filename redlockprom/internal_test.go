@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/hookstate"
 )
 
 func TestObtainResult(t *testing.T) {
@@ -24,39 +25,14 @@ func TestObtainResult(t *testing.T) {
 		{errors.New("other"), "error"},
 	}
 	for _, tt := range tests {
-		if got := obtainResult(tt.err); got != tt.want {
+		if got := hookstate.ObtainResult(tt.err); got != tt.want {
 			t.Errorf("obtainResult(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
-	if got := refreshResult(fmt.Errorf("%w: it was released", redlock.ErrNotHeld)); got != "not_held" {
+	if got := hookstate.RefreshResult(fmt.Errorf("%w: it was released", redlock.ErrNotHeld)); got != "not_held" {
 		t.Errorf("refreshResult of ErrNotHeld = %q", got)
 	}
-	if got := refreshResult(&redlock.QuorumError{Op: "refresh"}); got != "failed" {
+	if got := hookstate.RefreshResult(&redlock.QuorumError{Op: "refresh"}); got != "failed" {
 		t.Errorf("refreshResult of a QuorumError without ErrNotHeld = %q", got)
-	}
-}
-
-func TestHoldings(t *testing.T) {
-	var h holdings
-	h.obtained("a")
-	h.obtained("b")
-	if !h.lost("a") {
-		t.Error("loss of a held lock not counted")
-	}
-	if h.released("a") {
-		t.Error("release of a lost lock ended a hold again")
-	}
-	// A Release event ahead of the Lost event of the same lock.
-	if !h.released("b") {
-		t.Error("release of a held lock not counted")
-	}
-	if h.lost("b") {
-		t.Error("loss of a released lock counted")
-	}
-	if h.released("c") {
-		t.Error("release of an unknown lock counted")
-	}
-	if len(h.held) != 0 || len(h.gone) != 0 {
-		t.Errorf("left %v %v, want nothing", h.held, h.gone)
 	}
 }

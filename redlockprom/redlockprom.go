@@ -1,13 +1,12 @@
 package redlockprom
 
 import (
-	"context"
 	"errors"
 	"strconv"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/hookstate"
 )
 
 // Default bucket boundaries, in seconds.
@@ -79,7 +78,7 @@ type Hook struct {
 	lost        *prometheus.CounterVec
 	nodeErrors  *prometheus.CounterVec
 	heldLocks   *prometheus.GaugeVec
-	held        holdings
+	held        hookstate.Holdings
 }
 
 var _ redlock.Hook = (*Hook)(nil)
@@ -183,7 +182,7 @@ func (h *Hook) values(name string, vals ...string) []string {
 
 // Attempt counts the attempt and each node's refusal or failure.
 func (h *Hook) Attempt(e redlock.AttemptEvent) {
-	h.attempts.WithLabelValues(h.values(e.Key, attemptResult(e))...).Inc()
+	h.attempts.WithLabelValues(h.values(e.Key, hookstate.AttemptResult(e))...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError("acquire", n.Node, n.Err)
@@ -198,11 +197,11 @@ func (h *Hook) Wait(e redlock.WaitEvent) {
 
 // Obtain counts the call and, when it obtained the lock, the lock as held.
 func (h *Hook) Obtain(e redlock.ObtainEvent) {
-	result := obtainResult(e.Err)
+	result := hookstate.ObtainResult(e.Err)
 	h.acquires.WithLabelValues(h.values(e.Key, result)...).Inc()
 	h.acquireTime.WithLabelValues(h.values(e.Key, result)...).Observe(e.Elapsed.Seconds())
 	if e.Err == nil {
-		h.held.obtained(e.Key)
+		h.held.Obtained(e.Key)
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Inc()
 	}
 }
@@ -210,7 +209,7 @@ func (h *Hook) Obtain(e redlock.ObtainEvent) {
 // Refresh counts the refresh and the nodes that refused or failed in it.
 func (h *Hook) Refresh(e redlock.RefreshEvent) {
 	auto := strconv.FormatBool(e.Auto)
-	h.refreshes.WithLabelValues(h.values(e.Key, refreshResult(e.Err), auto)...).Inc()
+	h.refreshes.WithLabelValues(h.values(e.Key, hookstate.RefreshResult(e.Err), auto)...).Inc()
 	h.refreshTime.WithLabelValues(h.values(e.Key, auto)...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
 }
@@ -218,9 +217,9 @@ func (h *Hook) Refresh(e redlock.RefreshEvent) {
 // Release counts the release and, unless the lock was lost before, ends
 // its hold.
 func (h *Hook) Release(e redlock.ReleaseEvent) {
-	h.releases.WithLabelValues(h.values(e.Key, releaseResult(e.Err))...).Inc()
+	h.releases.WithLabelValues(h.values(e.Key, hookstate.ReleaseResult(e.Err))...).Inc()
 	h.quorumNodes("release", e.Err)
-	if h.held.released(e.Key) {
+	if h.held.Released(e.Key) {
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
 		h.holdTime.WithLabelValues(h.values(e.Key, "released")...).Observe(e.Held.Seconds())
 	}
@@ -229,7 +228,7 @@ func (h *Hook) Release(e redlock.ReleaseEvent) {
 // Lost counts the loss and ends the lock's hold.
 func (h *Hook) Lost(e redlock.LostEvent) {
 	h.lost.WithLabelValues(h.values(e.Key)...).Inc()
-	if h.held.lost(e.Key) {
+	if h.held.Lost(e.Key) {
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
 		h.holdTime.WithLabelValues(h.values(e.Key, "lost")...).Observe(e.Held.Seconds())
 	}
@@ -253,140 +252,4 @@ func (h *Hook) nodeError(op string, node int, err error) {
 // NodeErrorKind is the kind label of a node's reason in a round: "held",
 // "not_owner", "recovering", "timeout", "pending", "skipped",
 // "overloaded", "not_replicated", or "error" for any other failure.
-func NodeErrorKind(err error) string {
-	switch {
-	case errors.Is(err, redlock.ErrHeld):
-		return "held"
-	case errors.Is(err, redlock.ErrNotOwner):
-		return "not_owner"
-	case errors.Is(err, redlock.ErrNodeRecovering):
-		return "recovering"
-	case errors.Is(err, redlock.ErrNodeTimeout):
-		return "timeout"
-	case errors.Is(err, redlock.ErrNodePending):
-		return "pending"
-	case errors.Is(err, redlock.ErrNodeSkipped):
-		return "skipped"
-	case errors.Is(err, redlock.ErrNodeOverloaded):
-		return "overloaded"
-	case errors.Is(err, redlock.ErrNotReplicated):
-		return "not_replicated"
-	}
-	return "error"
-}
-
-func obtainResult(err error) string {
-	var qe *redlock.QuorumError
-	switch {
-	case err == nil:
-		return "obtained"
-	case errors.Is(err, redlock.ErrClosed):
-		return "closed"
-	case errors.Is(err, redlock.ErrHeld):
-		return "held"
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
-	case errors.As(err, &qe):
-		return "no_quorum"
-	}
-	return "error"
-}
-
-func attemptResult(e redlock.AttemptEvent) string {
-	var qe *redlock.QuorumError
-	switch {
-	case e.Obtained:
-		return "obtained"
-	case errors.Is(e.Err, redlock.ErrHeld):
-		return "held"
-	case errors.As(e.Err, &qe):
-		return "no_quorum"
-	}
-	return "error"
-}
-
-func refreshResult(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, redlock.ErrNotHeld):
-		return "not_held"
-	case errors.Is(err, redlock.ErrClosed):
-		return "closed"
-	}
-	return "failed"
-}
-
-func releaseResult(err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case errors.Is(err, redlock.ErrNotHeld):
-		return "not_held"
-	}
-	return "failed"
-}
-
-// holdings counts, per lock name, the locks held and the locks lost but not
-// yet released, so that a lost lock's later Release does not end its hold
-// a second time.
-//
-// The events carry the lock's name but nothing that tells two locks of one
-// name apart, so the count is exact while at most one lock per name is
-// held through this Hook at a time. With more (several Clients sharing the
-// Hook), a Release after a loss may end another lock's hold early, which
-// the lost lock's own Release makes up for: the gauge is right again once
-// every lock is released.
-type holdings struct {
-	mu   sync.Mutex
-	held map[string]int
-	gone map[string]int // lost, not yet released
-}
-
-func (h *holdings) obtained(name string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held == nil {
-		h.held = make(map[string]int)
-	}
-	h.held[name]++
-}
-
-// lost reports whether a held lock of the name ended by the loss.
-func (h *holdings) lost(name string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held[name] == 0 {
-		return false // released already: its Release event came first
-	}
-	decr(h.held, name)
-	if h.gone == nil {
-		h.gone = make(map[string]int)
-	}
-	h.gone[name]++
-	return true
-}
-
-// released reports whether a held lock of the name ended by the release;
-// false when the release is that of a lock lost before.
-func (h *holdings) released(name string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.gone[name] > 0 {
-		decr(h.gone, name)
-		return false
-	}
-	if h.held[name] == 0 {
-		return false
-	}
-	decr(h.held, name)
-	return true
-}
-
-func decr(m map[string]int, k string) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
-	}
-	m[k]--
-}
+func NodeErrorKind(err error) string { return hookstate.NodeErrorKind(err) }
