@@ -51,35 +51,50 @@ func TestTokensIncreaseAcrossClients(t *testing.T) {
 }
 
 // The second round runs when the yes-votes disagree, and leaves a quorum of
-// counters at the token; once they agree, an acquire takes one round.
+// counters at the token; once the counters agree, an acquire takes one round.
 func TestFencingSecondRound(t *testing.T) {
 	cl := startNodes(t, 5)
-	var fences atomic.Int32
+	var acquires, fences atomic.Int32 // successful script runs, on any node
 	for _, n := range cl.clients {
-		n.AddHook(onEval(func(cmd redis.Cmder) {
-			if len(cmd.Args()) == 6 && strings.HasSuffix(fmt.Sprint(cmd.Args()[3]), ":fence") {
+		n.AddHook(onEval(func(cmd redis.Cmder, err error) {
+			if err != nil {
+				return
+			}
+			switch args := cmd.Args(); {
+			case len(args) == 6 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence"):
 				fences.Add(1) // fence.lua: one key, two arguments
+			case len(args) == 13:
+				acquires.Add(1) // acquire.lua: three keys, seven arguments
 			}
 		}))
 	}
 	c := newClient(t, cl.clients, WithNodeTimeout(time.Second))
 	ctx := context.Background()
-	// Counters far apart: node 0 well ahead of the others.
+	// Counters far apart: node 4 well ahead of the others.
 	for i, n := range cl.clients {
 		if err := n.HSet(ctx, "{redlock:second}:fence", "v", 1000*(i+1), "e", "off").Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
+	obtained := 0
+	// settled waits until every node has run every acquire and every
+	// second round sent so far: the late replies have landed.
+	settled := func() {
+		t.Helper()
+		eventually(t, "every node ran every acquire and fence", func() bool {
+			return acquires.Load() == int32(5*obtained) && fences.Load()%5 == 0
+		})
+	}
 	l, err := c.TryObtain(ctx, "second", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
+	obtained++
 	if fences.Load() == 0 {
 		t.Fatal("the yes-votes disagreed, but no second round ran")
 	}
 	atLeast := 0
 	for _, n := range cl.clients {
-		eventually(t, "the fence round settles", func() bool { return true })
 		if v, _ := n.HGet(ctx, "{redlock:second}:fence", "v").Int64(); v >= l.Token() {
 			atLeast++
 		}
@@ -90,27 +105,55 @@ func TestFencingSecondRound(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Counters above the token are never lowered, so the votes converge
-	// within a few acquisitions; from then on an acquire takes one round.
-	var last int64 = l.Token()
-	perAcquire := make([]int32, 10)
-	for i := range perAcquire {
-		time.Sleep(50 * time.Millisecond) // let the late replies land
+	last := l.Token()
+	acquire := func() (secondRounds int32) {
+		t.Helper()
+		settled()
 		before := fences.Load()
 		next, err := c.TryObtain(ctx, "second", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
+		obtained++
 		if next.Token() <= last {
 			t.Fatalf("token %d after %d", next.Token(), last)
 		}
 		last = next.Token()
-		perAcquire[i] = fences.Load() - before
-		_ = next.Release(ctx)
+		if err := next.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		settled()
+		return (fences.Load() - before) / 5
 	}
-	for _, n := range perAcquire[5:] {
-		if n != 0 {
-			t.Fatalf("fence rounds per acquire %v: want none once the counters agree", perAcquire)
+	// Every acquire adds one to each counter, and a second round lifts
+	// every counter to the highest among the first yes-votes, never
+	// lowering one: the counters converge once the highest node's vote is
+	// among the first (which reply order decides, so the number of
+	// acquisitions this takes varies).
+	agree := func() bool {
+		var first int64
+		for i, n := range cl.clients {
+			v, err := n.HGet(ctx, "{redlock:second}:fence", "v").Int64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				first = v
+			} else if v != first {
+				return false
+			}
+		}
+		return true
+	}
+	for i := 0; !agree(); i++ {
+		if i == 200 {
+			t.Fatal("the counters still disagree after 200 acquisitions")
+		}
+		acquire()
+	}
+	for i := range 10 {
+		if n := acquire(); n != 0 {
+			t.Fatalf("acquire %d after the counters agreed ran %d second rounds, want none", i, n)
 		}
 	}
 }

@@ -403,7 +403,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	// (go-redis may hand back a nil value); what the test can observe is the
 	// clean-up: a release on node 4 that deleted our key.
 	var cleaned atomic.Int32
-	late.AddHook(onEval(func(cmd redis.Cmder) {
+	late.AddHook(onEval(func(cmd redis.Cmder, _ error) {
 		if a, ok := cmd.(*redis.Cmd); ok && a.Err() == nil {
 			if v, err := a.Slice(); err == nil && len(v) == 2 && v[0] == int64(1) && len(a.Args()) > 3 &&
 				fmt.Sprint(a.Args()[len(a.Args())-2]) == "" { // a clean-up: no channel
@@ -520,7 +520,7 @@ func TestValidityArithmetic(t *testing.T) {
 			for _, s := range cl.servers {
 				n := s.Client()
 				t.Cleanup(func() { _ = n.Close() })
-				n.AddHook(onEval(func(redis.Cmder) { clock.set(t0.Add(tt.elapsed)) }))
+				n.AddHook(onEval(func(redis.Cmder, error) { clock.set(t0.Add(tt.elapsed)) }))
 				nodes = append(nodes, n)
 			}
 			c := newClient(t, nodes, WithDriftFactor(tt.drift), WithClock(clock.now))
@@ -1047,15 +1047,16 @@ func TestNodeTimeoutDefault(t *testing.T) {
 	}
 }
 
-// onEval calls f with every EVALSHA or EVAL a client has processed.
-type onEval func(redis.Cmder)
+// onEval calls f with every EVALSHA or EVAL a client has processed, and
+// the error it ended with (NOSCRIPT, for an EVALSHA that EVAL follows).
+type onEval func(redis.Cmder, error)
 
 func (onEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (f onEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
 		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			f(cmd)
+			f(cmd, err)
 		}
 		return err
 	}
