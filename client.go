@@ -40,6 +40,10 @@ type Client struct {
 
 	nodeLog nodeLog        // rate limit of WithLogger's node lines
 	guards  []script.Guard // each node's guard setting, encoded once
+	// epochKey is the epoch record of a standalone node; cluster is set
+	// when some node is a Redis Cluster (see Lock.keys).
+	epochKey string
+	cluster  bool
 
 	// sched runs the keep-alive: automatic refreshes and loss deadlines.
 	sched *keepalive.Scheduler[*Lock]
@@ -91,6 +95,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.notifyOff = cfg.notifyOff
 	c.waits = waits{queues: make(map[string]*waitQueue), grace: make(map[string]time.Time)}
 	c.epoch = time.Now() // only the grid's phase; not read through cfg.now
+	c.epochKey = "{" + cfg.prefix + "}:epoch"
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
 		if n == nil {
@@ -103,6 +108,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 		c.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
 		_, sharded := n.(*redis.ClusterClient)
+		c.cluster = c.cluster || sharded
 		c.hubs = append(c.hubs, notify.NewHub(n, sharded, hubTimeout))
 		if rc, ok := n.(*redis.Client); ok {
 			// A failover client's Addr is a placeholder; only plain
@@ -310,8 +316,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, -1, ErrClosed
 	}
 	timeout := c.cfg.nodeTimeoutFor(ttl)
-	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: timeout, done: make(chan struct{})}
-	l.ka.Value = l
+	l := c.newLock(name, key, ttl, timeout)
 	value := l.value
 	start := c.cfg.now()
 	validUntil := start.Add(ttl - c.cfg.driftFor(ttl))
@@ -321,7 +326,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
-			return script.Acquire(ctx, n.Client, c.keys(key, n.Index), value, ttl, c.guard(n.Index), c.cfg.ack)
+			return script.Acquire(ctx, n.Client, l.keys(n.Index), value, ttl, c.guard(n.Index), c.cfg.ack)
 		},
 		Agree: script.Acquired.OK,
 		Valid: func() bool { return c.cfg.now().Before(validUntil) },
@@ -451,7 +456,7 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Timeout: l.nodeTimeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return true, script.Fence(ctx, n.Client, c.keys(l.key, n.Index).Fence, raise, c.guard(n.Index))
+			return true, script.Fence(ctx, n.Client, l.fence, raise, c.guard(n.Index))
 		},
 		Agree: func(bool) bool { return true },
 		Valid: func() bool { return c.cfg.now().Before(validUntil) },
@@ -475,17 +480,6 @@ func (c *Client) attempted(name string, start time.Time, res quorum.Result[scrip
 			Nodes: nodes, Token: token, SecondRound: second, Err: err,
 		})
 	}
-}
-
-// keys are the Redis keys of lock key on node i. The epoch record is one
-// per node, except on a Redis Cluster, where a script may only touch the
-// slot of its lock: there each lock's hash tag has a record of its own.
-func (c *Client) keys(key string, i int) script.Keys {
-	k := script.Keys{Lock: key, Fence: key + ":fence", Epoch: "{" + c.cfg.prefix + "}:epoch"}
-	if c.hubs[i].Sharded() {
-		k.Epoch = key + ":epoch"
-	}
-	return k
 }
 
 // guard is the epoch guard's setting for node i, prepared by New.

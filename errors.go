@@ -70,6 +70,9 @@ var (
 	ErrNodeOverloaded = quorum.ErrOverloaded
 )
 
+// errReleased is Err of a released lock.
+var errReleased = fmt.Errorf("%w: it was released", ErrNotHeld)
+
 // RecoveringError is the per-node reason of a node that is recovering after
 // its Redis process changed. It matches ErrNodeRecovering.
 type RecoveringError struct {

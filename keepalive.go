@@ -145,12 +145,12 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
 		Timeout: timeout,
-		WaitAll: true,
+		Wait:    quorum.WaitAll,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
 			items := make([]script.RefreshItem, len(plans))
 			for i, p := range plans {
-				items[i] = script.RefreshItem{Keys: c.keys(p.l.key, n.Index), Value: p.l.value, TTL: p.ttl}
+				items[i] = script.RefreshItem{Keys: p.l.keys(n.Index), Value: p.l.value, TTL: p.ttl}
 			}
 			results, errs, err := script.RefreshBatch(ctx, n.Client, items, c.guard(n.Index))
 			return batchReply{results, errs}, err

@@ -27,6 +27,9 @@ type Lock struct {
 	key   string
 	value string
 	token int64
+	// The lock's other Redis keys: its fencing counter, and on a Redis
+	// Cluster its epoch record (see keys).
+	fence, clusterEpoch string
 
 	// op serializes the network operations on the lock (Refresh, Release,
 	// automatic refresh), so that a refresh cannot re-seed a key that a
@@ -59,6 +62,28 @@ type Lock struct {
 	capped      bool          // the hold limit cut the last refresh short
 	refreshAt   time.Time     // next automatic refresh
 	onLost      func()        // set by Do: cancels fn's context
+}
+
+// newLock is a lock about to be acquired, with a new owner value.
+func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration) *Lock {
+	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: nodeTimeout, done: make(chan struct{})}
+	l.fence = key + ":fence"
+	if c.cluster {
+		l.clusterEpoch = key + ":epoch"
+	}
+	l.ka.Value = l
+	return l
+}
+
+// keys are the lock's Redis keys on node i. The epoch record is one per
+// node, except on a Redis Cluster, where a script may only touch the slot
+// of its lock: there each lock's hash tag has a record of its own.
+func (l *Lock) keys(i int) script.Keys {
+	k := script.Keys{Lock: l.key, Fence: l.fence, Epoch: l.c.epochKey}
+	if l.c.hubs[i].Sharded() {
+		k.Epoch = l.clusterEpoch
+	}
+	return k
 }
 
 // Key returns the lock's name, as given to Obtain.
@@ -180,7 +205,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-			return script.Refresh(ctx, n.Client, c.keys(l.key, n.Index), l.value, ttl, c.guard(n.Index))
+			return script.Refresh(ctx, n.Client, l.keys(n.Index), l.value, ttl, c.guard(n.Index))
 		},
 		Agree:  script.RefreshResult.Agrees,
 		Settle: l.settleLate,
@@ -227,7 +252,7 @@ func (l *Lock) check(now time.Time) error {
 	l.mu.Unlock()
 	switch {
 	case released:
-		return fmt.Errorf("%w: it was released", ErrNotHeld)
+		return errReleased
 	case err != nil:
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	case !now.Before(deadline):
@@ -299,13 +324,22 @@ func (l *Lock) Release(ctx context.Context) error {
 	timeout := max(l.nodeTimeout, minReleaseTimeout)
 	rounds := l.rounds
 	l.mu.Unlock()
-	l.end(fmt.Errorf("%w: it was released", ErrNotHeld))
+	l.end(errReleased)
 
 	// Let the late replies of earlier rounds land first, so that the
 	// release reaches every key they set. Those that arrive after the
 	// release is sent see releasing and delete their key themselves.
-	wait := time.NewTimer(timeout)
+	var wait *time.Timer
 	for _, done := range rounds {
+		select {
+		case <-done:
+			continue
+		default:
+		}
+		if wait == nil {
+			wait = time.NewTimer(timeout)
+			defer wait.Stop()
+		}
 		select {
 		case <-done:
 			continue
@@ -313,7 +347,6 @@ func (l *Lock) Release(ctx context.Context) error {
 		}
 		break
 	}
-	wait.Stop()
 	l.mu.Lock()
 	l.releasing = true
 	l.rounds = nil
@@ -324,15 +357,19 @@ func (l *Lock) Release(ctx context.Context) error {
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
 		Timeout: timeout,
-		WaitAll: true,
-		Now:     c.cfg.now,
+		// Return once a quorum deleted the key: the other nodes' deletes
+		// finish in the background (a late one cannot delete a later
+		// owner's key: the script compares the value). A release that
+		// fails waits for every node, to report each one's reason.
+		Wait: quorum.WaitOnLoss,
+		Now:  c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
 			return script.Release(ctx, n.Client, l.key, l.value, channel, c.hubs[n.Index].Sharded())
 		},
 		Agree: func(r script.Released) bool { return r.Deleted },
 	}
 	start := c.cfg.now()
-	res := round.Run(context.WithoutCancel(ctx), &c.bg)
+	res := round.Run(context.WithoutCancel(ctx), &c.bg) // a release is not abandoned halfway
 	c.afterRelease(l.key, res.Replies, c.cfg.now().Sub(start))
 	var err error
 	if !res.Won {

@@ -27,9 +27,9 @@ type Round[T any] struct {
 	Quorum int
 	// Timeout bounds each node's request.
 	Timeout time.Duration
-	// WaitAll makes the round wait for every reply (or the timeout) instead
-	// of deciding as soon as the outcome is known.
-	WaitAll bool
+	// Wait says whether the round returns as soon as its outcome is known
+	// (the zero value) or waits for more replies.
+	Wait Wait
 	// Call performs the operation on one node.
 	Call func(ctx context.Context, n *Node) (T, error)
 	// Agree reports whether a reply without error counts toward the quorum.
@@ -51,6 +51,21 @@ type Round[T any] struct {
 	// Now is the clock used for the breaker; nil means time.Now.
 	Now func() time.Time
 }
+
+// Wait says when a round returns with replies still outstanding.
+type Wait int
+
+const (
+	// Early decides as soon as the outcome is known: a quorum agreed, or
+	// can no longer agree.
+	Early Wait = iota
+	// WaitOnLoss returns as soon as a quorum agreed, but waits for every
+	// reply (or the timeout) when the round cannot be won, so that a
+	// failure reports every node's reason.
+	WaitOnLoss
+	// WaitAll waits for every reply (or the timeout).
+	WaitAll
+)
 
 // Result is the outcome of a round.
 type Result[T any] struct {
@@ -109,7 +124,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 	active.Store(1)
 
 	// One deadline for the whole round; the last request out cancels it.
-	nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Timeout)
+	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
 	var running atomic.Int32
 	running.Store(1)
 	leave := func() {
@@ -206,8 +221,11 @@ wait:
 // decided reports whether the round's outcome is known with pending replies
 // still outstanding.
 func (r *Round[T]) decided(agreed, pending int) bool {
-	if r.WaitAll {
+	switch r.Wait {
+	case WaitAll:
 		return false
+	case WaitOnLoss:
+		return agreed >= r.Quorum
 	}
 	return agreed >= r.Quorum || agreed+pending < r.Quorum
 }
@@ -225,7 +243,7 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		node.done(probe, answered, now())
 		return res
 	}
-	nodeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Timeout)
+	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
 	sent := time.Now()
 	v, err := r.Call(nodeCtx, node)
 	lat := time.Since(sent)
@@ -250,6 +268,14 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		r.Settle(node, v, err, res.Won)
 	}
 	return res
+}
+
+// detach keeps ctx's values but not its cancellation.
+func detach(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx // cannot be cancelled already
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // finish records a finished request in the node's health and turns a node

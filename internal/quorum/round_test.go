@@ -97,13 +97,45 @@ func TestDecidesFailureAsSoonAsQuorumIsImpossible(t *testing.T) {
 	}
 }
 
+// WaitOnLoss returns at a win without the slow nodes, but waits for every
+// reply when the round is lost.
+func TestWaitOnLoss(t *testing.T) {
+	var wg sync.WaitGroup
+	slow := make(chan struct{})
+	r := fakeRound(nodes(5), []answer{{yes: true}, {yes: true}, {yes: true}, {yes: true, release: slow}, {yes: true, release: slow}})
+	r.Wait = WaitOnLoss
+	if res := r.Run(context.Background(), &wg); !res.Won || res.Agreed != 3 {
+		t.Fatalf("Won=%v Agreed=%d, want a win at 3 without the slow nodes", res.Won, res.Agreed)
+	}
+	close(slow)
+	wg.Wait()
+
+	late := make(chan struct{})
+	r = fakeRound(nodes(5), []answer{{}, {}, {}, {release: late}, {release: late}})
+	r.Wait = WaitOnLoss
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		close(late)
+	}()
+	res := r.Run(context.Background(), &wg)
+	wg.Wait()
+	if res.Won {
+		t.Fatal("won with no yes")
+	}
+	for i, rep := range res.Replies {
+		if rep.Err != nil {
+			t.Errorf("node %d: %v, want its answer: a lost round waits for every reply", i, rep.Err)
+		}
+	}
+}
+
 func TestLostRoundSettlesEarlyYesBeforeReturning(t *testing.T) {
 	var wg sync.WaitGroup
 	slow := make(chan struct{})
 	r := fakeRound(nodes(5), []answer{{yes: true}, {}, {}, {}, {yes: true, release: slow}})
 	// Wait for every answer until the timeout, so that node 0's yes is
 	// certainly in before the decision and node 4's certainly after.
-	r.WaitAll = true
+	r.Wait = WaitAll
 	r.Timeout = 100 * time.Millisecond
 	call := r.Call
 	r.Call = func(ctx context.Context, n *Node) (bool, error) {
@@ -143,7 +175,7 @@ func TestLostRoundSettlesEarlyYesBeforeReturning(t *testing.T) {
 func TestValidDecidesTheWin(t *testing.T) {
 	var wg sync.WaitGroup
 	r := fakeRound(nodes(3), []answer{{yes: true}, {yes: true}, {yes: true}})
-	r.WaitAll = true
+	r.Wait = WaitAll
 	r.Valid = func() bool { return false }
 	var lostSettles atomic.Int32
 	r.Settle = func(_ *Node, _ bool, _ error, won bool) {
@@ -344,7 +376,7 @@ func TestFirstAnswerBeforeLastStart(t *testing.T) {
 		first := make(chan struct{})
 		var reads atomic.Int32
 		r := &Round[bool]{
-			Nodes: nodes(3), Quorum: 2, Timeout: time.Minute, WaitAll: true,
+			Nodes: nodes(3), Quorum: 2, Timeout: time.Minute, Wait: WaitAll,
 			Now: func() time.Time {
 				// Read 1 admits node 0; read 2 is node 0's own finish;
 				// read 3 admits node 1.
