@@ -169,9 +169,9 @@ func WithDriftFactor(f float64) Option {
 }
 
 // WithNodeTimeout sets how long one request to one node may take before the
-// node counts as not agreeing. By default it is derived from the TTL of each
-// call: TTL/200 (50 ms for a 10 s TTL), but at least 10 ms, and at most
-// TTL/4. A value set here is used for every TTL as it is. Set it when the network is slower than loopback or a LAN.
+// node counts as not agreeing. By default it is DefaultNodeTimeout(ttl) for
+// each call's TTL. A value set here is used for every TTL as it is. Set it
+// when the network is slower than loopback or a LAN.
 //
 // A go-redis client aborts a blocked read at a context deadline only when
 // it was created with ContextTimeoutEnabled: true; set it on every node's
@@ -292,14 +292,30 @@ func WithClock(now func() time.Time) Option {
 
 // nodeTimeoutFor is the per-node timeout for one call with this TTL.
 func (c *config) nodeTimeoutFor(ttl time.Duration) time.Duration {
-	if c.nodeTimeout > 0 {
-		return c.nodeTimeout + c.ack.Timeout
+	t := c.nodeTimeout
+	if t <= 0 {
+		t = DefaultNodeTimeout(ttl)
 	}
-	t := ttl / 200
+	return t + c.ack.Timeout
+}
+
+// DefaultNodeTimeout is the per-node timeout of a call with this TTL when
+// WithNodeTimeout is not given: TTL/20 (500 ms for a 10 s TTL), at least
+// 10 ms but never more than TTL/4, and at most 1 s.
+//
+// Rounds are parallel and decide as soon as a quorum agrees, so a dead or
+// frozen node does not slow a round that the others can decide, and after
+// three timeouts in a row the node is skipped for a second. The timeout
+// only bounds a round that needs the slow node; set generously, it keeps a
+// loaded machine's queueing (a full connection pool, a GC pause) from
+// counting as a failed node. Safety never depends on it: a lock's validity
+// is checked when the round is decided.
+func DefaultNodeTimeout(ttl time.Duration) time.Duration {
+	t := min(ttl/20, time.Second)
 	if t < 10*time.Millisecond {
 		t = min(10*time.Millisecond, ttl/4)
 	}
-	return t + c.ack.Timeout
+	return t
 }
 
 // driftFor is the validity set aside for clock drift with this TTL.

@@ -1035,9 +1035,10 @@ func TestBackoffBounds(t *testing.T) {
 func TestNodeTimeoutDefault(t *testing.T) {
 	cfg := defaultConfig()
 	tests := []struct{ ttl, want time.Duration }{
-		{10 * time.Second, 50 * time.Millisecond},
-		{time.Minute, 300 * time.Millisecond},
-		{time.Second, 10 * time.Millisecond},
+		{10 * time.Second, 500 * time.Millisecond},
+		{time.Minute, time.Second},
+		{time.Second, 50 * time.Millisecond},
+		{100 * time.Millisecond, 10 * time.Millisecond},
 		{20 * time.Millisecond, 5 * time.Millisecond},
 	}
 	for _, tt := range tests {

@@ -74,15 +74,6 @@ func (c doctorConfig) budget() time.Duration {
 	return time.Duration(float64(c.ttl)*c.drift) + 2*time.Millisecond
 }
 
-// nodeTimeout is the library's default per-node timeout for the TTL.
-func (c doctorConfig) nodeTimeout() time.Duration {
-	t := c.ttl / 200
-	if t < 10*time.Millisecond {
-		t = min(10*time.Millisecond, c.ttl/4)
-	}
-	return t
-}
-
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	out := newOutputs(stdout, stderr)
 	ownOut, ownErr := out.own(nil)
@@ -685,7 +676,7 @@ func versionBelow(v string, want [3]int) bool {
 }
 
 func latency(cfg doctorConfig, sp serverProbe) (string, string) {
-	t := cfg.nodeTimeout()
+	t := redlock.DefaultNodeTimeout(cfg.ttl)
 	d := fmt.Sprintf("round trip %v; per-node timeout %v for TTL %v", round(sp.rtt), t, cfg.ttl)
 	switch {
 	case sp.rtt >= t:
