@@ -178,13 +178,14 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		return l, err
 	}
 	start := time.Now()
+	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
 	if h := c.cfg.hook; h != nil {
-		ev := ObtainEvent{Key: key, Attempts: attempts, Elapsed: time.Since(start), Err: err}
+		ev := ObtainEvent{Key: key, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err}
 		if l != nil {
 			ev.Token = l.token
 		}
-		h.Obtain(ev)
+		h.Obtain(ctx, ev)
 	}
 	return l, err
 }
@@ -251,7 +252,7 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 				c.unsubscribe(q)
 			}
 		}()
-		if werr := c.waitTurn(ctx, name, m); werr != nil {
+		if werr := c.waitTurn(ctx, name, o.id, m); werr != nil {
 			return nil, attempts, errors.Join(err, werr)
 		}
 		// The head subscribes before its first attempt, so that a
@@ -267,13 +268,13 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			if done(err) {
 				return lock, attempts, fail(err)
 			}
-			if werr := c.waitRelease(ctx, name, wake, backoff.next(), holderTTL); werr != nil {
+			if werr := c.waitRelease(ctx, name, o.id, wake, backoff.next(), holderTTL); werr != nil {
 				return nil, attempts, errors.Join(err, werr)
 			}
 		}
 	}
 	for {
-		if werr := c.waitRelease(ctx, name, nil, backoff.next(), holderTTL); werr != nil {
+		if werr := c.waitRelease(ctx, name, o.id, nil, backoff.next(), holderTTL); werr != nil {
 			return nil, attempts, errors.Join(err, werr)
 		}
 		lock, holderTTL, err = try()
@@ -286,7 +287,7 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 // waitRelease waits for the first of: a release notification, the
 // holder's remaining TTL (plus a millisecond: Redis reports 0 in a key's
 // last millisecond), the backoff delay, or the end of ctx.
-func (c *Client) waitRelease(ctx context.Context, name string, wake <-chan struct{}, delay, holderTTL time.Duration) error {
+func (c *Client) waitRelease(ctx context.Context, name string, id uint64, wake <-chan struct{}, delay, holderTTL time.Duration) error {
 	if holderTTL >= 0 {
 		delay = min(delay, holderTTL+time.Millisecond)
 	}
@@ -302,7 +303,7 @@ func (c *Client) waitRelease(ctx context.Context, name string, wake <-chan struc
 		reason, err = WokenByContext, ctxErr(ctx)
 	}
 	if h := c.cfg.hook; h != nil {
-		h.Wait(WaitEvent{Key: name, Waited: time.Since(start), WokenBy: reason})
+		h.Wait(ctx, WaitEvent{Key: name, ObtainID: id, Waited: time.Since(start), WokenBy: reason})
 	}
 	return err
 }
@@ -347,7 +348,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		qe := quorumError(c, "obtain", res, ErrNotObtained, disagreeAcquire)
 		qe.Expired = res.Agreed >= c.quorum
 		if c.observed() {
-			c.attempted(name, start, res, false, qe, 0)
+			c.attempted(ctx, name, o.id, start, res, false, qe, 0)
 		}
 		return nil, retryAfter(res.Replies), qe
 	}
@@ -356,7 +357,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	l.track(res.Done) // l is not shared yet: no lock needed
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
-		c.attempted(name, start, res, second, err, token)
+		c.attempted(ctx, name, o.id, start, res, second, err, token)
 	}
 	if err != nil {
 		// The quorum holds our key but cannot be shown to hold a counter
@@ -471,12 +472,12 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 }
 
 // attempted reports an attempt to the hook and the logger.
-func (c *Client) attempted(name string, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
+func (c *Client) attempted(ctx context.Context, name string, id uint64, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
 	nodes := nodeResults(c, res, disagreeAcquire)
-	c.logNodes(nodes)
+	c.logNodes(ctx, nodes)
 	if h := c.cfg.hook; h != nil {
-		h.Attempt(AttemptEvent{
-			Key: name, Obtained: err == nil && res.Won, Elapsed: c.cfg.now().Sub(start),
+		h.Attempt(ctx, AttemptEvent{
+			Key: name, ObtainID: id, Obtained: err == nil && res.Won, Elapsed: c.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err,
 		})
 	}

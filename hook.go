@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/quorum"
@@ -16,33 +17,40 @@ import (
 // hooks. Methods are called on the goroutine doing the work, after it: they
 // must be fast and must not block. Embed BaseHook to implement only some.
 //
+// ctx is the context of the call the event belongs to, so that a tracing
+// hook can make its spans children of the caller's: that of Obtain,
+// TryObtain or Do for Attempt, Wait and Obtain, that of Refresh or Release
+// for theirs. Automatic refreshes and losses belong to no call: their ctx
+// is that of Do (without its cancellation) for a lock of Do, and
+// context.Background() otherwise. A hook must not keep ctx.
+//
 // With no hook installed, the Client builds no events and allocates nothing
 // for them.
 type Hook interface {
 	// Attempt is called after each acquire attempt.
-	Attempt(AttemptEvent)
+	Attempt(context.Context, AttemptEvent)
 	// Wait is called after each wait between two attempts of Obtain.
-	Wait(WaitEvent)
+	Wait(context.Context, WaitEvent)
 	// Obtain is called when Obtain, TryObtain or Do's obtain returns.
-	Obtain(ObtainEvent)
+	Obtain(context.Context, ObtainEvent)
 	// Refresh is called after each refresh, manual or automatic.
-	Refresh(RefreshEvent)
+	Refresh(context.Context, RefreshEvent)
 	// Release is called after each Release.
-	Release(ReleaseEvent)
+	Release(context.Context, ReleaseEvent)
 	// Lost is called when a held lock is lost.
-	Lost(LostEvent)
+	Lost(context.Context, LostEvent)
 }
 
 // BaseHook implements Hook with methods that do nothing; embed it in a hook
 // that observes only some events.
 type BaseHook struct{}
 
-func (BaseHook) Attempt(AttemptEvent) {}
-func (BaseHook) Wait(WaitEvent)       {}
-func (BaseHook) Obtain(ObtainEvent)   {}
-func (BaseHook) Refresh(RefreshEvent) {}
-func (BaseHook) Release(ReleaseEvent) {}
-func (BaseHook) Lost(LostEvent)       {}
+func (BaseHook) Attempt(context.Context, AttemptEvent) {}
+func (BaseHook) Wait(context.Context, WaitEvent)       {}
+func (BaseHook) Obtain(context.Context, ObtainEvent)   {}
+func (BaseHook) Refresh(context.Context, RefreshEvent) {}
+func (BaseHook) Release(context.Context, ReleaseEvent) {}
+func (BaseHook) Lost(context.Context, LostEvent)       {}
 
 // NodeResult is one node's part in a quorum operation.
 type NodeResult struct {
@@ -58,7 +66,9 @@ type NodeResult struct {
 
 // AttemptEvent describes one acquire attempt.
 type AttemptEvent struct {
-	Key      string
+	Key string
+	// ObtainID is that of the obtain the attempt belongs to (ObtainEvent).
+	ObtainID uint64
 	Obtained bool
 	Elapsed  time.Duration
 	Nodes    []NodeResult
@@ -95,14 +105,19 @@ func (r WakeReason) String() string {
 
 // WaitEvent describes one wait between attempts.
 type WaitEvent struct {
-	Key     string
+	Key string
+	// ObtainID is that of the obtain the wait belongs to (ObtainEvent).
+	ObtainID uint64
 	Waited  time.Duration
 	WokenBy WakeReason
 }
 
 // ObtainEvent describes one call of Obtain or TryObtain.
 type ObtainEvent struct {
-	Key      string
+	Key string
+	// ObtainID identifies the call, unique in the process: the attempts and
+	// waits of the call, reported before it, carry the same ObtainID.
+	ObtainID uint64
 	Attempts int
 	Elapsed  time.Duration // including waits
 	Token    int64
@@ -143,34 +158,34 @@ func JoinHooks(hooks ...Hook) Hook { return joined(hooks) }
 
 type joined []Hook
 
-func (j joined) Attempt(e AttemptEvent) {
+func (j joined) Attempt(ctx context.Context, e AttemptEvent) {
 	for _, h := range j {
-		h.Attempt(e)
+		h.Attempt(ctx, e)
 	}
 }
-func (j joined) Wait(e WaitEvent) {
+func (j joined) Wait(ctx context.Context, e WaitEvent) {
 	for _, h := range j {
-		h.Wait(e)
+		h.Wait(ctx, e)
 	}
 }
-func (j joined) Obtain(e ObtainEvent) {
+func (j joined) Obtain(ctx context.Context, e ObtainEvent) {
 	for _, h := range j {
-		h.Obtain(e)
+		h.Obtain(ctx, e)
 	}
 }
-func (j joined) Refresh(e RefreshEvent) {
+func (j joined) Refresh(ctx context.Context, e RefreshEvent) {
 	for _, h := range j {
-		h.Refresh(e)
+		h.Refresh(ctx, e)
 	}
 }
-func (j joined) Release(e ReleaseEvent) {
+func (j joined) Release(ctx context.Context, e ReleaseEvent) {
 	for _, h := range j {
-		h.Release(e)
+		h.Release(ctx, e)
 	}
 }
-func (j joined) Lost(e LostEvent) {
+func (j joined) Lost(ctx context.Context, e LostEvent) {
 	for _, h := range j {
-		h.Lost(e)
+		h.Lost(ctx, e)
 	}
 }
 
@@ -200,6 +215,9 @@ func nodeResults[T any](c *Client, res quorum.Result[T], disagree func(T) error)
 	return out
 }
 
+// obtainIDs numbers the obtains that a hook or logger observes.
+var obtainIDs atomic.Uint64
+
 // observed is true when anything watches the Client.
 func (c *Client) observed() bool { return c.cfg.hook != nil || c.cfg.logger != nil }
 
@@ -216,7 +234,7 @@ const (
 )
 
 // logNodes logs the nodes of a round that are skipped or recovering.
-func (c *Client) logNodes(nodes []NodeResult) {
+func (c *Client) logNodes(ctx context.Context, nodes []NodeResult) {
 	l := c.cfg.logger
 	if l == nil {
 		return
@@ -234,10 +252,10 @@ func (c *Client) logNodes(nodes []NodeResult) {
 			continue
 		}
 		if kind == logSkipped {
-			l.LogAttrs(context.Background(), slog.LevelWarn, "redlock: node skipped after repeated timeouts",
+			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node skipped after repeated timeouts",
 				slog.Int("node", n.Node), slog.String("addr", n.Addr))
 		} else {
-			l.LogAttrs(context.Background(), slog.LevelInfo, "redlock: node recovering after a restart or failover",
+			l.LogAttrs(ctx, slog.LevelInfo, "redlock: node recovering after a restart or failover",
 				slog.Int("node", n.Node), slog.String("addr", n.Addr), slog.String("reason", n.Err.Error()))
 		}
 	}

@@ -5,13 +5,15 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// recorder is a Hook that keeps every event.
+// recorder is a Hook that keeps every event, and the value of ctxKey in
+// each event's context, by method.
 type recorder struct {
 	mu       sync.Mutex
 	attempts []AttemptEvent
@@ -20,30 +22,147 @@ type recorder struct {
 	refresh  []RefreshEvent
 	releases []ReleaseEvent
 	lost     []LostEvent
+	ctxs     map[string][]any
 }
 
-func (r *recorder) Attempt(e AttemptEvent) {
+// ctxKey marks a caller's context, to see it reach the hook.
+type ctxKey struct{}
+
+func (r *recorder) saw(ctx context.Context, method string) {
+	if r.ctxs == nil {
+		r.ctxs = make(map[string][]any)
+	}
+	r.ctxs[method] = append(r.ctxs[method], ctx.Value(ctxKey{}))
+}
+
+func (r *recorder) Attempt(ctx context.Context, e AttemptEvent) {
 	r.mu.Lock()
 	r.attempts = append(r.attempts, e)
+	r.saw(ctx, "Attempt")
 	r.mu.Unlock()
 }
-func (r *recorder) Wait(e WaitEvent) { r.mu.Lock(); r.waits = append(r.waits, e); r.mu.Unlock() }
-func (r *recorder) Obtain(e ObtainEvent) {
+func (r *recorder) Wait(ctx context.Context, e WaitEvent) {
+	r.mu.Lock()
+	r.waits = append(r.waits, e)
+	r.saw(ctx, "Wait")
+	r.mu.Unlock()
+}
+func (r *recorder) Obtain(ctx context.Context, e ObtainEvent) {
 	r.mu.Lock()
 	r.obtains = append(r.obtains, e)
+	r.saw(ctx, "Obtain")
 	r.mu.Unlock()
 }
-func (r *recorder) Refresh(e RefreshEvent) {
+func (r *recorder) Refresh(ctx context.Context, e RefreshEvent) {
 	r.mu.Lock()
 	r.refresh = append(r.refresh, e)
+	r.saw(ctx, "Refresh")
 	r.mu.Unlock()
 }
-func (r *recorder) Release(e ReleaseEvent) {
+func (r *recorder) Release(ctx context.Context, e ReleaseEvent) {
 	r.mu.Lock()
 	r.releases = append(r.releases, e)
+	r.saw(ctx, "Release")
 	r.mu.Unlock()
 }
-func (r *recorder) Lost(e LostEvent) { r.mu.Lock(); r.lost = append(r.lost, e); r.mu.Unlock() }
+func (r *recorder) Lost(ctx context.Context, e LostEvent) {
+	r.mu.Lock()
+	r.lost = append(r.lost, e)
+	r.saw(ctx, "Lost")
+	r.mu.Unlock()
+}
+
+// Each event comes with the context of the call it belongs to, and the
+// attempts and waits of an obtain carry its ObtainID.
+func TestHookEventsCarryTheirCall(t *testing.T) {
+	cl := startNodes(t, 1)
+	rec := &recorder{}
+	c := newClient(t, cl.clients, WithHook(rec), WithNodeTimeout(100*time.Millisecond))
+	holderCtx := context.WithValue(context.Background(), ctxKey{}, "holder")
+	waiterCtx := context.WithValue(context.Background(), ctxKey{}, "waiter")
+
+	held, err := c.TryObtain(holderCtx, "call", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		l, err := c.Obtain(waiterCtx, "call", time.Minute)
+		if err == nil {
+			err = l.Release(waiterCtx)
+		}
+		done <- err
+	}()
+	eventually(t, "the waiter tried", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.attempts) >= 2
+	})
+	if err := held.Refresh(holderCtx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Release(holderCtx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Do's lock: its automatic refreshes and its loss carry Do's context.
+	doCtx := context.WithValue(context.Background(), ctxKey{}, "do")
+	err = c.Do(doCtx, "do", 300*time.Millisecond, func(ctx context.Context) error {
+		eventually(t, "an automatic refresh", func() bool {
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			return len(rec.refresh) >= 2
+		})
+		// Lose it: another owner's value takes the key, and the next
+		// refresh is refused.
+		if err := cl.clients[0].Set(context.Background(), "{redlock:do}", "another", time.Minute).Err(); err != nil {
+			return err
+		}
+		<-ctx.Done()
+		return nil
+	}, WithRefreshInterval(50*time.Millisecond))
+	if !errors.Is(err, ErrLost) {
+		t.Fatalf("Do: %v, want ErrLost", err)
+	}
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	ids := map[uint64]any{}
+	for i, o := range rec.obtains {
+		if o.ObtainID == 0 || ids[o.ObtainID] != nil {
+			t.Fatalf("obtain %d: ObtainID %d, want unique and not 0", i, o.ObtainID)
+		}
+		ids[o.ObtainID] = rec.ctxs["Obtain"][i]
+	}
+	for i, a := range rec.attempts {
+		if want := ids[a.ObtainID]; want == nil || rec.ctxs["Attempt"][i] != want {
+			t.Errorf("attempt %d: obtain %d and context %v; want an obtain's ID and its context %v", i, a.ObtainID, rec.ctxs["Attempt"][i], want)
+		}
+	}
+	if len(rec.waits) == 0 {
+		t.Fatal("no wait recorded")
+	}
+	for i, w := range rec.waits {
+		if ids[w.ObtainID] != "waiter" || rec.ctxs["Wait"][i] != "waiter" {
+			t.Errorf("wait %d: obtain %d with context %v, want the waiter's", i, w.ObtainID, rec.ctxs["Wait"][i])
+		}
+	}
+	wantRefresh := []any{"holder"}
+	for range len(rec.refresh) - 1 {
+		wantRefresh = append(wantRefresh, "do")
+	}
+	if !slices.Equal(rec.ctxs["Refresh"], wantRefresh) {
+		t.Errorf("refresh contexts %v, want %v", rec.ctxs["Refresh"], wantRefresh)
+	}
+	if want := []any{"holder", "waiter", "do"}; !slices.Equal(rec.ctxs["Release"], want) {
+		t.Errorf("release contexts %v, want %v", rec.ctxs["Release"], want)
+	}
+	if want := []any{"do"}; !slices.Equal(rec.ctxs["Lost"], want) {
+		t.Errorf("lost contexts %v, want %v", rec.ctxs["Lost"], want)
+	}
+}
 
 func TestHookSeesTheLifeCycle(t *testing.T) {
 	cl := startNodes(t, 3)

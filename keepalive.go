@@ -34,7 +34,7 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	}
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	lock.setOnLost(func() { cancel(ErrLost) })
+	lock.bindDo(ctx, func() { cancel(ErrLost) })
 	ferr := fn(fnCtx)
 	lostErr := lock.Err()
 	rerr := lock.Release(context.WithoutCancel(ctx))
@@ -188,7 +188,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			if err == nil && !won {
 				err = fmt.Errorf("redlock: automatic refresh: %d of %d needed nodes agreed", agreed, c.quorum)
 			}
-			h.Refresh(RefreshEvent{Key: p.l.name, Token: p.l.token, Auto: true, Elapsed: now.Sub(start), Err: err})
+			h.Refresh(p.l.eventCtx(), RefreshEvent{Key: p.l.name, Token: p.l.token, Auto: true, Elapsed: now.Sub(start), Err: err})
 		}
 	}
 }

@@ -57,11 +57,12 @@ type Lock struct {
 	releaseErr  error
 	watched     bool // scheduled: Done was called, or auto-refresh is on
 	auto        bool
-	interval    time.Duration // auto-refresh period
-	holdUntil   time.Time     // auto-refresh does not extend past it; zero: no limit
-	capped      bool          // the hold limit cut the last refresh short
-	refreshAt   time.Time     // next automatic refresh
-	onLost      func()        // set by Do: cancels fn's context
+	interval    time.Duration   // auto-refresh period
+	holdUntil   time.Time       // auto-refresh does not extend past it; zero: no limit
+	capped      bool            // the hold limit cut the last refresh short
+	refreshAt   time.Time       // next automatic refresh
+	onLost      func()          // set by Do: cancels fn's context
+	doCtx       context.Context // set by Do: the context of its keep-alive's events
 }
 
 // newLock is a lock about to be acquired, with a new owner value.
@@ -217,9 +218,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	res := round.Run(ctx, &c.bg)
 	err := l.refreshed(res, start, ttl, timeout, newValid)
 	if c.observed() {
-		c.logNodes(nodeResults(c, res, disagreeRefresh))
+		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {
-			h.Refresh(RefreshEvent{Key: l.name, Token: l.token, Elapsed: c.cfg.now().Sub(start), Err: err})
+			h.Refresh(ctx, RefreshEvent{Key: l.name, Token: l.token, Elapsed: c.cfg.now().Sub(start), Err: err})
 		}
 	}
 	return err
@@ -385,7 +386,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	c.forget(l)
 	if h := c.cfg.hook; h != nil {
 		now := c.cfg.now()
-		h.Release(ReleaseEvent{Key: l.name, Token: l.token, Held: now.Sub(l.obtainedAt), Elapsed: now.Sub(releaseStart), Err: err})
+		h.Release(ctx, ReleaseEvent{Key: l.name, Token: l.token, Held: now.Sub(l.obtainedAt), Elapsed: now.Sub(releaseStart), Err: err})
 	}
 	return err
 }
@@ -414,11 +415,12 @@ func (l *Lock) end(err error) {
 	}
 	c := l.c
 	held := c.cfg.now().Sub(l.obtainedAt)
+	ctx := l.eventCtx()
 	if h := c.cfg.hook; h != nil {
-		h.Lost(LostEvent{Key: l.name, Token: l.token, Held: held, Err: err})
+		h.Lost(ctx, LostEvent{Key: l.name, Token: l.token, Held: held, Err: err})
 	}
 	if lg := c.cfg.logger; lg != nil {
-		lg.LogAttrs(context.Background(), slog.LevelWarn, "redlock: lock lost",
+		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
 			slog.String("key", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
 	}
 }
@@ -439,10 +441,22 @@ func (l *Lock) schedule() {
 	l.c.sched.Schedule(&l.ka, at)
 }
 
-// setOnLost arranges for f to run when the lock is lost; at once if it is
-// lost already.
-func (l *Lock) setOnLost(f func()) {
+// eventCtx is the context of the hook events of no call: automatic
+// refreshes and the loss.
+func (l *Lock) eventCtx() context.Context {
 	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.doCtx != nil {
+		return l.doCtx
+	}
+	return context.Background()
+}
+
+// bindDo makes the lock Do's: f runs when the lock is lost (at once if it
+// is lost already), and ctx is the context of its events.
+func (l *Lock) bindDo(ctx context.Context, f func()) {
+	l.mu.Lock()
+	l.doCtx = context.WithoutCancel(ctx)
 	if l.err == nil {
 		l.onLost = f
 		l.mu.Unlock()

@@ -74,6 +74,7 @@ type config struct {
 }
 
 type obtainConfig struct {
+	id       uint64 // ObtainID of an observed obtain
 	retry    retryConfig
 	auto     bool
 	interval time.Duration // 0: TTL/3

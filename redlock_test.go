@@ -163,11 +163,7 @@ func TestObtainReleaseCycle(t *testing.T) {
 			if err := lock.Release(ctx); err != nil {
 				t.Fatalf("second Release: %v, want nil (idempotent)", err)
 			}
-			for i, node := range cl.clients {
-				if _, ok := rawGet(t, node, "order:42"); ok {
-					t.Errorf("node %d still has the key after Release", i)
-				}
-			}
+			assertReleased(t, cl.clients, "order:42")
 			if err := lock.Refresh(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
 				t.Errorf("Refresh after Release: %v, want ErrNotHeld", err)
 			}
@@ -782,10 +778,28 @@ func TestReleaseWithCancelledContext(t *testing.T) {
 	if err := lock.Release(ctx); err != nil {
 		t.Fatalf("Release with a cancelled context: %v", err)
 	}
-	for i, node := range cl.clients {
-		if _, ok := rawGet(t, node, "cancelled"); ok {
-			t.Errorf("node %d still has the key", i)
+	assertReleased(t, cl.clients, "cancelled")
+}
+
+// assertReleased checks, right after a Release returned, that a quorum of
+// nodes no longer holds the lock, and that the others drop it soon: Release
+// returns once a quorum deleted the key.
+func assertReleased(t *testing.T, nodes []redis.UniversalClient, name string) {
+	t.Helper()
+	still := 0
+	for _, node := range nodes {
+		if _, ok := rawGet(t, node, name); ok {
+			still++
 		}
+	}
+	if quorum := len(nodes)/2 + 1; len(nodes)-still < quorum {
+		t.Errorf("%d of %d nodes still hold the key when Release returns, want at most %d", still, len(nodes), len(nodes)-quorum)
+	}
+	for i, node := range nodes {
+		eventually(t, fmt.Sprintf("node %d drops the released key", i), func() bool {
+			_, ok := rawGet(t, node, name)
+			return !ok
+		})
 	}
 }
 

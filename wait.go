@@ -181,7 +181,7 @@ func (c *Client) unsubscribe(q *waitQueue) {
 }
 
 // waitTurn blocks until m is the head of its queue, or ctx ends.
-func (c *Client) waitTurn(ctx context.Context, name string, m *member) error {
+func (c *Client) waitTurn(ctx context.Context, name string, id uint64, m *member) error {
 	select {
 	case <-m.turn:
 		return nil // the head: no wait to report
@@ -195,7 +195,7 @@ func (c *Client) waitTurn(ctx context.Context, name string, m *member) error {
 		reason, err = WokenByContext, ctxErr(ctx)
 	}
 	if h := c.cfg.hook; h != nil {
-		h.Wait(WaitEvent{Key: name, Waited: time.Since(start), WokenBy: reason})
+		h.Wait(ctx, WaitEvent{Key: name, ObtainID: id, Waited: time.Since(start), WokenBy: reason})
 	}
 	return err
 }

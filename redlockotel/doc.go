@@ -19,9 +19,10 @@
 //	redlock.release  one Release (of zero length: the event has no duration)
 //	redlock.lost     the loss of a held lock (of zero length)
 //
-// Hook events carry no context, so the spans cannot be children of the
-// caller's span: they are root spans, or children of the span given to
-// WithParent.
+// Each span is a child of the span in the context of the call it belongs
+// to (Obtain's, Refresh's, Release's; Do's for the automatic refreshes and
+// the loss of Do's lock). Without one, it is a child of the span given to
+// WithParent, or a root span.
 //
 // Span attributes: redlock.outcome (the values below), redlock.attempts,
 // redlock.token (of an obtained lock), redlock.nodes and redlock.quorum (of
@@ -37,10 +38,8 @@
 // index), redlock.node.addr, redlock.node.outcome ("agreed" or the kind of
 // its refusal) and redlock.node.latency_ms), at the time the node answered.
 // A failed refresh or release has a "redlock.node" event per node that did
-// not agree. The attempts and waits are matched to their obtain by lock
-// name and time: exact when one goroutine at a time obtains a given name
-// through the Hook; with concurrent obtains of one name, an obtain's span
-// may show another's attempts.
+// not agree. The attempts and waits are matched to their obtain by the
+// events' ObtainID.
 //
 // # Metrics
 //

@@ -65,9 +65,9 @@ func WithLockAttribute(f func(name string) string) Option {
 	return option(func(c *config) { c.lockAttr = f })
 }
 
-// WithParent makes every span a child of the span sc, such as a
-// long-lived span of the worker that uses the Client. Default none: the
-// spans are roots, since Hook events carry no context.
+// WithParent makes every span whose call's context holds no span a child
+// of the span sc, such as a long-lived span of the worker that uses the
+// Client. Default none: such spans are roots.
 func WithParent(sc trace.SpanContext) Option {
 	return option(func(c *config) { c.parent = sc })
 }
@@ -188,13 +188,15 @@ func (h *Hook) measure(name string, attrs ...attribute.KeyValue) metric.Measurem
 	return metric.WithAttributes(attrs...)
 }
 
-// start starts a span that began at start.
-func (h *Hook) start(name, key string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
-	ctx := context.Background()
+// start starts a span that began at start: a child of the span in ctx,
+// else of WithParent's, else a root.
+func (h *Hook) start(ctx context.Context, name, key string, start time.Time, attrs ...attribute.KeyValue) trace.Span {
 	opts := []trace.SpanStartOption{trace.WithTimestamp(start)}
-	if h.parent.IsValid() {
+	switch {
+	case trace.SpanContextFromContext(ctx).IsValid():
+	case h.parent.IsValid():
 		ctx = trace.ContextWithSpanContext(ctx, h.parent)
-	} else {
+	default:
 		opts = append(opts, trace.WithNewRoot())
 	}
 	if h.keyAttr {
@@ -214,38 +216,36 @@ func end(span trace.Span, at time.Time, err error) {
 }
 
 // Attempt counts the attempt and keeps it for its obtain's span.
-func (h *Hook) Attempt(e redlock.AttemptEvent) {
-	ctx := context.Background()
+func (h *Hook) Attempt(ctx context.Context, e redlock.AttemptEvent) {
 	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(hookstate.AttemptResult(e))))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
-			h.nodeError("acquire", n.Node, n.Err)
+			h.nodeError(ctx, "acquire", n.Node, n.Err)
 		}
 	}
 	e.Nodes = append([]redlock.NodeResult(nil), e.Nodes...)
-	h.journal.add(e.Key, record{at: time.Now(), attempt: &e})
+	h.journal.add(e.ObtainID, record{at: time.Now(), attempt: &e})
 }
 
 // Wait measures the wait and keeps it for its obtain's span.
-func (h *Hook) Wait(e redlock.WaitEvent) {
-	h.waitTime.Record(context.Background(), e.Waited.Seconds(), h.measure(e.Key, wokenKey.String(e.WokenBy.String())))
-	h.journal.add(e.Key, record{at: time.Now(), wait: &e})
+func (h *Hook) Wait(ctx context.Context, e redlock.WaitEvent) {
+	h.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Key, wokenKey.String(e.WokenBy.String())))
+	h.journal.add(e.ObtainID, record{at: time.Now(), wait: &e})
 }
 
-// Obtain makes the redlock.obtain span, with the attempts and waits made
-// since the obtain began.
-func (h *Hook) Obtain(e redlock.ObtainEvent) {
+// Obtain makes the redlock.obtain span, with the obtain's attempts and
+// waits.
+func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
 	outcome := hookstate.ObtainResult(e.Err)
-	ctx := context.Background()
 	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome)))
 	if e.Err == nil {
-		h.held.Obtained(e.Key)
+		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.Add(ctx, 1, h.measure(e.Key))
 	}
 
-	records := h.journal.take(e.Key, began)
+	records := h.journal.take(e.ObtainID)
 	attrs := []attribute.KeyValue{outcomeKey.String(outcome), attemptsKey.Int(e.Attempts)}
 	if e.Err == nil {
 		attrs = append(attrs, tokenKey.Int64(e.Token))
@@ -257,7 +257,7 @@ func (h *Hook) Obtain(e redlock.ObtainEvent) {
 			break
 		}
 	}
-	span := h.start("redlock.obtain", e.Key, began, attrs...)
+	span := h.start(ctx, "redlock.obtain", e.Key, began, attrs...)
 	if span.IsRecording() {
 		number := 0
 		for _, r := range records {
@@ -292,44 +292,42 @@ func (h *Hook) Obtain(e redlock.ObtainEvent) {
 }
 
 // Refresh makes the redlock.refresh span.
-func (h *Hook) Refresh(e redlock.RefreshEvent) {
+func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
 	now := time.Now()
 	outcome := hookstate.RefreshResult(e.Err)
-	h.refreshTime.Record(context.Background(), e.Elapsed.Seconds(),
+	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
 		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto)))
-	h.quorumNodes("refresh", e.Err)
-	span := h.start("redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto))
+	h.quorumNodes(ctx, "refresh", e.Err)
+	span := h.start(ctx, "redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
 
 // Release makes the redlock.release span and, unless the lock was lost
 // before, ends its hold.
-func (h *Hook) Release(e redlock.ReleaseEvent) {
+func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
 	now := time.Now()
-	ctx := context.Background()
 	outcome := hookstate.ReleaseResult(e.Err)
 	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome)))
-	h.quorumNodes("release", e.Err)
-	if h.held.Released(e.Key) {
+	h.quorumNodes(ctx, "release", e.Err)
+	if h.held.Ended(e.Key, e.Token) {
 		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
 		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released")))
 	}
-	span := h.start("redlock.release", e.Key, now, outcomeKey.String(outcome), heldKey.Float64(ms(e.Held)))
+	span := h.start(ctx, "redlock.release", e.Key, now, outcomeKey.String(outcome), heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
 
 // Lost makes the redlock.lost span and ends the lock's hold.
-func (h *Hook) Lost(e redlock.LostEvent) {
+func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
-	ctx := context.Background()
 	h.lost.Add(ctx, 1, h.measure(e.Key))
-	if h.held.Lost(e.Key) {
+	if h.held.Ended(e.Key, e.Token) {
 		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
 		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost")))
 	}
-	span := h.start("redlock.lost", e.Key, now, heldKey.Float64(ms(e.Held)))
+	span := h.start(ctx, "redlock.lost", e.Key, now, heldKey.Float64(ms(e.Held)))
 	err := e.Err
 	if err == nil {
 		err = redlock.ErrLost
@@ -352,18 +350,18 @@ func (h *Hook) nodeEvents(span trace.Span, at time.Time, err error) {
 }
 
 // quorumNodes counts the node errors of a failed refresh or release.
-func (h *Hook) quorumNodes(op string, err error) {
+func (h *Hook) quorumNodes(ctx context.Context, op string, err error) {
 	var qe *redlock.QuorumError
 	if !errors.As(err, &qe) {
 		return
 	}
 	for _, n := range qe.Nodes {
-		h.nodeError(op, n.Node, n.Err)
+		h.nodeError(ctx, op, n.Node, n.Err)
 	}
 }
 
-func (h *Hook) nodeError(op string, node int, err error) {
-	h.nodeErrors.Add(context.Background(), 1, metric.WithAttributes(
+func (h *Hook) nodeError(ctx context.Context, op string, node int, err error) {
+	h.nodeErrors.Add(ctx, 1, metric.WithAttributes(
 		opKey.String(op), nodeKey.Int(node), errorKindKey.String(hookstate.NodeErrorKind(err))))
 }
 

@@ -338,11 +338,94 @@ func TestDefaultsToTheGlobalProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Lost(redlock.LostEvent{Key: "k", Held: time.Second, Err: redlock.ErrLost})
+	h.Lost(context.Background(), redlock.LostEvent{Key: "k", Held: time.Second, Err: redlock.ErrLost})
 	if got := len(tel.ended("redlock.lost")); got != 1 {
 		t.Errorf("%d lost spans through the global provider, want 1", got)
 	}
 	if got := tel.sum(t, "redlock.lost"); got != 1 {
 		t.Errorf("redlock.lost = %d through the global provider, want 1", got)
+	}
+}
+
+// Spans are children of the span in the call's context, which wins over
+// WithParent; an automatic refresh of Do's lock is a child of Do's caller.
+// Concurrent obtains of one name show only their own attempts.
+func TestSpansJoinTheCallersTrace(t *testing.T) {
+	tel := newTelemetry(t)
+	fallback := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{9}, SpanID: trace.SpanID{9}, TraceFlags: trace.FlagsSampled})
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp), redlockotel.WithParent(fallback))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, startRedis(t, 1), h)
+	ctx, request := tel.tp.Tracer("test").Start(context.Background(), "request")
+
+	held, err := c.TryObtain(ctx, "shared", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two waiters of the held name, in other traces, give up after a few
+	// attempts each.
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			wctx, span := tel.tp.Tracer("test").Start(context.Background(), "waiter")
+			defer span.End()
+			_, err := c.Obtain(wctx, "shared", time.Minute, redlock.WithMaxAttempts(3), redlock.WithRetryDelay(5*time.Millisecond, 10*time.Millisecond))
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; !errors.Is(err, redlock.ErrNotObtained) {
+			t.Fatalf("waiter: %v, want ErrNotObtained", err)
+		}
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = c.Do(ctx, "job", 300*time.Millisecond, func(context.Context) error {
+		time.Sleep(250 * time.Millisecond) // a refresh every 50 ms
+		return nil
+	}, redlock.WithRefreshInterval(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	request.End()
+
+	want := request.SpanContext()
+	waiters := map[trace.SpanID]bool{}
+	for _, s := range tel.ended("waiter") {
+		waiters[s.SpanContext().SpanID()] = true
+	}
+	var fromRequest, fromWaiters, refreshes int
+	for _, s := range tel.spans.Ended() {
+		switch {
+		case s.Name() == "request" || s.Name() == "waiter":
+			continue
+		case s.Parent().SpanID() == want.SpanID() && s.SpanContext().TraceID() == want.TraceID():
+			fromRequest++
+			if s.Name() == "redlock.refresh" {
+				refreshes++
+			}
+		case s.Name() == "redlock.obtain" && waiters[s.Parent().SpanID()]:
+			fromWaiters++
+			attempts := 0
+			for _, e := range s.Events() {
+				if e.Name == "redlock.attempt" {
+					attempts++
+				}
+			}
+			if got := attrs(s.Attributes())["redlock.attempts"].AsInt64(); attempts != 3 || got != 3 {
+				t.Errorf("a waiter's obtain span has %d attempt events and redlock.attempts %d, want its own 3", attempts, got)
+			}
+		default:
+			t.Errorf("span %s: parent %v, want the caller's span", s.Name(), s.Parent())
+		}
+	}
+	// The request's obtain and release, then Do's obtain, refreshes and
+	// release.
+	if fromRequest < 5 || refreshes < 1 || fromWaiters != 2 {
+		t.Errorf("%d spans under the request (%d refreshes), %d obtains under the waiters; want at least 5 (1), and 2",
+			fromRequest, refreshes, fromWaiters)
 	}
 }

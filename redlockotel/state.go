@@ -18,53 +18,43 @@ type record struct {
 	wait    *redlock.WaitEvent
 }
 
-// Bounds of a journal: records only outlive their obtain when obtains of
-// one name overlap, but nothing else bounds them.
+// maxObtains bounds a journal: an obtain's records are taken when it ends,
+// so only obtains in progress have records, each at most maxRecords (the
+// oldest go first); beyond maxObtains obtains in progress, new ones' spans
+// show no attempts.
 const (
-	maxRecords = 64   // per lock name; the oldest go first
-	maxNames   = 4096 // beyond, the obtains of new names show no attempts
+	maxRecords = 64
+	maxObtains = 4096
 )
 
-// journal keeps the attempts and waits of obtains in progress, by lock
-// name.
+// journal keeps the attempts and waits of obtains in progress, by
+// ObtainID.
 type journal struct {
-	mu    sync.Mutex
-	names map[string][]record
+	mu      sync.Mutex
+	obtains map[uint64][]record
 }
 
-func (j *journal) add(name string, r record) {
+func (j *journal) add(id uint64, r record) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.names == nil {
-		j.names = make(map[string][]record)
+	if j.obtains == nil {
+		j.obtains = make(map[uint64][]record)
 	}
-	rs, ok := j.names[name]
-	if !ok && len(j.names) >= maxNames {
+	rs, ok := j.obtains[id]
+	if !ok && len(j.obtains) >= maxObtains {
 		return
 	}
 	if len(rs) >= maxRecords {
 		rs = append(rs[:0], rs[1:]...)
 	}
-	j.names[name] = append(rs, r)
+	j.obtains[id] = append(rs, r)
 }
 
-// take removes and returns the records of name seen since since.
-func (j *journal) take(name string, since time.Time) []record {
+// take removes and returns the records of obtain id.
+func (j *journal) take(id uint64) []record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	rs := j.names[name]
-	var taken, kept []record
-	for _, r := range rs {
-		if r.at.Before(since) {
-			kept = append(kept, r)
-		} else {
-			taken = append(taken, r)
-		}
-	}
-	if len(kept) == 0 {
-		delete(j.names, name)
-	} else {
-		j.names[name] = kept
-	}
-	return taken
+	rs := j.obtains[id]
+	delete(j.obtains, id)
+	return rs
 }

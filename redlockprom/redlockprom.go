@@ -1,6 +1,7 @@
 package redlockprom
 
 import (
+	"context"
 	"errors"
 	"strconv"
 
@@ -181,7 +182,7 @@ func (h *Hook) values(name string, vals ...string) []string {
 }
 
 // Attempt counts the attempt and each node's refusal or failure.
-func (h *Hook) Attempt(e redlock.AttemptEvent) {
+func (h *Hook) Attempt(_ context.Context, e redlock.AttemptEvent) {
 	h.attempts.WithLabelValues(h.values(e.Key, hookstate.AttemptResult(e))...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
@@ -191,23 +192,23 @@ func (h *Hook) Attempt(e redlock.AttemptEvent) {
 }
 
 // Wait observes the wait.
-func (h *Hook) Wait(e redlock.WaitEvent) {
+func (h *Hook) Wait(_ context.Context, e redlock.WaitEvent) {
 	h.waitTime.WithLabelValues(h.values(e.Key, e.WokenBy.String())...).Observe(e.Waited.Seconds())
 }
 
 // Obtain counts the call and, when it obtained the lock, the lock as held.
-func (h *Hook) Obtain(e redlock.ObtainEvent) {
+func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
 	result := hookstate.ObtainResult(e.Err)
 	h.acquires.WithLabelValues(h.values(e.Key, result)...).Inc()
 	h.acquireTime.WithLabelValues(h.values(e.Key, result)...).Observe(e.Elapsed.Seconds())
 	if e.Err == nil {
-		h.held.Obtained(e.Key)
+		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Inc()
 	}
 }
 
 // Refresh counts the refresh and the nodes that refused or failed in it.
-func (h *Hook) Refresh(e redlock.RefreshEvent) {
+func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
 	auto := strconv.FormatBool(e.Auto)
 	h.refreshes.WithLabelValues(h.values(e.Key, hookstate.RefreshResult(e.Err), auto)...).Inc()
 	h.refreshTime.WithLabelValues(h.values(e.Key, auto)...).Observe(e.Elapsed.Seconds())
@@ -216,19 +217,19 @@ func (h *Hook) Refresh(e redlock.RefreshEvent) {
 
 // Release counts the release and, unless the lock was lost before, ends
 // its hold.
-func (h *Hook) Release(e redlock.ReleaseEvent) {
+func (h *Hook) Release(_ context.Context, e redlock.ReleaseEvent) {
 	h.releases.WithLabelValues(h.values(e.Key, hookstate.ReleaseResult(e.Err))...).Inc()
 	h.quorumNodes("release", e.Err)
-	if h.held.Released(e.Key) {
+	if h.held.Ended(e.Key, e.Token) {
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
 		h.holdTime.WithLabelValues(h.values(e.Key, "released")...).Observe(e.Held.Seconds())
 	}
 }
 
 // Lost counts the loss and ends the lock's hold.
-func (h *Hook) Lost(e redlock.LostEvent) {
+func (h *Hook) Lost(_ context.Context, e redlock.LostEvent) {
 	h.lost.WithLabelValues(h.values(e.Key)...).Inc()
-	if h.held.Lost(e.Key) {
+	if h.held.Ended(e.Key, e.Token) {
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
 		h.holdTime.WithLabelValues(h.values(e.Key, "lost")...).Observe(e.Held.Seconds())
 	}

@@ -89,66 +89,42 @@ func ReleaseResult(err error) string {
 	return "failed"
 }
 
-// Holdings counts, per lock name, the locks held and the locks lost but not
-// yet released, so that a lost lock's later Release does not end its hold
-// a second time.
-//
-// The events carry the lock's name but nothing that tells two locks of one
-// name apart, so the count is exact while at most one lock per name is
-// held through this Hook at a time. With more (several Clients sharing the
-// Hook), a Release after a loss may end another lock's hold early, which
-// the lost lock's own Release makes up for: the count is right again once
-// every lock is released.
+// Holdings is the set of locks obtained through a Hook and neither
+// released nor lost, so that a lock's end is counted once: by its loss, or
+// by its release when it was not lost before. A lock is its name and
+// fencing token, which no other successful acquire of the name shares
+// (fencing tokens only increase); Clients of different deployments that
+// share a Hook and lock the same names could, in principle, issue the same
+// token.
 type Holdings struct {
 	mu   sync.Mutex
-	held map[string]int
-	gone map[string]int // lost, not yet released
+	held map[lock]struct{}
 }
 
-func (h *Holdings) Obtained(name string) {
+type lock struct {
+	name  string
+	token int64
+}
+
+// Obtained adds a lock.
+func (h *Holdings) Obtained(name string, token int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held == nil {
-		h.held = make(map[string]int)
+		h.held = make(map[lock]struct{})
 	}
-	h.held[name]++
+	h.held[lock{name, token}] = struct{}{}
 }
 
-// Lost reports whether a held lock of the name ended by the loss.
-func (h *Holdings) Lost(name string) bool {
+// Ended removes a lock, released or lost, and reports whether it was held:
+// false for the release of a lock lost before (or never obtained here).
+func (h *Holdings) Ended(name string, token int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.held[name] == 0 {
-		return false // released already: its Release event came first
-	}
-	decr(h.held, name)
-	if h.gone == nil {
-		h.gone = make(map[string]int)
-	}
-	h.gone[name]++
-	return true
-}
-
-// Released reports whether a held lock of the name ended by the release;
-// false when the release is that of a lock lost before.
-func (h *Holdings) Released(name string) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.gone[name] > 0 {
-		decr(h.gone, name)
+	k := lock{name, token}
+	if _, ok := h.held[k]; !ok {
 		return false
 	}
-	if h.held[name] == 0 {
-		return false
-	}
-	decr(h.held, name)
+	delete(h.held, k)
 	return true
-}
-
-func decr(m map[string]int, k string) {
-	if m[k] <= 1 {
-		delete(m, k)
-		return
-	}
-	m[k]--
 }
