@@ -108,8 +108,8 @@ type WaitEvent struct {
 	Key string
 	// ObtainID is that of the obtain the wait belongs to (ObtainEvent).
 	ObtainID uint64
-	Waited  time.Duration
-	WokenBy WakeReason
+	Waited   time.Duration
+	WokenBy  WakeReason
 }
 
 // ObtainEvent describes one call of Obtain or TryObtain.
