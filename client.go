@@ -331,7 +331,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		},
 		Agree: script.Acquired.OK,
 		Valid: func() bool { return c.cfg.now().Before(validUntil) },
-		Settle: func(n *quorum.Node, a script.Acquired, err error, won bool) {
+		Settle: func(n *quorum.Node, a script.Acquired, err error, won, late bool) {
 			// A failed attempt must not leave our key behind: release
 			// where the node took it (replicated or not), or may have (no
 			// definite answer). A won lock's late yes joins it, unless the
@@ -340,7 +340,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 				c.releaseNode(n, key, value, timeout)
 				return
 			}
-			l.settleLate(n, refreshed(a), err, won)
+			l.settleLate(n, refreshed(a), err, late)
 		},
 	}
 	res := round.Run(ctx, &c.bg)
@@ -354,7 +354,6 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	}
 	l.validUntil = validUntil
 	l.obtainedAt = start
-	l.track(res.Done) // l is not shared yet: no lock needed
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
 		c.attempted(ctx, name, o.id, start, res, second, err, token)

@@ -156,13 +156,13 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			return batchReply{results, errs}, err
 		},
 		Agree: func(batchReply) bool { return true },
-		Settle: func(n *quorum.Node, r batchReply, err error, _ bool) {
+		Settle: func(n *quorum.Node, r batchReply, err error, _, late bool) {
 			for i, p := range plans {
 				res, ierr := script.NotOwner, err
 				if err == nil {
 					res, ierr = r.results[i], r.errs[i]
 				}
-				p.l.settleLate(n, res, ierr, true)
+				p.l.settleLate(n, res, ierr, late)
 			}
 		},
 	}
@@ -183,7 +183,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		}
 		won := agreed >= c.quorum && now.Before(p.oldValid) && now.Before(p.newValid)
 		refusedBy := refusals > len(c.nodes)-c.quorum
-		err := p.l.applyRefresh(res.Done, start, p.ttl, p.timeout, p.newValid, won, refusedBy)
+		err := p.l.applyRefresh(start, p.ttl, p.timeout, p.newValid, won, refusedBy)
 		if h := c.cfg.hook; h != nil {
 			if err == nil && !won {
 				err = fmt.Errorf("redlock: automatic refresh: %d of %d needed nodes agreed", agreed, c.quorum)

@@ -44,10 +44,9 @@ type Lock struct {
 
 	obtainedAt time.Time
 
+	// mu guards the fields below.
 	mu sync.Mutex
-	// rounds holds the Done channels of acquire and refresh rounds whose
-	// late replies may still set or extend our key on a node.
-	rounds      []<-chan struct{}
+
 	releasing   bool // Release's round is out: late yes-replies clean up after themselves
 	ttl         time.Duration
 	nodeTimeout time.Duration
@@ -208,8 +207,10 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
 			return script.Refresh(ctx, n.Client, l.keys(n.Index), l.value, ttl, c.guard(n.Index))
 		},
-		Agree:  script.RefreshResult.Agrees,
-		Settle: l.settleLate,
+		Agree: script.RefreshResult.Agrees,
+		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
+			l.settleLate(n, r, err, late)
+		},
 		Valid: func() bool {
 			now := c.cfg.now()
 			return now.Before(validUntil) && now.Before(newValid)
@@ -230,7 +231,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
 	c := l.c
 	refusedBy := refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner })
-	if err := l.applyRefresh(res.Done, start, ttl, timeout, newValid, res.Won, refusedBy); err != nil {
+	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy); err != nil {
 		return err
 	}
 	if res.Won {
@@ -268,10 +269,9 @@ func (l *Lock) check(now time.Time) error {
 // a shorter TTL there makes their keys expire sooner: only the earlier of
 // the two validities is still guaranteed. It returns an error wrapping
 // ErrNotHeld when the lock ended meanwhile.
-func (l *Lock) applyRefresh(done <-chan struct{}, start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool) error {
+func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool) error {
 	now := l.c.cfg.now()
 	l.mu.Lock()
-	l.track(done)
 	if l.err != nil {
 		err := l.err
 		l.mu.Unlock()
@@ -323,35 +323,12 @@ func (l *Lock) Release(ctx context.Context) error {
 	// Nothing depends on a release being quick, and a key that stays
 	// blocks others for its TTL: give the nodes more time than an acquire.
 	timeout := max(l.nodeTimeout, minReleaseTimeout)
-	rounds := l.rounds
+	// From here, a late yes of an earlier acquire or refresh round (which
+	// may land on a node after this release's delete) deletes its own key
+	// (settleLate); one that landed before is deleted by the release.
+	l.releasing = true
 	l.mu.Unlock()
 	l.end(errReleased)
-
-	// Let the late replies of earlier rounds land first, so that the
-	// release reaches every key they set. Those that arrive after the
-	// release is sent see releasing and delete their key themselves.
-	var wait *time.Timer
-	for _, done := range rounds {
-		select {
-		case <-done:
-			continue
-		default:
-		}
-		if wait == nil {
-			wait = time.NewTimer(timeout)
-			defer wait.Stop()
-		}
-		select {
-		case <-done:
-			continue
-		case <-wait.C:
-		}
-		break
-	}
-	l.mu.Lock()
-	l.releasing = true
-	l.rounds = nil
-	l.mu.Unlock()
 
 	channel := channelOf(l.key)
 	round := quorum.Round[script.Released]{
@@ -490,10 +467,13 @@ func refused[T any](c *Client, replies []quorum.Reply[T], notOurs func(T) bool) 
 }
 
 // settleLate deletes our key on a node whose reply to an acquire or refresh
-// of a won lock arrived after the lock's release was sent: the release may
-// have passed that node before the key was set.
-func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, won bool) {
-	if l.isReleasing() && (r.Agrees() || ambiguous(err)) {
+// round of the lock may have set or extended it after the lock's release
+// was sent: a yes that came after its round was decided (late), or a
+// request with no definite outcome. Every round of a lock is decided
+// before its Release begins (l.op), so a reply that came before its
+// round's decision is covered by the release.
+func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, late bool) {
+	if ((late && r.Agrees()) || ambiguous(err)) && l.isReleasing() {
 		l.c.releaseNode(n, l.key, l.value, l.nodeTimeoutNow())
 	}
 }
@@ -508,23 +488,4 @@ func (l *Lock) nodeTimeoutNow() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.nodeTimeout
-}
-
-// track remembers a round whose late replies may still touch our key,
-// forgetting those that are over. l.mu must be held.
-func (l *Lock) track(done <-chan struct{}) {
-	live := l.rounds[:0]
-	for _, d := range l.rounds {
-		select {
-		case <-d:
-		default:
-			live = append(live, d)
-		}
-	}
-	l.rounds = live
-	select {
-	case <-done:
-	default:
-		l.rounds = append(l.rounds, done)
-	}
 }

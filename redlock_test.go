@@ -381,6 +381,61 @@ func TestScriptFlushRecovery(t *testing.T) {
 // A node's yes that arrives after the attempt failed is released. The late
 // node's client does not abort reads at the context deadline, so its reply
 // arrives after the decision, when the node resumes.
+// A yes that comes after the acquire was decided, and after the lock's
+// Release began, may have set the key after the release's delete on its
+// node: it deletes its key itself.
+func TestLateYesAfterReleaseIsReleased(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	// Node 2's client waits for replies past the node timeout, so that the
+	// frozen node's acquire reply comes back, late.
+	late := redis.NewClient(&redis.Options{Addr: cl.servers[2].Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1, PoolSize: 2})
+	t.Cleanup(func() { _ = late.Close() })
+	warm := script.Keys{Lock: "{redlock:warm-up}", Fence: "{redlock:warm-up}:fence", Epoch: "{redlock:}:epoch"}
+	for range 2 { // two open connections, the scripts loaded
+		if _, err := script.Acquire(ctx, late, warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := script.Release(ctx, late, warm.Lock, "x", "", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cleanups atomic.Int32
+	late.AddHook(onEval(func(cmd redis.Cmder, err error) {
+		if args := cmd.Args(); err == nil && len(args) == 7 && fmt.Sprint(args[5]) == "" {
+			cleanups.Add(1) // release.lua without a channel: a clean-up
+		}
+	}))
+	nodes := slices.Clone(cl.clients)
+	nodes[2] = late
+	c := newClient(t, nodes, WithNodeTimeout(300*time.Millisecond))
+	if err := cl.servers[2].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = cl.servers[2].Resume()
+		}
+	})
+	l, err := c.TryObtain(ctx, "late-release", time.Minute)
+	if err != nil {
+		t.Fatalf("TryObtain with one node of three frozen: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("Release with one node of three frozen: %v", err)
+	}
+	if err := cl.servers[2].Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	eventually(t, "the late yes cleans up after itself", func() bool { return cleanups.Load() >= 1 })
+	eventually(t, "node 2 drops the key", func() bool {
+		_, ok := rawGet(t, cl.clients[2], "late-release")
+		return !ok
+	})
+}
+
 func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	cl := startNodes(t, 5)
 	ctx := context.Background()

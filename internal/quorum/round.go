@@ -44,7 +44,11 @@ type Round[T any] struct {
 	// acquire has cleaned up its certain footprints when Run returns);
 	// every other Settle (errors, late replies, won rounds) may run after
 	// Run returns, on a goroutine registered with Run's WaitGroup.
-	Settle func(n *Node, v T, err error, won bool)
+	//
+	// late is true when the reply came after the round was decided: an
+	// operation whose reply came before it took effect on its node before
+	// Run returned, whenever its Settle runs.
+	Settle func(n *Node, v T, err error, won, late bool)
 	// Force sends the request even to a node that is skipped or at its
 	// in-flight bound: for the clean-up of requests that were admitted.
 	Force bool
@@ -152,12 +156,18 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 			sent := time.Now()
 			v, err := r.Call(nodeCtx, node)
 			lat := time.Since(sent)
+			late := false
+			select {
+			case <-decided:
+				late = true
+			default:
+			}
 			err = r.finish(node, probe, err, now)
 			leave()
 			ch <- msg{i, v, err, lat}
 			if r.Settle != nil {
 				<-decided
-				r.Settle(node, v, err, won.Load())
+				r.Settle(node, v, err, won.Load(), late)
 				if waitFor[i] {
 					settled.Done()
 				}
@@ -262,10 +272,10 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		res.Done = done
 		wg.Go(func() {
 			defer close(done)
-			r.Settle(node, v, err, res.Won)
+			r.Settle(node, v, err, res.Won, false)
 		})
 	default:
-		r.Settle(node, v, err, res.Won)
+		r.Settle(node, v, err, res.Won, false)
 	}
 	return res
 }

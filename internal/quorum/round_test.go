@@ -58,7 +58,7 @@ func TestDecidesAtQuorumWithoutWaitingForSlowNodes(t *testing.T) {
 	slow := make(chan struct{})
 	r := fakeRound(nodes(5), []answer{{yes: true}, {yes: true}, {yes: true}, {yes: true, release: slow}, {yes: true, release: slow}})
 	var settles atomic.Int32
-	r.Settle = func(n *Node, v bool, err error, won bool) {
+	r.Settle = func(n *Node, v bool, err error, won, late bool) {
 		if !won {
 			t.Errorf("node %d settled with won=false", n.Index)
 		}
@@ -145,15 +145,21 @@ func TestLostRoundSettlesEarlyYesBeforeReturning(t *testing.T) {
 		return call(ctx, n)
 	}
 	var early, late atomic.Bool
-	r.Settle = func(n *Node, v bool, err error, won bool) {
+	r.Settle = func(n *Node, v bool, err error, won, isLate bool) {
 		if won {
 			t.Errorf("node %d settled with won=true", n.Index)
 		}
 		switch n.Index {
 		case 0:
+			if isLate {
+				t.Error("node 0's reply, in before the decision, settled as late")
+			}
 			time.Sleep(10 * time.Millisecond) // Run must wait for this
 			early.Store(true)
 		case 4:
+			if !isLate {
+				t.Error("node 4's reply, after the decision, settled as not late")
+			}
 			late.Store(true)
 		}
 	}
@@ -178,7 +184,7 @@ func TestValidDecidesTheWin(t *testing.T) {
 	r.Wait = WaitAll
 	r.Valid = func() bool { return false }
 	var lostSettles atomic.Int32
-	r.Settle = func(_ *Node, _ bool, _ error, won bool) {
+	r.Settle = func(_ *Node, _ bool, _ error, won, _ bool) {
 		if !won {
 			lostSettles.Add(1)
 		}
