@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -123,6 +125,37 @@ func TestDoctorSentinel(t *testing.T) {
 	holdLock(t, "s", 10*time.Second, append([]*redistest.Server{d.Master}, others...)...)
 	if ir := runCLI(t, "inspect", "--nodes", nodes, "s"); ir.code != exitOK || !strings.Contains(ir.stdout, "on 3 of 3 nodes") {
 		t.Errorf("inspect through Sentinel: %v", ir)
+	}
+
+	// Sentinels with a password of their own: the URL's sentinel_password.
+	const sentinelPass = "s3ntinel-secret"
+	ctx := context.Background()
+	for _, addr := range d.SentinelAddrs() {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
+		err := sc.Process(ctx, redis.NewStatusCmd(ctx, "acl", "setuser", "default", "on", ">"+sentinelPass))
+		_ = sc.Close()
+		if err != nil {
+			t.Fatalf("sentinel %s: ACL SETUSER: %v", addr, err)
+		}
+	}
+	if ir := runCLI(t, "inspect", "--nodes", nodes, "s"); !strings.Contains(ir.stdout, "NOAUTH") || strings.Contains(ir.stdout, "on 3 of 3 nodes") {
+		t.Errorf("inspect through password-protected sentinels without their password: %v", ir)
+	}
+	authed := "redis-sentinel://" + strings.Join(d.SentinelAddrs(), ",") + "/lockmaster?sentinel_password=" + sentinelPass + "," + nodesFlag(others...)
+	ir := runCLI(t, "inspect", "--nodes", authed, "s")
+	if ir.code != exitOK || !strings.Contains(ir.stdout, "on 3 of 3 nodes") {
+		t.Errorf("inspect with the sentinels' password: %v", ir)
+	}
+	rep, r = doctor(t, "--nodes", authed)
+	for _, c := range rep.Checks {
+		if c.Check == "sentinel" && c.Verdict != verdictOK {
+			t.Errorf("doctor with the sentinels' password: %+v (%v)", c, r)
+		}
+	}
+	for _, out := range []string{ir.stdout, ir.stderr, r.stdout, r.stderr} {
+		if strings.Contains(out, sentinelPass) {
+			t.Errorf("the sentinels' password shows in the output: %q", out)
+		}
 	}
 }
 

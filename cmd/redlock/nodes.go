@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,8 +29,8 @@ type nodeKind int
 
 const (
 	standalone nodeKind = iota // redis:// or rediss://
-	sentinel                   // redis-sentinel://
-	cluster                    // redis-cluster://
+	sentinel                   // redis-sentinel:// or rediss-sentinel://
+	cluster                    // redis-cluster:// or rediss-cluster://
 )
 
 // nodeSpec is one node as given on the command line: an independent Redis
@@ -40,8 +41,12 @@ type nodeSpec struct {
 	opts     *redis.Options // standalone: parsed by redis.ParseURL
 	addrs    []string       // sentinel: the sentinels; cluster: the seed nodes
 	master   string         // sentinel: the master's name
+	tls      *tls.Config    // sentinel, cluster: TLS to every server; nil: none
 	username string
 	password string
+	// The sentinels' own credentials (sentinel_username and
+	// sentinel_password); none when empty.
+	sentinelUser, sentinelPass string
 }
 
 func (s *nodeSpec) String() string { return s.label }
@@ -54,7 +59,7 @@ type nodeFlags struct {
 }
 
 func (nf *nodeFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&nf.nodes, "nodes", "", "comma-separated Redis URLs of the independent nodes\n(redis://, rediss://, redis-sentinel://, redis-cluster://)\n(default $"+envNodes+")")
+	fs.StringVar(&nf.nodes, "nodes", "", "comma-separated Redis URLs of the independent nodes\n(redis://, rediss://, redis[s]-sentinel://, redis[s]-cluster://)\n(default $"+envNodes+")")
 	fs.StringVar(&nf.passwordFile, "password-file", "", "file holding the password for nodes whose URL has none\n(default: the password in $"+envPassword+")")
 	fs.DurationVar(&nf.timeout, "timeout", 2*time.Second, "how long to wait for a node to connect or answer a check")
 }
@@ -106,6 +111,9 @@ func (nf *nodeFlags) resolve() ([]*nodeSpec, []string, error) {
 		}
 		if s.opts != nil {
 			s.opts.Password = s.password
+		}
+		if s.sentinelPass != "" {
+			secrets = append(secrets, s.sentinelPass)
 		}
 	}
 	return specs, secrets, nil
@@ -167,7 +175,25 @@ func parseNodes(list string) ([]*nodeSpec, error) {
 }
 
 func multiHost(u string) bool {
-	return strings.HasPrefix(u, "redis-sentinel://") || strings.HasPrefix(u, "redis-cluster://")
+	scheme, _, _ := strings.Cut(u, "://")
+	_, _, ok := multiScheme(scheme)
+	return ok
+}
+
+// multiScheme tells the kind of a Sentinel or Cluster URL's scheme, and
+// whether it asks for TLS.
+func multiScheme(scheme string) (kind nodeKind, useTLS, ok bool) {
+	switch scheme {
+	case "redis-sentinel":
+		return sentinel, false, true
+	case "rediss-sentinel":
+		return sentinel, true, true
+	case "redis-cluster":
+		return cluster, false, true
+	case "rediss-cluster":
+		return cluster, true, true
+	}
+	return 0, false, false
 }
 
 // parseNode parses one node URL. Its errors show the URL with the password
@@ -177,10 +203,11 @@ func parseNode(raw string) (*nodeSpec, error) {
 	switch scheme {
 	case "redis", "rediss":
 		return parseStandalone(raw)
-	case "redis-sentinel", "redis-cluster":
+	}
+	if _, _, ok := multiScheme(scheme); ok {
 		return parseMulti(raw, scheme)
 	}
-	return nil, fmt.Errorf("node %q: unknown scheme %q (want redis, rediss, redis-sentinel or redis-cluster)", redact(raw), scheme)
+	return nil, fmt.Errorf("node %q: unknown scheme %q (want redis, rediss, redis-sentinel, rediss-sentinel, redis-cluster or rediss-cluster)", redact(raw), scheme)
 }
 
 func parseStandalone(raw string) (*nodeSpec, error) {
@@ -212,8 +239,11 @@ func parseStandalone(raw string) (*nodeSpec, error) {
 	return &nodeSpec{kind: standalone, label: label, opts: o, username: o.Username, password: o.Password}, nil
 }
 
-// parseMulti parses redis-sentinel://[user:password@]host:port[,host:port]/master
-// and redis-cluster://[user:password@]host:port[,host:port].
+// parseMulti parses redis[s]-sentinel://[user:password@]host:port[,host:port]/master[?options]
+// and redis[s]-cluster://[user:password@]host:port[,host:port][?options].
+// The user and password are the master's (the cluster nodes'); the options
+// are sentinel_username and sentinel_password (the sentinels' own), and
+// skip_verify=true (TLS without checking certificates).
 func parseMulti(raw, scheme string) (*nodeSpec, error) {
 	rest := strings.TrimPrefix(raw, scheme+"://")
 	var userinfo string
@@ -222,13 +252,17 @@ func parseMulti(raw, scheme string) (*nodeSpec, error) {
 	}
 	rest, query, _ := strings.Cut(rest, "?")
 	hosts, path, _ := strings.Cut(rest, "/")
-	if query != "" {
-		return nil, fmt.Errorf("node %q: options (?%s) are not supported in %s URLs", redact(raw), query, scheme)
-	}
-	s := &nodeSpec{kind: cluster}
+	kind, useTLS, _ := multiScheme(scheme)
+	s := &nodeSpec{kind: kind}
 	defPort := "6379"
-	if scheme == "redis-sentinel" {
-		s.kind, defPort = sentinel, "26379"
+	if kind == sentinel {
+		defPort = "26379"
+	}
+	if useTLS {
+		s.tls = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if err := s.options(query, scheme); err != nil {
+		return nil, fmt.Errorf("node %q: %v", redact(raw), err)
 	}
 	if userinfo != "" {
 		u, err := url.Parse("redis://" + userinfo + "@host")
@@ -267,7 +301,47 @@ func parseMulti(raw, scheme string) (*nodeSpec, error) {
 		}
 		s.label = fmt.Sprintf("cluster (%s)", strings.Join(s.addrs, ","))
 	}
+	if s.tls != nil {
+		s.label += " over TLS"
+	}
 	return s, nil
+}
+
+// options applies the query of a Sentinel or Cluster URL. Its errors never
+// quote a value: one may be a password.
+func (s *nodeSpec) options(query, scheme string) error {
+	if query == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return errors.New("bad options: not a valid URL query (percent-encode special characters)")
+	}
+	supported := "skip_verify (with TLS)"
+	if s.kind == sentinel {
+		supported = "sentinel_username, sentinel_password, " + supported
+	}
+	for name, vals := range q {
+		if len(vals) != 1 {
+			return fmt.Errorf("option %s is given %d times", name, len(vals))
+		}
+		v := vals[0]
+		switch {
+		case s.kind == sentinel && name == "sentinel_username":
+			s.sentinelUser = v
+		case s.kind == sentinel && name == "sentinel_password":
+			s.sentinelPass = v
+		case name == "skip_verify" && s.tls != nil:
+			skip, err := strconv.ParseBool(v)
+			if err != nil {
+				return errors.New("option skip_verify: want true or false")
+			}
+			s.tls.InsecureSkipVerify = skip
+		default:
+			return fmt.Errorf("option %s is not supported in %s URLs (supported: %s)", name, scheme, supported)
+		}
+	}
+	return nil
 }
 
 func checkPort(port string) error {
@@ -295,9 +369,24 @@ func urlReason(raw string, err error) string {
 	return "not a valid URL"
 }
 
-// redact returns a URL, valid or not, with its password replaced by
-// "xxxxx": everything between "user:" and the last '@'.
+// redact returns a URL, valid or not, with its passwords replaced by
+// "xxxxx": everything between "user:" and the last '@', and the value of a
+// sentinel_password option.
 func redact(raw string) string {
+	const key = "sentinel_password="
+	for from := 0; ; {
+		i := strings.Index(raw[from:], key)
+		if i < 0 {
+			break
+		}
+		start := from + i + len(key)
+		end := len(raw)
+		if j := strings.IndexAny(raw[start:], "&,"); j >= 0 {
+			end = start + j
+		}
+		raw = raw[:start] + "xxxxx" + raw[end:]
+		from = start + len("xxxxx")
+	}
 	at := strings.LastIndex(raw, "@")
 	if at < 0 {
 		return raw
@@ -363,8 +452,11 @@ func (s *nodeSpec) open(timeout time.Duration) redis.UniversalClient {
 		return redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName:            s.master,
 			SentinelAddrs:         s.addrs,
+			SentinelUsername:      s.sentinelUser,
+			SentinelPassword:      s.sentinelPass,
 			Username:              s.username,
 			Password:              s.password,
+			TLSConfig:             s.tls,
 			DialTimeout:           timeout,
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1,
@@ -374,6 +466,7 @@ func (s *nodeSpec) open(timeout time.Duration) redis.UniversalClient {
 			Addrs:                 s.addrs,
 			Username:              s.username,
 			Password:              s.password,
+			TLSConfig:             s.tls,
 			DialTimeout:           timeout,
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1,
@@ -391,6 +484,9 @@ func (s *nodeSpec) open(timeout time.Duration) redis.UniversalClient {
 func (s *nodeSpec) sentinelClient(i int, timeout time.Duration) *redis.SentinelClient {
 	return redis.NewSentinelClient(&redis.Options{
 		Addr:                  s.addrs[i],
+		Username:              s.sentinelUser,
+		Password:              s.sentinelPass,
+		TLSConfig:             s.tls,
 		DialTimeout:           timeout,
 		ContextTimeoutEnabled: true,
 		MaxRetries:            -1,

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseNodes(t *testing.T) {
@@ -30,6 +33,11 @@ func TestParseNodes(t *testing.T) {
 			[]nodeKind{cluster, cluster},
 		},
 		{"redis://[::1]:6379", []string{"[::1]:6379"}, []nodeKind{standalone}},
+		{
+			"rediss-sentinel://s1/m?sentinel_password=x&skip_verify=true,rediss-cluster://c1:7000,c2",
+			[]string{"sentinel m (s1:26379) over TLS", "cluster (c1:7000,c2:6379) over TLS"},
+			[]nodeKind{sentinel, cluster},
+		},
 	}
 	for _, tt := range tests {
 		specs, err := parseNodes(tt.list)
@@ -65,6 +73,31 @@ func TestParseNodesCredentials(t *testing.T) {
 	}
 }
 
+func TestParseNodesSentinelAuthAndTLS(t *testing.T) {
+	specs, err := parseNodes("rediss-sentinel://:master-pw@s:1/m?sentinel_username=watch&sentinel_password=s3nt%26nel&skip_verify=true," +
+		"redis-sentinel://s:2/m,rediss-cluster://c:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := specs[0]
+	if s.password != "master-pw" || s.sentinelUser != "watch" || s.sentinelPass != "s3nt&nel" || s.tls == nil || !s.tls.InsecureSkipVerify {
+		t.Errorf("spec %+v, tls %+v: want the master's and the sentinels' credentials apart, TLS without verification", s, s.tls)
+	}
+	if specs[1].tls != nil || specs[1].sentinelPass != "" {
+		t.Errorf("plain sentinel URL: tls %v, sentinel password %q", specs[1].tls, specs[1].sentinelPass)
+	}
+	if c := specs[2]; c.tls == nil || c.tls.InsecureSkipVerify {
+		t.Errorf("rediss-cluster: tls %+v, want TLS that verifies certificates", c.tls)
+	}
+	rc := s.open(time.Second)
+	defer rc.Close()
+	if o := rc.(*redis.Client).Options(); o.TLSConfig == nil || o.Password != "master-pw" {
+		t.Errorf("the failover client's master options: TLS %v, password %q", o.TLSConfig, o.Password)
+	}
+	sc := s.sentinelClient(0, time.Second)
+	defer sc.Close()
+}
+
 func TestParseNodesErrors(t *testing.T) {
 	const secret = "Hunter2Hunter2"
 	tests := []struct{ list, want string }{
@@ -82,6 +115,11 @@ func TestParseNodesErrors(t *testing.T) {
 		{"redis-cluster://:" + secret + "@c:1,,d:2", "empty node"},
 		{"redis-cluster://:" + secret + "@,c:1", "empty host"},
 		{"redis-cluster://:" + secret + "@c:x", "bad port"},
+		{"redis-cluster://c:1?sentinel_password=" + secret, "option sentinel_password is not supported in redis-cluster URLs"},
+		{"redis-sentinel://s:1/m?skip_verify=true&sentinel_password=" + secret, "option skip_verify is not supported in redis-sentinel URLs (supported: sentinel_username, sentinel_password, skip_verify (with TLS))"},
+		{"rediss-sentinel://s:1/m?skip_verify=maybe&sentinel_password=" + secret, "skip_verify: want true or false"},
+		{"rediss-sentinel://s:1/m?sentinel_password=a&sentinel_password=" + secret, "given 2 times"},
+		{"redis-sentinel://s:1/?sentinel_password=" + secret, "master's name"},
 	}
 	for _, tt := range tests {
 		_, err := parseNodes(tt.list)
@@ -105,6 +143,8 @@ func TestRedact(t *testing.T) {
 		{"redis://:pw@a:1", "redis://:xxxxx@a:1"},
 		{"redis://u:p/w@x@a:1/2", "redis://u:xxxxx@a:1/2"},
 		{"u:pw@a:1", "u:xxxxx@a:1"},
+		{"redis-sentinel://s:1/m?sentinel_password=pw&x=1", "redis-sentinel://s:1/m?sentinel_password=xxxxx&x=1"},
+		{"redis-sentinel://:a@s:1/m?sentinel_password=pw", "redis-sentinel://:xxxxx@s:1/m?sentinel_password=xxxxx"},
 	}
 	for _, tt := range tests {
 		if got := redact(tt.in); got != tt.want {
