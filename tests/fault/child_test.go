@@ -31,6 +31,7 @@ type childConfig struct {
 	Bound     time.Duration `json:"bound"`
 	Fenced    bool          `json:"fenced"`
 	Guard     bool          `json:"guard"`
+	Auto      bool          `json:"auto"`
 }
 
 // stdoutSink reports a child's records to its parent, one line each.
@@ -58,7 +59,7 @@ func runChild(raw string) int {
 		fmt.Fprintln(os.Stderr, "child config:", err)
 		return 2
 	}
-	w := workload{ttl: cfg.TTL, maxTTL: cfg.MaxTTL, hold: cfg.Hold, bound: cfg.Bound, fenced: cfg.Fenced, guard: cfg.Guard}
+	w := workload{ttl: cfg.TTL, maxTTL: cfg.MaxTTL, hold: cfg.Hold, bound: cfg.Bound, fenced: cfg.Fenced, guard: cfg.Guard, auto: cfg.Auto}
 	c, rcs, err := newLockClient(cfg.Addrs, w, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
@@ -89,7 +90,7 @@ type child struct {
 
 func startChild(e *env, id string, d time.Duration) (*child, error) {
 	cfg := childConfig{ID: id, Addrs: e.addrs, StoreAddr: e.storeDB.Options().Addr, Duration: d,
-		TTL: e.w.ttl, MaxTTL: e.w.maxTTL, Hold: e.w.hold, Bound: e.w.bound, Fenced: e.w.fenced, Guard: e.w.guard}
+		TTL: e.w.ttl, MaxTTL: e.w.maxTTL, Hold: e.w.hold, Bound: e.w.bound, Fenced: e.w.fenced, Guard: e.w.guard, Auto: e.w.auto}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,9 @@ type workload struct {
 	// fastRetry makes waiting clients retry every 5 to 20 ms, so that one
 	// is ready to take a lock a restarted majority forgot.
 	fastRetry bool
+	// auto obtains with WithAutoRefresh, and gives up its work when the
+	// lock is lost (Err, Done), as a function run by Do would.
+	auto bool
 }
 
 // op is one successful acquisition, as the checker sees it. Times are Unix
@@ -196,7 +199,11 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 	for n := 1; ctx.Err() == nil; n++ {
 		start := time.Now()
 		octx, cancel := context.WithTimeout(ctx, w.bound)
-		l, err := c.Obtain(octx, lockName, w.ttl)
+		var opts []redlock.ObtainOption
+		if w.auto {
+			opts = append(opts, redlock.WithAutoRefresh())
+		}
+		l, err := c.Obtain(octx, lockName, w.ttl, opts...)
 		cancel()
 		if ctx.Err() != nil {
 			if l != nil {
@@ -209,12 +216,14 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 			continue
 		}
 		o := op{Holder: id, Token: l.Token(), Obtained: time.Now().UnixNano()}
-		validEnd := toReal(l.ValidUntil())
+		val := &validity{l: l}
+		val.see()
 		out.hold(1)
-		o.WriteStart, o.WriteEnd, o.Wrote, o.Accepted, o.Rejected = rmw(ctx, st, l, w, clk, worker0, n)
+		o.WriteStart, o.WriteEnd, o.Wrote, o.Accepted, o.Rejected = rmw(ctx, st, l, val, w, clk, worker0, n)
 		out.hold(-1)
+		val.see()
 		releaseAt := time.Now()
-		o.End = min(releaseAt.UnixNano(), validEnd.UnixNano())
+		o.End = min(releaseAt.UnixNano(), toReal(val.last).UnixNano())
 		release(l)
 		out.addOp(o)
 	}
@@ -226,13 +235,47 @@ func release(l *redlock.Lock) {
 	cancel()
 }
 
+// validity is the latest end of validity a lock was seen to have: an
+// automatic refresh moves it on, a loss ends it.
+type validity struct {
+	l    *redlock.Lock
+	last time.Time
+}
+
+func (v *validity) see() {
+	if u := v.l.ValidUntil(); !u.IsZero() {
+		v.last = u
+	}
+}
+
+// holdAuto waits d while an automatically refreshed lock is held, noting
+// its validity every 5 ms; it returns false when the lock was lost.
+func holdAuto(l *redlock.Lock, val *validity, d time.Duration) bool {
+	end := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(end) {
+		select {
+		case <-l.Done():
+			return false
+		case <-tick.C:
+			val.see()
+		}
+	}
+	val.see()
+	return l.Err() == nil
+}
+
 // rmw is the read-modify-write under the lock.
-func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, w workload, clk *clock, worker0 bool, n int) (ws, we int64, wrote, accepted, rejected bool) {
+func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, val *validity, w workload, clk *clock, worker0 bool, n int) (ws, we int64, wrote, accepted, rejected bool) {
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	token := l.Token()
 	if !w.fenced {
 		token = 1
+	}
+	if w.auto && l.Err() != nil {
+		return 0, 0, false, false, false // lost: the work is abandoned
 	}
 	// The read carries the token too: a holder that lost its lock cannot
 	// then write after a newer holder has read (docs/fencing.md).
@@ -254,7 +297,11 @@ func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, w workload, clk 
 		// client's clock grants it.
 		wait = time.Duration(float64(l.ValidUntil().Sub(clk.now())-5*time.Millisecond) / clk.rate)
 	}
-	if wait > 0 {
+	if w.auto {
+		if !holdAuto(l, val, wait) {
+			return 0, 0, false, false, false
+		}
+	} else if wait > 0 {
 		sleep(ctx, wait)
 	}
 	start := time.Now()
@@ -443,6 +490,7 @@ type result struct {
 	acked         int64
 	final         int64
 	lost          int64
+	abandoned     int // acquisitions whose work was given up: the lock was lost first
 	availability  float64
 	p50, p99      time.Duration
 }
@@ -466,6 +514,9 @@ func (e *env) check(name string) result {
 	// a write accepted before it started.
 	var acc []op
 	for _, o := range ops {
+		if !o.Wrote {
+			r.abandoned++
+		}
 		if o.Accepted {
 			acc = append(acc, o)
 			r.acked++
@@ -514,6 +565,9 @@ func (e *env) check(name string) result {
 		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
 	e.t.Logf("%s", r.row())
+	if e.w.auto {
+		e.t.Logf("%d of %d acquisitions abandoned: the lock was lost before the write", r.abandoned, r.ops)
+	}
 	if *flagReport != "" {
 		f, err := os.OpenFile(*flagReport, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 		if err == nil {

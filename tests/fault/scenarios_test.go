@@ -40,6 +40,9 @@ type scenario struct {
 	inject   func(ctx context.Context, e *env)
 	want     expect
 	rejected bool // stale writes rejected must be > 0
+	// hitsHolder: the fault must reach a holder: some work abandoned
+	// because the lock was reported lost, or refused by fencing, > 0.
+	hitsHolder bool
 	sentinel bool // node 0 is a Sentinel-managed master
 }
 
@@ -150,6 +153,8 @@ var (
 	longHold = with(func(w *workload) { w.hold, w.fastRetry = 350*time.Millisecond, true })
 	gc       = with(func(w *workload) { w.gcEvery, w.gcPause = 3, 2*w.ttl })
 	holdFull = with(func(w *workload) { w.holdFull = true })
+	// auto holds each lock for two TTLs, kept by automatic refresh.
+	auto = with(func(w *workload) { w.auto, w.hold = true, 2*w.ttl })
 )
 
 func chain(fs ...func(workload) workload) func(workload) workload {
@@ -189,6 +194,15 @@ var scenarios = []scenario{
 	{name: "reset-minority", proxied: true, workers: 3, inject: resets(0, 1), want: safe},
 	{name: "reset-majority", proxied: true, workers: 3, inject: resets(0, 1, 2), want: safe},
 
+	// Automatic refresh: each lock is held for two TTLs by the keep-alive.
+	// A fault that stops refreshes must end the lock (Done, Err) before its
+	// validity, and the holder abandons its work; a pause between the check
+	// and the store is caught by fencing.
+	{name: "auto-refresh", w: auto, workers: 3, want: safe},
+	{name: "auto-refresh-freeze-minority", w: auto, workers: 3, inject: freeze(2*base.ttl, 0, 1), want: safe},
+	{name: "auto-refresh-partition-majority", w: auto, proxied: true, workers: 3, inject: netFault(2*base.ttl, blackhole, 0, 1, 2), want: safe, hitsHolder: true},
+	{name: "auto-refresh-process-pause", w: auto, workers: 1, children: 2, inject: pauseChildren(2 * base.ttl), want: safe, hitsHolder: true},
+
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
 	{name: "sentinel-failover", workers: 3, sentinel: true, inject: failover, want: safe},
@@ -212,7 +226,7 @@ func TestScenarios(t *testing.T) {
 			// a scenario gets up to three runs to show it. The safety
 			// checks apply to every run, so a retry hides no violation.
 			tries := 1
-			if sc.want == violation || sc.want == overlap || sc.rejected {
+			if sc.want == violation || sc.want == overlap || sc.rejected || sc.hitsHolder {
 				tries = 3
 			}
 			for try := range tries {
@@ -239,6 +253,8 @@ func TestScenarios(t *testing.T) {
 					shown = r.overlaps > 0
 				case sc.rejected:
 					shown = r.staleRejected > 0
+				case sc.hitsHolder:
+					shown = r.abandoned > 0 || r.staleRejected > 0
 				}
 				if shown {
 					break
@@ -254,6 +270,8 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("control run: the checker saw no overlapping holders in %d runs", tries)
 				case sc.rejected:
 					t.Errorf("no stale operation was rejected in %d runs: the pauses did not test fencing", tries)
+				case sc.hitsHolder:
+					t.Errorf("no holder lost its lock in %d runs: the fault did not test the keep-alive", tries)
 				}
 			}
 		})
