@@ -233,3 +233,41 @@ func ExampleLock_Done() {
 	fmt.Println(errors.Is(lock.Err(), redlock.ErrNotHeld), errors.Is(lock.Err(), redlock.ErrLost))
 	// Output: true false
 }
+
+// requestID is the context key of the example's request IDs.
+type requestID struct{}
+
+// auditHook reports each obtain with the request that made it, as a
+// tracing hook would make a span a child of the request's.
+type auditHook struct {
+	redlock.BaseHook // the events it does not observe
+}
+
+func (auditHook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
+	fmt.Printf("request %v: obtain %s: %d attempt(s), err %v\n", ctx.Value(requestID{}), e.Key, e.Attempts, e.Err)
+}
+
+func (auditHook) Release(ctx context.Context, e redlock.ReleaseEvent) {
+	fmt.Printf("request %v: release %s: err %v\n", ctx.Value(requestID{}), e.Key, e.Err)
+}
+
+// A Hook sees every event with the context of the call it belongs to.
+func ExampleWithHook() {
+	nodes, stop := exampleNodes(1)
+	defer stop()
+	c, err := redlock.New(nodes, redlock.WithHook(auditHook{}), redlock.WithoutRestartGuard()) // fresh example servers
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.WithValue(context.Background(), requestID{}, "r-17")
+	lock, err := c.TryObtain(ctx, "invoice:3", time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = lock.Release(ctx)
+	// Output:
+	// request r-17: obtain invoice:3: 1 attempt(s), err <nil>
+	// request r-17: release invoice:3: err <nil>
+}
