@@ -304,11 +304,12 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 // It runs even when ctx is already cancelled, bounded by the per-node
 // timeout (at least 100 ms), and is idempotent: later calls return the first call's result.
 //
-// It returns nil when a quorum of nodes confirmed the deletion, an error
-// wrapping ErrNotHeld (a *QuorumError) when the lock had already expired or
-// been taken, and a *QuorumError without ErrNotHeld when nodes did not
-// answer; in every case the lock is no longer held, and keys left on
-// unreachable nodes expire with their TTL.
+// It returns nil as soon as a quorum of nodes confirmed the deletion (the
+// other nodes' deletes finish in the background, and Close waits for
+// them), an error wrapping ErrNotHeld (a *QuorumError) when the lock had
+// already expired or been taken, and a *QuorumError without ErrNotHeld
+// when nodes did not answer; in every case the lock is no longer held, and
+// keys left on unreachable nodes expire with their TTL.
 func (l *Lock) Release(ctx context.Context) error {
 	c := l.c
 	releaseStart := c.cfg.now()
