@@ -1,7 +1,8 @@
 // Package faultproxy is a TCP proxy on 127.0.0.1 that injects network
 // faults between a client and one server: added latency, a blackhole
-// (bytes are accepted and dropped, nothing comes back) and connection
-// resets. It is for the fault-injection suite (tests/fault).
+// (bytes are accepted and dropped, nothing comes back), lost replies (the
+// server gets every request, the client hears nothing: a one-way
+// partition) and connection resets. It is for the fault-injection suite (tests/fault).
 //
 // Every Proxy is owned by whoever started it: Close stops the listener and
 // every forwarding goroutine, and waits for them.
@@ -21,7 +22,8 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	latency   time.Duration
-	blackhole bool
+	blackhole bool // both directions
+	noReplies bool // server to client only
 	conns     map[net.Conn]struct{}
 	closed    bool
 
@@ -61,6 +63,15 @@ func (p *Proxy) SetBlackhole(on bool) {
 	p.mu.Unlock()
 }
 
+// SetDropReplies makes the proxy pass every byte to the server but drop
+// every byte coming back while on: requests take effect, and their
+// clients never hear so. Connections stay open.
+func (p *Proxy) SetDropReplies(on bool) {
+	p.mu.Lock()
+	p.noReplies = on
+	p.mu.Unlock()
+}
+
 // Reset closes every open connection (the client sees a reset or EOF); new
 // connections are accepted as usual.
 func (p *Proxy) Reset() {
@@ -74,10 +85,10 @@ func (p *Proxy) Reset() {
 	p.mu.Unlock()
 }
 
-// Heal removes latency and the blackhole.
+// Heal removes latency, the blackhole and lost replies.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
-	p.latency, p.blackhole = 0, false
+	p.latency, p.blackhole, p.noReplies = 0, false, false
 	p.mu.Unlock()
 }
 
@@ -100,10 +111,12 @@ func (p *Proxy) Close() error {
 	return err
 }
 
-func (p *Proxy) state() (time.Duration, bool) {
+// state is the current latency, and whether bytes going toServer (or
+// back) are dropped.
+func (p *Proxy) state(toServer bool) (time.Duration, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.latency, p.blackhole
+	return p.latency, p.blackhole || (!toServer && p.noReplies)
 }
 
 func (p *Proxy) track(cs ...net.Conn) bool {
@@ -153,15 +166,16 @@ func (p *Proxy) serve(in net.Conn) {
 	}
 	var pipes sync.WaitGroup
 	pipes.Add(2)
-	go func() { defer pipes.Done(); p.pipe(out, in) }()
-	go func() { defer pipes.Done(); p.pipe(in, out) }()
+	go func() { defer pipes.Done(); p.pipe(out, in, true) }()
+	go func() { defer pipes.Done(); p.pipe(in, out, false) }()
 	pipes.Wait()
 	p.untrack(in, out)
 }
 
-// pipe copies src to dst, applying the current faults to each chunk. When
-// either side fails, it closes both so that the other direction ends too.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst (toServer: client to server), applying the
+// current faults to each chunk. When either side fails, it closes both so
+// that the other direction ends too.
+func (p *Proxy) pipe(dst, src net.Conn, toServer bool) {
 	defer func() {
 		_ = dst.Close()
 		_ = src.Close()
@@ -170,12 +184,12 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			lat, hole := p.state()
+			lat, hole := p.state(toServer)
 			if lat > 0 {
 				t := time.NewTimer(lat)
 				<-t.C
 			}
-			if _, hole2 := p.state(); !hole && !hole2 {
+			if _, hole2 := p.state(toServer); !hole && !hole2 {
 				if _, werr := dst.Write(buf[:n]); werr != nil {
 					return
 				}

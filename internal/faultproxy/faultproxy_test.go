@@ -80,6 +80,10 @@ func TestModes(t *testing.T) {
 		t.Fatal("blackhole: a reply came back")
 	}
 	p.Heal()
+	if err := roundTrip(c, time.Second); err != nil {
+		t.Fatalf("healed: %v", err)
+	}
+	p.Heal()
 	p.Reset()
 	if err := roundTrip(c, time.Second); err == nil {
 		t.Fatal("reset: the old connection still works")
@@ -91,5 +95,57 @@ func TestModes(t *testing.T) {
 	defer c2.Close()
 	if err := roundTrip(c2, time.Second); err != nil {
 		t.Fatalf("after reset, new connection: %v", err)
+	}
+}
+
+// With replies dropped, requests still reach the server.
+func TestDropReplies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan byte, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 1)
+		for {
+			if _, err := c.Read(b); err != nil {
+				return
+			}
+			select {
+			case got <- b[0]:
+			default:
+			}
+			_, _ = c.Write(b)
+		}
+	}()
+	defer func() { _ = ln.Close(); <-done }()
+	p, err := New(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	p.SetDropReplies(true)
+	if err := roundTrip(c, 200*time.Millisecond); err == nil {
+		t.Fatal("a reply came back")
+	}
+	select {
+	case b := <-got:
+		if b != 'x' {
+			t.Fatalf("the server got %q", b)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the request did not reach the server")
 	}
 }

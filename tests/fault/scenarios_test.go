@@ -112,6 +112,10 @@ func netFault(d time.Duration, set func(e *env, i int), idx ...int) func(ctx con
 func latency(e *env, i int)   { e.proxies[i].SetLatency(150 * time.Millisecond) }
 func blackhole(e *env, i int) { e.proxies[i].SetBlackhole(true) }
 
+// dropReplies is a one-way partition: requests reach the node and take
+// effect, and their clients never hear so.
+func dropReplies(e *env, i int) { e.proxies[i].SetDropReplies(true) }
+
 func resets(idx ...int) func(ctx context.Context, e *env) {
 	return func(ctx context.Context, e *env) {
 		every(ctx, e, 300*time.Millisecond, func() {
@@ -191,6 +195,8 @@ var scenarios = []scenario{
 	{name: "latency-majority", proxied: true, workers: 3, inject: netFault(time.Second, latency, 0, 1, 2), want: safe},
 	{name: "partition-minority", proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1), want: safe},
 	{name: "partition-majority", proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe},
+	{name: "replies-lost-minority", proxied: true, workers: 3, inject: netFault(time.Second, dropReplies, 0, 1), want: safe},
+	{name: "replies-lost-majority", proxied: true, workers: 3, inject: netFault(time.Second, dropReplies, 0, 1, 2), want: safe},
 	{name: "reset-minority", proxied: true, workers: 3, inject: resets(0, 1), want: safe},
 	{name: "reset-majority", proxied: true, workers: 3, inject: resets(0, 1, 2), want: safe},
 
@@ -201,6 +207,7 @@ var scenarios = []scenario{
 	{name: "auto-refresh", w: auto, workers: 3, want: safe},
 	{name: "auto-refresh-freeze-minority", w: auto, workers: 3, inject: freeze(2*base.ttl, 0, 1), want: safe},
 	{name: "auto-refresh-partition-majority", w: auto, proxied: true, workers: 3, inject: netFault(2*base.ttl, blackhole, 0, 1, 2), want: safe, hitsHolder: true},
+	{name: "auto-refresh-replies-lost-majority", w: auto, proxied: true, workers: 3, inject: netFault(2*base.ttl, dropReplies, 0, 1, 2), want: safe, hitsHolder: true},
 	{name: "auto-refresh-process-pause", w: auto, workers: 1, children: 2, inject: pauseChildren(2 * base.ttl), want: safe, hitsHolder: true},
 
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
