@@ -54,7 +54,7 @@ func TestTokensIncreaseAcrossClients(t *testing.T) {
 // counters at the token; once the counters agree, an acquire takes one round.
 func TestFencingSecondRound(t *testing.T) {
 	cl := startNodes(t, 5)
-	var acquires, fences atomic.Int32 // successful script runs, on any node
+	var acquires, fences, releases atomic.Int32 // successful script runs, on any node
 	for _, n := range cl.clients {
 		n.AddHook(onEval(func(cmd redis.Cmder, err error) {
 			if err != nil {
@@ -65,6 +65,8 @@ func TestFencingSecondRound(t *testing.T) {
 				fences.Add(1) // fence.lua: one key, two arguments
 			case len(args) == 13:
 				acquires.Add(1) // acquire.lua: three keys, seven arguments
+			case len(args) == 7 && fmt.Sprint(args[5]) != "":
+				releases.Add(1) // release.lua with a channel: Release's own
 			}
 		}))
 	}
@@ -77,12 +79,15 @@ func TestFencingSecondRound(t *testing.T) {
 		}
 	}
 	obtained := 0
-	// settled waits until every node has run every acquire and every
-	// second round sent so far: the late replies have landed.
+	// settled waits until every node has run every acquire, second round
+	// and release sent so far: the late replies have landed. (Release
+	// returns at a quorum; a node that still holds the last owner's key
+	// refuses the next acquire, and its counter falls behind.)
+	released := 0
 	settled := func() {
 		t.Helper()
-		eventually(t, "every node ran every acquire and fence", func() bool {
-			return acquires.Load() == int32(5*obtained) && fences.Load()%5 == 0
+		eventually(t, "every node ran every acquire, fence and release", func() bool {
+			return acquires.Load() == int32(5*obtained) && fences.Load()%5 == 0 && releases.Load() == int32(5*released)
 		})
 	}
 	l, err := c.TryObtain(ctx, "second", time.Minute)
@@ -105,6 +110,7 @@ func TestFencingSecondRound(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+	released++
 	last := l.Token()
 	acquire := func() (secondRounds int32) {
 		t.Helper()
@@ -122,6 +128,7 @@ func TestFencingSecondRound(t *testing.T) {
 		if err := next.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		released++
 		settled()
 		return (fences.Load() - before) / 5
 	}
