@@ -35,85 +35,44 @@ func (r *recorder) saw(ctx context.Context, method string) {
 	r.ctxs[method] = append(r.ctxs[method], ctx.Value(ctxKey{}))
 }
 
-func (r *recorder) Attempt(ctx context.Context, e AttemptEvent) {
+// add records an event under r.mu.
+func (r *recorder) add(ctx context.Context, method string, f func()) {
 	r.mu.Lock()
-	r.attempts = append(r.attempts, e)
-	r.saw(ctx, "Attempt")
-	r.mu.Unlock()
-}
-func (r *recorder) Wait(ctx context.Context, e WaitEvent) {
-	r.mu.Lock()
-	r.waits = append(r.waits, e)
-	r.saw(ctx, "Wait")
-	r.mu.Unlock()
-}
-func (r *recorder) Obtain(ctx context.Context, e ObtainEvent) {
-	r.mu.Lock()
-	r.obtains = append(r.obtains, e)
-	r.saw(ctx, "Obtain")
-	r.mu.Unlock()
-}
-func (r *recorder) Refresh(ctx context.Context, e RefreshEvent) {
-	r.mu.Lock()
-	r.refresh = append(r.refresh, e)
-	r.saw(ctx, "Refresh")
-	r.mu.Unlock()
-}
-func (r *recorder) Release(ctx context.Context, e ReleaseEvent) {
-	r.mu.Lock()
-	r.releases = append(r.releases, e)
-	r.saw(ctx, "Release")
-	r.mu.Unlock()
-}
-func (r *recorder) Lost(ctx context.Context, e LostEvent) {
-	r.mu.Lock()
-	r.lost = append(r.lost, e)
-	r.saw(ctx, "Lost")
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	f()
+	r.saw(ctx, method)
 }
 
-// Each event comes with the context of the call it belongs to, and the
-// attempts and waits of an obtain carry its ObtainID.
-func TestHookEventsCarryTheirCall(t *testing.T) {
+func (r *recorder) Attempt(ctx context.Context, e AttemptEvent) {
+	r.add(ctx, "Attempt", func() { r.attempts = append(r.attempts, e) })
+}
+func (r *recorder) Wait(ctx context.Context, e WaitEvent) {
+	r.add(ctx, "Wait", func() { r.waits = append(r.waits, e) })
+}
+func (r *recorder) Obtain(ctx context.Context, e ObtainEvent) {
+	r.add(ctx, "Obtain", func() { r.obtains = append(r.obtains, e) })
+}
+func (r *recorder) Refresh(ctx context.Context, e RefreshEvent) {
+	r.add(ctx, "Refresh", func() { r.refresh = append(r.refresh, e) })
+}
+func (r *recorder) Release(ctx context.Context, e ReleaseEvent) {
+	r.add(ctx, "Release", func() { r.releases = append(r.releases, e) })
+}
+func (r *recorder) Lost(ctx context.Context, e LostEvent) {
+	r.add(ctx, "Lost", func() { r.lost = append(r.lost, e) })
+}
+
+// The automatic refreshes and the loss of Do's lock carry Do's context.
+func TestHookDoEventsCarryDosContext(t *testing.T) {
 	cl := startNodes(t, 1)
 	rec := &recorder{}
 	c := newClient(t, cl.clients, WithHook(rec), WithNodeTimeout(100*time.Millisecond))
-	holderCtx := context.WithValue(context.Background(), ctxKey{}, "holder")
-	waiterCtx := context.WithValue(context.Background(), ctxKey{}, "waiter")
-
-	held, err := c.TryObtain(holderCtx, "call", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		l, err := c.Obtain(waiterCtx, "call", time.Minute)
-		if err == nil {
-			err = l.Release(waiterCtx)
-		}
-		done <- err
-	}()
-	eventually(t, "the waiter tried", func() bool {
-		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return len(rec.attempts) >= 2
-	})
-	if err := held.Refresh(holderCtx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	if err := held.Release(holderCtx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	// Do's lock: its automatic refreshes and its loss carry Do's context.
 	doCtx := context.WithValue(context.Background(), ctxKey{}, "do")
-	err = c.Do(doCtx, "do", 300*time.Millisecond, func(ctx context.Context) error {
+	err := c.Do(doCtx, "do", 300*time.Millisecond, func(ctx context.Context) error {
 		eventually(t, "an automatic refresh", func() bool {
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			return len(rec.refresh) >= 2
+			return len(rec.refresh) >= 1
 		})
 		// Lose it: another owner's value takes the key, and the next
 		// refresh is refused.
@@ -126,41 +85,12 @@ func TestHookEventsCarryTheirCall(t *testing.T) {
 	if !errors.Is(err, ErrLost) {
 		t.Fatalf("Do: %v, want ErrLost", err)
 	}
-
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	ids := map[uint64]any{}
-	for i, o := range rec.obtains {
-		if o.ObtainID == 0 || ids[o.ObtainID] != nil {
-			t.Fatalf("obtain %d: ObtainID %d, want unique and not 0", i, o.ObtainID)
+	for _, m := range []string{"Obtain", "Refresh", "Release", "Lost"} {
+		if len(rec.ctxs[m]) == 0 || slices.ContainsFunc(rec.ctxs[m], func(v any) bool { return v != "do" }) {
+			t.Errorf("%s contexts %v, want Do's", m, rec.ctxs[m])
 		}
-		ids[o.ObtainID] = rec.ctxs["Obtain"][i]
-	}
-	for i, a := range rec.attempts {
-		if want := ids[a.ObtainID]; want == nil || rec.ctxs["Attempt"][i] != want {
-			t.Errorf("attempt %d: obtain %d and context %v; want an obtain's ID and its context %v", i, a.ObtainID, rec.ctxs["Attempt"][i], want)
-		}
-	}
-	if len(rec.waits) == 0 {
-		t.Fatal("no wait recorded")
-	}
-	for i, w := range rec.waits {
-		if ids[w.ObtainID] != "waiter" || rec.ctxs["Wait"][i] != "waiter" {
-			t.Errorf("wait %d: obtain %d with context %v, want the waiter's", i, w.ObtainID, rec.ctxs["Wait"][i])
-		}
-	}
-	wantRefresh := []any{"holder"}
-	for range len(rec.refresh) - 1 {
-		wantRefresh = append(wantRefresh, "do")
-	}
-	if !slices.Equal(rec.ctxs["Refresh"], wantRefresh) {
-		t.Errorf("refresh contexts %v, want %v", rec.ctxs["Refresh"], wantRefresh)
-	}
-	if want := []any{"holder", "waiter", "do"}; !slices.Equal(rec.ctxs["Release"], want) {
-		t.Errorf("release contexts %v, want %v", rec.ctxs["Release"], want)
-	}
-	if want := []any{"do"}; !slices.Equal(rec.ctxs["Lost"], want) {
-		t.Errorf("lost contexts %v, want %v", rec.ctxs["Lost"], want)
 	}
 }
 
@@ -168,7 +98,9 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	cl := startNodes(t, 3)
 	rec, second := &recorder{}, &recorder{}
 	c := newClient(t, cl.clients, WithHook(JoinHooks(rec, second)), WithNodeTimeout(100*time.Millisecond))
-	ctx := context.Background()
+	// Each call's context reaches the hook with its events.
+	ctx := context.WithValue(context.Background(), ctxKey{}, "holder")
+	waiterCtx := context.WithValue(context.Background(), ctxKey{}, "waiter")
 
 	held, err := c.TryObtain(ctx, "observed", time.Minute)
 	if err != nil {
@@ -177,9 +109,9 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	// A contender waits, and is woken by the release.
 	done := make(chan error, 1)
 	go func() {
-		l, err := c.Obtain(ctx, "observed", time.Minute, WithRetryDelay(time.Minute, 2*time.Minute))
+		l, err := c.Obtain(waiterCtx, "observed", time.Minute, WithRetryDelay(time.Minute, 2*time.Minute))
 		if err == nil {
-			err = l.Release(ctx)
+			err = l.Release(waiterCtx)
 		}
 		done <- err
 	}()
@@ -243,6 +175,33 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	}
 	if rec.releases[0].Token != held.Token() || rec.releases[0].Elapsed <= 0 {
 		t.Errorf("release %+v: want the lock's token and the release's duration", rec.releases[0])
+	}
+	// The attempts and waits of an obtain carry its ObtainID and context.
+	ids := map[uint64]any{}
+	for i, o := range rec.obtains {
+		if o.ObtainID == 0 || ids[o.ObtainID] != nil {
+			t.Fatalf("obtain %d: ObtainID %d, want unique and not 0", i, o.ObtainID)
+		}
+		ids[o.ObtainID] = rec.ctxs["Obtain"][i]
+	}
+	for i, a := range rec.attempts {
+		if want := ids[a.ObtainID]; want == nil || rec.ctxs["Attempt"][i] != want {
+			t.Errorf("attempt %d: obtain %d and context %v; want an obtain's ID and its context %v", i, a.ObtainID, rec.ctxs["Attempt"][i], want)
+		}
+	}
+	for i, w := range rec.waits {
+		if ids[w.ObtainID] != "waiter" || rec.ctxs["Wait"][i] != "waiter" {
+			t.Errorf("wait %d: obtain %d with context %v, want the waiter's", i, w.ObtainID, rec.ctxs["Wait"][i])
+		}
+	}
+	if want := []any{"holder"}; !slices.Equal(rec.ctxs["Refresh"], want) {
+		t.Errorf("refresh contexts %v, want %v", rec.ctxs["Refresh"], want)
+	}
+	if want := []any{"holder", "waiter"}; !slices.Equal(rec.ctxs["Release"], want) {
+		t.Errorf("release contexts %v, want %v", rec.ctxs["Release"], want)
+	}
+	if want := []any{nil}; !slices.Equal(rec.ctxs["Lost"], want) {
+		t.Errorf("lost contexts %v, want %v: no call's", rec.ctxs["Lost"], want)
 	}
 	second.mu.Lock()
 	defer second.mu.Unlock()

@@ -43,7 +43,7 @@ type scenario struct {
 	// hitsHolder: the fault must reach a holder: some work abandoned
 	// because the lock was reported lost, or refused by fencing, > 0.
 	hitsHolder bool
-	sentinel bool // node 0 is a Sentinel-managed master
+	sentinel   bool // node 0 is a Sentinel-managed master
 }
 
 // onNodes applies f to nodes idx in parallel (a crash of several nodes at
