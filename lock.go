@@ -40,7 +40,7 @@ type Lock struct {
 	// mutex guards it.
 	ka keepalive.Entry[*Lock]
 
-	done chan struct{} // closed when err is set
+	done chan struct{} // closed once err is set and a loss reported
 
 	obtainedAt time.Time
 
@@ -119,7 +119,8 @@ func (l *Lock) TTL() time.Duration {
 
 // Done returns a channel that is closed when the lock ends: when it is lost
 // (a quorum could not be confirmed in time, or its validity ran out without
-// a refresh) or released. Err then says which.
+// a refresh) or released. Err then says which, and a loss has already been
+// reported to the Hook and the logger.
 func (l *Lock) Done() <-chan struct{} {
 	l.mu.Lock()
 	watch := !l.watched && l.err == nil
@@ -382,8 +383,10 @@ func (l *Lock) end(err error) {
 	l.validUntil = time.Time{}
 	onLost := l.onLost
 	l.onLost = nil
-	close(l.done)
 	l.mu.Unlock()
+	// Done is closed last, so that whoever waits on it finds the loss
+	// already reported to Do's function, the hook and the logger.
+	defer close(l.done)
 	l.c.sched.Cancel(&l.ka)
 	if !errors.Is(err, ErrLost) {
 		return
