@@ -354,6 +354,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	}
 	l.validUntil = validUntil
 	l.obtainedAt = start
+	l.confirm(func(i int) bool { return res.Replies[i].Yes }) // l is not shared yet
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
 		c.attempted(ctx, name, o.id, start, res, second, err, token)

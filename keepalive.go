@@ -183,7 +183,11 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		}
 		won := agreed >= c.quorum && now.Before(p.oldValid) && now.Before(p.newValid)
 		refusedBy := refusals > len(c.nodes)-c.quorum
-		err := p.l.applyRefresh(start, p.ttl, p.timeout, p.newValid, won, refusedBy)
+		yes := func(node int) bool {
+			rep := res.Replies[node]
+			return rep.Err == nil && rep.Val.errs[i] == nil && rep.Val.results[i].Agrees()
+		}
+		err := p.l.applyRefresh(start, p.ttl, p.timeout, p.newValid, won, refusedBy, yes)
 		if h := c.cfg.hook; h != nil {
 			if err == nil && !won {
 				err = fmt.Errorf("redlock: automatic refresh: %d of %d needed nodes agreed", agreed, c.quorum)

@@ -47,7 +47,12 @@ type Lock struct {
 	// mu guards the fields below.
 	mu sync.Mutex
 
-	releasing   bool // Release's round is out: late yes-replies clean up after themselves
+	releasing bool // Release's round is out: late yes-replies clean up after themselves
+	// confirmed[i]: node i answered yes in time to an acquire or refresh
+	// round of the lock, so it held our key. Only such a node's "not
+	// ours" at Release is evidence that the lock was lost: another may
+	// not have received our key yet.
+	confirmed   []bool
 	ttl         time.Duration
 	nodeTimeout time.Duration
 	validUntil  time.Time
@@ -232,7 +237,8 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
 	c := l.c
 	refusedBy := refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner })
-	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy); err != nil {
+	yes := func(i int) bool { return res.Replies[i].Yes }
+	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes); err != nil {
 		return err
 	}
 	if res.Won {
@@ -270,7 +276,7 @@ func (l *Lock) check(now time.Time) error {
 // a shorter TTL there makes their keys expire sooner: only the earlier of
 // the two validities is still guaranteed. It returns an error wrapping
 // ErrNotHeld when the lock ended meanwhile.
-func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool) error {
+func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool, yes func(node int) bool) error {
 	now := l.c.cfg.now()
 	l.mu.Lock()
 	if l.err != nil {
@@ -281,6 +287,7 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 	if won {
 		l.validUntil, l.ttl, l.nodeTimeout = newValid, ttl, timeout
 		l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
+		l.confirm(yes)
 	} else {
 		if newValid.Before(l.validUntil) {
 			l.validUntil = newValid
@@ -329,6 +336,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	// may land on a node after this release's delete) deletes its own key
 	// (settleLate); one that landed before is deleted by the release.
 	l.releasing = true
+	confirmed := l.confirmed
 	l.mu.Unlock()
 	l.end(errReleased)
 
@@ -354,7 +362,15 @@ func (l *Lock) Release(ctx context.Context) error {
 	var err error
 	if !res.Won {
 		var sentinel error
-		if refused(c, res.Replies, func(r script.Released) bool { return !r.Deleted }) {
+		// A node whose acquire or refresh had not answered may simply not
+		// have our key yet: only confirmed nodes count as refusals.
+		notOurs := 0
+		for i, r := range res.Replies {
+			if r.Err == nil && !r.Val.Deleted && confirmed[i] {
+				notOurs++
+			}
+		}
+		if notOurs > len(c.nodes)-c.quorum {
 			sentinel = ErrNotHeld
 		}
 		err = quorumError(c, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
@@ -486,6 +502,19 @@ func (l *Lock) isReleasing() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.releasing
+}
+
+// confirm records the nodes that answered yes in time to a round of the
+// lock. l.mu must be held.
+func (l *Lock) confirm(yes func(i int) bool) {
+	if l.confirmed == nil {
+		l.confirmed = make([]bool, len(l.c.nodes))
+	}
+	for i := range l.confirmed {
+		if yes(i) {
+			l.confirmed[i] = true
+		}
+	}
 }
 
 func (l *Lock) nodeTimeoutNow() time.Duration {
