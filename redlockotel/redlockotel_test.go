@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/redlockotel"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -125,7 +126,7 @@ func TestSpansAndMetricsOfALifeCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := startRedis(t, 3)
+	nodes := redistest.Clients(t, 3)
 	c := newClient(t, nodes, h)
 	ctx := context.Background()
 
@@ -300,7 +301,7 @@ func TestKeyAttributeAndParent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, startRedis(t, 1), h)
+	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
 	l, err := c.TryObtain(ctx, "job:7", time.Minute)
 	if err != nil {
@@ -357,7 +358,7 @@ func TestSpansJoinTheCallersTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, startRedis(t, 1), h)
+	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx, request := tel.tp.Tracer("test").Start(context.Background(), "request")
 
 	held, err := c.TryObtain(ctx, "shared", time.Minute)

@@ -12,6 +12,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/redlockprom"
 	"go.uber.org/goleak"
 )
@@ -103,7 +104,7 @@ func TestMetricsOfALifeCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes := startRedis(t, 3)
+	nodes := redistest.Clients(t, 3)
 	c := newClient(t, nodes, h)
 	ctx := context.Background()
 	held := func() float64 { return value(t, reg, "redlock_held_locks", nil) }
@@ -255,7 +256,7 @@ func TestLockLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(t, startRedis(t, 1), h)
+	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
 	for _, name := range []string{"order:1", "order:2", "cron:cleanup"} {
 		l, err := c.TryObtain(ctx, name, time.Minute)

@@ -133,6 +133,19 @@ func Start(tb testing.TB, n int, opts ...Options) []*Server {
 	return servers
 }
 
+// Clients starts n servers like Start and returns a client of each
+// (Server.Client); the clients are closed when the test ends.
+func Clients(tb testing.TB, n int) []redis.UniversalClient {
+	tb.Helper()
+	var clients []redis.UniversalClient
+	for _, s := range Start(tb, n) {
+		c := s.Client()
+		tb.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+	return clients
+}
+
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
