@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keepalive"
@@ -98,15 +99,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 	}()
 
 	start := c.cfg.now()
-	type plan struct {
-		l        *Lock
-		ttl      time.Duration
-		timeout  time.Duration
-		newValid time.Time
-		oldValid time.Time
-	}
-	plans := make([]plan, 0, len(locks))
-	var timeout time.Duration
+	plans := make([]refreshPlan, 0, len(locks))
 	for _, l := range locks {
 		l.mu.Lock()
 		ttl, old, holdUntil, ended := l.ttl, l.validUntil, l.holdUntil, l.err != nil
@@ -130,13 +123,41 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			}
 		}
 		t := c.cfg.nodeTimeoutFor(ttl)
-		timeout = max(timeout, t)
-		plans = append(plans, plan{l: l, ttl: ttl, timeout: t, newValid: start.Add(ttl - c.cfg.driftFor(ttl)), oldValid: old})
+		plans = append(plans, refreshPlan{l: l, ttl: ttl, timeout: t, newValid: start.Add(ttl - c.cfg.driftFor(ttl)), oldValid: old})
 	}
-	if len(plans) == 0 {
-		return
+	// One round per node timeout: a round waits for every node up to its
+	// timeout, and a lock with a short TTL must not wait on a dead node
+	// for the timeout of a long one.
+	var wg sync.WaitGroup
+	for len(plans) > 0 {
+		timeout := plans[0].timeout
+		var group, rest []refreshPlan
+		for _, p := range plans {
+			if p.timeout == timeout {
+				group = append(group, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		plans = rest
+		wg.Go(func() { c.refreshGroup(start, timeout, group) })
 	}
+	wg.Wait()
+}
 
+// refreshPlan is one lock of an automatic refresh: the TTL it asks for,
+// its per-node timeout, and its validity before and after.
+type refreshPlan struct {
+	l        *Lock
+	ttl      time.Duration
+	timeout  time.Duration
+	newValid time.Time
+	oldValid time.Time
+}
+
+// refreshGroup refreshes locks that share a per-node timeout: one pipeline
+// per node, and a quorum decision per lock.
+func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 	type batchReply struct {
 		results []script.RefreshResult
 		errs    []error

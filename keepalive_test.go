@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -388,5 +389,53 @@ func TestPausedClientLearnsItLostTheLock(t *testing.T) {
 	// The child's comeback did not disturb the new holder.
 	if err := mine.Refresh(context.Background(), time.Minute); err != nil {
 		t.Fatalf("new holder's refresh after the child resumed: %v", err)
+	}
+}
+
+// refreshHook records the automatic refreshes' outcomes by lock name.
+type refreshHook struct {
+	BaseHook
+	mu   sync.Mutex
+	errs map[string][]error
+}
+
+func (h *refreshHook) Refresh(_ context.Context, e RefreshEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.errs[e.Key] = append(h.errs[e.Key], e.Err)
+}
+
+// A lock with a short TTL refreshed in one batch with a long-TTL lock must
+// not wait on a dead node for the long lock's per-node timeout: by then its
+// validity has run out.
+func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
+	cl := startNodes(t, 5)
+	h := &refreshHook{errs: make(map[string][]error)}
+	// Per-node timeouts derived from the TTLs: 20 ms for 400 ms, 1 s for 30 s.
+	c, err := New(cl.clients, WithoutRestartGuard(), WithHook(h))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	short, err := c.TryObtain(ctx, "short", 400*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := c.TryObtain(ctx, "long", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.servers[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.servers[4].Resume() })
+	c.refreshBatch([]*Lock{short, long})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, name := range []string{"short", "long"} {
+		if errs := h.errs[name]; len(errs) != 1 || errs[0] != nil {
+			t.Errorf("%s: refresh results %v, want one success", name, errs)
+		}
 	}
 }
