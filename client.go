@@ -163,12 +163,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	if err != nil {
 		return nil, err
 	}
-	if err := validTTL(ttl); err != nil {
+	ttl, err = c.cfg.checkTTL(ttl)
+	if err != nil {
 		return nil, err
-	}
-	ttl = ttl.Truncate(time.Millisecond) // Redis counts whole milliseconds
-	if ttl > c.cfg.maxTTL {
-		return nil, invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
 	}
 	if err := o.validate(ttl); err != nil {
 		return nil, err
@@ -594,11 +591,22 @@ func (c *Client) redisKey(name string) (string, error) {
 	return "{" + tag + "}", nil
 }
 
-func validTTL(ttl time.Duration) error {
+// checkTTL returns the TTL of an acquire or refresh in whole milliseconds
+// (Redis counts no less), or an error wrapping ErrInvalid: below MinTTL,
+// above the deployment's maximum, or with no validity left after one
+// per-node timeout, so that the lock would be lost as soon as obtained.
+func (c *config) checkTTL(ttl time.Duration) (time.Duration, error) {
 	if ttl < MinTTL {
-		return invalid("TTL %v is below the minimum %v", ttl, MinTTL)
+		return 0, invalid("TTL %v is below the minimum %v", ttl, MinTTL)
 	}
-	return nil
+	ttl = ttl.Truncate(time.Millisecond)
+	if ttl > c.maxTTL {
+		return 0, invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.maxTTL)
+	}
+	if t, v := c.nodeTimeoutFor(ttl), ttl-c.driftFor(ttl); t >= v {
+		return 0, invalid("per-node timeout %v is not below the validity %v of TTL %v: the lock would be lost as soon as obtained (WithNodeTimeout, WithReplicaAck)", t, v, ttl)
+	}
+	return ttl, nil
 }
 
 // newValue returns 128 random bits, hex-encoded: the owner's secret.

@@ -181,13 +181,10 @@ func (l *Lock) ranOut() error {
 // ValidUntil, which may be lowered), ErrClosed after the Client's Close, and
 // ErrInvalid for a TTL below MinTTL.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := validTTL(ttl); err != nil {
-		return err
-	}
-	ttl = ttl.Truncate(time.Millisecond)
 	c := l.c
-	if ttl > c.cfg.maxTTL {
-		return invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.cfg.maxTTL)
+	ttl, err := c.cfg.checkTTL(ttl)
+	if err != nil {
+		return err
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
@@ -223,7 +220,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		},
 	}
 	res := round.Run(ctx, &c.bg)
-	err := l.refreshed(res, start, ttl, timeout, newValid)
+	err = l.refreshed(res, start, ttl, timeout, newValid)
 	if c.observed() {
 		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {

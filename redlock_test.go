@@ -997,6 +997,29 @@ func TestBadInput(t *testing.T) {
 		}
 		_ = l.Release(context.Background())
 	})
+	// A per-node timeout at or above the validity puts the loss deadline
+	// before the lock is even obtained.
+	slow := newClient(t, []redis.UniversalClient{a, b}, WithNodeTimeout(time.Second))
+	t.Run("Obtain/node timeout above validity", func(t *testing.T) {
+		for _, ttl := range []time.Duration{time.Second, 500 * time.Millisecond} {
+			if l, err := slow.TryObtain(context.Background(), "slow", ttl); !errors.Is(err, ErrInvalid) || l != nil {
+				t.Fatalf("TTL %v: %v, %v; want nil and ErrInvalid", ttl, l, err)
+			}
+		}
+		if err := slow.Do(context.Background(), "slow", time.Second, func(context.Context) error { return nil }); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Do: %v, want ErrInvalid", err)
+		}
+	})
+	t.Run("Refresh/node timeout above validity", func(t *testing.T) {
+		l, err := slow.TryObtain(context.Background(), "slow-refresh", 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(context.Background())
+		if err := l.Refresh(context.Background(), time.Second); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Refresh(1s): %v, want ErrInvalid", err)
+		}
+	})
 }
 
 func TestNodeErrorsAreReportedPerNode(t *testing.T) {
