@@ -445,6 +445,12 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	if equal >= c.quorum {
 		return token, false, nil
 	}
+	// Only a node that voted yes in the first round counts: it holds our
+	// key until validUntil, so any later acquire votes there after the
+	// raise. Any other node may already have voted for a concurrent
+	// acquirer whose round is still open, which would then be granted
+	// after us with a lower token (docs/fencing.md, Lemma 2). The raise
+	// still goes to every node, so that the counters converge.
 	// The round's late calls outlive this function: they must not read the
 	// named result, which the return statements write.
 	raise := token
@@ -454,9 +460,9 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Timeout: l.nodeTimeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return true, script.Fence(ctx, n.Client, l.fence, raise, c.guard(n.Index))
+			return replies[n.Index].Yes, script.Fence(ctx, n.Client, l.fence, raise, c.guard(n.Index))
 		},
-		Agree: func(bool) bool { return true },
+		Agree: func(counts bool) bool { return counts },
 		Valid: func() bool { return c.cfg.now().Before(validUntil) },
 	}
 	res := round.Run(ctx, &c.bg)
