@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -200,7 +201,7 @@ func TestEpochGuard(t *testing.T) {
 	// A record written by another process (as a restart with persistence,
 	// or a promoted replica, would find): a new epoch that recovers from
 	// now, and the counter written in the old epoch is reseeded.
-	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "trust", "0").Err(); err != nil {
+	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "check", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.HSet(ctx, k.Fence, "v", "5").Err(); err != nil {
@@ -213,7 +214,7 @@ func TestEpochGuard(t *testing.T) {
 	}
 	trusting := on
 	trusting.Mode = 'p'
-	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "trust", "0", "until", "0").Err(); err != nil {
+	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "check", "0").Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Trusting persistence, a record written by another process needs no
@@ -289,5 +290,145 @@ func TestRecoveryRightAfterRestart(t *testing.T) {
 		if err != nil || a.Status != Recovering || a.Recovering < left {
 			t.Fatalf("restart %d: %+v, %v; want recovering for at least %v", i, a, err, left)
 		}
+	}
+}
+
+// pastRecovery waits until node c lets a client with guard g vote, and
+// returns the node's clock in ms.
+func pastRecovery(t *testing.T, c redis.UniversalClient, g Guard) int64 {
+	t.Helper()
+	ctx := context.Background()
+	for range 100 {
+		a, err := Acquire(ctx, c, keys("warm-up"), "w", time.Second, g, Ack{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.OK() {
+			_, _ = Release(ctx, c, keys("warm-up").Lock, "w", "", false)
+			now, err := c.Time(ctx).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return now.UnixMilli()
+		}
+		time.Sleep(a.Recovering + 10*time.Millisecond)
+	}
+	t.Fatal("the node never left its recovery")
+	return 0
+}
+
+// The epoch record of a promoted replica is a copy of its old master's:
+// its times are of another machine's clock. A copy checked "in the future"
+// (the replica's clock is behind the old master's) must not be trusted.
+func TestEpochCopyFromAClockAhead(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	g := Guard{MaxTTL: 300 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour}
+	now := pastRecovery(t, c, g)
+	// The old master's clock is 10 s ahead: it checked its identity at
+	// what is 10 s from now here. (The trust field is the layout before
+	// the check field, which trusted the record until then.)
+	ahead := fmt.Sprint(now + 10_000)
+	if err := c.HSet(ctx, "{}:epoch", "id", "0123456789abcdef:1", "run", "0123456789abcdef",
+		"base", "0", "maxttl", "300", "until", "300", "kind", "new", "check", ahead, "trust", ahead).Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Acquire(ctx, c, keys("copied"), "v", time.Second, g, Ack{})
+	if err != nil || a.Status != Recovering {
+		t.Fatalf("Acquire with a record checked in the node's future by another process: %+v, %v; want Recovering", a, err)
+	}
+}
+
+// A replica promoted with its old master's record recovers, also for a
+// client that trusts persistence: persistence keeps a node's own writes,
+// not those its old master never sent it.
+func TestEpochPromotedReplicaTrustingPersistence(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	master, replica := servers[0].Client(), servers[1].Client()
+	t.Cleanup(func() { _ = master.Close(); _ = replica.Close() })
+	ctx := context.Background()
+	g := Guard{MaxTTL: 300 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: 'p', FenceTTL: time.Hour}
+	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", servers[0].Port()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err() })
+	for i := 0; ; i++ {
+		info, err := replica.Info(ctx, "replication").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "master_link_status:up") {
+			break
+		}
+		if i == 200 {
+			t.Fatalf("replica link never came up: %s", info)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	pastRecovery(t, master, g)
+	if a, err := Acquire(ctx, master, keys("p"), "v", time.Second, g, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
+		t.Fatalf("Acquire on the master: %+v, %v", a, err)
+	}
+	// A failover takes longer than delta (Sentinel's down-after-milliseconds
+	// must be above it), so the copied identity check is no longer trusted.
+	time.Sleep(3 * g.Delta)
+	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, err := Acquire(ctx, replica, keys("q"), "w", time.Second, g, Ack{})
+	if err != nil || a.Status != Recovering {
+		t.Fatalf("Acquire on the promoted replica, trusting persistence: %+v, %v; want Recovering", a, err)
+	}
+}
+
+// Each request carries its client's guard settings; the record keeps what
+// protects every client. A client with a smaller max TTL, or one that
+// trusts persistence, does not shorten the recovery of another.
+func TestEpochRecordKeepsTheStrictestSetting(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	short := Guard{MaxTTL: 300 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour}
+	long := short
+	long.MaxTTL = 5 * time.Second
+	trusting := short
+	trusting.Mode = 'p'
+	pastRecovery(t, c, short)
+	restarted := func() { // as another process's record after a restart with data
+		t.Helper()
+		if err := c.HSet(ctx, "{}:epoch", "run", "0123456789abcdef", "check", "0", "trust", "0").Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	restarted()
+	if a, err := Acquire(ctx, c, keys("s"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
+		t.Fatalf("short max TTL after a restart: %+v, %v; want Recovering", a, err)
+	}
+	a, err := Acquire(ctx, c, keys("s"), "v", time.Second, long, Ack{})
+	if err != nil || a.Status != Recovering || a.Recovering < long.MaxTTL-time.Second {
+		t.Fatalf("long max TTL right after a short one started the epoch: %+v, %v; want Recovering for about %v", a, err, long.MaxTTL)
+	}
+	// The short client now waits as long as the long one: the node may
+	// hold a lock of the long one's TTL.
+	if a, err := Acquire(ctx, c, keys("s"), "v", time.Second, short, Ack{}); err != nil || a.Recovering < long.MaxTTL-time.Second {
+		t.Fatalf("short max TTL after a long one: %+v, %v; want Recovering for about %v", a, err, long.MaxTTL)
+	}
+
+	// A client that trusts persistence votes after a restart with data;
+	// one that does not still recovers.
+	if err := c.Del(ctx, "{}:epoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	pastRecovery(t, c, short)
+	restarted()
+	if a, err := Acquire(ctx, c, keys("t"), "v", time.Second, trusting, Ack{}); err != nil || !a.OK() {
+		t.Fatalf("trusting persistence after a restart with data: %+v, %v; want a vote", a, err)
+	}
+	if a, err := Acquire(ctx, c, keys("u"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
+		t.Fatalf("guard on, right after a client trusting persistence: %+v, %v; want Recovering", a, err)
 	}
 }
