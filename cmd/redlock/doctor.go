@@ -25,7 +25,10 @@ prints a verdict per check: the nodes are distinct processes and not replicas
 of one another; persistence and what it implies with the restart guard; no
 eviction policy; clock offsets against the drift budget; round-trip times
 against the per-node timeout; Redis version and scripting; Sentinel's
-down-after-milliseconds against the epoch guard's δ.
+down-after-milliseconds against the epoch guard's δ; a Sentinel master's
+min-replicas-to-write and min-replicas-max-lag against --max-ttl (split
+brain); Cluster masters promoted since their process started (every new
+lock name recovers on first use).
 
 Give --ttl, --max-ttl, --restart-guard and --drift as your clients use them.
 
@@ -40,11 +43,6 @@ const (
 	verdictFail = "FAIL"
 	verdictSkip = "skip"
 )
-
-// epochGuardDelta is δ, how long a node trusts its last check of its own
-// identity before checking again: a failover detected faster than this can
-// slip past the epoch guard.
-const epochGuardDelta = 50 * time.Millisecond
 
 // minRedisVersion has SET with NX and PX, which the scripts rely on.
 var minRedisVersion = [3]int{2, 6, 12}
@@ -278,7 +276,7 @@ func probeServer(ctx context.Context, rc *redis.Client, timeout time.Duration) s
 	}
 
 	sp.config = map[string]string{}
-	for _, param := range []string{"appendonly", "appendfsync", "maxmemory-policy", "maxmemory"} {
+	for _, param := range []string{"appendonly", "appendfsync", "maxmemory-policy", "maxmemory", "min-replicas-to-write", "min-replicas-max-lag"} {
 		var m map[string]string
 		err := call(func(ctx context.Context) (err error) { m, err = rc.ConfigGet(ctx, param).Result(); return err })
 		if err != nil {
@@ -438,11 +436,35 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 			v, d := checkEpochDelta(a.downAfter)
 			add("sentinel", label(i), v, "sentinel %s: %s", a.addr, d)
 		}
+		for _, sp := range up(p) {
+			v, d := splitBrain(cfg, sp)
+			add("split brain", label(i), v, "%s", d)
+		}
+	}
+	// A master promoted during its process's life: on a Redis Cluster,
+	// where each lock has its own epoch record, every lock name without a
+	// record recovers for --max-ttl on its first use.
+	for i, p := range probes {
+		if p.spec.kind != cluster || cfg.guard.mode == guardOff {
+			continue
+		}
+		var promoted []string
+		for _, sp := range up(p) {
+			if id := sp.info["master_replid2"]; id != "" && strings.Trim(id, "0") != "" {
+				promoted = append(promoted, sp.addr)
+			}
+		}
+		if len(promoted) == 0 {
+			add("promoted", label(i), verdictOK, "no master was promoted since its process started")
+			continue
+		}
+		add("promoted", label(i), verdictWarn, "%s promoted since %s process started: every lock name without an epoch record there recovers for --max-ttl (%v) on first use (docs/fencing.md, \"Redis Cluster\"); a restart of the process ends it",
+			strings.Join(promoted, ", "), pick(len(promoted) == 1, "its", "their"), cfg.guard.maxTTL)
 	}
 	if !sentinels {
 		add("sentinel", "all", verdictSkip, "no Sentinel-managed node")
 	}
-	order := []string{"nodes", "reachable", "distinct", "replica", "persistence", "eviction", "clock", "clock spread", "latency", "version", "sentinel"}
+	order := []string{"nodes", "reachable", "distinct", "replica", "persistence", "eviction", "clock", "clock spread", "latency", "version", "sentinel", "split brain", "promoted"}
 	slices.SortStableFunc(checks, func(a, b check) int {
 		return slices.Index(order, a.Check) - slices.Index(order, b.Check)
 	})
@@ -713,9 +735,42 @@ func clockNote(v string) string {
 // checkEpochDelta judges a Sentinel's down-after-milliseconds against the
 // epoch guard's δ: a node re-checks its identity at most every δ, so a
 // failover must take longer than δ to be noticed by the guard.
+// splitBrain judges a Sentinel-managed master's min-replicas-to-write: an
+// old master cut off from its sentinels but still reachable by some
+// clients keeps voting, while the promoted replica votes once its recovery
+// (--max-ttl) is over. With min-replicas-to-write, the old master stops
+// taking writes within min-replicas-max-lag (plus the replicas' one-second
+// ping) of losing its replicas, which happens at the promotion at the
+// latest: that must come before the new master's recovery ends.
+func splitBrain(cfg doctorConfig, sp serverProbe) (string, string) {
+	if sp.info["role"] != "master" {
+		return verdictSkip, sp.addr + " is not the master"
+	}
+	if sp.configErr != nil {
+		return verdictSkip, fmt.Sprintf("CONFIG GET refused (%v): check min-replicas-to-write and min-replicas-max-lag by hand", sp.configErr)
+	}
+	n, _ := strconv.Atoi(sp.config["min-replicas-to-write"])
+	lagS, _ := strconv.Atoi(sp.config["min-replicas-max-lag"])
+	lag := time.Duration(lagS)*time.Second + time.Second
+	if n < 1 {
+		return verdictFail, fmt.Sprintf("min-replicas-to-write %d: an old master cut off from its sentinels keeps voting while the promoted replica votes too; set min-replicas-to-write 1 and min-replicas-max-lag below --max-ttl", n)
+	}
+	if lag >= cfg.guard.maxTTL {
+		return verdictFail, fmt.Sprintf("min-replicas-max-lag %ds (+1s): an old master cut off from its sentinels may vote past the promoted replica's recovery (--max-ttl %v)", lagS, cfg.guard.maxTTL)
+	}
+	return verdictOK, fmt.Sprintf("min-replicas-to-write %d, min-replicas-max-lag %ds: a cut-off old master stops voting before the promoted replica's recovery (--max-ttl %v) ends", n, lagS, cfg.guard.maxTTL)
+}
+
+func pick(cond bool, a, b string) string {
+	if cond {
+		return a
+	}
+	return b
+}
+
 func checkEpochDelta(downAfter time.Duration) (string, string) {
-	d := fmt.Sprintf("down-after-milliseconds %d; epoch guard δ %v", downAfter.Milliseconds(), epochGuardDelta)
-	if downAfter <= epochGuardDelta {
+	d := fmt.Sprintf("down-after-milliseconds %d; epoch guard δ %v", downAfter.Milliseconds(), redlock.EpochTrust)
+	if downAfter <= redlock.EpochTrust {
 		return verdictFail, d + ": a failover can complete before the guard notices the new master"
 	}
 	return verdictOK, d

@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -106,8 +109,22 @@ func TestDoctorSentinel(t *testing.T) {
 	d := redistest.StartSentinelT(t, "lockmaster")
 	others := redistest.Start(t, 2)
 	nodes := "redis-sentinel://" + strings.Join(d.SentinelAddrs(), ",") + "/lockmaster," + nodesFlag(others...)
+	// Without min-replicas-to-write an old master cut off from its
+	// sentinels keeps voting: a split brain.
 	rep, r := doctor(t, "--nodes", nodes)
-	if r.code != exitOK {
+	if r.code != exitError || !hasCheck(rep, "split brain", verdictFail) {
+		t.Fatalf("sentinel deployment without min-replicas-to-write: %v", r)
+	}
+	master := d.Master.Client()
+	t.Cleanup(func() { _ = master.Close() })
+	ctx := context.Background()
+	for _, kv := range [][2]string{{"min-replicas-max-lag", "10"}, {"min-replicas-to-write", "1"}} {
+		if err := master.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, r = doctor(t, "--nodes", nodes)
+	if r.code != exitOK || !hasCheck(rep, "split brain", verdictOK) {
 		t.Fatalf("sentinel deployment: %v", r)
 	}
 	n := 0
@@ -129,7 +146,6 @@ func TestDoctorSentinel(t *testing.T) {
 
 	// Sentinels with a password of their own: the URL's sentinel_password.
 	const sentinelPass = "s3ntinel-secret"
-	ctx := context.Background()
 	for _, addr := range d.SentinelAddrs() {
 		sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
 		err := sc.Process(ctx, redis.NewStatusCmd(ctx, "acl", "setuser", "default", "on", ">"+sentinelPass))
@@ -159,11 +175,22 @@ func TestDoctorSentinel(t *testing.T) {
 	}
 }
 
+// hasCheck reports whether the report has a check of that name with that
+// verdict.
+func hasCheck(rep doctorReport, name, verdict string) bool {
+	for _, c := range rep.Checks {
+		if c.Check == name && c.Verdict == verdict {
+			return true
+		}
+	}
+	return false
+}
+
 func TestCheckEpochDelta(t *testing.T) {
 	for _, tt := range []struct {
 		downAfter time.Duration
 		want      string
-	}{{30 * time.Second, verdictOK}, {51 * time.Millisecond, verdictOK}, {epochGuardDelta, verdictFail}, {10 * time.Millisecond, verdictFail}} {
+	}{{30 * time.Second, verdictOK}, {51 * time.Millisecond, verdictOK}, {redlock.EpochTrust, verdictFail}, {10 * time.Millisecond, verdictFail}} {
 		if v, d := checkEpochDelta(tt.downAfter); v != tt.want {
 			t.Errorf("down-after %v: %s (%s), want %s", tt.downAfter, v, d, tt.want)
 		}
@@ -209,5 +236,47 @@ func TestClusterNode(t *testing.T) {
 	holdLock(t, "c", 10*time.Second, others...)
 	if ir := runCLI(t, "inspect", "--nodes", nodes, "c"); ir.code != exitOK || !strings.Contains(ir.stdout, "on 2 of 3 nodes") {
 		t.Errorf("inspect with a cluster node: %v", ir)
+	}
+}
+
+func TestSplitBrain(t *testing.T) {
+	cfg := doctorConfig{guard: guardFlags{maxTTL: time.Minute, mode: guardOn}}
+	probe := func(role, n, lag string) serverProbe {
+		return serverProbe{addr: "m", info: map[string]string{"role": role},
+			config: map[string]string{"min-replicas-to-write": n, "min-replicas-max-lag": lag}}
+	}
+	for _, tt := range []struct {
+		sp   serverProbe
+		want string
+	}{
+		{probe("master", "1", "10"), verdictOK},
+		{probe("master", "0", "10"), verdictFail},
+		{probe("master", "1", "59"), verdictFail}, // 59 s + the 1 s ping reach the recovery's end
+		{probe("master", "1", "58"), verdictOK},
+		{probe("slave", "0", "10"), verdictSkip},
+		{serverProbe{addr: "m", info: map[string]string{"role": "master"}, configErr: errors.New("NOPERM")}, verdictSkip},
+	} {
+		if v, d := splitBrain(cfg, tt.sp); v != tt.want {
+			t.Errorf("%+v: %s (%s), want %s", tt.sp.config, v, d, tt.want)
+		}
+	}
+}
+
+// A Cluster master promoted during its process's life makes every new lock
+// name recover on first use: doctor says so.
+func TestDoctorReportsPromotedClusterMaster(t *testing.T) {
+	cfg := doctorConfig{ttl: 10 * time.Second, drift: redlock.DefaultDriftFactor, guard: guardFlags{maxTTL: time.Minute, mode: guardOn}}
+	node := func(replid2 string) nodeProbe {
+		return nodeProbe{spec: &nodeSpec{kind: cluster, label: "c"}, servers: []serverProbe{
+			{addr: "a", info: map[string]string{"role": "master", "master_replid2": "0000000000000000000000000000000000000000"}},
+			{addr: "b", info: map[string]string{"role": "master", "master_replid2": replid2}},
+		}}
+	}
+	if rep := (doctorReport{Checks: diagnose(cfg, []nodeProbe{node("0000000000000000000000000000000000000000")})}); !hasCheck(rep, "promoted", verdictOK) {
+		t.Errorf("never promoted: %+v", rep.Checks)
+	}
+	rep := doctorReport{Checks: diagnose(cfg, []nodeProbe{node("8c5b6a1f9e0d4c3b2a1908f7e6d5c4b3a2918070")})}
+	if !hasCheck(rep, "promoted", verdictWarn) {
+		t.Errorf("a promoted master: %+v", rep.Checks)
 	}
 }
