@@ -631,7 +631,9 @@ func TestFailedShorterRefreshLowersValidity(t *testing.T) {
 		ctx := context.Background()
 		t0 := time.Now()
 		clock := &fakeClock{t: t0}
-		c := newClient(t, cl.clients, WithClock(clock.now))
+		// A per-node timeout below the 20 ms refresh's validity: a longer
+		// one is refused (ErrInvalid).
+		c := newClient(t, cl.clients, WithClock(clock.now), WithNodeTimeout(5*time.Millisecond))
 		lock, err := c.TryObtain(ctx, "short", 30*time.Second)
 		if err != nil {
 			t.Fatal(err)

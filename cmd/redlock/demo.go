@@ -188,9 +188,10 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		opts := []redlock.Option{redlock.WithMaxTTL(cfg.ttl)}
 		if !real {
 			// In-process servers run Lua far slower than redis-server:
-			// a per-node timeout derived from the TTL (25 ms) is too
-			// short for them under 300 buyers.
-			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(time.Second))
+			// a per-node timeout derived from the TTL (25 ms for 500 ms)
+			// is too short for them under 300 buyers. A quarter of the
+			// TTL leaves the lock most of its validity.
+			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(min(time.Second, cfg.ttl/4)))
 		}
 		c, err := redlock.New(nodes, opts...)
 		if err != nil {
