@@ -1,6 +1,6 @@
 -- acquire: take the lock if it is free, and issue its fencing token.
 -- KEYS[1] lock key
--- KEYS[2] fencing counter of the lock (a hash: v = value, e = epoch id)
+-- KEYS[2] fencing counter of the lock (counter.lua)
 -- KEYS[3] the node's epoch record
 -- ARGV[1] owner value (128 random bits, hex)
 -- ARGV[2] ttl in milliseconds
@@ -12,24 +12,27 @@
 -- Returns {1, token} when taken, {0, pttl} when held by another owner
 -- (pttl -1 when the key has no expiry), or {2, ms} when the node is
 -- recovering for ms more. A key of another type is an error, not a holder.
-local now, recovering, id = epoch(KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[7]))
+local now, recovering, floor = epoch(KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[7]))
 if recovering > 0 then
   return {2, recovering}
 end
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- The counter never runs backwards. Missing (new lock, expired, data
-  -- lost) or written in an older epoch of this node (restored from disk,
-  -- or replicated from an old master), it is first raised to the node's
-  -- time x 1024: above every token issued before, as long as clocks are
-  -- within max_ttl of each other and no lock is taken 1024 times a ms.
-  local f = redis.call('HMGET', KEYS[2], 'v', 'e')
-  local v = tonumber(f[1])
-  if v == nil or f[2] ~= id then
-    v = math.max(v or 0, now * 1024)
+  -- The counter never runs backwards. Missing (a new lock, or expired
+  -- after its whole expiry of disuse), it starts from the node's time x
+  -- 1024. Below the epoch's floor (written before the node's epoch began:
+  -- restored from disk, or replicated from an old master, so it may lack
+  -- increments), it is raised to the floor, the end of the epoch's
+  -- recovery x 1024. Either is above every token issued before, as long as
+  -- clocks are within max_ttl of each other and no lock is taken 1024
+  -- times a ms (docs/fencing.md, Lemma 2).
+  local v = counter(KEYS[2])
+  if v == nil then
+    v = (now or node_now()) * 1024
+  elseif v < floor then
+    v = floor
   end
   v = v + 1
-  redis.call('HSET', KEYS[2], 'v', string.format('%d', v), 'e', id)
-  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+  redis.call('SET', KEYS[2], string.format('%d', v), 'PX', ARGV[6])
   return {1, v}
 end
 local t = redis.call('TYPE', KEYS[1])['ok']
@@ -40,6 +43,10 @@ end
 -- after a lost reply). Its expiry was set by that first run, no earlier
 -- than this attempt began, and so was the counter.
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, tonumber(redis.call('HGET', KEYS[2], 'v')) or 0}
+  return {1, counter(KEYS[2]) or 0}
 end
+-- Held by another owner: mark the lock as waited for, so that its release
+-- publishes (release.lua). The mark outlives any wait between two attempts
+-- (it expires with the fencing counter), and each refused attempt renews it.
+redis.call('SET', KEYS[1] .. ':waiters', '1', 'PX', ARGV[6])
 return {0, redis.call('PTTL', KEYS[1])}

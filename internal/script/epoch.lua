@@ -6,7 +6,6 @@
 -- starts a new epoch and recovers: it may have forgotten locks, and every
 -- lock it could have forgotten expires within max_ttl of the epoch's start.
 -- The record's fields (times are node milliseconds, from TIME):
---   id      the epoch's id (run_id:start); fencing counters remember it
 --   run     run_id of the Redis process that last checked the record
 --   base    when the epoch's forgetting could have happened at the latest:
 --           the process start for a data set new to the library, else the
@@ -29,6 +28,16 @@
 -- older than delta. A failover slower than delta plus the clock offset
 -- between a master and its replica is therefore always seen.
 --
+-- The fast path is one GET: the key <record>:ok exists while a check is
+-- trusted and the node is out of recovery, and holds the record's maxttl
+-- and the counters' floor. It is written with replication and the AOF
+-- turned off (redis.set_repl), so that no replica and no restart from the
+-- AOF ever has it; it expires after delta, and is deleted whenever the
+-- record changes. (An RDB snapshot, taken by a replica's full sync or a
+-- restart, can hold it, with its absolute expiry: it is then gone unless
+-- the sync or restart finished within delta of it, plus the clock offset
+-- between master and replica, which the failover assumption excludes.)
+--
 -- guard is '1' (on), 'p' (on, but trust persistence: a 'restart' epoch
 -- needs no recovery, since the process kept every write) or '0' (off: no
 -- record is read or written).
@@ -38,67 +47,92 @@ local function node_now()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- epoch returns the node time (ms), the time left to recover (ms, 0 when
--- the node may vote for this client) and the current epoch's id.
+-- renew checks the node's process identity with INFO and brings the record
+-- up to date; it returns the end of the recovery, how the epoch began and
+-- the largest max_ttl seen.
+local function renew(key, now, max_ttl, record_ttl)
+  local rec = redis.call('HMGET', key, 'run', 'base', 'maxttl', 'kind', 'until')
+  local run, base, maxttl, kind = rec[1], tonumber(rec[2]), tonumber(rec[3]), rec[4]
+  local server = redis.call('INFO', 'server')
+  local run_id = string.match(server, 'run_id:(%x+)')
+  if not (run == run_id and base and maxttl and kind) then
+    -- A node that was a replica since its process started (INFO
+    -- replication's master_replid2 is set after a promotion) may lack
+    -- its old master's latest locks, whenever it was promoted.
+    local repl = redis.call('INFO', 'replication')
+    local replica = not string.match(string.match(repl, 'master_replid2:(%x+)') or '', '^0*$')
+    if replica then
+      kind, base = 'failover', now
+    elseif not run then
+      -- A data set new to the library, on a node that was never a
+      -- replica: it can only have forgotten locks taken before its
+      -- process started. uptime_in_seconds is the difference of two
+      -- whole-second clocks: it can say 1 for a process started 2 ms
+      -- ago, so the latest possible start is now - (uptime - 1) s.
+      local uptime = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0
+      kind, base = 'new', now - math.max(uptime - 1, 0) * 1000
+    elseif run ~= run_id then
+      -- Another process wrote the record: a restart that kept its data
+      -- (a promoted replica was caught above).
+      kind, base = 'restart', now
+    else
+      -- This process wrote the record in an older layout: keep the end
+      -- of its recovery.
+      kind, base = 'restart', (tonumber(rec[5]) or now) - max_ttl
+    end
+    maxttl = 0
+  end
+  maxttl = math.max(maxttl, max_ttl)
+  redis.call('HSET', key, 'run', run_id, 'base', string.format('%d', base),
+    'maxttl', string.format('%d', maxttl), 'until', string.format('%d', base + maxttl),
+    'kind', kind, 'check', string.format('%d', now))
+  if record_ttl > 0 then
+    redis.call('PEXPIRE', key, record_ttl)
+  end
+  return base + maxttl, kind, maxttl
+end
+
+-- trust writes the fast path's key for the ttl (ms) that the identity
+-- check is still trusted, or deletes it while the node recovers; on this
+-- process only.
+local function trust(key, now, ttl, rec_until, maxttl)
+  redis.set_repl(redis.REPL_NONE)
+  if now >= rec_until then
+    redis.call('SET', key .. ':ok', string.format('%d:%d', maxttl, rec_until * 1024), 'PX', ttl)
+  else
+    redis.call('DEL', key .. ':ok')
+  end
+  redis.set_repl(redis.REPL_ALL)
+end
+
+-- epoch returns the node time (ms, nil when the fast path did not need
+-- it), the time left to recover (ms, 0 when the node may vote for this
+-- client) and the floor of the lock's fencing counter: a counter below it
+-- was written before the epoch began and may lack increments (acquire.lua
+-- raises it). The floor is the end of the recovery x 1024, or for a client
+-- that trusts persistence after a restart (no recovery), the restart x
+-- 1024; 0 with the guard off.
 local function epoch(key, max_ttl, delta, guard, record_ttl)
-  local now = node_now()
   if guard == '0' then
-    return now, 0, 'off'
+    return nil, 0, 0
   end
-  local rec = redis.call('HMGET', key, 'id', 'run', 'base', 'maxttl', 'kind', 'check', 'until')
-  local id, run, base, maxttl, kind, check =
-    rec[1], rec[2], tonumber(rec[3]), tonumber(rec[4]), rec[5], tonumber(rec[6])
-  local write = false
-  if not (id and base and maxttl and kind and check and check <= now and now < check + delta) then
-    local server = redis.call('INFO', 'server')
-    local run_id = string.match(server, 'run_id:(%x+)')
-    if not (id and run == run_id and base and maxttl and kind) then
-      -- A node that was a replica since its process started (INFO
-      -- replication's master_replid2 is set after a promotion) may lack
-      -- its old master's latest locks, whenever it was promoted.
-      local repl = redis.call('INFO', 'replication')
-      local replica = not string.match(string.match(repl, 'master_replid2:(%x+)') or '', '^0*$')
-      if not id then
-        if replica then
-          kind, base = 'failover', now
-        else
-          -- A data set new to the library, on a node that was never a
-          -- replica: it can only have forgotten locks taken before its
-          -- process started. uptime_in_seconds is the difference of two
-          -- whole-second clocks: it can say 1 for a process started 2 ms
-          -- ago, so the latest possible start is now - (uptime - 1) s.
-          local uptime = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0
-          kind, base = 'new', now - math.max(uptime - 1, 0) * 1000
-        end
-        id = run_id .. ':' .. now
-      elseif run ~= run_id then
-        -- Another process wrote the record: a restart that kept its
-        -- data, or a replica promoted with its old master's record.
-        if replica then kind = 'failover' else kind = 'restart' end
-        base, id = now, run_id .. ':' .. now
-      else
-        -- This process wrote the record in an older layout: keep its
-        -- epoch and the end of its recovery.
-        if replica then kind = 'failover' else kind = 'restart' end
-        base = (tonumber(rec[7]) or now) - max_ttl
-      end
-      maxttl = 0
-    end
-    run, check, write = run_id, now, true
-  end
-  if max_ttl > maxttl then
-    maxttl, write = max_ttl, true
-  end
-  if write then
-    redis.call('HSET', key, 'id', id, 'run', run, 'base', string.format('%d', base),
-      'maxttl', string.format('%d', maxttl), 'until', string.format('%d', base + maxttl),
-      'kind', kind, 'check', string.format('%d', check))
-    if record_ttl > 0 then
-      redis.call('PEXPIRE', key, record_ttl)
+  local ok = redis.call('GET', key .. ':ok')
+  if ok then
+    local m, f = string.match(ok, '^(%d+):(%d+)$')
+    if m and tonumber(m) >= max_ttl then
+      return nil, 0, tonumber(f)
     end
   end
+  local now = node_now()
+  local rec = redis.call('HMGET', key, 'check', 'until', 'kind', 'maxttl')
+  local check, rec_until, kind, maxttl = tonumber(rec[1]), tonumber(rec[2]), rec[3], tonumber(rec[4])
+  if not (check and rec_until and kind and maxttl and check <= now and now < check + delta and max_ttl <= maxttl) then
+    rec_until, kind, maxttl = renew(key, now, max_ttl, record_ttl)
+    check = now
+  end
+  trust(key, now, check + delta - now, rec_until, maxttl)
   if guard == 'p' and kind == 'restart' then
-    return now, 0, id
+    return now, 0, (rec_until - maxttl) * 1024
   end
-  return now, math.max(base + maxttl - now, 0), id
+  return now, math.max(rec_until - now, 0), rec_until * 1024
 end

@@ -6,9 +6,8 @@
 -- ARGV[2] expiry of the fencing counter, milliseconds
 -- Returns 1.
 local token = tonumber(ARGV[1])
-local v = tonumber(redis.call('HGET', KEYS[1], 'v'))
+local v = counter(KEYS[1])
 if v == nil or v < token then
-  redis.call('HSET', KEYS[1], 'v', string.format('%d', token))
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1

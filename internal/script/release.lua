@@ -7,18 +7,33 @@
 -- was deleted, 0 otherwise; receivers is how many subscribed connections
 -- heard the notification.
 --
--- The notification goes out when the key is free now: deleted here, or
--- already gone (expired). It is a hint to waiters, so a failure to publish
--- (an ACL without pub/sub) must not fail the release: pcall.
+-- An acquire refused by a holder marks the lock as waited for (the key
+-- KEYS[1]:waiters, see acquire.lua). The notification goes out when the key
+-- is free now (deleted here, or already expired) and the mark was there,
+-- and takes the mark with it: an uncontended release costs a GET and a DEL.
+-- The notification is a hint to waiters, so a failure to publish (an ACL
+-- without pub/sub) must not fail the release: pcall. A release without a
+-- channel (the clean-up of a failed attempt) leaves the mark: the lock may
+-- well be held on other nodes, and the waiters wait for its holder.
 local v = redis.call('GET', KEYS[1])
-local deleted = 0
-if v == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  deleted = 1
-elseif v ~= false then
+local mark = KEYS[1] .. ':waiters'
+if v ~= false and v ~= ARGV[1] then
   return {0, 0}
 end
 if ARGV[2] == '' then
+  if v == false then
+    return {0, 0}
+  end
+  redis.call('DEL', KEYS[1])
+  return {1, 0}
+end
+local deleted, waited = 0, 0
+if v == false then
+  waited = redis.call('DEL', mark)
+else
+  deleted, waited = 1, redis.call('DEL', KEYS[1], mark) - 1
+end
+if waited == 0 then
   return {deleted, 0}
 end
 local cmd = 'PUBLISH'

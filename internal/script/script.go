@@ -28,12 +28,15 @@ var (
 	refreshSrc string
 	//go:embed fence.lua
 	fenceSrc string
+	//go:embed counter.lua
+	counterSrc string
 
-	// The scripts that can vote carry the epoch guard's functions.
-	acquire = redis.NewScript(epochSrc + "\n" + acquireSrc)
+	// The scripts that can vote carry the epoch guard's functions; those
+	// that write a fencing counter, the counter's.
+	acquire = redis.NewScript(epochSrc + "\n" + counterSrc + "\n" + acquireSrc)
 	refresh = redis.NewScript(epochSrc + "\n" + refreshSrc)
 	release = redis.NewScript(releaseSrc)
-	fence   = redis.NewScript(fenceSrc)
+	fence   = redis.NewScript(counterSrc + "\n" + fenceSrc)
 )
 
 // Keys are the Redis keys of one lock on one node.

@@ -145,7 +145,7 @@ func TestScriptsOnRedis(t *testing.T) {
 	if err := Fence(ctx, c, k.Fence, 5, off); err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := c.HGet(ctx, k.Fence, "v").Int64(); v != next.Token+1000 {
+	if v, _ := c.Get(ctx, k.Fence).Int64(); v != next.Token+1000 {
 		t.Fatalf("counter after fencing rounds: %d, want %d", v, next.Token+1000)
 	}
 	if err := c.RPush(ctx, "{list}", "x").Err(); err != nil {
@@ -201,10 +201,12 @@ func TestEpochGuard(t *testing.T) {
 	// A record written by another process (as a restart with persistence,
 	// or a promoted replica, would find): a new epoch that recovers from
 	// now, and the counter written in the old epoch is reseeded.
-	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "check", "0").Err(); err != nil {
+	otherProcess(t, c, k.Epoch, "check", "0")
+	// The counter in the layout before counter.lua: a hash.
+	if err := c.Del(ctx, k.Fence).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.HSet(ctx, k.Fence, "v", "5").Err(); err != nil {
+	if err := c.HSet(ctx, k.Fence, "v", "5", "e", "an-old-epoch").Err(); err != nil {
 		t.Fatal(err)
 	}
 	_, _ = Release(ctx, c, k.Lock, "other", "g:released", false)
@@ -214,9 +216,7 @@ func TestEpochGuard(t *testing.T) {
 	}
 	trusting := on
 	trusting.Mode = 'p'
-	if err := c.HSet(ctx, k.Epoch, "run", "0123456789abcdef", "check", "0").Err(); err != nil {
-		t.Fatal(err)
-	}
+	otherProcess(t, c, k.Epoch, "check", "0")
 	// Trusting persistence, a record written by another process needs no
 	// recovery; and a counter from an older epoch is reseeded from the
 	// clock, not continued from 5.
@@ -293,6 +293,21 @@ func TestRecoveryRightAfterRestart(t *testing.T) {
 	}
 }
 
+// otherProcess makes node c's epoch record look written by another Redis
+// process, as a restart with data or a promoted replica finds it: the
+// fields given are set, and the fast path's key, which no other process
+// would have, is deleted.
+func otherProcess(t *testing.T, c redis.UniversalClient, epochKey string, fields ...any) {
+	t.Helper()
+	ctx := context.Background()
+	if err := c.HSet(ctx, epochKey, append([]any{"run", "0123456789abcdef"}, fields...)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, epochKey+":ok").Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // pastRecovery waits until node c lets a client with guard g vote, and
 // returns the node's clock in ms.
 func pastRecovery(t *testing.T, c redis.UniversalClient, g Guard) int64 {
@@ -331,10 +346,8 @@ func TestEpochCopyFromAClockAhead(t *testing.T) {
 	// what is 10 s from now here. (The trust field is the layout before
 	// the check field, which trusted the record until then.)
 	ahead := fmt.Sprint(now + 10_000)
-	if err := c.HSet(ctx, "{}:epoch", "id", "0123456789abcdef:1", "run", "0123456789abcdef",
-		"base", "0", "maxttl", "300", "until", "300", "kind", "new", "check", ahead, "trust", ahead).Err(); err != nil {
-		t.Fatal(err)
-	}
+	otherProcess(t, c, "{}:epoch", "id", "0123456789abcdef:1",
+		"base", "0", "maxttl", "300", "until", "300", "kind", "new", "check", ahead, "trust", ahead)
 	a, err := Acquire(ctx, c, keys("copied"), "v", time.Second, g, Ack{})
 	if err != nil || a.Status != Recovering {
 		t.Fatalf("Acquire with a record checked in the node's future by another process: %+v, %v; want Recovering", a, err)
@@ -362,12 +375,28 @@ func TestEpochPromotedReplicaTrustingPersistence(t *testing.T) {
 		if strings.Contains(info, "master_link_status:up") {
 			break
 		}
-		if i == 200 {
+		if i == 1200 { // 30 s: a full sync on a loaded machine
 			t.Fatalf("replica link never came up: %s", info)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
 	pastRecovery(t, master, g)
+	// The fast path's key stays on the process that checked: the record
+	// replicates, the key does not.
+	long := g
+	long.Delta = time.Minute
+	if a, err := Acquire(ctx, master, keys("o"), "v", time.Second, long, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
+		t.Fatalf("Acquire on the master: %+v, %v", a, err)
+	}
+	if n := master.Exists(ctx, "{}:epoch:ok").Val(); n != 1 {
+		t.Fatalf("the master has no fast-path key after an acquire")
+	}
+	if n := replica.Exists(ctx, "{}:epoch", "{}:epoch:ok").Val(); n != 1 {
+		t.Fatalf("the replica has %d of the record and the fast-path key; want the record only", n)
+	}
+	if err := master.Del(ctx, "{}:epoch:ok").Err(); err != nil {
+		t.Fatal(err)
+	}
 	if a, err := Acquire(ctx, master, keys("p"), "v", time.Second, g, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
 		t.Fatalf("Acquire on the master: %+v, %v", a, err)
 	}
@@ -399,9 +428,7 @@ func TestEpochRecordKeepsTheStrictestSetting(t *testing.T) {
 	pastRecovery(t, c, short)
 	restarted := func() { // as another process's record after a restart with data
 		t.Helper()
-		if err := c.HSet(ctx, "{}:epoch", "run", "0123456789abcdef", "check", "0", "trust", "0").Err(); err != nil {
-			t.Fatal(err)
-		}
+		otherProcess(t, c, "{}:epoch", "check", "0", "trust", "0")
 	}
 
 	restarted()
@@ -431,4 +458,48 @@ func TestEpochRecordKeepsTheStrictestSetting(t *testing.T) {
 	if a, err := Acquire(ctx, c, keys("u"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
 		t.Fatalf("guard on, right after a client trusting persistence: %+v, %v; want Recovering", a, err)
 	}
+}
+
+// A release publishes only when an acquire was refused since the lock was
+// taken (the waiters' mark); a clean-up release never does, and leaves the
+// mark for the holder's release.
+func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	k := keys("w")
+	const channel = "{w}:released"
+	sub := c.Subscribe(ctx, channel)
+	t.Cleanup(func() { _ = sub.Close() })
+	if _, err := sub.Receive(ctx); err != nil { // the confirmation
+		t.Fatal(err)
+	}
+	take := func(value string, want Status) {
+		t.Helper()
+		if a, err := Acquire(ctx, c, k, value, 10*time.Second, off, Ack{}); err != nil || a.Status != want {
+			t.Fatalf("Acquire(%s): %+v, %v; want status %d", value, a, err, want)
+		}
+	}
+	release := func(value, channel string, wantDeleted bool, wantReceivers int64) {
+		t.Helper()
+		r, err := Release(ctx, c, k.Lock, value, channel, false)
+		if err != nil || r.Deleted != wantDeleted || r.Receivers != wantReceivers {
+			t.Fatalf("Release(%s, %q): %+v, %v; want deleted %v, %d receivers", value, channel, r, err, wantDeleted, wantReceivers)
+		}
+	}
+	take("a", Taken)
+	release("a", channel, true, 0) // nobody was refused: no PUBLISH
+	take("a", Taken)
+	take("b", Held)
+	release("b", "", false, 0) // not b's: nothing happens
+	release("a", channel, true, 1)
+	release("a", channel, false, 0) // the mark went with the first release
+
+	// A failed attempt's clean-up deletes its key without publishing and
+	// leaves the mark; an expired lock's mark still publishes.
+	take("a", Taken)
+	take("b", Held)
+	release("a", "", true, 0)
+	release("a", channel, false, 1)
 }
