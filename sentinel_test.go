@@ -81,13 +81,30 @@ func TestSentinelNode(t *testing.T) {
 // replica, which holds a copy of its old master's epoch record, answers
 // "recovering" for the recovery window; then tokens go on increasing.
 func TestSentinelFailoverGuard(t *testing.T) {
+	sentinelFailoverGuard(t, "redlock-guard")
+}
+
+// The same with WithTrustedPersistence (review finding 3): trusting
+// persistence spares a restart that kept its data the recovery, not a
+// promotion, since the promoted replica may lack its old master's latest
+// locks. (epoch.lua before 7155e55 skipped the recovery on any change of
+// run_id in this mode, promotions included: the promoted replica voted at
+// once.)
+func TestSentinelFailoverGuardTrustedPersistence(t *testing.T) {
+	sentinelFailoverGuard(t, "redlock-guard-p", WithTrustedPersistence())
+}
+
+// sentinelFailoverGuard runs the failover guard scenario on a new Sentinel
+// deployment named name, with guard opts given to every client.
+func sentinelFailoverGuard(t *testing.T, name string, opts ...Option) {
 	const maxTTL = 2 * time.Second
-	d := redistest.StartSentinelT(t, "redlock-guard")
+	d := redistest.StartSentinelT(t, name)
 	fc := d.FailoverClient()
 	t.Cleanup(func() { _ = fc.Close() })
 	node := []redis.UniversalClient{fc}
-	c := guarded(t, node, maxTTL, WithNodeTimeout(500*time.Millisecond))
-	acked := guarded(t, node, maxTTL, WithNodeTimeout(500*time.Millisecond), WithReplicaAck(1, 200*time.Millisecond))
+	with := func(o ...Option) []Option { return append(o, opts...) }
+	c := guarded(t, node, maxTTL, with(WithNodeTimeout(500*time.Millisecond))...)
+	acked := guarded(t, node, maxTTL, with(WithNodeTimeout(500*time.Millisecond), WithReplicaAck(1, 200*time.Millisecond))...)
 	ctx := context.Background()
 
 	before, err := acked.TryObtain(ctx, "failover", time.Second)
@@ -118,8 +135,19 @@ func TestSentinelFailoverGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The replica's copy of the epoch record is that of the old master's
+	// last acquire, all before this (nothing runs there while the lock is
+	// free), and is frozen by the promotion.
+	lastOnOld := time.Now()
 	if err := d.Failover(ctx); err != nil {
 		t.Fatal(err)
+	}
+	// That copy says the identity was checked at the old master's last
+	// acquire; the check is trusted for EpochTrust only, so the promoted
+	// replica runs its own check, and sees the promotion, if the failover
+	// took longer.
+	if took := time.Since(lastOnOld); took <= EpochTrust {
+		t.Fatalf("failover took %v, within EpochTrust %v: the guard may not see it", took, EpochTrust)
 	}
 	// Once the failover client follows the promoted replica, it answers
 	// recovering (the old master, until the sentinels demote it, may still
