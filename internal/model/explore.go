@@ -1,0 +1,370 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Stats counts an exploration's work.
+type Stats struct {
+	States      int // distinct states visited
+	Transitions int // steps applied
+	Schedules   int // complete schedules (random), or terminal states (DFS)
+	Truncated   bool
+	Elapsed     time.Duration
+}
+
+// Counterexample is a schedule that breaks a property.
+type Counterexample struct {
+	Violation *Violation
+	Steps     []Step
+	Trace     []string // one readable line per step
+}
+
+func (c *Counterexample) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s after %d steps:\n", c.Violation, len(c.Steps))
+	for i, l := range c.Trace {
+		fmt.Fprintf(&b, "%3d. %s\n", i+1, l)
+	}
+	return b.String()
+}
+
+// Exhaustive searches every schedule depth first, with a visited set of
+// state hashes, up to maxStates distinct states and until deadline. It
+// returns the first counterexample found (nil if none).
+func (m *Model) Exhaustive(maxStates int, deadline time.Time) (*Counterexample, Stats) {
+	start := time.Now()
+	var st Stats
+	seen := make(map[uint64]struct{}, 1<<16)
+	type frame struct {
+		s     *State
+		steps []Step
+		next  int
+	}
+	init := m.Init()
+	seen[init.Hash()] = struct{}{}
+	st.States = 1
+	stack := []frame{{s: init, steps: m.Enabled(init)}}
+	path := []Step{}
+	for len(stack) > 0 {
+		f := &stack[len(stack)-1]
+		if f.next >= len(f.steps) {
+			if len(f.steps) == 0 {
+				st.Schedules++
+			}
+			stack = stack[:len(stack)-1]
+			if len(path) > 0 {
+				path = path[:len(path)-1]
+			}
+			continue
+		}
+		step := f.steps[f.next]
+		f.next++
+		ns := f.s.Clone()
+		st.Transitions++
+		if v := m.Apply(ns, step); v != nil {
+			steps := append(append([]Step{}, path...), step)
+			st.Elapsed = time.Since(start)
+			return m.Explain(steps, v), st
+		}
+		h := ns.Hash()
+		if _, ok := seen[h]; ok {
+			continue
+		}
+		seen[h] = struct{}{}
+		st.States++
+		if st.States >= maxStates || (st.States%4096 == 0 && time.Now().After(deadline)) {
+			st.Truncated = true
+			break
+		}
+		path = append(path, step)
+		stack = append(stack, frame{s: ns, steps: m.Enabled(ns)})
+	}
+	st.Elapsed = time.Since(start)
+	return nil, st
+}
+
+// Random plays schedules chosen at random (seeds seed, seed+1, ...): up
+// to n schedules of at most maxSteps steps, until deadline. A failing
+// schedule is shrunk.
+func (m *Model) Random(seed uint64, n, maxSteps int, deadline time.Time) (*Counterexample, Stats) {
+	start := time.Now()
+	var st Stats
+	for i := range n {
+		if i%16 == 0 && time.Now().After(deadline) {
+			st.Truncated = true
+			break
+		}
+		rng := rand.New(rand.NewPCG(seed+uint64(i), 0x5eed))
+		s := m.Init()
+		var steps []Step
+		// Half the schedules choose uniformly; the other half give each
+		// actor (connection, client, clock, fault) a random priority and
+		// run the highest enabled one, changing the priority of the one
+		// that ran now and then (PCT-like): that delays one connection for
+		// long while others proceed, which uniform choice rarely does.
+		prio := map[Step]float64{}
+		pct := i%2 == 1
+		for range maxSteps {
+			en := m.Enabled(s)
+			if len(en) == 0 {
+				break
+			}
+			var step Step
+			if pct {
+				step = pickPrio(rng, en, prio)
+			} else {
+				step = pick(rng, en)
+			}
+			steps = append(steps, step)
+			st.Transitions++
+			if v := m.Apply(s, step); v != nil {
+				st.Schedules++
+				st.Elapsed = time.Since(start)
+				steps = m.Shrink(steps, v.Prop, deadline.Add(30*time.Second))
+				_, v2 := m.Replay(steps)
+				return m.Explain(steps, v2), st
+			}
+		}
+		st.Schedules++
+	}
+	st.Elapsed = time.Since(start)
+	return nil, st
+}
+
+// actor is the part of a step that names who acts.
+func actor(s Step) Step {
+	switch s.Kind {
+	case StepTick:
+		return Step{Kind: StepTick}
+	case StepClient:
+		return Step{Kind: StepClient, Client: s.Client}
+	}
+	return Step{Kind: s.Kind, Client: s.Client, Node: s.Node}
+}
+
+func pickPrio(rng *rand.Rand, en []Step, prio map[Step]float64) Step {
+	best, bp := en[0], -1.0
+	for _, s := range en {
+		a := actor(s)
+		p, ok := prio[a]
+		if !ok {
+			p = rng.Float64()
+			if s.Kind >= StepRestart {
+				p /= 4
+			}
+			prio[a] = p
+		}
+		if p > bp {
+			best, bp = s, p
+		}
+	}
+	if rng.IntN(6) == 0 {
+		prio[actor(best)] = rng.Float64()
+	}
+	return best
+}
+
+// pick chooses a step, favouring node and client work over ticks so that
+// rounds complete, and faults rarely.
+func pick(rng *rand.Rand, en []Step) Step {
+	for {
+		s := en[rng.IntN(len(en))]
+		switch s.Kind {
+		case StepTick:
+			if rng.IntN(3) != 0 {
+				continue
+			}
+		case StepRestart, StepDataRestart, StepPromote:
+			if rng.IntN(8) != 0 {
+				continue
+			}
+		}
+		return s
+	}
+}
+
+// Replay applies steps from the initial state, skipping those not enabled,
+// and returns the steps applied up to and including the first violation.
+func (m *Model) Replay(steps []Step) ([]Step, *Violation) {
+	s := m.Init()
+	var done []Step
+	for _, step := range steps {
+		if !enabled(m.Enabled(s), step) {
+			continue
+		}
+		done = append(done, step)
+		if v := m.Apply(s, step); v != nil {
+			return done, v
+		}
+	}
+	return done, nil
+}
+
+func enabled(en []Step, s Step) bool {
+	for _, e := range en {
+		if e == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Shrink removes steps from a schedule that breaks property prop while it
+// still does: chunks, then single steps, until no removal keeps it failing
+// (or deadline).
+func (m *Model) Shrink(steps []Step, prop string, deadline time.Time) []Step {
+	fails := func(c []Step) ([]Step, bool) {
+		d, v := m.Replay(c)
+		return d, v != nil && v.Prop == prop
+	}
+	steps, _ = m.Replay(steps)
+	for chunk := len(steps) / 2; chunk >= 1; chunk /= 2 {
+		for i := 0; i+chunk <= len(steps); {
+			if time.Now().After(deadline) {
+				return steps
+			}
+			cand := append(append([]Step{}, steps[:i]...), steps[i+chunk:]...)
+			if d, ok := fails(cand); ok {
+				steps = d
+				continue
+			}
+			i += chunk
+		}
+	}
+	return steps
+}
+
+// Explain replays steps and describes each.
+func (m *Model) Explain(steps []Step, v *Violation) *Counterexample {
+	s := m.Init()
+	ce := &Counterexample{Violation: v, Steps: steps}
+	for _, st := range steps {
+		line := m.describe(s, st)
+		if v2 := m.Apply(s, st); v2 != nil {
+			ce.Violation = v2
+			line += "  => " + v2.Error()
+		}
+		ce.Trace = append(ce.Trace, line)
+	}
+	return ce
+}
+
+var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefresh: "refresh", ReqRelease: "release"}
+
+// describe says what st does in s (before it is applied).
+func (m *Model) describe(s *State, st Step) string {
+	c := &m.Cfg
+	who := string(rune('A' + st.Client))
+	at := fmt.Sprintf("t=%d ", s.T)
+	switch st.Kind {
+	case StepTick:
+		return at + "time passes"
+	case StepProcess:
+		n := &s.Nodes[st.Node]
+		q := s.Conns[st.Client*c.Nodes+st.Node].Req[0]
+		d := n.Data // a copy: describe must not change s
+		env := n.env(s.T, c.Second)
+		head := fmt.Sprintf("%sn%d (clock %d) runs %s's %s", at, st.Node+1, env.Now, who, kindName[q.Kind])
+		switch q.Kind {
+		case ReqAcquire:
+			old := d.Fence.V
+			status, x := d.Acquire(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
+			switch status {
+			case Taken:
+				return fmt.Sprintf("%s: yes, token %d (counter was %d)", head, x, old)
+			case Held:
+				return fmt.Sprintf("%s: no, held for %d", head, x)
+			}
+			return fmt.Sprintf("%s: recovering for %d", head, x)
+		case ReqFence:
+			old, lock := d.Fence.V, d.Lock
+			d.expire(env.Now)
+			return fmt.Sprintf("%s %d: counter %d -> %d (lock key: %s)", head, q.Arg, old, max(old, q.Arg), m.owner(s, d.Lock, lock))
+		case ReqRefresh:
+			r := d.Refresh(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
+			return fmt.Sprintf("%s: %s", head, []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded"}[r])
+		}
+		return head
+	case StepDeliver:
+		q := s.Conns[st.Client*c.Nodes+st.Node].Rep[0]
+		cl := &s.Clients[st.Client]
+		late := q.Round != cl.Round || cl.Votes[st.Node] != Pending || m.countsDecided(cl)
+		extra := ""
+		if late {
+			extra = " (late: ignored)"
+		}
+		return fmt.Sprintf("%s%s receives n%d's %s reply%s", at, who, st.Node+1, kindName[q.Kind], extra)
+	case StepClient:
+		cl := &s.Clients[st.Client]
+		yes, _ := m.counts(cl)
+		switch cl.Phase {
+		case Idle:
+			if cl.AcqLeft == 0 {
+				return at + who + " is done"
+			}
+			return fmt.Sprintf("%s%s sends acquire to all nodes (TTL %d, valid until %d)", at, who, c.Clients[st.Client].TTL, s.T+c.Clients[st.Client].TTL-c.Drift)
+		case Acquiring:
+			if yes >= c.Quorum() && s.T < cl.ValidUntil {
+				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s", at, who, yes, m.votes(cl))
+			}
+			return fmt.Sprintf("%s%s loses the first round (%d yes)", at, who, yes)
+		case Won:
+			return fmt.Sprintf("%s%s's votes differ: sends fence %d to all nodes", at, who, cl.Token)
+		case Fencing:
+			if yes >= c.Quorum() && s.T < cl.ValidUntil {
+				return fmt.Sprintf("%s%s's second round is confirmed by %d nodes: GRANTED token %d", at, who, yes, cl.Token)
+			}
+			return fmt.Sprintf("%s%s's second round fails (%d confirmations)", at, who, yes)
+		case Holding:
+			switch {
+			case s.T >= cl.ValidUntil:
+				return at + who + "'s lock has run out"
+			case cl.RefLeft > 0:
+				return at + who + " sends refresh to all nodes"
+			case c.Clients[st.Client].Release:
+				return at + who + " releases"
+			}
+			return at + who + " stops using the lock"
+		case Refreshing:
+			return fmt.Sprintf("%s%s decides its refresh (%d yes)", at, who, yes)
+		}
+	case StepRestart:
+		return fmt.Sprintf("%sn%d restarts without its data", at, st.Node+1)
+	case StepDataRestart:
+		return fmt.Sprintf("%sn%d restarts with its data", at, st.Node+1)
+	case StepPromote:
+		return fmt.Sprintf("%sn%d fails over to its replica (clock offset %d, data as last synced)", at, st.Node+1, st.Arg)
+	case StepSync:
+		return fmt.Sprintf("%sn%d's replica catches up", at, st.Node+1)
+	}
+	return at + "?"
+}
+
+func (m *Model) owner(s *State, now, before Key) string {
+	if before.Owner != 0 && now.Owner == 0 {
+		return "expired"
+	}
+	if now.Owner == 0 {
+		return "none"
+	}
+	for ci, cl := range s.Clients {
+		if cl.Value == now.Owner {
+			return string(rune('A' + ci))
+		}
+	}
+	return "old"
+}
+
+func (m *Model) votes(cl *Client) string {
+	var parts []string
+	for i, v := range cl.Votes {
+		if v == Yes {
+			parts = append(parts, fmt.Sprintf("n%d:%d", i+1, cl.Tokens[i]))
+		}
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
