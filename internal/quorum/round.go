@@ -34,9 +34,10 @@ type Round[T any] struct {
 	Call func(ctx context.Context, n *Node) (T, error)
 	// Agree reports whether a reply without error counts toward the quorum.
 	Agree func(T) bool
-	// Valid, when set, is asked once a quorum agreed; the round is won only
-	// if it returns true (the lock's validity has not run out).
-	Valid func() bool
+	// ValidUntil, when set, is the end of what the round grants (a lock's
+	// validity): the round is won only if a quorum agreed before it, on
+	// Now's clock.
+	ValidUntil time.Time
 	// Settle, when set, is called exactly once per admitted node after the
 	// round is decided, with that node's real reply (early or late) and
 	// whether the round was won. When the round is lost, Run waits for the
@@ -84,7 +85,7 @@ type Result[T any] struct {
 // closed is a Done channel for rounds that finished inside Run.
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// Run sends the operation to every node in parallel and returns once the
+// Run sends the operation to every node (at most 64) in parallel and returns once the
 // outcome is decided: when Agreed reaches Quorum, when Quorum can no longer
 // be reached, when every node has answered, when the per-node timeout has
 // passed, or when ctx ends. Requests still in flight then keep running on
@@ -108,31 +109,43 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 
 	n := len(r.Nodes)
 	res := Result[T]{Replies: make([]Reply[T], n)}
-	answered := make([]bool, n)
+	// What the node goroutines share with Run, in one allocation.
 	type msg struct {
 		i   int
 		val T
 		err error
 		lat time.Duration
 	}
-	ch := make(chan msg, n)
-	decided := make(chan struct{})
-	var (
+	st := &struct {
+		ch      chan msg
+		decided chan struct{}
+		done    chan struct{}
 		won     atomic.Bool
-		waitFor = make([]bool, n) // Settle that Run waits for
+		waitFor uint64 // Settle that Run waits for; written before decided closes
 		settled sync.WaitGroup
-		done    = make(chan struct{})
 		active  atomic.Int32 // admitted requests not yet settled
-	)
-	res.Done = done
-	active.Store(1)
+		running atomic.Int32 // requests not yet answered, and the spawner
+	}{
+		ch:      make(chan msg, n),
+		decided: make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	res.Done = st.done
+	st.active.Store(1)
+	var answered uint64
 
-	// One deadline for the whole round; the last request out cancels it.
-	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
-	var running atomic.Int32
-	running.Store(1)
+	// One deadline for the whole round. Nodes that honour deadlines need
+	// no timer; otherwise the last request out cancels the context.
+	nodeCtx, cancel := withDeadline(detach(ctx), time.Now().Add(r.Timeout)), context.CancelFunc(nil)
+	for _, node := range r.Nodes {
+		if !node.HonoursDeadline {
+			nodeCtx, cancel = context.WithTimeout(detach(ctx), r.Timeout)
+			break
+		}
+	}
+	st.running.Store(1)
 	leave := func() {
-		if running.Add(-1) == 0 {
+		if st.running.Add(-1) == 0 && cancel != nil {
 			cancel()
 		}
 	}
@@ -141,16 +154,16 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 		probe, err := r.admit(node, now)
 		if err != nil {
 			res.Replies[i].Err = err
-			answered[i] = true
+			answered |= 1 << i
 			continue
 		}
 		pending++
-		running.Add(1)
-		active.Add(1)
+		st.running.Add(1)
+		st.active.Add(1)
 		wg.Go(func() {
 			defer func() {
-				if active.Add(-1) == 0 {
-					close(done)
+				if st.active.Add(-1) == 0 {
+					close(st.done)
 				}
 			}()
 			sent := time.Now()
@@ -158,26 +171,26 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 			lat := time.Since(sent)
 			late := false
 			select {
-			case <-decided:
+			case <-st.decided:
 				late = true
 			default:
 			}
 			err = r.finish(node, probe, err, now)
 			leave()
-			ch <- msg{i, v, err, lat}
+			st.ch <- msg{i, v, err, lat}
 			if r.Settle != nil {
-				<-decided
-				r.Settle(node, v, err, won.Load(), late)
-				if waitFor[i] {
-					settled.Done()
+				<-st.decided
+				r.Settle(node, v, err, st.won.Load(), late)
+				if st.waitFor&(1<<i) != 0 {
+					st.settled.Done()
 				}
 			}
 		})
 	}
 	// The spawner's own counts, held until every request has started.
 	leave()
-	if active.Add(-1) == 0 {
-		close(done)
+	if st.active.Add(-1) == 0 {
+		close(st.done)
 	}
 
 	timer := time.NewTimer(r.Timeout)
@@ -186,9 +199,9 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 wait:
 	for pending > 0 && !r.decided(res.Agreed, pending) {
 		select {
-		case m := <-ch:
+		case m := <-st.ch:
 			pending--
-			answered[m.i] = true
+			answered |= 1 << m.i
 			yes := m.err == nil && r.Agree(m.val)
 			res.Replies[m.i] = Reply[T]{Val: m.val, Err: m.err, Yes: yes, Latency: m.lat}
 			if yes {
@@ -202,7 +215,7 @@ wait:
 		}
 	}
 	for i := range res.Replies {
-		if !answered[i] {
+		if answered&(1<<i) == 0 {
 			switch {
 			case ctx.Err() != nil:
 				res.Replies[i].Err = ctx.Err()
@@ -213,18 +226,18 @@ wait:
 			}
 		}
 	}
-	res.Won = r.won(res.Agreed)
-	won.Store(res.Won)
+	res.Won = r.won(res.Agreed, now)
+	st.won.Store(res.Won)
 	if !res.Won && r.Settle != nil {
 		for i, rep := range res.Replies {
 			if rep.Yes {
-				waitFor[i] = true
-				settled.Add(1)
+				st.waitFor |= 1 << i
+				st.settled.Add(1)
 			}
 		}
 	}
-	close(decided)
-	settled.Wait()
+	close(st.decided)
+	st.settled.Wait()
 	return res
 }
 
@@ -253,18 +266,16 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		node.done(probe, answered, now())
 		return res
 	}
-	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
 	sent := time.Now()
-	v, err := r.Call(nodeCtx, node)
+	v, err := r.Call(withDeadline(detach(ctx), sent.Add(r.Timeout)), node)
 	lat := time.Since(sent)
-	cancel()
 	err = r.finish(node, probe, err, now)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
 	if yes {
 		res.Agreed = 1
 	}
-	res.Won = r.won(res.Agreed)
+	res.Won = r.won(res.Agreed, now)
 	switch {
 	case r.Settle == nil:
 	case err != nil:
@@ -278,6 +289,24 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		r.Settle(node, v, err, res.Won, false)
 	}
 	return res
+}
+
+// deadlineCtx is a context with a deadline and no timer. A client that
+// honours deadlines (go-redis with ContextTimeoutEnabled) sets its socket
+// deadlines from Deadline, so for its requests a timer, a Done channel and
+// a cancel function per request buy nothing. A wait for a pooled
+// connection is not cut short by it, but is bounded all the same: every
+// connection in use carries a deadline no later than this one.
+type deadlineCtx struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c *deadlineCtx) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// withDeadline returns ctx, which cannot be cancelled, with a deadline.
+func withDeadline(ctx context.Context, d time.Time) context.Context {
+	return &deadlineCtx{Context: ctx, deadline: d}
 }
 
 // detach keeps ctx's values but not its cancellation.
@@ -299,8 +328,8 @@ func (r *Round[T]) finish(node *Node, probe bool, err error, now func() time.Tim
 	return err
 }
 
-func (r *Round[T]) won(agreed int) bool {
-	return agreed >= r.Quorum && (r.Valid == nil || r.Valid())
+func (r *Round[T]) won(agreed int, now func() time.Time) bool {
+	return agreed >= r.Quorum && (r.ValidUntil.IsZero() || now().Before(r.ValidUntil))
 }
 
 func (r *Round[T]) admit(node *Node, now func() time.Time) (probe bool, err error) {

@@ -182,7 +182,7 @@ func TestValidDecidesTheWin(t *testing.T) {
 	var wg sync.WaitGroup
 	r := fakeRound(nodes(3), []answer{{yes: true}, {yes: true}, {yes: true}})
 	r.Wait = WaitAll
-	r.Valid = func() bool { return false }
+	r.ValidUntil = time.Now() // over by the time a quorum agrees
 	var lostSettles atomic.Int32
 	r.Settle = func(_ *Node, _ bool, _ error, won, _ bool) {
 		if !won {
