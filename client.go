@@ -41,9 +41,12 @@ type Client struct {
 	nodeLog nodeLog        // rate limit of WithLogger's node lines
 	guards  []script.Guard // each node's guard setting, encoded once
 	// epochKey is the epoch record of a standalone node; cluster is set
-	// when some node is a Redis Cluster (see Lock.keys).
-	epochKey string
-	cluster  bool
+	// when some node is a Redis Cluster (see Lock.keys). plainNode is the
+	// first node that is not (-1 if none): every such node shares one
+	// prepared script call per lock.
+	epochKey  string
+	cluster   bool
+	plainNode int
 
 	// sched runs the keep-alive: automatic refreshes and loss deadlines.
 	sched *keepalive.Scheduler[*Lock]
@@ -67,7 +70,7 @@ type Client struct {
 // lock; five independent nodes the classic Redlock deployment.
 //
 // New does no I/O. It returns an error wrapping ErrInvalid when nodes is
-// empty, holds a nil client or the same client (or address) twice, or when
+// empty or has more than MaxNodes, holds a nil client or the same client (or address) twice, or when
 // an option is out of range.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
@@ -83,11 +86,16 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if len(nodes) == 0 {
 		return nil, invalid("no nodes given")
 	}
+	if len(nodes) > MaxNodes {
+		return nil, invalid("%d nodes given; at most %d", len(nodes), MaxNodes)
+	}
 	c := &Client{
 		nodes:  make([]*quorum.Node, len(nodes)),
 		quorum: len(nodes)/2 + 1,
 		cfg:    cfg,
 		held:   make(map[*Lock]struct{}),
+
+		plainNode: -1,
 
 		closeDone: make(chan struct{}),
 	}
@@ -109,6 +117,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		c.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
 		_, sharded := n.(*redis.ClusterClient)
 		c.cluster = c.cluster || sharded
+		if !sharded && c.plainNode < 0 {
+			c.plainNode = i
+		}
 		c.hubs = append(c.hubs, notify.NewHub(n, sharded, hubTimeout))
 		if rc, ok := n.(*redis.Client); ok {
 			// A failover client's Addr is a placeholder; only plain
@@ -318,16 +329,26 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	value := l.value
 	start := c.cfg.now()
 	validUntil := start.Add(ttl - c.cfg.driftFor(ttl))
+	// The call of every node that is not a Redis Cluster: their keys and
+	// guard are the same (the first such node's, if any).
+	var plain script.Call
+	if i := c.plainNode; i >= 0 {
+		plain = script.AcquireCall(l.keys(i), value, ttl, c.guard(i))
+	}
 	round := quorum.Round[script.Acquired]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
-			return script.Acquire(ctx, n.Client, l.keys(n.Index), value, ttl, c.guard(n.Index), c.cfg.ack)
+			call := plain
+			if c.hubs[n.Index].Sharded() {
+				call = script.AcquireCall(l.keys(n.Index), value, ttl, c.guard(n.Index))
+			}
+			return call.Acquire(ctx, n.Client, c.cfg.ack)
 		},
-		Agree: script.Acquired.OK,
-		Valid: func() bool { return c.cfg.now().Before(validUntil) },
+		Agree:      script.Acquired.OK,
+		ValidUntil: validUntil,
 		Settle: func(n *quorum.Node, a script.Acquired, err error, won, late bool) {
 			// A failed attempt must not leave our key behind: release
 			// where the node took it (replicated or not), or may have (no
@@ -462,8 +483,8 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
 			return replies[n.Index].Yes, script.Fence(ctx, n.Client, l.fence, raise, c.guard(n.Index))
 		},
-		Agree: func(counts bool) bool { return counts },
-		Valid: func() bool { return c.cfg.now().Before(validUntil) },
+		Agree:      func(counts bool) bool { return counts },
+		ValidUntil: validUntil,
 	}
 	res := round.Run(ctx, &c.bg)
 	if !res.Won {
@@ -515,7 +536,7 @@ func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Dur
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := script.Release(ctx, n.Client, key, value, "", false)
+			r, err := script.ReleaseCall(key, value, "", false).Release(ctx, n.Client)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },

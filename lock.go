@@ -40,7 +40,11 @@ type Lock struct {
 	// mutex guards it.
 	ka keepalive.Entry[*Lock]
 
-	done chan struct{} // closed once err is set and a loss reported
+	// done is made by the first Done call (most locks are never watched),
+	// and closed once err is set and a loss reported; doneClosed says the
+	// closing is over, so that a later Done gets a closed channel.
+	done       chan struct{}
+	doneClosed bool
 
 	obtainedAt time.Time
 
@@ -48,11 +52,11 @@ type Lock struct {
 	mu sync.Mutex
 
 	releasing bool // Release's round is out: late yes-replies clean up after themselves
-	// confirmed[i]: node i answered yes in time to an acquire or refresh
-	// round of the lock, so it held our key. Only such a node's "not
-	// ours" at Release is evidence that the lock was lost: another may
-	// not have received our key yet.
-	confirmed   []bool
+	// confirmed has bit i set when node i answered yes in time to an
+	// acquire or refresh round of the lock, so it held our key. Only such
+	// a node's "not ours" at Release is evidence that the lock was lost:
+	// another may not have received our key yet.
+	confirmed   uint64
 	ttl         time.Duration
 	nodeTimeout time.Duration
 	validUntil  time.Time
@@ -71,7 +75,7 @@ type Lock struct {
 
 // newLock is a lock about to be acquired, with a new owner value.
 func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration) *Lock {
-	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: nodeTimeout, done: make(chan struct{})}
+	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: nodeTimeout}
 	l.fence = key + ":fence"
 	if c.cluster {
 		l.clusterEpoch = key + ":epoch"
@@ -130,12 +134,24 @@ func (l *Lock) Done() <-chan struct{} {
 	l.mu.Lock()
 	watch := !l.watched && l.err == nil
 	l.watched = true
+	if l.done == nil {
+		if l.doneClosed {
+			l.done = closedChan
+		} else {
+			l.done = make(chan struct{})
+		}
+	}
+	done := l.done
 	l.mu.Unlock()
 	if watch {
 		l.schedule()
 	}
-	return l.done
+	return done
 }
+
+// closedChan is the Done channel of a lock that had ended before Done was
+// first called.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Err returns nil while the lock is held; after it ends, an error wrapping
 // ErrLost if it was lost or ran out, or ErrNotHeld after Release.
@@ -214,10 +230,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
 			l.settleLate(n, r, err, late)
 		},
-		Valid: func() bool {
-			now := c.cfg.now()
-			return now.Before(validUntil) && now.Before(newValid)
-		},
+		ValidUntil: minTime(validUntil, newValid),
 	}
 	res := round.Run(ctx, &c.bg)
 	err = l.refreshed(res, start, ttl, timeout, newValid)
@@ -338,6 +351,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.end(errReleased)
 
 	channel := channelOf(l.key)
+	plain := script.ReleaseCall(l.key, l.value, channel, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
@@ -349,12 +363,20 @@ func (l *Lock) Release(ctx context.Context) error {
 		Wait: quorum.WaitOnLoss,
 		Now:  c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
-			return script.Release(ctx, n.Client, l.key, l.value, channel, c.hubs[n.Index].Sharded())
+			call := plain
+			if c.hubs[n.Index].Sharded() {
+				call = script.ReleaseCall(l.key, l.value, channel, true)
+			}
+			return call.Release(ctx, n.Client)
 		},
 		Agree: func(r script.Released) bool { return r.Deleted },
 	}
 	start := c.cfg.now()
-	res := round.Run(context.WithoutCancel(ctx), &c.bg) // a release is not abandoned halfway
+	rctx := ctx
+	if rctx.Done() != nil {
+		rctx = context.WithoutCancel(ctx) // a release is not abandoned halfway
+	}
+	res := round.Run(rctx, &c.bg)
 	c.afterRelease(l.key, res.Replies, c.cfg.now().Sub(start))
 	var err error
 	if !res.Won {
@@ -363,7 +385,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		// have our key yet: only confirmed nodes count as refusals.
 		notOurs := 0
 		for i, r := range res.Replies {
-			if r.Err == nil && !r.Val.Deleted && confirmed[i] {
+			if r.Err == nil && !r.Val.Deleted && confirmed&(1<<i) != 0 {
 				notOurs++
 			}
 		}
@@ -399,7 +421,15 @@ func (l *Lock) end(err error) {
 	l.mu.Unlock()
 	// Done is closed last, so that whoever waits on it finds the loss
 	// already reported to Do's function, the hook and the logger.
-	defer close(l.done)
+	defer func() {
+		l.mu.Lock()
+		done := l.done
+		l.doneClosed = true
+		l.mu.Unlock()
+		if done != nil {
+			close(done)
+		}
+	}()
 	l.c.sched.Cancel(&l.ka)
 	if !errors.Is(err, ErrLost) {
 		return
@@ -504,14 +534,18 @@ func (l *Lock) isReleasing() bool {
 // confirm records the nodes that answered yes in time to a round of the
 // lock. l.mu must be held.
 func (l *Lock) confirm(yes func(i int) bool) {
-	if l.confirmed == nil {
-		l.confirmed = make([]bool, len(l.c.nodes))
-	}
-	for i := range l.confirmed {
+	for i := range l.c.nodes {
 		if yes(i) {
-			l.confirmed[i] = true
+			l.confirmed |= 1 << i
 		}
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 func (l *Lock) nodeTimeoutNow() time.Duration {

@@ -27,6 +27,9 @@ const (
 	// whose failovers are detected faster than this (Sentinel's
 	// down-after-milliseconds) is not protected against them.
 	EpochTrust = 50 * time.Millisecond
+	// MaxNodes is the most nodes a Client takes: a lock keeps one bit per
+	// node. Redlock deployments have a handful (classically five).
+	MaxNodes = 64
 	// MinTTL is the shortest TTL accepted: below it the fixed 2 ms of the
 	// drift allowance and a round trip leave no validity.
 	MinTTL = 10 * time.Millisecond

@@ -33,11 +33,49 @@ var (
 
 	// The scripts that can vote carry the epoch guard's functions; those
 	// that write a fencing counter, the counter's.
-	acquire = redis.NewScript(epochSrc + "\n" + counterSrc + "\n" + acquireSrc)
-	refresh = redis.NewScript(epochSrc + "\n" + refreshSrc)
-	release = redis.NewScript(releaseSrc)
-	fence   = redis.NewScript(counterSrc + "\n" + fenceSrc)
+	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + acquireSrc)
+	refresh = newScript(epochSrc + "\n" + refreshSrc)
+	release = newScript(releaseSrc)
+	fence   = newScript(counterSrc + "\n" + fenceSrc)
 )
+
+// The scripts' EVALSHA arguments, boxed once: a script call builds one
+// argument slice, and go-redis sends it as it is (Do), with no copy and no
+// boxing of its own.
+var (
+	acquireSha = any(acquire.Hash())
+	releaseSha = any(release.Hash())
+	fenceSha   = any(fence.Hash())
+)
+
+// run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
+// and EVAL with the source when the node does not have the script (after
+// SCRIPT FLUSH or a restart). args is not kept.
+func run(ctx context.Context, c redis.UniversalClient, src string, args []any) *redis.Cmd {
+	cmd := c.Do(ctx, args...)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		cmd = c.Do(ctx, evalArgs(args, src)...)
+	}
+	return cmd
+}
+
+// evalArgs turns EVALSHA arguments into EVAL's, in a copy: the original
+// may be in use by calls to other nodes.
+func evalArgs(args []any, src string) []any {
+	eval := make([]any, len(args))
+	copy(eval, args)
+	eval[0], eval[1] = "eval", src
+	return eval
+}
+
+// luaScript is a script and its source, for EVAL when EVALSHA finds no
+// script on the node.
+type luaScript struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) luaScript { return luaScript{redis.NewScript(src), src} }
 
 // Keys are the Redis keys of one lock on one node.
 type Keys struct {
@@ -109,26 +147,40 @@ type Ack struct {
 	Timeout  time.Duration
 }
 
+// Call is a script call with its arguments built and boxed once, so that
+// the same call sent to several nodes (those whose keys are the same) costs
+// one argument slice, not one per node.
+type Call struct {
+	args []any // "evalsha", sha, numkeys, keys..., argv...
+}
+
+// AcquireCall prepares the acquire script for a lock's keys.
+func AcquireCall(k Keys, value string, ttl time.Duration, g Guard) Call {
+	ga := g.args()
+	args := make([]any, 0, 8+len(ga))
+	args = append(args, "evalsha", acquireSha, "3", k.Lock, k.Fence, k.Epoch, value, ttl.Milliseconds())
+	return Call{append(args, ga...)}
+}
+
 // Acquire runs the acquire script on one node, followed in the same
 // pipeline by WAIT when ack asks for replicas.
 func Acquire(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
-	keys := []string{k.Lock, k.Fence, k.Epoch}
-	args := append([]any{value, ms(ttl)}, g.args()...)
+	return AcquireCall(k, value, ttl, g).Acquire(ctx, c, ack)
+}
+
+// Acquire runs a prepared acquire on one node, followed in the same
+// pipeline by WAIT when ack asks for replicas.
+func (call Call) Acquire(ctx context.Context, c redis.UniversalClient, ack Ack) (Acquired, error) {
 	if ack.Replicas == 0 {
-		v, err := acquire.Run(ctx, c, keys, args...).Result()
+		v, err := run(ctx, c, acquire.src, call.args).Result()
 		if err != nil {
 			return Acquired{}, err
 		}
 		return decodeAcquire(v)
 	}
-	run := func(useEval bool) (*redis.Cmd, *redis.Cmd, error) {
+	send := func(args []any) (*redis.Cmd, *redis.Cmd, error) {
 		pipe := c.Pipeline()
-		var cmd *redis.Cmd
-		if useEval {
-			cmd = acquire.Eval(ctx, pipe, keys, args...)
-		} else {
-			cmd = acquire.EvalSha(ctx, pipe, keys, args...)
-		}
+		cmd := pipe.Do(ctx, args...)
 		// WAIT on the same connection, right after the script: it counts
 		// the replicas that acknowledged the script's writes.
 		wait := pipe.Do(ctx, "WAIT", ack.Replicas, ack.Timeout.Milliseconds())
@@ -138,9 +190,9 @@ func Acquire(ctx context.Context, c redis.UniversalClient, k Keys, value string,
 		}
 		return cmd, wait, nil
 	}
-	cmd, wait, err := run(false)
+	cmd, wait, err := send(call.args)
 	if err == nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait, err = run(true)
+		cmd, wait, err = send(evalArgs(call.args, acquire.src))
 	}
 	if err != nil {
 		return Acquired{}, err
@@ -183,8 +235,8 @@ func decodeAcquire(v any) (Acquired, error) {
 }
 
 // Fence raises a lock's fencing counter on one node to at least token.
-func Fence(ctx context.Context, c redis.Scripter, fenceKey string, token int64, g Guard) error {
-	return fence.Run(ctx, c, []string{fenceKey}, strconv.FormatInt(token, 10), ms(g.FenceTTL)).Err()
+func Fence(ctx context.Context, c redis.UniversalClient, fenceKey string, token int64, g Guard) error {
+	return run(ctx, c, fence.src, []any{"evalsha", fenceSha, "1", fenceKey, token, g.FenceTTL.Milliseconds()}).Err()
 }
 
 // Released is the decoded reply of the release script.
@@ -201,19 +253,29 @@ type Released struct {
 // empty channel publishes nothing: the clean-up of a failed attempt must not
 // wake waiters, since the lock may well be held on the other nodes (and
 // their failed attempts' clean-ups would wake others in turn).
-func Release(ctx context.Context, c redis.Scripter, key, value, channel string, sharded bool) (Released, error) {
+func Release(ctx context.Context, c redis.UniversalClient, key, value, channel string, sharded bool) (Released, error) {
+	return ReleaseCall(key, value, channel, sharded).Release(ctx, c)
+}
+
+// ReleaseCall prepares the release script (see Release).
+func ReleaseCall(key, value, channel string, sharded bool) Call {
 	flag := "0"
 	if sharded {
 		flag = "1"
 	}
-	v, err := release.Run(ctx, c, []string{key}, value, channel, flag).Int64Slice()
+	return Call{[]any{"evalsha", releaseSha, "1", key, value, channel, flag}}
+}
+
+// Release runs a prepared release on one node.
+func (call Call) Release(ctx context.Context, c redis.UniversalClient) (Released, error) {
+	n, err := run(ctx, c, release.src, call.args).Int64()
 	if err != nil {
 		return Released{}, err
 	}
-	if len(v) != 2 {
-		return Released{}, fmt.Errorf("redlock: unexpected release reply %v", v)
+	if n < 0 {
+		return Released{}, fmt.Errorf("redlock: unexpected release reply %d", n)
 	}
-	return Released{Deleted: v[0] == 1, Receivers: v[1]}, nil
+	return Released{Deleted: n&1 == 1, Receivers: n >> 1}, nil
 }
 
 // RefreshResult is what the refresh script did on one node.
@@ -234,7 +296,7 @@ const (
 func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
 
 // Refresh runs the refresh script on one node.
-func Refresh(ctx context.Context, c redis.Scripter, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
+func Refresh(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
 	n, err := refresh.Run(ctx, c, []string{k.Lock, k.Epoch}, append([]any{value, ms(ttl)}, g.args()...)...).Int64()
 	if err != nil {
 		return NotOwner, err
