@@ -34,6 +34,9 @@ type waitQueue struct {
 	// confirmed holds each node's subscription confirmation, once the
 	// first head has subscribed.
 	confirmed []<-chan struct{}
+	// settled is set once a head has waited for the confirmations until
+	// they came or its timeout passed: later heads do not wait again.
+	settled bool
 }
 
 type member struct {
@@ -144,7 +147,11 @@ func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
 func channelOf(key string) string { return key + ":released" }
 
 // subscribe makes q's subscription on every node and waits, up to timeout,
-// for the nodes to confirm it: only then can no release be missed.
+// for the nodes to confirm it: only then can no release be missed. Only
+// the head of q calls it. A node that has not confirmed within the first
+// head's timeout (frozen, or slow) is not waited for by the heads after
+// it, which would each lose the timeout again for as long as the queue
+// lives.
 func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Duration) {
 	if q.confirmed == nil {
 		q.confirmed = make([]<-chan struct{}, len(c.hubs))
@@ -155,6 +162,9 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 			q.confirmed[i] = h.Subscribe(channelOf(q.key), q.wake)
 		}
 	}
+	if q.settled {
+		return
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for _, confirmed := range q.confirmed {
@@ -164,11 +174,13 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 		select {
 		case <-confirmed:
 		case <-timer.C:
+			q.settled = true
 			return
 		case <-ctx.Done():
-			return
+			return // the next head waits the rest
 		}
 	}
+	q.settled = true
 }
 
 // unsubscribe drops an empty queue's subscriptions.

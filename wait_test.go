@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -315,4 +316,27 @@ func TestNoWakeStorm(t *testing.T) {
 		t.Fatalf("%d wake-ups by release for %d releases: a storm", woken, releases)
 	}
 	t.Logf("%d wake-ups by release for %d releases, %d attempts", woken, releases, len(rec.attempts))
+}
+
+// A node that never confirms the queue's subscription (frozen, or its
+// reply lost) costs the queue's first head its timeout, and not every head
+// after it: the lock passes down the queue without that wait.
+func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	never := make(chan struct{})
+	q := &waitQueue{key: "{redlock:unconfirmed}", wake: notify.NewWaiter(), confirmed: []<-chan struct{}{never}}
+	c.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		c.subscribe(ctx, q, time.Minute) // the next head
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next head waits again for a confirmation that did not come for the first")
+	}
 }
