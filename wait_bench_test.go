@@ -25,15 +25,17 @@ var contendedFor = flag.Duration("contended.duration", 2*time.Second, "how long 
 // the least share of acquisitions any goroutine got relative to the mean.
 //
 // For the tail of the waits alone, run the notified cases with 64
-// goroutines, longer, and several times:
+// goroutines, each with a Client of its own, longer, and several times:
 //
-//	go test -run '^$' -bench 'Contended/nodes=./goroutines=64/clients=./notify' \
+//	go test -run '^$' -bench 'Contended/nodes=./goroutines=64/clients=64/notify' \
 //		-benchtime 1x -count 3 -contended.duration 5s .
 func BenchmarkContended(b *testing.B) {
 	for _, nodes := range []int{1, 5} {
 		cl := startNodes(b, nodes)
 		for _, goroutines := range []int{8, 64} {
-			for _, clients := range []int{1, 4} {
+			// One Client, four, and one per goroutine (as separate
+			// processes would have: each contended Obtain subscribes).
+			for _, clients := range []int{1, 4, goroutines} {
 				for _, mode := range []string{"notify", "poll"} {
 					name := fmt.Sprintf("nodes=%d/goroutines=%d/clients=%d/%s", nodes, goroutines, clients, mode)
 					b.Run(name, func(b *testing.B) {
