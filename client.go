@@ -127,7 +127,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// TryObtain makes one attempt to obtain the lock named key for ttl. It
+// TryObtain makes one attempt to obtain the lock named key for ttl, at
+// once, even while other goroutines of this Client wait for it. It
 // returns an error wrapping ErrNotObtained (inside a *QuorumError) when the
 // lock is held by another owner or no quorum agreed in time, ErrClosed after
 // Close, and ErrInvalid for an empty key or a TTL below MinTTL. When ctx
@@ -144,13 +145,14 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 // ctx ends or the maximum number of attempts (WithMaxAttempts) is used up.
 // An attempt is one acquire round on every node. The first is made at once,
 // or, while other goroutines of this Client wait for the lock, when this
-// call's turn comes. Before each later attempt Obtain waits with
-// exponential backoff and jitter (WithRetryDelay), never past the holder's
-// remaining TTL, and less when the lock is released: a release
-// notification, or the key found gone when the waiter has just subscribed
-// to them, ends the wait. So WithMaxAttempts(n) gives n attempts with n−1
-// waits between them. Errors are those of TryObtain; when ctx ends, the
-// error matches both ErrNotObtained and ctx's error.
+// call's turn comes (unless it is the only one: WithMaxAttempts(1)).
+// Before each later attempt Obtain waits with exponential backoff and
+// jitter (WithRetryDelay), never past the holder's remaining TTL, and less
+// when the lock is released: a release notification, or the key found gone
+// when the waiter has just subscribed to them, ends the wait. So
+// WithMaxAttempts(n) gives n attempts with n−1 waits between them. Errors
+// are those of TryObtain; when ctx ends, the error matches both
+// ErrNotObtained and ctx's error.
 //
 // The caller must Release the returned lock.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
@@ -231,13 +233,14 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 		return err
 	}
 
-	// Fast path: nobody here waits for this lock.
+	// Fast path: nobody here waits for this lock, or the call makes a
+	// single attempt, which has no turn to wait for.
 	var (
 		lock      *Lock
 		holderTTL time.Duration
 		err       error
 	)
-	if !c.notifyOff && c.waits.queued(key) {
+	if !c.notifyOff && o.retry.maxAttempts != 1 && c.waits.queued(key) {
 		err = ErrNotObtained
 	} else {
 		if until := c.waits.graceUntil(key, c.cfg.now); !until.IsZero() {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -339,4 +340,36 @@ func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the next head waits again for a confirmation that did not come for the first")
 	}
+}
+
+// TryObtain makes its one attempt at once while other goroutines of its
+// Client wait for the lock: it does not queue behind them.
+func TestTryObtainDoesNotQueue(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	holder, err := c.TryObtain(ctx, "busy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(c, "busy", slowRetry)
+	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "busy") })
+	for _, try := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := c.TryObtain(ctx, "busy", time.Minute); return err },
+		func(ctx context.Context) error {
+			_, err := c.Obtain(ctx, "busy", time.Minute, WithMaxAttempts(1))
+			return err
+		},
+	} {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := try(tctx)
+		cancel()
+		if !errors.Is(err, ErrHeld) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a single attempt while a waiter of the same Client is queued: %v, want ErrHeld at once", err)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiter(t, done, "the queued waiter did not obtain the lock")
 }
