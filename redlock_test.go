@@ -895,6 +895,30 @@ func (countEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 	return next
 }
 
+// A nil *Lock, what a failed Obtain returns, is safe to use: "defer
+// lock.Release(ctx)" before checking the error must not panic.
+func TestNilLock(t *testing.T) {
+	var l *Lock
+	ctx := context.Background()
+	if err := l.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release: %v, want ErrNotHeld", err)
+	}
+	if err := l.Refresh(ctx, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Refresh: %v, want ErrNotHeld", err)
+	}
+	if err := l.Err(); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Err: %v, want ErrNotHeld", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Error("Done is not closed")
+	}
+	if k, tok, v, ttl := l.Key(), l.Token(), l.ValidUntil(), l.TTL(); k != "" || tok != 0 || !v.IsZero() || ttl != 0 {
+		t.Errorf("Key %q, Token %d, ValidUntil %v, TTL %v: want zero values", k, tok, v, ttl)
+	}
+}
+
 func TestReleaseWithCancelledContext(t *testing.T) {
 	cl := startNodes(t, 3)
 	c := newClient(t, cl.clients)
