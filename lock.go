@@ -202,6 +202,11 @@ func (l *Lock) ranOut() error {
 // restarted, or expired it early) is re-seeded with the lock's value when it
 // is free, which is safe because the lock is still valid on a quorum.
 //
+// A ttl shorter than the key has left moves ValidUntil earlier, but never
+// shortens the key on the nodes, so that a delayed older refresh cannot cut
+// the keys of a newer one: other owners wait for the longer expiry unless
+// the lock is released.
+//
 // It returns an error wrapping ErrNotHeld when the lock is no longer ours
 // (lost, released, past its loss deadline, or a quorum of nodes answered
 // that the key is gone or another owner's), a *QuorumError without
