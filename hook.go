@@ -87,7 +87,7 @@ type AttemptEvent struct {
 type WakeReason int
 
 const (
-	WokenByRelease WakeReason = iota // a release notification
+	WokenByRelease WakeReason = iota // a release notification, or the key found gone after subscribing
 	WokenByTimer                     // the backoff or the holder's remaining TTL
 	WokenByContext                   // the caller's context ended
 	WokenByTurn                      // a waiter ahead in this Client's queue left
