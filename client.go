@@ -138,7 +138,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// TryObtain makes one attempt to obtain the lock named key for ttl. It
+// TryObtain makes one attempt to obtain the lock named key for ttl, at
+// once, even while other goroutines of this Client wait for it. It
 // returns an error wrapping ErrNotObtained (inside a *QuorumError) when the
 // lock is held by another owner or no quorum agreed in time, ErrClosed after
 // Close, and ErrInvalid for an empty key or a TTL below MinTTL. When ctx
@@ -153,10 +154,16 @@ func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, o
 
 // Obtain obtains the lock named key for ttl, retrying until it succeeds,
 // ctx ends or the maximum number of attempts (WithMaxAttempts) is used up.
-// Between attempts it waits with exponential backoff and jitter
-// (WithRetryDelay), never past the holder's remaining TTL. Errors are those
-// of TryObtain; when ctx ends, the error matches both ErrNotObtained and
-// ctx's error.
+// An attempt is one acquire round on every node. The first is made at once,
+// or, while other goroutines of this Client wait for the lock, when this
+// call's turn comes (unless it is the only one: WithMaxAttempts(1)).
+// Before each later attempt Obtain waits with exponential backoff and
+// jitter (WithRetryDelay), never past the holder's remaining TTL, and less
+// when the lock is released: a release notification, or the key found gone
+// when the waiter has just subscribed to them, ends the wait. So
+// WithMaxAttempts(n) gives n attempts with n−1 waits between them. Errors
+// are those of TryObtain; when ctx ends, the error matches both
+// ErrNotObtained and ctx's error.
 //
 // The caller must Release the returned lock.
 func (c *Client) Obtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
@@ -202,7 +209,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 // are used up. The first attempt is made at once (unless a grace period or
 // local waiters say otherwise); then the caller queues behind this Client's
 // other waiters for the lock, and its turn waits on release notifications,
-// the holder's TTL and a backoff (see wait.go).
+// the holder's TTL and a backoff (see wait.go). Every attempt but the
+// caller's first follows such a wait: those are the attempts that
+// WithMaxAttempts counts, and the only ones there are.
 func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, int, error) {
 	backoff := newBackoff(o.retry)
 	attempts := 0
@@ -232,13 +241,14 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 		return err
 	}
 
-	// Fast path: nobody here waits for this lock.
+	// Fast path: nobody here waits for this lock, or the call makes a
+	// single attempt, which has no turn to wait for.
 	var (
 		lock      *Lock
 		holderTTL time.Duration
 		err       error
 	)
-	if !c.notifyOff && c.waits.queued(key) {
+	if !c.notifyOff && o.retry.maxAttempts != 1 && c.waits.queued(key) {
 		err = ErrNotObtained
 	} else {
 		if until := c.waits.graceUntil(key, c.cfg.now); !until.IsZero() {
@@ -263,27 +273,36 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 		if werr := c.waitTurn(ctx, name, o.id, m); werr != nil {
 			return nil, attempts, errors.Join(err, werr)
 		}
-		// The head subscribes before its first attempt, so that a
-		// release between that attempt and the wait cannot be missed.
+		// The head subscribes before its next attempt: from the nodes'
+		// confirmation on, every release wakes it.
 		c.subscribe(ctx, q, c.cfg.nodeTimeoutFor(ttl))
 		wake = q.wake.C
-		for {
-			select {
-			case <-wake: // drop a wake-up meant for an earlier attempt
-			default:
-			}
+		select {
+		case <-wake: // meant for an earlier head
+		default:
+		}
+		if attempts == 0 {
+			// Queued before any attempt: make the first now.
 			lock, holderTTL, err = try()
 			if done(err) {
 				return lock, attempts, fail(err)
 			}
-			if werr := c.waitRelease(ctx, name, o.id, wake, backoff.next(), holderTTL); werr != nil {
-				return nil, attempts, errors.Join(err, werr)
-			}
+		} else {
+			// A release since the caller's attempt may have come before
+			// the subscription, or while an earlier head had the queue's
+			// wake-ups: no notification of it will come. Look for it
+			// instead of attempting again, so that the next attempt, the
+			// one WithMaxAttempts counts, still follows a wait.
+			holderTTL = c.lookForRelease(ctx, key, ttl, q.wake, holderTTL)
 		}
 	}
 	for {
-		if werr := c.waitRelease(ctx, name, o.id, nil, backoff.next(), holderTTL); werr != nil {
+		if werr := c.waitRelease(ctx, name, o.id, wake, backoff.next(), holderTTL); werr != nil {
 			return nil, attempts, errors.Join(err, werr)
+		}
+		select {
+		case <-wake: // came since the wait ended: this attempt covers it
+		default:
 		}
 		lock, holderTTL, err = try()
 		if done(err) {

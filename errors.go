@@ -73,6 +73,13 @@ var (
 // errReleased is Err of a released lock.
 var errReleased = fmt.Errorf("%w: it was released", ErrNotHeld)
 
+// errNilLock is the error of a nil *Lock's methods: no lock was obtained.
+var errNilLock = fmt.Errorf("%w: nil lock (none was obtained)", ErrNotHeld)
+
+// closedChan is Done of a nil *Lock, and of a lock that had ended before
+// Done was first called.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // RecoveringError is the per-node reason of a node that is recovering after
 // its Redis process changed. It matches ErrNodeRecovering.
 type RecoveringError struct {

@@ -27,9 +27,11 @@ import (
 // With no hook installed, the Client builds no events and allocates nothing
 // for them.
 type Hook interface {
-	// Attempt is called after each acquire attempt.
+	// Attempt is called after each acquire attempt: each acquire round
+	// on every node, the attempts that WithMaxAttempts counts.
 	Attempt(context.Context, AttemptEvent)
-	// Wait is called after each wait between two attempts of Obtain.
+	// Wait is called after each wait between two attempts of Obtain, and
+	// after a wait for its turn among the Client's waiters for the lock.
 	Wait(context.Context, WaitEvent)
 	// Obtain is called when Obtain, TryObtain or Do's obtain returns.
 	Obtain(context.Context, ObtainEvent)
@@ -64,7 +66,9 @@ type NodeResult struct {
 	Latency time.Duration
 }
 
-// AttemptEvent describes one acquire attempt.
+// AttemptEvent describes one acquire attempt: one acquire round on every
+// node. The read of the key that a waiter makes after it subscribes to
+// release notifications is no attempt, and is not reported.
 type AttemptEvent struct {
 	Key string
 	// ObtainID is that of the obtain the attempt belongs to (ObtainEvent).
@@ -83,7 +87,7 @@ type AttemptEvent struct {
 type WakeReason int
 
 const (
-	WokenByRelease WakeReason = iota // a release notification
+	WokenByRelease WakeReason = iota // a release notification, or the key found gone after subscribing
 	WokenByTimer                     // the backoff or the holder's remaining TTL
 	WokenByContext                   // the caller's context ended
 	WokenByTurn                      // a waiter ahead in this Client's queue left
@@ -118,6 +122,9 @@ type ObtainEvent struct {
 	// ObtainID identifies the call, unique in the process: the attempts and
 	// waits of the call, reported before it, carry the same ObtainID.
 	ObtainID uint64
+	// Attempts is the number of acquire attempts the call made: its
+	// AttemptEvents, the attempts that WithMaxAttempts bounds. It is 0
+	// when the call's context ended before its first.
 	Attempts int
 	Elapsed  time.Duration // including waits
 	Token    int64

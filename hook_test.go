@@ -115,12 +115,13 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 		}
 		done <- err
 	}()
-	// The holder's attempt, then the contender's first (refused) and, once
-	// it is subscribed, its second: from then on it waits for the release.
+	// The holder's attempt, then the contender's first (refused); once it
+	// is subscribed, it waits for the release.
 	eventually(t, "the contender waits", func() bool {
 		rec.mu.Lock()
-		defer rec.mu.Unlock()
-		return len(rec.attempts) >= 3
+		attempts := len(rec.attempts)
+		rec.mu.Unlock()
+		return attempts >= 2 && subscribed(t, cl.clients, "observed")
 	})
 	if err := held.Refresh(ctx, time.Minute); err != nil {
 		t.Fatal(err)

@@ -21,6 +21,12 @@ import (
 // moves ValidUntil first. It is not safe to assume the lock is held after
 // that, whatever the code did in between. The owner must call Release when
 // done.
+//
+// A nil *Lock, which Obtain, TryObtain and Do's obtain return with an
+// error, is a lock not held: Release, Refresh and Err return an error
+// wrapping ErrNotHeld, Done returns a closed channel, and Key, Token,
+// ValidUntil and TTL return zero values. So "defer lock.Release(ctx)" may
+// come before the error is checked.
 type Lock struct {
 	c     *Client
 	name  string
@@ -96,7 +102,12 @@ func (l *Lock) keys(i int) script.Keys {
 }
 
 // Key returns the lock's name, as given to Obtain.
-func (l *Lock) Key() string { return l.name }
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Token returns the lock's fencing token: for a lock name, the token of
 // each successful acquire is greater than that of every earlier successful
@@ -106,7 +117,12 @@ func (l *Lock) Key() string { return l.name }
 // resource refuse a write whose token is lower than one it has seen: that
 // stops a holder that lost its lock without knowing (a long pause) from
 // writing after the next holder.
-func (l *Lock) Token() int64 { return l.token }
+func (l *Lock) Token() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.token
+}
 
 // ValidUntil returns the time until which the lock is guaranteed to be held
 // (on the monotonic clock of this process): the TTL from the moment the
@@ -114,6 +130,9 @@ func (l *Lock) Token() int64 { return l.token }
 // refresh that failed may lower it (it may have shortened the keys on some
 // nodes). After Release, or once the lock is lost, it is the zero time.
 func (l *Lock) ValidUntil() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.validUntil
@@ -121,6 +140,9 @@ func (l *Lock) ValidUntil() time.Time {
 
 // TTL returns the time to live used by the last acquire or refresh.
 func (l *Lock) TTL() time.Duration {
+	if l == nil {
+		return 0
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.ttl
@@ -131,6 +153,9 @@ func (l *Lock) TTL() time.Duration {
 // a refresh) or released. Err then says which, and a loss has already been
 // reported to the Hook and the logger.
 func (l *Lock) Done() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
 	l.mu.Lock()
 	watch := !l.watched && l.err == nil
 	l.watched = true
@@ -149,13 +174,12 @@ func (l *Lock) Done() <-chan struct{} {
 	return done
 }
 
-// closedChan is the Done channel of a lock that had ended before Done was
-// first called.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // Err returns nil while the lock is held; after it ends, an error wrapping
 // ErrLost if it was lost or ran out, or ErrNotHeld after Release.
 func (l *Lock) Err() error {
+	if l == nil {
+		return errNilLock
+	}
 	l.mu.Lock()
 	err, deadline := l.err, l.lossDeadline()
 	l.mu.Unlock()
@@ -190,13 +214,22 @@ func (l *Lock) ranOut() error {
 // restarted, or expired it early) is re-seeded with the lock's value when it
 // is free, which is safe because the lock is still valid on a quorum.
 //
+// A ttl shorter than the key has left moves ValidUntil earlier, but never
+// shortens the key on the nodes, so that a delayed older refresh cannot cut
+// the keys of a newer one: other owners wait for the longer expiry unless
+// the lock is released.
+//
 // It returns an error wrapping ErrNotHeld when the lock is no longer ours
 // (lost, released, past its loss deadline, or a quorum of nodes answered
 // that the key is gone or another owner's), a *QuorumError without
 // ErrNotHeld when nodes did not answer (the lock stays valid until
 // ValidUntil, which may be lowered), ErrClosed after the Client's Close, and
-// ErrInvalid for a TTL below MinTTL.
+// ErrInvalid for a TTL below MinTTL, above the maximum TTL, or whose
+// validity would not outlast the per-node timeout.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLock
+	}
 	c := l.c
 	ttl, err := c.cfg.checkTTL(ttl)
 	if err != nil {
@@ -329,6 +362,9 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 // when nodes did not answer; in every case the lock is no longer held, and
 // keys left on unreachable nodes expire with their TTL.
 func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return errNilLock
+	}
 	c := l.c
 	releaseStart := c.cfg.now()
 	l.op.Lock()

@@ -235,14 +235,18 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // WithRetryDelay sets the bounds of the wait between two attempts of
 // Obtain. The n-th wait (from 0) is drawn uniformly from
 // [min, min(max, min·2ⁿ⁺¹)], and never outlasts the holder's remaining TTL
-// reported by the nodes. Defaults DefaultMinRetryDelay (10 ms) and
-// DefaultMaxRetryDelay (500 ms).
+// reported by the nodes; a release of the lock ends it early (see Obtain).
+// Defaults DefaultMinRetryDelay (10 ms) and DefaultMaxRetryDelay (500 ms).
 func WithRetryDelay(min, max time.Duration) RetryOption {
 	return retryOption(func(r *retryConfig) { r.minDelay, r.maxDelay = min, max })
 }
 
-// WithMaxAttempts limits Obtain to n attempts; 0, the default, retries
-// until the context ends.
+// WithMaxAttempts limits Obtain to n attempts, each one acquire round on
+// every node: the first, and n−1 more, each after a wait of the retry delay
+// (WithRetryDelay) that a release of the lock cuts short. It counts every
+// acquire round the call makes, and nothing else: the hook reports each as
+// an AttemptEvent, and ObtainEvent.Attempts is their number. 0, the
+// default, retries until the context ends; 1 is TryObtain.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
 }

@@ -807,6 +807,80 @@ func TestMaxAttempts(t *testing.T) {
 	}
 }
 
+// WithMaxAttempts counts the attempts that follow a wait of the retry
+// delay, with notifications and with polling: two attempts of a lock that
+// another client holds for 50 ms get it; two of a lock held for a minute
+// fail after exactly two acquire rounds, the second after the delay.
+func TestMaxAttemptsAreSpacedByTheRetryDelay(t *testing.T) {
+	for _, notified := range []bool{true, false} {
+		t.Run(fmt.Sprintf("notify=%v", notified), func(t *testing.T) {
+			cl := startNodes(t, 1)
+			rec := &recorder{}
+			opts := []Option{WithHook(rec)}
+			if !notified {
+				opts = append(opts, withoutNotify())
+			}
+			holders, c := newClient(t, cl.clients), newClient(t, cl.clients, opts...)
+			ctx := context.Background()
+			const delay = 150 * time.Millisecond
+			retry := []ObtainOption{WithMaxAttempts(2), WithRetryDelay(delay, delay)}
+
+			short, err := holders.TryObtain(ctx, "short-hold", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			go func() {
+				time.Sleep(50 * time.Millisecond)
+				_ = short.Release(ctx)
+			}()
+			l, err := c.Obtain(ctx, "short-hold", time.Minute, retry...)
+			if err != nil {
+				t.Fatalf("Obtain with two attempts %v apart of a lock held for 50 ms: %v", delay, err)
+			}
+			_ = l.Release(ctx)
+
+			if _, err := holders.TryObtain(ctx, "long-hold", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			var scripts atomic.Int32
+			cl.clients[0].AddHook(countEval{&scripts})
+			start := time.Now()
+			_, err = c.Obtain(ctx, "long-hold", time.Minute, retry...)
+			elapsed := time.Since(start)
+			if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) {
+				t.Fatalf("Obtain of a lock held for a minute: %v, want ErrNotObtained and ErrHeld", err)
+			}
+			if got := scripts.Load(); got != 2 {
+				t.Errorf("%d acquire scripts ran, want 2", got)
+			}
+			if elapsed < delay {
+				t.Errorf("Obtain gave up after %v, before the retry delay %v", elapsed, delay)
+			}
+			rec.mu.Lock()
+			defer rec.mu.Unlock()
+			ob := rec.obtains[len(rec.obtains)-1]
+			attempts := 0
+			for _, a := range rec.attempts {
+				if a.ObtainID == ob.ObtainID {
+					attempts++
+				}
+			}
+			var waits []WaitEvent
+			for _, w := range rec.waits {
+				if w.ObtainID == ob.ObtainID {
+					waits = append(waits, w)
+				}
+			}
+			if ob.Attempts != 2 || attempts != 2 {
+				t.Errorf("ObtainEvent.Attempts %d and %d AttemptEvents, want 2 and 2", ob.Attempts, attempts)
+			}
+			if len(waits) != 1 || waits[0].WokenBy != WokenByTimer || waits[0].Waited < delay {
+				t.Errorf("waits %+v, want one of the retry delay %v, ended by its timer", waits, delay)
+			}
+		})
+	}
+}
+
 // countEval counts EVALSHA and EVAL commands sent through a client.
 type countEval struct{ n *atomic.Int32 }
 
@@ -821,6 +895,30 @@ func (h countEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (countEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// A nil *Lock, what a failed Obtain returns, is safe to use: "defer
+// lock.Release(ctx)" before checking the error must not panic.
+func TestNilLock(t *testing.T) {
+	var l *Lock
+	ctx := context.Background()
+	if err := l.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release: %v, want ErrNotHeld", err)
+	}
+	if err := l.Refresh(ctx, time.Minute); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Refresh: %v, want ErrNotHeld", err)
+	}
+	if err := l.Err(); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Err: %v, want ErrNotHeld", err)
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Error("Done is not closed")
+	}
+	if k, tok, v, ttl := l.Key(), l.Token(), l.ValidUntil(), l.TTL(); k != "" || tok != 0 || !v.IsZero() || ttl != 0 {
+		t.Errorf("Key %q, Token %d, ValidUntil %v, TTL %v: want zero values", k, tok, v, ttl)
+	}
 }
 
 func TestReleaseWithCancelledContext(t *testing.T) {

@@ -34,6 +34,9 @@ type waitQueue struct {
 	// confirmed holds each node's subscription confirmation, once the
 	// first head has subscribed.
 	confirmed []<-chan struct{}
+	// settled is set once a head has waited for the confirmations until
+	// they came or its timeout passed: later heads do not wait again.
+	settled bool
 }
 
 type member struct {
@@ -81,12 +84,9 @@ func (w *waits) leave(q *waitQueue, m *member) (gone bool) {
 		}
 		q.members = append(q.members[:i], q.members[i+1:]...)
 		if i == 0 && len(q.members) > 0 {
+			// The lock may be free already: the new head looks
+			// (lookForRelease) or makes its first attempt at once.
 			close(q.members[0].turn)
-			// The lock may be free already: let the new head try at once.
-			select {
-			case q.wake.C <- struct{}{}:
-			default:
-			}
 		}
 		break
 	}
@@ -144,7 +144,11 @@ func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
 func channelOf(key string) string { return key + ":released" }
 
 // subscribe makes q's subscription on every node and waits, up to timeout,
-// for the nodes to confirm it: only then can no release be missed.
+// for the nodes to confirm it: only then can no release be missed. Only
+// the head of q calls it. A node that has not confirmed within the first
+// head's timeout (frozen, or slow) is not waited for by the heads after
+// it, which would each lose the timeout again for as long as the queue
+// lives.
 func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Duration) {
 	if q.confirmed == nil {
 		q.confirmed = make([]<-chan struct{}, len(c.hubs))
@@ -155,6 +159,9 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 			q.confirmed[i] = h.Subscribe(channelOf(q.key), q.wake)
 		}
 	}
+	if q.settled {
+		return
+	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	for _, confirmed := range q.confirmed {
@@ -164,11 +171,57 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 		select {
 		case <-confirmed:
 		case <-timer.C:
+			q.settled = true
 			return
 		case <-ctx.Done():
-			return
+			return // the next head waits the rest
 		}
 	}
+	q.settled = true
+}
+
+// lookForRelease tells a head that has just subscribed whether the lock
+// was released since its last attempt, which no notification will say: it
+// reads the key's remaining TTL on every node, and wakes w when the key is
+// gone from enough nodes for an attempt to win. It is a read, not an
+// attempt: WithMaxAttempts does not count it and the hook does not see it.
+// It returns the shortest remaining TTL a node reported for the holder,
+// or holderTTL when no node did.
+func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Duration, w *notify.Waiter, holderTTL time.Duration) time.Duration {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.isClosed() {
+		return holderTTL // the next attempt says ErrClosed
+	}
+	const gone = -2 // PTTL of a missing key
+	round := quorum.Round[time.Duration]{
+		Nodes:   c.nodes,
+		Quorum:  c.quorum,
+		Timeout: c.cfg.nodeTimeoutFor(ttl),
+		Now:     c.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (time.Duration, error) {
+			return n.Client.PTTL(ctx, key).Result()
+		},
+		Agree: func(d time.Duration) bool { return d == gone },
+	}
+	res := round.Run(ctx, &c.bg)
+	if res.Won {
+		select {
+		case w.C <- struct{}{}:
+		default:
+		}
+		return holderTTL
+	}
+	shortest := time.Duration(-1)
+	for _, r := range res.Replies {
+		if r.Err == nil && r.Val >= 0 && (shortest < 0 || r.Val < shortest) {
+			shortest = r.Val
+		}
+	}
+	if shortest < 0 {
+		return holderTTL
+	}
+	return shortest
 }
 
 // unsubscribe drops an empty queue's subscriptions.

@@ -21,13 +21,21 @@ var contendedFor = flag.Duration("contended.duration", 2*time.Second, "how long 
 //	go test -run '^$' -bench Contended -benchtime 1x .
 //
 // Metrics: acquisitions/s, handovers/s (the lock passing to another
-// goroutine), waiters' time to acquire p50/p99 in ms, and the least share of
-// acquisitions any goroutine got relative to the mean.
+// goroutine), waiters' time to acquire (p50, p99, p99.9 and max, in ms), and
+// the least share of acquisitions any goroutine got relative to the mean.
+//
+// For the tail of the waits alone, run the notified cases with 64
+// goroutines, each with a Client of its own, longer, and several times:
+//
+//	go test -run '^$' -bench 'Contended/nodes=./goroutines=64/clients=64/notify' \
+//		-benchtime 1x -count 3 -contended.duration 5s .
 func BenchmarkContended(b *testing.B) {
 	for _, nodes := range []int{1, 5} {
 		cl := startNodes(b, nodes)
 		for _, goroutines := range []int{8, 64} {
-			for _, clients := range []int{1, 4} {
+			// One Client, four, and one per goroutine (as separate
+			// processes would have: each contended Obtain subscribes).
+			for _, clients := range []int{1, 4, goroutines} {
 				for _, mode := range []string{"notify", "poll"} {
 					name := fmt.Sprintf("nodes=%d/goroutines=%d/clients=%d/%s", nodes, goroutines, clients, mode)
 					b.Run(name, func(b *testing.B) {
@@ -51,6 +59,8 @@ func BenchmarkContended(b *testing.B) {
 							b.ReportMetric(float64(r.handovers)/secs, "handovers/s")
 							b.ReportMetric(r.p50.Seconds()*1000, "p50-ms")
 							b.ReportMetric(r.p99.Seconds()*1000, "p99-ms")
+							b.ReportMetric(r.p999.Seconds()*1000, "p99.9-ms")
+							b.ReportMetric(r.max.Seconds()*1000, "max-ms")
 							b.ReportMetric(r.minShare, "min-share")
 						}
 					})
@@ -62,7 +72,7 @@ func BenchmarkContended(b *testing.B) {
 
 type contention struct {
 	acquisitions, handovers int
-	p50, p99                time.Duration
+	p50, p99, p999, max     time.Duration
 	minShare                float64 // least acquisitions of a goroutine / mean
 }
 
@@ -108,6 +118,8 @@ func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration) conten
 	if len(waits) > 0 {
 		r.p50 = waits[len(waits)/2]
 		r.p99 = waits[len(waits)*99/100]
+		r.p999 = waits[len(waits)*999/1000]
+		r.max = waits[len(waits)-1]
 	}
 	mean := float64(len(waits)) / float64(goroutines)
 	if mean > 0 {

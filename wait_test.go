@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -315,4 +317,59 @@ func TestNoWakeStorm(t *testing.T) {
 		t.Fatalf("%d wake-ups by release for %d releases: a storm", woken, releases)
 	}
 	t.Logf("%d wake-ups by release for %d releases, %d attempts", woken, releases, len(rec.attempts))
+}
+
+// A node that never confirms the queue's subscription (frozen, or its
+// reply lost) costs the queue's first head its timeout, and not every head
+// after it: the lock passes down the queue without that wait.
+func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	never := make(chan struct{})
+	q := &waitQueue{key: "{redlock:unconfirmed}", wake: notify.NewWaiter(), confirmed: []<-chan struct{}{never}}
+	c.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		c.subscribe(ctx, q, time.Minute) // the next head
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the next head waits again for a confirmation that did not come for the first")
+	}
+}
+
+// TryObtain makes its one attempt at once while other goroutines of its
+// Client wait for the lock: it does not queue behind them.
+func TestTryObtainDoesNotQueue(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	holder, err := c.TryObtain(ctx, "busy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := waitFor(c, "busy", slowRetry)
+	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "busy") })
+	for _, try := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := c.TryObtain(ctx, "busy", time.Minute); return err },
+		func(ctx context.Context) error {
+			_, err := c.Obtain(ctx, "busy", time.Minute, WithMaxAttempts(1))
+			return err
+		},
+	} {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := try(tctx)
+		cancel()
+		if !errors.Is(err, ErrHeld) || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a single attempt while a waiter of the same Client is queued: %v, want ErrHeld at once", err)
+		}
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiter(t, done, "the queued waiter did not obtain the lock")
 }

@@ -41,6 +41,10 @@ type Hub struct {
 
 	mu       sync.Mutex
 	channels map[string]*channel
+	// draining counts, per channel name, the UNSUBSCRIBEs written on the
+	// shared connection whose reply has not been read yet (not sharded).
+	// It outlives the channel's entry, which goes when the write returns.
+	draining map[string]int
 	shared   *redis.PubSub // not sharded: one connection for every channel
 	closed   bool
 	stop     chan struct{}
@@ -51,11 +55,40 @@ type Hub struct {
 	cmd sync.Mutex
 }
 
+// channel is one channel name's subscription.
+//
+// A confirmation is the server's reply to a SUBSCRIBE: from the moment the
+// server sends it, every message on the channel reaches the connection
+// until an UNSUBSCRIBE (or a broken connection, which wakes every waiter).
+// confirmed is closed by the confirmation of the current subscription, and
+// by no other:
+//
+//   - active is set before the SUBSCRIBE is written, under mu, so that a
+//     confirmation read while the write is still returning is not dropped.
+//   - The decision to unsubscribe clears active and replaces confirmed,
+//     under mu and before the UNSUBSCRIBE is written: a waiter that
+//     arrives from then on gets a channel that only the next
+//     subscription's confirmation closes, never the old, closed one.
+//   - A confirmation read while an UNSUBSCRIBE of the name is in flight
+//     (Hub.draining) answers a SUBSCRIBE written before that UNSUBSCRIBE:
+//     the server may have dropped the subscription since, and the reply is
+//     ignored. Replies on one connection come in the order of the commands,
+//     so once the UNSUBSCRIBE's reply is read, the next confirmation is the
+//     next SUBSCRIBE's. With sharded pub/sub each subscription has a
+//     connection of its own, and only a confirmation read from the
+//     channel's current connection (ps) counts.
+//   - A broken shared connection loses the replies still to come on it:
+//     draining is reset, and go-redis subscribes the active channels again
+//     on the new connection, whose confirmations close confirmed. (An
+//     UNSUBSCRIBE written on the new connection before the receive loop
+//     sees the old one fail is forgotten too, so a confirmation may then be
+//     taken for a later subscription's: a hint lost, as with any broken
+//     connection.)
 type channel struct {
 	waiters   map[*Waiter]struct{}
 	want      bool          // someone waits: should be subscribed
-	active    bool          // SUBSCRIBE sent and not undone
-	confirmed chan struct{} // closed when the server confirmed the subscription
+	active    bool          // SUBSCRIBE written or being written, and no UNSUBSCRIBE since
+	confirmed chan struct{} // closed when the server confirmed the active subscription
 	ps        *redis.PubSub // sharded only
 }
 
@@ -67,6 +100,7 @@ func NewHub(c redis.UniversalClient, sharded bool, timeout time.Duration) *Hub {
 		sharded:  sharded,
 		timeout:  timeout,
 		channels: make(map[string]*channel),
+		draining: make(map[string]int),
 		stop:     make(chan struct{}),
 	}
 }
@@ -135,11 +169,8 @@ func (h *Hub) Channels() int {
 }
 
 // reconcile brings the server's subscription for name in line with whether
-// anyone waits for it.
-//
-// A waiter that arrives while the last one's UNSUBSCRIBE is under way may
-// see the old confirmation and miss a message sent before the channel is
-// subscribed again; notifications are hints, and it wakes on its timers.
+// anyone waits for it. Each change of state is decided under h.mu before its
+// command is written (see channel).
 func (h *Hub) reconcile(name string) {
 	h.cmd.Lock()
 	defer h.cmd.Unlock()
@@ -159,38 +190,42 @@ func (h *Hub) reconcile(name string) {
 			h.mu.Unlock()
 			return
 		}
-		want := ch.want
-		h.mu.Unlock()
-
 		ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
-		if want {
+		if ch.want {
+			ch.active = true
+			h.mu.Unlock()
 			err := h.subscribe(ctx, name, ch)
 			cancel()
-			h.mu.Lock()
-			ch.active = err == nil
-			h.mu.Unlock()
 			if err != nil {
 				return // waiters fall back to their timers
 			}
 			continue
 		}
-		h.unsubscribe(ctx, name, ch)
-		cancel()
-		h.mu.Lock()
 		ch.active = false
-		if ch.want {
-			ch.confirmed = make(chan struct{}) // subscribe again, wait for a new confirmation
+		ch.confirmed = make(chan struct{})
+		ps := ch.ps
+		ch.ps = nil
+		if !h.sharded {
+			h.draining[name]++
 		}
 		h.mu.Unlock()
+		h.unsubscribe(ctx, name, ps)
+		cancel()
 	}
 }
 
-// subscribe sends the SUBSCRIBE for name; h.cmd is held.
+// subscribe sends the SUBSCRIBE for name; h.cmd is held. A sharded
+// subscription that fails leaves the channel inactive; a failed SUBSCRIBE on
+// the shared connection leaves it active, as go-redis subscribes again when
+// it reconnects.
 func (h *Hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	if h.sharded {
 		ps := h.client.SSubscribe(ctx)
 		if err := ps.SSubscribe(ctx, name); err != nil {
 			_ = ps.Close()
+			h.mu.Lock()
+			ch.active = false
+			h.mu.Unlock()
 			return err
 		}
 		h.mu.Lock()
@@ -212,23 +247,33 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	return ps.Subscribe(ctx, name)
 }
 
-// unsubscribe undoes subscribe; h.cmd is held.
-func (h *Hub) unsubscribe(ctx context.Context, name string, ch *channel) {
+// unsubscribe undoes subscribe: it closes a sharded subscription's
+// connection ps, or sends the UNSUBSCRIBE on the shared one. h.cmd is held.
+func (h *Hub) unsubscribe(ctx context.Context, name string, ps *redis.PubSub) {
 	if h.sharded {
-		h.mu.Lock()
-		ps := ch.ps
-		ch.ps = nil
-		h.mu.Unlock()
 		if ps != nil {
 			_ = ps.Close() // its loop ends with it
 		}
 		return
 	}
 	h.mu.Lock()
-	ps := h.shared
+	shared := h.shared
 	h.mu.Unlock()
-	if ps != nil {
-		_ = ps.Unsubscribe(ctx, name)
+	if shared == nil || shared.Unsubscribe(ctx, name) != nil {
+		// Not written, or written on a connection that go-redis has
+		// closed: no reply will be read.
+		h.mu.Lock()
+		h.undrain(name)
+		h.mu.Unlock()
+	}
+}
+
+// undrain counts an UNSUBSCRIBE of name as answered. h.mu must be held.
+func (h *Hub) undrain(name string) {
+	if n := h.draining[name]; n > 1 {
+		h.draining[name] = n - 1
+	} else {
+		delete(h.draining, name)
 	}
 }
 
@@ -272,8 +317,13 @@ func (h *Hub) receive(ps *redis.PubSub) {
 		backoff = 10 * time.Millisecond
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
-				h.confirm(m.Channel)
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
+				h.confirm(ps, m.Channel)
+			case "unsubscribe":
+				h.mu.Lock()
+				h.undrain(m.Channel)
+				h.mu.Unlock()
 			}
 		case *redis.Message:
 			h.deliver(m.Channel)
@@ -281,15 +331,23 @@ func (h *Hub) receive(ps *redis.PubSub) {
 	}
 }
 
-func (h *Hub) confirm(name string) {
+// confirm handles a confirmation of name read from ps: it closes the
+// channel's confirmed when it answers the current subscription (see
+// channel).
+func (h *Hub) confirm(ps *redis.PubSub, name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if ch := h.channels[name]; ch != nil && ch.active {
-		select {
-		case <-ch.confirmed:
-		default:
-			close(ch.confirmed)
-		}
+	ch := h.channels[name]
+	if ch == nil || !ch.active {
+		return
+	}
+	if h.sharded && ch.ps != ps || !h.sharded && h.draining[name] > 0 {
+		return // a reply to an earlier subscription
+	}
+	select {
+	case <-ch.confirmed:
+	default:
+		close(ch.confirmed)
 	}
 }
 
@@ -308,6 +366,9 @@ func (h *Hub) deliver(name string) {
 func (h *Hub) broken(ps *redis.PubSub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if !h.sharded {
+		clear(h.draining) // their replies were lost with the connection
+	}
 	for _, ch := range h.channels {
 		if h.sharded && ch.ps != ps {
 			continue
