@@ -456,9 +456,9 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	var cleaned atomic.Int32
 	late.AddHook(onEval(func(cmd redis.Cmder, _ error) {
 		if a, ok := cmd.(*redis.Cmd); ok && a.Err() == nil {
-			if v, err := a.Slice(); err == nil && len(v) == 2 && v[0] == int64(1) && len(a.Args()) > 3 &&
+			if n, err := a.Int64(); err == nil && n&1 == 1 && len(a.Args()) > 3 &&
 				fmt.Sprint(a.Args()[len(a.Args())-2]) == "" { // a clean-up: no channel
-				cleaned.Add(1) // {1, receivers} from release.lua: deleted
+				cleaned.Add(1) // deleted + 2 x receivers from release.lua: deleted
 			}
 		}
 	}))
@@ -634,7 +634,13 @@ func TestFailedShorterRefreshLowersValidity(t *testing.T) {
 		// A per-node timeout below the 20 ms refresh's validity: a longer
 		// one is refused (ErrInvalid).
 		c := newClient(t, cl.clients, WithClock(clock.now), WithNodeTimeout(5*time.Millisecond))
-		lock, err := c.TryObtain(ctx, "short", 30*time.Second)
+		var lock *Lock
+		var err error
+		for range 100 { // 5 ms is short for a loaded machine: retry
+			if lock, err = c.TryObtain(ctx, "short", 30*time.Second); err == nil {
+				break
+			}
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
@@ -143,6 +145,11 @@ func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
 // tag, so that it lives in the key's Cluster slot.
 func channelOf(key string) string { return key + ":released" }
 
+// waitersOf is the key that marks a lock as waited for: a release publishes
+// only when it is there (release.lua), and a refused attempt (acquire.lua)
+// or a head that looks for a release sets it.
+func waitersOf(key string) string { return key + ":waiters" }
+
 // subscribe makes q's subscription on every node and waits, up to timeout,
 // for the nodes to confirm it: only then can no release be missed. Only
 // the head of q calls it. A node that has not confirmed within the first
@@ -183,8 +190,10 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 // lookForRelease tells a head that has just subscribed whether the lock
 // was released since its last attempt, which no notification will say: it
 // reads the key's remaining TTL on every node, and wakes w when the key is
-// gone from enough nodes for an attempt to win. It is a read, not an
-// attempt: WithMaxAttempts does not count it and the hook does not see it.
+// gone from enough nodes for an attempt to win. It also marks the lock as
+// waited for (waitersOf), so that the release it waits for publishes. It
+// is not an attempt: WithMaxAttempts does not count it and the hook does
+// not see it.
 // It returns the shortest remaining TTL a node reported for the holder,
 // or holderTTL when no node did.
 func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Duration, w *notify.Waiter, holderTTL time.Duration) time.Duration {
@@ -200,7 +209,19 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 		Timeout: c.cfg.nodeTimeoutFor(ttl),
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (time.Duration, error) {
-			return n.Client.PTTL(ctx, key).Result()
+			// Mark the lock as waited for, as a refused attempt does
+			// (acquire.lua), so that its next release publishes: this
+			// head may have made no attempt since the last release.
+			var pttl *redis.DurationCmd
+			_, err := n.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
+				pttl = p.PTTL(ctx, key)
+				p.Set(ctx, waitersOf(key), "1", c.guard(n.Index).FenceTTL)
+				return nil
+			})
+			if err != nil {
+				return 0, err
+			}
+			return pttl.Val(), nil
 		},
 		Agree: func(d time.Duration) bool { return d == gone },
 	}
