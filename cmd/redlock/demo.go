@@ -156,7 +156,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		fmt.Fprintf(out, "Started %d local nodes: in-process Redis-compatible servers (miniredis), since\n"+
 			"redis-server is not installed (or --in-process was given). They cannot run the\n"+
 			"restart guard (no INFO) or be frozen: the guard is off, no node is frozen, and\n"+
-			"nodes get 1s to answer (they run Lua slowly).\n", cfg.local)
+			"nodes get %v to answer (they run Lua slowly).\n", cfg.local, inProcessTimeout(cfg.ttl))
 	}
 	for i, s := range servers {
 		fmt.Fprintf(out, "  node %d: %s\n", i, s.Describe())
@@ -187,11 +187,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		// the deployment's longest.
 		opts := []redlock.Option{redlock.WithMaxTTL(cfg.ttl)}
 		if !real {
-			// In-process servers run Lua far slower than redis-server:
-			// a per-node timeout derived from the TTL (25 ms for 500 ms)
-			// is too short for them under 300 buyers. A quarter of the
-			// TTL leaves the lock most of its validity.
-			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(min(time.Second, cfg.ttl/4)))
+			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(inProcessTimeout(cfg.ttl)))
 		}
 		c, err := redlock.New(nodes, opts...)
 		if err != nil {
@@ -323,3 +319,10 @@ func pct(sorted []time.Duration, q float64) time.Duration {
 	i := int(q * float64(len(sorted)-1))
 	return sorted[i].Round(time.Microsecond)
 }
+
+// inProcessTimeout is the per-node timeout on in-process servers, which run
+// Lua far slower than redis-server: the timeout derived from the TTL (50 ms
+// for 1 s) is too short for them under hundreds of buyers. Half the TTL, at
+// most a second, still leaves the lock validity to work in (a timeout at or
+// above the validity is refused).
+func inProcessTimeout(ttl time.Duration) time.Duration { return min(time.Second, ttl/2) }
