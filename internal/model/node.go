@@ -112,8 +112,9 @@ type Env struct {
 	Second  int64 // node time units per second (for uptime)
 	Replica bool  // master_replid2 set: was a replica since it started
 	// KeyTime, when set, is the time at which keys expire during the
-	// script (Redis fixes it when the script starts; TIME may read a later
-	// millisecond). 0: Now.
+	// script: Redis fixes it when the script starts, while TIME, PTTL and
+	// the expiries that SET PX and PEXPIRE write read the clock when they
+	// run, possibly a later millisecond. 0: Now.
 	KeyTime int64
 }
 
@@ -206,7 +207,7 @@ func (d *Data) Epoch(env Env, g Guard, m Mutations) (recovering, floor int64) {
 	// trust: the fast path's key for the rest of the check's trust, or
 	// none while the node recovers.
 	if now >= r.Until {
-		d.Ok = OkKey{OK: true, MaxTTL: r.MaxTTL, Floor: r.Until * TokenSeed, Exp: env.keyTime() + r.Check + g.Delta - now}
+		d.Ok = OkKey{OK: true, MaxTTL: r.MaxTTL, Floor: r.Until * TokenSeed, Exp: r.Check + g.Delta}
 	} else {
 		d.Ok = OkKey{}
 	}
@@ -265,7 +266,7 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 	if rec > 0 {
 		return Recovering, rec
 	}
-	kt := env.keyTime()
+	kt := env.Now
 	if d.Lock.Owner == 0 {
 		d.Lock = Key{Owner: value, Exp: kt + ttl}
 		v := d.Fence.V
@@ -296,14 +297,14 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 func (d *Data) Raise(env Env, token int64, g Guard) {
 	d.expire(env)
 	if !d.Fence.OK || d.Fence.V < token {
-		d.Fence = Counter{OK: true, V: token, Exp: env.keyTime() + g.FenceTTL}
+		d.Fence = Counter{OK: true, V: token, Exp: env.Now + g.FenceTTL}
 	}
 }
 
 // Refresh is refresh.lua.
 func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int {
 	d.expire(env)
-	kt := env.keyTime()
+	kt := env.Now
 	switch d.Lock.Owner {
 	case value:
 		if d.Lock.Exp-kt < ttl {
