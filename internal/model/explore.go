@@ -282,7 +282,7 @@ func (m *Model) describe(s *State, st Step) string {
 			return fmt.Sprintf("%s: recovering for %d", head, x)
 		case ReqFence:
 			old, lock := d.Fence.V, d.Lock
-			d.expire(env.Now)
+			d.expire(env)
 			return fmt.Sprintf("%s %d: counter %d -> %d (lock key: %s)", head, q.Arg, old, max(old, q.Arg), m.owner(s, d.Lock, lock))
 		case ReqRefresh:
 			r := d.Refresh(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)

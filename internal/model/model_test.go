@@ -130,6 +130,7 @@ func TestMutants(t *testing.T) {
 		{"TrustWithoutLowerBound", Mutations{TrustWithoutLowerBound: true}, "behind"},
 		{"PersistenceWaivesPromotion", Mutations{PersistenceWaivesPromotion: true}, "promote"},
 		{"PerRequestMaxTTL", Mutations{PerRequestMaxTTL: true}, "mixed"},
+		{"OkKeyReplicated", Mutations{OkKeyReplicated: true}, "behind"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mutant, func(t *testing.T) {

@@ -6,10 +6,10 @@
 //
 // Mutations switch the model back to earlier, broken versions of the
 // protocol; the tests show that the explorer finds each of them and nothing
-// in the current one. See docs/fencing.md, "Checked by the model checker".
+// in the current one. TestModelMatchesScripts checks the node model against
+// the real scripts on a real redis-server. See docs/fencing.md, "Checked by
+// the model checker".
 package model
-
-import "fmt"
 
 // Mutations switch parts of the protocol back to earlier, broken versions.
 // The zero value is the protocol as implemented.
@@ -30,11 +30,16 @@ type Mutations struct {
 	PerRequestMaxTTL bool
 	// NoSecondRound hands out the highest vote without raising counters.
 	NoSecondRound bool
-	// NoClockSeed continues a missing or older-epoch counter from its old
-	// value (or 0) instead of raising it to the node's time x 1024.
+	// NoClockSeed continues a missing or below-floor counter from its old
+	// value (or 0) instead of starting it at the node's time x 1024 or
+	// raising it to the epoch's floor.
 	NoClockSeed bool
 	// NoRecoveryWindow lets a node vote right after a change of epoch.
 	NoRecoveryWindow bool
+	// OkKeyReplicated replicates the guard's fast-path key like any other
+	// key (no redis.set_repl(REPL_NONE)): a promoted replica whose clock is
+	// behind its old master's then trusts the copy without any check.
+	OkKeyReplicated bool
 }
 
 // Epoch kinds, as in epoch.lua's record field kind.
@@ -44,27 +49,10 @@ const (
 	KindFailover = 'f'
 )
 
-// EpochID is an epoch's id: the run id and node time that started it
-// ("run_id:now" in epoch.lua). Run -1 is the id 'off' of guard '0'.
-type EpochID struct {
-	Run int
-	At  int64
-}
-
-// Off is the epoch id of a request with the guard off.
-var Off = EpochID{Run: -1}
-
-func (e EpochID) String() string {
-	if e == Off {
-		return "off"
-	}
-	return fmt.Sprintf("r%d:%d", e.Run, e.At)
-}
-
-// Record is a node's epoch record (epoch.lua).
+// Record is a node's epoch record (epoch.lua): the fields run, base,
+// maxttl, kind, check and until.
 type Record struct {
 	OK     bool // the record exists
-	ID     EpochID
 	Run    int
 	Base   int64
 	MaxTTL int64
@@ -82,19 +70,37 @@ type Key struct {
 	Exp   int64 // node time; the key exists while now <= Exp
 }
 
-// Counter is a lock's fencing counter hash {v, e}.
+// Counter is a lock's fencing counter (a string, counter.lua).
 type Counter struct {
 	OK  bool
 	V   int64
-	E   EpochID
 	Exp int64
 }
 
-// Data is what a node stores: one lock's key and counter, and the record.
+// OkKey is the guard's fast-path key <record>:ok, "maxttl:floor", written
+// without replication and AOF.
+type OkKey struct {
+	OK     bool
+	MaxTTL int64
+	Floor  int64
+	Exp    int64
+}
+
+// Mark is the key <lock>:waiters that a refused acquire leaves (release
+// publishes only when it is there). It never affects a vote or a token.
+type Mark struct {
+	OK  bool
+	Exp int64
+}
+
+// Data is what a node stores: one lock's key, counter and waiters mark,
+// the epoch record and its fast-path key.
 type Data struct {
-	Lock  Key
-	Fence Counter
-	Rec   Record
+	Lock    Key
+	Fence   Counter
+	Waiters Mark
+	Rec     Record
+	Ok      OkKey
 }
 
 // Env is what a script reads from the server besides the keys: TIME and
@@ -105,6 +111,18 @@ type Env struct {
 	Uptime  int64 // uptime_in_seconds
 	Second  int64 // node time units per second (for uptime)
 	Replica bool  // master_replid2 set: was a replica since it started
+	// KeyTime, when set, is the time at which keys expire during the
+	// script: Redis fixes it when the script starts, while TIME, PTTL and
+	// the expiries that SET PX and PEXPIRE write read the clock when they
+	// run, possibly a later millisecond. 0: Now.
+	KeyTime int64
+}
+
+func (e Env) keyTime() int64 {
+	if e.KeyTime != 0 {
+		return e.KeyTime
+	}
+	return e.Now
 }
 
 // Guard is the guard part of a request (ARGV[3..7]).
@@ -130,75 +148,86 @@ const (
 	NotReseeded = 3
 )
 
-// TokenSeed is the factor of the node time in a seeded counter.
+// TokenSeed is the factor of the node time in a seeded counter and in the
+// epoch's floor.
 const TokenSeed = 1024
 
 // expire drops the keys whose expiry has passed (Redis: now > when).
-func (d *Data) expire(now int64) {
+func (d *Data) expire(env Env) {
+	now := env.keyTime()
 	if d.Lock.Owner != 0 && now > d.Lock.Exp {
 		d.Lock = Key{}
 	}
 	if d.Fence.OK && now > d.Fence.Exp {
 		d.Fence = Counter{}
 	}
+	if d.Waiters.OK && now > d.Waiters.Exp {
+		d.Waiters = Mark{}
+	}
+	if d.Ok.OK && now > d.Ok.Exp {
+		d.Ok = OkKey{}
+	}
 }
 
 // Epoch is epoch.lua: it returns the time left to recover (0 when the
-// node may vote for this request) and the current epoch's id.
-func (d *Data) Epoch(env Env, g Guard, m Mutations) (recovering int64, id EpochID) {
-	now := env.Now
+// node may vote for this request) and the floor of the lock's fencing
+// counter.
+func (d *Data) Epoch(env Env, g Guard, m Mutations) (recovering, floor int64) {
 	if g.Mode == '0' {
-		return 0, Off
+		return 0, 0
 	}
-	r := d.Rec
-	write := false
-	trusted := r.OK && now < r.Check+g.Delta && (m.TrustWithoutLowerBound || r.Check <= now)
 	if m.PerRequestMaxTTL {
-		return d.oldEpoch(env, g, m, trusted)
+		return d.oldEpoch(env, g, m)
 	}
+	// The fast path: GET <record>:ok.
+	if d.Ok.OK && d.Ok.MaxTTL >= g.MaxTTL {
+		return 0, d.Ok.Floor
+	}
+	now := env.Now
+	r := d.Rec
+	trusted := r.OK && now < r.Check+g.Delta && (m.TrustWithoutLowerBound || r.Check <= now) && g.MaxTTL <= r.MaxTTL
 	if !trusted {
+		// renew
 		if !(r.OK && r.Run == env.Run) {
 			switch {
+			case env.Replica:
+				r.Kind, r.Base = KindFailover, now
 			case !r.OK:
-				if env.Replica {
-					r.Kind, r.Base = KindFailover, now
-				} else {
-					r.Kind, r.Base = KindNew, now-max(env.Uptime-1, 0)*env.Second
-				}
-				r.ID, r.Changed = EpochID{env.Run, now}, false
+				r.Kind, r.Base = KindNew, now-max(env.Uptime-1, 0)*env.Second
 			default: // another process wrote the record
-				r.Kind = KindRestart
-				if env.Replica {
-					r.Kind = KindFailover
-				}
-				r.Base, r.ID, r.Changed = now, EpochID{env.Run, now}, true
+				r.Kind, r.Base = KindRestart, now
 			}
+			r.Changed = r.OK
 			r.MaxTTL = 0
 		}
-		r.OK, r.Run, r.Check, write = true, env.Run, now, true
-	}
-	if g.MaxTTL > r.MaxTTL {
-		r.MaxTTL, write = g.MaxTTL, true
-	}
-	if write {
-		r.Until = r.Base + r.MaxTTL
+		r.MaxTTL = max(r.MaxTTL, g.MaxTTL)
+		r.OK, r.Run, r.Check, r.Until = true, env.Run, now, r.Base+r.MaxTTL
 		d.Rec = r
 	}
+	// trust: the fast path's key for the rest of the check's trust, or
+	// none while the node recovers.
+	if now >= r.Until {
+		d.Ok = OkKey{OK: true, MaxTTL: r.MaxTTL, Floor: r.Until * TokenSeed, Exp: r.Check + g.Delta}
+	} else {
+		d.Ok = OkKey{}
+	}
 	if g.Mode == 'p' && (r.Kind == KindRestart || (m.PersistenceWaivesPromotion && r.Changed)) {
-		return 0, r.ID
+		return 0, (r.Until - r.MaxTTL) * TokenSeed
 	}
 	if m.NoRecoveryWindow {
-		return 0, r.ID
+		return 0, r.Until * TokenSeed
 	}
-	return max(r.Base+r.MaxTTL-now, 0), r.ID
+	return max(r.Until-now, 0), r.Until * TokenSeed
 }
 
-// oldEpoch is the record before review finding 4: the recovery ends at
-// the epoch start plus the max TTL of the request that saw the change, and
-// a 'p' request that sees a change keeps the old end (no recovery).
-func (d *Data) oldEpoch(env Env, g Guard, m Mutations, trusted bool) (int64, EpochID) {
+// oldEpoch is the record before review finding 4 (and before the fast
+// path): the recovery ends at the epoch start plus the max TTL of the
+// request that saw the change, and a 'p' request that sees a change keeps
+// the old end (no recovery).
+func (d *Data) oldEpoch(env Env, g Guard, m Mutations) (int64, int64) {
 	now := env.Now
 	r := d.Rec
+	trusted := r.OK && now < r.Check+g.Delta && (m.TrustWithoutLowerBound || r.Check <= now)
 	if !trusted {
 		switch {
 		case !r.OK:
@@ -208,7 +237,6 @@ func (d *Data) oldEpoch(env Env, g Guard, m Mutations, trusted bool) (int64, Epo
 				r.Kind, r.Base = KindNew, now-max(env.Uptime-1, 0)*env.Second
 			}
 			r.Until = r.Base + g.MaxTTL
-			r.ID = EpochID{env.Run, now}
 		case r.Run != env.Run:
 			r.Kind = KindRestart
 			if env.Replica {
@@ -217,40 +245,41 @@ func (d *Data) oldEpoch(env Env, g Guard, m Mutations, trusted bool) (int64, Epo
 			if g.Mode != 'p' {
 				r.Until = now + g.MaxTTL
 			}
-			r.Base, r.ID, r.Changed = now, EpochID{env.Run, now}, true
+			r.Base, r.Changed = now, true
 		}
 		r.OK, r.Run, r.Check = true, env.Run, now
 		r.MaxTTL = r.Until - r.Base
 		d.Rec = r
 	}
 	if m.NoRecoveryWindow {
-		return 0, r.ID
+		return 0, r.Until * TokenSeed
 	}
-	return max(r.Until-now, 0), r.ID
+	return max(r.Until-now, 0), r.Until * TokenSeed
 }
 
 // Acquire is acquire.lua: it returns the status and the token (Taken),
 // the holder's remaining TTL (Held, -1 without expiry) or the time left to
 // recover (Recovering).
 func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (status int, n int64) {
-	d.expire(env.Now)
-	rec, id := d.Epoch(env, g, m)
+	d.expire(env)
+	rec, floor := d.Epoch(env, g, m)
 	if rec > 0 {
 		return Recovering, rec
 	}
+	kt := env.Now
 	if d.Lock.Owner == 0 {
-		d.Lock = Key{Owner: value, Exp: env.Now + ttl}
-		v, ok := d.Fence.V, d.Fence.OK
-		if !ok || d.Fence.E != id {
-			if !ok {
-				v = 0
-			}
-			if !m.NoClockSeed {
-				v = max(v, env.Now*TokenSeed)
-			}
+		d.Lock = Key{Owner: value, Exp: kt + ttl}
+		v := d.Fence.V
+		switch {
+		case m.NoClockSeed:
+			// continue from the old value, or 0
+		case !d.Fence.OK:
+			v = env.Now * TokenSeed
+		case v < floor:
+			v = floor
 		}
 		v++
-		d.Fence = Counter{OK: true, V: v, E: id, Exp: env.Now + g.FenceTTL}
+		d.Fence = Counter{OK: true, V: v, Exp: kt + g.FenceTTL}
 		return Taken, v
 	}
 	if d.Lock.Owner == value {
@@ -259,49 +288,53 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 		}
 		return Taken, 0
 	}
-	return Held, d.Lock.Exp - env.Now
+	d.Waiters = Mark{OK: true, Exp: kt + g.FenceTTL}
+	return Held, d.Lock.Exp - kt
 }
 
-// Raise is fence.lua: it raises the counter to at least token.
+// Raise is fence.lua: it raises the counter to at least token (and sets
+// its expiry only when it writes).
 func (d *Data) Raise(env Env, token int64, g Guard) {
-	d.expire(env.Now)
+	d.expire(env)
 	if !d.Fence.OK || d.Fence.V < token {
-		// HSET of v alone keeps e (or creates a hash without e).
-		e := d.Fence.E
-		if !d.Fence.OK {
-			e = EpochID{Run: -2} // no e field
-		}
-		d.Fence = Counter{OK: true, V: token, E: e}
+		d.Fence = Counter{OK: true, V: token, Exp: env.Now + g.FenceTTL}
 	}
-	d.Fence.Exp = env.Now + g.FenceTTL
 }
 
 // Refresh is refresh.lua.
 func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int {
-	d.expire(env.Now)
+	d.expire(env)
+	kt := env.Now
 	switch d.Lock.Owner {
 	case value:
-		if d.Lock.Exp-env.Now < ttl {
-			d.Lock.Exp = env.Now + ttl
+		if d.Lock.Exp-kt < ttl {
+			d.Lock.Exp = kt + ttl
 		}
 		return Extended
 	case 0:
 		if rec, _ := d.Epoch(env, g, m); rec > 0 {
 			return NotReseeded
 		}
-		d.Lock = Key{Owner: value, Exp: env.Now + ttl}
+		d.Lock = Key{Owner: value, Exp: kt + ttl}
 		return Reseeded
 	}
 	return NotOwner
 }
 
-// Release is release.lua's compare-and-delete: it reports whether the key
-// held value and was deleted.
-func (d *Data) Release(env Env, value int) bool {
-	d.expire(env.Now)
-	if d.Lock.Owner == value && value != 0 {
-		d.Lock = Key{}
-		return true
+// Release is release.lua: it reports whether the key held value and was
+// deleted, and whether it publishes (a channel was given, the key is free
+// now and the waiters mark was there, which it takes away).
+func (d *Data) Release(env Env, value int, channel bool) (deleted, published bool) {
+	d.expire(env)
+	if d.Lock.Owner != 0 && d.Lock.Owner != value {
+		return false, false
 	}
-	return false
+	deleted = d.Lock.Owner != 0
+	d.Lock = Key{}
+	if !channel {
+		return deleted, false
+	}
+	published = d.Waiters.OK
+	d.Waiters = Mark{}
+	return deleted, published
 }
