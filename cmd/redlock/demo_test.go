@@ -12,8 +12,10 @@ import (
 // the restart guard and a killed and a frozen node) and in-process servers.
 // Small numbers keep it quick; what matters is that nothing is oversold.
 func TestDemo(t *testing.T) {
-	for _, mode := range [][]string{nil, {"--in-process"}} {
-		args := append([]string{"demo", "--stock", "20", "--buyers", "40", "--ttl", "1s", "--wait", "20s"}, mode...)
+	// In-process servers run Lua slowly (far more so under -race): their
+	// TTL of 2 s gives them a per-node timeout of 1 s.
+	for _, mode := range [][]string{{"--ttl", "1s"}, {"--ttl", "2s", "--in-process"}} {
+		args := append([]string{"demo", "--stock", "20", "--buyers", "40", "--wait", "20s"}, mode...)
 		r := runCLI(t, args...)
 		if r.code != exitOK {
 			t.Fatalf("demo %v: %v", mode, r)
