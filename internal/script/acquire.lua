@@ -12,7 +12,10 @@
 -- Returns {1, token} when taken, {0, pttl} when held by another owner
 -- (pttl -1 when the key has no expiry), or {2, ms} when the node is
 -- recovering for ms more. A key of another type is an error, not a holder.
-local now, recovering, floor = epoch(KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[7]))
+-- One read for the guard's fast path and the counter: every key of the
+-- lock shares its hash tag, and on a standalone node there are no slots.
+local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
+local now, recovering, floor = epoch(KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[7]), pre[1])
 if recovering > 0 then
   return {2, recovering}
 end
@@ -25,7 +28,7 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- recovery x 1024. Either is above every token issued before, as long as
   -- clocks are within max_ttl of each other and no lock is taken 1024
   -- times a ms (docs/fencing.md, Lemma 2).
-  local v = counter(KEYS[2])
+  local v = counter(KEYS[2], pre[2])
   if v == nil then
     v = (now or node_now()) * 1024
   elseif v < floor then

@@ -106,17 +106,19 @@ local function trust(key, now, ttl, rec_until, maxttl)
 end
 
 -- epoch returns the node time (ms, nil when the fast path did not need
--- it), the time left to recover (ms, 0 when the node may vote for this
+-- it; ok is the fast path's key if the caller read it already), the time left to recover (ms, 0 when the node may vote for this
 -- client) and the floor of the lock's fencing counter: a counter below it
 -- was written before the epoch began and may lack increments (acquire.lua
 -- raises it). The floor is the end of the recovery x 1024, or for a client
 -- that trusts persistence after a restart (no recovery), the restart x
 -- 1024; 0 with the guard off.
-local function epoch(key, max_ttl, delta, guard, record_ttl)
+local function epoch(key, max_ttl, delta, guard, record_ttl, ok)
   if guard == '0' then
     return nil, 0, 0
   end
-  local ok = redis.call('GET', key .. ':ok')
+  if ok == nil then
+    ok = redis.call('GET', key .. ':ok')
+  end
   if ok then
     local m, f = string.match(ok, '^(%d+):(%d+)$')
     if m and tonumber(m) >= max_ttl then
