@@ -189,8 +189,9 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if !real {
 			// In-process servers run Lua far slower than redis-server:
 			// a per-node timeout derived from the TTL (25 ms) is too
-			// short for them under 300 buyers.
-			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(time.Second))
+			// short for them under 300 buyers. It must stay below the
+			// lock's validity, or New's options are refused (ErrInvalid).
+			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(min(time.Second, cfg.ttl/2)))
 		}
 		c, err := redlock.New(nodes, opts...)
 		if err != nil {

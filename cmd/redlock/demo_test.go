@@ -13,7 +13,9 @@ import (
 // Small numbers keep it quick; what matters is that nothing is oversold.
 func TestDemo(t *testing.T) {
 	for _, mode := range [][]string{nil, {"--in-process"}} {
-		args := append([]string{"demo", "--stock", "20", "--buyers", "40", "--ttl", "1s", "--wait", "20s"}, mode...)
+		// A TTL of 2s leaves in-process nodes their 1s per-node timeout
+		// (under the race detector they need it).
+		args := append([]string{"demo", "--stock", "20", "--buyers", "40", "--ttl", "2s", "--wait", "20s"}, mode...)
 		r := runCLI(t, args...)
 		if r.code != exitOK {
 			t.Fatalf("demo %v: %v", mode, r)
