@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
@@ -141,7 +142,7 @@ func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
 
 // channelOf is the release channel of a lock key: it shares the key's hash
 // tag, so that it lives in the key's Cluster slot.
-func channelOf(key string) string { return key + ":released" }
+func channelOf(key string) string { return keys.Channel(key) }
 
 // subscribe makes q's subscription on every node and waits, up to timeout,
 // for the nodes to confirm it: only then can no release be missed.
