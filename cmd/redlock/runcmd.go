@@ -23,13 +23,15 @@ var runHelp = helpText{
 	about: `A distributed flock(1): obtains the lock NAME (waiting up to --wait), keeps it
 alive, runs COMMAND in its own process group and releases the lock when the
 command exits. The command's environment has REDLOCK_NAME, REDLOCK_TOKEN (the
-fencing token; empty until the library issues tokens) and REDLOCK_HELD=1, and
-neither REDLOCK_PASSWORD nor REDLOCK_NODES.
+lock's fencing token, a decimal integer that increases from one holder to the
+next) and REDLOCK_HELD=1, and neither REDLOCK_PASSWORD nor REDLOCK_NODES.
 
 If the lock is lost (no quorum confirmed a refresh in time), the command's
 process group gets SIGTERM, then SIGKILL after --grace. Until then it may
 overlap with the next holder: protect the resource with the fencing token.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
+On Windows, which has no process groups or SIGTERM, only the command's own
+process is controlled, and it is killed at once when the lock is lost.
 
 Exit status: the command's own (128+N if killed by signal N); 2 usage error;
 69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
@@ -358,7 +360,7 @@ func childEnv(env []string, name, token string) []string {
 }
 
 // lockToken is the value of REDLOCK_TOKEN: the lock's fencing token, in
-// decimal. It is empty until the library issues tokens.
+// decimal.
 func lockToken(l *redlock.Lock) string {
 	return strconv.FormatInt(l.Token(), 10)
 }
