@@ -4,19 +4,32 @@
 GO ?= go
 
 # Every Go module of the repository: the library and the modules beside it
-# (adapters, comparative benchmarks), each with its own go.mod.
+# (CLI, adapters, comparative benchmarks, examples), each with its own go.mod.
 MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
 
-.PHONY: demo test deps vet
+.PHONY: demo test deps vet cross lean oldest
 
 deps:
 	@./scripts/install-redis.sh
 
+# The CLI is a module of its own (cmd/redlock/go.mod).
 demo: deps
-	$(GO) run ./cmd/redlock demo
+	cd cmd/redlock && $(GO) run . demo
 
 vet:
 	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
-test: deps vet
+# Build and vet every module for linux, darwin and windows on amd64 and arm64.
+cross:
+	@GO=$(GO) ./scripts/cross.sh $(MODULES)
+
+# Importing the library must not pull in the CLI's or the adapters' dependencies.
+lean:
+	@GO=$(GO) ./scripts/lean-module.sh
+
+# Build and vet every module with the oldest Go release they declare.
+oldest:
+	@GO=$(GO) ./scripts/oldest-go.sh $(MODULES)
+
+test: deps vet lean cross oldest
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done

@@ -5,13 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/keepalive"
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
@@ -103,7 +103,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	c.notifyOff = cfg.notifyOff
 	c.waits = waits{queues: make(map[string]*waitQueue), grace: make(map[string]time.Time)}
 	c.epoch = time.Now() // only the grid's phase; not read through cfg.now
-	c.epochKey = "{" + cfg.prefix + "}:epoch"
+	c.epochKey = keys.Layout{Prefix: cfg.prefix}.NodeEpoch()
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
 		if n == nil {
@@ -625,16 +625,14 @@ func (c *Client) forget(l *Lock) {
 }
 
 // redisKey is the Redis key of a lock name: the prefix and the name inside
-// one hash tag, so that every key of a lock lands in one Cluster slot.
+// one hash tag, so that every key of a lock lands in one Cluster slot
+// (internal/keys).
 func (c *Client) redisKey(name string) (string, error) {
-	if name == "" {
-		return "", invalid("empty lock name")
+	key, err := keys.Layout{Prefix: c.cfg.prefix}.Lock(name)
+	if err != nil {
+		return "", invalid("%v", err)
 	}
-	tag := c.cfg.prefix + name
-	if strings.HasPrefix(tag, "}") {
-		return "", invalid("lock name %q with prefix %q starts with '}', which leaves its Cluster hash tag empty", name, c.cfg.prefix)
-	}
-	return "{" + tag + "}", nil
+	return key, nil
 }
 
 // checkTTL returns the TTL of an acquire or refresh in whole milliseconds

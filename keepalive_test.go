@@ -11,11 +11,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 func TestDoKeepsTheLockForTenTTLs(t *testing.T) {
@@ -346,7 +347,7 @@ func TestPausedClientLearnsItLostTheLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = redistest.ResumeProcess(cmd.Process)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
@@ -371,7 +372,7 @@ func TestPausedClientLearnsItLostTheLock(t *testing.T) {
 		t.Fatalf("child: %q, want held", l)
 	}
 	// A stop-the-world pause three times the TTL.
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := redistest.PauseProcess(cmd.Process); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second)
@@ -380,7 +381,7 @@ func TestPausedClientLearnsItLostTheLock(t *testing.T) {
 	if err != nil {
 		t.Fatalf("another client could not obtain the lock of a paused holder: %v", err)
 	}
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := redistest.ResumeProcess(cmd.Process); err != nil {
 		t.Fatal(err)
 	}
 	if l := next(); l != "lost true" {

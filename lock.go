@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keepalive"
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -82,9 +83,9 @@ type Lock struct {
 // newLock is a lock about to be acquired, with a new owner value.
 func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: nodeTimeout}
-	l.fence = key + ":fence"
+	l.fence = keys.Fence(key)
 	if c.cluster {
-		l.clusterEpoch = key + ":epoch"
+		l.clusterEpoch = keys.ClusterEpoch(key)
 	}
 	l.ka.Value = l
 	return l
@@ -386,7 +387,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.end(errReleased)
 
-	channel := channelOf(l.key)
+	channel := keys.Channel(l.key)
 	plain := script.ReleaseCall(l.key, l.value, channel, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,

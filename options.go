@@ -328,5 +328,5 @@ func DefaultNodeTimeout(ttl time.Duration) time.Duration {
 
 // driftFor is the validity set aside for clock drift with this TTL.
 func (c *config) driftFor(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*c.drift) + driftFixed
+	return DriftAllowance(ttl, c.drift)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
@@ -141,15 +142,6 @@ func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
 	return t
 }
 
-// channelOf is the release channel of a lock key: it shares the key's hash
-// tag, so that it lives in the key's Cluster slot.
-func channelOf(key string) string { return key + ":released" }
-
-// waitersOf is the key that marks a lock as waited for: a release publishes
-// only when it is there (release.lua), and a refused attempt (acquire.lua)
-// or a head that looks for a release sets it.
-func waitersOf(key string) string { return key + ":waiters" }
-
 // subscribe makes q's subscription on every node and waits, up to timeout,
 // for the nodes to confirm it: only then can no release be missed. Only
 // the head of q calls it. A node that has not confirmed within the first
@@ -163,7 +155,7 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 			if c.nodes[i].Skipped(c.cfg.now()) {
 				continue // its breaker is open: do not wait on it
 			}
-			q.confirmed[i] = h.Subscribe(channelOf(q.key), q.wake)
+			q.confirmed[i] = h.Subscribe(keys.Channel(q.key), q.wake)
 		}
 	}
 	if q.settled {
@@ -191,7 +183,7 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 // was released since its last attempt, which no notification will say: it
 // reads the key's remaining TTL on every node, and wakes w when the key is
 // gone from enough nodes for an attempt to win. It also marks the lock as
-// waited for (waitersOf), so that the release it waits for publishes. It
+// waited for (keys.Waiters), so that the release it waits for publishes. It
 // is not an attempt: WithMaxAttempts does not count it and the hook does
 // not see it.
 // It returns the shortest remaining TTL a node reported for the holder,
@@ -215,7 +207,7 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 			var pttl *redis.DurationCmd
 			_, err := n.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 				pttl = p.PTTL(ctx, key)
-				p.Set(ctx, waitersOf(key), "1", c.guard(n.Index).FenceTTL)
+				p.Set(ctx, keys.Waiters(key), "1", c.guard(n.Index).FenceTTL)
 				return nil
 			})
 			if err != nil {
@@ -249,7 +241,7 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 func (c *Client) unsubscribe(q *waitQueue) {
 	for i, h := range c.hubs {
 		if q.confirmed != nil && q.confirmed[i] != nil {
-			h.Unsubscribe(channelOf(q.key), q.wake)
+			h.Unsubscribe(keys.Channel(q.key), q.wake)
 		}
 	}
 }
@@ -291,7 +283,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // counted more receivers than this Client's own subscription.
 func (c *Client) afterRelease(key string, replies []quorum.Reply[script.Released], took time.Duration) {
 	c.waits.wakeLocal(key)
-	channel := channelOf(key)
+	channel := keys.Channel(key)
 	for i, r := range replies {
 		if r.Err != nil {
 			continue

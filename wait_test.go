@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/notify"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -52,7 +53,7 @@ func awaitWaiter(t *testing.T, done <-chan error, failure string) {
 // release channel.
 func subscribed(t *testing.T, nodes []redis.UniversalClient, name string) bool {
 	t.Helper()
-	ch := channelOf("{" + DefaultPrefix + name + "}")
+	ch := keys.Channel("{" + DefaultPrefix + name + "}")
 	for _, n := range nodes {
 		m, err := n.PubSubNumSub(context.Background(), ch).Result()
 		if err != nil {
@@ -256,7 +257,7 @@ func TestClusterWaiterIsNotified(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := waitFor(waiterClient, name, slowRetry)
-		ch := channelOf("{" + DefaultPrefix + name + "}")
+		ch := keys.Channel("{" + DefaultPrefix + name + "}")
 		eventually(t, "the waiter subscribes to the shard channel", func() bool {
 			for _, s := range rc.Servers {
 				c := s.Client()

@@ -1,6 +1,6 @@
 module github.com/redlock-go/redlock/redlockotel
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/redlock-go/redlock => ../
 

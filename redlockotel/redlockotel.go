@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/hookstate"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -96,7 +95,7 @@ type Hook struct {
 	nodeErrors  metric.Int64Counter
 	heldLocks   metric.Int64UpDownCounter
 
-	held    hookstate.Holdings
+	held    redlock.HeldLocks
 	journal journal
 }
 
@@ -217,7 +216,7 @@ func end(span trace.Span, at time.Time, err error) {
 
 // Attempt counts the attempt and keeps it for its obtain's span.
 func (h *Hook) Attempt(ctx context.Context, e redlock.AttemptEvent) {
-	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(hookstate.AttemptResult(e))))
+	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(e.Result())))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError(ctx, "acquire", n.Node, n.Err)
@@ -238,7 +237,7 @@ func (h *Hook) Wait(ctx context.Context, e redlock.WaitEvent) {
 func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
-	outcome := hookstate.ObtainResult(e.Err)
+	outcome := e.Result()
 	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome)))
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
@@ -275,13 +274,13 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 					at = attemptStart.Add(n.Latency)
 				}
 				if n.Err != nil {
-					outcome = hookstate.NodeErrorKind(n.Err)
+					outcome = redlock.NodeErrorKind(n.Err)
 				}
 				span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
 					attemptKey.Int(number), nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr),
 					nodeOutcomeKey.String(outcome), nodeLatencyKey.Float64(ms(n.Latency))))
 			}
-			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(hookstate.AttemptResult(*a)), secondKey.Bool(a.SecondRound)}
+			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(a.Result()), secondKey.Bool(a.SecondRound)}
 			if a.Obtained {
 				attempt = append(attempt, tokenKey.Int64(a.Token))
 			}
@@ -294,7 +293,7 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 // Refresh makes the redlock.refresh span.
 func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
 	now := time.Now()
-	outcome := hookstate.RefreshResult(e.Err)
+	outcome := e.Result()
 	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
 		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto)))
 	h.quorumNodes(ctx, "refresh", e.Err)
@@ -307,7 +306,7 @@ func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
 // before, ends its hold.
 func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
 	now := time.Now()
-	outcome := hookstate.ReleaseResult(e.Err)
+	outcome := e.Result()
 	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome)))
 	h.quorumNodes(ctx, "release", e.Err)
 	if h.held.Ended(e.Key, e.Token) {
@@ -345,7 +344,7 @@ func (h *Hook) nodeEvents(span trace.Span, at time.Time, err error) {
 	span.SetAttributes(quorumKey.Int(qe.Need), agreedKey.Int(qe.Agreed))
 	for _, n := range qe.Nodes {
 		span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
-			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(hookstate.NodeErrorKind(n.Err))))
+			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(redlock.NodeErrorKind(n.Err))))
 	}
 }
 
@@ -362,7 +361,7 @@ func (h *Hook) quorumNodes(ctx context.Context, op string, err error) {
 
 func (h *Hook) nodeError(ctx context.Context, op string, node int, err error) {
 	h.nodeErrors.Add(ctx, 1, metric.WithAttributes(
-		opKey.String(op), nodeKey.Int(node), errorKindKey.String(hookstate.NodeErrorKind(err))))
+		opKey.String(op), nodeKey.Int(node), errorKindKey.String(redlock.NodeErrorKind(err))))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

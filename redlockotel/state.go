@@ -7,8 +7,9 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// The classification of outcomes is shared with redlockprom
-// (internal/hookstate), so that both adapters speak of the same things.
+// The classification of outcomes is the core's (AttemptEvent.Result,
+// redlock.NodeErrorKind, …), shared with redlockprom, so that both adapters
+// speak of the same things.
 
 // A record is an attempt or a wait kept for the span of its obtain, which
 // the Hook sees only when the obtain has ended.

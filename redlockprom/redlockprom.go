@@ -7,7 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/hookstate"
 )
 
 // Default bucket boundaries, in seconds.
@@ -79,7 +78,7 @@ type Hook struct {
 	lost        *prometheus.CounterVec
 	nodeErrors  *prometheus.CounterVec
 	heldLocks   *prometheus.GaugeVec
-	held        hookstate.Holdings
+	held        redlock.HeldLocks
 }
 
 var _ redlock.Hook = (*Hook)(nil)
@@ -183,7 +182,7 @@ func (h *Hook) values(name string, vals ...string) []string {
 
 // Attempt counts the attempt and each node's refusal or failure.
 func (h *Hook) Attempt(_ context.Context, e redlock.AttemptEvent) {
-	h.attempts.WithLabelValues(h.values(e.Key, hookstate.AttemptResult(e))...).Inc()
+	h.attempts.WithLabelValues(h.values(e.Key, e.Result())...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError("acquire", n.Node, n.Err)
@@ -198,7 +197,7 @@ func (h *Hook) Wait(_ context.Context, e redlock.WaitEvent) {
 
 // Obtain counts the call and, when it obtained the lock, the lock as held.
 func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
-	result := hookstate.ObtainResult(e.Err)
+	result := e.Result()
 	h.acquires.WithLabelValues(h.values(e.Key, result)...).Inc()
 	h.acquireTime.WithLabelValues(h.values(e.Key, result)...).Observe(e.Elapsed.Seconds())
 	if e.Err == nil {
@@ -210,7 +209,7 @@ func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
 // Refresh counts the refresh and the nodes that refused or failed in it.
 func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
 	auto := strconv.FormatBool(e.Auto)
-	h.refreshes.WithLabelValues(h.values(e.Key, hookstate.RefreshResult(e.Err), auto)...).Inc()
+	h.refreshes.WithLabelValues(h.values(e.Key, e.Result(), auto)...).Inc()
 	h.refreshTime.WithLabelValues(h.values(e.Key, auto)...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
 }
@@ -218,7 +217,7 @@ func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
 // Release counts the release and, unless the lock was lost before, ends
 // its hold.
 func (h *Hook) Release(_ context.Context, e redlock.ReleaseEvent) {
-	h.releases.WithLabelValues(h.values(e.Key, hookstate.ReleaseResult(e.Err))...).Inc()
+	h.releases.WithLabelValues(h.values(e.Key, e.Result())...).Inc()
 	h.quorumNodes("release", e.Err)
 	if h.held.Ended(e.Key, e.Token) {
 		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
@@ -247,10 +246,12 @@ func (h *Hook) quorumNodes(op string, err error) {
 }
 
 func (h *Hook) nodeError(op string, node int, err error) {
-	h.nodeErrors.WithLabelValues(op, strconv.Itoa(node), NodeErrorKind(err)).Inc()
+	h.nodeErrors.WithLabelValues(op, strconv.Itoa(node), redlock.NodeErrorKind(err)).Inc()
 }
 
 // NodeErrorKind is the kind label of a node's reason in a round: "held",
 // "not_owner", "recovering", "timeout", "pending", "skipped",
 // "overloaded", "not_replicated", or "error" for any other failure.
-func NodeErrorKind(err error) string { return hookstate.NodeErrorKind(err) }
+//
+// Deprecated: use redlock.NodeErrorKind, which it calls.
+func NodeErrorKind(err error) string { return redlock.NodeErrorKind(err) }

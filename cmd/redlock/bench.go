@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 var benchHelp = helpText{
@@ -209,16 +209,8 @@ func (cfg *benchConfig) validate(gf *guardFlags) ([]scenario, error) {
 	return out, nil
 }
 
-func startEmbedded(n int) ([]*redistest.Server, error) {
-	var servers []*redistest.Server
-	for range n {
-		s, err := redistest.StartServer(redistest.Options{})
-		if err != nil {
-			return servers, err
-		}
-		servers = append(servers, s)
-	}
-	return servers, nil
+func startEmbedded(n int) ([]*redisproc.Server, error) {
+	return redisproc.StartServers(n, redisproc.Options{})
 }
 
 func randomID() string {

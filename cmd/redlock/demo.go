@@ -233,15 +233,16 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if !cfg.faults || !faulted.CompareAndSwap(false, true) {
 			return
 		}
+		freeze := servers[len(servers)-2]
 		msg := fmt.Sprintf("half the stock sold: killed node %d and froze node %d (SIGSTOP)", len(servers)-1, len(servers)-2)
-		if !real {
-			msg = fmt.Sprintf("half the stock sold: killed node %d", len(servers)-1)
+		if !freeze.CanFreeze() {
+			msg = fmt.Sprintf("half the stock sold: killed node %d (%s)", len(servers)-1, freeze.NoFreeze())
 		}
 		if err := servers[len(servers)-1].Kill(); err != nil {
 			msg = fmt.Sprintf("could not kill node: %v", err)
 		}
-		if real {
-			if err := servers[len(servers)-2].Pause(); err != nil {
+		if freeze.CanFreeze() {
+			if err := freeze.Pause(); err != nil {
 				msg = fmt.Sprintf("could not freeze node: %v", err)
 			}
 		}

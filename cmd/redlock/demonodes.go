@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"runtime"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 // demoNode is one of the demo's local Redis nodes: a real redis-server
@@ -18,6 +19,9 @@ type demoNode interface {
 	Describe() string
 	Client() *redis.Client
 	Kill() error // a crash: the node is gone
+	// CanFreeze reports whether Pause works; NoFreeze says why not.
+	CanFreeze() bool
+	NoFreeze() string
 	Pause() error
 	Resume() error
 	Stop() error
@@ -37,7 +41,7 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 	for range n {
 		var nd demoNode
 		if real {
-			s, err := redistest.StartServer(redistest.Options{})
+			s, err := redisproc.StartServer(redisproc.Options{})
 			if err != nil {
 				stopAll()
 				return nil, real, err
@@ -56,7 +60,12 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 	return nodes, real, nil
 }
 
-type processNode struct{ *redistest.Server }
+type processNode struct{ *redisproc.Server }
+
+func (p processNode) CanFreeze() bool { return redisproc.FreezeSupported() }
+func (p processNode) NoFreeze() string {
+	return "no node frozen: " + runtime.GOOS + " has no SIGSTOP to freeze a process"
+}
 
 func (p processNode) Describe() string {
 	return fmt.Sprintf("redis-server pid %d on %s", p.Pid(), p.Addr())
@@ -71,7 +80,9 @@ func (n inProcessNode) Describe() string { return "in-process server (miniredis)
 func (n inProcessNode) Client() *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: n.m.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 }
-func (n inProcessNode) Kill() error   { n.m.Close(); return nil }
-func (n inProcessNode) Pause() error  { return errors.New("an in-process server cannot be frozen") }
-func (n inProcessNode) Resume() error { return nil }
-func (n inProcessNode) Stop() error   { n.m.Close(); return nil }
+func (n inProcessNode) Kill() error      { n.m.Close(); return nil }
+func (n inProcessNode) CanFreeze() bool  { return false }
+func (n inProcessNode) NoFreeze() string { return "an in-process server cannot be frozen" }
+func (n inProcessNode) Pause() error     { return errors.New(n.NoFreeze()) }
+func (n inProcessNode) Resume() error    { return nil }
+func (n inProcessNode) Stop() error      { n.m.Close(); return nil }

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/keys"
 )
 
 var inspectHelp = helpText{
@@ -73,11 +74,16 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(ownErr, "redlock inspect: %v\n", err)
 		return exitUsage
 	}
+	layout := keys.Layout{Prefix: *prefix}
+	if _, err := layout.Lock(fs.Arg(0)); err != nil {
+		fmt.Fprintf(ownErr, "redlock inspect: %v\n", err)
+		return exitUsage
+	}
 	ownOut, ownErr = out.own(secrets)
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
-	rep := inspect(ctx, conns, fs.Arg(0), *prefix, nf.timeout)
+	rep := inspect(ctx, conns, fs.Arg(0), layout, nf.timeout)
 	if *asJSON {
 		enc := json.NewEncoder(ownOut)
 		enc.SetIndent("", "  ")
@@ -95,22 +101,17 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// lockKey is the Redis key of a lock name: the prefix and the name in one
-// Cluster hash tag, as the library forms it.
-func lockKey(prefix, name string) string { return "{" + prefix + name + "}" }
-
-// fenceKey is the key of a lock's fencing counter.
-func fenceKey(lockKey string) string { return lockKey + ":fence" }
-
-func inspect(ctx context.Context, conns []conn, name, prefix string, timeout time.Duration) inspectReport {
-	key := lockKey(prefix, name)
+// inspect reads lock name's keys, formed as the library forms them
+// (internal/keys), on every node. name must be valid (layout.Lock).
+func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout, timeout time.Duration) inspectReport {
+	key, _ := layout.Lock(name)
 	rep := inspectReport{Name: name, Key: key, Quorum: len(conns)/2 + 1, Nodes: make([]inspectNode, len(conns))}
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			rep.Nodes[i] = inspectOne(nctx, c, key)
+			rep.Nodes[i] = inspectOne(nctx, c, layout, key)
 		})
 	}
 	wg.Wait()
@@ -143,7 +144,7 @@ func inspect(ctx context.Context, conns []conn, name, prefix string, timeout tim
 	return rep
 }
 
-func inspectOne(ctx context.Context, c conn, key string) inspectNode {
+func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string) inspectNode {
 	n := inspectNode{Node: c.spec.label, PTTL: -2, Fence: "-", Epoch: "-"}
 	var get *redis.StringCmd
 	var pttl *redis.DurationCmd
@@ -165,8 +166,9 @@ func inspectOne(ctx context.Context, c conn, key string) inspectNode {
 			n.PTTL = -1 // a key without expiry: not set by this library
 		}
 	}
-	n.Fence = fenceCounter(ctx, c.rc, fenceKey(key))
-	n.Epoch = epochState(ctx, c.rc, key)
+	n.Fence = fenceCounter(ctx, c.rc, keys.Fence(key))
+	_, cluster := c.rc.(*redis.ClusterClient)
+	n.Epoch = epochState(ctx, c.rc, layout.Epoch(key, cluster))
 	return n
 }
 
@@ -208,15 +210,12 @@ func fenceCounter(ctx context.Context, rc redis.UniversalClient, key string) str
 	return "-"
 }
 
-// epochState describes the node's restart-guard epoch for the lock key:
-// whether the node is recovering after a restart or failover, and for how
-// long, from the epoch record the acquire script keeps (docs/fencing.md):
-// one per node, or one per lock on a Redis Cluster.
-func epochState(ctx context.Context, rc redis.UniversalClient, key string) string {
-	epochKey := "{" + redlock.DefaultPrefix + "}:epoch"
-	if _, ok := rc.(*redis.ClusterClient); ok {
-		epochKey = key + ":epoch"
-	}
+// epochState describes the node's restart-guard epoch from the epoch
+// record at epochKey: whether the node is recovering after a restart or
+// failover, and for how long. The acquire script keeps the record
+// (docs/fencing.md): one per node and prefix, or one per lock on a Redis
+// Cluster (keys.Layout.Epoch).
+func epochState(ctx context.Context, rc redis.UniversalClient, epochKey string) string {
 	rec, err := rc.HMGet(ctx, epochKey, "until").Result()
 	if err != nil {
 		return "?"

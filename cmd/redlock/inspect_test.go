@@ -94,3 +94,38 @@ func TestInspectFenceAndOddKeys(t *testing.T) {
 		t.Errorf("key of another type: %+v", n)
 	}
 }
+
+// TestInspectPrefix checks that --prefix chooses every key inspect reads:
+// the lock, its fencing counter and the node's epoch record.
+func TestInspectPrefix(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	rc := servers[0].Client()
+	defer rc.Close()
+	ctx := context.Background()
+	now, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.Set(ctx, "{app:report}", "v", time.Minute)
+	rc.Set(ctx, "{app:report}:fence", "7", 0)
+	// The node recovers for the locks of prefix "app:"; the default
+	// prefix's record says it votes.
+	rc.HSet(ctx, "{app:}:epoch", "until", now.UnixMilli()+60_000)
+	rc.HSet(ctx, "{redlock:}:epoch", "until", now.UnixMilli()-1)
+
+	r := runCLI(t, "inspect", "--json", "--prefix", "app:", "--nodes", nodesFlag(servers...), "report")
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != exitOK || err != nil || len(rep.Nodes) != 1 {
+		t.Fatalf("inspect --prefix: %v (%v)", r, err)
+	}
+	n := rep.Nodes[0]
+	if rep.Key != "{app:report}" || !n.Held || n.Fence != "7" || !strings.HasPrefix(n.Epoch, "recovering ") {
+		t.Errorf("inspect --prefix app: read another prefix's keys: key %s, node %+v", rep.Key, n)
+	}
+
+	// A name the library refuses is refused here too.
+	r = runCLI(t, "inspect", "--prefix", "}", "--nodes", nodesFlag(servers...), "x")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "starts with '}'") {
+		t.Errorf("prefix starting with '}': %v", r)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,14 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+const (
+	// Fresh test nodes would recover for --max-ttl under the restart guard.
+	noGuard = "--restart-guard=off"
+	// Short TTLs have short per-node timeouts: on a loaded machine a first
+	// attempt can miss them, so tests that expect the lock retry.
+	wait = "--wait=5s"
 )
 
 func TestMain(m *testing.M) {
@@ -174,4 +183,15 @@ func TestHelpShowsEveryDefault(t *testing.T) {
 	if r := runCLI(t, "frobnicate"); r.code != exitUsage || !strings.Contains(r.stderr, `unknown command "frobnicate"`) {
 		t.Errorf("unknown command: %v", r)
 	}
+}
+
+// closedAddr is a loopback address nothing listens on.
+func closedAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
 }

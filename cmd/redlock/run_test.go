@@ -1,8 +1,11 @@
+//go:build unix
+
+// The tests of redlock run start shell commands and send Unix signals.
+
 package main
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,14 +14,6 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/redistest"
-)
-
-const (
-	// Fresh test nodes would recover for --max-ttl under the restart guard.
-	noGuard = "--restart-guard=off"
-	// Short TTLs have short per-node timeouts: on a loaded machine a first
-	// attempt can miss them, so tests that expect the lock retry.
-	wait = "--wait=5s"
 )
 
 func TestRunPassesEnvironmentAndStatus(t *testing.T) {
@@ -94,16 +89,6 @@ func TestRunUnreachableNodes(t *testing.T) {
 }
 
 // closedAddr is a loopback address nothing listens on.
-func closedAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
-}
-
 func TestRunLockLost(t *testing.T) {
 	tests := []struct {
 		name    string

@@ -23,13 +23,15 @@ var runHelp = helpText{
 	about: `A distributed flock(1): obtains the lock NAME (waiting up to --wait), keeps it
 alive, runs COMMAND in its own process group and releases the lock when the
 command exits. The command's environment has REDLOCK_NAME, REDLOCK_TOKEN (the
-fencing token; empty until the library issues tokens) and REDLOCK_HELD=1, and
-neither REDLOCK_PASSWORD nor REDLOCK_NODES.
+lock's fencing token, a decimal integer that increases from one holder to the
+next) and REDLOCK_HELD=1, and neither REDLOCK_PASSWORD nor REDLOCK_NODES.
 
 If the lock is lost (no quorum confirmed a refresh in time), the command's
 process group gets SIGTERM, then SIGKILL after --grace. Until then it may
 overlap with the next holder: protect the resource with the fencing token.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
+On Windows, which has no process groups or SIGTERM, only the command's own
+process is controlled, and it is killed at once when the lock is lost.
 
 Exit status: the command's own (128+N if killed by signal N); 2 usage error;
 69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
@@ -233,16 +235,10 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 	cmd.Env = childEnv(os.Environ(), cfg.name, lockToken(lock))
 	cmd.Stdin = os.Stdin
 	cmd.Stdout, cmd.Stderr = out.child()
-	// Its own process group, so that the whole job can be signalled; killed
-	// if redlock dies, since nothing would keep the lock alive then.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Its own process group, killed if redlock dies, with the terminal when
+	// redlock has it (jobAttr); redlock takes the terminal back afterwards.
 	fg := foregroundTerminal(os.Stdin)
-	if fg {
-		// An interactive command must own the terminal, or reading it
-		// would stop it (SIGTTIN); redlock takes it back afterwards.
-		cmd.SysProcAttr.Foreground = true
-		cmd.SysProcAttr.Ctty = int(os.Stdin.Fd())
-	}
+	cmd.SysProcAttr = jobAttr(fg, os.Stdin)
 	// Output copied through pipes (when stdout is not a file) must not
 	// keep redlock waiting on a descendant that escaped the group.
 	cmd.WaitDelay = time.Second
@@ -257,7 +253,7 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 	if fg {
 		defer takeTerminal(os.Stdin)
 	}
-	pgid := cmd.Process.Pid
+	job := newJob(cmd.Process)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -273,27 +269,27 @@ loop:
 		case waitErr = <-exited:
 			break loop
 		case sig := <-sigs:
-			_ = syscall.Kill(-pgid, sig.(syscall.Signal))
+			job.signal(sig)
 		case <-held:
 			held = nil
 			if err := lock.Err(); errors.Is(err, redlock.ErrLost) {
 				lost = true
 				fmt.Fprintf(stderr, "redlock run: %v: sending SIGTERM to the command, SIGKILL in %v\n", err, cfg.grace)
-				_ = syscall.Kill(-pgid, syscall.SIGTERM)
+				job.terminate()
 				kill = time.NewTimer(cfg.grace)
 				killC = kill.C
 			}
 		case <-killC:
 			killC = nil
 			fmt.Fprintf(stderr, "redlock run: the command outlived --grace %v: sending SIGKILL\n", cfg.grace)
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			job.kill()
 		}
 	}
 	if lost {
 		// The leader is gone; the rest of its group gets the rest of the
 		// grace period, then SIGKILL.
 		if killC != nil {
-			waitGroupGone(pgid, killC)
+			waitGroupGone(job, killC)
 		}
 		kill.Stop()
 		fmt.Fprintf(stderr, "redlock run: lock %q lost while the command ran\n", cfg.name)
@@ -302,18 +298,18 @@ loop:
 	return exitStatus(waitErr, stderr)
 }
 
-// waitGroupGone waits until process group pgid is empty or deadline
+// waitGroupGone waits until the job's process group is empty or deadline
 // fires; then it kills what is left.
-func waitGroupGone(pgid int, deadline <-chan time.Time) {
+func waitGroupGone(j job, deadline <-chan time.Time) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+		if j.gone() {
 			return
 		}
 		select {
 		case <-deadline:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			j.kill()
 			return
 		case <-tick.C:
 		}
@@ -364,7 +360,7 @@ func childEnv(env []string, name, token string) []string {
 }
 
 // lockToken is the value of REDLOCK_TOKEN: the lock's fencing token, in
-// decimal. It is empty until the library issues tokens.
+// decimal.
 func lockToken(l *redlock.Lock) string {
 	return strconv.FormatInt(l.Token(), 10)
 }

@@ -20,7 +20,7 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/examples/fenced-storage/store"
-	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 func main() {
@@ -30,7 +30,7 @@ func main() {
 }
 
 func run() error {
-	var servers []*redistest.Server
+	var servers []*redisproc.Server
 	defer func() {
 		for _, s := range servers {
 			_ = s.Stop()
@@ -38,7 +38,7 @@ func run() error {
 	}()
 	var nodes []redis.UniversalClient
 	for range 4 {
-		s, err := redistest.StartServer(redistest.Options{})
+		s, err := redisproc.StartServer(redisproc.Options{})
 		if err != nil {
 			return err
 		}

@@ -3,22 +3,22 @@ package main
 import (
 	"errors"
 
-	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 // servers are local redis-server processes, without persistence, on free
 // loopback ports.
 type servers struct {
 	addrs []string
-	procs []*redistest.Server
+	procs []*redisproc.Server
 }
 
 // startServers starts n redis-server processes; the caller must call stop.
 func startServers(n int) (*servers, error) {
 	s := &servers{}
 	for range n {
-		p, err := redistest.StartServer(redistest.Options{})
-		if errors.Is(err, redistest.ErrNotInstalled) {
+		p, err := redisproc.StartServer(redisproc.Options{})
+		if errors.Is(err, redisproc.ErrNotInstalled) {
 			s.stop()
 			return nil, errors.New("redis-server is not on the PATH: install it, or give -nodes")
 		}

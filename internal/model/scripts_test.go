@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -109,7 +110,7 @@ type realState struct {
 	rec    map[string]string
 }
 
-var stateKeys = [4]string{diffKeys.Lock, diffKeys.Fence, diffKeys.Lock + ":waiters", diffKeys.Epoch + ":ok"}
+var stateKeys = [4]string{diffKeys.Lock, diffKeys.Fence, keys.Waiters(diffKeys.Lock), keys.Trusted(diffKeys.Epoch)}
 
 func (d *diff) read(c *redis.Client) realState {
 	var st realState
@@ -371,7 +372,7 @@ func (d *diff) otherProcess() {
 	if err := n.c.HSet(d.ctx, diffKeys.Epoch, "run", otherRun, "check", check).Err(); err != nil {
 		d.t.Fatal(err)
 	}
-	if err := n.c.Del(d.ctx, diffKeys.Epoch+":ok").Err(); err != nil {
+	if err := n.c.Del(d.ctx, keys.Trusted(diffKeys.Epoch)).Err(); err != nil {
 		d.t.Fatal(err)
 	}
 	n.data.Rec.Run, n.data.Rec.Check, n.data.Ok = d.run(otherRun), check, OkKey{}
@@ -487,7 +488,7 @@ func TestModelMatchesScripts(t *testing.T) {
 		case x < 97:
 			d.otherProcess()
 		case x < 98:
-			if err := d.nodes[0].c.Del(d.ctx, diffKeys.Epoch, diffKeys.Epoch+":ok").Err(); err != nil {
+			if err := d.nodes[0].c.Del(d.ctx, diffKeys.Epoch, keys.Trusted(diffKeys.Epoch)).Err(); err != nil {
 				t.Fatal(err)
 			}
 			d.nodes[0].data.Rec, d.nodes[0].data.Ok = Record{}, OkKey{}

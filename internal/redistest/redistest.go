@@ -1,108 +1,36 @@
-// Package redistest starts and stops real redis-server processes on free
-// loopback ports, for tests and demos. Servers run without persistence, so a
-// restart comes back empty, as after a crash of a node without AOF.
-//
-// Every Server is owned by whoever started it: Stop (or the testing cleanup
-// registered by Start) kills the process and removes its directory.
+// Package redistest starts real redis-server processes, Redis Clusters and
+// Sentinel deployments for tests, on free loopback ports, and stops them
+// when the test ends. The processes are those of internal/redisproc, the
+// repository's one process harness; this package adds only the testing.TB
+// helpers and aliases, so that non-test code (the CLI, examples, the
+// benchmarks) imports redisproc and does not link the testing package.
 package redistest
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redisproc"
+)
+
+// The harness's types, under the names the tests use.
+type (
+	Server       = redisproc.Server
+	Options      = redisproc.Options
+	Cluster      = redisproc.Cluster
+	Sentinel     = redisproc.Sentinel
+	SentinelProc = redisproc.SentinelProc
 )
 
 // ErrNotInstalled is returned when redis-server or redis-sentinel is not on
 // the PATH.
-var ErrNotInstalled = errors.New("redistest: redis-server or redis-sentinel is not installed (on Debian: apt-get install redis-server redis-sentinel redis-tools)")
+var ErrNotInstalled = redisproc.ErrNotInstalled
 
-// readyTimeout bounds how long a starting server may take to answer PING.
-const readyTimeout = 10 * time.Second
-
-// Server is one redis-server (or redis-sentinel) process on 127.0.0.1.
-type Server struct {
-	bin  string
-	dir  string
-	port int
-	argv func(*Server) []string // the program's arguments
-
-	mu      sync.Mutex
-	cmd     *exec.Cmd
-	exited  chan struct{} // closed when cmd has been waited for
-	paused  bool
-	stopped bool
-}
-
-// Options configure a Server. The zero value starts a plain master without
-// persistence.
-type Options struct {
-	// Args are extra redis-server arguments, such as
-	// []string{"--maxmemory-policy", "allkeys-lru"}.
-	Args []string
-}
-
-// StartServer starts one redis-server on a free loopback port and waits
-// until it answers PING. The caller must call Stop.
-func StartServer(opts Options) (*Server, error) {
-	return launch("redis-server", nil, func(s *Server) []string {
-		args := []string{
-			"--port", strconv.Itoa(s.port),
-			"--bind", "127.0.0.1",
-			"--save", "",
-			"--appendonly", "no",
-			"--dir", s.dir,
-			"--logfile", "redis.log",
-			"--daemonize", "no",
-			"--protected-mode", "no",
-		}
-		return append(args, opts.Args...)
-	})
-}
-
-// launch starts program in a new directory on a free port: prepare (when
-// set) readies the directory once the port is known, argv gives the
-// arguments.
-func launch(program string, prepare func(*Server) error, argv func(*Server) []string) (*Server, error) {
-	bin, err := exec.LookPath(program)
-	if err != nil {
-		return nil, ErrNotInstalled
-	}
-	dir, err := os.MkdirTemp("", "redistest-")
-	if err != nil {
-		return nil, fmt.Errorf("redistest: %w", err)
-	}
-	s := &Server{bin: bin, dir: dir, argv: argv}
-	// A free port found by listening on :0 can be taken by someone else
-	// before the server binds it; try a few ports before giving up.
-	for try := 0; ; try++ {
-		s.port, err = freePort()
-		if err == nil && prepare != nil {
-			err = prepare(s)
-		}
-		if err == nil {
-			err = s.start()
-		}
-		if err == nil {
-			return s, nil
-		}
-		if try == 4 {
-			_ = os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-}
+// StartServer starts one redis-server (redisproc.StartServer). The caller
+// must call Stop.
+func StartServer(opts Options) (*Server, error) { return redisproc.StartServer(opts) }
 
 // Start starts n servers for a test and stops them when the test ends. It
 // fails the test with a clear message when redis-server is not installed.
@@ -112,16 +40,9 @@ func Start(tb testing.TB, n int, opts ...Options) []*Server {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	servers := make([]*Server, 0, n)
-	for range n {
-		s, err := StartServer(o)
-		if err != nil {
-			for _, s := range servers {
-				_ = s.Stop()
-			}
-			tb.Fatal(err)
-		}
-		servers = append(servers, s)
+	servers, err := redisproc.StartServers(n, o)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
 		for _, s := range servers {
@@ -146,163 +67,35 @@ func Clients(tb testing.TB, n int) []redis.UniversalClient {
 	return clients
 }
 
-// Addr is the server's host:port.
-func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
-
-// Port is the server's TCP port.
-func (s *Server) Port() int { return s.port }
-
-// Client returns a new go-redis client for the server, with context
-// deadlines honoured. The caller must close it.
-func (s *Server) Client() *redis.Client {
-	return redis.NewClient(&redis.Options{
-		Addr:                  s.Addr(),
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1,
-	})
-}
-
-// Pid is the process id of the running server, or 0.
-func (s *Server) Pid() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil || s.cmd.Process == nil {
-		return 0
-	}
-	return s.cmd.Process.Pid
-}
-
-func (s *Server) start() error {
-	cmd := exec.Command(s.bin, s.argv(s)...)
-	cmd.Dir = s.dir
-	// Own process group, so that a terminal's Ctrl-C does not reach it and
-	// Stop can always clean up; killed with this process if it dies first
-	// (a test binary that times out), so that no server is orphaned.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start redis-server: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	s.mu.Lock()
-	s.cmd, s.exited, s.paused, s.stopped = cmd, exited, false, false
-	s.mu.Unlock()
-	if err := s.waitReady(exited); err != nil {
-		_ = cmd.Process.Kill()
-		<-exited
-		return err
-	}
-	return nil
-}
-
-func (s *Server) waitReady(exited <-chan struct{}) error {
-	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second})
-	defer c.Close()
-	deadline := time.Now().Add(readyTimeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		err := c.Ping(ctx).Err()
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-exited:
-			return fmt.Errorf("redistest: %s on port %d exited at start: %s", filepath.Base(s.bin), s.port, s.logTail())
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redistest: %s on port %d not ready after %v: %v", filepath.Base(s.bin), s.port, readyTimeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (s *Server) logTail() string {
-	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if len(lines) > 3 {
-		lines = lines[len(lines)-3:]
-	}
-	return strings.Join(lines, " | ")
-}
-
-// Kill sends SIGKILL and waits for the process to exit: a crash. Its data is
-// gone (no persistence). Kill of a stopped server is a no-op.
-func (s *Server) Kill() error {
-	s.mu.Lock()
-	cmd, exited, stopped := s.cmd, s.exited, s.stopped
-	s.stopped = true
-	s.paused = false
-	s.mu.Unlock()
-	if stopped || cmd == nil {
-		return nil
-	}
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("redistest: kill %s: %w", s.Addr(), err)
-	}
-	<-exited
-	return nil
-}
-
-// Restart starts the server again on the same port after Kill. It comes
-// back empty, with a new run_id.
-func (s *Server) Restart() error {
-	s.mu.Lock()
-	stopped := s.stopped
-	s.mu.Unlock()
-	if !stopped {
-		if err := s.Kill(); err != nil {
-			return err
-		}
-	}
-	return s.start()
-}
-
-// Pause freezes the process with SIGSTOP: it keeps its sockets open but
-// answers nothing, like a node in a long GC or swap storm.
-func (s *Server) Pause() error { return s.signal(syscall.SIGSTOP, true) }
-
-// Resume undoes Pause with SIGCONT.
-func (s *Server) Resume() error { return s.signal(syscall.SIGCONT, false) }
-
-func (s *Server) signal(sig syscall.Signal, paused bool) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.stopped || s.cmd == nil {
-		return fmt.Errorf("redistest: %s is not running", s.Addr())
-	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("redistest: signal %s: %w", s.Addr(), err)
-	}
-	s.paused = paused
-	return nil
-}
-
-// Stop kills the server (resuming it first if paused) and removes its
-// directory. It is safe to call more than once.
-func (s *Server) Stop() error {
-	s.mu.Lock()
-	if s.paused && s.cmd != nil {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
-		s.paused = false
-	}
-	s.mu.Unlock()
-	err := s.Kill()
-	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
-		err = rmErr
-	}
-	return err
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// StartClusterT starts a cluster of n masters for a test and stops it when
+// the test ends.
+func StartClusterT(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	c, err := redisproc.StartCluster(n)
 	if err != nil {
-		return 0, fmt.Errorf("redistest: find a free port: %w", err)
+		tb.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	tb.Cleanup(func() { _ = c.Stop() })
+	return c
 }
+
+// StartSentinelT starts a sentinel deployment for a test and stops it when
+// the test ends.
+func StartSentinelT(tb testing.TB, name string) *Sentinel {
+	tb.Helper()
+	d, err := redisproc.StartSentinel(name)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if err := d.Stop(); err != nil {
+			tb.Errorf("redistest: stop sentinel deployment %q: %v", d.Name, err)
+		}
+	})
+	return d
+}
+
+// PauseProcess freezes a process with SIGSTOP (redisproc.PauseProcess),
+// ResumeProcess resumes it; both fail where there is no SIGSTOP.
+func PauseProcess(p *os.Process) error  { return redisproc.PauseProcess(p) }
+func ResumeProcess(p *os.Process) error { return redisproc.ResumeProcess(p) }

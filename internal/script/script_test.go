@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	lockkeys "github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -303,7 +304,7 @@ func otherProcess(t *testing.T, c redis.UniversalClient, epochKey string, fields
 	if err := c.HSet(ctx, epochKey, append([]any{"run", "0123456789abcdef"}, fields...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Del(ctx, epochKey+":ok").Err(); err != nil {
+	if err := c.Del(ctx, lockkeys.Trusted(epochKey)).Err(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -388,13 +389,13 @@ func TestEpochPromotedReplicaTrustingPersistence(t *testing.T) {
 	if a, err := Acquire(ctx, master, keys("o"), "v", time.Second, long, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
 		t.Fatalf("Acquire on the master: %+v, %v", a, err)
 	}
-	if n := master.Exists(ctx, "{}:epoch:ok").Val(); n != 1 {
+	if n := master.Exists(ctx, lockkeys.Trusted("{}:epoch")).Val(); n != 1 {
 		t.Fatalf("the master has no fast-path key after an acquire")
 	}
-	if n := replica.Exists(ctx, "{}:epoch", "{}:epoch:ok").Val(); n != 1 {
+	if n := replica.Exists(ctx, "{}:epoch", lockkeys.Trusted("{}:epoch")).Val(); n != 1 {
 		t.Fatalf("the replica has %d of the record and the fast-path key; want the record only", n)
 	}
-	if err := master.Del(ctx, "{}:epoch:ok").Err(); err != nil {
+	if err := master.Del(ctx, lockkeys.Trusted("{}:epoch")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if a, err := Acquire(ctx, master, keys("p"), "v", time.Second, g, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {

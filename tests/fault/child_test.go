@@ -10,10 +10,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redlock-go/redlock/examples/fenced-storage/store"
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // childEnv carries a child process's configuration (JSON): the test binary
@@ -108,7 +108,7 @@ func startChild(e *env, id string, d time.Duration) (*child, error) {
 	k := &child{id: id, cmd: cmd, read: make(chan struct{}), bound: d + 30*time.Second}
 	e.t.Cleanup(func() {
 		// Normally a no-op: wait has reaped it.
-		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = redistest.ResumeProcess(cmd.Process)
 		_ = cmd.Process.Kill()
 	})
 	go func() {
@@ -146,7 +146,7 @@ func (k *child) wait() error {
 	select {
 	case <-k.read:
 	case <-t.C:
-		_ = k.cmd.Process.Signal(syscall.SIGCONT)
+		_ = redistest.ResumeProcess(k.cmd.Process)
 		_ = k.cmd.Process.Kill()
 		<-k.read
 	}
@@ -156,10 +156,10 @@ func (k *child) wait() error {
 // pause freezes the whole child process for d (SIGSTOP, SIGCONT): a GC or
 // VM pause that no code in the client can notice while it lasts.
 func (k *child) pause(d time.Duration) {
-	if k.cmd.Process.Signal(syscall.SIGSTOP) != nil {
+	if redistest.PauseProcess(k.cmd.Process) != nil {
 		return
 	}
 	t := time.NewTimer(d)
 	<-t.C
-	_ = k.cmd.Process.Signal(syscall.SIGCONT)
+	_ = redistest.ResumeProcess(k.cmd.Process)
 }

@@ -28,7 +28,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/bench/internal/redisproc"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 type config struct {
@@ -125,14 +125,14 @@ func mainCode() int {
 }
 
 func run(ctx context.Context, cfg config) error {
-	servers, err := redisproc.Start(5)
+	servers, err := redisproc.StartServers(5, redisproc.Options{})
 	if err != nil {
 		return err
 	}
 	defer redisproc.StopAll(servers)
 	addrs := make([]string, len(servers))
 	for i, s := range servers {
-		addrs[i] = s.Addr
+		addrs[i] = s.Addr()
 		serverPids = append(serverPids, s.Pid())
 	}
 
@@ -361,11 +361,11 @@ func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 			b.add(r)
 		}
 		settle()
-		if err := node.Freeze(); err != nil {
+		if err := node.Pause(); err != nil {
 			b.logf("freeze: %v", err)
 			return
 		}
-		b.logf("froze node %s", node.Addr)
+		b.logf("froze node %s", node.Addr())
 		for _, c := range run {
 			if b.ctx.Err() != nil {
 				break
@@ -378,16 +378,16 @@ func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 			r.Scenario, r.Contender, r.Pass = frozen, c.name, pass
 			b.add(r)
 		}
-		if err := node.Thaw(); err != nil {
+		if err := node.Resume(); err != nil {
 			b.logf("thaw: %v", err)
 			return
 		}
-		b.logf("thawed node %s", node.Addr)
+		b.logf("thawed node %s", node.Addr())
 		// Drop what the queued requests set when the node woke up.
-		cl := newClients([]string{node.Addr})[0]
+		cl := newClients([]string{node.Addr()})[0]
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := cl.FlushAll(fctx).Err(); err != nil {
-			b.logf("flush %s: %v", node.Addr, err)
+			b.logf("flush %s: %v", node.Addr(), err)
 		}
 		cancel()
 		_ = cl.Close()

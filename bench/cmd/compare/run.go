@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -89,12 +88,6 @@ func serverCPU() time.Duration {
 
 // clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
 const clockTicks = 100
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 func (m *meter) start() {
 	runtime.GC()

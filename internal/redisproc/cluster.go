@@ -1,11 +1,10 @@
-package redistest
+package redisproc
 
 import (
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,7 +20,7 @@ type Cluster struct {
 // The caller must call Stop.
 func StartCluster(n int) (*Cluster, error) {
 	if n < 1 {
-		return nil, fmt.Errorf("redistest: a cluster needs at least one master, not %d", n)
+		return nil, fmt.Errorf("redisproc: a cluster needs at least one master, not %d", n)
 	}
 	c := &Cluster{}
 	for range n {
@@ -43,17 +42,6 @@ func StartCluster(n int) (*Cluster, error) {
 	return c, nil
 }
 
-// StartClusterT starts a cluster for a test and stops it when the test ends.
-func StartClusterT(tb testing.TB, n int) *Cluster {
-	tb.Helper()
-	c, err := StartCluster(n)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { _ = c.Stop() })
-	return c
-}
-
 func (c *Cluster) form() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -71,7 +59,7 @@ func (c *Cluster) form() error {
 		}
 		_ = cl.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: form cluster at %s: %w", s.Addr(), err)
+			return fmt.Errorf("redisproc: form cluster at %s: %w", s.Addr(), err)
 		}
 	}
 	for _, s := range c.Servers {
@@ -86,7 +74,7 @@ func (c *Cluster) form() error {
 		})
 		_ = cl.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: cluster at %s not ok: %w", s.Addr(), err)
+			return fmt.Errorf("redisproc: cluster at %s not ok: %w", s.Addr(), err)
 		}
 	}
 	return nil

@@ -1,4 +1,4 @@
-package redistest
+package redisproc
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -47,7 +46,7 @@ type SentinelProc struct {
 // caller must call Stop.
 func StartSentinel(name string) (*Sentinel, error) {
 	if name == "" || strings.ContainsAny(name, " \t\r\n\"'") {
-		return nil, fmt.Errorf("redistest: invalid sentinel master name %q", name)
+		return nil, fmt.Errorf("redisproc: invalid sentinel master name %q", name)
 	}
 	if _, err := exec.LookPath("redis-sentinel"); err != nil {
 		return nil, ErrNotInstalled
@@ -91,22 +90,6 @@ func StartSentinel(name string) (*Sentinel, error) {
 	return d, nil
 }
 
-// StartSentinelT starts a sentinel deployment for a test and stops it when
-// the test ends.
-func StartSentinelT(tb testing.TB, name string) *Sentinel {
-	tb.Helper()
-	d, err := StartSentinel(name)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := d.Stop(); err != nil {
-			tb.Errorf("redistest: stop sentinel deployment %q: %v", d.Name, err)
-		}
-	})
-	return d
-}
-
 // SentinelAddrs lists the sentinels' addresses.
 func (d *Sentinel) SentinelAddrs() []string {
 	addrs := make([]string, len(d.Sentinels))
@@ -139,7 +122,7 @@ func (d *Sentinel) MasterAddr(ctx context.Context) (string, error) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", p.Addr(), err))
 	}
-	return "", fmt.Errorf("redistest: no sentinel knows master %q: %w", d.Name, errors.Join(errs...))
+	return "", fmt.Errorf("redisproc: no sentinel knows master %q: %w", d.Name, errors.Join(errs...))
 }
 
 // Failover forces a failover with SENTINEL FAILOVER on the first sentinel
@@ -161,7 +144,7 @@ func (d *Sentinel) Failover(ctx context.Context) error {
 	})
 	_ = fc.Close()
 	if err != nil {
-		return fmt.Errorf("redistest: SENTINEL FAILOVER %s on %s: %w (log: %s)", d.Name, first.Addr(), err, first.logTail())
+		return fmt.Errorf("redisproc: SENTINEL FAILOVER %s on %s: %w (log: %s)", d.Name, first.Addr(), err, first.logTail())
 	}
 	want := d.Replica.Addr()
 	for _, p := range d.Sentinels {
@@ -175,7 +158,7 @@ func (d *Sentinel) Failover(ctx context.Context) error {
 		})
 		_ = sc.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: sentinel %s does not name %s as master of %q after failover: %w (log: %s)",
+			return fmt.Errorf("redisproc: sentinel %s does not name %s as master of %q after failover: %w (log: %s)",
 				p.Addr(), want, d.Name, err, p.logTail())
 		}
 	}
@@ -186,7 +169,7 @@ func (d *Sentinel) Failover(ctx context.Context) error {
 		return err == nil && strings.Contains(info, "role:master"), err
 	})
 	if err != nil {
-		return fmt.Errorf("redistest: %s not master after failover: %w (log: %s)", want, err, d.Replica.logTail())
+		return fmt.Errorf("redisproc: %s not master after failover: %w (log: %s)", want, err, d.Replica.logTail())
 	}
 	d.Master, d.Replica = d.Replica, d.Master
 	return nil
@@ -241,7 +224,7 @@ func (d *Sentinel) waitSettled(ctx context.Context, p *SentinelProc) error {
 		return true, nil
 	})
 	if err != nil {
-		return fmt.Errorf("redistest: sentinel %s not settled: %w (log: %s)", p.Addr(), err, p.logTail())
+		return fmt.Errorf("redisproc: sentinel %s not settled: %w (log: %s)", p.Addr(), err, p.logTail())
 	}
 	return nil
 }
@@ -255,7 +238,7 @@ func waitLinkUp(ctx context.Context, s *Server) error {
 		return err == nil && strings.Contains(info, "master_link_status:up"), err
 	})
 	if err != nil {
-		return fmt.Errorf("redistest: replica %s not in sync: %w (log: %s)", s.Addr(), err, s.logTail())
+		return fmt.Errorf("redisproc: replica %s not in sync: %w (log: %s)", s.Addr(), err, s.logTail())
 	}
 	return nil
 }
@@ -270,7 +253,7 @@ func startSentinelProc(name string, masterPort int) (*SentinelProc, error) {
 		},
 		func(s *Server) []string { return []string{filepath.Join(s.dir, "sentinel.conf")} })
 	if err != nil {
-		return nil, fmt.Errorf("redistest: sentinel: %w", err)
+		return nil, fmt.Errorf("redisproc: sentinel: %w", err)
 	}
 	p.Server = srv
 	return p, nil
@@ -292,7 +275,7 @@ sentinel failover-timeout %[3]s 5000
 sentinel parallel-syncs %[3]s 1
 `, p.port, p.dir, name, masterPort)
 	if err := os.WriteFile(p.conf, []byte(conf), 0o600); err != nil {
-		return fmt.Errorf("redistest: %w", err)
+		return fmt.Errorf("redisproc: %w", err)
 	}
 	return nil
 }

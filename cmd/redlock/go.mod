@@ -1,0 +1,22 @@
+module github.com/redlock-go/redlock/cmd/redlock
+
+go 1.26.0
+
+// Development in this repository builds the CLI against the library beside
+// it. A release of the CLI requires a tagged release of the library
+// (docs/releasing.md); this replace does not apply to those who install it.
+replace github.com/redlock-go/redlock => ../..
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redlock-go/redlock v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

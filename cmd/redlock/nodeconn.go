@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// open returns a go-redis client for the node, with context deadlines
+// honoured and timeout as the dial timeout. The caller must close it.
+func (s *nodeSpec) open(timeout time.Duration) redis.UniversalClient {
+	switch s.kind {
+	case sentinel:
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName:            s.master,
+			SentinelAddrs:         s.addrs,
+			SentinelUsername:      s.sentinelUser,
+			SentinelPassword:      s.sentinelPass,
+			Username:              s.username,
+			Password:              s.password,
+			TLSConfig:             s.tls,
+			DialTimeout:           timeout,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+		})
+	case cluster:
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:                 s.addrs,
+			Username:              s.username,
+			Password:              s.password,
+			TLSConfig:             s.tls,
+			DialTimeout:           timeout,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+		})
+	}
+	o := *s.opts
+	if o.DialTimeout == 0 {
+		o.DialTimeout = timeout
+	}
+	return redis.NewClient(&o)
+}
+
+// sentinelClient returns a client for the i-th sentinel of a Sentinel
+// node. The caller must close it.
+func (s *nodeSpec) sentinelClient(i int, timeout time.Duration) *redis.SentinelClient {
+	return redis.NewSentinelClient(&redis.Options{
+		Addr:                  s.addrs[i],
+		Username:              s.sentinelUser,
+		Password:              s.sentinelPass,
+		TLSConfig:             s.tls,
+		DialTimeout:           timeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	})
+}
+
+// conn is an open node.
+type conn struct {
+	spec *nodeSpec
+	rc   redis.UniversalClient
+}
+
+func openAll(specs []*nodeSpec, timeout time.Duration) []conn {
+	conns := make([]conn, len(specs))
+	for i, s := range specs {
+		conns[i] = conn{spec: s, rc: s.open(timeout)}
+	}
+	return conns
+}
+
+func closeAll(conns []conn) {
+	for _, c := range conns {
+		_ = c.rc.Close()
+	}
+}
+
+func clients(conns []conn) []redis.UniversalClient {
+	out := make([]redis.UniversalClient, len(conns))
+	for i, c := range conns {
+		out[i] = c.rc
+	}
+	return out
+}
+
+// pingAll pings every node in parallel, each within timeout, and returns
+// each node's error.
+func pingAll(ctx context.Context, conns []conn, timeout time.Duration) []error {
+	errs := make([]error, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() {
+			pctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			errs[i] = c.rc.Ping(pctx).Err()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// reachable pings the nodes and, when fewer than a quorum answer, returns
+// an error that lists each failed node.
+func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
+	errs := pingAll(ctx, conns, timeout)
+	var bad []string
+	for i, err := range errs {
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, nodeErr(err)))
+		}
+	}
+	need := len(conns)/2 + 1
+	if len(conns)-len(bad) >= need {
+		return nil
+	}
+	return fmt.Errorf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; "))
+}
+
+// nodeErr shortens the error of a request to a node.
+func nodeErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return errors.New("no answer in time")
+	}
+	return err
+}

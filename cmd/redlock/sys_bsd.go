@@ -1,0 +1,13 @@
+//go:build darwin || dragonfly || freebsd || netbsd || openbsd
+
+package main
+
+import "syscall"
+
+// ioctlGetTermios is the ioctl that reads a terminal's attributes.
+const ioctlGetTermios = syscall.TIOCGETA
+
+// setParentDeath does nothing: there is no parent death signal outside
+// Linux, so a command whose redlock was killed by SIGKILL keeps running
+// without the lock being kept alive.
+func setParentDeath(*syscall.SysProcAttr) {}

@@ -1,0 +1,82 @@
+// Package keys forms every Redis key and channel of a lock, for the library
+// and the command line tool alike. For a lock NAME under prefix PREFIX
+// (redlock.WithPrefix):
+//
+//	{PREFIX+NAME}           the lock: the owner's value, with the lock's TTL
+//	{PREFIX+NAME}:fence     the fencing counter
+//	{PREFIX+NAME}:released  the release channel (pub/sub)
+//	{PREFIX+NAME}:waiters   the mark that someone waits: a release publishes
+//	{PREFIX}:epoch          the restart guard's epoch record, one per node
+//	{PREFIX+NAME}:epoch     the epoch record on a Redis Cluster, one per lock
+//	EPOCH:ok                the guard's fast path beside each epoch record
+//
+// The scripts derive the last two from the keys they are given
+// (acquire.lua, release.lua, epoch.lua): the suffixes here and there must
+// agree.
+//
+// The braces are a Cluster hash tag: every key of a lock lands in one slot,
+// so that one script may touch them all. On a Cluster a script may only
+// touch its lock's slot, hence an epoch record per lock there.
+package keys
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Layout is the key layout of the locks under one prefix.
+type Layout struct {
+	Prefix string
+}
+
+// ErrEmptyName is returned by Lock for an empty lock name.
+var ErrEmptyName = errors.New("empty lock name")
+
+// Lock is the Redis key of lock name: the prefix and the name inside one
+// hash tag. It refuses an empty name, and a prefix and name that start
+// with '}', which would leave the Cluster hash tag empty.
+func (l Layout) Lock(name string) (string, error) {
+	if name == "" {
+		return "", ErrEmptyName
+	}
+	tag := l.Prefix + name
+	if strings.HasPrefix(tag, "}") {
+		return "", fmt.Errorf("lock name %q with prefix %q starts with '}', which leaves its Cluster hash tag empty", name, l.Prefix)
+	}
+	return "{" + tag + "}", nil
+}
+
+// NodeEpoch is the epoch record of a standalone or Sentinel-managed node,
+// shared by every lock of the prefix on the node.
+func (l Layout) NodeEpoch() string { return "{" + l.Prefix + "}:epoch" }
+
+// Epoch is the epoch record that guards the lock of key lockKey (from
+// Lock): the node's, or on a Redis Cluster the lock's own.
+func (l Layout) Epoch(lockKey string, cluster bool) string {
+	if cluster {
+		return ClusterEpoch(lockKey)
+	}
+	return l.NodeEpoch()
+}
+
+// Fence is the fencing counter of the lock of key lockKey (from Lock).
+func Fence(lockKey string) string { return lockKey + ":fence" }
+
+// Channel is the release channel of the lock of key lockKey (from Lock):
+// it shares the key's hash tag, so a sharded subscription reaches its slot.
+func Channel(lockKey string) string { return lockKey + ":released" }
+
+// ClusterEpoch is the epoch record of the lock of key lockKey (from Lock)
+// on a Redis Cluster.
+func ClusterEpoch(lockKey string) string { return lockKey + ":epoch" }
+
+// Waiters is the mark that a lock of key lockKey (from Lock) is waited for:
+// a refused acquire or a waiting head sets it, and a release publishes on
+// Channel only when it finds it.
+func Waiters(lockKey string) string { return lockKey + ":waiters" }
+
+// Trusted is the guard's fast-path key beside the epoch record epochKey:
+// it exists while the node's identity check is trusted and the node is out
+// of recovery (epoch.lua writes it on the node's own process only).
+func Trusted(epochKey string) string { return epochKey + ":ok" }

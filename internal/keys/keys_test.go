@@ -1,0 +1,42 @@
+package keys
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestLayout(t *testing.T) {
+	l := Layout{Prefix: "app:"}
+	k, err := l.Lock("order:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ got, want string }{
+		{k, "{app:order:42}"},
+		{Fence(k), "{app:order:42}:fence"},
+		{Channel(k), "{app:order:42}:released"},
+		{l.Epoch(k, false), "{app:}:epoch"},
+		{l.NodeEpoch(), "{app:}:epoch"},
+		{l.Epoch(k, true), "{app:order:42}:epoch"},
+		{ClusterEpoch(k), "{app:order:42}:epoch"},
+	} {
+		if c.got != c.want {
+			t.Errorf("got %q, want %q", c.got, c.want)
+		}
+	}
+}
+
+func TestLockRefuses(t *testing.T) {
+	if _, err := (Layout{Prefix: "p"}).Lock(""); !errors.Is(err, ErrEmptyName) {
+		t.Errorf("empty name: %v", err)
+	}
+	for _, l := range []struct{ prefix, name string }{{"", "}x"}, {"}", "x"}} {
+		if _, err := (Layout{Prefix: l.prefix}).Lock(l.name); err == nil || !strings.Contains(err.Error(), "starts with '}'") {
+			t.Errorf("prefix %q name %q: %v", l.prefix, l.name, err)
+		}
+	}
+	if k, err := (Layout{}).Lock("a}b"); err != nil || k != "{a}b}" {
+		t.Errorf("a '}' after the first byte is allowed: %q, %v", k, err)
+	}
+}
