@@ -210,10 +210,39 @@ func (s *summary) targets() []target {
 		}
 		ts = append(ts, t)
 	}
-	ratio("serial n=1", 0.95)
-	ratio("parallel64 n=1", 0.95)
-	ratio("serial n=5", 0.9)
-	ratio("parallel64 n=5", 0.9)
+	// Issue 13's targets for the plain cycle.
+	ratio("serial n=1", 0.90)
+	ratio("parallel64 n=1", 0.80)
+	ratio("serial n=5", 0.80)
+	ratio("parallel64 n=5", 0.80)
+	// Against the peers (ratios of the median rates): more cycles/s than
+	// every peer on five nodes, within 10% of redislock on one.
+	peers := func(sc, peer string, want float64, what string) {
+		r, o := s.get(sc, "redlock"), s.get(sc, peer)
+		t := target{name: fmt.Sprintf("%s: redlock cycles/s %s %s's", sc, what, peer)}
+		if r == nil || o == nil || o.rate == 0 {
+			t.na = true
+		} else {
+			t.measured = fmt.Sprintf("%.0f against %.0f (%.2f×)", r.rate, o.rate, r.rate/o.rate)
+			t.met = r.rate/o.rate >= want
+		}
+		ts = append(ts, t)
+	}
+	peers("serial n=5", "redsync", 1, "above")
+	peers("parallel64 n=5", "redsync", 1, "above")
+	peers("serial n=1", "redislock", 0.9, "within 10% of")
+	peers("parallel64 n=1", "redislock", 0.9, "within 10% of")
+	for _, sc := range []string{"serial n=1", "parallel64 n=1", "serial n=5", "parallel64 n=5"} {
+		r, f := s.get(sc, "redlock"), s.get(sc, "floor")
+		t := target{name: sc + ": redlock server CPU/cycle ≤ 1.3 × floor's"}
+		if r == nil || f == nil || f.srvCPU == 0 {
+			t.na = true
+		} else {
+			t.measured = fmt.Sprintf("%.1f against %.1f µs (%.2f×)", r.srvCPU, f.srvCPU, r.srvCPU/f.srvCPU)
+			t.met = r.srvCPU <= 1.3*f.srvCPU
+		}
+		ts = append(ts, t)
+	}
 	if f := s.get("frozen 1 of 5", "redlock"); f != nil {
 		ts = append(ts, target{
 			name:     "one frozen node of five: redlock cycle ≤ 1.2 × healthy 5-node cycle (mean)",
@@ -249,12 +278,14 @@ func (s *summary) targets() []target {
 		if r == nil {
 			continue
 		}
-		t := target{name: sc + ": redlock allocs/cycle ≤ each library's", met: true}
+		t := target{name: sc + ": redlock allocs/cycle ≤ redsync's", met: true}
 		parts := []string{fmt.Sprintf("redlock %.1f", r.allocs)}
 		for _, c := range []string{"redsync", "redislock"} {
 			if o := s.get(sc, c); o != nil {
 				parts = append(parts, fmt.Sprintf("%s %.1f", c, o.allocs))
-				t.met = t.met && r.allocs <= o.allocs
+				if c == "redsync" {
+					t.met = t.met && r.allocs <= o.allocs
+				}
 			}
 		}
 		t.measured = strings.Join(parts, ", ")
