@@ -79,32 +79,26 @@ func (c *Client) fire(due []*keepalive.Entry[*Lock]) {
 // refreshBatch refreshes many locks at once: one pipeline per node, and a
 // quorum decision per lock.
 func (c *Client) refreshBatch(batch []*Lock) {
-	// A lock whose Release or manual Refresh is under way is skipped; it
-	// is rescheduled by that operation or ends.
-	locks := batch[:0]
-	for _, l := range batch {
-		if l.op.TryLock() {
-			locks = append(locks, l)
-		} else {
-			l.schedule()
-		}
-	}
-	if len(locks) == 0 {
-		return
-	}
-	defer func() {
-		for _, l := range locks {
-			l.op.Unlock()
-		}
-	}()
-
+	// A lock whose Release or manual Refresh (or a refresh of an earlier
+	// batch) is under way is skipped, and looked at again a per-node
+	// timeout later, by which time that operation has rescheduled it or
+	// ended it: its refresh time, already past, would fire again at once.
+	// Each lock taken here is unlocked when its own group is done.
 	start := c.cfg.now()
-	plans := make([]refreshPlan, 0, len(locks))
-	for _, l := range locks {
+	plans := make([]refreshPlan, 0, len(batch))
+	for _, l := range batch {
+		if !l.op.TryLock() {
+			l.mu.Lock()
+			l.refreshAt = start.Add(max(batchWindow, l.nodeTimeout))
+			l.mu.Unlock()
+			l.schedule()
+			continue
+		}
 		l.mu.Lock()
 		ttl, old, holdUntil, ended := l.ttl, l.validUntil, l.holdUntil, l.err != nil
 		l.mu.Unlock()
 		if ended {
+			l.op.Unlock()
 			continue
 		}
 		if !holdUntil.IsZero() && holdUntil.Sub(start) < ttl {
@@ -118,6 +112,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			}
 			l.mu.Unlock()
 			if ttl < MinTTL {
+				l.op.Unlock()
 				l.schedule()
 				continue
 			}
@@ -140,7 +135,12 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			}
 		}
 		plans = rest
-		wg.Go(func() { c.refreshGroup(start, timeout, group) })
+		wg.Go(func() {
+			c.refreshGroup(start, timeout, group)
+			for _, p := range group {
+				p.l.op.Unlock()
+			}
+		})
 	}
 	wg.Wait()
 }

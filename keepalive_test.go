@@ -440,3 +440,37 @@ func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
 		}
 	}
 }
+
+// Batched with a long-TTL lock whose round waits on a dead node, a
+// short-TTL lock keeps refreshing on its own group's schedule: it is not
+// held up until the long round ends, and so not lost.
+func TestBatchedRefreshKeepsShortLockAlive(t *testing.T) {
+	cl := startNodes(t, 5)
+	// Per-node timeouts derived from the TTLs: 20 ms for 400 ms, 1 s for 30 s.
+	c, err := New(cl.clients, WithoutRestartGuard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	// One refresh interval, so that both fall due in the same batches.
+	opts := []ObtainOption{WithAutoRefresh(), WithRefreshInterval(100 * time.Millisecond)}
+	short, err := c.TryObtain(ctx, "short", 400*time.Millisecond, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := c.TryObtain(ctx, "long", 30*time.Second, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.servers[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.servers[4].Resume() })
+	time.Sleep(1500 * time.Millisecond) // the long lock's first round waits 1 s on node 4
+	for _, l := range []*Lock{short, long} {
+		if err := l.Err(); err != nil {
+			t.Errorf("%s: %v; want held, a quorum answers", l.Key(), err)
+		}
+	}
+}

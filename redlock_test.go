@@ -1059,6 +1059,7 @@ func TestBadInput(t *testing.T) {
 		{"max below min delay", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}},
 		{"negative attempts", []redis.UniversalClient{a}, []Option{WithMaxAttempts(-1)}},
 		{"nil option", []redis.UniversalClient{a}, []Option{nil}},
+		{"more than MaxNodes", tooMany(t), nil},
 	}
 	for _, tt := range newTests {
 		t.Run("New/"+tt.name, func(t *testing.T) {
@@ -1126,6 +1127,17 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("Refresh(1s): %v, want ErrInvalid", err)
 		}
 	})
+}
+
+// tooMany is MaxNodes+1 distinct clients (New does no I/O with them).
+func tooMany(t *testing.T) []redis.UniversalClient {
+	nodes := make([]redis.UniversalClient, MaxNodes+1)
+	for i := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
+		t.Cleanup(func() { _ = c.Close() })
+		nodes[i] = c
+	}
+	return nodes
 }
 
 func TestNodeErrorsAreReportedPerNode(t *testing.T) {

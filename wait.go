@@ -203,11 +203,13 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 		Call: func(ctx context.Context, n *quorum.Node) (time.Duration, error) {
 			// Mark the lock as waited for, as a refused attempt does
 			// (acquire.lua), so that its next release publishes: this
-			// head may have made no attempt since the last release.
+			// head may have made no attempt since the last release. The
+			// mark goes first: a release that runs after it publishes,
+			// and one that runs before it leaves the key gone for PTTL.
 			var pttl *redis.DurationCmd
 			_, err := n.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
-				pttl = p.PTTL(ctx, key)
 				p.Set(ctx, keys.Waiters(key), "1", c.guard(n.Index).FenceTTL)
+				pttl = p.PTTL(ctx, key)
 				return nil
 			})
 			if err != nil {

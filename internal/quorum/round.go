@@ -108,6 +108,9 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 	}
 
 	n := len(r.Nodes)
+	if n > 64 {
+		panic(fmt.Sprintf("quorum: a round of %d nodes; at most 64", n)) // New refuses more
+	}
 	res := Result[T]{Replies: make([]Reply[T], n)}
 	// What the node goroutines share with Run, in one allocation.
 	type msg struct {
@@ -266,9 +269,14 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		node.done(probe, answered, now())
 		return res
 	}
+	// A real timer, not a bare deadline: the caller waits on this call, and
+	// a wait for a pooled connection ends only when the context is done
+	// (or at go-redis's PoolTimeout, seconds later).
+	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
 	sent := time.Now()
-	v, err := r.Call(withDeadline(detach(ctx), sent.Add(r.Timeout)), node)
+	v, err := r.Call(nodeCtx, node)
 	lat := time.Since(sent)
+	cancel()
 	err = r.finish(node, probe, err, now)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
@@ -293,10 +301,12 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 
 // deadlineCtx is a context with a deadline and no timer. A client that
 // honours deadlines (go-redis with ContextTimeoutEnabled) sets its socket
-// deadlines from Deadline, so for its requests a timer, a Done channel and
-// a cancel function per request buy nothing. A wait for a pooled
-// connection is not cut short by it, but is bounded all the same: every
-// connection in use carries a deadline no later than this one.
+// deadlines from Deadline, so a request sent under it ends by then. A wait
+// for a pooled connection is not cut short by it: it lasts until a
+// connection is free or go-redis's PoolTimeout. Run uses it for the
+// requests of a round, whose decision its own timer bounds: only the
+// request's goroutine (and its in-flight slot) waits longer, when the
+// node's pool is exhausted.
 type deadlineCtx struct {
 	context.Context
 	deadline time.Time

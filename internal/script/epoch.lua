@@ -28,7 +28,8 @@
 -- older than delta. A failover slower than delta plus the clock offset
 -- between a master and its replica is therefore always seen.
 --
--- The fast path is one GET: the key <record>:ok exists while a check is
+-- The fast path is one read (acquire.lua reads it in one MGET with the
+-- lock's counter): the key <record>:ok exists while a check is
 -- trusted and the node is out of recovery, and holds the record's maxttl
 -- and the counters' floor. It is written with replication and the AOF
 -- turned off (redis.set_repl), so that no replica and no restart from the
@@ -106,12 +107,14 @@ local function trust(key, now, ttl, rec_until, maxttl)
 end
 
 -- epoch returns the node time (ms, nil when the fast path did not need
--- it; ok is the fast path's key if the caller read it already), the time left to recover (ms, 0 when the node may vote for this
+-- it), the time left to recover (ms, 0 when the node may vote for this
 -- client) and the floor of the lock's fencing counter: a counter below it
 -- was written before the epoch began and may lack increments (acquire.lua
 -- raises it). The floor is the end of the recovery x 1024, or for a client
 -- that trusts persistence after a restart (no recovery), the restart x
 -- 1024; 0 with the guard off.
+-- ok is the fast path's key when the caller read it already (false when
+-- missing), nil when it did not.
 local function epoch(key, max_ttl, delta, guard, record_ttl, ok)
   if guard == '0' then
     return nil, 0, 0
