@@ -37,8 +37,10 @@ const (
 	verdictSkip = "skip"
 )
 
-// minRedisVersion has SET with NX and PX, which the scripts rely on.
-var minRedisVersion = [3]int{2, 6, 12}
+// minRedisVersion is the oldest Redis the scripts run on: SET with NX and
+// PX, and redis.set_repl with effects replication by default (Redis 5),
+// which the restart guard uses to keep its fast-path key off replicas.
+var minRedisVersion = [3]int{5, 0, 0}
 
 type check struct {
 	Check   string `json:"check"`

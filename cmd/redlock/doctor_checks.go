@@ -372,7 +372,7 @@ func version(sp serverProbe) (string, string) {
 		return verdictWarn, "INFO has no redis_version"
 	}
 	if versionBelow(v, minRedisVersion) {
-		return verdictFail, fmt.Sprintf("Redis %s: SET NX PX needs %d.%d.%d or later", v, minRedisVersion[0], minRedisVersion[1], minRedisVersion[2])
+		return verdictFail, fmt.Sprintf("Redis %s: the scripts need %d.%d.%d or later (SET NX PX, redis.set_repl)", v, minRedisVersion[0], minRedisVersion[1], minRedisVersion[2])
 	}
 	if sp.evalErr != nil {
 		return verdictFail, fmt.Sprintf("Redis %s, but EVAL fails: %v", v, sp.evalErr)

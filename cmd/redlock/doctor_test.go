@@ -201,7 +201,7 @@ func TestVersionBelow(t *testing.T) {
 	for _, tt := range []struct {
 		v    string
 		want bool
-	}{{"2.6.11", true}, {"2.6.12", false}, {"7.0.15", false}, {"2.4", true}, {"255.255.255", false}, {"6.2.0-rc1", false}} {
+	}{{"2.6.12", true}, {"4.0.14", true}, {"5.0.0", false}, {"7.0.15", false}, {"2.4", true}, {"255.255.255", false}, {"6.2.0-rc1", false}} {
 		if got := versionBelow(tt.v, minRedisVersion); got != tt.want {
 			t.Errorf("versionBelow(%q) = %v", tt.v, got)
 		}
