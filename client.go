@@ -115,7 +115,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			}
 		}
 		c.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
-		_, sharded := n.(*redis.ClusterClient)
+		sharded := c.nodes[i].Cluster
 		c.cluster = c.cluster || sharded
 		if !sharded && c.plainNode < 0 {
 			c.plainNode = i
@@ -361,7 +361,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
 			call := plain
-			if c.hubs[n.Index].Sharded() {
+			if n.Cluster {
 				call = script.AcquireCall(l.keys(n.Index), value, ttl, c.guard(n.Index))
 			}
 			return call.Acquire(ctx, n.Client, c.cfg.ack)
@@ -537,7 +537,7 @@ func (c *Client) newGuard(i int) script.Guard {
 		Mode:     c.cfg.guard,
 		FenceTTL: max(time.Hour, 10*c.cfg.maxTTL),
 	}
-	if c.hubs[i].Sharded() {
+	if c.nodes[i].Cluster {
 		// One record per lock: let the records of idle locks go. A
 		// missing record is safe (see epoch.lua).
 		g.RecordTTL = max(24*time.Hour, 10*c.cfg.maxTTL)

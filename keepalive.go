@@ -187,34 +187,28 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 			}
 		},
 	}
-	res := round.Run(context.Background(), &c.bg)
+	batch := round.Run(context.Background(), &c.bg)
 	now := c.cfg.now()
 	for i, p := range plans {
-		agreed, refusals := 0, 0
-		for _, rep := range res.Replies {
-			if rep.Err != nil || rep.Val.errs[i] != nil {
-				continue
-			}
-			switch r := rep.Val.results[i]; {
-			case r.Agrees():
-				agreed++
-			case r == script.NotOwner:
-				refusals++
+		// This lock's own round, read out of the batch: decided like a
+		// manual refresh's, by refreshDone.
+		res := quorum.Result[script.RefreshResult]{Replies: make([]quorum.Reply[script.RefreshResult], len(c.nodes))}
+		for n, rep := range batch.Replies {
+			switch {
+			case rep.Err != nil:
+				res.Replies[n].Err = rep.Err
+			case rep.Val.errs[i] != nil:
+				res.Replies[n].Err = rep.Val.errs[i]
+			default:
+				r := rep.Val.results[i]
+				res.Replies[n] = quorum.Reply[script.RefreshResult]{Val: r, Yes: r.Agrees(), Latency: rep.Latency}
+				if r.Agrees() {
+					res.Agreed++
+				}
 			}
 		}
-		won := agreed >= c.quorum && now.Before(p.oldValid) && now.Before(p.newValid)
-		refusedBy := refusals > len(c.nodes)-c.quorum
-		yes := func(node int) bool {
-			rep := res.Replies[node]
-			return rep.Err == nil && rep.Val.errs[i] == nil && rep.Val.results[i].Agrees()
-		}
-		err := p.l.applyRefresh(start, p.ttl, p.timeout, p.newValid, won, refusedBy, yes)
-		if h := c.cfg.hook; h != nil {
-			if err == nil && !won {
-				err = fmt.Errorf("redlock: automatic refresh: %d of %d needed nodes agreed", agreed, c.quorum)
-			}
-			h.Refresh(p.l.eventCtx(), RefreshEvent{Key: p.l.name, Token: p.l.token, Auto: true, Elapsed: now.Sub(start), Err: err})
-		}
+		res.Won = res.Agreed >= c.quorum && now.Before(minTime(p.oldValid, p.newValid))
+		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.timeout, p.newValid, true)
 	}
 }
 

@@ -474,3 +474,30 @@ func TestBatchedRefreshKeepsShortLockAlive(t *testing.T) {
 		}
 	}
 }
+
+// An automatic refresh that fails reports the same *QuorumError, with each
+// node's reason, as a manual one.
+func TestAutomaticRefreshReportsQuorumError(t *testing.T) {
+	cl := startNodes(t, 3)
+	h := &refreshHook{errs: make(map[string][]error)}
+	c := newClient(t, cl.clients, WithHook(h), WithNodeTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	l, err := c.TryObtain(ctx, "auto", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2} {
+		if err := cl.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.servers[i].Resume() })
+	}
+	c.refreshBatch([]*Lock{l})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	errs := h.errs["auto"]
+	var qe *QuorumError
+	if len(errs) != 1 || !errors.As(errs[0], &qe) || len(qe.Nodes) != 2 || !errors.Is(errs[0], ErrNodeTimeout) {
+		t.Fatalf("automatic refresh with two of three nodes frozen reported %v; want a *QuorumError naming both", errs)
+	}
+}

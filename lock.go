@@ -96,7 +96,7 @@ func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration) *Lock
 // of its lock: there each lock's hash tag has a record of its own.
 func (l *Lock) keys(i int) script.Keys {
 	k := script.Keys{Lock: l.key, Fence: l.fence, Epoch: l.c.epochKey}
-	if l.c.hubs[i].Sharded() {
+	if l.c.nodes[i].Cluster {
 		k.Epoch = l.clusterEpoch
 	}
 	return k
@@ -267,17 +267,25 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		ValidUntil: minTime(validUntil, newValid),
 	}
 	res := round.Run(ctx, &c.bg)
-	err = l.refreshed(res, start, ttl, timeout, newValid)
+	return l.refreshDone(ctx, res, start, ttl, timeout, newValid, false)
+}
+
+// refreshDone applies the round of a refresh, manual or automatic, to the
+// lock and reports it to the logger and the hook: the one place where a
+// refresh's outcome is decided. It returns Refresh's error.
+func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time, auto bool) error {
+	c := l.c
+	err := l.refreshed(res, start, ttl, timeout, newValid)
 	if c.observed() {
 		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {
-			h.Refresh(ctx, RefreshEvent{Key: l.name, Token: l.token, Elapsed: c.cfg.now().Sub(start), Err: err})
+			h.Refresh(ctx, RefreshEvent{Key: l.name, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err})
 		}
 	}
 	return err
 }
 
-// refreshed applies a manual refresh's round and returns Refresh's error.
+// refreshed applies a refresh's round and returns Refresh's error.
 func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
 	c := l.c
 	refusedBy := refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner })
@@ -401,7 +409,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		Now:  c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
 			call := plain
-			if c.hubs[n.Index].Sharded() {
+			if n.Cluster {
 				call = script.ReleaseCall(l.key, l.value, channel, true)
 			}
 			return call.Release(ctx, n.Client)

@@ -148,9 +148,6 @@ func (h *Hub) reconcileLocked(name string) {
 	h.loops.Go(func() { h.reconcile(name) })
 }
 
-// Sharded reports whether the hub uses sharded pub/sub (Redis Cluster).
-func (h *Hub) Sharded() bool { return h.sharded }
-
 // Subscribed reports whether this hub is subscribed to name on its node, so
 // that a caller can tell its own subscription from other clients' in
 // PUBLISH's count of receivers.

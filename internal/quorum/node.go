@@ -51,6 +51,9 @@ type Node struct {
 	// HonoursDeadline is true when the client is known to abort a blocked
 	// read when its context's deadline passes (ContextTimeoutEnabled).
 	HonoursDeadline bool
+	// Cluster is true for a Redis Cluster: a script may touch only its own
+	// slot, and pub/sub is sharded.
+	Cluster bool
 
 	maxInFlight int64
 	inflight    atomic.Int64
@@ -69,6 +72,7 @@ func NewNode(index int, c redis.UniversalClient, maxInFlight int) *Node {
 	}
 	n := &Node{Client: c, Index: index, maxInFlight: int64(maxInFlight)}
 	n.Addr, n.HonoursDeadline = describe(c)
+	_, n.Cluster = c.(*redis.ClusterClient)
 	return n
 }
 
