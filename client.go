@@ -389,9 +389,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		}
 		return nil, retryAfter(res.Replies), qe
 	}
-	l.validUntil = validUntil
-	l.obtainedAt = start
-	l.confirm(func(i int) bool { return res.Replies[i].Yes }) // l is not shared yet
+	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
 		c.attempted(ctx, name, o.id, start, res, second, err, token)
@@ -402,17 +400,9 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		_ = l.Release(context.WithoutCancel(ctx))
 		return nil, -1, err
 	}
-	l.token = token
+	l.token = token // l is not shared yet
 	if o.auto {
-		l.auto, l.watched = true, true
-		l.interval = o.interval
-		if l.interval == 0 {
-			l.interval = ttl / 3
-		}
-		l.refreshAt = c.grid(start.Add(l.interval), l.interval)
-		if o.maxHold > 0 {
-			l.holdUntil = start.Add(o.maxHold)
-		}
+		l.keepAlive(start, o.interval, o.maxHold)
 	}
 	c.mu.Lock()
 	c.held[l] = struct{}{}

@@ -88,34 +88,14 @@ func (c *Client) refreshBatch(batch []*Lock) {
 	plans := make([]refreshPlan, 0, len(batch))
 	for _, l := range batch {
 		if !l.op.TryLock() {
-			l.mu.Lock()
-			l.refreshAt = start.Add(max(batchWindow, l.nodeTimeout))
-			l.mu.Unlock()
+			l.refreshLater(start)
+			continue
+		}
+		ttl, old, ok := l.nextRefresh(start)
+		if !ok {
+			l.op.Unlock()
 			l.schedule()
 			continue
-		}
-		l.mu.Lock()
-		ttl, old, holdUntil, ended := l.ttl, l.validUntil, l.holdUntil, l.err != nil
-		l.mu.Unlock()
-		if ended {
-			l.op.Unlock()
-			continue
-		}
-		if !holdUntil.IsZero() && holdUntil.Sub(start) < ttl {
-			ttl = holdUntil.Sub(start)
-			l.mu.Lock()
-			l.capped = true
-			if ttl < MinTTL {
-				// The hold limit is reached: stop extending; the lock
-				// runs out at its loss deadline.
-				l.auto = false
-			}
-			l.mu.Unlock()
-			if ttl < MinTTL {
-				l.op.Unlock()
-				l.schedule()
-				continue
-			}
 		}
 		t := c.cfg.nodeTimeoutFor(ttl)
 		plans = append(plans, refreshPlan{l: l, ttl: ttl, timeout: t, newValid: start.Add(ttl - c.cfg.driftFor(ttl)), oldValid: old})

@@ -576,6 +576,62 @@ func (l *Lock) isReleasing() bool {
 	return l.releasing
 }
 
+// obtained records a won acquire round, sent at start, before the lock is
+// shared: its validity and the nodes that voted yes.
+func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
+	l.validUntil = validUntil
+	l.obtainedAt = start
+	l.confirm(yes)
+}
+
+// keepAlive turns on automatic refresh every interval (0: TTL/3), up to
+// maxHold after start (0: no limit), before the lock is shared.
+func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
+	l.auto, l.watched = true, true
+	l.interval = interval
+	if l.interval == 0 {
+		l.interval = l.ttl / 3
+	}
+	l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
+	if maxHold > 0 {
+		l.holdUntil = start.Add(maxHold)
+	}
+}
+
+// nextRefresh is the TTL an automatic refresh sent at start asks for, and
+// the validity it extends; ok is false when there is nothing to send: the
+// lock ended, or its hold limit (WithMaxHold) leaves less than MinTTL, in
+// which case automatic refresh stops and the lock runs out at its loss
+// deadline. A TTL cut short by the hold limit marks the lock capped.
+func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, validUntil time.Time, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return 0, time.Time{}, false
+	}
+	ttl = l.ttl
+	if !l.holdUntil.IsZero() && l.holdUntil.Sub(start) < ttl {
+		ttl = l.holdUntil.Sub(start)
+		l.capped = true
+		if ttl < MinTTL {
+			l.auto = false
+			return 0, time.Time{}, false
+		}
+	}
+	return ttl, l.validUntil, true
+}
+
+// refreshLater moves an automatic refresh that could not start at now (an
+// operation on the lock is under way) a per-node timeout later, by which
+// time that operation has rescheduled or ended the lock; its refresh time,
+// already past, would otherwise fire again at once.
+func (l *Lock) refreshLater(now time.Time) {
+	l.mu.Lock()
+	l.refreshAt = now.Add(max(batchWindow, l.nodeTimeout))
+	l.mu.Unlock()
+	l.schedule()
+}
+
 // confirm records the nodes that answered yes in time to a round of the
 // lock. l.mu must be held.
 func (l *Lock) confirm(yes func(i int) bool) {
