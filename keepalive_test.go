@@ -412,14 +412,15 @@ func (h *refreshHook) Refresh(_ context.Context, e RefreshEvent) {
 func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
 	cl := startNodes(t, 5)
 	h := &refreshHook{errs: make(map[string][]error)}
-	// Per-node timeouts derived from the TTLs: 20 ms for 400 ms, 1 s for 30 s.
+	// Per-node timeouts derived from the TTLs: 45 ms for 900 ms, 1 s for
+	// 30 s, above the short lock's validity (891 ms).
 	c, err := New(cl.clients, WithoutRestartGuard(), WithHook(h))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
-	short, err := c.TryObtain(ctx, "short", 400*time.Millisecond)
+	short, err := c.TryObtain(ctx, "short", 900*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,12 +432,29 @@ func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cl.servers[4].Resume() })
-	c.refreshBatch([]*Lock{short, long})
+	// A loaded machine can miss even 45 ms; a few batches are allowed, no
+	// more than the breaker's TripAfter: from then on node 4 is skipped,
+	// and no round waits on it whatever the grouping.
+	won := false
+	for range 3 {
+		c.refreshBatch([]*Lock{short, long})
+		h.mu.Lock()
+		errs := h.errs["short"]
+		won = len(errs) > 0 && errs[len(errs)-1] == nil
+		h.mu.Unlock()
+		if won || short.Err() != nil {
+			break
+		}
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, name := range []string{"short", "long"} {
-		if errs := h.errs[name]; len(errs) != 1 || errs[0] != nil {
-			t.Errorf("%s: refresh results %v, want one success", name, errs)
+	if !won {
+		t.Errorf("short: refresh results %v, want a success", h.errs["short"])
+	}
+	for _, e := range h.errs["long"] {
+		if e != nil {
+			t.Errorf("long: refresh results %v, want successes", h.errs["long"])
+			break
 		}
 	}
 }
