@@ -30,6 +30,16 @@ var (
 	fenceSrc string
 	//go:embed counter.lua
 	counterSrc string
+	//go:embed holds.lua
+	holdsSrc string
+	//go:embed family.lua
+	familySrc string
+	//go:embed familyrefresh.lua
+	familyRefreshSrc string
+	//go:embed familyrelease.lua
+	familyReleaseSrc string
+	//go:embed seal.lua
+	sealSrc string
 
 	// The scripts that can vote carry the epoch guard's functions; those
 	// that write a fencing counter, the counter's.
@@ -37,15 +47,24 @@ var (
 	refresh = newScript(epochSrc + "\n" + refreshSrc)
 	release = newScript(releaseSrc)
 	fence   = newScript(counterSrc + "\n" + fenceSrc)
+
+	// The lock family's (read-write and reentrant locks): they read the
+	// node's time (epoch.lua's node_now) to expire each hold on its own.
+	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + familySrc)
+	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
+	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
+	seal          = newScript(counterSrc + "\n" + sealSrc)
 )
 
 // The scripts' EVALSHA arguments, boxed once: a script call builds one
 // argument slice, and go-redis sends it as it is (Do), with no copy and no
 // boxing of its own.
 var (
-	acquireSha = any(acquire.Hash())
-	releaseSha = any(release.Hash())
-	fenceSha   = any(fence.Hash())
+	acquireSha       = any(acquire.Hash())
+	releaseSha       = any(release.Hash())
+	fenceSha         = any(fence.Hash())
+	familyAcquireSha = any(familyAcquire.Hash())
+	familyReleaseSha = any(familyRelease.Hash())
 )
 
 // run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
@@ -134,6 +153,12 @@ type Acquired struct {
 	// Unreplicated is true when the lock was taken but WAIT did not
 	// confirm the replicas asked for.
 	Unreplicated bool
+	// Existed is true when a re-entry found the owner's lock on the node
+	// (the lock family): Token is then the token the node recorded for the
+	// owner, and Counter the node's fencing counter, which the re-entry did
+	// not raise. Otherwise Counter is Token, which this acquire issued.
+	Existed bool
+	Counter int64
 }
 
 // OK reports whether the node votes for us: taken, and replicated when
@@ -151,7 +176,8 @@ type Ack struct {
 // the same call sent to several nodes (those whose keys are the same) costs
 // one argument slice, not one per node.
 type Call struct {
-	args []any // "evalsha", sha, numkeys, keys..., argv...
+	args []any  // "evalsha", sha, numkeys, keys..., argv...
+	src  string // the script, for EVAL when the node lacks it
 }
 
 // AcquireCall prepares the acquire script for a lock's keys.
@@ -159,7 +185,30 @@ func AcquireCall(k Keys, value string, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
 	args = append(args, "evalsha", acquireSha, "3", k.Lock, k.Fence, k.Epoch, value, ttl.Milliseconds())
-	return Call{append(args, ga...)}
+	return Call{append(args, ga...), acquire.src}
+}
+
+// Hold is one hold of a lock of the family (family.lua): a read-write or
+// reentrant lock.
+type Hold struct {
+	Mode  byte   // 'w' exclusive, 'r' shared
+	Owner string // the exclusive owner; empty for a reader
+	ID    string // this hold's own random value
+}
+
+func (h Hold) mode() string {
+	if h.Mode == 'r' {
+		return "r"
+	}
+	return "w"
+}
+
+// FamilyAcquireCall prepares the family's acquire script for a hold.
+func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
+	ga := g.args()
+	args := make([]any, 0, 10+len(ga))
+	args = append(args, "evalsha", familyAcquireSha, "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
+	return Call{append(args, ga...), familyAcquire.src}
 }
 
 // Acquire runs the acquire script on one node, followed in the same
@@ -172,7 +221,7 @@ func Acquire(ctx context.Context, c redis.UniversalClient, k Keys, value string,
 // pipeline by WAIT when ack asks for replicas.
 func (call Call) Acquire(ctx context.Context, c redis.UniversalClient, ack Ack) (Acquired, error) {
 	if ack.Replicas == 0 {
-		v, err := run(ctx, c, acquire.src, call.args).Result()
+		v, err := run(ctx, c, call.src, call.args).Result()
 		if err != nil {
 			return Acquired{}, err
 		}
@@ -192,7 +241,7 @@ func (call Call) Acquire(ctx context.Context, c redis.UniversalClient, ack Ack) 
 	}
 	cmd, wait, err := send(call.args)
 	if err == nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait, err = send(evalArgs(call.args, acquire.src))
+		cmd, wait, err = send(evalArgs(call.args, call.src))
 	}
 	if err != nil {
 		return Acquired{}, err
@@ -215,7 +264,7 @@ func (call Call) Acquire(ctx context.Context, c redis.UniversalClient, ack Ack) 
 
 func decodeAcquire(v any) (Acquired, error) {
 	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
+	if !ok || (len(a) != 2 && len(a) != 4) {
 		return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
 	}
 	status, ok1 := a[0].(int64)
@@ -225,7 +274,15 @@ func decodeAcquire(v any) (Acquired, error) {
 	}
 	switch Status(status) {
 	case Taken:
-		return Acquired{Status: Taken, Token: n}, nil
+		if len(a) == 4 {
+			existed, ok1 := a[2].(int64)
+			counter, ok2 := a[3].(int64)
+			if !ok1 || !ok2 {
+				return Acquired{}, fmt.Errorf("redlock: unexpected acquire reply %v", v)
+			}
+			return Acquired{Status: Taken, Token: n, Existed: existed == 1, Counter: counter}, nil
+		}
+		return Acquired{Status: Taken, Token: n, Counter: n}, nil
 	case Held:
 		return Acquired{Status: Held, HolderTTL: time.Duration(n) * time.Millisecond}, nil
 	case Recovering:
@@ -237,6 +294,13 @@ func decodeAcquire(v any) (Acquired, error) {
 // Fence raises a lock's fencing counter on one node to at least token.
 func Fence(ctx context.Context, c redis.UniversalClient, fenceKey string, token int64, g Guard) error {
 	return run(ctx, c, fence.src, []any{"evalsha", fenceSha, "1", fenceKey, token, g.FenceTTL.Milliseconds()}).Err()
+}
+
+// Seal raises a lock's fencing counter on one node to at least token, as
+// Fence, and records token as the owner's where owner holds the lock of the
+// family exclusively.
+func Seal(ctx context.Context, c redis.UniversalClient, k Keys, token int64, owner string, g Guard) error {
+	return seal.Run(ctx, c, []string{k.Fence, k.Lock}, token, g.FenceTTL.Milliseconds(), owner).Err()
 }
 
 // Released is the decoded reply of the release script.
@@ -263,12 +327,22 @@ func ReleaseCall(key, value, channel string, sharded bool) Call {
 	if sharded {
 		flag = "1"
 	}
-	return Call{[]any{"evalsha", releaseSha, "1", key, value, channel, flag}}
+	return Call{[]any{"evalsha", releaseSha, "1", key, value, channel, flag}, release.src}
+}
+
+// FamilyReleaseCall prepares the family's release script for a hold (see
+// Release).
+func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
+	flag := "0"
+	if sharded {
+		flag = "1"
+	}
+	return Call{[]any{"evalsha", familyReleaseSha, "1", key, h.mode(), h.Owner, h.ID, channel, flag}, familyRelease.src}
 }
 
 // Release runs a prepared release on one node.
 func (call Call) Release(ctx context.Context, c redis.UniversalClient) (Released, error) {
-	n, err := run(ctx, c, release.src, call.args).Int64()
+	n, err := run(ctx, c, call.src, call.args).Int64()
 	if err != nil {
 		return Released{}, err
 	}
@@ -297,7 +371,13 @@ func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
 
 // Refresh runs the refresh script on one node.
 func Refresh(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
-	n, err := refresh.Run(ctx, c, []string{k.Lock, k.Epoch}, append([]any{value, ms(ttl)}, g.args()...)...).Int64()
+	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, c, g)
+}
+
+// Run refreshes the item on one node.
+func (it RefreshItem) Run(ctx context.Context, c redis.UniversalClient, g Guard) (RefreshResult, error) {
+	s, keys, args := it.script(g.args())
+	n, err := s.Run(ctx, c, keys, args...).Int64()
 	if err != nil {
 		return NotOwner, err
 	}
@@ -315,6 +395,21 @@ type RefreshItem struct {
 	Keys  Keys
 	Value string
 	TTL   time.Duration
+	// Hold is set for a lock of the family, with the exclusive owner's
+	// Token for a re-seed; Value is then unused.
+	Hold  *Hold
+	Token int64
+}
+
+// script is the item's refresh script, keys and arguments; ga are the
+// guard's.
+func (it RefreshItem) script(ga []any) (luaScript, []string, []any) {
+	keys := []string{it.Keys.Lock, it.Keys.Epoch}
+	if h := it.Hold; h != nil {
+		args := append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)
+		return familyRefresh, keys, append(args, it.Token)
+	}
+	return refresh, keys, append([]any{it.Value, ms(it.TTL)}, ga...)
 }
 
 // RefreshBatch runs the refresh script for every item on one node in one
@@ -324,10 +419,10 @@ type RefreshItem struct {
 func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
 	cmds := make([]*redis.Cmd, len(items))
 	ga := g.args()
-	args := func(it RefreshItem) []any { return append([]any{it.Value, ms(it.TTL)}, ga...) }
 	pipe := c.Pipeline()
 	for i, it := range items {
-		cmds[i] = refresh.EvalSha(ctx, pipe, []string{it.Keys.Lock, it.Keys.Epoch}, args(it)...)
+		s, keys, args := it.script(ga)
+		cmds[i] = s.EvalSha(ctx, pipe, keys, args...)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
 		return nil, nil, err
@@ -341,8 +436,8 @@ func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshI
 	if len(again) > 0 {
 		pipe = c.Pipeline()
 		for _, i := range again {
-			it := items[i]
-			cmds[i] = refresh.Eval(ctx, pipe, []string{it.Keys.Lock, it.Keys.Epoch}, args(it)...)
+			s, keys, args := items[i].script(ga)
+			cmds[i] = s.Eval(ctx, pipe, keys, args...)
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
 			return nil, nil, err

@@ -22,7 +22,10 @@ func TestDecodeAcquire(t *testing.T) {
 		want    Acquired
 		wantErr bool
 	}{
-		{[]any{int64(1), int64(77)}, Acquired{Status: Taken, Token: 77}, false},
+		{[]any{int64(1), int64(77)}, Acquired{Status: Taken, Token: 77, Counter: 77}, false},
+		{[]any{int64(1), int64(77), int64(1), int64(90)}, Acquired{Status: Taken, Token: 77, Existed: true, Counter: 90}, false},
+		{[]any{int64(1), int64(77), int64(0), int64(77)}, Acquired{Status: Taken, Token: 77, Counter: 77}, false},
+		{[]any{int64(1), int64(77), "1", int64(90)}, Acquired{}, true},
 		{[]any{int64(0), int64(1500)}, Acquired{HolderTTL: 1500 * time.Millisecond}, false},
 		{[]any{int64(0), int64(-1)}, Acquired{HolderTTL: -time.Millisecond}, false},
 		{[]any{int64(2), int64(900)}, Acquired{Status: Recovering, Recovering: 900 * time.Millisecond}, false},
@@ -48,7 +51,7 @@ func FuzzDecodeAcquire(f *testing.F) {
 	f.Add(int64(0), int64(99), uint8(2), false)
 	f.Add(int64(2), int64(99), uint8(2), true)
 	f.Fuzz(func(t *testing.T, status, n int64, size uint8, asString bool) {
-		reply := make([]any, size%4)
+		reply := make([]any, size%6)
 		for i := range reply {
 			v := any(status)
 			if i == 1 {
@@ -63,7 +66,7 @@ func FuzzDecodeAcquire(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if asString || len(reply) != 2 || status < 0 || status > 2 {
+		if asString || !(len(reply) == 2 || (len(reply) == 4 && status == 1)) || status < 0 || status > 2 {
 			t.Fatalf("accepted %#v as %+v", reply, got)
 		}
 		if got.Status != Status(status) {

@@ -1,0 +1,23 @@
+-- seal: the second round of an acquire of the lock family (family.lua)
+-- whose yes-votes did not already agree on the token. Raises the lock's
+-- fencing counter to at least the token, as fence.lua, and records the
+-- token as the exclusive owner's where the owner holds the lock, so that
+-- its re-entries find it (docs/lock-family.md).
+-- KEYS[1] fencing counter of the lock
+-- KEYS[2] lock key
+-- ARGV[1] token
+-- ARGV[2] expiry of the fencing counter, milliseconds
+-- ARGV[3] owner ('' for a reader: nothing to record)
+-- Returns 1.
+local token = tonumber(ARGV[1])
+local v = counter(KEYS[1])
+if v == nil or v < token then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+if ARGV[3] ~= '' and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
+  local cur = redis.call('HMGET', KEYS[2], 'mode', 'o')
+  if cur[1] == 'w' and cur[2] == ARGV[3] then
+    redis.call('HSET', KEYS[2], 't', ARGV[1])
+  end
+end
+return 1
