@@ -29,9 +29,9 @@ func giveHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold) Released {
 	return r
 }
 
-func extendHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Duration, token int64) RefreshResult {
+func extendHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Duration) RefreshResult {
 	t.Helper()
-	r, err := RefreshItem{Keys: k, TTL: ttl, Hold: &h, Token: token}.Run(context.Background(), c, off)
+	r, err := RefreshItem{Keys: k, TTL: ttl, Hold: &h}.Run(context.Background(), c, off)
 	if err != nil {
 		t.Fatalf("family refresh %+v: %v", h, err)
 	}
@@ -120,7 +120,7 @@ func TestFamilyHoldsExpireOnTheirOwn(t *testing.T) {
 		t.Fatalf("reader after the writer's hold expired: %+v", a)
 	}
 	// The writer's refresh may not re-seed over a reader.
-	if r := extendHold(t, c, k, w, time.Minute, 7); r != NotOwner {
+	if r := extendHold(t, c, k, w, time.Minute); r != NotOwner {
 		t.Fatalf("writer refresh over a reader: %v", r)
 	}
 }
@@ -144,7 +144,7 @@ func TestFamilyReadersAndWriter(t *testing.T) {
 	if a := takeHold(t, c, k, Hold{Mode: 'r', ID: "r3"}, time.Minute); a.Status != Held || a.HolderTTL <= 0 || a.HolderTTL > 2*time.Second {
 		t.Fatalf("reader behind a waiting writer: %+v, want held for at most the writer's TTL", a)
 	}
-	if r := extendHold(t, c, k, Hold{Mode: 'r', ID: "r1"}, time.Minute, 0); r != Extended {
+	if r := extendHold(t, c, k, Hold{Mode: 'r', ID: "r1"}, time.Minute); r != Extended {
 		t.Fatalf("reader refresh: %v", r)
 	}
 	giveHold(t, c, k, Hold{Mode: 'r', ID: "r1"})
@@ -211,5 +211,22 @@ func TestSeal(t *testing.T) {
 	}
 	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h3"}, time.Minute); again.Token != a.Token+500 || again.Counter != a.Token+900 {
 		t.Fatalf("another owner's seal changed the token: %+v", again)
+	}
+	// A delayed seal of an older acquire does not lower the token.
+	if err := Seal(ctx, c, k, a.Token+100, "job", off); err != nil {
+		t.Fatal(err)
+	}
+	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h4"}, time.Minute); again.Token != a.Token+500 {
+		t.Fatalf("an older seal lowered the token: %+v", again)
+	}
+	// A re-seed records no token: a re-entry that meets it sees 0.
+	if err := c.Del(ctx, k.Lock).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := extendHold(t, c, k, h, time.Minute); r != Reseeded {
+		t.Fatalf("refresh of a lost hold: %v, want Reseeded", r)
+	}
+	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h5"}, time.Minute); !again.Existed || again.Token != 0 {
+		t.Fatalf("re-entry after a re-seed: %+v, want existed with token 0", again)
 	}
 }

@@ -7,7 +7,6 @@
 -- ARGV[3] hold
 -- ARGV[4] new ttl in milliseconds
 -- ARGV[5..9] max_ttl, delta, guard, (unused), record expiry: as in acquire
--- ARGV[10] the owner's fencing token ('w'), written when re-seeding
 -- Returns what refresh.lua returns: 1 extended, 2 re-seeded, 0 not ours
 -- (another owner, or the other mode), 3 missing but recovering.
 --
@@ -15,7 +14,9 @@
 -- conflicting hold can exist on any node in the meantime: a node where the
 -- lock is free, or held in our mode by our owner (or by readers, for a
 -- reader), may take the hold again, as refresh.lua re-seeds a lost key.
--- The hold's expiry and the key's are never shortened.
+-- The hold's expiry and the key's are never shortened. A re-seed records
+-- no token for the owner: only an acquire's first round or its seal does
+-- (docs/lock-family.md), so a re-entry that meets it opens a new tenure.
 local lock, mode, owner, hold = KEYS[1], ARGV[1], ARGV[2], 'h:' .. ARGV[3]
 local ttl = tonumber(ARGV[4])
 local now = node_now()
@@ -26,7 +27,7 @@ if cur == nil then
     return 3
   end
   if mode == 'w' then
-    redis.call('HSET', lock, 'mode', 'w', 'o', owner, 't', ARGV[10], hold, string.format('%d', now + ttl))
+    redis.call('HSET', lock, 'mode', 'w', 'o', owner, hold, string.format('%d', now + ttl))
   else
     redis.call('HSET', lock, 'mode', 'r', hold, string.format('%d', now + ttl))
   end

@@ -395,10 +395,8 @@ type RefreshItem struct {
 	Keys  Keys
 	Value string
 	TTL   time.Duration
-	// Hold is set for a lock of the family, with the exclusive owner's
-	// Token for a re-seed; Value is then unused.
-	Hold  *Hold
-	Token int64
+	// Hold is set for a lock of the family; Value is then unused.
+	Hold *Hold
 }
 
 // script is the item's refresh script, keys and arguments; ga are the
@@ -407,7 +405,7 @@ func (it RefreshItem) script(ga []any) (luaScript, []string, []any) {
 	keys := []string{it.Keys.Lock, it.Keys.Epoch}
 	if h := it.Hold; h != nil {
 		args := append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)
-		return familyRefresh, keys, append(args, it.Token)
+		return familyRefresh, keys, args
 	}
 	return refresh, keys, append([]any{it.Value, ms(it.TTL)}, ga...)
 }

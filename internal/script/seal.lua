@@ -2,7 +2,9 @@
 -- whose yes-votes did not already agree on the token. Raises the lock's
 -- fencing counter to at least the token, as fence.lua, and records the
 -- token as the exclusive owner's where the owner holds the lock, so that
--- its re-entries find it (docs/lock-family.md).
+-- its re-entries find it (docs/lock-family.md). The recorded token never
+-- decreases either: a delayed seal of an older acquire of the owner leaves
+-- a newer one's in place.
 -- KEYS[1] fencing counter of the lock
 -- KEYS[2] lock key
 -- ARGV[1] token
@@ -16,7 +18,7 @@ if v == nil or v < token then
 end
 if ARGV[3] ~= '' and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
   local cur = redis.call('HMGET', KEYS[2], 'mode', 'o')
-  if cur[1] == 'w' and cur[2] == ARGV[3] then
+  if cur[1] == 'w' and cur[2] == ARGV[3] and (tonumber(redis.call('HGET', KEYS[2], 't')) or 0) < token then
     redis.call('HSET', KEYS[2], 't', ARGV[1])
   end
 end
