@@ -196,7 +196,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
 	if h := c.cfg.hook; h != nil {
-		ev := ObtainEvent{Key: key, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err}
+		ev := ObtainEvent{Key: key, Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err}
 		if l != nil {
 			ev.Token = l.token
 		}
@@ -232,7 +232,8 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 	}
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
-			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts)
+			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts) ||
+			errors.Is(err, ErrWrongKind) // waiting would not help
 	}
 	fail := func(err error) error {
 		if err != nil && err != ErrClosed && ctx.Err() != nil {
@@ -344,15 +345,14 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, -1, ErrClosed
 	}
 	timeout := c.cfg.nodeTimeoutFor(ttl)
-	l := c.newLock(name, key, ttl, timeout)
-	value := l.value
+	l := c.newLock(name, key, ttl, timeout, o)
 	start := c.cfg.now()
 	validUntil := start.Add(ttl - c.cfg.driftFor(ttl))
 	// The call of every node that is not a Redis Cluster: their keys and
 	// guard are the same (the first such node's, if any).
 	var plain script.Call
 	if i := c.plainNode; i >= 0 {
-		plain = script.AcquireCall(l.keys(i), value, ttl, c.guard(i))
+		plain = l.acquireCall(i, ttl)
 	}
 	round := quorum.Round[script.Acquired]{
 		Nodes:   c.nodes,
@@ -362,11 +362,13 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
 			call := plain
 			if n.Cluster {
-				call = script.AcquireCall(l.keys(n.Index), value, ttl, c.guard(n.Index))
+				call = l.acquireCall(n.Index, ttl)
 			}
-			return call.Acquire(ctx, n.Client, c.cfg.ack)
+			a, err := call.Acquire(ctx, n.Client, c.cfg.ack)
+			return a, kindError(err)
 		},
 		Agree:      script.Acquired.OK,
+		Enough:     l.enoughVotes(),
 		ValidUntil: validUntil,
 		Settle: func(n *quorum.Node, a script.Acquired, err error, won, late bool) {
 			// A failed attempt must not leave our key behind: release
@@ -374,7 +376,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 			// definite answer). A won lock's late yes joins it, unless the
 			// lock's release has begun and may have passed this node.
 			if !won && (a.Status == script.Taken || ambiguous(err)) {
-				c.releaseNode(n, key, value, timeout)
+				l.releaseNode(n, timeout)
 				return
 			}
 			l.settleLate(n, refreshed(a), err, late)
@@ -385,14 +387,14 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		qe := quorumError(c, "obtain", res, ErrNotObtained, disagreeAcquire)
 		qe.Expired = res.Agreed >= c.quorum
 		if c.observed() {
-			c.attempted(ctx, name, o.id, start, res, false, qe, 0)
+			c.attempted(ctx, l, o.id, start, res, false, qe, 0)
 		}
 		return nil, retryAfter(res.Replies), qe
 	}
 	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
-		c.attempted(ctx, name, o.id, start, res, second, err, token)
+		c.attempted(ctx, l, o.id, start, res, second, err, token)
 	}
 	if err != nil {
 		// The quorum holds our key but cannot be shown to hold a counter
@@ -459,8 +461,12 @@ func retryAfter(replies []quorum.Reply[script.Acquired]) time.Duration {
 // counter no lower than it, so that any later quorum (which shares a node
 // with this one) issues a higher token. When fewer than a quorum of the
 // yes-votes already equal the token, a second round raises the counters,
-// and must reach a quorum before the lock's validity ends.
+// and must reach a quorum before the lock's validity ends. A lock of the
+// family has its own rule (familyToken).
 func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], validUntil time.Time) (token int64, second bool, err error) {
+	if l.hold != nil {
+		return c.familyToken(ctx, l, replies, validUntil)
+	}
 	for _, r := range replies {
 		if r.Yes && r.Val.Token > token {
 			token = r.Val.Token
@@ -475,22 +481,34 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	if equal >= c.quorum {
 		return token, false, nil
 	}
+	return token, true, c.raise(ctx, l, replies, token, validUntil)
+}
+
+// raise is the second round of an acquire: it raises the lock's counter to
+// token on every node (and records it as the owner's, for a lock of the
+// family), and is won when a quorum of the first round's yes-voters
+// confirmed before validUntil.
+func (c *Client) raise(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], token int64, validUntil time.Time) error {
 	// Only a node that voted yes in the first round counts: it holds our
 	// key until validUntil, so any later acquire votes there after the
 	// raise. Any other node may already have voted for a concurrent
 	// acquirer whose round is still open, which would then be granted
 	// after us with a lower token (docs/fencing.md, Lemma 2). The raise
 	// still goes to every node, so that the counters converge.
-	// The round's late calls outlive this function: they must not read the
-	// named result, which the return statements write.
-	raise := token
+	owner := ""
+	if l.hold != nil {
+		owner = l.hold.Owner
+	}
 	round := quorum.Round[bool]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
 		Timeout: l.nodeTimeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return replies[n.Index].Yes, script.Fence(ctx, n.Client, l.fence, raise, c.guard(n.Index))
+			if l.hold != nil {
+				return replies[n.Index].Yes, script.Seal(ctx, n.Client, l.keys(n.Index), token, owner, c.guard(n.Index))
+			}
+			return replies[n.Index].Yes, script.Fence(ctx, n.Client, l.fence, token, c.guard(n.Index))
 		},
 		Agree:      func(counts bool) bool { return counts },
 		ValidUntil: validUntil,
@@ -499,18 +517,18 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	if !res.Won {
 		qe := quorumError(c, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
 		qe.Expired = res.Agreed >= c.quorum
-		return 0, true, qe
+		return qe
 	}
-	return token, true, nil
+	return nil
 }
 
 // attempted reports an attempt to the hook and the logger.
-func (c *Client) attempted(ctx context.Context, name string, id uint64, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
+func (c *Client) attempted(ctx context.Context, l *Lock, id uint64, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
 	nodes := nodeResults(c, res, disagreeAcquire)
 	c.logNodes(ctx, nodes)
 	if h := c.cfg.hook; h != nil {
 		h.Attempt(ctx, AttemptEvent{
-			Key: name, ObtainID: id, Obtained: err == nil && res.Won, Elapsed: c.cfg.now().Sub(start),
+			Key: l.name, Kind: l.kind, ObtainID: id, Obtained: err == nil && res.Won, Elapsed: c.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err,
 		})
 	}
@@ -535,9 +553,10 @@ func (c *Client) newGuard(i int) script.Guard {
 	return g.Prepared()
 }
 
-// releaseNode deletes our key on one node; used for clean-up, its outcome
-// only matters to the node's health.
-func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Duration) {
+// releaseNode deletes the lock's key (its hold, for the family) on one
+// node; used for clean-up, its outcome only matters to the node's health.
+func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
+	c := l.c
 	round := quorum.Round[bool]{
 		Nodes:   []*quorum.Node{n},
 		Quorum:  1,
@@ -545,7 +564,7 @@ func (c *Client) releaseNode(n *quorum.Node, key, value string, timeout time.Dur
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := script.ReleaseCall(key, value, "", false).Release(ctx, n.Client)
+			r, err := l.releaseCall("", false).Release(ctx, n.Client)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },

@@ -27,6 +27,17 @@
 // expires: a paused process can outlive its lock. Check ValidUntil, refresh
 // in time, and let the resource reject stale writers.
 //
+// # The lock family
+//
+// Beside the plain lock, ObtainOptions select the lock family (see
+// docs/lock-family.md in the repository): WithOwner makes a reentrant lock,
+// which its owner may obtain again while holding it, through any Client,
+// keeping its fencing token; WithShared and WithExclusive make the readers
+// and the writer of a read-write lock. Each kind has everything the plain
+// lock has: validity, keep-alive, Do, fencing tokens, the restart guard,
+// notified waiting and hooks (events carry the Kind). A plain lock and a
+// lock of the family never share a name (ErrWrongKind).
+//
 // # Nodes
 //
 // Give each node's go-redis client ContextTimeoutEnabled: true, so that a

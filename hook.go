@@ -70,7 +70,8 @@ type NodeResult struct {
 // node. The read of the key that a waiter makes after it subscribes to
 // release notifications is no attempt, and is not reported.
 type AttemptEvent struct {
-	Key string
+	Key  string
+	Kind Kind // the lock's kind (plain, reentrant, write or read)
 	// ObtainID is that of the obtain the attempt belongs to (ObtainEvent).
 	ObtainID uint64
 	Obtained bool
@@ -118,7 +119,8 @@ type WaitEvent struct {
 
 // ObtainEvent describes one call of Obtain or TryObtain.
 type ObtainEvent struct {
-	Key string
+	Key  string
+	Kind Kind // the lock's kind (plain, reentrant, write or read)
 	// ObtainID identifies the call, unique in the process: the attempts and
 	// waits of the call, reported before it, carry the same ObtainID.
 	ObtainID uint64
@@ -134,6 +136,7 @@ type ObtainEvent struct {
 // RefreshEvent describes one refresh.
 type RefreshEvent struct {
 	Key     string
+	Kind    Kind  // the lock's kind (plain, reentrant, write or read)
 	Token   int64 // the lock's fencing token: it identifies the lock
 	Auto    bool  // by the keep-alive, not a call of Refresh
 	Elapsed time.Duration
@@ -143,6 +146,7 @@ type RefreshEvent struct {
 // ReleaseEvent describes one Release.
 type ReleaseEvent struct {
 	Key     string
+	Kind    Kind          // the lock's kind (plain, reentrant, write or read)
 	Token   int64         // the lock's fencing token: it identifies the lock
 	Held    time.Duration // from the acquire to the end of the release
 	Elapsed time.Duration // the release itself
@@ -154,6 +158,7 @@ type ReleaseEvent struct {
 // the same Token.
 type LostEvent struct {
 	Key   string
+	Kind  Kind // the lock's kind (plain, reentrant, write or read)
 	Token int64
 	Held  time.Duration
 	Err   error

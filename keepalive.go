@@ -151,7 +151,7 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
 			items := make([]script.RefreshItem, len(plans))
 			for i, p := range plans {
-				items[i] = script.RefreshItem{Keys: p.l.keys(n.Index), Value: p.l.value, TTL: p.ttl}
+				items[i] = p.l.refreshItem(n.Index, p.ttl)
 			}
 			results, errs, err := script.RefreshBatch(ctx, n.Client, items, c.guard(n.Index))
 			return batchReply{results, errs}, err

@@ -32,8 +32,12 @@ type Lock struct {
 	c     *Client
 	name  string
 	key   string
-	value string
+	value string // the owner's secret; unused by a lock of the family
 	token int64
+	kind  Kind
+	// hold is the lock's hold when it is of the family (read-write or
+	// reentrant); nil for a plain lock.
+	hold *script.Hold
 	// The lock's other Redis keys: its fencing counter, and on a Redis
 	// Cluster its epoch record (see keys).
 	fence, clusterEpoch string
@@ -80,9 +84,13 @@ type Lock struct {
 	doCtx       context.Context // set by Do: the context of its keep-alive's events
 }
 
-// newLock is a lock about to be acquired, with a new owner value.
-func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration) *Lock {
-	l := &Lock{c: c, name: name, key: key, value: newValue(), ttl: ttl, nodeTimeout: nodeTimeout}
+// newLock is a lock about to be acquired, with a new owner value (or hold,
+// for the lock family).
+func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *obtainConfig) *Lock {
+	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind}
+	if l.hold = newHold(o); l.hold == nil {
+		l.value = newValue()
+	}
 	l.fence = keys.Fence(key)
 	if c.cluster {
 		l.clusterEpoch = keys.ClusterEpoch(key)
@@ -258,7 +266,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-			return script.Refresh(ctx, n.Client, l.keys(n.Index), l.value, ttl, c.guard(n.Index))
+			return l.refreshItem(n.Index, ttl).Run(ctx, n.Client, c.guard(n.Index))
 		},
 		Agree: script.RefreshResult.Agrees,
 		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
@@ -279,7 +287,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 	if c.observed() {
 		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {
-			h.Refresh(ctx, RefreshEvent{Key: l.name, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err})
+			h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err})
 		}
 	}
 	return err
@@ -396,7 +404,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.end(errReleased)
 
 	channel := keys.Channel(l.key)
-	plain := script.ReleaseCall(l.key, l.value, channel, false)
+	plain := l.releaseCall(channel, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
@@ -410,7 +418,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
 			call := plain
 			if n.Cluster {
-				call = script.ReleaseCall(l.key, l.value, channel, true)
+				call = l.releaseCall(channel, true)
 			}
 			return call.Release(ctx, n.Client)
 		},
@@ -445,7 +453,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	c.forget(l)
 	if h := c.cfg.hook; h != nil {
 		now := c.cfg.now()
-		h.Release(ctx, ReleaseEvent{Key: l.name, Token: l.token, Held: now.Sub(l.obtainedAt), Elapsed: now.Sub(releaseStart), Err: err})
+		h.Release(ctx, ReleaseEvent{Key: l.name, Kind: l.kind, Token: l.token, Held: now.Sub(l.obtainedAt), Elapsed: now.Sub(releaseStart), Err: err})
 	}
 	return err
 }
@@ -486,7 +494,7 @@ func (l *Lock) end(err error) {
 	held := c.cfg.now().Sub(l.obtainedAt)
 	ctx := l.eventCtx()
 	if h := c.cfg.hook; h != nil {
-		h.Lost(ctx, LostEvent{Key: l.name, Token: l.token, Held: held, Err: err})
+		h.Lost(ctx, LostEvent{Key: l.name, Kind: l.kind, Token: l.token, Held: held, Err: err})
 	}
 	if lg := c.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
@@ -566,7 +574,7 @@ func refused[T any](c *Client, replies []quorum.Reply[T], notOurs func(T) bool) 
 // round's decision is covered by the release.
 func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, late bool) {
 	if ((late && r.Agrees()) || ambiguous(err)) && l.isReleasing() {
-		l.c.releaseNode(n, l.key, l.value, l.nodeTimeoutNow())
+		l.releaseNode(n, l.nodeTimeoutNow())
 	}
 }
 

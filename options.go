@@ -77,6 +77,9 @@ type config struct {
 }
 
 type obtainConfig struct {
+	kind     Kind   // the lock family's options
+	owner    string // WithOwner
+	kindErr  error  // conflicting family options
 	id       uint64 // ObtainID of an observed obtain
 	retry    retryConfig
 	auto     bool
@@ -85,6 +88,9 @@ type obtainConfig struct {
 }
 
 func (o *obtainConfig) validate(ttl time.Duration) error {
+	if err := o.validateKind(); err != nil {
+		return err
+	}
 	if err := o.retry.validate(); err != nil {
 		return err
 	}

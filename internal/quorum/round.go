@@ -50,6 +50,12 @@ type Round[T any] struct {
 	// operation whose reply came before it took effect on its node before
 	// Run returned, whenever its Settle runs.
 	Settle func(n *Node, v T, err error, won, late bool)
+	// Enough, when set, is asked once a quorum agreed with replies still
+	// outstanding: the round waits for more (up to every reply, or the
+	// timeout) until it returns true. For a decision that needs more than
+	// a count of yes-votes (the lock family's token, which a quorum of the
+	// votes must agree on).
+	Enough func(replies []Reply[T]) bool
 	// Force sends the request even to a node that is skipped or at its
 	// in-flight bound: for the clean-up of requests that were admitted.
 	Force bool
@@ -200,7 +206,7 @@ func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
 	defer timer.Stop()
 	timedOut := false
 wait:
-	for pending > 0 && !r.decided(res.Agreed, pending) {
+	for pending > 0 && !r.decided(res.Agreed, pending, res.Replies) {
 		select {
 		case m := <-st.ch:
 			pending--
@@ -246,14 +252,15 @@ wait:
 
 // decided reports whether the round's outcome is known with pending replies
 // still outstanding.
-func (r *Round[T]) decided(agreed, pending int) bool {
+func (r *Round[T]) decided(agreed, pending int, replies []Reply[T]) bool {
+	won := agreed >= r.Quorum && (r.Enough == nil || r.Enough(replies))
 	switch r.Wait {
 	case WaitAll:
 		return false
 	case WaitOnLoss:
-		return agreed >= r.Quorum
+		return won
 	}
-	return agreed >= r.Quorum || agreed+pending < r.Quorum
+	return won || agreed+pending < r.Quorum
 }
 
 func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func() time.Time) Result[T] {
