@@ -53,7 +53,7 @@ func BenchmarkContended(b *testing.B) {
 							cs[i] = c
 						}
 						for b.Loop() {
-							r := contend(b, cs, goroutines, *contendedFor)
+							r := contend(b, cs, goroutines, *contendedFor, nil)
 							secs := contendedFor.Seconds()
 							b.ReportMetric(float64(r.acquisitions)/secs, "acq/s")
 							b.ReportMetric(float64(r.handovers)/secs, "handovers/s")
@@ -76,7 +76,9 @@ type contention struct {
 	minShare                float64 // least acquisitions of a goroutine / mean
 }
 
-func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration) contention {
+// contend has goroutines loop Obtain and Release on one lock for d, each
+// with the options opts(g) gives it (nil: none).
+func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration, opts func(g int) []ObtainOption) contention {
 	var (
 		last      atomic.Int64 // goroutine that held the lock last, +1
 		handovers atomic.Int64
@@ -89,11 +91,15 @@ func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration) conten
 	defer cancel()
 	for g := range goroutines {
 		c := cs[g%len(cs)]
+		var o []ObtainOption
+		if opts != nil {
+			o = opts(g)
+		}
 		wg.Go(func() {
 			var mine []time.Duration
 			for ctx.Err() == nil {
 				start := time.Now()
-				l, err := c.Obtain(ctx, "contended", 10*time.Second)
+				l, err := c.Obtain(ctx, "contended", 10*time.Second, o...)
 				if err != nil {
 					break // the run is over
 				}
