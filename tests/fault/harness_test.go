@@ -51,6 +51,10 @@ type workload struct {
 	// auto obtains with WithAutoRefresh, and gives up its work when the
 	// lock is lost (Err, Done), as a function run by Do would.
 	auto bool
+	// kind is the lock's kind (docs/lock-family.md): Plain, Write
+	// (WithExclusive), or Reentrant (WithOwner, each worker its own
+	// owner, re-entering once while it holds the lock).
+	kind redlock.Kind
 }
 
 // op is one successful acquisition, as the checker sees it. Times are Unix
@@ -203,9 +207,24 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 		if w.auto {
 			opts = append(opts, redlock.WithAutoRefresh())
 		}
+		switch w.kind {
+		case redlock.Write:
+			opts = append(opts, redlock.WithExclusive())
+		case redlock.Reentrant:
+			opts = append(opts, redlock.WithOwner(id))
+		}
 		l, err := c.Obtain(octx, lockName, w.ttl, opts...)
+		var inner *redlock.Lock
+		if err == nil && w.kind == redlock.Reentrant {
+			// Re-enter once: the owner's second hold. The first hold
+			// stays the one the work checks and fences with.
+			inner, _ = c.TryObtain(octx, lockName, w.ttl, redlock.WithOwner(id))
+		}
 		cancel()
 		if ctx.Err() != nil {
+			if inner != nil {
+				release(inner)
+			}
 			if l != nil {
 				release(l)
 			}
@@ -224,6 +243,9 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 		val.see()
 		releaseAt := time.Now()
 		o.End = min(releaseAt.UnixNano(), toReal(val.last).UnixNano())
+		if inner != nil {
+			release(inner)
+		}
 		release(l)
 		out.addOp(o)
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock"
 )
 
 // base is the workload of most scenarios: a 500 ms lock, a 1 s recovery
@@ -157,6 +159,10 @@ var (
 	longHold = with(func(w *workload) { w.hold, w.fastRetry = 350*time.Millisecond, true })
 	gc       = with(func(w *workload) { w.gcEvery, w.gcPause = 3, 2*w.ttl })
 	holdFull = with(func(w *workload) { w.holdFull = true })
+	// The lock family: a writer of a read-write lock, and a reentrant
+	// owner that re-enters once per hold.
+	writeKind     = with(func(w *workload) { w.kind = redlock.Write })
+	reentrantKind = with(func(w *workload) { w.kind = redlock.Reentrant })
 	// auto holds each lock for two TTLs, kept by automatic refresh.
 	auto = with(func(w *workload) { w.auto, w.hold = true, 2*w.ttl })
 )
@@ -209,6 +215,15 @@ var scenarios = []scenario{
 	{name: "auto-refresh-partition-majority", w: auto, proxied: true, workers: 3, inject: netFault(2*base.ttl, blackhole, 0, 1, 2), want: safe, hitsHolder: true},
 	{name: "auto-refresh-replies-lost-majority", w: auto, proxied: true, workers: 3, inject: netFault(2*base.ttl, dropReplies, 0, 1, 2), want: safe, hitsHolder: true},
 	{name: "auto-refresh-process-pause", w: auto, workers: 1, children: 2, inject: pauseChildren(2 * base.ttl), want: safe, hitsHolder: true},
+
+	// The lock family under freeze, crash and partition (docs/lock-family.md).
+	{name: "write-freeze-minority-longer-than-ttl", w: writeKind, workers: 3, inject: freeze(3*base.ttl, 0, 1), want: safe},
+	{name: "write-crash-majority-guard-on", w: chain(longHold, writeKind), workers: 4, inject: crash(0, 1, 2), want: safe},
+	{name: "write-partition-majority", w: writeKind, proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe},
+	{name: "reentrant-freeze-minority-longer-than-ttl", w: reentrantKind, workers: 3, inject: freeze(3*base.ttl, 0, 1), want: safe},
+	{name: "reentrant-crash-majority-guard-on", w: chain(longHold, reentrantKind), workers: 4, inject: crash(0, 1, 2), want: safe},
+	{name: "reentrant-partition-majority", w: reentrantKind, proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe},
+	{name: "reentrant-gc-pause", w: chain(gc, reentrantKind), workers: 3, want: safe, rejected: true},
 
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
