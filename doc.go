@@ -36,7 +36,8 @@
 // and the writer of a read-write lock. Each kind has everything the plain
 // lock has: validity, keep-alive, Do, fencing tokens, the restart guard,
 // notified waiting and hooks (events carry the Kind). A plain lock and a
-// lock of the family never share a name (ErrWrongKind).
+// lock of the family never share a name (ErrWrongKind). ObtainAll obtains
+// several names as one lock, all or nothing.
 //
 // # Nodes
 //

@@ -33,6 +33,21 @@ func (c *Client) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	if err != nil {
 		return err
 	}
+	return runHeld(ctx, lock, fn)
+}
+
+// held is what Do and DoAll hold while their function runs: a *Lock or a
+// *MultiLock, kept alive by automatic refresh.
+type held interface {
+	Err() error
+	Release(context.Context) error
+	bindDo(ctx context.Context, onLost func())
+}
+
+// runHeld runs fn under lock, which is held, and releases it: fn's context
+// is cancelled with cause ErrLost when the lock is lost. It returns fn's
+// error, joined with an error wrapping ErrLost when the lock was lost.
+func runHeld(ctx context.Context, lock held, fn func(context.Context) error) error {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lock.bindDo(ctx, func() { cancel(ErrLost) })
