@@ -266,9 +266,13 @@ func (m *Model) describe(s *State, st Step) string {
 	case StepProcess:
 		n := &s.Nodes[st.Node]
 		q := s.Conns[st.Client*c.Nodes+st.Node].Req[0]
+		who = string(rune('A' + q.Actor))
 		d := n.Data // a copy: describe must not change s
 		env := n.env(s.T, c.Second)
 		head := fmt.Sprintf("%sn%d (clock %d) runs %s's %s", at, st.Node+1, env.Now, who, kindName[q.Kind])
+		if m.family(q.Actor) {
+			return m.describeFamily(s, q, d, env, head)
+		}
 		switch q.Kind {
 		case ReqAcquire:
 			old := d.Fence.V
@@ -291,7 +295,8 @@ func (m *Model) describe(s *State, st Step) string {
 		return head
 	case StepDeliver:
 		q := s.Conns[st.Client*c.Nodes+st.Node].Rep[0]
-		cl := &s.Clients[st.Client]
+		who = string(rune('A' + q.Actor))
+		cl := &s.Clients[q.Actor]
 		late := q.Round != cl.Round || cl.Votes[st.Node] != Pending || m.countsDecided(cl)
 		extra := ""
 		if late {
@@ -308,11 +313,22 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s sends acquire to all nodes (TTL %d, valid until %d)", at, who, c.Clients[st.Client].TTL, s.T+c.Clients[st.Client].TTL-c.Drift)
 		case Acquiring:
+			if yes >= c.Quorum() && s.T < cl.ValidUntil && m.family(st.Client) {
+				t, seal := m.familyToken(cl)
+				then := fmt.Sprintf("GRANTED token %d", t)
+				if seal {
+					then = fmt.Sprintf("token %d needs the seal", t)
+				}
+				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s: %s", at, who, yes, m.votes(cl), then)
+			}
 			if yes >= c.Quorum() && s.T < cl.ValidUntil {
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s", at, who, yes, m.votes(cl))
 			}
 			return fmt.Sprintf("%s%s loses the first round (%d yes)", at, who, yes)
 		case Won:
+			if m.family(st.Client) {
+				return fmt.Sprintf("%s%s sends seal %d to all nodes", at, who, cl.Token)
+			}
 			return fmt.Sprintf("%s%s's votes differ: sends fence %d to all nodes", at, who, cl.Token)
 		case Fencing:
 			if yes >= c.Quorum() && s.T < cl.ValidUntil {
@@ -362,9 +378,93 @@ func (m *Model) owner(s *State, now, before Key) string {
 func (m *Model) votes(cl *Client) string {
 	var parts []string
 	for i, v := range cl.Votes {
-		if v == Yes {
+		switch {
+		case v == Yes && cl.Existed[i]:
+			parts = append(parts, fmt.Sprintf("n%d:existed t=%d counter=%d", i+1, cl.Tokens[i], cl.Counters[i]))
+		case v == Yes:
 			parts = append(parts, fmt.Sprintf("n%d:%d", i+1, cl.Tokens[i]))
 		}
 	}
 	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// describeFamily says what a family script does on d (a copy).
+func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) string {
+	c := &m.Cfg
+	mode, owner := m.holdOf(q.Actor, q.Value)
+	g := m.guard(q.Actor)
+	head = fmt.Sprintf("%s (%s)", head, holdName(mode, owner, q.Value))
+	before := famState(d, env)
+	switch q.Kind {
+	case ReqAcquire:
+		status, x, existed, counter := d.FamAcquire(env, mode, owner, q.Value, q.Arg, g, c.Mut)
+		switch {
+		case status == Taken && existed:
+			return fmt.Sprintf("%s on %s: yes, re-entry, recorded t=%d, counter %d", head, before, x, counter)
+		case status == Taken:
+			return fmt.Sprintf("%s on %s: yes, token %d -> %s", head, before, x, famState(d, env))
+		case status == Held:
+			return fmt.Sprintf("%s on %s: no, held for %d", head, before, x)
+		case status == KindError:
+			return fmt.Sprintf("%s: no, a plain lock holds the name", head)
+		}
+		return fmt.Sprintf("%s: recovering for %d", head, x)
+	case ReqFence:
+		old := d.Fence.V
+		d.Seal(env, q.Arg, owner, g, c.Mut)
+		return fmt.Sprintf("%s %d on %s: counter %d -> %d, now %s", head, q.Arg, before, old, d.Fence.V, famState(d, env))
+	case ReqRefresh:
+		r := d.FamRefresh(env, mode, owner, q.Value, q.Arg, q.Tok, g, c.Mut)
+		if r == ScriptError {
+			return head + ": error, a plain lock holds the name"
+		}
+		return fmt.Sprintf("%s on %s: %s -> %s", head, before, []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded"}[r], famState(d, env))
+	case ReqRelease:
+		deleted, _, _ := d.FamRelease(env, mode, owner, q.Value, true)
+		return fmt.Sprintf("%s on %s: deleted %v -> %s", head, before, deleted, famState(d, env))
+	}
+	return head
+}
+
+func holdName(mode byte, owner, hold int) string {
+	if mode == 'r' {
+		return fmt.Sprintf("read hold h%d", hold)
+	}
+	return fmt.Sprintf("write hold h%d of owner %s", hold, ownerName(owner))
+}
+
+func ownerName(o int) string {
+	if o < 1<<20 {
+		return fmt.Sprintf("P%d", o)
+	}
+	return fmt.Sprintf("x%d", o-1<<20)
+}
+
+// famState shows the lock's hash on a node (holds live at env's time).
+func famState(d Data, env Env) string {
+	d.expire(env)
+	f := d.Fam
+	if !f.OK {
+		if d.Lock.Owner != 0 {
+			return "plain lock"
+		}
+		return "free"
+	}
+	var hs []string
+	for _, h := range f.Holds {
+		if h.ID != 0 && h.Exp > env.Now {
+			hs = append(hs, fmt.Sprintf("h%d", h.ID))
+		}
+	}
+	if len(hs) == 0 {
+		return "free (expired holds)"
+	}
+	if f.Mode == 'r' {
+		return fmt.Sprintf("{r %s}", strings.Join(hs, " "))
+	}
+	t := "no t"
+	if f.T > 0 {
+		t = fmt.Sprintf("t=%d", f.T)
+	}
+	return fmt.Sprintf("{w %s %s %s}", ownerName(f.Owner), t, strings.Join(hs, " "))
 }

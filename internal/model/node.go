@@ -40,6 +40,28 @@ type Mutations struct {
 	// key (no redis.set_repl(REPL_NONE)): a promoted replica whose clock is
 	// behind its old master's then trusts the copy without any check.
 	OkKeyReplicated bool
+
+	// The lock family (family.go, docs/lock-family.md).
+
+	// Rule1AnyExisted: the client's rule 1 takes the recorded token of any
+	// yes-vote that found the owner's lock (the largest), without a quorum
+	// of them agreeing on it.
+	Rule1AnyExisted bool
+	// Rule2ExistedCounter: rule 2 counts a vote that found the owner's
+	// lock as its counter, not one more than it.
+	Rule2ExistedCounter bool
+	// SealOverwrites: seal.lua records the token as the owner's t even
+	// when t is higher.
+	SealOverwrites bool
+	// SealCountsAnyNode counts a seal's confirmation from any node, not
+	// only from a first-round yes-voter (finding 1 for the family).
+	SealCountsAnyNode bool
+	// ReaderJoinsWriter: family.lua lets a reader join a hash in mode 'w'
+	// (and ignore a waiting writer).
+	ReaderJoinsWriter bool
+	// ReseedRecordsToken: familyrefresh.lua records the hold's token as
+	// the owner's t when it re-seeds.
+	ReseedRecordsToken bool
 }
 
 // Epoch kinds, as in epoch.lua's record field kind.
@@ -93,12 +115,15 @@ type Mark struct {
 	Exp int64
 }
 
-// Data is what a node stores: one lock's key, counter and waiters mark,
-// the epoch record and its fast-path key.
+// Data is what a node stores: one lock's key (a plain lock's string, or
+// the family's hash: never both), counter and waiters mark, the family's
+// waiting-writer mark, the epoch record and its fast-path key.
 type Data struct {
 	Lock    Key
+	Fam     Family
 	Fence   Counter
 	Waiters Mark
+	WWait   Mark // <lock>:wwait (family.lua)
 	Rec     Record
 	Ok      OkKey
 }
@@ -163,6 +188,12 @@ func (d *Data) expire(env Env) {
 	}
 	if d.Waiters.OK && now > d.Waiters.Exp {
 		d.Waiters = Mark{}
+	}
+	if d.Fam.OK && now > d.Fam.Exp {
+		d.Fam = Family{}
+	}
+	if d.WWait.OK && now > d.WWait.Exp {
+		d.WWait = Mark{}
 	}
 	if d.Ok.OK && now > d.Ok.Exp {
 		d.Ok = OkKey{}
@@ -267,6 +298,9 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 		return Recovering, rec
 	}
 	kt := env.Now
+	if d.Fam.OK {
+		return KindError, 0 // REDLOCK_KIND: the family holds the name
+	}
 	if d.Lock.Owner == 0 {
 		d.Lock = Key{Owner: value, Exp: kt + ttl}
 		v := d.Fence.V
@@ -301,10 +335,13 @@ func (d *Data) Raise(env Env, token int64, g Guard) {
 	}
 }
 
-// Refresh is refresh.lua.
+// Refresh is refresh.lua (ScriptError: WRONGTYPE on the family's hash).
 func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int {
 	d.expire(env)
 	kt := env.Now
+	if d.Fam.OK {
+		return ScriptError
+	}
 	switch d.Lock.Owner {
 	case value:
 		if d.Lock.Exp-kt < ttl {
@@ -326,6 +363,9 @@ func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int 
 // now and the waiters mark was there, which it takes away).
 func (d *Data) Release(env Env, value int, channel bool) (deleted, published bool) {
 	d.expire(env)
+	if d.Fam.OK {
+		return false, false // WRONGTYPE: the family's hash
+	}
 	if d.Lock.Owner != 0 && d.Lock.Owner != value {
 		return false, false
 	}

@@ -7,8 +7,22 @@ import (
 	"slices"
 )
 
-// ClientSpec is one client's configuration.
+// Client kinds (ClientSpec.Kind).
+const (
+	Plain     = 0   // Obtain: a string key with a random value
+	Reentrant = 'o' // the family's write hold with a fixed owner (WithOwner)
+	Exclusive = 'x' // the family's write hold with a random owner per acquire
+	Shared    = 'r' // the family's read hold
+)
+
+// ClientSpec is one client's configuration. A client makes one hold at a
+// time; several specs with one Owner model re-entry through different
+// Clients, and a spec that Shares another's connection models one Client
+// that re-enters while it holds (a hold count above one).
 type ClientSpec struct {
+	Kind     byte  // Plain, Reentrant, Exclusive or Shared
+	Owner    int   // a Reentrant client's owner (> 0)
+	Shares   int   // 1 + the index of an earlier spec whose connection it uses; 0: its own
 	Mode     byte  // guard: '1', 'p' or '0'
 	MaxTTL   int64 // WithMaxTTL; 0: Config.MaxTTL
 	TTL      int64 // the lock's TTL; 0: Config.TTL
@@ -58,7 +72,12 @@ type Config struct {
 	// the documented assumptions (guard on for all, one max TTL, offsets
 	// and faults in bounds).
 	Global bool
-	Mut    Mutations
+	// WriterMark keeps the family's :wwait mark (readers wait behind a
+	// refused writer). Without it the explorer drops the mark after every
+	// script: readers never wait, which allows every schedule the mark
+	// allows and more (the mark is a liveness device only).
+	WriterMark bool
+	Mut        Mutations
 }
 
 func (c *Config) fill() {
@@ -72,6 +91,9 @@ func (c *Config) fill() {
 		}
 		if cs.Mode == 0 {
 			cs.Mode = '1'
+		}
+		if cs.Shares > i || cs.Shares < 0 || (cs.Shares > 0 && c.Clients[cs.Shares-1].Shares != 0) {
+			panic("model: Shares must name an earlier client with a connection of its own")
 		}
 	}
 	if c.FenceTTL == 0 {
@@ -96,15 +118,21 @@ const (
 	ReqRelease
 )
 
-// Msg is a request or a reply on one connection.
+// Msg is a request or a reply on one connection. For a client of the
+// family, ReqAcquire is family.lua, ReqFence seal.lua, ReqRefresh
+// familyrefresh.lua and ReqRelease familyrelease.lua.
 type Msg struct {
 	Kind  int
+	Actor int   // the client whose round it belongs to (connections may be shared)
 	Round int   // the client's round it belongs to
-	Value int   // owner value
+	Value int   // owner value; a family client's hold ID
 	Arg   int64 // ttl, or token
+	Tok   int64 // a refresh's: the hold's token (ReseedRecordsToken)
 	// Reply fields.
-	Status int
-	N      int64
+	Status  int
+	N       int64
+	Existed bool  // family acquire: the owner's lock was there
+	Counter int64 // family acquire: the node's counter
 }
 
 // Conn is one client's connection to one node: FIFO requests and replies.
@@ -173,17 +201,28 @@ type Client struct {
 	Votes      []int8
 	Tokens     []int64
 	FirstYes   []bool
+	Existed    []bool  // family: the vote found the owner's lock
+	Counters   []int64 // family: the node's counter with its vote
 	Token      int64
 	Grant      int // index in State.Grants, -1 none
 }
 
-// Grant is a lock handed to the caller.
+// Grant is a lock (or hold) handed to the caller.
 type Grant struct {
 	Client int
 	Value  int
+	Owner  int  // who shares it: a plain lock's and an exclusive hold's own
+	Read   bool // a read hold
 	Token  int64
+	Began  int64 // real time the acquire started
 	At     int64 // real time of the grant
 	End    int64 // real end of validity (validUntil, or the release)
+}
+
+// conflicts reports whether two grants exclude each other: different
+// owners, unless both read.
+func (g Grant) conflicts(e Grant) bool {
+	return g.Owner != e.Owner && !(g.Read && e.Read)
 }
 
 // State is the whole system.
@@ -247,7 +286,8 @@ func (m *Model) Init() *State {
 	}
 	for _, cs := range c.Clients {
 		s.Clients = append(s.Clients, Client{AcqLeft: cs.Acquires, Grant: -1,
-			Votes: make([]int8, c.Nodes), Tokens: make([]int64, c.Nodes), FirstYes: make([]bool, c.Nodes)})
+			Votes: make([]int8, c.Nodes), Tokens: make([]int64, c.Nodes), FirstYes: make([]bool, c.Nodes),
+			Existed: make([]bool, c.Nodes), Counters: make([]int64, c.Nodes)})
 	}
 	s.Conns = make([]Conn, c.Nodes*len(c.Clients))
 	return s
@@ -261,6 +301,7 @@ func (s *State) Clone() *State {
 	for i := range t.Clients {
 		c := &t.Clients[i]
 		c.Votes, c.Tokens, c.FirstYes = slices.Clone(c.Votes), slices.Clone(c.Tokens), slices.Clone(c.FirstYes)
+		c.Existed, c.Counters = slices.Clone(c.Existed), slices.Clone(c.Counters)
 	}
 	t.Conns = slices.Clone(s.Conns)
 	for i := range t.Conns {
@@ -268,6 +309,31 @@ func (s *State) Clone() *State {
 	}
 	t.Grants = slices.Clone(s.Grants)
 	return &t
+}
+
+// conn is the connection client ci uses: its own, or the one it shares.
+func (m *Model) conn(ci int) int {
+	if sh := m.Cfg.Clients[ci].Shares; sh > 0 {
+		return sh - 1
+	}
+	return ci
+}
+
+// family reports whether client ci takes holds of the lock family.
+func (m *Model) family(ci int) bool { return m.Cfg.Clients[ci].Kind != Plain }
+
+// holdOf returns the mode and owner of client ci's hold with value v (a
+// plain lock's owner is its value, offset so that it is nobody else's).
+func (m *Model) holdOf(ci, v int) (mode byte, owner int) {
+	switch cs := m.Cfg.Clients[ci]; cs.Kind {
+	case Reentrant:
+		return 'w', cs.Owner
+	case Exclusive:
+		return 'w', 1<<20 + v
+	case Shared:
+		return 'r', 0
+	}
+	return 'w', 1<<21 + v
 }
 
 func (m *Model) guard(ci int) Guard {
@@ -286,9 +352,12 @@ func (m *Model) Enabled(s *State) []Step {
 	// decision, so when that decision is not possible yet (or the reply is
 	// late anyway), delivering first is the only order explored.
 	for ci := range s.Clients {
-		cl := &s.Clients[ci]
 		for ni := range c.Nodes {
-			if len(s.Conns[ci*c.Nodes+ni].Rep) > 0 && (m.countsDecided(cl) || !m.clientCan(s, ci)) {
+			rep := s.Conns[ci*c.Nodes+ni].Rep
+			if len(rep) == 0 {
+				continue
+			}
+			if a := rep[0].Actor; m.countsDecided(&s.Clients[a]) || !m.clientCan(s, a) {
 				return []Step{{Kind: StepDeliver, Client: ci, Node: ni}}
 			}
 		}
@@ -299,6 +368,9 @@ func (m *Model) Enabled(s *State) []Step {
 		}
 		if s.Clients[ci].Phase != Done {
 			busy = true
+		}
+		if m.conn(ci) != ci {
+			continue
 		}
 		for ni := range c.Nodes {
 			cn := &s.Conns[ci*c.Nodes+ni]
@@ -400,9 +472,12 @@ func (m *Model) countsDecided(c *Client) bool {
 	return yes >= q || yes+pending < q
 }
 
-func (s *State) send(nodes, ci int, msg Msg) {
+// send queues msg from client ci to every node.
+func (m *Model) send(s *State, ci int, msg Msg) {
+	nodes := m.Cfg.Nodes
+	msg.Actor = ci
 	for ni := range nodes {
-		cn := &s.Conns[ci*nodes+ni]
+		cn := &s.Conns[m.conn(ci)*nodes+ni]
 		cn.Req = append(cn.Req, msg)
 	}
 }
@@ -473,28 +548,50 @@ func (m *Model) replicated(d Data) Data {
 	return d
 }
 
-func (m *Model) process(s *State, ci, ni int) *Violation {
+// process runs the request at the head of connection ci to node ni.
+func (m *Model) process(s *State, conn, ni int) *Violation {
 	c := &m.Cfg
-	cs := c.Clients[ci]
-	cn := &s.Conns[ci*c.Nodes+ni]
+	cn := &s.Conns[conn*c.Nodes+ni]
 	req := cn.Req[0]
 	cn.Req = cn.Req[1:]
+	ci := req.Actor
+	cs := c.Clients[ci]
 	n := &s.Nodes[ni]
 	env := n.env(s.T, c.Second)
 	g := m.guard(ci)
-	rep := Msg{Kind: req.Kind, Round: req.Round, Value: req.Value}
+	rep := Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value}
 	voted := false
-	switch req.Kind {
-	case ReqAcquire:
+	mode, owner := m.holdOf(ci, req.Value)
+	switch {
+	case m.family(ci):
+		switch req.Kind {
+		case ReqAcquire:
+			rep.Status, rep.N, rep.Existed, rep.Counter = n.Data.FamAcquire(env, mode, owner, req.Value, req.Arg, g, c.Mut)
+			voted = rep.Status == Taken
+		case ReqFence:
+			n.Data.Seal(env, req.Arg, owner, g, c.Mut) // a reader's owner is 0: nothing recorded
+			rep.Status = 1
+		case ReqRefresh:
+			rep.Status = n.Data.FamRefresh(env, mode, owner, req.Value, req.Arg, req.Tok, g, c.Mut)
+			voted = rep.Status == Reseeded
+		case ReqRelease:
+			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, true); deleted {
+				rep.Status = 1
+			}
+		}
+		if !c.WriterMark {
+			n.Data.WWait = Mark{}
+		}
+	case req.Kind == ReqAcquire:
 		rep.Status, rep.N = n.Data.Acquire(env, req.Value, req.Arg, g, c.Mut)
 		voted = rep.Status == Taken
-	case ReqFence:
+	case req.Kind == ReqFence:
 		n.Data.Raise(env, req.Arg, g)
 		rep.Status = 1
-	case ReqRefresh:
+	case req.Kind == ReqRefresh:
 		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, g, c.Mut)
 		voted = rep.Status == Reseeded
-	case ReqRelease:
+	case req.Kind == ReqRelease:
 		if deleted, _ := n.Data.Release(env, req.Value, true); deleted {
 			rep.Status = 1
 		}
@@ -509,12 +606,14 @@ func (m *Model) process(s *State, ci, ni int) *Violation {
 	return nil
 }
 
-func (m *Model) deliver(s *State, ci, ni int) {
+// deliver hands the reply at the head of connection conn from node ni to
+// its client.
+func (m *Model) deliver(s *State, conn, ni int) {
 	c := &m.Cfg
-	cn := &s.Conns[ci*c.Nodes+ni]
+	cn := &s.Conns[conn*c.Nodes+ni]
 	rep := cn.Rep[0]
 	cn.Rep = cn.Rep[1:]
-	cl := &s.Clients[ci]
+	cl := &s.Clients[rep.Actor]
 	if rep.Round != cl.Round || cl.Votes[ni] != Pending || m.countsDecided(cl) {
 		return // late: cannot create a grant
 	}
@@ -522,11 +621,16 @@ func (m *Model) deliver(s *State, ci, ni int) {
 	case cl.Phase == Acquiring && rep.Kind == ReqAcquire:
 		if rep.Status == Taken {
 			cl.Votes[ni], cl.Tokens[ni] = Yes, rep.N
+			cl.Existed[ni], cl.Counters[ni] = rep.Existed, rep.Counter
 		} else {
 			cl.Votes[ni] = No
 		}
 	case cl.Phase == Fencing && rep.Kind == ReqFence:
-		if cl.FirstYes[ni] || c.Mut.FenceCountsAnyNode {
+		anyNode := c.Mut.FenceCountsAnyNode
+		if m.family(rep.Actor) {
+			anyNode = c.Mut.SealCountsAnyNode
+		}
+		if cl.FirstYes[ni] || anyNode {
 			cl.Votes[ni] = Yes
 		} else {
 			cl.Votes[ni] = No
@@ -575,19 +679,30 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 		m.newRound(s, ci)
 		cl.ValidUntil = s.T + cs.TTL - c.Drift
 		for i := range cl.Tokens {
-			cl.Tokens[i] = 0
+			cl.Tokens[i], cl.Existed[i], cl.Counters[i] = 0, false, 0
 		}
 		cl.Phase = Acquiring
-		s.send(c.Nodes, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: cl.Value, Arg: cs.TTL})
+		m.send(s, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: cl.Value, Arg: cs.TTL})
 	case Acquiring:
 		yes, _ := m.counts(cl)
 		if yes < q || s.T >= cl.ValidUntil {
 			cl.Phase = Idle
 			return nil
 		}
-		cl.Token = 0
 		for i, v := range cl.Votes {
 			cl.FirstYes[i] = v == Yes
+		}
+		if m.family(ci) {
+			var seal bool
+			cl.Token, seal = m.familyToken(cl)
+			if !seal {
+				return m.grant(s, ci)
+			}
+			cl.Phase = Won
+			return nil
+		}
+		cl.Token = 0
+		for i, v := range cl.Votes {
 			if v == Yes && cl.Tokens[i] > cl.Token {
 				cl.Token = cl.Tokens[i]
 			}
@@ -605,7 +720,7 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 	case Won:
 		m.newRound(s, ci)
 		cl.Phase = Fencing
-		s.send(c.Nodes, ci, Msg{Kind: ReqFence, Round: cl.Round, Value: cl.Value, Arg: cl.Token})
+		m.send(s, ci, Msg{Kind: ReqFence, Round: cl.Round, Value: cl.Value, Arg: cl.Token})
 	case Fencing:
 		yes, _ := m.counts(cl)
 		if yes < q || s.T >= cl.ValidUntil {
@@ -623,11 +738,11 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 			m.newRound(s, ci)
 			cl.NewValid = s.T + cs.TTL - c.Drift
 			cl.Phase = Refreshing
-			s.send(c.Nodes, ci, Msg{Kind: ReqRefresh, Round: cl.Round, Value: cl.Value, Arg: cs.TTL})
+			m.send(s, ci, Msg{Kind: ReqRefresh, Round: cl.Round, Value: cl.Value, Arg: cs.TTL, Tok: cl.Token})
 		default:
 			if cs.Release {
 				g.End = min(g.End, s.T)
-				s.send(c.Nodes, ci, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value})
+				m.send(s, ci, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value})
 			}
 			cl.Phase = Idle
 		}
@@ -653,6 +768,85 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 	return nil
 }
 
+// FamVote is a yes-vote of a family acquire's first round: the token the
+// node returned, whether it found the owner's lock (then the token is the
+// recorded t) and the node's counter.
+type FamVote struct {
+	Token   int64
+	Existed bool
+	Counter int64
+}
+
+// FamilyToken is the client's token rule for the lock family
+// (docs/lock-family.md, "Fencing tokens", rules 1 and 2; family.go's
+// familyToken), on the yes-votes of a first round with quorum q. It
+// returns the token and whether the seal round must confirm it.
+//
+// Rule 1 (continuing tenure): at least q of the yes-votes found the
+// owner's lock and report one recorded token t > 0: the token is t, no
+// second round. Rule 2 (new tenure): the largest of each fresh vote's
+// token and one more than the counter of each vote that found the lock;
+// no second round only when no vote found the lock and q votes issued that
+// token.
+func FamilyToken(q int, yes []FamVote, mut Mutations) (int64, bool) {
+	if mut.Rule1AnyExisted {
+		var t int64
+		for _, v := range yes {
+			if v.Existed && v.Token > t {
+				t = v.Token
+			}
+		}
+		if t > 0 {
+			return t, false
+		}
+	}
+	for _, v := range yes {
+		if !v.Existed || v.Token <= 0 {
+			continue
+		}
+		same := 0
+		for _, w := range yes {
+			if w.Existed && w.Token == v.Token {
+				same++
+			}
+		}
+		if same >= q {
+			return v.Token, false
+		}
+	}
+	var token int64
+	existed := false
+	for _, v := range yes {
+		x := v.Token
+		if v.Existed {
+			existed = true
+			x = v.Counter + 1
+			if mut.Rule2ExistedCounter {
+				x = v.Counter
+			}
+		}
+		token = max(token, x)
+	}
+	issued := 0
+	for _, v := range yes {
+		if !v.Existed && v.Token == token {
+			issued++
+		}
+	}
+	return token, existed || issued < q
+}
+
+// familyToken applies FamilyToken to cl's first round.
+func (m *Model) familyToken(cl *Client) (int64, bool) {
+	var yes []FamVote
+	for i, v := range cl.Votes {
+		if v == Yes {
+			yes = append(yes, FamVote{cl.Tokens[i], cl.Existed[i], cl.Counters[i]})
+		}
+	}
+	return FamilyToken(m.Cfg.Quorum(), yes, m.Cfg.Mut)
+}
+
 // refreshQuorum checks (c): a quorum of this round's replies agreed.
 func (m *Model) refreshQuorum(s *State, ci int) *Violation {
 	cl := &s.Clients[ci]
@@ -668,7 +862,9 @@ func (m *Model) grant(s *State, ci int) *Violation {
 	cl := &s.Clients[ci]
 	cl.Phase = Holding
 	cl.RefLeft = c.Clients[ci].Refresh
-	s.Grants = append(s.Grants, Grant{Client: ci, Value: cl.Value, Token: cl.Token, At: s.T, End: cl.ValidUntil})
+	mode, owner := m.holdOf(ci, cl.Value)
+	s.Grants = append(s.Grants, Grant{Client: ci, Value: cl.Value, Owner: owner, Read: mode == 'r',
+		Token: cl.Token, Began: cl.ValidUntil - c.Clients[ci].TTL + c.Drift, At: s.T, End: cl.ValidUntil})
 	cl.Grant = len(s.Grants) - 1
 	if v := m.exclusive(s, ci); v != nil {
 		return v
@@ -678,9 +874,17 @@ func (m *Model) grant(s *State, ci int) *Violation {
 	}
 	g := s.Grants[cl.Grant]
 	for _, e := range s.Grants[:cl.Grant] {
-		if e.Token >= g.Token {
+		switch {
+		case g.conflicts(e) && e.Token >= g.Token:
 			return &Violation{"token", fmt.Sprintf("c%d granted token %d at t=%d after c%d got token %d at t=%d",
 				ci, g.Token, g.At, e.Client, e.Token, e.At)}
+		case !g.conflicts(e) && !g.Read && g.Began > e.At && e.End > g.At && e.Token > g.Token:
+			// One owner's holds: a re-entry that began after another
+			// hold of the owner was granted, and is granted while that
+			// one is valid, gets a token no lower than that one's.
+			// (Concurrent acquires of one owner are not ordered.)
+			return &Violation{"token", fmt.Sprintf("c%d granted token %d at t=%d (began at %d) while c%d's hold of the same owner, granted at %d with token %d, is valid until %d",
+				ci, g.Token, g.At, g.Began, e.Client, e.At, e.Token, e.End)}
 		}
 	}
 	return nil
@@ -693,7 +897,7 @@ func (m *Model) exclusive(s *State, ci int) *Violation {
 	}
 	g := s.Grants[s.Clients[ci].Grant]
 	for _, e := range s.Grants {
-		if e.Value != g.Value && e.At <= s.T && s.T < e.End {
+		if g.conflicts(e) && e.At <= s.T && s.T < e.End {
 			return &Violation{"exclusion", fmt.Sprintf("c%d holds the lock at t=%d while c%d's grant of t=%d is valid until %d",
 				ci, s.T, e.Client, e.At, e.End)}
 		}
@@ -720,6 +924,20 @@ func (s *State) Hash() uint64 {
 			// notification reads it.
 			v(int64(d.Lock.Owner))
 			v(d.Lock.Exp)
+			f := &d.Fam
+			v(b2i(f.OK))
+			if f.OK {
+				v(int64(f.Mode))
+				v(int64(f.Owner))
+				v(f.T)
+				v(f.Exp)
+				for _, h := range f.Holds {
+					v(int64(h.ID))
+					v(h.Exp)
+				}
+			}
+			v(b2i(d.WWait.OK))
+			v(d.WWait.Exp)
 			v(b2i(d.Fence.OK))
 			v(d.Fence.V)
 			v(d.Fence.Exp)
@@ -757,11 +975,15 @@ func (s *State) Hash() uint64 {
 			v(int64(c.Votes[i]))
 			v(c.Tokens[i])
 			v(b2i(c.FirstYes[i]))
+			v(b2i(c.Existed[i]))
+			v(c.Counters[i])
 		}
 	}
 	for _, cn := range s.Conns {
 		v(int64(len(cn.Req)))
 		for _, q := range cn.Req {
+			v(int64(q.Actor))
+			v(q.Tok)
 			v(int64(q.Kind))
 			v(int64(q.Round))
 			v(int64(q.Value))
@@ -769,13 +991,17 @@ func (s *State) Hash() uint64 {
 		}
 		v(int64(len(cn.Rep)))
 		for _, q := range cn.Rep {
+			v(int64(q.Actor))
 			v(int64(q.Kind))
 			v(int64(q.Round))
 			v(int64(q.Status))
 			v(q.N)
+			v(b2i(q.Existed))
+			v(q.Counter)
 		}
 	}
 	for _, g := range s.Grants {
+		v(g.Began)
 		v(int64(g.Client))
 		v(int64(g.Value))
 		v(g.Token)
