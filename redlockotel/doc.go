@@ -24,7 +24,9 @@
 // the loss of Do's lock). Without one, it is a child of the span given to
 // WithParent, or a root span.
 //
-// Span attributes: redlock.outcome (the values below), redlock.attempts,
+// Span attributes: redlock.outcome (the values below), redlock.kind (the
+// lock's kind, redlock.Kind.String(): "plain", "reentrant" (WithOwner),
+// "write" (WithExclusive) or "read" (WithShared)), redlock.attempts,
 // redlock.token (of an obtained lock), redlock.nodes and redlock.quorum (of
 // an obtain, from its attempts; of a failed refresh or release, the quorum
 // and redlock.agreed), redlock.auto (refresh), redlock.held_ms (release,
@@ -43,15 +45,15 @@
 //
 // # Metrics
 //
-//	redlock.obtain.duration   histogram, s: redlock.outcome
-//	redlock.attempts          counter: redlock.outcome
+//	redlock.obtain.duration   histogram, s: redlock.outcome, redlock.kind
+//	redlock.attempts          counter: redlock.outcome, redlock.kind
 //	redlock.wait.duration     histogram, s: redlock.woken_by
-//	redlock.hold.duration     histogram, s: redlock.outcome ("released" or "lost"), once per lock
-//	redlock.refresh.duration  histogram, s: redlock.outcome, redlock.auto
-//	redlock.releases          counter: redlock.outcome
-//	redlock.lost              counter
+//	redlock.hold.duration     histogram, s: redlock.outcome ("released" or "lost"), redlock.kind, once per lock
+//	redlock.refresh.duration  histogram, s: redlock.outcome, redlock.auto, redlock.kind
+//	redlock.releases          counter: redlock.outcome, redlock.kind
+//	redlock.lost              counter: redlock.kind
 //	redlock.node.errors       counter: redlock.op, redlock.node, redlock.node.error_kind
-//	redlock.locks.held        up-down counter: locks obtained and neither released nor lost
+//	redlock.locks.held        up-down counter: redlock.kind; locks obtained and neither released nor lost
 //
 // Outcomes: of an obtain, "obtained", "held" (contention), "no_quorum",
 // "canceled" (the context ended), "closed", "error"; of an attempt,

@@ -159,6 +159,7 @@ const (
 	keyKey         = attribute.Key("redlock.key")
 	lockKey        = attribute.Key("redlock.lock")
 	outcomeKey     = attribute.Key("redlock.outcome")
+	kindKey        = attribute.Key("redlock.kind")
 	attemptsKey    = attribute.Key("redlock.attempts")
 	attemptKey     = attribute.Key("redlock.attempt")
 	tokenKey       = attribute.Key("redlock.token")
@@ -216,7 +217,7 @@ func end(span trace.Span, at time.Time, err error) {
 
 // Attempt counts the attempt and keeps it for its obtain's span.
 func (h *Hook) Attempt(ctx context.Context, e redlock.AttemptEvent) {
-	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(e.Result())))
+	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(e.Result()), kindKey.String(e.Kind.String())))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError(ctx, "acquire", n.Node, n.Err)
@@ -237,15 +238,15 @@ func (h *Hook) Wait(ctx context.Context, e redlock.WaitEvent) {
 func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
-	outcome := e.Result()
-	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome)))
+	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
+	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome), kind))
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
-		h.heldLocks.Add(ctx, 1, h.measure(e.Key))
+		h.heldLocks.Add(ctx, 1, h.measure(e.Key, kind))
 	}
 
 	records := h.journal.take(e.ObtainID)
-	attrs := []attribute.KeyValue{outcomeKey.String(outcome), attemptsKey.Int(e.Attempts)}
+	attrs := []attribute.KeyValue{outcomeKey.String(outcome), kind, attemptsKey.Int(e.Attempts)}
 	if e.Err == nil {
 		attrs = append(attrs, tokenKey.Int64(e.Token))
 	}
@@ -293,11 +294,11 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 // Refresh makes the redlock.refresh span.
 func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
 	now := time.Now()
-	outcome := e.Result()
+	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
 	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
-		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto)))
+		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind))
 	h.quorumNodes(ctx, "refresh", e.Err)
-	span := h.start(ctx, "redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto))
+	span := h.start(ctx, "redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind)
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
@@ -306,14 +307,14 @@ func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
 // before, ends its hold.
 func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
 	now := time.Now()
-	outcome := e.Result()
-	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome)))
+	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
+	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome), kind))
 	h.quorumNodes(ctx, "release", e.Err)
 	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
-		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released")))
+		h.heldLocks.Add(ctx, -1, h.measure(e.Key, kind))
+		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released"), kind))
 	}
-	span := h.start(ctx, "redlock.release", e.Key, now, outcomeKey.String(outcome), heldKey.Float64(ms(e.Held)))
+	span := h.start(ctx, "redlock.release", e.Key, now, outcomeKey.String(outcome), kind, heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
@@ -321,12 +322,13 @@ func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
 // Lost makes the redlock.lost span and ends the lock's hold.
 func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
-	h.lost.Add(ctx, 1, h.measure(e.Key))
+	kind := kindKey.String(e.Kind.String())
+	h.lost.Add(ctx, 1, h.measure(e.Key, kind))
 	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.Add(ctx, -1, h.measure(e.Key))
-		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost")))
+		h.heldLocks.Add(ctx, -1, h.measure(e.Key, kind))
+		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost"), kind))
 	}
-	span := h.start(ctx, "redlock.lost", e.Key, now, heldKey.Float64(ms(e.Held)))
+	span := h.start(ctx, "redlock.lost", e.Key, now, kind, heldKey.Float64(ms(e.Held)))
 	err := e.Err
 	if err == nil {
 		err = redlock.ErrLost

@@ -288,6 +288,85 @@ func TestSpansAndMetricsOfALifeCycle(t *testing.T) {
 	}
 }
 
+// TestKindAttribute follows a plain lock and a read lock through obtain,
+// refresh, release and loss: each span and metric carries redlock.kind.
+func TestKindAttribute(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, redistest.Clients(t, 1), h)
+	ctx := context.Background()
+	cycle := func(name string, opts ...redlock.ObtainOption) {
+		t.Helper()
+		l, err := c.TryObtain(ctx, name, time.Minute, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Refresh(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		short, err := c.TryObtain(ctx, name, 200*time.Millisecond, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-short.Done()
+		_ = short.Release(ctx)
+	}
+	cycle("plain")
+	cycle("shared", redlock.WithShared())
+
+	for _, name := range []string{"redlock.obtain", "redlock.refresh", "redlock.release", "redlock.lost"} {
+		counts := map[string]int{}
+		for _, s := range tel.ended(name) {
+			counts[attrs(s.Attributes())["redlock.kind"].AsString()]++
+		}
+		want := map[string]int{"plain": 2, "read": 2}
+		switch name {
+		case "redlock.refresh", "redlock.lost":
+			want = map[string]int{"plain": 1, "read": 1}
+		}
+		if len(counts) != len(want) || counts["plain"] != want["plain"] || counts["read"] != want["read"] {
+			t.Errorf("%s spans by redlock.kind: %v, want %v", name, counts, want)
+		}
+	}
+	for _, kind := range []string{"plain", "read"} {
+		k := attribute.String("redlock.kind", kind)
+		checks := []struct {
+			name  string
+			attrs []attribute.KeyValue
+			want  int64
+		}{
+			{"redlock.obtain.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "obtained")}, 2},
+			{"redlock.attempts", []attribute.KeyValue{attribute.String("redlock.outcome", "obtained")}, 2},
+			{"redlock.refresh.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "ok")}, 1},
+			{"redlock.releases", nil, 2},
+			{"redlock.lost", nil, 1},
+			{"redlock.hold.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "lost")}, 1},
+			{"redlock.hold.duration", []attribute.KeyValue{attribute.String("redlock.outcome", "released")}, 1},
+			{"redlock.locks.held", nil, 0},
+		}
+		for _, ch := range checks {
+			if got := tel.sum(t, ch.name, append(ch.attrs, k)...); got != ch.want {
+				t.Errorf("%s%v{%s} = %d, want %d", ch.name, ch.attrs, kind, got, ch.want)
+			}
+		}
+	}
+	// Every point of these metrics has a kind.
+	for _, name := range []string{"redlock.obtain.duration", "redlock.attempts", "redlock.releases", "redlock.lost", "redlock.hold.duration", "redlock.refresh.duration"} {
+		all := tel.sum(t, name)
+		plain := tel.sum(t, name, attribute.String("redlock.kind", "plain"))
+		read := tel.sum(t, name, attribute.String("redlock.kind", "read"))
+		if all == 0 || plain+read != all {
+			t.Errorf("%s: %d points, %d plain and %d read", name, all, plain, read)
+		}
+	}
+}
+
 func TestKeyAttributeAndParent(t *testing.T) {
 	tel := newTelemetry(t)
 	parent := trace.NewSpanContext(trace.SpanContextConfig{

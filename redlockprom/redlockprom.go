@@ -116,44 +116,52 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	h := &Hook{
 		lockLabel: cfg.lockLabel,
 		acquires: counter("acquire_total",
-			"Calls of Obtain, TryObtain and Do's obtain, by result.", labels("result")...),
+			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "kind")...),
 		acquireTime: histogram("acquire_duration_seconds",
-			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result.", cfg.durationBuckets, labels("result")...),
+			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result and lock kind.", cfg.durationBuckets, labels("result", "kind")...),
 		attempts: counter("attempts_total",
-			"Acquire rounds, by result.", labels("result")...),
+			"Acquire rounds, by result and lock kind.", labels("result", "kind")...),
 		waitTime: histogram("wait_duration_seconds",
 			"Waits between acquire attempts, by what ended them.", cfg.durationBuckets, labels("woken_by")...),
 		holdTime: histogram("hold_duration_seconds",
-			"How long each lock was held, until its release or its loss.", cfg.holdBuckets, labels("outcome")...),
+			"How long each lock was held, until its release or its loss, by outcome and lock kind.", cfg.holdBuckets, labels("outcome", "kind")...),
 		refreshes: counter("refresh_total",
-			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result.", labels("result", "auto")...),
+			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.", labels("result", "auto", "kind")...),
 		refreshTime: histogram("refresh_duration_seconds",
-			"Duration of refreshes.", cfg.durationBuckets, labels("auto")...),
+			"Duration of refreshes, by lock kind.", cfg.durationBuckets, labels("auto", "kind")...),
 		releases: counter("release_total",
-			"Releases, by result.", labels("result")...),
+			"Releases, by result and lock kind.", labels("result", "kind")...),
 		lost: counter("lost_total",
-			"Locks lost while held.", labels()...),
+			"Locks lost while held, by lock kind.", labels("kind")...),
 		nodeErrors: counter("node_errors_total",
-			"Refusals and failures of one node in an acquire, refresh or release round, by node index and kind.", "op", "node", "kind"),
+			"Refusals and failures of one node in an acquire, refresh or release round, by node index and kind of error (not of lock).", "op", "node", "kind"),
 		heldLocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "redlock", Name: "held_locks", ConstLabels: cfg.constLabels,
-			Help: "Locks obtained and neither released nor lost.",
-		}, labels()),
+			Help: "Locks obtained and neither released nor lost, by lock kind.",
+		}, labels("kind")),
 	}
 	all := collectors{
 		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
 		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
 	}
 	if cfg.lockLabel == nil {
-		// Without a lock label these have one series each: show them at 0
-		// from the start.
-		h.lost.WithLabelValues()
-		h.heldLocks.WithLabelValues()
+		// Without a lock label these have one series per kind: show them
+		// at 0 from the start.
+		for _, k := range kinds {
+			h.lost.WithLabelValues(k)
+			h.heldLocks.WithLabelValues(k)
+		}
 	}
 	if err := reg.Register(all); err != nil {
 		return nil, err
 	}
 	return h, nil
+}
+
+// kinds are the values of the kind label: redlock.Kind.String() of each
+// kind, a fixed set.
+var kinds = []string{
+	redlock.Plain.String(), redlock.Reentrant.String(), redlock.Write.String(), redlock.Read.String(),
 }
 
 // collectors registers every metric of a Hook at once, so that New
@@ -182,7 +190,7 @@ func (h *Hook) values(name string, vals ...string) []string {
 
 // Attempt counts the attempt and each node's refusal or failure.
 func (h *Hook) Attempt(_ context.Context, e redlock.AttemptEvent) {
-	h.attempts.WithLabelValues(h.values(e.Key, e.Result())...).Inc()
+	h.attempts.WithLabelValues(h.values(e.Key, e.Result(), e.Kind.String())...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError("acquire", n.Node, n.Err)
@@ -197,40 +205,42 @@ func (h *Hook) Wait(_ context.Context, e redlock.WaitEvent) {
 
 // Obtain counts the call and, when it obtained the lock, the lock as held.
 func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
-	result := e.Result()
-	h.acquires.WithLabelValues(h.values(e.Key, result)...).Inc()
-	h.acquireTime.WithLabelValues(h.values(e.Key, result)...).Observe(e.Elapsed.Seconds())
+	result, kind := e.Result(), e.Kind.String()
+	h.acquires.WithLabelValues(h.values(e.Key, result, kind)...).Inc()
+	h.acquireTime.WithLabelValues(h.values(e.Key, result, kind)...).Observe(e.Elapsed.Seconds())
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
-		h.heldLocks.WithLabelValues(h.values(e.Key)...).Inc()
+		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Inc()
 	}
 }
 
 // Refresh counts the refresh and the nodes that refused or failed in it.
 func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
-	auto := strconv.FormatBool(e.Auto)
-	h.refreshes.WithLabelValues(h.values(e.Key, e.Result(), auto)...).Inc()
-	h.refreshTime.WithLabelValues(h.values(e.Key, auto)...).Observe(e.Elapsed.Seconds())
+	auto, kind := strconv.FormatBool(e.Auto), e.Kind.String()
+	h.refreshes.WithLabelValues(h.values(e.Key, e.Result(), auto, kind)...).Inc()
+	h.refreshTime.WithLabelValues(h.values(e.Key, auto, kind)...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
 }
 
 // Release counts the release and, unless the lock was lost before, ends
 // its hold.
 func (h *Hook) Release(_ context.Context, e redlock.ReleaseEvent) {
-	h.releases.WithLabelValues(h.values(e.Key, e.Result())...).Inc()
+	kind := e.Kind.String()
+	h.releases.WithLabelValues(h.values(e.Key, e.Result(), kind)...).Inc()
 	h.quorumNodes("release", e.Err)
 	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
-		h.holdTime.WithLabelValues(h.values(e.Key, "released")...).Observe(e.Held.Seconds())
+		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Dec()
+		h.holdTime.WithLabelValues(h.values(e.Key, "released", kind)...).Observe(e.Held.Seconds())
 	}
 }
 
 // Lost counts the loss and ends the lock's hold.
 func (h *Hook) Lost(_ context.Context, e redlock.LostEvent) {
-	h.lost.WithLabelValues(h.values(e.Key)...).Inc()
+	kind := e.Kind.String()
+	h.lost.WithLabelValues(h.values(e.Key, kind)...).Inc()
 	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.WithLabelValues(h.values(e.Key)...).Dec()
-		h.holdTime.WithLabelValues(h.values(e.Key, "lost")...).Observe(e.Held.Seconds())
+		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Dec()
+		h.holdTime.WithLabelValues(h.values(e.Key, "lost", kind)...).Observe(e.Held.Seconds())
 	}
 }
 

@@ -166,20 +166,26 @@ func TestMetricsOfALifeCycle(t *testing.T) {
 	}
 
 	expected := `
-# HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result.
+# HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.
 # TYPE redlock_acquire_total counter
-redlock_acquire_total{result="held"} 2
-redlock_acquire_total{result="obtained"} 3
-# HELP redlock_held_locks Locks obtained and neither released nor lost.
+redlock_acquire_total{kind="plain",result="held"} 2
+redlock_acquire_total{kind="plain",result="obtained"} 3
+# HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
-redlock_held_locks 0
-# HELP redlock_lost_total Locks lost while held.
+redlock_held_locks{kind="plain"} 0
+redlock_held_locks{kind="read"} 0
+redlock_held_locks{kind="reentrant"} 0
+redlock_held_locks{kind="write"} 0
+# HELP redlock_lost_total Locks lost while held, by lock kind.
 # TYPE redlock_lost_total counter
-redlock_lost_total 2
-# HELP redlock_refresh_total Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result.
+redlock_lost_total{kind="plain"} 2
+redlock_lost_total{kind="read"} 0
+redlock_lost_total{kind="reentrant"} 0
+redlock_lost_total{kind="write"} 0
+# HELP redlock_refresh_total Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.
 # TYPE redlock_refresh_total counter
-redlock_refresh_total{auto="false",result="not_held"} 1
-redlock_refresh_total{auto="false",result="ok"} 1
+redlock_refresh_total{auto="false",kind="plain",result="not_held"} 1
+redlock_refresh_total{auto="false",kind="plain",result="ok"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
 		"redlock_acquire_total", "redlock_held_locks", "redlock_lost_total", "redlock_refresh_total"); err != nil {
@@ -247,6 +253,96 @@ redlock_refresh_total{auto="false",result="ok"} 1
 	}
 }
 
+// TestKindLabel follows a plain lock and a read lock of one Client through
+// obtain, attempt, refresh, release and loss: each metric carries its kind.
+func TestKindLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, redistest.Clients(t, 1), h)
+	ctx := context.Background()
+	cycle := func(name string, opts ...redlock.ObtainOption) {
+		t.Helper()
+		l, err := c.TryObtain(ctx, name, time.Minute, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Refresh(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Lose one by letting it run out.
+		short, err := c.TryObtain(ctx, name, 200*time.Millisecond, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-short.Done()
+		_ = short.Release(ctx)
+	}
+	cycle("plain")
+	cycle("shared", redlock.WithShared())
+	// Two readers at once: both obtained, counted as reads.
+	r1, err := c.TryObtain(ctx, "shared", time.Minute, redlock.WithShared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := c.TryObtain(ctx, "shared", time.Minute, redlock.WithShared())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"kind": "read"}); got != 2 {
+		t.Errorf("held_locks{kind=read} = %v with two readers, want 2", got)
+	}
+	_ = r1.Release(ctx)
+	_ = r2.Release(ctx)
+
+	for _, kind := range []string{"plain", "read"} {
+		reads := 0.0
+		if kind == "read" {
+			reads = 2
+		}
+		checks := []struct {
+			name   string
+			labels map[string]string
+			want   float64
+		}{
+			{"redlock_acquire_total", map[string]string{"result": "obtained"}, 2 + reads},
+			{"redlock_acquire_duration_seconds", map[string]string{"result": "obtained"}, 2 + reads},
+			{"redlock_attempts_total", map[string]string{"result": "obtained"}, 2 + reads},
+			{"redlock_refresh_total", map[string]string{"result": "ok", "auto": "false"}, 1},
+			{"redlock_refresh_duration_seconds", map[string]string{"auto": "false"}, 1},
+			{"redlock_release_total", nil, 2 + reads}, // the lost one's too, whatever its result
+			{"redlock_lost_total", nil, 1},
+			{"redlock_hold_duration_seconds", map[string]string{"outcome": "lost"}, 1},
+			{"redlock_hold_duration_seconds", map[string]string{"outcome": "released"}, 1 + reads},
+			{"redlock_held_locks", nil, 0},
+		}
+		for _, ch := range checks {
+			labels := map[string]string{"kind": kind}
+			for k, v := range ch.labels {
+				labels[k] = v
+			}
+			if got := value(t, reg, ch.name, labels); got != ch.want {
+				t.Errorf("%s%v = %v, want %v", ch.name, labels, got, ch.want)
+			}
+		}
+	}
+	for _, name := range []string{"redlock_acquire_total", "redlock_attempts_total", "redlock_refresh_total", "redlock_release_total", "redlock_hold_duration_seconds"} {
+		for kind := range labelValues(t, reg, name, "kind", nil) {
+			if kind != "plain" && kind != "read" {
+				t.Errorf("%s has kind %q, want plain or read only", name, kind)
+			}
+		}
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %+v", err, problems)
+	}
+}
+
 func TestLockLabel(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h, err := redlockprom.New(reg, redlockprom.WithLockLabel(func(name string) string {
@@ -266,14 +362,14 @@ func TestLockLabel(t *testing.T) {
 		defer l.Release(ctx)
 	}
 	expected := `
-# HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result.
+# HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.
 # TYPE redlock_acquire_total counter
-redlock_acquire_total{lock="cron",result="obtained"} 1
-redlock_acquire_total{lock="order",result="obtained"} 2
-# HELP redlock_held_locks Locks obtained and neither released nor lost.
+redlock_acquire_total{kind="plain",lock="cron",result="obtained"} 1
+redlock_acquire_total{kind="plain",lock="order",result="obtained"} 2
+# HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
-redlock_held_locks{lock="cron"} 1
-redlock_held_locks{lock="order"} 2
+redlock_held_locks{kind="plain",lock="cron"} 1
+redlock_held_locks{kind="plain",lock="order"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "redlock_acquire_total", "redlock_held_locks"); err != nil {
 		t.Error(err)
@@ -295,9 +391,9 @@ func TestRegistration(t *testing.T) {
 	if _, err := redlockprom.New(reg, redlockprom.WithConstLabels(prometheus.Labels{"client": "b"})); err != nil {
 		t.Errorf("a second Hook with its own const labels: %v", err)
 	}
-	// Only what was registered is there: the unlabeled series at zero.
-	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 2 {
-		t.Errorf("%d held_locks series, want 2 (one per Hook)", got)
+	// Only what was registered is there: the series of each kind at zero.
+	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 8 {
+		t.Errorf("%d held_locks series, want 8 (one per kind and Hook)", got)
 	}
 	if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "redlock_held_locks", "redlock_acquire_total"); err != nil || n != 0 {
 		t.Errorf("the global registry has %d redlock series (%v), want 0", n, err)

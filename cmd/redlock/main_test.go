@@ -117,6 +117,12 @@ func nodesFlag(servers ...*redistest.Server) string {
 // another process would, and releases it when the test ends.
 func holdLock(t *testing.T, name string, ttl time.Duration, servers ...*redistest.Server) *redlock.Lock {
 	t.Helper()
+	return holdLockWith(t, name, ttl, nil, servers...)
+}
+
+// holdLockWith is holdLock with obtain options: a lock of the family.
+func holdLockWith(t *testing.T, name string, ttl time.Duration, opts []redlock.ObtainOption, servers ...*redistest.Server) *redlock.Lock {
+	t.Helper()
 	nodes := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
 		rc := s.Client()
@@ -132,7 +138,7 @@ func holdLock(t *testing.T, name string, ttl time.Duration, servers ...*redistes
 	// timeout once.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l, err := c.Obtain(ctx, name, ttl)
+	l, err := c.Obtain(ctx, name, ttl, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

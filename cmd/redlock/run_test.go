@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -147,6 +148,78 @@ func TestRunForwardsSignals(t *testing.T) {
 	}
 }
 
+// TestRunSharedAndExclusive runs two readers that hold NAME at once, then a
+// writer that waits until both have ended.
+func TestRunSharedAndExclusive(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	nodes := nodesFlag(servers...)
+	dir := t.TempDir()
+	file := func(name string) string { return filepath.Join(dir, name) }
+	exists := func(name string) bool { _, err := os.Stat(file(name)); return err == nil }
+	// A reader says it is in, then stays in until the test says "go"
+	// (10 s at most), and appends to the log as it leaves.
+	reader := `touch "$1"; i=0; while [ ! -e "$2" ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done; echo reader >> "$3"`
+	_, doneA := startCLI(t, "run", noGuard, wait, "--nodes", nodes, "--shared", "data", "--",
+		"sh", "-c", reader, "sh", file("a"), file("go"), file("log"))
+	_, doneB := startCLI(t, "run", noGuard, wait, "--nodes", nodes, "--shared", "data", "--",
+		"sh", "-c", reader, "sh", file("b"), file("go"), file("log"))
+	waitFor(t, "both readers to hold the lock at once", func() bool { return exists("a") && exists("b") })
+
+	_, doneW := startCLI(t, "run", noGuard, "--wait", "20s", "--nodes", nodes, "--exclusive", "data", "--",
+		"sh", "-c", `echo writer >> "$1"`, "sh", file("log"))
+	time.Sleep(300 * time.Millisecond)
+	if exists("log") {
+		t.Error("the writer or a reader ran on before the readers were let go")
+	}
+	if err := os.WriteFile(file("go"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range []func() result{doneA, doneB, doneW} {
+		if r := done(); r.code != 0 {
+			t.Errorf("want exit 0: %v", r)
+		}
+	}
+	log, err := os.ReadFile(file("log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(log) != "reader\nreader\nwriter\n" {
+		t.Errorf("log %q: want both readers to end before the writer ran", log)
+	}
+	// The lock was released by all three.
+	if r := runCLI(t, "inspect", "--nodes", nodes, "data"); !strings.Contains(r.stdout, "free on every node") {
+		t.Errorf("lock not released: %v", r)
+	}
+}
+
+// TestRunOwner takes a reentrant lock that another holder of the same owner
+// already holds, and is refused under another owner or as a reader.
+func TestRunOwner(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	held := holdLockWith(t, "job", 10*time.Second, []redlock.ObtainOption{redlock.WithOwner("run-42")}, servers...)
+	r := runCLI(t, "run", noGuard, wait, nodes, "--owner", "run-42", "job", "--", "sh", "-c", `echo "token=$REDLOCK_TOKEN"`)
+	if r.code != 0 || r.stdout != fmt.Sprintf("token=%d\n", held.Token()) {
+		t.Errorf("re-entry by the same owner: want exit 0 and the holder's token %d: %v", held.Token(), r)
+	}
+	for _, args := range [][]string{{"--owner", "run-43"}, {"--shared"}, {"--exclusive"}} {
+		args = append(append([]string{"run", noGuard, nodes}, args...), "job", "--", "true")
+		if r := runCLI(t, args...); r.code != exitNotObtained || !strings.Contains(r.stderr, "held by another owner") {
+			t.Errorf("redlock %q: want exit %d, held by another owner: %v", args, exitNotObtained, r)
+		}
+	}
+	// A plain lock and the family never share a name: no wait, exit 75.
+	holdLock(t, "plain", 10*time.Second, servers...)
+	start := time.Now()
+	r = runCLI(t, "run", noGuard, nodes, "--wait", "5s", "--shared", "plain", "--", "true")
+	if r.code != exitNotObtained || !strings.Contains(r.stderr, "another kind") {
+		t.Errorf("--shared on a plain lock: want exit %d and the kind error: %v", exitNotObtained, r)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("--shared on a plain lock waited %v", d)
+	}
+}
+
 func TestRunUsageErrors(t *testing.T) {
 	servers := redistest.Start(t, 1)
 	nodes := "--nodes=" + nodesFlag(servers...)
@@ -166,6 +239,10 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run", nodes, "--ttl", "2s", "--grace", "2s", "job", "--", "true"}, "shorter than --ttl"},
 		{[]string{"run", nodes, "--wait", "-1s", "job", "--", "true"}, "must not be negative"},
 		{[]string{"run", nodes, "--restart-guard", "maybe", "job", "--", "true"}, "want on, persistent or off"},
+		{[]string{"run", nodes, "--shared", "--exclusive", "job", "--", "true"}, "--shared and --exclusive exclude each other"},
+		{[]string{"run", nodes, "--owner", "me", "--shared", "job", "--", "true"}, "--shared and --owner exclude each other"},
+		{[]string{"run", nodes, "--owner", "me", "--exclusive", "job", "--", "true"}, "--exclusive and --owner exclude each other"},
+		{[]string{"run", nodes, "--owner", "", "job", "--", "true"}, "empty owner ID"},
 		{[]string{"run", "--nodes", "localhost:6379", "job", "--", "true"}, "not a URL"},
 		{[]string{"run", "--nodes", "redis://a:1,redis://a:1", noGuard, "job", "--", "true"}, "same address"},
 		{[]string{"inspect", nodes}, "exactly one lock NAME"},

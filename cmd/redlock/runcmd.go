@@ -33,6 +33,17 @@ SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
 On Windows, which has no process groups or SIGTERM, only the command's own
 process is controlled, and it is killed at once when the lock is lost.
 
+By default the lock is a plain one: one holder at a time. --shared takes a
+read lock of a read-write lock: any number of "run --shared" of one NAME run
+at once, while no writer holds it. --exclusive takes its write lock: it waits
+until no reader and no other writer holds NAME, and readers that come while it
+waits wait behind it. --owner ID takes a reentrant lock held by ID: another
+"run --owner ID" of NAME, from a nested script say, gets it too, while other
+owners, writers and readers wait. The three exclude each other; a plain lock
+and these never share a NAME (exit 75, "held by a lock of another kind").
+Readers' tokens are not ordered among themselves; a writer's is above every
+token given before it.
+
 Exit status: the command's own (128+N if killed by signal N); 2 usage error;
 69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
 (held elsewhere, or nodes recovering); 76 lock lost, command terminated;
@@ -48,6 +59,11 @@ type runConfig struct {
 	wait   time.Duration
 	grace  time.Duration
 	prefix string
+	// The lock's kind: at most one of shared, exclusive and owner (set
+	// when ownerSet).
+	shared, exclusive bool
+	owner             string
+	ownerSet          bool
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -63,6 +79,12 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 makes a single attempt")
 	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "after the lock is lost, time from SIGTERM to SIGKILL; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
 	fset.StringVar(&cfg.prefix, "prefix", redlock.DefaultPrefix, "prefix of the lock's Redis key (WithPrefix)")
+	fset.BoolVar(&cfg.shared, "shared", false, "take a shared (read) lock: readers of NAME run at once, writers wait")
+	fset.BoolVar(&cfg.exclusive, "exclusive", false, "take the exclusive (write) lock of a read-write lock: no reader or other writer")
+	fset.Func("owner", "take a reentrant lock held by owner `ID`: other runs with the same ID get it too\n(a job or request ID, never one shared by jobs that must exclude each other)", func(v string) error {
+		cfg.owner, cfg.ownerSet = v, true
+		return nil
+	})
 	nf.register(fset)
 	gf.register(fset)
 	if code, ok := parseFlags(fset, runHelp, args, ownOut, ownErr); !ok {
@@ -144,6 +166,22 @@ func (cfg *runConfig) parseArgs(args []string) error {
 }
 
 func (cfg *runConfig) validate(gf *guardFlags) error {
+	var kinds []string
+	if cfg.shared {
+		kinds = append(kinds, "--shared")
+	}
+	if cfg.exclusive {
+		kinds = append(kinds, "--exclusive")
+	}
+	if cfg.ownerSet {
+		kinds = append(kinds, "--owner")
+	}
+	if len(kinds) > 1 {
+		return usagef("%s exclude each other: give at most one", strings.Join(kinds, " and "))
+	}
+	if cfg.ownerSet && cfg.owner == "" {
+		return usagef("--owner: empty owner ID")
+	}
 	if err := gf.checkTTL(cfg.ttl); err != nil {
 		return err
 	}
@@ -155,6 +193,20 @@ func (cfg *runConfig) validate(gf *guardFlags) error {
 	}
 	if cfg.grace >= cfg.ttl {
 		return usagef("--grace %v: must be shorter than --ttl %v", cfg.grace, cfg.ttl)
+	}
+	return nil
+}
+
+// kindOptions are the obtain options of the lock's kind: none for a plain
+// lock.
+func (cfg *runConfig) kindOptions() []redlock.ObtainOption {
+	switch {
+	case cfg.shared:
+		return []redlock.ObtainOption{redlock.WithShared()}
+	case cfg.exclusive:
+		return []redlock.ObtainOption{redlock.WithExclusive()}
+	case cfg.ownerSet:
+		return []redlock.ObtainOption{redlock.WithOwner(cfg.owner)}
 	}
 	return nil
 }
@@ -174,10 +226,11 @@ func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-ch
 	done := make(chan result, 1)
 	go func() {
 		var r result
+		opts := append(cfg.kindOptions(), redlock.WithAutoRefresh())
 		if cfg.wait > 0 {
-			r.lock, r.err = c.Obtain(octx, cfg.name, cfg.ttl, redlock.WithAutoRefresh())
+			r.lock, r.err = c.Obtain(octx, cfg.name, cfg.ttl, opts...)
 		} else {
-			r.lock, r.err = c.TryObtain(octx, cfg.name, cfg.ttl, redlock.WithAutoRefresh())
+			r.lock, r.err = c.TryObtain(octx, cfg.name, cfg.ttl, opts...)
 		}
 		done <- r
 	}()
@@ -206,6 +259,10 @@ func obtainFailure(err error, wait time.Duration) (int, string, error) {
 	switch {
 	case errors.Is(err, redlock.ErrInvalid):
 		return exitUsage, "%v", err
+	case errors.Is(err, redlock.ErrWrongKind):
+		// Waiting would not help: a plain lock and the family
+		// (--shared, --exclusive, --owner) never share a name.
+		return exitNotObtained, "lock not obtained: %v", err
 	case notYet(err) || errors.Is(err, context.DeadlineExceeded):
 		within := "at once"
 		if wait > 0 {
