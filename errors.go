@@ -87,6 +87,7 @@ type RecoveringError struct {
 	Remaining time.Duration
 }
 
+// Error says that the node is recovering, and for how long.
 func (e *RecoveringError) Error() string {
 	left := "for a while"
 	if e.Remaining > 0 {
@@ -112,6 +113,7 @@ type NodeError struct {
 	Err error
 }
 
+// Error names the node and its reason.
 func (e *NodeError) Error() string {
 	return fmt.Sprintf("node %d (%s): %v", e.Node, e.Addr, e.Err)
 }
@@ -140,6 +142,8 @@ type QuorumError struct {
 	sentinel error
 }
 
+// Error says what failed, how many nodes agreed of how many needed, and
+// each other node's reason.
 func (e *QuorumError) Error() string {
 	var b strings.Builder
 	b.WriteString("redlock: ")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,33 +17,7 @@ import (
 // exampleNodes starts n local redis-server processes for an example and
 // returns a client for each and a function that stops them. In production
 // the clients point at independent Redis deployments.
-func exampleNodes(n int) ([]redis.UniversalClient, func()) {
-	var (
-		servers []*redistest.Server
-		clients []redis.UniversalClient
-	)
-	stop := func() {
-		for _, c := range clients {
-			_ = c.Close()
-		}
-		for _, s := range servers {
-			_ = s.Stop()
-		}
-	}
-	for range n {
-		s, err := redistest.StartServer(redistest.Options{})
-		if err != nil {
-			stop()
-			log.Fatal(err)
-		}
-		servers = append(servers, s)
-		clients = append(clients, redis.NewClient(&redis.Options{
-			Addr:                  s.Addr(),
-			ContextTimeoutEnabled: true, // abort reads at the per-node timeout
-		}))
-	}
-	return clients, stop
-}
+func exampleNodes(n int) ([]redis.UniversalClient, func()) { return redistest.ExampleNodes(n) }
 
 // Five independent nodes: the classic Redlock deployment.
 func ExampleNew() {
@@ -183,6 +158,72 @@ func ExampleLock_Refresh() {
 	// Output: refreshed for 10s
 }
 
+// Release gives the lock back at once, so that the next owner need not wait
+// for its TTL. A lock whose keys had already expired, or been taken, is
+// released with an error wrapping ErrNotHeld.
+func ExampleLock_Release() {
+	nodes, stop := exampleNodes(3)
+	defer stop()
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	lock, err := c.TryObtain(ctx, "mailbox:9", time.Minute)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := lock.Release(ctx); err != nil {
+		log.Fatal(err)
+	}
+	next, err := c.TryObtain(ctx, "mailbox:9", time.Minute)
+	fmt.Println("taken again at once:", err == nil)
+	_ = next.Release(ctx)
+
+	short, err := c.TryObtain(ctx, "mailbox:10", time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // its keys expire
+	err = short.Release(ctx)
+	fmt.Println("release after expiry: not held:", errors.Is(err, redlock.ErrNotHeld))
+	// Output:
+	// taken again at once: true
+	// release after expiry: not held: true
+}
+
+// WithAutoRefresh keeps a lock alive until Release, for work whose length
+// is not known in advance; Done says when it is lost. (Do does this for a
+// function.)
+func ExampleWithAutoRefresh() {
+	nodes, stop := exampleNodes(3)
+	defer stop()
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	lock, err := c.Obtain(ctx, "feed:import", 2*time.Second, redlock.WithAutoRefresh())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(ctx)
+	for range 5 { // five batches of half a second: longer than the TTL
+		select {
+		case <-lock.Done():
+			fmt.Println("lost the lock, stopping:", lock.Err())
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	fmt.Println("imported 5 batches; still held:", lock.Err() == nil)
+	// Output: imported 5 batches; still held: true
+}
+
 // Do holds the lock for as long as the function runs, and tells it when the
 // lock is lost.
 func ExampleClient_Do() {
@@ -270,4 +311,38 @@ func ExampleWithHook() {
 	// Output:
 	// request r-17: obtain invoice:3: 1 attempt(s), err <nil>
 	// request r-17: release invoice:3: err <nil>
+}
+
+// releases counts releases: a hook must be safe for concurrent use.
+type releases struct {
+	redlock.BaseHook
+	n atomic.Int64
+}
+
+func (r *releases) Release(context.Context, redlock.ReleaseEvent) { r.n.Add(1) }
+
+// JoinHooks installs several hooks on one Client: the Prometheus and the
+// OpenTelemetry adapters, say, or here the audit hook above and a counter.
+func ExampleJoinHooks() {
+	nodes, stop := exampleNodes(1)
+	defer stop()
+	counted := &releases{}
+	hook := redlock.JoinHooks(auditHook{}, counted)
+	c, err := redlock.New(nodes, redlock.WithHook(hook), redlock.WithoutRestartGuard()) // fresh example servers
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	ctx := context.WithValue(context.Background(), requestID{}, "r-18")
+	lock, err := c.TryObtain(ctx, "invoice:4", time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	_ = lock.Release(ctx)
+	fmt.Println("releases counted:", counted.n.Load())
+	// Output:
+	// request r-18: obtain invoice:4: 1 attempt(s), err <nil>
+	// request r-18: release invoice:4: err <nil>
+	// releases counted: 1
 }

@@ -47,12 +47,23 @@ type Hook interface {
 // that observes only some events.
 type BaseHook struct{}
 
+// Attempt does nothing.
 func (BaseHook) Attempt(context.Context, AttemptEvent) {}
-func (BaseHook) Wait(context.Context, WaitEvent)       {}
-func (BaseHook) Obtain(context.Context, ObtainEvent)   {}
+
+// Wait does nothing.
+func (BaseHook) Wait(context.Context, WaitEvent) {}
+
+// Obtain does nothing.
+func (BaseHook) Obtain(context.Context, ObtainEvent) {}
+
+// Refresh does nothing.
 func (BaseHook) Refresh(context.Context, RefreshEvent) {}
+
+// Release does nothing.
 func (BaseHook) Release(context.Context, ReleaseEvent) {}
-func (BaseHook) Lost(context.Context, LostEvent)       {}
+
+// Lost does nothing.
+func (BaseHook) Lost(context.Context, LostEvent) {}
 
 // NodeResult is one node's part in a quorum operation.
 type NodeResult struct {
@@ -70,18 +81,26 @@ type NodeResult struct {
 // node. The read of the key that a waiter makes after it subscribes to
 // release notifications is no attempt, and is not reported.
 type AttemptEvent struct {
-	Key  string
-	Kind Kind // the lock's kind (plain, reentrant, write or read)
+	// Key is the lock's name, as given to Obtain.
+	Key string
+	// Kind is the lock's kind: plain, reentrant, write or read.
+	Kind Kind
 	// ObtainID is that of the obtain the attempt belongs to (ObtainEvent).
 	ObtainID uint64
+	// Obtained is true when a quorum agreed in time: the lock is ours.
 	Obtained bool
-	Elapsed  time.Duration
-	Nodes    []NodeResult
-	Token    int64 // when obtained
+	// Elapsed is how long the attempt took, its second round included.
+	Elapsed time.Duration
+	// Nodes holds each node's answer to the acquire round, in node order.
+	Nodes []NodeResult
+	// Token is the lock's fencing token when obtained, 0 otherwise.
+	Token int64
 	// SecondRound is true when the yes-votes disagreed on the token and a
 	// second round raised the counters.
 	SecondRound bool
-	Err         error
+	// Err is nil when obtained; otherwise a *QuorumError with each node's
+	// reason (errors.Is matches ErrHeld when a node has another owner).
+	Err error
 }
 
 // WakeReason says what ended a wait between attempts.
@@ -94,6 +113,8 @@ const (
 	WokenByTurn                      // a waiter ahead in this Client's queue left
 )
 
+// String returns the reason as a word: "release", "timer", "context",
+// "turn", or "unknown".
 func (r WakeReason) String() string {
 	switch r {
 	case WokenByRelease:
@@ -110,17 +131,22 @@ func (r WakeReason) String() string {
 
 // WaitEvent describes one wait between attempts.
 type WaitEvent struct {
+	// Key is the lock's name, as given to Obtain.
 	Key string
 	// ObtainID is that of the obtain the wait belongs to (ObtainEvent).
 	ObtainID uint64
-	Waited   time.Duration
-	WokenBy  WakeReason
+	// Waited is how long the wait lasted.
+	Waited time.Duration
+	// WokenBy says what ended it.
+	WokenBy WakeReason
 }
 
 // ObtainEvent describes one call of Obtain or TryObtain.
 type ObtainEvent struct {
-	Key  string
-	Kind Kind // the lock's kind (plain, reentrant, write or read)
+	// Key is the lock's name, as given to Obtain.
+	Key string
+	// Kind is the lock's kind: plain, reentrant, write or read.
+	Kind Kind
 	// ObtainID identifies the call, unique in the process: the attempts and
 	// waits of the call, reported before it, carry the same ObtainID.
 	ObtainID uint64
@@ -128,40 +154,46 @@ type ObtainEvent struct {
 	// AttemptEvents, the attempts that WithMaxAttempts bounds. It is 0
 	// when the call's context ended before its first.
 	Attempts int
-	Elapsed  time.Duration // including waits
-	Token    int64
-	Err      error
+	// Elapsed is how long the call took, waits included.
+	Elapsed time.Duration
+	// Token is the lock's fencing token when obtained, 0 otherwise.
+	Token int64
+	// Err is the call's error: nil when the lock was obtained.
+	Err error
 }
 
 // RefreshEvent describes one refresh.
 type RefreshEvent struct {
-	Key     string
-	Kind    Kind  // the lock's kind (plain, reentrant, write or read)
-	Token   int64 // the lock's fencing token: it identifies the lock
-	Auto    bool  // by the keep-alive, not a call of Refresh
-	Elapsed time.Duration
-	Err     error
+	Key string // the lock's name, as given to Obtain
+	// Kind is the lock's kind: plain, reentrant, write or read.
+	Kind    Kind
+	Token   int64         // the lock's fencing token: it identifies the lock
+	Auto    bool          // by the keep-alive, not a call of Refresh
+	Elapsed time.Duration // the refresh's round
+	Err     error         // Refresh's error: nil when a quorum confirmed in time
 }
 
 // ReleaseEvent describes one Release.
 type ReleaseEvent struct {
-	Key     string
-	Kind    Kind          // the lock's kind (plain, reentrant, write or read)
+	Key string // the lock's name, as given to Obtain
+	// Kind is the lock's kind: plain, reentrant, write or read.
+	Kind    Kind
 	Token   int64         // the lock's fencing token: it identifies the lock
 	Held    time.Duration // from the acquire to the end of the release
 	Elapsed time.Duration // the release itself
-	Err     error
+	Err     error         // Release's error: nil when a quorum deleted the key
 }
 
 // LostEvent describes a lock lost while held. A lost lock is still
 // released by its owner (or Close) later, which reports a ReleaseEvent with
 // the same Token.
 type LostEvent struct {
-	Key   string
-	Kind  Kind // the lock's kind (plain, reentrant, write or read)
-	Token int64
-	Held  time.Duration
-	Err   error
+	Key string // the lock's name, as given to Obtain
+	// Kind is the lock's kind: plain, reentrant, write or read.
+	Kind  Kind
+	Token int64         // the lock's fencing token: it identifies the lock
+	Held  time.Duration // from the acquire to the loss
+	Err   error         // why it was lost; it wraps ErrLost
 }
 
 // JoinHooks returns a Hook that passes every event to each of hooks in

@@ -65,8 +65,8 @@ type Lock struct {
 	releasing bool // Release's round is out: late yes-replies clean up after themselves
 	// confirmed has bit i set when node i answered yes in time to an
 	// acquire or refresh round of the lock, so it held our key. Only such
-	// a node's "not ours" at Release is evidence that the lock was lost:
-	// another may not have received our key yet.
+	// a node's "not ours" at Release is evidence that the lock was lost
+	// (certainlyNotOurs): another may not have received our key yet.
 	confirmed   uint64
 	ttl         time.Duration
 	nodeTimeout time.Duration
@@ -280,7 +280,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // refreshDone applies the round of a refresh, manual or automatic, to the
 // lock and reports it to the logger and the hook: the one place where a
-// refresh's outcome is decided. It returns Refresh's error.
+// refresh's outcome is decided (whether the nodes say the lock is no longer
+// ours: certainlyNotOurs, which Release asks too). It returns Refresh's
+// error.
 func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time, auto bool) error {
 	c := l.c
 	err := l.refreshed(res, start, ttl, timeout, newValid)
@@ -296,7 +298,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 // refreshed applies a refresh's round and returns Refresh's error.
 func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
 	c := l.c
-	refusedBy := refused(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner })
+	refusedBy := certainlyNotOurs(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
 	yes := func(i int) bool { return res.Replies[i].Yes }
 	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes); err != nil {
 		return err
@@ -434,15 +436,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	var err error
 	if !res.Won {
 		var sentinel error
-		// A node whose acquire or refresh had not answered may simply not
-		// have our key yet: only confirmed nodes count as refusals.
-		notOurs := 0
-		for i, r := range res.Replies {
-			if r.Err == nil && !r.Val.Deleted && confirmed&(1<<i) != 0 {
-				notOurs++
-			}
-		}
-		if notOurs > len(c.nodes)-c.quorum {
+		if certainlyNotOurs(c, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
 			sentinel = ErrNotHeld
 		}
 		err = quorumError(c, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
@@ -554,12 +548,27 @@ func disagreeRefresh(r script.RefreshResult) error {
 	return ErrHeld
 }
 
-// refused reports whether enough nodes answered "not ours" that a quorum
-// can no longer agree: the lock is certainly not held.
-func refused[T any](c *Client, replies []quorum.Reply[T], notOurs func(T) bool) bool {
+// everyNode is the evidence of a round in which every node's "not ours"
+// counts (see certainlyNotOurs).
+const everyNode = ^uint64(0)
+
+// certainlyNotOurs decides, from a round's replies, whether the lock is
+// certainly not ours: more nodes answered "not ours" (gone) than a quorum
+// can spare, so that a quorum can no longer agree. Only the nodes whose bit
+// is set in evidence count: those whose "not ours" rules our key out. It is
+// the one rule for a lock that the nodes say is no longer held, used by a
+// refresh, manual or automatic (refreshed), and by Release:
+//
+//   - A refresh's NotOwner means another owner's value is on the node (a
+//     missing key is re-seeded, or on a recovering node answered
+//     NotReseeded, which is no refusal): every node counts.
+//   - A release's "not deleted" also covers a missing key, which a node
+//     whose acquire or refresh had not answered in time may simply not have
+//     received yet: only the nodes that confirmed the lock count.
+func certainlyNotOurs[T any](c *Client, replies []quorum.Reply[T], gone func(T) bool, evidence uint64) bool {
 	n := 0
-	for _, r := range replies {
-		if r.Err == nil && notOurs(r.Val) {
+	for i, r := range replies {
+		if r.Err == nil && evidence&(1<<i) != 0 && gone(r.Val) {
 			n++
 		}
 	}

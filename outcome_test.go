@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+
+	"github.com/redlock-go/redlock/internal/quorum"
 )
 
 func TestEventResults(t *testing.T) {
@@ -99,5 +101,32 @@ func TestHeldLocks(t *testing.T) {
 	}
 	if len(h.held) != 0 {
 		t.Errorf("left %v", h.held)
+	}
+}
+
+// TestCertainlyNotOurs: the one rule for a lock the nodes say is no longer
+// held. On five nodes (quorum three) it takes three "not ours" answers that
+// are evidence; errors and the answers of nodes outside the evidence do not
+// count.
+func TestCertainlyNotOurs(t *testing.T) {
+	c := &Client{nodes: make([]*quorum.Node, 5), quorum: 3}
+	gone := func(v bool) bool { return v }
+	reply := func(notOurs bool, err error) quorum.Reply[bool] { return quorum.Reply[bool]{Val: notOurs, Err: err} }
+	timeout := errors.New("timeout")
+	for _, tc := range []struct {
+		name     string
+		replies  []quorum.Reply[bool]
+		evidence uint64
+		want     bool
+	}{
+		{"two of five", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil), reply(false, nil)}, everyNode, false},
+		{"three of five", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, everyNode, true},
+		{"errors do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, timeout), reply(false, timeout), reply(false, nil)}, everyNode, false},
+		{"unconfirmed nodes do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil)}, 0b00011, false},
+		{"three confirmed", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, 0b00111, true},
+	} {
+		if got := certainlyNotOurs(c, tc.replies, gone, tc.evidence); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

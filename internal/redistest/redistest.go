@@ -7,6 +7,7 @@
 package redistest
 
 import (
+	"log"
 	"os"
 	"testing"
 
@@ -65,6 +66,27 @@ func Clients(tb testing.TB, n int) []redis.UniversalClient {
 		clients = append(clients, c)
 	}
 	return clients
+}
+
+// ExampleNodes starts n servers for an Example, which has no testing.TB,
+// and returns a client of each (Server.Client) and a function that closes
+// the clients and stops the servers. It exits the process (log.Fatal) when
+// the servers cannot start.
+func ExampleNodes(n int) ([]redis.UniversalClient, func()) {
+	servers, err := redisproc.StartServers(n, Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	clients := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		clients[i] = s.Client()
+	}
+	return clients, func() {
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		redisproc.StopAll(servers)
+	}
 }
 
 // StartClusterT starts a cluster of n masters for a test and stops it when
