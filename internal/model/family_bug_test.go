@@ -2,15 +2,12 @@ package model
 
 import (
 	"context"
-	"flag"
 	"testing"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
 )
-
-var familyBug = flag.Bool("familybug", false, "run the skipped tests of the stale-seal counterexample")
 
 // staleSeal is the counterexample the model checker found in the lock
 // family's token rule (see TestFamilyStaleSealSchedule): three nodes, TTL
@@ -80,9 +77,6 @@ func staleSeal() (Config, []Step) {
 // TestFamilyStaleSealSchedule replays staleSeal: the token rule as
 // documented grants B's re-entry a token below C's, granted before it.
 func TestFamilyStaleSealSchedule(t *testing.T) {
-	if !*familyBug {
-		t.Skip("known bug (stale seal into a re-seeded hash, see staleSeal in family_bug_test.go): run with -args -familybug")
-	}
 	cfg, s := staleSeal()
 	m := New(cfg)
 	steps, v := m.Replay(s)
@@ -96,9 +90,6 @@ func TestFamilyStaleSealSchedule(t *testing.T) {
 // late, and applies the documented token rule (FamilyToken) to the
 // replies.
 func TestFamilyStaleSealScripts(t *testing.T) {
-	if !*familyBug {
-		t.Skip("known bug (stale seal into a re-seeded hash, see staleSeal in family_bug_test.go): run with -args -familybug")
-	}
 	ctx := context.Background()
 	nodes := redistest.Clients(t, 3)
 	k := script.Keys{Lock: "{f}", Fence: "{f}:fence", Epoch: "{f}:epoch"}

@@ -18,7 +18,12 @@ if v == nil or v < token then
 end
 if ARGV[3] ~= '' and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
   local cur = redis.call('HMGET', KEYS[2], 'mode', 'o')
-  if cur[1] == 'w' and cur[2] == ARGV[3] and (tonumber(redis.call('HGET', KEYS[2], 't')) or 0) < token then
+  local t = tonumber(redis.call('HGET', KEYS[2], 't')) or 0
+  -- Only a token an acquire recorded is raised: a hash without one was
+  -- re-seeded by a refresh, maybe late, after another owner's tenure, and
+  -- this seal may be of an acquire older than that tenure (the model
+  -- checker's stale-seal counterexample, internal/model).
+  if cur[1] == 'w' and cur[2] == ARGV[3] and t > 0 and t < token then
     redis.call('HSET', KEYS[2], 't', ARGV[1])
   end
 end
