@@ -164,7 +164,9 @@ func ExampleLock_Refresh() {
 func ExampleLock_Release() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithoutRestartGuard()) // fresh example servers
+	// The 1 s lock below would get a 50 ms per-node timeout, too tight for
+	// a loaded test machine: set one.
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(300*time.Millisecond)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -303,7 +305,7 @@ func ExampleWithHook() {
 	defer c.Close()
 
 	ctx := context.WithValue(context.Background(), requestID{}, "r-17")
-	lock, err := c.TryObtain(ctx, "invoice:3", time.Second)
+	lock, err := c.TryObtain(ctx, "invoice:3", 10*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -335,7 +337,7 @@ func ExampleJoinHooks() {
 	defer c.Close()
 
 	ctx := context.WithValue(context.Background(), requestID{}, "r-18")
-	lock, err := c.TryObtain(ctx, "invoice:4", time.Second)
+	lock, err := c.TryObtain(ctx, "invoice:4", 10*time.Second)
 	if err != nil {
 		log.Fatal(err)
 	}
