@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,16 +48,19 @@ func ExampleNew() {
 		switch f.GetName() {
 		case "redlock_acquire_total", "redlock_release_total", "redlock_held_locks":
 			for _, m := range f.GetMetric() {
-				labels := ""
+				var labels []string
 				for _, l := range m.GetLabel() {
-					labels += fmt.Sprintf("{%s=%q}", l.GetName(), l.GetValue())
+					labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
 				}
-				fmt.Println(f.GetName()+labels, m.GetCounter().GetValue()+m.GetGauge().GetValue())
+				fmt.Printf("%s{%s} %v\n", f.GetName(), strings.Join(labels, ","), m.GetCounter().GetValue()+m.GetGauge().GetValue())
 			}
 		}
 	}
 	// Output:
-	// redlock_acquire_total{result="obtained"} 1
-	// redlock_held_locks 0
-	// redlock_release_total{result="ok"} 1
+	// redlock_acquire_total{kind="plain",result="obtained"} 1
+	// redlock_held_locks{kind="plain"} 0
+	// redlock_held_locks{kind="read"} 0
+	// redlock_held_locks{kind="reentrant"} 0
+	// redlock_held_locks{kind="write"} 0
+	// redlock_release_total{kind="plain",result="ok"} 1
 }
