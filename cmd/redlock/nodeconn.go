@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 )
 
 // open returns a go-redis client for the node, with context deadlines
@@ -86,6 +88,29 @@ func clients(conns []conn) []redis.UniversalClient {
 		out[i] = c.rc
 	}
 	return out
+}
+
+// connect opens the nodes and a Client on them, and checks that a quorum
+// of them answers. When it cannot, it has said why, closed what it opened,
+// and returns the command's exit code (exitUsage: options that New
+// refuses; exitUnavailable: the nodes do not answer). Otherwise the caller
+// must call done, which closes the Client and the nodes.
+func (cmd *invocation) connect(ctx context.Context, specs []*nodeSpec, timeout time.Duration, opts []redlock.Option) (c *redlock.Client, done func(), code int) {
+	conns := openAll(specs, timeout)
+	c, err := redlock.New(clients(conns), opts...)
+	if err != nil {
+		closeAll(conns)
+		return nil, nil, cmd.fail(exitUsage, "%v", err)
+	}
+	done = func() {
+		_ = c.Close()
+		closeAll(conns)
+	}
+	if err := reachable(ctx, conns, timeout); err != nil {
+		done()
+		return nil, nil, cmd.fail(exitUnavailable, "nodes unreachable: %v", err)
+	}
+	return c, done, 0
 }
 
 // pingAll pings every node in parallel, each within timeout, and returns
