@@ -113,11 +113,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if err != nil {
 			return cmd.fail(exitError, "start embedded nodes: %v", err)
 		}
-		addrs := make([]string, len(servers))
-		for i, s := range servers {
-			addrs[i] = "redis://" + s.Addr()
+		urls := redisproc.Addrs(servers)
+		for i, a := range urls {
+			urls[i] = "redis://" + a
 		}
-		if specs, err = parseNodes(strings.Join(addrs, ",")); err != nil {
+		if specs, err = parseNodes(strings.Join(urls, ",")); err != nil {
 			return cmd.fail(exitError, "%v", err)
 		}
 		where = fmt.Sprintf("%d embedded redis-server nodes", len(servers))
