@@ -16,30 +16,25 @@ import (
 // open returns a go-redis client for the node, with context deadlines
 // honoured and timeout as the dial timeout. The caller must close it.
 func (s *nodeSpec) open(timeout time.Duration) redis.UniversalClient {
+	// A Sentinel and a Cluster node share these; a standalone node has its
+	// options from its URL.
+	u := &redis.UniversalOptions{
+		Addrs:                 s.addrs,
+		MasterName:            s.master,
+		SentinelUsername:      s.sentinelUser,
+		SentinelPassword:      s.sentinelPass,
+		Username:              s.username,
+		Password:              s.password,
+		TLSConfig:             s.tls,
+		DialTimeout:           timeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	}
 	switch s.kind {
 	case sentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            s.master,
-			SentinelAddrs:         s.addrs,
-			SentinelUsername:      s.sentinelUser,
-			SentinelPassword:      s.sentinelPass,
-			Username:              s.username,
-			Password:              s.password,
-			TLSConfig:             s.tls,
-			DialTimeout:           timeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-		})
+		return redis.NewFailoverClient(u.Failover())
 	case cluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 s.addrs,
-			Username:              s.username,
-			Password:              s.password,
-			TLSConfig:             s.tls,
-			DialTimeout:           timeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-		})
+		return redis.NewClusterClient(u.Cluster())
 	}
 	o := *s.opts
 	if o.DialTimeout == 0 {
