@@ -330,10 +330,15 @@ func (c *Client) waitRelease(ctx context.Context, name string, id uint64, wake <
 	case <-ctx.Done():
 		reason, err = WokenByContext, ctxErr(ctx)
 	}
+	c.waited(ctx, name, id, start, reason)
+	return err
+}
+
+// waited reports a wait of an obtain that began at start to the hook.
+func (c *Client) waited(ctx context.Context, name string, id uint64, start time.Time, reason WakeReason) {
 	if h := c.cfg.hook; h != nil {
 		h.Wait(ctx, WaitEvent{Key: name, ObtainID: id, Waited: time.Since(start), WokenBy: reason})
 	}
-	return err
 }
 
 // attempt is one Redlock acquire round. On failure it returns the shortest
@@ -347,7 +352,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	timeout := c.cfg.nodeTimeoutFor(ttl)
 	l := c.newLock(name, key, ttl, timeout, o)
 	start := c.cfg.now()
-	validUntil := start.Add(ttl - c.cfg.driftFor(ttl))
+	validUntil := start.Add(c.cfg.validity(ttl))
 	// The call of every node that is not a Redis Cluster: their keys and
 	// guard are the same (the first such node's, if any).
 	var plain script.Call
@@ -656,7 +661,7 @@ func (c *config) checkTTL(ttl time.Duration) (time.Duration, error) {
 	if ttl > c.maxTTL {
 		return 0, invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.maxTTL)
 	}
-	if t, v := c.nodeTimeoutFor(ttl), ttl-c.driftFor(ttl); t >= v {
+	if t, v := c.nodeTimeoutFor(ttl), c.validity(ttl); t >= v {
 		return 0, invalid("per-node timeout %v is not below the validity %v of TTL %v: the lock would be lost as soon as obtained (WithNodeTimeout, WithReplicaAck)", t, v, ttl)
 	}
 	return ttl, nil

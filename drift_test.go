@@ -10,7 +10,7 @@ func TestDriftAllowance(t *testing.T) {
 		t.Errorf("DriftAllowance(10s, 1%%) = %v, want 102ms", got)
 	}
 	c := config{drift: 0.05}
-	if got, want := c.driftFor(time.Second), DriftAllowance(time.Second, 0.05); got != want {
-		t.Errorf("driftFor = %v, DriftAllowance = %v", got, want)
+	if got, want := c.validity(time.Second), time.Second-DriftAllowance(time.Second, 0.05); got != want {
+		t.Errorf("validity = %v, want the TTL less DriftAllowance: %v", got, want)
 	}
 }

@@ -202,36 +202,20 @@ func JoinHooks(hooks ...Hook) Hook { return joined(hooks) }
 
 type joined []Hook
 
-func (j joined) Attempt(ctx context.Context, e AttemptEvent) {
+// each passes an event to every hook of j in turn; call is the Hook method
+// of the event (Hook.Attempt, …).
+func each[E any](j joined, ctx context.Context, e E, call func(Hook, context.Context, E)) {
 	for _, h := range j {
-		h.Attempt(ctx, e)
+		call(h, ctx, e)
 	}
 }
-func (j joined) Wait(ctx context.Context, e WaitEvent) {
-	for _, h := range j {
-		h.Wait(ctx, e)
-	}
-}
-func (j joined) Obtain(ctx context.Context, e ObtainEvent) {
-	for _, h := range j {
-		h.Obtain(ctx, e)
-	}
-}
-func (j joined) Refresh(ctx context.Context, e RefreshEvent) {
-	for _, h := range j {
-		h.Refresh(ctx, e)
-	}
-}
-func (j joined) Release(ctx context.Context, e ReleaseEvent) {
-	for _, h := range j {
-		h.Release(ctx, e)
-	}
-}
-func (j joined) Lost(ctx context.Context, e LostEvent) {
-	for _, h := range j {
-		h.Lost(ctx, e)
-	}
-}
+
+func (j joined) Attempt(ctx context.Context, e AttemptEvent) { each(j, ctx, e, Hook.Attempt) }
+func (j joined) Wait(ctx context.Context, e WaitEvent)       { each(j, ctx, e, Hook.Wait) }
+func (j joined) Obtain(ctx context.Context, e ObtainEvent)   { each(j, ctx, e, Hook.Obtain) }
+func (j joined) Refresh(ctx context.Context, e RefreshEvent) { each(j, ctx, e, Hook.Refresh) }
+func (j joined) Release(ctx context.Context, e ReleaseEvent) { each(j, ctx, e, Hook.Release) }
+func (j joined) Lost(ctx context.Context, e LostEvent)       { each(j, ctx, e, Hook.Lost) }
 
 // WithHook installs a hook (JoinHooks installs several). Default none.
 func WithHook(h Hook) Option {

@@ -113,7 +113,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			continue
 		}
 		t := c.cfg.nodeTimeoutFor(ttl)
-		plans = append(plans, refreshPlan{l: l, ttl: ttl, timeout: t, newValid: start.Add(ttl - c.cfg.driftFor(ttl)), oldValid: old})
+		plans = append(plans, refreshPlan{l: l, ttl: ttl, timeout: t, newValid: start.Add(c.cfg.validity(ttl)), oldValid: old})
 	}
 	// One round per node timeout: a round waits for every node up to its
 	// timeout, and a lock with a short TTL must not wait on a dead node

@@ -259,7 +259,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	validUntil := l.validUntil
 	l.mu.Unlock()
 	timeout := c.cfg.nodeTimeoutFor(ttl)
-	newValid := start.Add(ttl - c.cfg.driftFor(ttl))
+	newValid := start.Add(c.cfg.validity(ttl))
 	round := quorum.Round[script.RefreshResult]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,

@@ -332,7 +332,9 @@ func DefaultNodeTimeout(ttl time.Duration) time.Duration {
 	return t
 }
 
-// driftFor is the validity set aside for clock drift with this TTL.
-func (c *config) driftFor(ttl time.Duration) time.Duration {
-	return DriftAllowance(ttl, c.drift)
+// validity is how long a lock stays valid after the round that sets or
+// extends its keys for ttl was sent: the TTL less the clock drift
+// allowance.
+func (c *config) validity(ttl time.Duration) time.Duration {
+	return ttl - DriftAllowance(ttl, c.drift)
 }

@@ -262,9 +262,7 @@ func (c *Client) waitTurn(ctx context.Context, name string, id uint64, m *member
 	case <-ctx.Done():
 		reason, err = WokenByContext, ctxErr(ctx)
 	}
-	if h := c.cfg.hook; h != nil {
-		h.Wait(ctx, WaitEvent{Key: name, ObtainID: id, Waited: time.Since(start), WokenBy: reason})
-	}
+	c.waited(ctx, name, id, start, reason)
 	return err
 }
 

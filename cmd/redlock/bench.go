@@ -62,9 +62,8 @@ type benchResult struct {
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	out := newOutputs(stdout, stderr)
-	ownOut, ownErr := out.own(nil)
-	fs := newFlagSet("bench", ownErr)
+	cmd := newInvocation("bench", stdout, stderr)
+	fs := cmd.fs
 	var (
 		cfg benchConfig
 		nf  nodeFlags
@@ -79,19 +78,15 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.prefix, "prefix", "redlock-bench:", "prefix of the benchmark's Redis keys")
 	nf.register(fs)
 	gf.register(fs)
-	if code, ok := parseFlags(fs, benchHelp, args, ownOut, ownErr); !ok {
-		return code
-	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(ownErr, "redlock bench: "+format+"\n", args...)
+	if code, ok := cmd.parse(benchHelp, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		return fail(exitUsage, "unexpected argument %q", fs.Arg(0))
+		return cmd.fail(exitUsage, "unexpected argument %q", fs.Arg(0))
 	}
 	scenarios, err := cfg.validate(&gf)
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return cmd.fail(exitUsage, "%v", err)
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
@@ -104,9 +99,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if nf.given() {
 		specs, secrets, err = nf.resolve()
 		if err != nil {
-			return fail(exitUsage, "%v", err)
+			return cmd.fail(exitUsage, "%v", err)
 		}
-		ownOut, ownErr = out.own(secrets)
+		cmd.hide(secrets)
 		where = fmt.Sprintf("%d nodes from %s", len(specs), nf.source())
 	} else {
 		servers, err := startEmbedded(cfg.embedded)
@@ -116,14 +111,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}()
 		if err != nil {
-			return fail(exitError, "start embedded nodes: %v", err)
+			return cmd.fail(exitError, "start embedded nodes: %v", err)
 		}
-		addrs := make([]string, len(servers))
-		for i, s := range servers {
-			addrs[i] = "redis://" + s.Addr()
+		urls := redisproc.Addrs(servers)
+		for i, a := range urls {
+			urls[i] = "redis://" + a
 		}
-		if specs, err = parseNodes(strings.Join(addrs, ",")); err != nil {
-			return fail(exitError, "%v", err)
+		if specs, err = parseNodes(strings.Join(urls, ",")); err != nil {
+			return cmd.fail(exitError, "%v", err)
 		}
 		where = fmt.Sprintf("%d embedded redis-server nodes", len(servers))
 		if !explicit["restart-guard"] {
@@ -133,27 +128,22 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	opts, err := gf.options()
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return cmd.fail(exitUsage, "%v", err)
 	}
-	conns := openAll(specs, nf.timeout)
-	defer closeAll(conns)
-	c, err := redlock.New(clients(conns), append(opts, redlock.WithPrefix(cfg.prefix))...)
-	if err != nil {
-		return fail(exitUsage, "%v", err)
+	c, done, code := cmd.connect(ctx, specs, nf.timeout, append(opts, redlock.WithPrefix(cfg.prefix)))
+	if c == nil {
+		return code
 	}
-	defer c.Close()
-	if err := reachable(ctx, conns, nf.timeout); err != nil {
-		return fail(exitUnavailable, "nodes unreachable: %v", err)
-	}
+	defer done()
 
-	fmt.Fprintf(ownOut, "redlock bench: %s, TTL %v, %v per scenario\n", where, cfg.ttl, cfg.duration)
+	fmt.Fprintf(cmd.stdout, "redlock bench: %s, TTL %v, %v per scenario\n", where, cfg.ttl, cfg.duration)
 	runID := randomID()
 	tty := isTerminal(stdout)
 	var results []benchResult
 	for _, sc := range scenarios {
 		var bar *progressBar
 		if tty {
-			bar = startProgress(ownOut, sc.name, cfg.duration)
+			bar = startProgress(cmd.stdout, sc.name, cfg.duration)
 		}
 		r := runScenario(ctx, c, sc, cfg, runID, bar)
 		bar.stop()
@@ -162,20 +152,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			break
 		}
 	}
-	printResults(ownOut, results)
+	printResults(cmd.stdout, results)
 	for _, r := range results {
 		if r.firstErr != nil {
-			fmt.Fprintf(ownErr, "redlock bench: %s: %d errors, the first: %v\n", r.name, r.errors, r.firstErr)
+			fmt.Fprintf(cmd.stderr, "redlock bench: %s: %d errors, the first: %v\n", r.name, r.errors, r.firstErr)
 		}
 	}
 	if cfg.svg != "" {
 		if err := writeChartFile(cfg.svg, cfg, results); err != nil {
-			return fail(exitError, "%v", err)
+			return cmd.fail(exitError, "%v", err)
 		}
-		fmt.Fprintf(ownOut, "latency chart written to %s\n", cfg.svg)
+		fmt.Fprintf(cmd.stdout, "latency chart written to %s\n", cfg.svg)
 	}
 	if ctx.Err() != nil {
-		return fail(exitError, "interrupted")
+		return cmd.fail(exitError, "interrupted")
 	}
 	return exitOK
 }

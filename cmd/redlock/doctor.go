@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -68,9 +67,8 @@ func (c doctorConfig) budget() time.Duration {
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	out := newOutputs(stdout, stderr)
-	ownOut, ownErr := out.own(nil)
-	fs := newFlagSet("doctor", ownErr)
+	cmd := newInvocation("doctor", stdout, stderr)
+	fs := cmd.fs
 	var (
 		nf  nodeFlags
 		cfg doctorConfig
@@ -80,11 +78,11 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	nf.register(fs)
 	cfg.guard.register(fs)
-	if code, ok := parseFlags(fs, doctorHelp, args, ownOut, ownErr); !ok {
+	if code, ok := cmd.parse(doctorHelp, args); !ok {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(ownErr, "redlock doctor: unexpected argument %q\nRun \"redlock doctor --help\" for usage.\n", fs.Arg(0))
+		fmt.Fprintf(cmd.stderr, "redlock doctor: unexpected argument %q\nRun \"redlock doctor --help\" for usage.\n", fs.Arg(0))
 		return exitUsage
 	}
 	specs, secrets, err := nf.resolve()
@@ -92,10 +90,9 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		err = cfg.validate()
 	}
 	if err != nil {
-		fmt.Fprintf(ownErr, "redlock doctor: %v\n", err)
-		return exitUsage
+		return cmd.fail(exitUsage, "%v", err)
 	}
-	ownOut, ownErr = out.own(secrets)
+	cmd.hide(secrets)
 	cfg.timeout = nf.timeout
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
@@ -112,20 +109,17 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 	if *asJSON {
-		enc := json.NewEncoder(ownOut)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(ownErr, "redlock doctor: %v\n", err)
+		if !cmd.printJSON(rep) {
 			return exitError
 		}
 	} else {
-		tw := tabwriter.NewWriter(ownOut, 0, 0, 2, ' ', 0)
+		tw := tabwriter.NewWriter(cmd.stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "CHECK\tNODE\tVERDICT\tDETAIL")
 		for _, c := range rep.Checks {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Check, c.Node, c.Verdict, c.Detail)
 		}
 		_ = tw.Flush()
-		fmt.Fprintf(ownOut, "\nverdict: %s\n", rep.Verdict)
+		fmt.Fprintf(cmd.stdout, "\nverdict: %s\n", rep.Verdict)
 	}
 	if rep.Verdict == verdictFail {
 		return exitError

@@ -15,6 +15,39 @@ type helpText struct {
 	about string // paragraphs, already wrapped
 }
 
+// invocation is what a command that talks to nodes starts from: its writers,
+// with its own messages scrubbed of the node secrets once they are known
+// (hide), and its flag set.
+type invocation struct {
+	name           string
+	out            *outputs
+	stdout, stderr io.Writer // the command's own messages
+	fs             *flag.FlagSet
+}
+
+// newInvocation starts the command name: its writers and its flag set.
+func newInvocation(name string, stdout, stderr io.Writer) *invocation {
+	cmd := &invocation{name: name, out: newOutputs(stdout, stderr)}
+	cmd.stdout, cmd.stderr = cmd.out.own(nil)
+	cmd.fs = newFlagSet(name, cmd.stderr)
+	return cmd
+}
+
+// parse parses args like parseFlags.
+func (cmd *invocation) parse(help helpText, args []string) (code int, ok bool) {
+	return parseFlags(cmd.fs, help, args, cmd.stdout, cmd.stderr)
+}
+
+// hide scrubs secrets from the command's own messages from now on.
+func (cmd *invocation) hide(secrets []string) { cmd.stdout, cmd.stderr = cmd.out.own(secrets) }
+
+// fail prints "redlock NAME: " and the message on the command's stderr,
+// and returns code.
+func (cmd *invocation) fail(code int, format string, args ...any) int {
+	fmt.Fprintf(cmd.stderr, "redlock "+cmd.name+": "+format+"\n", args...)
+	return code
+}
+
 // newFlagSet returns a flag set whose errors go to stderr and whose help is
 // printed by parseFlags, not by the flag package.
 func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {

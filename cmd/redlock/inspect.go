@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -55,48 +54,41 @@ type inspectReport struct {
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	out := newOutputs(stdout, stderr)
-	ownOut, ownErr := out.own(nil)
-	fs := newFlagSet("inspect", ownErr)
+	cmd := newInvocation("inspect", stdout, stderr)
+	fs := cmd.fs
 	var nf nodeFlags
 	prefix := fs.String("prefix", redlock.DefaultPrefix, "prefix of the lock's Redis key (WithPrefix)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	nf.register(fs)
-	if code, ok := parseFlags(fs, inspectHelp, args, ownOut, ownErr); !ok {
+	if code, ok := cmd.parse(inspectHelp, args); !ok {
 		return code
 	}
 	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		fmt.Fprintln(ownErr, "redlock inspect: want exactly one lock NAME (flags go before it)\nRun \"redlock inspect --help\" for usage.")
+		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME (flags go before it)\nRun \"redlock inspect --help\" for usage.")
 		return exitUsage
 	}
 	specs, secrets, err := nf.resolve()
 	if err != nil {
-		fmt.Fprintf(ownErr, "redlock inspect: %v\n", err)
-		return exitUsage
+		return cmd.fail(exitUsage, "%v", err)
 	}
 	layout := keys.Layout{Prefix: *prefix}
 	if _, err := layout.Lock(fs.Arg(0)); err != nil {
-		fmt.Fprintf(ownErr, "redlock inspect: %v\n", err)
-		return exitUsage
+		return cmd.fail(exitUsage, "%v", err)
 	}
-	ownOut, ownErr = out.own(secrets)
+	cmd.hide(secrets)
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
 	rep := inspect(ctx, conns, fs.Arg(0), layout, nf.timeout)
 	if *asJSON {
-		enc := json.NewEncoder(ownOut)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			fmt.Fprintf(ownErr, "redlock inspect: %v\n", err)
+		if !cmd.printJSON(rep) {
 			return exitError
 		}
 	} else {
-		rep.print(ownOut)
+		rep.print(cmd.stdout)
 	}
 	if rep.Answered < rep.Quorum {
-		fmt.Fprintf(ownErr, "redlock inspect: only %d of %d nodes answered, %d needed\n", rep.Answered, len(conns), rep.Quorum)
-		return exitUnavailable
+		return cmd.fail(exitUnavailable, "only %d of %d nodes answered, %d needed", rep.Answered, len(conns), rep.Quorum)
 	}
 	return exitOK
 }

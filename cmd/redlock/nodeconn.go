@@ -9,35 +9,32 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 )
 
 // open returns a go-redis client for the node, with context deadlines
 // honoured and timeout as the dial timeout. The caller must close it.
 func (s *nodeSpec) open(timeout time.Duration) redis.UniversalClient {
+	// A Sentinel and a Cluster node share these; a standalone node has its
+	// options from its URL.
+	u := &redis.UniversalOptions{
+		Addrs:                 s.addrs,
+		MasterName:            s.master,
+		SentinelUsername:      s.sentinelUser,
+		SentinelPassword:      s.sentinelPass,
+		Username:              s.username,
+		Password:              s.password,
+		TLSConfig:             s.tls,
+		DialTimeout:           timeout,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1,
+	}
 	switch s.kind {
 	case sentinel:
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            s.master,
-			SentinelAddrs:         s.addrs,
-			SentinelUsername:      s.sentinelUser,
-			SentinelPassword:      s.sentinelPass,
-			Username:              s.username,
-			Password:              s.password,
-			TLSConfig:             s.tls,
-			DialTimeout:           timeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-		})
+		return redis.NewFailoverClient(u.Failover())
 	case cluster:
-		return redis.NewClusterClient(&redis.ClusterOptions{
-			Addrs:                 s.addrs,
-			Username:              s.username,
-			Password:              s.password,
-			TLSConfig:             s.tls,
-			DialTimeout:           timeout,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-		})
+		return redis.NewClusterClient(u.Cluster())
 	}
 	o := *s.opts
 	if o.DialTimeout == 0 {
@@ -86,6 +83,29 @@ func clients(conns []conn) []redis.UniversalClient {
 		out[i] = c.rc
 	}
 	return out
+}
+
+// connect opens the nodes and a Client on them, and checks that a quorum
+// of them answers. When it cannot, it has said why, closed what it opened,
+// and returns the command's exit code (exitUsage: options that New
+// refuses; exitUnavailable: the nodes do not answer). Otherwise the caller
+// must call done, which closes the Client and the nodes.
+func (cmd *invocation) connect(ctx context.Context, specs []*nodeSpec, timeout time.Duration, opts []redlock.Option) (c *redlock.Client, done func(), code int) {
+	conns := openAll(specs, timeout)
+	c, err := redlock.New(clients(conns), opts...)
+	if err != nil {
+		closeAll(conns)
+		return nil, nil, cmd.fail(exitUsage, "%v", err)
+	}
+	done = func() {
+		_ = c.Close()
+		closeAll(conns)
+	}
+	if err := reachable(ctx, conns, timeout); err != nil {
+		done()
+		return nil, nil, cmd.fail(exitUnavailable, "nodes unreachable: %v", err)
+	}
+	return c, done, 0
 }
 
 // pingAll pings every node in parallel, each within timeout, and returns

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
 	"os"
 	"strings"
@@ -66,4 +67,16 @@ func (o *outputs) child() (stdout, stderr io.Writer) {
 		return scrubWriter{&o.mu, w, nil}
 	}
 	return wrap(o.stdout), wrap(o.stderr)
+}
+
+// printJSON writes the command's report v as indented JSON to its stdout.
+// When it cannot, it says so and returns false.
+func (cmd *invocation) printJSON(v any) bool {
+	enc := json.NewEncoder(cmd.stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		cmd.fail(0, "%v", err)
+		return false
+	}
+	return true
 }

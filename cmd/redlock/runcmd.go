@@ -67,9 +67,8 @@ type runConfig struct {
 }
 
 func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	out := newOutputs(stdout, stderr)
-	ownOut, ownErr := out.own(nil)
-	fset := newFlagSet("run", ownErr)
+	cmd := newInvocation("run", stdout, stderr)
+	fset := cmd.fs
 	var (
 		cfg runConfig
 		nf  nodeFlags
@@ -87,15 +86,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 	nf.register(fset)
 	gf.register(fset)
-	if code, ok := parseFlags(fset, runHelp, args, ownOut, ownErr); !ok {
-		return code
-	}
-	fail := func(code int, format string, args ...any) int {
-		fmt.Fprintf(ownErr, "redlock run: "+format+"\n", args...)
+	if code, ok := cmd.parse(runHelp, args); !ok {
 		return code
 	}
 	if err := cfg.parseArgs(fset.Args()); err != nil {
-		fmt.Fprintf(ownErr, "redlock run: %v\nRun \"redlock run --help\" for usage.\n", err)
+		fmt.Fprintf(cmd.stderr, "redlock run: %v\nRun \"redlock run --help\" for usage.\n", err)
 		return exitUsage
 	}
 	graceSet := false
@@ -104,17 +99,17 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg.grace = min(defaultGrace, cfg.ttl/2)
 	}
 	if err := cfg.validate(&gf); err != nil {
-		return fail(exitUsage, "%v", err)
+		return cmd.fail(exitUsage, "%v", err)
 	}
 	opts, err := gf.options()
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return cmd.fail(exitUsage, "%v", err)
 	}
 	specs, secrets, err := nf.resolve()
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return cmd.fail(exitUsage, "%v", err)
 	}
-	_, ownErr = out.own(secrets)
+	cmd.hide(secrets)
 
 	// Registered before anything can block, so that a signal is never
 	// lost; the channel is drained by the waits below.
@@ -122,25 +117,20 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	conns := openAll(specs, nf.timeout)
-	defer closeAll(conns)
-	c, err := redlock.New(clients(conns), append(opts, redlock.WithPrefix(cfg.prefix))...)
-	if err != nil {
-		return fail(exitUsage, "%v", err)
+	c, done, code := cmd.connect(ctx, specs, nf.timeout, append(opts, redlock.WithPrefix(cfg.prefix)))
+	if c == nil {
+		return code
 	}
-	defer c.Close()
-	if err := reachable(ctx, conns, nf.timeout); err != nil {
-		return fail(exitUnavailable, "nodes unreachable: %v", err)
-	}
+	defer done()
 
 	lock, sig, err := obtainLock(ctx, c, cfg, sigs)
 	switch {
 	case sig != nil:
 		return signalStatus(sig)
 	case err != nil:
-		return fail(obtainFailure(err, cfg.wait))
+		return cmd.fail(obtainFailure(err, cfg.wait))
 	}
-	return cfg.supervise(ctx, lock, out, ownErr, sigs)
+	return cfg.supervise(ctx, lock, cmd.out, cmd.stderr, sigs)
 }
 
 // parseArgs takes NAME -- COMMAND [ARGS...] (the "--" may be left out).

@@ -81,13 +81,7 @@ func (c *Cluster) form() error {
 }
 
 // Addrs lists the masters' addresses.
-func (c *Cluster) Addrs() []string {
-	addrs := make([]string, len(c.Servers))
-	for i, s := range c.Servers {
-		addrs[i] = s.Addr()
-	}
-	return addrs
-}
+func (c *Cluster) Addrs() []string { return Addrs(c.Servers) }
 
 // Client returns a new cluster client with context deadlines honoured. The
 // caller must close it.

@@ -296,6 +296,15 @@ func StartServers(n int, opts Options) ([]*Server, error) {
 	return servers, nil
 }
 
+// Addrs lists the servers' addresses (host:port).
+func Addrs[S interface{ Addr() string }](servers []S) []string {
+	addrs := make([]string, len(servers))
+	for i, s := range servers {
+		addrs[i] = s.Addr()
+	}
+	return addrs
+}
+
 // StopAll stops every server, ignoring errors.
 func StopAll(servers []*Server) {
 	for _, s := range servers {

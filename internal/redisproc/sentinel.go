@@ -91,13 +91,7 @@ func StartSentinel(name string) (*Sentinel, error) {
 }
 
 // SentinelAddrs lists the sentinels' addresses.
-func (d *Sentinel) SentinelAddrs() []string {
-	addrs := make([]string, len(d.Sentinels))
-	for i, p := range d.Sentinels {
-		addrs[i] = p.Addr()
-	}
-	return addrs
-}
+func (d *Sentinel) SentinelAddrs() []string { return Addrs(d.Sentinels) }
 
 // FailoverClient returns a new client that asks the sentinels for the
 // current master, with context deadlines honoured. The caller must close it.

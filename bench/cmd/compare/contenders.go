@@ -183,16 +183,7 @@ func (f *floorFan) TryLock(ctx context.Context) error {
 			cy.del <- ok
 		}()
 	}
-	yes := 0
-	for i := range n {
-		if <-cy.acq {
-			yes++
-		}
-		if yes >= f.quorum || yes+(n-1-i) < f.quorum {
-			break
-		}
-	}
-	if yes < f.quorum {
+	if yes := f.count(cy.acq); yes < f.quorum {
 		_ = f.Unlock(ctx)
 		return errNotObtained
 	}
@@ -206,19 +197,26 @@ func (f *floorFan) Unlock(ctx context.Context) error {
 	n := len(f.cs)
 	cy.delCtx = newPhase(f.timeout, n)
 	close(cy.release)
+	if yes := f.count(cy.del); yes < f.quorum {
+		return fmt.Errorf("floor: unlock confirmed by %d nodes", yes)
+	}
+	return nil
+}
+
+// count reads the nodes' answers of one phase until a quorum agreed or can
+// no longer agree, and returns how many agreed.
+func (f *floorFan) count(answers <-chan bool) int {
+	n := len(f.cs)
 	yes := 0
 	for i := range n {
-		if <-cy.del {
+		if <-answers {
 			yes++
 		}
 		if yes >= f.quorum || yes+(n-1-i) < f.quorum {
 			break
 		}
 	}
-	if yes < f.quorum {
-		return fmt.Errorf("floor: unlock confirmed by %d nodes", yes)
-	}
-	return nil
+	return yes
 }
 
 // ---- this library ----

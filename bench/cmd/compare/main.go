@@ -130,9 +130,8 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	defer redisproc.StopAll(servers)
-	addrs := make([]string, len(servers))
-	for i, s := range servers {
-		addrs[i] = s.Addr()
+	addrs := redisproc.Addrs(servers)
+	for _, s := range servers {
 		serverPids = append(serverPids, s.Pid())
 	}
 
