@@ -104,13 +104,18 @@ func NodeErrorKind(err error) string {
 // succeeded, and Ended from its Lost and Release. The zero value is empty
 // and ready to use; it is safe for concurrent use.
 //
-// A lock is its name and fencing token, which no other successful acquire
-// of the name shares (fencing tokens only increase); Clients of different
+// A lock is its name and fencing token. A plain lock's token is its own
+// (fencing tokens only increase), but the holds of a reentrant owner share
+// one (WithOwner), and two readers may too: HeldLocks counts the holds of
+// each name and token, so that each hold's end is counted once and the
+// count returns to zero. Which of such holds ended is not known from the
+// events: a lost hold's later Release may be counted for another hold of
+// the same token, whose own end is then not. Clients of different
 // deployments that share a Hook and lock the same names could, in
 // principle, issue the same token.
 type HeldLocks struct {
 	mu   sync.Mutex
-	held map[heldLock]struct{}
+	held map[heldLock]int
 }
 
 type heldLock struct {
@@ -123,9 +128,9 @@ func (h *HeldLocks) Obtained(name string, token int64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.held == nil {
-		h.held = make(map[heldLock]struct{})
+		h.held = make(map[heldLock]int)
 	}
-	h.held[heldLock{name, token}] = struct{}{}
+	h.held[heldLock{name, token}]++
 }
 
 // Ended removes a lock, released or lost, and reports whether it was held:
@@ -134,9 +139,13 @@ func (h *HeldLocks) Ended(name string, token int64) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	k := heldLock{name, token}
-	if _, ok := h.held[k]; !ok {
+	switch h.held[k] {
+	case 0:
 		return false
+	case 1:
+		delete(h.held, k)
+	default:
+		h.held[k]--
 	}
-	delete(h.held, k)
 	return true
 }

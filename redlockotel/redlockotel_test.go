@@ -367,6 +367,41 @@ func TestKindAttribute(t *testing.T) {
 	}
 }
 
+// TestReentrantHolds: the holds of a reentrant owner share a token; each
+// counts in redlock.locks.held until its release.
+func TestReentrantHolds(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, redistest.Clients(t, 1), h)
+	ctx := context.Background()
+	reentrant := attribute.String("redlock.kind", "reentrant")
+	var locks []*redlock.Lock
+	for range 2 {
+		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	if got := tel.sum(t, "redlock.locks.held", reentrant); got != 2 {
+		t.Errorf("redlock.locks.held{reentrant} = %d with two holds, want 2", got)
+	}
+	for _, l := range locks {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := tel.sum(t, "redlock.locks.held", reentrant); got != 0 {
+		t.Errorf("redlock.locks.held{reentrant} = %d after both releases, want 0", got)
+	}
+	if got := tel.sum(t, "redlock.hold.duration", reentrant); got != 2 {
+		t.Errorf("redlock.hold.duration{reentrant} has %d samples, want 2", got)
+	}
+}
+
 func TestKeyAttributeAndParent(t *testing.T) {
 	tel := newTelemetry(t)
 	parent := trace.NewSpanContext(trace.SpanContextConfig{

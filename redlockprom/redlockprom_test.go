@@ -343,6 +343,44 @@ func TestKindLabel(t *testing.T) {
 	}
 }
 
+// TestReentrantHolds: the holds of a reentrant owner share a token; each
+// counts in held_locks until its release.
+func TestReentrantHolds(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, redistest.Clients(t, 1), h)
+	ctx := context.Background()
+	held := func() float64 { return value(t, reg, "redlock_held_locks", map[string]string{"kind": "reentrant"}) }
+	var locks []*redlock.Lock
+	for range 2 {
+		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, l)
+	}
+	if locks[0].Token() != locks[1].Token() {
+		t.Fatalf("re-entry changed the token: %d, %d", locks[0].Token(), locks[1].Token())
+	}
+	if got := held(); got != 2 {
+		t.Errorf("held_locks{kind=reentrant} = %v with two holds, want 2", got)
+	}
+	for _, l := range locks {
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := held(); got != 0 {
+		t.Errorf("held_locks{kind=reentrant} = %v after both releases, want 0", got)
+	}
+	if got := value(t, reg, "redlock_hold_duration_seconds", map[string]string{"kind": "reentrant", "outcome": "released"}); got != 2 {
+		t.Errorf("hold_duration_seconds{kind=reentrant} has %v samples, want 2", got)
+	}
+}
+
 func TestLockLabel(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	h, err := redlockprom.New(reg, redlockprom.WithLockLabel(func(name string) string {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -26,6 +25,14 @@ var inspectHelp = helpText{
 live, a fingerprint of its owner (never the owner's secret value), the lock's
 fencing counter and the node's epoch (restart guard) state.
 
+For a lock of the family (run --shared, --exclusive, --owner) it also shows
+its kind ("read", or "write" for a writer or a reentrant owner), the number of
+live holds (readers, or the owner's re-entries; expired ones not counted), the
+fencing token recorded for the owner, and whether a writer waits (readers that
+come wait behind it). The owner of a write lock is a fingerprint too, unless
+--show-owner: a reentrant owner's ID re-enters the lock, and a writer's is its
+secret. Hold IDs are never shown.
+
 Exit status: 0 when a quorum of nodes answered, 69 when fewer did, 2 for a
 usage error.`,
 }
@@ -36,9 +43,19 @@ type inspectNode struct {
 	Held  bool   `json:"held"`
 	PTTL  int64  `json:"pttl_ms"` // -1: no expiry; -2: no key
 	Owner string `json:"owner,omitempty"`
-	Fence string `json:"fence"`
-	Epoch string `json:"epoch"`
-	Error string `json:"error,omitempty"`
+	// The lock's kind: "plain", or for a lock of the family "read" or
+	// "write" (WithExclusive or WithOwner: the node cannot tell which).
+	Kind string `json:"kind,omitempty"`
+	// Of a lock of the family: its live holds, the owner's ID (mode 'w',
+	// with --show-owner), the token recorded for the owner, and whether a
+	// writer waits.
+	Holds       int    `json:"holds,omitempty"`
+	OwnerID     string `json:"owner_id,omitempty"`
+	Token       string `json:"token,omitempty"`
+	WriterWaits bool   `json:"writer_waits,omitempty"`
+	Fence       string `json:"fence"`
+	Epoch       string `json:"epoch"`
+	Error       string `json:"error,omitempty"`
 }
 
 // inspectReport is the whole view of a lock.
@@ -49,7 +66,8 @@ type inspectReport struct {
 	Answered int           `json:"answered"`
 	HeldOn   int           `json:"held_on"` // nodes holding the most common owner
 	Owner    string        `json:"owner,omitempty"`
-	State    string        `json:"state"` // held, free, partial or unknown
+	Kind     string        `json:"kind,omitempty"` // of the most common owner: plain, read or write
+	State    string        `json:"state"`          // held, free, partial or unknown
 	Nodes    []inspectNode `json:"nodes"`
 }
 
@@ -59,6 +77,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	var nf nodeFlags
 	prefix := fs.String("prefix", redlock.DefaultPrefix, "prefix of the lock's Redis key (WithPrefix)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	showOwner := fs.Bool("show-owner", false, "show the owner ID of a read-write or reentrant lock in clear, not a fingerprint")
 	nf.register(fs)
 	if code, ok := cmd.parse(inspectHelp, args); !ok {
 		return code
@@ -79,7 +98,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
-	rep := inspect(ctx, conns, fs.Arg(0), layout, nf.timeout)
+	rep := inspect(ctx, conns, fs.Arg(0), layout, nf.timeout, *showOwner)
 	if *asJSON {
 		if !cmd.printJSON(rep) {
 			return exitError
@@ -95,7 +114,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // inspect reads lock name's keys, formed as the library forms them
 // (internal/keys), on every node. name must be valid (layout.Lock).
-func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout, timeout time.Duration) inspectReport {
+func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout, timeout time.Duration, showOwner bool) inspectReport {
 	key, _ := layout.Lock(name)
 	rep := inspectReport{Name: name, Key: key, Quorum: len(conns)/2 + 1, Nodes: make([]inspectNode, len(conns))}
 	var wg sync.WaitGroup
@@ -103,11 +122,14 @@ func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout,
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			rep.Nodes[i] = inspectOne(nctx, c, layout, key)
+			rep.Nodes[i] = inspectOne(nctx, c, layout, key, showOwner)
 		})
 	}
 	wg.Wait()
-	owners := map[string]int{}
+	// Holders agree when they have the same kind and owner: readers all
+	// agree with each other.
+	type holder struct{ kind, owner string }
+	owners := map[holder]int{}
 	held := 0
 	for _, n := range rep.Nodes {
 		if n.Error == "" {
@@ -115,14 +137,16 @@ func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout,
 		}
 		if n.Held {
 			held++
-			owners[n.Owner]++
+			owners[holder{n.Kind, n.Owner}]++
 		}
 	}
-	for o, k := range owners {
-		if k > rep.HeldOn || (k == rep.HeldOn && o < rep.Owner) {
-			rep.Owner, rep.HeldOn = o, k
+	var best holder
+	for h, k := range owners {
+		if k > rep.HeldOn || (k == rep.HeldOn && (h.kind < best.kind || h.kind == best.kind && h.owner < best.owner)) {
+			best, rep.HeldOn = h, k
 		}
 	}
+	rep.Owner, rep.Kind = best.owner, best.kind
 	switch {
 	case rep.HeldOn >= rep.Quorum:
 		rep.State = "held"
@@ -136,25 +160,51 @@ func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout,
 	return rep
 }
 
-func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string) inspectNode {
+// readLock reads a lock's key atomically with the node's time: its type,
+// the node's TIME in ms, its PTTL, its value (a string) or fields (a hash),
+// and whether a writer waits (KEYS[2]). Read-only.
+var readLock = redis.NewScript(`
+local typ = redis.call('TYPE', KEYS[1])['ok']
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local val = false
+if typ == 'string' then
+  val = redis.call('GET', KEYS[1])
+elseif typ == 'hash' then
+  val = redis.call('HGETALL', KEYS[1])
+end
+return {typ, now, redis.call('PTTL', KEYS[1]), val, redis.call('EXISTS', KEYS[2])}
+`)
+
+func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, showOwner bool) inspectNode {
 	n := inspectNode{Node: c.spec.label, PTTL: -2, Fence: "-", Epoch: "-"}
-	var get *redis.StringCmd
-	var pttl *redis.DurationCmd
-	// One transaction: the value and its time to live seen together.
-	_, err := c.rc.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		get = p.Get(ctx, key)
-		pttl = p.PTTL(ctx, key)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	res, err := readLock.Run(ctx, c.rc, []string{key, keys.WriterWaits(key)}).Slice()
+	if err == nil && len(res) != 5 {
+		err = fmt.Errorf("unexpected reply %v", res)
+	}
+	if err != nil {
 		n.Error = nodeErr(err).Error()
 		return n
 	}
-	if v, err := get.Result(); err == nil {
-		n.Held = true
-		n.Owner = fingerprint(v)
-		n.PTTL = pttl.Val().Milliseconds()
-		if pttl.Val() < 0 {
+	typ, _ := res[0].(string)
+	now, _ := res[1].(int64)
+	pttl, _ := res[2].(int64)
+	n.WriterWaits = res[4] == int64(1)
+	switch typ {
+	case "none":
+	case "string":
+		v, _ := res[3].(string)
+		n.Held, n.Kind, n.Owner = true, "plain", fingerprint(v)
+	case "hash":
+		fields, _ := res[3].([]any)
+		n.family(fields, now, showOwner)
+	default:
+		n.Error = fmt.Sprintf("WRONGTYPE the lock key %s holds a %s, not a lock", key, typ)
+		return n
+	}
+	if n.Held {
+		n.PTTL = pttl
+		if pttl < 0 {
 			n.PTTL = -1 // a key without expiry: not set by this library
 		}
 	}
@@ -162,6 +212,52 @@ func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string) ins
 	_, cluster := c.rc.(*redis.ClusterClient)
 	n.Epoch = epochState(ctx, c.rc, layout.Epoch(key, cluster))
 	return n
+}
+
+// Fields of a lock of the family's hash (docs/lock-family.md, holds.lua).
+const (
+	fieldMode  = "mode" // 'w' or 'r'
+	fieldOwner = "o"    // the exclusive owner (mode 'w')
+	fieldToken = "t"    // the token recorded for the owner
+	holdPrefix = "h:"   // one field per hold, its value the hold's expiry (node ms)
+)
+
+// family reads the fields of a lock of the family, a flat list of names
+// and values, at the node's time now (ms): the lock is held while a hold's
+// expiry is after now, as the scripts count it (holds.lua).
+func (n *inspectNode) family(fields []any, now int64, showOwner bool) {
+	var mode, owner string
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, _ := fields[i].(string)
+		v, _ := fields[i+1].(string)
+		switch {
+		case f == fieldMode:
+			mode = v
+		case f == fieldOwner:
+			owner = v
+		case f == fieldToken:
+			n.Token = v
+		case strings.HasPrefix(f, holdPrefix):
+			if exp, err := strconv.ParseInt(v, 10, 64); err == nil && exp > now {
+				n.Holds++
+			}
+		}
+	}
+	switch mode {
+	case "r":
+		n.Kind = "read"
+	case "w":
+		n.Kind = "write"
+		if owner != "" {
+			n.Owner = fingerprint(owner)
+			if showOwner {
+				n.OwnerID = owner
+			}
+		}
+	default:
+		n.Kind = "unknown mode " + strconv.Quote(mode)
+	}
+	n.Held = n.Holds > 0
 }
 
 // fingerprint identifies an owner's value without revealing it: whoever
@@ -233,7 +329,14 @@ func epochState(ctx context.Context, rc redis.UniversalClient, epochKey string) 
 func (r inspectReport) print(w io.Writer) {
 	switch r.State {
 	case "held":
-		fmt.Fprintf(w, "lock %q (key %s): held by owner %s on %d of %d nodes (quorum %d)\n", r.Name, r.Key, r.Owner, r.HeldOn, len(r.Nodes), r.Quorum)
+		by := "owner " + r.Owner
+		switch r.Kind {
+		case "read":
+			by = "readers"
+		case "write":
+			by = "writer (or reentrant owner) " + r.Owner
+		}
+		fmt.Fprintf(w, "lock %q (key %s): held by %s on %d of %d nodes (quorum %d)\n", r.Name, r.Key, by, r.HeldOn, len(r.Nodes), r.Quorum)
 	case "free":
 		fmt.Fprintf(w, "lock %q (key %s): free on every node that answered (%d of %d)\n", r.Name, r.Key, r.Answered, len(r.Nodes))
 	case "partial":
@@ -241,21 +344,61 @@ func (r inspectReport) print(w io.Writer) {
 	default:
 		fmt.Fprintf(w, "lock %q (key %s): unknown, only %d of %d nodes answered\n", r.Name, r.Key, r.Answered, len(r.Nodes))
 	}
+	family, waits, ids := false, false, false
+	for _, n := range r.Nodes {
+		family = family || (n.Kind != "" && n.Kind != "plain")
+		waits = waits || n.WriterWaits
+		ids = ids || n.OwnerID != ""
+	}
+	if waits {
+		fmt.Fprintln(w, "a writer waits: readers that come now wait behind it")
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tHELD\tPTTL\tOWNER\tFENCE\tEPOCH\tERROR")
+	header := "NODE\tHELD\tPTTL\tOWNER\tFENCE\tEPOCH\tERROR"
+	if family {
+		header = "NODE\tHELD\tKIND\tHOLDS\tPTTL\tOWNER\tTOKEN\tWWAIT\tFENCE\tEPOCH\tERROR"
+		if ids {
+			header = strings.Replace(header, "OWNER", "OWNER\tOWNER ID", 1)
+		}
+	}
+	fmt.Fprintln(tw, header)
 	for _, n := range r.Nodes {
 		held, pttl, owner := "no", "-", "-"
 		if n.Error != "" {
 			held = "?"
 		}
 		if n.Held {
-			held, owner = "yes", n.Owner
+			held = "yes"
 			pttl = (time.Duration(n.PTTL) * time.Millisecond).String()
 			if n.PTTL < 0 {
 				pttl = "no expiry"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, held, pttl, owner, n.Fence, n.Epoch, n.Error)
+		if n.Owner != "" {
+			owner = n.Owner
+		}
+		if !family {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, held, pttl, owner, n.Fence, n.Epoch, n.Error)
+			continue
+		}
+		kind, holds, token, wwait := orDash(n.Kind), "-", orDash(n.Token), "no"
+		if n.Kind != "" && n.Kind != "plain" {
+			holds = strconv.Itoa(n.Holds)
+		}
+		if n.WriterWaits {
+			wwait = "yes"
+		}
+		if ids {
+			owner += "\t" + orDash(n.OwnerID)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, held, kind, holds, pttl, owner, token, wwait, n.Fence, n.Epoch, n.Error)
 	}
 	_ = tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

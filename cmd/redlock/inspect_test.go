@@ -3,10 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -128,4 +133,156 @@ func TestInspectPrefix(t *testing.T) {
 	if r.code != exitUsage || !strings.Contains(r.stderr, "starts with '}'") {
 		t.Errorf("prefix starting with '}': %v", r)
 	}
+}
+
+// inspectJSON runs inspect --json with args and decodes its report.
+func inspectJSON(t *testing.T, args ...string) inspectReport {
+	t.Helper()
+	r := runCLI(t, append([]string{"inspect", "--json"}, args...)...)
+	var rep inspectReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != exitOK || err != nil {
+		t.Fatalf("inspect %q: %v (%v)", args, r, err)
+	}
+	return rep
+}
+
+// TestInspectFamily shows readers, a waiting writer and a reentrant owner's
+// holds on three nodes.
+func TestInspectFamily(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	shared := []redlock.ObtainOption{redlock.WithShared()}
+	holdLockWith(t, "data", 10*time.Second, shared, servers...)
+	holdLockWith(t, "data", 10*time.Second, shared, servers...)
+	// The second reader's vote may land on the last node after Obtain.
+	var rep inspectReport
+	waitFor(t, "two readers on every node", func() bool {
+		rep = inspectJSON(t, nodes, "data")
+		for _, n := range rep.Nodes {
+			if n.Holds != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if rep.State != "held" || rep.Kind != "read" || rep.HeldOn != 3 || rep.Owner != "" {
+		t.Errorf("two readers: %+v", rep)
+	}
+	for _, n := range rep.Nodes {
+		if !n.Held || n.Kind != "read" || n.PTTL <= 0 || n.PTTL > 10000 || n.Owner != "" || n.WriterWaits || n.Error != "" {
+			t.Errorf("two readers, node %s: %+v", n.Node, n)
+		}
+	}
+
+	// A writer refused by the readers marks that it waits.
+	c := newLibClient(t, servers...)
+	if _, err := c.TryObtain(context.Background(), "data", 10*time.Second, redlock.WithExclusive()); !errors.Is(err, redlock.ErrHeld) {
+		t.Fatalf("a writer over readers: %v, want ErrHeld", err)
+	}
+	waitFor(t, "the writer's mark on a quorum", func() bool {
+		rep = inspectJSON(t, nodes, "data")
+		k := 0
+		for _, n := range rep.Nodes {
+			if n.WriterWaits {
+				k++
+			}
+		}
+		return k >= 2
+	})
+	r := runCLI(t, "inspect", nodes, "data")
+	for _, want := range []string{"held by readers on 3 of 3 nodes", "a writer waits", "KIND", "HOLDS", "WWAIT", " read "} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("table of readers: want %q: %v", want, r)
+		}
+	}
+
+	// A reentrant owner with two holds: its kind, holds and recorded token;
+	// its ID only with --show-owner.
+	owner := []redlock.ObtainOption{redlock.WithOwner("job-7")}
+	l := holdLockWith(t, "job", 10*time.Second, owner, servers...)
+	holdLockWith(t, "job", 10*time.Second, owner, servers...)
+	waitFor(t, "two holds on every node", func() bool {
+		rep = inspectJSON(t, nodes, "job")
+		for _, n := range rep.Nodes {
+			if n.Holds != 2 {
+				return false
+			}
+		}
+		return true
+	})
+	if rep.State != "held" || rep.Kind != "write" || rep.Owner != fingerprint("job-7") {
+		t.Errorf("reentrant owner: %+v", rep)
+	}
+	// A quorum records the lock's token; a node whose vote came after the
+	// decision may record its own counter on a name's first use
+	// (docs/lock-family.md).
+	recorded := 0
+	for _, n := range rep.Nodes {
+		if n.Kind != "write" || n.Token == "" || n.OwnerID != "" {
+			t.Errorf("reentrant owner, node %s: %+v, want a token and no owner ID", n.Node, n)
+		}
+		if n.Token == strconv.FormatInt(l.Token(), 10) {
+			recorded++
+		}
+	}
+	if recorded < 2 {
+		t.Errorf("%d nodes record the owner's token %d, want a quorum: %+v", recorded, l.Token(), rep.Nodes)
+	}
+	r = runCLI(t, "inspect", nodes, "job")
+	if !strings.Contains(r.stdout, "held by writer (or reentrant owner) "+fingerprint("job-7")+" on 3 of 3 nodes") || strings.Contains(r.stdout, "job-7") {
+		t.Errorf("table of a reentrant owner, without its ID: %v", r)
+	}
+	rep = inspectJSON(t, "--show-owner", nodes, "job")
+	for _, n := range rep.Nodes {
+		if n.OwnerID != "job-7" {
+			t.Errorf("--show-owner, node %s: %+v", n.Node, n)
+		}
+	}
+	if r := runCLI(t, "inspect", "--show-owner", nodes, "job"); !strings.Contains(r.stdout, "OWNER ID") || !strings.Contains(r.stdout, "job-7") {
+		t.Errorf("table with --show-owner: %v", r)
+	}
+}
+
+// TestInspectFamilyExpiredHolds counts only the holds whose expiry is after
+// the node's time, under --prefix.
+func TestInspectFamilyExpiredHolds(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	rc := servers[0].Client()
+	defer rc.Close()
+	ctx := context.Background()
+	now, err := rc.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := now.UnixMilli()
+	rc.HSet(ctx, "{app:report}", "mode", "r", "h:gone", ms-1000, "h:a", ms+60_000, "h:b", ms+30_000)
+	rc.PExpire(ctx, "{app:report}", time.Minute)
+	rc.HSet(ctx, "{app:old}", "mode", "w", "o", "x", "t", "5", "h:gone", ms-1000)
+	rc.PExpire(ctx, "{app:old}", time.Minute)
+
+	rep := inspectJSON(t, "--prefix", "app:", "--nodes", nodesFlag(servers...), "report")
+	if n := rep.Nodes[0]; rep.State != "held" || !n.Held || n.Kind != "read" || n.Holds != 2 || n.PTTL <= 0 {
+		t.Errorf("readers with an expired hold: %+v", rep)
+	}
+	rep = inspectJSON(t, "--prefix", "app:", "--nodes", nodesFlag(servers...), "old")
+	if n := rep.Nodes[0]; rep.State != "free" || n.Held || n.Kind != "write" || n.Holds != 0 || n.Token != "5" {
+		t.Errorf("a writer whose only hold expired: %+v", rep)
+	}
+}
+
+// newLibClient is a library client on servers, closed when the test ends.
+func newLibClient(t *testing.T, servers ...*redistest.Server) *redlock.Client {
+	t.Helper()
+	nodes := make([]redis.UniversalClient, len(servers))
+	for i, s := range servers {
+		rc := s.Client()
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes[i] = rc
+	}
+	c, err := redlock.New(nodes, redlock.WithoutRestartGuard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

@@ -6,13 +6,14 @@
 //	{PREFIX+NAME}:fence     the fencing counter
 //	{PREFIX+NAME}:released  the release channel (pub/sub)
 //	{PREFIX+NAME}:waiters   the mark that someone waits: a release publishes
+//	{PREFIX+NAME}:wwait     the lock family's mark that a writer waits
 //	{PREFIX}:epoch          the restart guard's epoch record, one per node
 //	{PREFIX+NAME}:epoch     the epoch record on a Redis Cluster, one per lock
 //	EPOCH:ok                the guard's fast path beside each epoch record
 //
-// The scripts derive the last two from the keys they are given
-// (acquire.lua, release.lua, epoch.lua): the suffixes here and there must
-// agree.
+// The scripts derive the last two, and the lock family's :wwait, from the
+// keys they are given (acquire.lua, release.lua, epoch.lua, family.lua):
+// the suffixes here and there must agree.
 //
 // The braces are a Cluster hash tag: every key of a lock lands in one slot,
 // so that one script may touch them all. On a Cluster a script may only
@@ -80,3 +81,8 @@ func Waiters(lockKey string) string { return lockKey + ":waiters" }
 // it exists while the node's identity check is trusted and the node is out
 // of recovery (epoch.lua writes it on the node's own process only).
 func Trusted(epochKey string) string { return epochKey + ":ok" }
+
+// WriterWaits is the lock family's mark, beside the hash at lockKey (from
+// Lock), that a writer was refused and waits: later readers wait behind it
+// (docs/lock-family.md). family.lua forms it from the lock key.
+func WriterWaits(lockKey string) string { return lockKey + ":wwait" }

@@ -20,6 +20,7 @@ func TestLayout(t *testing.T) {
 		{l.NodeEpoch(), "{app:}:epoch"},
 		{l.Epoch(k, true), "{app:order:42}:epoch"},
 		{ClusterEpoch(k), "{app:order:42}:epoch"},
+		{WriterWaits(k), "{app:order:42}:wwait"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)
