@@ -217,7 +217,7 @@ func (d *Data) FamAcquire(env Env, mode byte, owner, hold int, ttl int64, g Guar
 func (d *Data) Seal(env Env, token int64, owner int, g Guard, m Mutations) {
 	d.Raise(env, token, g)
 	f := &d.Fam
-	if owner != 0 && f.OK && f.Mode == 'w' && f.Owner == owner && ((f.T > 0 && f.T < token) || m.SealOverwrites) {
+	if owner != 0 && f.OK && f.Mode == 'w' && f.Owner == owner && ((f.T > 0 && f.T < token) || (m.SealRecordsUnrecorded && f.T < token) || m.SealOverwrites) {
 		f.T = token
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -74,14 +76,203 @@ func staleSeal() (Config, []Step) {
 	return cfg, s
 }
 
-// TestFamilyStaleSealSchedule replays staleSeal: the token rule as
-// documented grants B's re-entry a token below C's, granted before it.
+// staleSealHeld is a second schedule of the same bug (from the branch
+// model-family), which a seal recording only where its own hold is present
+// would not prevent: B's seal reaches n1 on time, A's refresh extends n1 on
+// time (the hash there lives on), C is granted on n2 and n3; at n3, A's
+// late refresh re-seeds, B's late acquire adds B's hold (a re-entry, not
+// counted), and B's late seal, under the old rule, records 11265 there.
+// B's next acquire would find t=11265 on n1 and n3: rule 1, after C's
+// 11266. Under the rule of seal.lua (a seal raises only a recorded t > 0)
+// n3's re-seeded hash keeps no token, and B's re-entry opens a new tenure.
+func staleSealHeld() (Config, []Step) {
+	cfg, _ := staleSeal()
+	A, B, C := 0, 1, 2
+	cl := func(c int) Step { return Step{Kind: StepClient, Client: c} }
+	tick := Step{Kind: StepTick}
+	var s []Step
+	add := func(x ...Step) { s = append(s, x...) }
+	pd := func(c int, nodes ...int) {
+		for _, n := range nodes {
+			add(Step{Kind: StepProcess, Client: c, Node: n}, Step{Kind: StepDeliver, Client: c, Node: n})
+		}
+	}
+	add(cl(A))
+	pd(A, 0, 2)
+	add(cl(A), cl(A))
+	pd(A, 0, 2)
+	add(cl(A)) // granted 10241
+	add(cl(B))
+	pd(B, 0, 1)
+	add(cl(B), cl(B)) // rule 2: seal 11265
+	pd(B, 0)          // on time at n1
+	add(tick)
+	add(cl(A)) // refresh at t=11
+	pd(A, 0)   // n1 extends
+	add(tick)
+	add(cl(B)) // B's seal round fails at t=12
+	add(tick)
+	add(cl(A), cl(A), cl(A))
+	add(cl(C))
+	pd(C, 1, 2)
+	add(cl(C), cl(C))
+	pd(C, 1, 2)
+	add(cl(C), cl(C)) // granted 11266, releases
+	pd(C, 1, 2)
+	pd(A, 2)    // the late refresh re-seeds n3
+	pd(B, 2, 2) // B's late acquire, then its late seal
+	add(cl(B))
+	pd(B, 0, 2)
+	add(cl(B)) // rule 1
+	return cfg, s
+}
+
+// TestFamilyStaleSealSchedule replays staleSeal and staleSealHeld: with
+// the seal rule of seal.lua, no property breaks; with the old rule (the
+// SealRecordsUnrecorded mutant), both grant B's re-entry a token below
+// C's, granted before it.
 func TestFamilyStaleSealSchedule(t *testing.T) {
-	cfg, s := staleSeal()
-	m := New(cfg)
-	steps, v := m.Replay(s)
-	if v != nil {
-		t.Fatalf("%s", m.Explain(steps, v))
+	for _, tc := range []struct {
+		name string
+		f    func() (Config, []Step)
+	}{{"staleSeal", staleSeal}, {"staleSealHeld", staleSealHeld}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, s := tc.f()
+			m := New(cfg)
+			if steps, v := m.Replay(s); v != nil {
+				t.Fatalf("%s", m.Explain(steps, v))
+			}
+			cfg.Mut.SealRecordsUnrecorded = true
+			m = New(cfg)
+			steps, v := m.Replay(s)
+			if v == nil || v.Prop != "token" {
+				t.Fatalf("old seal rule: %v, want a token inversion", v)
+			}
+			t.Logf("old seal rule:\n%s", m.Explain(steps, v))
+		})
+	}
+}
+
+// sealBench is three real redis-servers for the stale-seal replays, with
+// the script calls of a family lock on one name; the model's clock
+// offsets are played by counters set apart (n2 ahead, n3 behind).
+type sealBench struct {
+	t     *testing.T
+	ctx   context.Context
+	nodes []redis.UniversalClient
+	k     script.Keys
+	g     script.Guard
+}
+
+const sealTTL = 200 * time.Millisecond
+
+func newSealBench(t *testing.T) *sealBench {
+	b := &sealBench{t: t, ctx: context.Background(), nodes: redistest.Clients(t, 3),
+		k: script.Keys{Lock: "{f}", Fence: "{f}:fence", Epoch: "{f}:epoch"},
+		g: script.Guard{MaxTTL: 250 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Minute}}
+	now, err := b.nodes[0].Time(b.ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := (now.UnixMilli() + 60_000) * 1024
+	for n, v := range []int64{base, base + 1024, base - 1024} {
+		// The record first (a fresh server recovers), then the counter.
+		b.acq(n, script.Hold{Mode: 'r', ID: "warm"})
+		b.release(script.Hold{Mode: 'r', ID: "warm"}, n)
+		if err := b.nodes[n].Set(b.ctx, b.k.Fence, v, time.Minute).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return b
+}
+
+// acq runs family.lua for h on node n, which must vote yes.
+func (b *sealBench) acq(n int, h script.Hold) script.Acquired {
+	b.t.Helper()
+	for i := 0; ; i++ {
+		a, err := script.FamilyAcquireCall(b.k, h, sealTTL, b.g).Acquire(b.ctx, b.nodes[n], script.Ack{})
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if a.Status != script.Recovering || i == 100 {
+			if a.Status != script.Taken {
+				b.t.Fatalf("n%d refused %+v: %+v", n+1, h, a)
+			}
+			return a
+		}
+		time.Sleep(10 * time.Millisecond) // a fresh server recovers for max TTL
+	}
+}
+
+func (b *sealBench) seal(token int64, owner string, ns ...int) {
+	b.t.Helper()
+	for _, n := range ns {
+		if err := script.Seal(b.ctx, b.nodes[n], b.k, token, owner, b.g); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+func (b *sealBench) release(h script.Hold, ns ...int) {
+	b.t.Helper()
+	for _, n := range ns {
+		if _, err := script.FamilyReleaseCall(b.k.Lock, h, "", false).Release(b.ctx, b.nodes[n]); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// refresh runs familyrefresh.lua for h on node n with ttl; it must give
+// want.
+func (b *sealBench) refresh(h script.Hold, ttl time.Duration, want script.RefreshResult, ns ...int) {
+	b.t.Helper()
+	for _, n := range ns {
+		r, err := script.RefreshItem{Keys: b.k, TTL: ttl, Hold: &h}.Run(b.ctx, b.nodes[n], b.g)
+		if err != nil || r != want {
+			b.t.Fatalf("%s's refresh on n%d: %v %v, want %v", h.ID, n+1, r, err, want)
+		}
+	}
+}
+
+// rule applies the documented token rule (FamilyToken) to the replies.
+func (b *sealBench) rule(as ...script.Acquired) (int64, bool) {
+	var yes []FamVote
+	for _, a := range as {
+		yes = append(yes, FamVote{a.Token, a.Existed, a.Counter})
+	}
+	return FamilyToken(2, yes, Mutations{})
+}
+
+var (
+	holdA  = script.Hold{Mode: 'w', Owner: "P1", ID: "a"}
+	holdB  = script.Hold{Mode: 'w', Owner: "P1", ID: "b"}
+	holdB2 = script.Hold{Mode: 'w', Owner: "P1", ID: "b2"}
+	holdC  = script.Hold{Mode: 'w', Owner: "X", ID: "c"}
+)
+
+// grantC: C, another owner, is granted on nodes ns and releases.
+func (b *sealBench) grantC(ns ...int) int64 {
+	b.t.Helper()
+	var as []script.Acquired
+	for _, n := range ns {
+		as = append(as, b.acq(n, holdC))
+	}
+	tC, sealC := b.rule(as...)
+	if sealC {
+		b.seal(tC, "X", ns...)
+	}
+	b.release(holdC, ns...)
+	return tC
+}
+
+// checkReentry: B's re-entry on n1 and n3 must not take rule 1 with a
+// token at or below C's.
+func (b *sealBench) checkReentry(tC int64) {
+	b.t.Helper()
+	tB2, sealB2 := b.rule(b.acq(0, holdB2), b.acq(2, holdB2))
+	b.t.Logf("B's re-entry: token %d, seal %v", tB2, sealB2)
+	if !sealB2 && tB2 <= tC {
+		b.t.Errorf("B's re-entry is granted token %d by rule 1 after C's grant with token %d", tB2, tC)
 	}
 }
 
@@ -90,97 +281,53 @@ func TestFamilyStaleSealSchedule(t *testing.T) {
 // late, and applies the documented token rule (FamilyToken) to the
 // replies.
 func TestFamilyStaleSealScripts(t *testing.T) {
-	ctx := context.Background()
-	nodes := redistest.Clients(t, 3)
-	k := script.Keys{Lock: "{f}", Fence: "{f}:fence", Epoch: "{f}:epoch"}
-	g := script.Guard{MaxTTL: 250 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Minute}
-	const ttl = 200 * time.Millisecond
-	acq := func(n int, h script.Hold) script.Acquired {
-		t.Helper()
-		for i := 0; ; i++ {
-			a, err := script.FamilyAcquireCall(k, h, ttl, g).Acquire(ctx, nodes[n], script.Ack{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Status != script.Recovering || i == 100 {
-				if a.Status != script.Taken {
-					t.Fatalf("n%d refused %+v: %+v", n+1, h, a)
-				}
-				return a
-			}
-			time.Sleep(10 * time.Millisecond) // a fresh server recovers for max TTL
-		}
-	}
-	seal := func(token int64, owner string, ns ...int) {
-		t.Helper()
-		for _, n := range ns {
-			if err := script.Seal(ctx, nodes[n], k, token, owner, g); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	rule := func(as ...script.Acquired) (int64, bool) {
-		var yes []FamVote
-		for _, a := range as {
-			yes = append(yes, FamVote{a.Token, a.Existed, a.Counter})
-		}
-		return FamilyToken(2, yes, Mutations{})
-	}
-	A := script.Hold{Mode: 'w', Owner: "P1", ID: "a"}
-	B := script.Hold{Mode: 'w', Owner: "P1", ID: "b"}
-	B2 := script.Hold{Mode: 'w', Owner: "P1", ID: "b2"}
-	C := script.Hold{Mode: 'w', Owner: "X", ID: "c"}
-	// Counters apart, as the model's clock offsets make them: n2 ahead.
-	now, err := nodes[0].Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := (now.UnixMilli() + 60_000) * 1024
-	for n, v := range []int64{base, base + 1024, base - 1024} {
-		// The record first (a fresh server recovers), then the counter.
-		acq(n, script.Hold{Mode: 'r', ID: "warm"})
-		if _, err := script.FamilyReleaseCall(k.Lock, script.Hold{Mode: 'r', ID: "warm"}, "", false).Release(ctx, nodes[n]); err != nil {
-			t.Fatal(err)
-		}
-		if err := nodes[n].Set(ctx, k.Fence, v, time.Minute).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	tA, sealA := rule(acq(0, A), acq(2, A))
+	b := newSealBench(t)
+	tA, sealA := b.rule(b.acq(0, holdA), b.acq(2, holdA))
 	if !sealA {
 		t.Fatalf("A: token %d without a seal", tA)
 	}
-	seal(tA, "P1", 0, 2) // A granted tA
-	tB, sealB := rule(acq(0, B), acq(1, B))
+	b.seal(tA, "P1", 0, 2) // A granted tA
+	tB, sealB := b.rule(b.acq(0, holdB), b.acq(1, holdB))
 	if !sealB {
 		t.Fatalf("B: token %d without a seal", tB)
 	}
 	// B's seal and A's refresh are delayed; every hold expires.
-	time.Sleep(ttl + 50*time.Millisecond)
-	tC, sealC := rule(acq(0, C), acq(1, C))
-	if sealC {
-		seal(tC, "X", 0, 1)
-	}
-	for _, n := range []int{0, 1} {
-		if _, err := script.FamilyReleaseCall(k.Lock, C, "", false).Release(ctx, nodes[n]); err != nil {
-			t.Fatal(err)
-		}
-	}
+	time.Sleep(sealTTL + 50*time.Millisecond)
+	tC := b.grantC(0, 1)
 	t.Logf("A granted %d; B sealing %d (delayed); C granted %d and released", tA, tB, tC)
 	// The late requests: A's refresh re-seeds n1 and n3, then B's acquire
 	// (n3) and seal (n1, n3) arrive.
-	for _, n := range []int{0, 2} {
-		r, err := script.RefreshItem{Keys: k, TTL: ttl, Hold: &A}.Run(ctx, nodes[n], g)
-		if err != nil || r != script.Reseeded {
-			t.Fatalf("A's late refresh on n%d: %v %v", n+1, r, err)
-		}
+	b.refresh(holdA, sealTTL, script.Reseeded, 0, 2)
+	b.acq(2, holdB)
+	b.seal(tB, "P1", 0, 2)
+	b.checkReentry(tC)
+}
+
+// TestFamilyStaleSealHeldScripts plays staleSealHeld's script calls on
+// three real redis-servers: B's seal reaches n1 on time, A's refresh keeps
+// n1's hash alive (here with a long TTL, so that the replay does not hang
+// on the machine's timing), C is granted on n2 and n3, then A's late
+// refresh re-seeds n3, B's late acquire re-enters there and B's late seal
+// arrives.
+func TestFamilyStaleSealHeldScripts(t *testing.T) {
+	b := newSealBench(t)
+	tA, sealA := b.rule(b.acq(0, holdA), b.acq(2, holdA))
+	if !sealA {
+		t.Fatalf("A: token %d without a seal", tA)
 	}
-	acq(2, B)
-	seal(tB, "P1", 0, 2)
-	tB2, sealB2 := rule(acq(0, B2), acq(2, B2))
-	t.Logf("B's re-entry: token %d, seal %v", tB2, sealB2)
-	if !sealB2 && tB2 <= tC {
-		t.Errorf("B's re-entry is granted token %d by rule 1 after C's grant with token %d", tB2, tC)
+	b.seal(tA, "P1", 0, 2) // A granted tA
+	tB, sealB := b.rule(b.acq(0, holdB), b.acq(1, holdB))
+	if !sealB {
+		t.Fatalf("B: token %d without a seal", tB)
 	}
+	b.seal(tB, "P1", 0) // on time at n1 only
+	b.refresh(holdA, 10*time.Second, script.Extended, 0)
+	// Every hold but A's on n1 expires.
+	time.Sleep(sealTTL + 50*time.Millisecond)
+	tC := b.grantC(1, 2)
+	t.Logf("A granted %d; B sealing %d (on time at n1 only); C granted %d and released", tA, tB, tC)
+	b.refresh(holdA, sealTTL, script.Reseeded, 2)
+	b.acq(2, holdB)
+	b.seal(tB, "P1", 2)
+	b.checkReentry(tC)
 }

@@ -53,6 +53,10 @@ type Mutations struct {
 	// SealOverwrites: seal.lua records the token as the owner's t even
 	// when t is higher.
 	SealOverwrites bool
+	// SealRecordsUnrecorded: seal.lua records the token as the owner's t
+	// where t is absent too (a hash re-seeded by a refresh), the rule
+	// before the stale-seal counterexample (family_bug_test.go).
+	SealRecordsUnrecorded bool
 	// SealCountsAnyNode counts a seal's confirmation from any node, not
 	// only from a first-round yes-voter (finding 1 for the family).
 	SealCountsAnyNode bool
