@@ -36,6 +36,15 @@ func (c *Counterexample) String() string {
 // state hashes, up to maxStates distinct states and until deadline. It
 // returns the first counterexample found (nil if none).
 func (m *Model) Exhaustive(maxStates int, deadline time.Time) (*Counterexample, Stats) {
+	return m.ExhaustiveFrom(nil, maxStates, deadline)
+}
+
+// ExhaustiveFrom is Exhaustive from the state that the schedule prefix
+// reaches (Replay skips its steps that are not enabled): a targeted search
+// of every continuation of a known start, for counterexamples too long
+// for a search from the initial state. It panics if the prefix itself
+// breaks a property.
+func (m *Model) ExhaustiveFrom(prefix []Step, maxStates int, deadline time.Time) (*Counterexample, Stats) {
 	start := time.Now()
 	var st Stats
 	seen := make(map[uint64]struct{}, 1<<16)
@@ -45,10 +54,20 @@ func (m *Model) Exhaustive(maxStates int, deadline time.Time) (*Counterexample, 
 		next  int
 	}
 	init := m.Init()
+	path := []Step{}
+	for _, step := range prefix {
+		if !enabled(m.Enabled(init), step) {
+			continue
+		}
+		if v := m.Apply(init, step); v != nil {
+			panic("model: the prefix breaks " + v.Error())
+		}
+		path = append(path, step)
+	}
 	seen[init.Hash()] = struct{}{}
 	st.States = 1
 	stack := []frame{{s: init, steps: m.Enabled(init)}}
-	path := []Step{}
+	base := len(path)
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
 		if f.next >= len(f.steps) {
@@ -56,7 +75,7 @@ func (m *Model) Exhaustive(maxStates int, deadline time.Time) (*Counterexample, 
 				st.Schedules++
 			}
 			stack = stack[:len(stack)-1]
-			if len(path) > 0 {
+			if len(path) > base {
 				path = path[:len(path)-1]
 			}
 			continue
@@ -91,16 +110,34 @@ func (m *Model) Exhaustive(maxStates int, deadline time.Time) (*Counterexample, 
 // to n schedules of at most maxSteps steps, until deadline. A failing
 // schedule is shrunk.
 func (m *Model) Random(seed uint64, n, maxSteps int, deadline time.Time) (*Counterexample, Stats) {
+	return m.RandomFrom(nil, seed, n, maxSteps, deadline)
+}
+
+// RandomFrom is Random with every schedule beginning with prefix (Replay
+// skips its steps that are not enabled): a targeted search of the
+// continuations of a known start. maxSteps counts the steps after it.
+func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline time.Time) (*Counterexample, Stats) {
 	start := time.Now()
 	var st Stats
+	init := m.Init()
+	var pre []Step
+	for _, step := range prefix {
+		if !enabled(m.Enabled(init), step) {
+			continue
+		}
+		if v := m.Apply(init, step); v != nil {
+			panic("model: the prefix breaks " + v.Error())
+		}
+		pre = append(pre, step)
+	}
 	for i := range n {
 		if i%16 == 0 && time.Now().After(deadline) {
 			st.Truncated = true
 			break
 		}
 		rng := rand.New(rand.NewPCG(seed+uint64(i), 0x5eed))
-		s := m.Init()
-		var steps []Step
+		s := init.Clone()
+		steps := append([]Step(nil), pre...)
 		// Half the schedules choose uniformly; the other half give each
 		// actor (connection, client, clock, fault) a random priority and
 		// run the highest enabled one, changing the priority of the one
