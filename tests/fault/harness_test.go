@@ -55,6 +55,11 @@ type workload struct {
 	// (WithExclusive), or Reentrant (WithOwner, each worker its own
 	// owner, re-entering once while it holds the lock).
 	kind redlock.Kind
+	// readers is how many of the goroutine workers (the last ones) take
+	// the shared lock (WithShared) instead: a reader reads the counter
+	// with its token (ReadShared), keeps the lock for hold, writes
+	// nothing and releases. The others take kind.
+	readers int
 }
 
 // op is one successful acquisition, as the checker sees it. Times are Unix
@@ -69,6 +74,7 @@ type op struct {
 	Rejected   bool   `json:"r"`
 	WriteStart int64  `json:"ws"`
 	WriteEnd   int64  `json:"we"`
+	Read       bool   `json:"rd"` // a shared (read) lock: it writes nothing
 }
 
 // attempt is one call of Obtain.
@@ -212,6 +218,8 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 			opts = append(opts, redlock.WithExclusive())
 		case redlock.Reentrant:
 			opts = append(opts, redlock.WithOwner(id))
+		case redlock.Read:
+			opts = append(opts, redlock.WithShared())
 		}
 		l, err := c.Obtain(octx, lockName, w.ttl, opts...)
 		var inner *redlock.Lock
@@ -234,11 +242,15 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 		if err != nil {
 			continue
 		}
-		o := op{Holder: id, Token: l.Token(), Obtained: time.Now().UnixNano()}
+		o := op{Holder: id, Token: l.Token(), Obtained: time.Now().UnixNano(), Read: w.kind == redlock.Read}
 		val := &validity{l: l}
 		val.see()
 		out.hold(1)
-		o.WriteStart, o.WriteEnd, o.Wrote, o.Accepted, o.Rejected = rmw(ctx, st, l, val, w, clk, worker0, n)
+		if o.Read {
+			o.Rejected = readHold(st, l, w)
+		} else {
+			o.WriteStart, o.WriteEnd, o.Wrote, o.Accepted, o.Rejected = rmw(ctx, st, l, val, w, clk, worker0, n)
+		}
 		out.hold(-1)
 		val.see()
 		releaseAt := time.Now()
@@ -337,6 +349,25 @@ func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, val *validity, w
 	default:
 		return start.UnixNano(), end.UnixNano(), true, false, false
 	}
+}
+
+// readHold is a reader's work under a shared lock: a shared read of the
+// counter (ReadShared: refused only after a newer exclusive holder's
+// operation, never because of another reader), then hold. It reports
+// whether the store refused the read (the reader's lock was overtaken).
+func readHold(st *store.Store, l *redlock.Lock, w workload) (rejected bool) {
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	token := l.Token()
+	if !w.fenced {
+		token = 1
+	}
+	_, err := st.ReadShared(sctx, token)
+	if errors.Is(err, store.ErrStale) {
+		return true
+	}
+	sleep(sctx, w.hold)
+	return false
 }
 
 // sleep waits d; a pause in progress is finished even when ctx ends, as a
@@ -449,10 +480,14 @@ func (e *env) run(name string, workers int, rates []float64, children int, injec
 				_ = rc.Close()
 			}
 		})
+		w := e.w
+		if i >= workers-e.w.readers {
+			w.kind = redlock.Read
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runWorker(ctx, fmt.Sprintf("g%d", i), c, e.store, e.w, clk, i == 0, e.rec)
+			runWorker(ctx, fmt.Sprintf("g%d", i), c, e.store, w, clk, i == 0, e.rec)
 		}()
 	}
 	for i := range children {
@@ -513,8 +548,16 @@ type result struct {
 	final         int64
 	lost          int64
 	abandoned     int // acquisitions whose work was given up: the lock was lost first
-	availability  float64
-	p50, p99      time.Duration
+	// With readers: pairs of read holds that overlapped (allowed, and
+	// what shows that readers share), and pairs of conflicting holds (not
+	// both reads) where the one that ended before the other was obtained
+	// has the higher or equal token (docs/lock-family.md, "Fencing
+	// tokens").
+	sharedOverlaps  int
+	tokenInversions int
+	reads           int // read holds among the ops
+	availability    float64
+	p50, p99        time.Duration
 }
 
 func (e *env) check(name string) result {
@@ -525,18 +568,12 @@ func (e *env) check(name string) result {
 	e.rec.mu.Unlock()
 	r := result{name: name, attempts: len(atts), ops: len(ops), faults: e.faults.Load()}
 
-	// Overlaps: two acquisitions whose [obtained, end] intervals intersect.
-	slices.SortFunc(ops, func(a, b op) int { return int(a.Obtained - b.Obtained) })
-	for i := range ops {
-		for j := i + 1; j < len(ops) && ops[j].Obtained < ops[i].End; j++ {
-			r.overlaps++
-		}
-	}
+	r.overlaps, r.sharedOverlaps, r.tokenInversions = conflicts(ops, e.w.readers > 0)
 	// Stale writes accepted: an accepted write whose token is below that of
 	// a write accepted before it started.
 	var acc []op
 	for _, o := range ops {
-		if !o.Wrote {
+		if !o.Wrote && !o.Read {
 			r.abandoned++
 		}
 		if o.Accepted {
@@ -587,6 +624,15 @@ func (e *env) check(name string) result {
 		r.p99 = lat[min(len(lat)-1, len(lat)*99/100)]
 	}
 	e.t.Logf("%s", r.row())
+	if e.w.readers > 0 {
+		for _, o := range ops {
+			if o.Read {
+				r.reads++
+			}
+		}
+		e.t.Logf("%d of %d acquisitions were read holds; %d pairs of read holds overlapped; %d token inversions between conflicting holds",
+			r.reads, r.ops, r.sharedOverlaps, r.tokenInversions)
+	}
 	if e.w.auto {
 		e.t.Logf("%d of %d acquisitions abandoned: the lock was lost before the write", r.abandoned, r.ops)
 	}
@@ -598,6 +644,34 @@ func (e *env) check(name string) result {
 		}
 	}
 	return r
+}
+
+// conflicts sorts ops by the time they were obtained and counts the pairs
+// whose [obtained, end] intervals intersect: overlaps, unless both are read
+// holds (readers share the lock: shared). With tokens, it also counts the
+// pairs of conflicting holds (not both reads) where the one that ended
+// before the other was obtained has the higher or equal token.
+func conflicts(ops []op, tokens bool) (overlaps, shared, inversions int) {
+	slices.SortFunc(ops, func(a, b op) int { return int(a.Obtained - b.Obtained) })
+	for i := range ops {
+		for j := i + 1; j < len(ops) && ops[j].Obtained < ops[i].End; j++ {
+			if ops[i].Read && ops[j].Read {
+				shared++
+			} else {
+				overlaps++
+			}
+		}
+	}
+	if tokens {
+		for i, a := range ops {
+			for _, b := range ops[i+1:] {
+				if !(a.Read && b.Read) && a.End < b.Obtained && a.Token >= b.Token {
+					inversions++
+				}
+			}
+		}
+	}
+	return overlaps, shared, inversions
 }
 
 func (r result) row() string {

@@ -24,9 +24,12 @@ var (
 	writeSrc string
 	//go:embed read.lua
 	readSrc string
+	//go:embed shared.lua
+	sharedSrc string
 
-	write = redis.NewScript(writeSrc)
-	read  = redis.NewScript(readSrc)
+	write  = redis.NewScript(writeSrc)
+	read   = redis.NewScript(readSrc)
+	shared = redis.NewScript(sharedSrc)
 )
 
 // Store is one fenced record. It is safe for concurrent use.
@@ -42,7 +45,7 @@ func New(rdb redis.UniversalClient, name string) *Store {
 
 func (s *Store) keys() []string {
 	tag := "{fenced:" + s.name + "}"
-	return []string{tag + ":value", tag + ":token", tag + ":log"}
+	return []string{tag + ":value", tag + ":token", tag + ":log", tag + ":rtoken"}
 }
 
 // Write stores value if token is at least the highest token accepted so
@@ -64,6 +67,25 @@ func (s *Store) Write(ctx context.Context, token int64, value string) error {
 // seen.
 func (s *Store) ReadFenced(ctx context.Context, token int64) (string, error) {
 	v, err := read.Run(ctx, s.rdb, s.keys(), token).Text()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return "", nil
+	case err != nil && strings.HasPrefix(err.Error(), "STALE"):
+		return "", fmt.Errorf("%w: %v", ErrStale, err)
+	}
+	return v, err
+}
+
+// ReadShared returns the stored value for the holder of a shared (read)
+// lock with token (redlock.WithShared). Readers overlap and their tokens
+// are not ordered among themselves, so a read is refused only when a
+// holder of the exclusive lock with a higher token has read or written
+// (its reader was overtaken): it returns an error wrapping ErrStale then.
+// The store remembers the highest reader token: a writer with a lower
+// token (one that lost its lock) can no longer write or read with
+// ReadFenced.
+func (s *Store) ReadShared(ctx context.Context, token int64) (string, error) {
+	v, err := shared.Run(ctx, s.rdb, s.keys(), token).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return "", nil

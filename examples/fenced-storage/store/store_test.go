@@ -61,4 +61,25 @@ func TestFencedWrites(t *testing.T) {
 	if err := db.Write(ctx, 20, "f"); err != nil {
 		t.Fatalf("write by the newer reader: %v", err)
 	}
+
+	// Readers of a read-write lock (tokens 30, 31) overlap and read in any
+	// order; a writer older than them (25) is refused, a newer one (32) is
+	// not; a reader older than that write is refused.
+	for _, tok := range []int64{31, 30} {
+		if v, err := db.ReadShared(ctx, tok); err != nil || v != "f" {
+			t.Fatalf("ReadShared(%d) = %q, %v", tok, v, err)
+		}
+	}
+	if err := db.Write(ctx, 25, "old"); !errors.Is(err, ErrStale) {
+		t.Fatalf("write older than the readers: %v, want ErrStale", err)
+	}
+	if _, err := db.ReadFenced(ctx, 30); !errors.Is(err, ErrStale) {
+		t.Fatalf("fenced read older than a reader: %v, want ErrStale", err)
+	}
+	if err := db.Write(ctx, 32, "g"); err != nil {
+		t.Fatalf("write after the readers: %v", err)
+	}
+	if _, err := db.ReadShared(ctx, 31); !errors.Is(err, ErrStale) {
+		t.Fatalf("read older than a write: %v, want ErrStale", err)
+	}
 }

@@ -1,7 +1,8 @@
 -- A fenced write.
--- KEYS[1] the value, KEYS[2] the highest token accepted, KEYS[3] counts
+-- KEYS[1] the value, KEYS[2] the highest token accepted, KEYS[3] counts,
+-- KEYS[4] the highest token of a shared read (shared.lua)
 -- ARGV[1] the writer's token, ARGV[2] the new value
-local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+local seen = math.max(tonumber(redis.call('GET', KEYS[2]) or '0'), tonumber(redis.call('GET', KEYS[4]) or '0'))
 local token = tonumber(ARGV[1])
 if token < seen then
   redis.call('HINCRBY', KEYS[3], 'rejected', 1)
