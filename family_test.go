@@ -8,6 +8,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // Re-entry past a depth of 100, through two Clients: every hold keeps the
@@ -312,5 +316,69 @@ func TestFamilyBadInput(t *testing.T) {
 		if _, err := c.TryObtain(ctx, "bad", time.Minute, opts...); !errors.Is(err, ErrInvalid) {
 			t.Errorf("options %d: %v, want ErrInvalid", len(opts), err)
 		}
+	}
+}
+
+// The lock family on a Redis Cluster node: each name's keys (the hash,
+// the wait mark, the counter, the waiters mark) share its slot, so every
+// script runs in one slot, over names in several slots.
+func TestFamilyRedisCluster(t *testing.T) {
+	rc := redistest.StartClusterT(t, 3)
+	node := rc.Client()
+	t.Cleanup(func() { _ = node.Close() })
+	c := newClient(t, []redis.UniversalClient{node})
+	other := newClient(t, []redis.UniversalClient{node})
+	ctx := context.Background()
+	slots := map[int64]bool{}
+	for i := range 6 {
+		name := fmt.Sprintf("cluster-family-%d", i)
+		slot, err := node.ClusterKeySlot(ctx, "{"+DefaultPrefix+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[slot] = true
+		outer, err := c.TryObtain(ctx, name, time.Minute, WithOwner("job"))
+		if err != nil {
+			t.Fatalf("%s: owner: %v", name, err)
+		}
+		inner, err := other.TryObtain(ctx, name, time.Minute, WithOwner("job"))
+		if err != nil || inner.Token() != outer.Token() {
+			t.Fatalf("%s: re-entry through another Client: %v (token %d, want %d)", name, err, inner.Token(), outer.Token())
+		}
+		if _, err := other.TryObtain(ctx, name, time.Minute, WithShared()); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("%s: a reader while the owner holds: %v", name, err)
+		}
+		for _, l := range []*Lock{inner, outer} {
+			if err := l.Refresh(ctx, time.Minute); err != nil {
+				t.Fatalf("%s: Refresh: %v", name, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatalf("%s: Release: %v", name, err)
+			}
+		}
+		r1, err := c.TryObtain(ctx, name, time.Minute, WithShared())
+		if err != nil {
+			t.Fatalf("%s: reader: %v", name, err)
+		}
+		r2, err := other.TryObtain(ctx, name, time.Minute, WithShared())
+		if err != nil {
+			t.Fatalf("%s: second reader: %v", name, err)
+		}
+		if _, err := c.TryObtain(ctx, name, time.Minute, WithExclusive()); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("%s: a writer while readers hold: %v", name, err)
+		}
+		_ = r1.Release(ctx)
+		_ = r2.Release(ctx)
+		w, err := c.TryObtain(ctx, name, time.Minute, WithExclusive())
+		if err != nil {
+			t.Fatalf("%s: writer after the readers: %v", name, err)
+		}
+		if w.Token() <= max(r1.Token(), r2.Token()) {
+			t.Fatalf("%s: writer's token %d, readers' %d, %d", name, w.Token(), r1.Token(), r2.Token())
+		}
+		_ = w.Release(ctx)
+	}
+	if len(slots) < 2 {
+		t.Fatal("the names share one slot; the test needs several")
 	}
 }

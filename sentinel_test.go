@@ -171,3 +171,143 @@ func sentinelFailoverGuard(t *testing.T, name string, opts ...Option) {
 	}
 	_ = after.Release(ctx)
 }
+
+// TestSentinelFamily runs the lock family on a Sentinel-managed master
+// with the restart guard, before and after a failover: a reentrant owner
+// re-enters through a second Client with its token, readers share the
+// lock and keep a writer out; after the failover the promoted replica
+// answers recovering, then the owner's next tenure gets a larger token,
+// and readers and a writer go on in token order on the new master.
+func TestSentinelFamily(t *testing.T) {
+	const maxTTL = 2 * time.Second
+	d := redistest.StartSentinelT(t, "redlock-family")
+	fc := d.FailoverClient()
+	t.Cleanup(func() { _ = fc.Close() })
+	node := []redis.UniversalClient{fc}
+	c := guarded(t, node, maxTTL, WithNodeTimeout(500*time.Millisecond))
+	c2 := guarded(t, node, maxTTL, WithNodeTimeout(500*time.Millisecond))
+	ctx := context.Background()
+	const ttl = time.Second
+	key := "{" + DefaultPrefix + "job}"
+
+	// reentrant: the owner's hold on c, a re-entry on c2 with its token,
+	// a reader and another owner refused; both released. It returns the
+	// token.
+	reentrant := func(obtain func() (*Lock, error)) int64 {
+		t.Helper()
+		outer, err := obtain()
+		if err != nil {
+			t.Fatalf("owner: %v", err)
+		}
+		inner, err := c2.TryObtain(ctx, "job", ttl, WithOwner("job-1"))
+		if err != nil {
+			t.Fatalf("re-entry through another Client: %v", err)
+		}
+		if inner.Token() != outer.Token() {
+			t.Fatalf("re-entry's token %d, the owner's %d: want equal", inner.Token(), outer.Token())
+		}
+		if _, err := c.TryObtain(ctx, "job", ttl, WithShared()); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("a reader while the owner holds: %v, want ErrNotObtained", err)
+		}
+		if _, err := c.TryObtain(ctx, "job", ttl, WithOwner("job-2")); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("another owner while the owner holds: %v, want ErrNotObtained", err)
+		}
+		if err := inner.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := outer.Refresh(ctx, ttl); err != nil {
+			t.Fatalf("the owner's hold after the inner release: %v", err)
+		}
+		if err := outer.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return outer.Token()
+	}
+	// readWrite: two readers share the lock and keep a writer out, then
+	// the writer gets it with a larger token. It returns the writer's.
+	readWrite := func(after int64) int64 {
+		t.Helper()
+		// The other owner refused above left its wait mark (for its TTL):
+		// the first reader waits behind it.
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		r1, err := c.Obtain(rctx, "job", ttl, WithShared())
+		if err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+		r2, err := c2.TryObtain(ctx, "job", ttl, WithShared())
+		if err != nil {
+			t.Fatalf("second reader: %v", err)
+		}
+		if min(r1.Token(), r2.Token()) <= after {
+			t.Fatalf("readers' tokens %d, %d after a hold with %d: want larger", r1.Token(), r2.Token(), after)
+		}
+		if _, err := c.TryObtain(ctx, "job", ttl, WithExclusive()); !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("a writer while readers hold: %v, want ErrNotObtained", err)
+		}
+		_ = r1.Release(ctx)
+		_ = r2.Release(ctx)
+		w, err := c.TryObtain(ctx, "job", ttl, WithExclusive())
+		if err != nil {
+			t.Fatalf("writer after the readers: %v", err)
+		}
+		if w.Token() <= max(r1.Token(), r2.Token()) {
+			t.Fatalf("writer's token %d, readers' %d, %d: want larger", w.Token(), r1.Token(), r2.Token())
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return w.Token()
+	}
+
+	before := reentrant(func() (*Lock, error) { return c.TryObtain(ctx, "job", ttl, WithOwner("job-1")) })
+	last := readWrite(before)
+	master := d.Master.Client()
+	t.Cleanup(func() { _ = master.Close() })
+	if err := master.Do(ctx, "WAIT", 1, 5000).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	promoted := d.Replica.Addr()
+	if err := d.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	newMaster := d.Master.Client()
+	t.Cleanup(func() { _ = newMaster.Close() })
+	if got := d.Master.Addr(); got != promoted {
+		t.Fatalf("Master after Failover is %s, want %s", got, promoted)
+	}
+	// Once the failover client follows the promoted replica, a family
+	// obtain is refused: the node recovers (the old master, until the
+	// sentinels demote it, may still answer normally: retry).
+	eventually(t, "the promoted replica answers recovering", func() bool {
+		l, err := c.TryObtain(ctx, "job", ttl, WithOwner("job-1"))
+		if err == nil {
+			_ = l.Release(ctx)
+			return false
+		}
+		return errors.Is(err, ErrNodeRecovering)
+	})
+	wctx, cancel := context.WithTimeout(ctx, 10*maxTTL)
+	defer cancel()
+	var onNew bool
+	after := reentrant(func() (*Lock, error) {
+		l, err := c.Obtain(wctx, "job", ttl, WithOwner("job-1"))
+		if err == nil {
+			mode, _ := newMaster.HGet(ctx, key, "mode").Result()
+			owner, _ := newMaster.HGet(ctx, key, "o").Result()
+			onNew = mode == "w" && owner == "job-1"
+		}
+		return l, err
+	})
+	if !onNew {
+		t.Fatal("the owner's hold after the failover is not on the promoted replica")
+	}
+	if after <= last {
+		t.Fatalf("the owner's token %d after the failover, %d before: want larger", after, last)
+	}
+	readWrite(after)
+	if n, err := newMaster.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Fatalf("the lock's key on the new master after every release: %d, %v", n, err)
+	}
+}
