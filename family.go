@@ -54,7 +54,9 @@ var ErrWrongKind = errors.New("the name is held by a lock of another kind (plain
 // WithOwner makes the lock reentrant, held by owner id: an Obtain with the
 // same id while the lock is held succeeds at once, through any Client,
 // keeps the lock's fencing token (see docs/lock-family.md for when it
-// cannot) and counts one more hold. Each hold is a *Lock of its own, with its
+// cannot) and counts one more hold. Two first Obtains with one id that run
+// at once, neither holding yet, may get different tokens: obtain once
+// before starting the work that re-enters. Each hold is a *Lock of its own, with its
 // own validity, refresh and Release; the lock is free once every hold is
 // released or expired. Another owner, a reader, or a plain lock of the same
 // name is refused as usual.

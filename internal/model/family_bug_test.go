@@ -331,3 +331,31 @@ func TestFamilyStaleSealHeldScripts(t *testing.T) {
 	b.seal(tB, "P1", 2)
 	b.checkReentry(tC)
 }
+
+// TestFamilyConcurrentFirstAcquires shows, on three real redis-servers,
+// what docs/lock-family.md says of two first acquires of one owner that
+// run at once (neither holds yet): n1 runs A's acquire first and then B's,
+// n2 runs B's first and then A's; each finds the other's hold on one node
+// (a re-entry there) and issued a fresh counter on the other, so each
+// takes rule 2 with its own token: the owner holds the lock twice, with
+// two different tokens. The seals then record the larger one.
+func TestFamilyConcurrentFirstAcquires(t *testing.T) {
+	b := newSealBench(t)
+	a1 := b.acq(0, holdA)
+	b2 := b.acq(1, holdB)
+	b1 := b.acq(0, holdB)
+	a2 := b.acq(1, holdA)
+	tA, sealA := b.rule(a1, a2)
+	tB, sealB := b.rule(b1, b2)
+	t.Logf("A: token %d (seal %v); B: token %d (seal %v)", tA, sealA, tB, sealB)
+	if !sealA || !sealB || tA == tB {
+		t.Fatalf("A: %d, seal %v; B: %d, seal %v: want two seals with different tokens", tA, sealA, tB, sealB)
+	}
+	b.seal(tA, "P1", 0, 1)
+	b.seal(tB, "P1", 0, 1)
+	// A re-entry now takes rule 1 with the larger.
+	tC, sealC := b.rule(b.acq(0, holdB2), b.acq(1, holdB2))
+	if sealC || tC != max(tA, tB) {
+		t.Fatalf("re-entry after both seals: token %d, seal %v; want %d by rule 1", tC, sealC, max(tA, tB))
+	}
+}
