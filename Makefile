@@ -31,11 +31,11 @@ lean:
 oldest:
 	@GO=$(GO) ./scripts/oldest-go.sh $(MODULES)
 
-# The model checker's exhaustive search of review finding 1, which the race
+# The model checker's exhaustive searches (review finding 1, the lock family), which the race
 # detector would slow tenfold (internal/model/exhaustive_test.go).
 model:
 	@echo "== go test ./internal/model (exhaustive, without -race)"
-	@$(GO) test -count=1 -run 'TestExhaustiveFindsFinding1' ./internal/model
+	@$(GO) test -count=1 -run 'TestExhaustiveFindsFinding1|TestExhaustiveFamily' ./internal/model
 
 test: deps vet lean cross oldest model
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done

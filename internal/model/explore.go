@@ -36,15 +36,6 @@ func (c *Counterexample) String() string {
 // state hashes, up to maxStates distinct states and until deadline. It
 // returns the first counterexample found (nil if none).
 func (m *Model) Exhaustive(maxStates int, deadline time.Time) (*Counterexample, Stats) {
-	return m.ExhaustiveFrom(nil, maxStates, deadline)
-}
-
-// ExhaustiveFrom is Exhaustive from the state that the schedule prefix
-// reaches (Replay skips its steps that are not enabled): a targeted search
-// of every continuation of a known start, for counterexamples too long
-// for a search from the initial state. It panics if the prefix itself
-// breaks a property.
-func (m *Model) ExhaustiveFrom(prefix []Step, maxStates int, deadline time.Time) (*Counterexample, Stats) {
 	start := time.Now()
 	var st Stats
 	seen := make(map[uint64]struct{}, 1<<16)
@@ -54,20 +45,10 @@ func (m *Model) ExhaustiveFrom(prefix []Step, maxStates int, deadline time.Time)
 		next  int
 	}
 	init := m.Init()
-	path := []Step{}
-	for _, step := range prefix {
-		if !enabled(m.Enabled(init), step) {
-			continue
-		}
-		if v := m.Apply(init, step); v != nil {
-			panic("model: the prefix breaks " + v.Error())
-		}
-		path = append(path, step)
-	}
 	seen[init.Hash()] = struct{}{}
 	st.States = 1
 	stack := []frame{{s: init, steps: m.Enabled(init)}}
-	base := len(path)
+	path := []Step{}
 	for len(stack) > 0 {
 		f := &stack[len(stack)-1]
 		if f.next >= len(f.steps) {
@@ -75,7 +56,7 @@ func (m *Model) ExhaustiveFrom(prefix []Step, maxStates int, deadline time.Time)
 				st.Schedules++
 			}
 			stack = stack[:len(stack)-1]
-			if len(path) > base {
+			if len(path) > 0 {
 				path = path[:len(path)-1]
 			}
 			continue

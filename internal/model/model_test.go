@@ -225,26 +225,3 @@ func TestExhaustiveFinding1(t *testing.T) {
 		}
 	}
 }
-
-// TestExhaustiveSealCountsAnyNode searches every continuation of finding
-// 1's first 10 steps with exclusive holds (famFinding1 in TestMutants) up
-// to t=14: with SealCountsAnyNode it must find a token inversion (about
-// 900,000 states, 20 s without -race on a loaded machine). With -long
-// only.
-func TestExhaustiveSealCountsAnyNode(t *testing.T) {
-	if !*long {
-		t.Skip("with -long only: about 20 s and 900,000 states")
-	}
-	cfg := base()
-	cfg.Horizon = 14
-	for i := range cfg.Clients {
-		cfg.Clients[i].Kind = Exclusive
-	}
-	cfg.Mut.SealCountsAnyNode = true
-	ce, st := New(cfg).ExhaustiveFrom(finding1()[:10], 10_000_000, time.Now().Add(10*time.Minute))
-	t.Logf("%+v", st)
-	if ce == nil {
-		t.Fatalf("no token inversion with SealCountsAnyNode (truncated: %v)", st.Truncated)
-	}
-	t.Logf("%s", ce)
-}
