@@ -143,8 +143,8 @@ func TestMutants(t *testing.T) {
 		"behind":    {name: "behind", cfg: behind, random: 5000, steps: 300},
 		"promote":   {name: "promote", cfg: promote, random: 5000, steps: 400},
 		"mixed":     {name: "mixed", cfg: mixed, random: 5000, steps: 300},
-		"famRW":     {name: "famRW", cfg: famRW, random: 20000, steps: 400},
-		"famTokens": {name: "famTokens", cfg: famTokens, random: 20000, steps: 400},
+		"famRW":     {name: "famRW", cfg: famRW, random: 10000, steps: 400},
+		"famTokens": {name: "famTokens", cfg: famTokens, random: 10000, steps: 400},
 		// Targeted: every schedule begins as the stale-seal
 		// counterexample does, up to B's seal being sent (19 steps, all
 		// at t=10: A granted, B won with a seal to send); what follows is
@@ -155,7 +155,7 @@ func TestMutants(t *testing.T) {
 		// Targeted: finding 1's start, up to B's acquire being sent at
 		// t=12 while A's seal is in flight (10 steps); from an earlier
 		// point, 200000 random schedules did not find SealCountsAnyNode.
-		"famFinding1": {name: "famFinding1", cfg: famFinding1, random: 60000, steps: 200, prefix: finding1()[:10]},
+		"famFinding1": {name: "famFinding1", cfg: famFinding1, random: 30000, steps: 200, prefix: finding1()[:10]},
 	}
 	tests := []struct {
 		mutant string
