@@ -13,22 +13,22 @@
 //
 // # Metrics
 //
-//	redlock_acquire_total{result,kind}             counter: calls of Obtain, TryObtain and Do's obtain
-//	redlock_acquire_duration_seconds{result,kind}  histogram: their duration, waits included
-//	redlock_attempts_total{result,kind}            counter: acquire rounds (an Obtain makes one or more)
+//	redlock_acquire_total{result,lock_kind}             counter: calls of Obtain, TryObtain and Do's obtain
+//	redlock_acquire_duration_seconds{result,lock_kind}  histogram: their duration, waits included
+//	redlock_attempts_total{result,lock_kind}            counter: acquire rounds (an Obtain makes one or more)
 //	redlock_wait_duration_seconds{woken_by}        histogram: waits between attempts
-//	redlock_hold_duration_seconds{outcome,kind}    histogram: how long each lock was held, once per lock
-//	redlock_refresh_total{result,auto,kind}        counter: refreshes, manual and automatic
-//	redlock_refresh_duration_seconds{auto,kind}    histogram: their duration
-//	redlock_release_total{result,kind}             counter: releases
-//	redlock_lost_total{kind}                       counter: locks lost while held
+//	redlock_hold_duration_seconds{outcome,lock_kind}    histogram: how long each lock was held, once per lock
+//	redlock_refresh_total{result,auto,lock_kind}        counter: refreshes, manual and automatic
+//	redlock_refresh_duration_seconds{auto,lock_kind}    histogram: their duration
+//	redlock_release_total{result,lock_kind}             counter: releases
+//	redlock_lost_total{lock_kind}                       counter: locks lost while held
 //	redlock_node_errors_total{op,node,kind}        counter: a node's refusal or failure in a round
-//	redlock_held_locks{kind}                       gauge: locks obtained and neither released nor lost
+//	redlock_held_locks{lock_kind}                       gauge: locks obtained and neither released nor lost
 //
 // Label values, all from small fixed sets:
 //
-//   - kind, on every metric but wait_duration_seconds and node_errors_total:
-//     the lock's kind, redlock.Kind.String(): "plain" (Obtain without a
+//   - lock_kind, on every metric but wait_duration_seconds and
+//     node_errors_total: the lock's kind, redlock.Kind.String(): "plain" (Obtain without a
 //     family option), "reentrant" (WithOwner), "write" (WithExclusive),
 //     "read" (WithShared). Without WithLockLabel, lost_total and held_locks
 //     show a series at 0 for each of the four from the start.
@@ -49,8 +49,8 @@
 //   - result of release_total: "ok", "not_held" (already expired or taken),
 //     "failed" (nodes did not answer; their keys expire with their TTL).
 //   - op: "acquire", "refresh", "release". node: the node's index in the
-//     slice given to redlock.New, "0" to "N-1". kind, on node_errors_total
-//     only, is the kind of the node's error, not of the lock, from the per-node
+//     slice given to redlock.New, "0" to "N-1". kind, on node_errors_total,
+//     is the kind of the node's error (lock_kind is the lock's), from the per-node
 //     sentinels of package redlock: "held", "not_owner", "recovering",
 //     "timeout", "pending" (not answered when the outcome was already
 //     decided), "skipped", "overloaded", "not_replicated", and "error" for

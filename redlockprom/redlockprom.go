@@ -116,29 +116,29 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	h := &Hook{
 		lockLabel: cfg.lockLabel,
 		acquires: counter("acquire_total",
-			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "kind")...),
+			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "lock_kind")...),
 		acquireTime: histogram("acquire_duration_seconds",
-			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result and lock kind.", cfg.durationBuckets, labels("result", "kind")...),
+			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result and lock kind.", cfg.durationBuckets, labels("result", "lock_kind")...),
 		attempts: counter("attempts_total",
-			"Acquire rounds, by result and lock kind.", labels("result", "kind")...),
+			"Acquire rounds, by result and lock kind.", labels("result", "lock_kind")...),
 		waitTime: histogram("wait_duration_seconds",
 			"Waits between acquire attempts, by what ended them.", cfg.durationBuckets, labels("woken_by")...),
 		holdTime: histogram("hold_duration_seconds",
-			"How long each lock was held, until its release or its loss, by outcome and lock kind.", cfg.holdBuckets, labels("outcome", "kind")...),
+			"How long each lock was held, until its release or its loss, by outcome and lock kind.", cfg.holdBuckets, labels("outcome", "lock_kind")...),
 		refreshes: counter("refresh_total",
-			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.", labels("result", "auto", "kind")...),
+			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.", labels("result", "auto", "lock_kind")...),
 		refreshTime: histogram("refresh_duration_seconds",
-			"Duration of refreshes, by lock kind.", cfg.durationBuckets, labels("auto", "kind")...),
+			"Duration of refreshes, by lock kind.", cfg.durationBuckets, labels("auto", "lock_kind")...),
 		releases: counter("release_total",
-			"Releases, by result and lock kind.", labels("result", "kind")...),
+			"Releases, by result and lock kind.", labels("result", "lock_kind")...),
 		lost: counter("lost_total",
-			"Locks lost while held, by lock kind.", labels("kind")...),
+			"Locks lost while held, by lock kind.", labels("lock_kind")...),
 		nodeErrors: counter("node_errors_total",
 			"Refusals and failures of one node in an acquire, refresh or release round, by node index and kind of error (not of lock).", "op", "node", "kind"),
 		heldLocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "redlock", Name: "held_locks", ConstLabels: cfg.constLabels,
 			Help: "Locks obtained and neither released nor lost, by lock kind.",
-		}, labels("kind")),
+		}, labels("lock_kind")),
 	}
 	all := collectors{
 		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
@@ -158,7 +158,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	return h, nil
 }
 
-// kinds are the values of the kind label: redlock.Kind.String() of each
+// kinds are the values of the lock_kind label: redlock.Kind.String() of each
 // kind, a fixed set.
 var kinds = []string{
 	redlock.Plain.String(), redlock.Reentrant.String(), redlock.Write.String(), redlock.Read.String(),

@@ -168,24 +168,24 @@ func TestMetricsOfALifeCycle(t *testing.T) {
 	expected := `
 # HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.
 # TYPE redlock_acquire_total counter
-redlock_acquire_total{kind="plain",result="held"} 2
-redlock_acquire_total{kind="plain",result="obtained"} 3
+redlock_acquire_total{lock_kind="plain",result="held"} 2
+redlock_acquire_total{lock_kind="plain",result="obtained"} 3
 # HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
-redlock_held_locks{kind="plain"} 0
-redlock_held_locks{kind="read"} 0
-redlock_held_locks{kind="reentrant"} 0
-redlock_held_locks{kind="write"} 0
+redlock_held_locks{lock_kind="plain"} 0
+redlock_held_locks{lock_kind="read"} 0
+redlock_held_locks{lock_kind="reentrant"} 0
+redlock_held_locks{lock_kind="write"} 0
 # HELP redlock_lost_total Locks lost while held, by lock kind.
 # TYPE redlock_lost_total counter
-redlock_lost_total{kind="plain"} 2
-redlock_lost_total{kind="read"} 0
-redlock_lost_total{kind="reentrant"} 0
-redlock_lost_total{kind="write"} 0
+redlock_lost_total{lock_kind="plain"} 2
+redlock_lost_total{lock_kind="read"} 0
+redlock_lost_total{lock_kind="reentrant"} 0
+redlock_lost_total{lock_kind="write"} 0
 # HELP redlock_refresh_total Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.
 # TYPE redlock_refresh_total counter
-redlock_refresh_total{auto="false",kind="plain",result="not_held"} 1
-redlock_refresh_total{auto="false",kind="plain",result="ok"} 1
+redlock_refresh_total{auto="false",lock_kind="plain",result="not_held"} 1
+redlock_refresh_total{auto="false",lock_kind="plain",result="ok"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
 		"redlock_acquire_total", "redlock_held_locks", "redlock_lost_total", "redlock_refresh_total"); err != nil {
@@ -294,8 +294,8 @@ func TestKindLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, reg, "redlock_held_locks", map[string]string{"kind": "read"}); got != 2 {
-		t.Errorf("held_locks{kind=read} = %v with two readers, want 2", got)
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "read"}); got != 2 {
+		t.Errorf("held_locks{lock_kind=read} = %v with two readers, want 2", got)
 	}
 	_ = r1.Release(ctx)
 	_ = r2.Release(ctx)
@@ -322,7 +322,7 @@ func TestKindLabel(t *testing.T) {
 			{"redlock_held_locks", nil, 0},
 		}
 		for _, ch := range checks {
-			labels := map[string]string{"kind": kind}
+			labels := map[string]string{"lock_kind": kind}
 			for k, v := range ch.labels {
 				labels[k] = v
 			}
@@ -332,9 +332,9 @@ func TestKindLabel(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"redlock_acquire_total", "redlock_attempts_total", "redlock_refresh_total", "redlock_release_total", "redlock_hold_duration_seconds"} {
-		for kind := range labelValues(t, reg, name, "kind", nil) {
+		for kind := range labelValues(t, reg, name, "lock_kind", nil) {
 			if kind != "plain" && kind != "read" {
-				t.Errorf("%s has kind %q, want plain or read only", name, kind)
+				t.Errorf("%s has lock_kind %q, want plain or read only", name, kind)
 			}
 		}
 	}
@@ -353,7 +353,7 @@ func TestReentrantHolds(t *testing.T) {
 	}
 	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
-	held := func() float64 { return value(t, reg, "redlock_held_locks", map[string]string{"kind": "reentrant"}) }
+	held := func() float64 { return value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "reentrant"}) }
 	var locks []*redlock.Lock
 	for range 2 {
 		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
@@ -366,7 +366,7 @@ func TestReentrantHolds(t *testing.T) {
 		t.Fatalf("re-entry changed the token: %d, %d", locks[0].Token(), locks[1].Token())
 	}
 	if got := held(); got != 2 {
-		t.Errorf("held_locks{kind=reentrant} = %v with two holds, want 2", got)
+		t.Errorf("held_locks{lock_kind=reentrant} = %v with two holds, want 2", got)
 	}
 	for _, l := range locks {
 		if err := l.Release(ctx); err != nil {
@@ -374,10 +374,10 @@ func TestReentrantHolds(t *testing.T) {
 		}
 	}
 	if got := held(); got != 0 {
-		t.Errorf("held_locks{kind=reentrant} = %v after both releases, want 0", got)
+		t.Errorf("held_locks{lock_kind=reentrant} = %v after both releases, want 0", got)
 	}
-	if got := value(t, reg, "redlock_hold_duration_seconds", map[string]string{"kind": "reentrant", "outcome": "released"}); got != 2 {
-		t.Errorf("hold_duration_seconds{kind=reentrant} has %v samples, want 2", got)
+	if got := value(t, reg, "redlock_hold_duration_seconds", map[string]string{"lock_kind": "reentrant", "outcome": "released"}); got != 2 {
+		t.Errorf("hold_duration_seconds{lock_kind=reentrant} has %v samples, want 2", got)
 	}
 }
 
@@ -402,12 +402,12 @@ func TestLockLabel(t *testing.T) {
 	expected := `
 # HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.
 # TYPE redlock_acquire_total counter
-redlock_acquire_total{kind="plain",lock="cron",result="obtained"} 1
-redlock_acquire_total{kind="plain",lock="order",result="obtained"} 2
+redlock_acquire_total{lock="cron",lock_kind="plain",result="obtained"} 1
+redlock_acquire_total{lock="order",lock_kind="plain",result="obtained"} 2
 # HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
-redlock_held_locks{kind="plain",lock="cron"} 1
-redlock_held_locks{kind="plain",lock="order"} 2
+redlock_held_locks{lock="cron",lock_kind="plain"} 1
+redlock_held_locks{lock="order",lock_kind="plain"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "redlock_acquire_total", "redlock_held_locks"); err != nil {
 		t.Error(err)
