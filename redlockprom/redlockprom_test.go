@@ -353,7 +353,9 @@ func TestReentrantHolds(t *testing.T) {
 	}
 	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
-	held := func() float64 { return value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "reentrant"}) }
+	held := func() float64 {
+		return value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "reentrant"})
+	}
 	var locks []*redlock.Lock
 	for range 2 {
 		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
