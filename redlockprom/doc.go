@@ -13,25 +13,26 @@
 //
 // # Metrics
 //
-//	redlock_acquire_total{result,lock_kind}             counter: calls of Obtain, TryObtain and Do's obtain
-//	redlock_acquire_duration_seconds{result,lock_kind}  histogram: their duration, waits included
-//	redlock_attempts_total{result,lock_kind}            counter: acquire rounds (an Obtain makes one or more)
-//	redlock_wait_duration_seconds{woken_by}        histogram: waits between attempts
-//	redlock_hold_duration_seconds{outcome,lock_kind}    histogram: how long each lock was held, once per lock
-//	redlock_refresh_total{result,auto,lock_kind}        counter: refreshes, manual and automatic
-//	redlock_refresh_duration_seconds{auto,lock_kind}    histogram: their duration
-//	redlock_release_total{result,lock_kind}             counter: releases
-//	redlock_lost_total{lock_kind}                       counter: locks lost while held
-//	redlock_node_errors_total{op,node,kind}        counter: a node's refusal or failure in a round
-//	redlock_held_locks{lock_kind}                       gauge: locks obtained and neither released nor lost
+//	redlock_acquire_total{result,lock_kind}            counter: calls of Obtain, TryObtain and Do's obtain
+//	redlock_acquire_duration_seconds{result,lock_kind} histogram: their duration, waits included
+//	redlock_attempts_total{result,lock_kind}           counter: acquire rounds (an Obtain makes one or more)
+//	redlock_wait_duration_seconds{woken_by}            histogram: waits between attempts
+//	redlock_hold_duration_seconds{outcome,lock_kind}   histogram: how long each lock was held, once per lock
+//	redlock_refresh_total{result,auto,lock_kind}       counter: refreshes, manual and automatic
+//	redlock_refresh_duration_seconds{auto,lock_kind}   histogram: their duration
+//	redlock_release_total{result,lock_kind}            counter: releases
+//	redlock_lost_total{lock_kind}                      counter: locks lost while held
+//	redlock_node_errors_total{op,node,kind}            counter: a node's refusal or failure in a round
+//	redlock_held_locks{lock_kind}                      gauge: locks obtained and neither released nor lost
 //
 // Label values, all from small fixed sets:
 //
 //   - lock_kind, on every metric but wait_duration_seconds and
-//     node_errors_total: the lock's kind, redlock.Kind.String(): "plain" (Obtain without a
-//     family option), "reentrant" (WithOwner), "write" (WithExclusive),
-//     "read" (WithShared). Without WithLockLabel, lost_total and held_locks
-//     show a series at 0 for each of the four from the start.
+//     node_errors_total: the lock's kind, redlock.Kind.String(): "plain"
+//     (Obtain without a family option), "reentrant" (WithOwner), "write"
+//     (WithExclusive), "read" (WithShared). Without WithLockLabel,
+//     lost_total and held_locks show a series at 0 for each of the four from
+//     the start.
 //   - result of acquire_total and acquire_duration_seconds: "obtained";
 //     "held" (the last attempt found the lock held by another owner on some
 //     node: contention, whether or not the context ended); "canceled" (the
