@@ -58,6 +58,7 @@ func ExampleNew() {
 	}
 	// Output:
 	// redlock_acquire_total{kind="plain",result="obtained"} 1
+	// redlock_held_locks{kind="permit"} 0
 	// redlock_held_locks{kind="plain"} 0
 	// redlock_held_locks{kind="read"} 0
 	// redlock_held_locks{kind="reentrant"} 0
