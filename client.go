@@ -294,7 +294,7 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			// wake-ups: no notification of it will come. Look for it
 			// instead of attempting again, so that the next attempt, the
 			// one WithMaxAttempts counts, still follows a wait.
-			holderTTL = c.lookForRelease(ctx, key, ttl, q.wake, holderTTL)
+			holderTTL = c.lookForRelease(ctx, key, ttl, o.permits, q.wake, holderTTL)
 		}
 	}
 	for {

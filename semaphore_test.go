@@ -460,3 +460,51 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 	}
 	_ = p.Release(ctx)
 }
+
+// releaseOnRefusal is a hook that releases a permit right after the first
+// refused attempt it sees: after the waiter's attempt, before its
+// subscription, so that the release's notification reaches no one.
+type releaseOnRefusal struct {
+	BaseHook
+	once sync.Once
+	p    *Lock
+}
+
+func (h *releaseOnRefusal) Attempt(_ context.Context, e AttemptEvent) {
+	if !e.Obtained {
+		h.once.Do(func() { _ = h.p.Release(context.Background()) })
+	}
+}
+
+// A permit released between a waiter's refused attempt and its
+// subscription sends a notification nobody hears; the waiter, once
+// subscribed, finds the free permit on the nodes (lookForRelease) instead
+// of sleeping until its retry delay (an hour) or the other permit's expiry
+// (a minute).
+func TestPermitReleaseBeforeSubscription(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			holder := newClient(t, cl.clients)
+			ctx := context.Background()
+			var held []*Lock
+			for range 2 {
+				p, err := holder.TryObtainPermit(ctx, "missed", 2, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, p)
+			}
+			defer func() { _ = held[1].Release(ctx) }()
+			h := &releaseOnRefusal{p: held[0]}
+			c := newClient(t, cl.clients, WithHook(h))
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			p, err := c.ObtainPermit(wctx, "missed", 2, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+			if err != nil {
+				t.Fatalf("the waiter missed the free permit: %v", err)
+			}
+			_ = p.Release(ctx)
+		})
+	}
+}
