@@ -9,6 +9,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
 )
 
 // PermitQuorum is the smallest q with (k+1)q > n*k: enough (k+1 permits
@@ -506,5 +510,47 @@ func TestPermitReleaseBeforeSubscription(t *testing.T) {
 			}
 			_ = p.Release(ctx)
 		})
+	}
+}
+
+// On one Redis Cluster node a permit needs that node only, for any k: the
+// semaphore's keys share their hash tag, and a release wakes a waiter
+// through the shard channel.
+func TestPermitOnCluster(t *testing.T) {
+	rc := redistest.StartClusterT(t, 3)
+	node := rc.Client()
+	t.Cleanup(func() { _ = node.Close() })
+	holder := newClient(t, []redis.UniversalClient{node})
+	waiter := newClient(t, []redis.UniversalClient{node})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var held []*Lock
+	for range 5 {
+		p, err := holder.TryObtainPermit(ctx, "cluster-sem", 5, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	if _, err := holder.TryObtainPermit(ctx, "cluster-sem", 5, time.Minute); !errors.Is(err, ErrHeld) {
+		t.Fatalf("a sixth permit of five: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		p, err := waiter.ObtainPermit(ctx, "cluster-sem", 5, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+		if err == nil {
+			err = p.Release(context.Background())
+		}
+		got <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // let the waiter be refused and wait
+	if err := held[0].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter on a cluster: %v", err)
+	}
+	for _, p := range held[1:] {
+		_ = p.Release(ctx)
 	}
 }
