@@ -39,6 +39,20 @@
 // lock of the family never share a name (ErrWrongKind). ObtainAll obtains
 // several names as one lock, all or nothing.
 //
+// # Semaphores
+//
+// ObtainPermit (and TryObtainPermit) takes one of the k permits of a named
+// semaphore: at most k permits of a name are valid at once. A permit is a
+// *Lock of Kind Permit, with its TTL, keep-alive, Done and Err, Release, a
+// fencing token, the restart guard, notified waiting and hooks; a permit
+// whose holder crashed expires on the nodes. On N independent nodes each
+// permit needs PermitQuorum(N, k) = floor(N·k/(k+1)) + 1 of them, a
+// majority for k = 1 but all five of five nodes once k >= 4: that is the
+// availability a semaphore costs. One node, including a Sentinel- or
+// Cluster-backed one, serves any k. A semaphore never shares a name with a
+// lock (ErrWrongKind), and its k cannot change while a permit is live
+// (ErrPermitCount). See docs/safety.md, "Semaphores".
+//
 // # Nodes
 //
 // Give each node's go-redis client ContextTimeoutEnabled: true, so that a

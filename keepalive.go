@@ -202,7 +202,7 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 				}
 			}
 		}
-		res.Won = res.Agreed >= c.quorum && now.Before(minTime(p.oldValid, p.newValid))
+		res.Won = res.Agreed >= p.l.quorum && now.Before(minTime(p.oldValid, p.newValid))
 		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.timeout, p.newValid, true)
 	}
 }

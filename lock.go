@@ -35,6 +35,9 @@ type Lock struct {
 	value string // the owner's secret; unused by a lock of the family
 	token int64
 	kind  Kind
+	// quorum is how many nodes must agree to each round of the lock: the
+	// Client's N/2+1, or a semaphore's PermitQuorum.
+	quorum int
 	// hold is the lock's hold when it is of the family (read-write or
 	// reentrant); nil for a plain lock.
 	hold *script.Hold
@@ -87,7 +90,10 @@ type Lock struct {
 // newLock is a lock about to be acquired, with a new owner value (or hold,
 // for the lock family).
 func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *obtainConfig) *Lock {
-	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind}
+	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind, quorum: c.quorum}
+	if o.kind == Permit {
+		l.quorum = PermitQuorum(len(c.nodes), o.permits)
+	}
 	if l.hold = newHold(o); l.hold == nil {
 		l.value = newValue()
 	}
@@ -262,7 +268,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	newValid := start.Add(c.cfg.validity(ttl))
 	round := quorum.Round[script.RefreshResult]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  l.quorum,
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
@@ -298,7 +304,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 // refreshed applies a refresh's round and returns Refresh's error.
 func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
 	c := l.c
-	refusedBy := certainlyNotOurs(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
+	refusedBy := certainlyNotOurs(l, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
 	yes := func(i int) bool { return res.Replies[i].Yes }
 	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes); err != nil {
 		return err
@@ -310,8 +316,8 @@ func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Tim
 	if l.Err() != nil {
 		sentinel = ErrNotHeld
 	}
-	qe := quorumError(c, "refresh", res, sentinel, disagreeRefresh)
-	qe.Expired = res.Agreed >= c.quorum
+	qe := quorumError(c, l.quorum, "refresh", res, sentinel, disagreeRefresh)
+	qe.Expired = res.Agreed >= l.quorum
 	return qe
 }
 
@@ -409,7 +415,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	plain := l.releaseCall(channel, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  l.quorum,
 		Timeout: timeout,
 		// Return once a quorum deleted the key: the other nodes' deletes
 		// finish in the background (a late one cannot delete a later
@@ -436,10 +442,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	var err error
 	if !res.Won {
 		var sentinel error
-		if certainlyNotOurs(c, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
+		if certainlyNotOurs(l, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
 			sentinel = ErrNotHeld
 		}
-		err = quorumError(c, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
+		err = quorumError(c, l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
 	}
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
@@ -565,14 +571,14 @@ const everyNode = ^uint64(0)
 //   - A release's "not deleted" also covers a missing key, which a node
 //     whose acquire or refresh had not answered in time may simply not have
 //     received yet: only the nodes that confirmed the lock count.
-func certainlyNotOurs[T any](c *Client, replies []quorum.Reply[T], gone func(T) bool, evidence uint64) bool {
+func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], gone func(T) bool, evidence uint64) bool {
 	n := 0
 	for i, r := range replies {
 		if r.Err == nil && evidence&(1<<i) != 0 && gone(r.Val) {
 			n++
 		}
 	}
-	return n > len(c.nodes)-c.quorum
+	return n > len(l.c.nodes)-l.quorum
 }
 
 // settleLate deletes our key on a node whose reply to an acquire or refresh

@@ -79,6 +79,7 @@ type config struct {
 type obtainConfig struct {
 	kind     Kind   // the lock family's options
 	owner    string // WithOwner
+	permits  int    // ObtainPermit's k
 	kindErr  error  // conflicting family options
 	id       uint64 // ObtainID of an observed obtain
 	retry    retryConfig

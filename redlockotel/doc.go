@@ -26,7 +26,8 @@
 //
 // Span attributes: redlock.outcome (the values below), redlock.kind (the
 // lock's kind, redlock.Kind.String(): "plain", "reentrant" (WithOwner),
-// "write" (WithExclusive) or "read" (WithShared)), redlock.attempts,
+// "write" (WithExclusive), "read" (WithShared) or "permit" (a semaphore's,
+// ObtainPermit)), redlock.attempts,
 // redlock.token (of an obtained lock), redlock.nodes and redlock.quorum (of
 // an obtain, from its attempts; of a failed refresh or release, the quorum
 // and redlock.agreed), redlock.auto (refresh), redlock.held_ms (release,

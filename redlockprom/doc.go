@@ -30,9 +30,9 @@
 //   - lock_kind, on every metric but wait_duration_seconds and
 //     node_errors_total: the lock's kind, redlock.Kind.String(): "plain"
 //     (Obtain without a family option), "reentrant" (WithOwner), "write"
-//     (WithExclusive), "read" (WithShared). Without WithLockLabel,
-//     lost_total and held_locks show a series at 0 for each of the four from
-//     the start.
+//     (WithExclusive), "read" (WithShared), "permit" (a semaphore's,
+//     ObtainPermit). Without WithLockLabel, lost_total and held_locks show a
+//     series at 0 for each of the five from the start.
 //   - result of acquire_total and acquire_duration_seconds: "obtained";
 //     "held" (the last attempt found the lock held by another owner on some
 //     node: contention, whether or not the context ended); "canceled" (the

@@ -58,6 +58,7 @@ func ExampleNew() {
 	}
 	// Output:
 	// redlock_acquire_total{lock_kind="plain",result="obtained"} 1
+	// redlock_held_locks{lock_kind="permit"} 0
 	// redlock_held_locks{lock_kind="plain"} 0
 	// redlock_held_locks{lock_kind="read"} 0
 	// redlock_held_locks{lock_kind="reentrant"} 0

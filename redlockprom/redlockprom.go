@@ -162,6 +162,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 // kind, a fixed set.
 var kinds = []string{
 	redlock.Plain.String(), redlock.Reentrant.String(), redlock.Write.String(), redlock.Read.String(),
+	redlock.Permit.String(),
 }
 
 // collectors registers every metric of a Hook at once, so that New

@@ -172,12 +172,14 @@ redlock_acquire_total{lock_kind="plain",result="held"} 2
 redlock_acquire_total{lock_kind="plain",result="obtained"} 3
 # HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
+redlock_held_locks{lock_kind="permit"} 0
 redlock_held_locks{lock_kind="plain"} 0
 redlock_held_locks{lock_kind="read"} 0
 redlock_held_locks{lock_kind="reentrant"} 0
 redlock_held_locks{lock_kind="write"} 0
 # HELP redlock_lost_total Locks lost while held, by lock kind.
 # TYPE redlock_lost_total counter
+redlock_lost_total{lock_kind="permit"} 0
 redlock_lost_total{lock_kind="plain"} 2
 redlock_lost_total{lock_kind="read"} 0
 redlock_lost_total{lock_kind="reentrant"} 0
@@ -432,8 +434,8 @@ func TestRegistration(t *testing.T) {
 		t.Errorf("a second Hook with its own const labels: %v", err)
 	}
 	// Only what was registered is there: the series of each kind at zero.
-	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 8 {
-		t.Errorf("%d held_locks series, want 8 (one per kind and Hook)", got)
+	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 10 {
+		t.Errorf("%d held_locks series, want 10 (one per kind and Hook)", got)
 	}
 	if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "redlock_held_locks", "redlock_acquire_total"); err != nil || n != 0 {
 		t.Errorf("the global registry has %d redlock series (%v), want 0", n, err)
@@ -460,5 +462,36 @@ func TestNodeErrorKind(t *testing.T) {
 		if got := redlockprom.NodeErrorKind(tt.err); got != tt.want {
 			t.Errorf("NodeErrorKind(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestPermitKindLabel: a semaphore's permits are counted under
+// kind="permit".
+func TestPermitKindLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, redistest.Clients(t, 1), h)
+	ctx := context.Background()
+	p1, err := c.TryObtainPermit(ctx, "exports", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.TryObtainPermit(ctx, "exports", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "permit"}); got != 2 {
+		t.Errorf("held_locks{lock_kind=permit} = %v with two permits, want 2", got)
+	}
+	_ = p1.Release(ctx)
+	_ = p2.Release(ctx)
+	if got := value(t, reg, "redlock_acquire_total", map[string]string{"lock_kind": "permit", "result": "obtained"}); got != 2 {
+		t.Errorf("acquire_total{lock_kind=permit,result=obtained} = %v, want 2", got)
+	}
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "permit"}); got != 0 {
+		t.Errorf("held_locks{lock_kind=permit} = %v after the releases, want 0", got)
 	}
 }
