@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -435,5 +436,69 @@ func TestParseMemory(t *testing.T) {
 	m.Policy = "noeviction"
 	if p := pressure(&m, 0.9); !strings.Contains(p, "will be refused") {
 		t.Fatalf("full, noeviction: pressure %q", p)
+	}
+}
+
+// seedTTL is the formula of seed 002 §4.2, which docs/adaptive-ttl.md
+// compares with ours.
+func seedTTL(base, rttP95 time.Duration, qpsDelta, memRatio float64) time.Duration {
+	rtt := max(0.7, min(1.3, 1.5-float64(rttP95)/float64(time.Millisecond)/20))
+	qps := max(0.4, 1-qpsDelta/5)
+	mem := max(0.5, 1-(memRatio-0.7)*3)
+	return time.Duration(float64(base) * rtt * qps * mem).Round(time.Millisecond)
+}
+
+// TestAdaptiveTTLAgainstSeedFormula computes the table of
+// docs/adaptive-ttl.md: the seed's TTL and ours, with the default per-node
+// timeout of each.
+func TestAdaptiveTTLAgainstSeedFormula(t *testing.T) {
+	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New does no I/O
+	defer node.Close()
+	c, err := New([]redis.UniversalClient{node}, WithAdaptiveTTL(AdaptiveTTL{Min: MinTTL, Max: time.Minute}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cases := []struct {
+		name              string
+		base, rtt         time.Duration
+		mem               float64
+		seed, seedTimeout time.Duration
+		ours, oursTimeout time.Duration
+		reason            TTLReason
+	}{
+		{"idle, fast LAN, memory at 30%", 10 * time.Second, time.Millisecond, 0.3, 28600 * time.Millisecond, time.Second, 10 * time.Second, 500 * time.Millisecond, TTLBase},
+		{"cross-region link", time.Second, 50 * time.Millisecond, 0.7, 700 * time.Millisecond, 35 * time.Millisecond, 2 * time.Second, 100 * time.Millisecond, TTLRTT},
+		{"short lock, slow link", 200 * time.Millisecond, 20 * time.Millisecond, 0.7, 140 * time.Millisecond, 10 * time.Millisecond, 800 * time.Millisecond, 40 * time.Millisecond, TTLRTT},
+		{"memory at 87%", 10 * time.Second, time.Millisecond, 0.87, 6500 * time.Millisecond, 325 * time.Millisecond, 10 * time.Second, 500 * time.Millisecond, TTLBase},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			seed := seedTTL(tc.base, tc.rtt, 0, tc.mem)
+			if seed != tc.seed || DefaultNodeTimeout(seed) != tc.seedTimeout {
+				t.Errorf("seed: %v (node timeout %v), want %v (%v)", seed, DefaultNodeTimeout(seed), tc.seed, tc.seedTimeout)
+			}
+			now := time.Now()
+			c.adapt.mu.Lock()
+			c.adapt.p95, c.adapt.p95At = tc.rtt, now
+			c.adapt.mu.Unlock()
+			ours, reason := c.adapt.choose("{redlock:seed}", tc.base, now)
+			if ours != tc.ours || reason != tc.reason || DefaultNodeTimeout(ours) != tc.oursTimeout {
+				t.Errorf("ours: %v (%v, node timeout %v), want %v (%v, %v)", ours, reason, DefaultNodeTimeout(ours), tc.ours, tc.reason, tc.oursTimeout)
+			}
+		})
+	}
+
+	// Contention: refusals at 4 a second halve the base (ContentionHalf 4).
+	now := time.Now()
+	c.adapt.mu.Lock()
+	c.adapt.p95, c.adapt.p95At = 0, now
+	c.adapt.names["{redlock:hot}"] = &nameRate{rate: 4, last: now}
+	c.adapt.mu.Unlock()
+	if ttl, reason := c.adapt.choose("{redlock:hot}", 10*time.Second, now); ttl != 5*time.Second || reason != TTLContention {
+		t.Errorf("4 refusals a second: %v (%v), want 5s (contention)", ttl, reason)
+	}
+	if r := c.adapt.refusals("{redlock:hot}", now.Add(contentionTau)); r < 4/math.E-0.01 || r > 4/math.E+0.01 {
+		t.Errorf("refusal rate after one time constant: %v, want 4/e", r)
 	}
 }
