@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -55,6 +56,9 @@ const (
 	maxTrackedNames = 4096
 	// sampleTimeout bounds one node's INFO in the sampler.
 	sampleTimeout = time.Second
+	// maxSubNames bounds the names whose waiting Clients one sample counts
+	// (PUBSUB NUMSUB).
+	maxSubNames = 128
 	// kinds of nodeLog lines of the adaptive TTL (beside hook.go's).
 	logMemory   = 100
 	logRTTAtMax = 101
@@ -72,16 +76,18 @@ type AdaptiveTTL struct {
 	// the nodes' round-trip times, so that the validity stays far above a
 	// round trip. Default DefaultRTTMultiple (40); at least 3.
 	RTTMultiple float64
-	// ContentionHalf is the contention on a name (this Client's goroutines
-	// waiting for it, plus its attempts refused because another owner held
-	// it, per second) at which the TTL is halved: the TTL is
-	// ttl / (1 + contention/ContentionHalf). Default DefaultContentionHalf
-	// (4).
+	// ContentionHalf is the contention on a name at which the TTL is
+	// halved: the TTL is ttl / (1 + contention/ContentionHalf). Contention
+	// is this Client's goroutines waiting for the name, plus the other
+	// Clients waiting for it (counted by the sampler), plus this Client's
+	// attempts refused because another owner held it, per second. Default
+	// DefaultContentionHalf (4).
 	ContentionHalf float64
 	// SampleInterval is how often a goroutine of the Client reads INFO
 	// (memory and stats) from every node, to report memory pressure and
-	// measure round trips when no lock is taken. Default
-	// DefaultSampleInterval (5 s).
+	// measure round trips when no lock is taken, and counts the Clients
+	// waiting for its names (PUBSUB NUMSUB). Default DefaultSampleInterval
+	// (5 s).
 	SampleInterval time.Duration
 	// MemoryRatio: a node whose used_memory is at least MemoryRatio ×
 	// maxmemory is reported under memory pressure. In (0, 1]; default
@@ -263,14 +269,18 @@ type adaptive struct {
 	cfg AdaptiveTTL
 	c   *Client
 
-	mu       sync.Mutex
-	rtts     [rttSamples]rttSample
-	nRTT     int // samples written, ever
-	p95      time.Duration
-	p95At    time.Time // when p95 was computed; zero: stale
-	names    map[string]*nameRate
-	evicted  []int64 // each node's evicted_keys at the last sample; -1: none yet
-	warm     []bool  // the sampler read the node once: its dial is not an RTT
+	mu      sync.Mutex
+	rtts    [rttSamples]rttSample
+	nRTT    int // samples written, ever
+	p95     time.Duration
+	p95At   time.Time // when p95 was computed; zero: stale
+	names   map[string]*nameRate
+	evicted []int64 // each node's evicted_keys at the last sample; -1: none yet
+	warm    []bool  // the sampler read the node once: its dial is not an RTT
+	// remote is, per lock key, the Clients subscribed to its release
+	// channel (each has waiters) at the last sample, this Client included.
+	remote   map[string]int64
+	remoteAt time.Time
 	started  bool
 	stopped  bool
 	cancel   context.CancelFunc
@@ -290,7 +300,7 @@ type nameRate struct {
 }
 
 func newAdaptive(c *Client) *adaptive {
-	a := &adaptive{cfg: *c.cfg.adaptive, c: c, names: make(map[string]*nameRate)}
+	a := &adaptive{cfg: *c.cfg.adaptive, c: c, names: make(map[string]*nameRate), remote: make(map[string]int64)}
 	a.evicted = make([]int64, len(c.nodes))
 	a.warm = make([]bool, len(c.nodes))
 	for i := range a.evicted {
@@ -324,7 +334,8 @@ func (c *Client) checkAdaptiveInterval(o *obtainConfig) error {
 //	floor     = RTTMultiple × RTT p95
 //	ttl       = min(Max, max(Min, floor, contended))
 func (a *adaptive) choose(key string, base time.Duration, now time.Time) (time.Duration, TTLReason) {
-	contention := float64(a.c.waiters(key)) + a.refusals(key, now)
+	local := a.c.waiters(key)
+	contention := float64(local) + a.refusals(key, now) + float64(a.otherClients(key, local > 0, now))
 	p95 := a.rttP95(now)
 	ttl, reason := base, TTLBase
 	if contention > 0 {
@@ -369,6 +380,89 @@ func (c *Client) waiters(key string) int {
 		return len(q.members)
 	}
 	return 0
+}
+
+// otherClients is the number of other Clients waiting for key at the last
+// sample (PUBSUB NUMSUB of its release channel), if that sample is recent;
+// own says this Client has waiters, and so a subscription, of its own.
+func (a *adaptive) otherClients(key string, own bool, now time.Time) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if now.Sub(a.remoteAt) > 3*a.cfg.SampleInterval {
+		return 0
+	}
+	n := a.remote[key]
+	if own {
+		n--
+	}
+	return max(n, 0)
+}
+
+// sampleWaiters counts, on every node that is not a Redis Cluster, the
+// Clients subscribed to the release channels of up to maxSubNames names:
+// this Client's held locks with an adaptive TTL and the names it was
+// refused. A Client subscribes once per name and node while it has
+// waiters, so the highest count over the nodes is the number of Clients
+// waiting.
+func (a *adaptive) sampleWaiters(ctx context.Context) {
+	held := make([]*Lock, 0, maxSubNames)
+	a.c.mu.Lock()
+	for l := range a.c.held { // map order: another subset each time when there are more
+		if len(held) >= maxSubNames {
+			break
+		}
+		held = append(held, l)
+	}
+	a.c.mu.Unlock()
+	names := make(map[string]string, maxSubNames) // channel → lock key
+	for _, l := range held {
+		l.mu.Lock()
+		if l.base > 0 {
+			names[keys.Channel(l.key)] = l.key
+		}
+		l.mu.Unlock()
+	}
+	a.mu.Lock()
+	for k := range a.names {
+		if len(names) >= maxSubNames {
+			break
+		}
+		names[keys.Channel(k)] = k
+	}
+	a.mu.Unlock()
+	channels := make([]string, 0, len(names))
+	for ch := range names {
+		channels = append(channels, ch)
+	}
+	counts := make(map[string]int64, len(channels))
+	if len(channels) > 0 {
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for _, n := range a.c.nodes {
+			if n.Cluster {
+				continue // sharded channels live on their slot's shard: not counted
+			}
+			wg.Go(func() {
+				ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
+				defer cancel()
+				subs, err := n.Client.PubSubNumSub(ctx, channels...).Result()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for ch, c := range subs {
+					if k, ok := names[ch]; ok {
+						counts[k] = max(counts[k], c)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	a.mu.Lock()
+	a.remote, a.remoteAt = counts, time.Now()
+	a.mu.Unlock()
 }
 
 // refusals is key's rate of refused attempts per second at now.
@@ -513,6 +607,7 @@ func (a *adaptive) sample(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+	a.sampleWaiters(ctx)
 	if ctx.Err() != nil {
 		return
 	}

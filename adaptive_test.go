@@ -502,3 +502,66 @@ func TestAdaptiveTTLAgainstSeedFormula(t *testing.T) {
 		t.Errorf("refusal rate after one time constant: %v, want 4/e", r)
 	}
 }
+
+// TestAdaptiveTTLSeesOtherClientsWaiting holds a lock on one Client while
+// two other Clients wait for it: the holder's sampler counts their
+// subscriptions (PUBSUB NUMSUB), and its automatic refreshes lower the TTL
+// for contention.
+func TestAdaptiveTTLSeesOtherClientsWaiting(t *testing.T) {
+	cl := startNodes(t, 1)
+	a := AdaptiveTTL{Min: 500 * time.Millisecond, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
+	rec := &ttlRecorder{}
+	holder := newClient(t, cl.clients, WithAdaptiveTTL(a), WithHook(rec))
+	ctx := context.Background()
+	const base = 3 * time.Second
+	l, err := holder.Obtain(ctx, "shared", base, WithAutoRefresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := rec.lastObtain(t, "shared"); e.TTL != base || e.TTLReason != TTLBase {
+		t.Fatalf("nobody waits: TTL %v (%v), want %v (base)", e.TTL, e.TTLReason, base)
+	}
+
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		w := newClient(t, cl.clients)
+		wg.Go(func() {
+			l, err := w.Obtain(wctx, "shared", time.Second)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			errs <- err
+		})
+	}
+	var contended RefreshEvent
+	eventuallyWithin(t, 15*time.Second, "an automatic refresh lowered for contention", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		for _, e := range rec.refreshs {
+			if e.Auto && e.Err == nil && e.TTLReason == TTLContention {
+				contended = e
+				return true
+			}
+		}
+		return false
+	})
+	// One waiting Client at least: base / (1 + 1/4).
+	if limit := time.Duration(float64(base) / 1.25); contended.TTL > limit {
+		t.Errorf("refresh with other Clients waiting: TTL %v, want at most %v", contended.TTL, limit)
+	}
+	inBounds(t, "contended refresh", contended.TTL, a)
+	t.Logf("refresh while two Clients wait: TTL %v (%v)", contended.TTL, contended.TTLReason)
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
