@@ -60,8 +60,9 @@ const (
 	// (PUBSUB NUMSUB).
 	maxSubNames = 128
 	// kinds of nodeLog lines of the adaptive TTL (beside hook.go's).
-	logMemory   = 100
-	logRTTAtMax = 101
+	logMemory    = 100
+	logRTTAtMax  = 101
+	logSampleErr = 102
 )
 
 // AdaptiveTTL configures WithAdaptiveTTL: the bounds of the TTLs it picks
@@ -630,6 +631,10 @@ func (a *adaptive) sample(ctx context.Context) {
 	a.mu.Unlock()
 	if l := a.c.cfg.logger; l != nil {
 		for _, m := range nodes {
+			if m.Err != nil && a.c.nodeLog.due(m.Node, logSampleErr, now) {
+				l.LogAttrs(ctx, slog.LevelWarn, "redlock: adaptive TTL cannot read the node's memory (INFO): its memory pressure is unknown",
+					slog.Int("node", m.Node), slog.String("addr", m.Addr), slog.String("error", m.Err.Error()))
+			}
 			if m.Pressure == "" || !a.c.nodeLog.due(m.Node, logMemory, now) {
 				continue
 			}

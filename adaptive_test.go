@@ -565,3 +565,55 @@ func TestAdaptiveTTLSeesOtherClientsWaiting(t *testing.T) {
 		}
 	}
 }
+
+// TestAdaptiveTTLOnRedisCluster samples a Redis Cluster node: every master
+// is read, and the fullest one reported.
+func TestAdaptiveTTLOnRedisCluster(t *testing.T) {
+	rc := redistest.StartClusterT(t, 3)
+	node := rc.Client()
+	t.Cleanup(func() { _ = node.Close() })
+	rec := &ttlRecorder{}
+	a := AdaptiveTTL{Min: time.Second, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
+	c := newClient(t, []redis.UniversalClient{node}, WithAdaptiveTTL(a), WithHook(rec))
+	ctx := context.Background()
+	l, err := c.Obtain(ctx, "cluster-ttl", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if e := rec.lastObtain(t, "cluster-ttl"); e.TTL != 5*time.Second || e.TTLReason != TTLBase {
+		t.Fatalf("TTL %v (%v), want 5s (base)", e.TTL, e.TTLReason)
+	}
+	eventuallyWithin(t, 10*time.Second, "a sample of the cluster", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.samples) > 0
+	})
+	rec.mu.Lock()
+	m := rec.samples[0].Nodes[0]
+	rec.mu.Unlock()
+	if m.Err != nil || m.Policy == "" || m.UsedMemory == 0 || m.Pressure != "" {
+		t.Fatalf("cluster node sample %+v: want the masters read, no pressure", m)
+	}
+
+	// One master at its maxmemory: the cluster node is under pressure.
+	last := rc.Servers[len(rc.Servers)-1].Client()
+	defer last.Close()
+	info, err := last.Info(ctx, "memory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := parseMemory(info).UsedMemory
+	if err := last.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyWithin(t, 10*time.Second, "the full master reported", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		m = rec.samples[len(rec.samples)-1].Nodes[0]
+		return m.Pressure != ""
+	})
+	if m.MaxMemory == 0 || !strings.Contains(m.Pressure, "of maxmemory") {
+		t.Fatalf("cluster node with a full master: %+v", m)
+	}
+}
