@@ -54,6 +54,8 @@ const (
 	contentionTau = 10 * time.Second
 	// maxTrackedNames bounds the names whose refusal rate is tracked.
 	maxTrackedNames = 4096
+	// minSampleInterval keeps the sampler from hammering the nodes.
+	minSampleInterval = 10 * time.Millisecond
 	// sampleTimeout bounds one node's INFO in the sampler.
 	sampleTimeout = time.Second
 	// maxSubNames bounds the names whose waiting Clients one sample counts
@@ -237,12 +239,12 @@ func (c *config) validateAdaptive() error {
 		return invalid("adaptive TTL Min %v is below the minimum TTL %v", a.Min, MinTTL)
 	case a.Max > c.maxTTL:
 		return invalid("adaptive TTL Max %v is above the deployment's maximum TTL %v (WithMaxTTL)", a.Max, c.maxTTL)
-	case a.RTTMultiple < 0 || math.IsNaN(a.RTTMultiple) || (a.RTTMultiple > 0 && a.RTTMultiple < 3):
+	case a.RTTMultiple < 0 || math.IsNaN(a.RTTMultiple) || math.IsInf(a.RTTMultiple, 0) || (a.RTTMultiple > 0 && a.RTTMultiple < 3):
 		return invalid("adaptive TTL RTTMultiple %v must be at least 3 (0: default %d)", a.RTTMultiple, DefaultRTTMultiple)
 	case a.ContentionHalf < 0 || math.IsNaN(a.ContentionHalf) || math.IsInf(a.ContentionHalf, 0):
 		return invalid("adaptive TTL ContentionHalf %v must be positive (0: default %d)", a.ContentionHalf, DefaultContentionHalf)
-	case a.SampleInterval < 0:
-		return invalid("adaptive TTL SampleInterval %v is negative", a.SampleInterval)
+	case a.SampleInterval < 0 || (a.SampleInterval > 0 && a.SampleInterval < minSampleInterval):
+		return invalid("adaptive TTL SampleInterval %v must be at least %v (0: default %v)", a.SampleInterval, minSampleInterval, DefaultSampleInterval)
 	case a.MemoryRatio < 0 || a.MemoryRatio > 1 || math.IsNaN(a.MemoryRatio):
 		return invalid("adaptive TTL MemoryRatio %v is outside (0, 1] (0: default %v)", a.MemoryRatio, DefaultMemoryRatio)
 	}
@@ -345,10 +347,11 @@ func (a *adaptive) choose(key string, base time.Duration, now time.Time) (time.D
 			reason = TTLContention
 		}
 	}
-	if floor := time.Duration(a.cfg.RTTMultiple * float64(p95)); floor > ttl && floor > a.cfg.Min {
-		ttl, reason = floor, TTLRTT
-		if floor > a.cfg.Max {
-			a.rttAtMax(p95, floor)
+	// In floating point: a huge multiple must not overflow a Duration.
+	if floor := a.cfg.RTTMultiple * float64(p95); floor > float64(ttl) && floor > float64(a.cfg.Min) {
+		ttl, reason = time.Duration(min(floor, float64(a.cfg.Max)+1)), TTLRTT
+		if floor > float64(a.cfg.Max) {
+			a.rttAtMax(p95)
 		}
 	}
 	switch {
@@ -362,14 +365,14 @@ func (a *adaptive) choose(key string, base time.Duration, now time.Time) (time.D
 
 // rttAtMax logs, at most once a minute, that the round-trip time asks for
 // a TTL above Max.
-func (a *adaptive) rttAtMax(p95, floor time.Duration) {
+func (a *adaptive) rttAtMax(p95 time.Duration) {
 	l := a.c.cfg.logger
 	if l == nil || !a.c.nodeLog.due(-1, logRTTAtMax, time.Now()) {
 		return
 	}
 	l.LogAttrs(context.Background(), slog.LevelWarn,
 		"redlock: adaptive TTL capped at Max although the nodes' round-trip time asks for more: validity margins are thinner than RTTMultiple",
-		slog.Duration("rtt_p95", p95), slog.Duration("wanted", floor), slog.Duration("max", a.cfg.Max))
+		slog.Duration("rtt_p95", p95), slog.Float64("wanted_seconds", a.cfg.RTTMultiple*p95.Seconds()), slog.Duration("max", a.cfg.Max))
 }
 
 // waiters is the number of this Client's goroutines queued for the lock

@@ -105,7 +105,9 @@ func TestAdaptiveTTLBadInput(t *testing.T) {
 		{"small RTT multiple", with(func(a *AdaptiveTTL) { a.RTTMultiple = 2 }), nil, "RTTMultiple 2 must be at least 3"},
 		{"negative RTT multiple", with(func(a *AdaptiveTTL) { a.RTTMultiple = -1 }), nil, "RTTMultiple -1"},
 		{"negative contention", with(func(a *AdaptiveTTL) { a.ContentionHalf = -1 }), nil, "ContentionHalf -1"},
-		{"negative interval", with(func(a *AdaptiveTTL) { a.SampleInterval = -time.Second }), nil, "SampleInterval -1s is negative"},
+		{"negative interval", with(func(a *AdaptiveTTL) { a.SampleInterval = -time.Second }), nil, "SampleInterval -1s must be at least 10ms"},
+		{"tiny interval", with(func(a *AdaptiveTTL) { a.SampleInterval = time.Nanosecond }), nil, "SampleInterval 1ns must be at least 10ms"},
+		{"infinite RTT multiple", with(func(a *AdaptiveTTL) { a.RTTMultiple = math.Inf(1) }), nil, "RTTMultiple +Inf"},
 		{"memory ratio above 1", with(func(a *AdaptiveTTL) { a.MemoryRatio = 1.5 }), nil, "MemoryRatio 1.5 is outside"},
 	}
 	for _, tc := range cases {
