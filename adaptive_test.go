@@ -619,3 +619,62 @@ func TestAdaptiveTTLOnRedisCluster(t *testing.T) {
 		t.Fatalf("cluster node with a full master: %+v", m)
 	}
 }
+
+// TestSeedFormulaOnASlowLink runs the "short lock, slow link" row of
+// docs/adaptive-ttl.md on a real node behind 10 ms of latency each way,
+// with the default per-node timeout: the seed formula's TTL (140 ms for a
+// 200 ms base) leaves a 10 ms node timeout, below the round trip, and is
+// never obtained; the adaptive TTL raises the TTL to 40 × the RTT, obtains
+// the lock and keeps it alive.
+func TestSeedFormulaOnASlowLink(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	p, err := faultproxy.New(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	p.SetLatency(10 * time.Millisecond)
+	node := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = node.Close() })
+	nodes := []redis.UniversalClient{node}
+	ctx := context.Background()
+	const base = 200 * time.Millisecond
+
+	fixed, err := New(nodes, WithoutRestartGuard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = fixed.Close() })
+	seed := seedTTL(base, 20*time.Millisecond, 0, 0.7)
+	_, err = fixed.Obtain(ctx, "slow-link", seed, WithMaxAttempts(5))
+	// Three timeouts in a row, then the node is skipped for a second.
+	if !errors.Is(err, ErrNotObtained) || !(errors.Is(err, ErrNodeTimeout) || errors.Is(err, ErrNodeSkipped)) {
+		t.Fatalf("seed TTL %v (node timeout %v) over a 20 ms round trip: %v, want timeouts", seed, DefaultNodeTimeout(seed), err)
+	}
+
+	rec := &ttlRecorder{}
+	a := AdaptiveTTL{Min: MinTTL, Max: time.Minute, SampleInterval: 50 * time.Millisecond}
+	c, err := New(nodes, WithoutRestartGuard(), WithAdaptiveTTL(a), WithHook(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	c.adapt.start()
+	eventuallyWithin(t, 20*time.Second, "the RTT measured", func() bool { return c.adapt.rttP95(time.Now()) >= 20*time.Millisecond })
+	l, err := c.Obtain(ctx, "slow-link", base, WithAutoRefresh())
+	if err != nil {
+		t.Fatalf("adaptive TTL over a 20 ms round trip: %v", err)
+	}
+	e := rec.lastObtain(t, "slow-link")
+	if e.TTL < 800*time.Millisecond || e.TTLReason != TTLRTT {
+		t.Fatalf("TTL %v (%v), want at least 800ms (rtt)", e.TTL, e.TTLReason)
+	}
+	time.Sleep(2 * e.TTL) // kept alive through several refreshes
+	if err := l.Err(); err != nil {
+		t.Fatalf("after two TTLs: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("seed: %v, not obtained; adaptive: %v (%v), held for two TTLs", seed, e.TTL, e.TTLReason)
+}
