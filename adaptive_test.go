@@ -345,14 +345,10 @@ func TestAdaptiveTTLMemoryPressure(t *testing.T) {
 	cl := startNodes(t, 1)
 	node := cl.clients[0]
 	ctx := context.Background()
-	info, err := node.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := parseMemory(info).UsedMemory
 	if err := node.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
+	used := redistest.MaxMemoryAtUsed(t, node)
 	if err := node.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used+2<<20, 10)).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -601,14 +597,7 @@ func TestAdaptiveTTLOnRedisCluster(t *testing.T) {
 	// One master at its maxmemory: the cluster node is under pressure.
 	last := rc.Servers[len(rc.Servers)-1].Client()
 	defer last.Close()
-	info, err := last.Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	used := parseMemory(info).UsedMemory
-	if err := last.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
+	redistest.MaxMemoryAtUsed(t, last)
 	eventuallyWithin(t, 10*time.Second, "the full master reported", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()

@@ -3,7 +3,6 @@ package redlockotel_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -609,20 +608,7 @@ func TestAdaptiveTTL(t *testing.T) {
 		t.Errorf("refresh span attributes %v: want redlock.ttl_ms 20000, redlock.ttl.reason max", a)
 	}
 
-	info, err := nodes[0].Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var used string
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			used = v
-		}
-	}
-	if err := nodes[0].ConfigSet(ctx, "maxmemory", used).Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nodes[0].ConfigSet(context.Background(), "maxmemory", "0").Err() })
+	redistest.MaxMemoryAtUsed(t, nodes[0]) // noeviction: writes are refused
 	node := attribute.Key("redlock.node").Int(0)
 	deadline := time.Now().Add(10 * time.Second)
 	for tel.sum(t, "redlock.node.memory.pressure", node) != 1 {

@@ -498,20 +498,7 @@ func TestAdaptiveTTLMetrics(t *testing.T) {
 
 	// Memory at maxmemory (noeviction, the default policy: no key is
 	// evicted, writes are refused).
-	info, err := nodes[0].Info(ctx, "memory").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var used string
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			used = v
-		}
-	}
-	if err := nodes[0].ConfigSet(ctx, "maxmemory", used).Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = nodes[0].ConfigSet(context.Background(), "maxmemory", "0").Err() })
+	redistest.MaxMemoryAtUsed(t, nodes[0])
 	deadline := time.Now().Add(10 * time.Second)
 	for value(t, reg, "redlock_node_memory_pressure", map[string]string{"node": "0"}) != 1 {
 		if time.Now().After(deadline) {
