@@ -130,6 +130,10 @@ func TestAdaptiveTTLBadInput(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "below the adaptive TTL's Min") {
 			t.Fatalf("error %v: want ErrInvalid about Min", err)
 		}
+		_, err = c.ObtainAll(context.Background(), []string{"interval-a", "interval-b"}, 5*time.Second, WithRefreshInterval(time.Second))
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "below the adaptive TTL's Min") {
+			t.Fatalf("ObtainAll: error %v, want ErrInvalid about Min", err)
+		}
 		// WithFixedTTL takes the TTL as given, so only it bounds the interval.
 		l, err := c.Obtain(context.Background(), "interval", 5*time.Second, WithAutoRefresh(), WithRefreshInterval(time.Second), WithFixedTTL())
 		if err != nil {
