@@ -697,3 +697,37 @@ func BenchmarkAdaptiveTTL(b *testing.B) {
 		observeRTT(c.adapt, replies, time.Second)
 	}
 }
+
+// TestAdaptiveTTLBoundsPassCheckTTL checks the claim of docs/safety.md:
+// once New accepted Min and Max, every TTL between them passes checkTTL,
+// whatever the node timeout, drift factor and replica acknowledgement.
+func TestAdaptiveTTLBoundsPassCheckTTL(t *testing.T) {
+	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New does no I/O
+	defer node.Close()
+	configs := [][]Option{
+		nil,
+		{WithNodeTimeout(300 * time.Millisecond)},
+		{WithDriftFactor(0.4)},
+		{WithReplicaAck(1, 50*time.Millisecond), WithDriftFactor(0.2)},
+	}
+	accepted := 0
+	for i, opts := range configs {
+		for _, min := range []time.Duration{MinTTL, 50 * time.Millisecond, 400 * time.Millisecond, time.Second} {
+			a := AdaptiveTTL{Min: min, Max: time.Minute}
+			c, err := New([]redis.UniversalClient{node}, append(opts, WithAdaptiveTTL(a))...)
+			if err != nil {
+				continue // Min refused for this configuration
+			}
+			_ = c.Close()
+			accepted++
+			for ttl := min; ttl <= a.Max; ttl += ttl/7 + time.Millisecond {
+				if _, err := c.cfg.checkTTL(ttl); err != nil {
+					t.Fatalf("config %d, Min %v accepted, but TTL %v refused: %v", i, min, ttl, err)
+				}
+			}
+		}
+	}
+	if accepted < 10 {
+		t.Fatalf("only %d of 16 configurations accepted: the check covers too little", accepted)
+	}
+}
