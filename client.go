@@ -52,6 +52,9 @@ type Client struct {
 	sched *keepalive.Scheduler[*Lock]
 	epoch time.Time // origin of the refresh grid
 
+	// adapt picks TTLs (WithAdaptiveTTL); nil when off.
+	adapt *adaptive
+
 	// life is held for reading by every call that may start background
 	// goroutines, and for writing by Close while it marks the Client
 	// closed, so that no goroutine is added to bg while Close waits on it.
@@ -135,6 +138,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	for i := range c.nodes {
 		c.guards = append(c.guards, c.newGuard(i))
 	}
+	if cfg.adaptive != nil {
+		c.adapt = newAdaptive(c)
+	}
 	return c, nil
 }
 
@@ -188,6 +194,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	if err := o.validate(ttl); err != nil {
 		return nil, err
 	}
+	if err := c.checkAdaptiveInterval(&o); err != nil {
+		return nil, err
+	}
 	if !c.observed() {
 		l, _, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
 		return l, err
@@ -196,7 +205,8 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
 	if h := c.cfg.hook; h != nil {
-		ev := ObtainEvent{Key: key, Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err}
+		ev := ObtainEvent{Key: key, Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err,
+			TTL: o.ttl, TTLReason: o.ttlReason}
 		if l != nil {
 			ev.Token = l.token
 		}
@@ -224,7 +234,9 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			return nil, -1, last
 		}
 		attempts++
-		l, holderTTL, err := c.attempt(ctx, name, key, ttl, o)
+		o.base = ttl
+		o.ttl, o.ttlReason = c.ttlFor(key, ttl, o.fixedTTL)
+		l, holderTTL, err := c.attempt(ctx, name, key, o.ttl, o)
 		if err != nil {
 			last = err
 		}
@@ -388,6 +400,12 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		},
 	}
 	res := round.Run(ctx, &c.bg)
+	if c.adapt != nil {
+		observeRTT(c.adapt, res.Replies, timeout)
+		if !res.Won && acquireRefused(res.Replies) {
+			c.adapt.refused(key, time.Now())
+		}
+	}
 	if !res.Won {
 		qe := quorumError(c, l.quorum, "obtain", res, ErrNotObtained, disagreeAcquire)
 		qe.Expired = res.Agreed >= l.quorum
@@ -617,6 +635,9 @@ func (c *Client) Close() error {
 	// starts no goroutine once a lock is released, and every held lock is
 	// released here before bg.Wait.
 	c.sched.Stop()
+	if c.adapt != nil {
+		c.adapt.stop()
+	}
 	releaseAll(held)
 	for _, h := range c.hubs {
 		h.Close()

@@ -53,6 +53,17 @@
 // lock (ErrWrongKind), and its k cannot change while a permit is live
 // (ErrPermitCount). See docs/safety.md, "Semaphores".
 //
+// # Adaptive TTL
+//
+// WithAdaptiveTTL makes the TTL given to Obtain (and Refresh) a base that
+// the Client adjusts for each attempt and refresh, within [Min, Max]: it is
+// raised to cover the nodes' round-trip time (p95) and lowered while the
+// name is contended, never above Max. A sampler reads INFO from every node
+// and reports memory pressure (SampleHook, WithLogger) without shortening
+// any TTL. ObtainEvent and RefreshEvent carry the TTL and its TTLReason.
+// A shorter TTL does not weaken mutual exclusion: it only makes a lock
+// whose refreshes fail lost sooner. See docs/adaptive-ttl.md.
+//
 // # Nodes
 //
 // Give each node's go-redis client ContextTimeoutEnabled: true, so that a

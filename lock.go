@@ -72,6 +72,7 @@ type Lock struct {
 	// (certainlyNotOurs): another may not have received our key yet.
 	confirmed   uint64
 	ttl         time.Duration
+	base        time.Duration // the TTL asked for, which WithAdaptiveTTL adjusts; 0: as given
 	nodeTimeout time.Duration
 	validUntil  time.Time
 	err         error // nil while held; then ErrLost or ErrNotHeld
@@ -80,6 +81,7 @@ type Lock struct {
 	watched     bool // scheduled: Done was called, or auto-refresh is on
 	auto        bool
 	interval    time.Duration   // auto-refresh period
+	ttlInterval bool            // interval is TTL/3 (not WithRefreshInterval)
 	holdUntil   time.Time       // auto-refresh does not extend past it; zero: no limit
 	capped      bool            // the hold limit cut the last refresh short
 	refreshAt   time.Time       // next automatic refresh
@@ -93,6 +95,9 @@ func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *ob
 	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind, quorum: c.quorum}
 	if o.kind == Permit {
 		l.quorum = PermitQuorum(len(c.nodes), o.permits)
+	}
+	if c.adapt != nil && !o.fixedTTL {
+		l.base = o.base
 	}
 	if l.hold = newHold(o); l.hold == nil {
 		l.value = newValue()
@@ -252,6 +257,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
+	ttl, reason := l.adaptTTL(ttl)
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.isClosed() {
@@ -281,7 +287,20 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		ValidUntil: minTime(validUntil, newValid),
 	}
 	res := round.Run(ctx, &c.bg)
-	return l.refreshDone(ctx, res, start, ttl, timeout, newValid, false)
+	observeRTT(c.adapt, res.Replies, timeout)
+	return l.refreshDone(ctx, res, start, ttl, reason, timeout, newValid, false)
+}
+
+// adaptTTL is the TTL of a manual refresh to ttl, and why: ttl becomes
+// the base of a lock whose TTL WithAdaptiveTTL picks.
+func (l *Lock) adaptTTL(ttl time.Duration) (time.Duration, TTLReason) {
+	l.mu.Lock()
+	adaptive := l.base > 0
+	if adaptive {
+		l.base = ttl
+	}
+	l.mu.Unlock()
+	return l.c.ttlFor(l.key, ttl, !adaptive)
 }
 
 // refreshDone applies the round of a refresh, manual or automatic, to the
@@ -289,13 +308,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // refresh's outcome is decided (whether the nodes say the lock is no longer
 // ours: certainlyNotOurs, which Release asks too). It returns Refresh's
 // error.
-func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time, auto bool) error {
+func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl time.Duration, reason TTLReason, timeout time.Duration, newValid time.Time, auto bool) error {
 	c := l.c
 	err := l.refreshed(res, start, ttl, timeout, newValid)
 	if c.observed() {
 		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {
-			h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err})
+			h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err,
+				TTL: ttl, TTLReason: reason})
 		}
 	}
 	return err
@@ -354,6 +374,9 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 	}
 	if won {
 		l.validUntil, l.ttl, l.nodeTimeout = newValid, ttl, timeout
+		if l.base > 0 && l.ttlInterval && !l.capped {
+			l.interval = ttl / 3 // the TTL WithAdaptiveTTL picked
+		}
 		l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
 		l.confirm(yes)
 	} else {
@@ -614,6 +637,7 @@ func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
 	l.interval = interval
 	if l.interval == 0 {
 		l.interval = l.ttl / 3
+		l.ttlInterval = true
 	}
 	l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
 	if maxHold > 0 {
@@ -621,27 +645,33 @@ func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
 	}
 }
 
-// nextRefresh is the TTL an automatic refresh sent at start asks for, and
-// the validity it extends; ok is false when there is nothing to send: the
+// nextRefresh is the TTL an automatic refresh sent at start asks for (and
+// why: WithAdaptiveTTL picks it anew each time), and the validity it
+// extends; ok is false when there is nothing to send: the
 // lock ended, or its hold limit (WithMaxHold) leaves less than MinTTL, in
 // which case automatic refresh stops and the lock runs out at its loss
 // deadline. A TTL cut short by the hold limit marks the lock capped.
-func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, validUntil time.Time, ok bool) {
+func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, reason TTLReason, validUntil time.Time, ok bool) {
+	l.mu.Lock()
+	ttl, base := l.ttl, l.base
+	l.mu.Unlock()
+	if base > 0 {
+		ttl, reason = l.c.ttlFor(l.key, base, false)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return 0, time.Time{}, false
+		return 0, reason, time.Time{}, false
 	}
-	ttl = l.ttl
 	if !l.holdUntil.IsZero() && l.holdUntil.Sub(start) < ttl {
-		ttl = l.holdUntil.Sub(start)
+		ttl, reason = l.holdUntil.Sub(start).Truncate(time.Millisecond), TTLHoldLimit
 		l.capped = true
 		if ttl < MinTTL {
 			l.auto = false
-			return 0, time.Time{}, false
+			return 0, reason, time.Time{}, false
 		}
 	}
-	return ttl, l.validUntil, true
+	return ttl, reason, l.validUntil, true
 }
 
 // refreshLater moves an automatic refresh that could not start at now (an

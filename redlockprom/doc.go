@@ -25,6 +25,18 @@
 //	redlock_node_errors_total{op,node,kind}            counter: a node's refusal or failure in a round
 //	redlock_held_locks{lock_kind}                      gauge: locks obtained and neither released nor lost
 //
+// With redlock.WithAdaptiveTTL (docs/adaptive-ttl.md in the repository):
+//
+//	redlock_ttl_chosen_seconds{op,reason}              histogram: TTL of each lock obtained and each successful refresh
+//	redlock_rtt_p95_seconds                            gauge: the nodes' round-trip time (p95) the adaptive TTL uses
+//	redlock_node_memory_used_ratio{node}               gauge: used_memory / maxmemory (0: no maxmemory)
+//	redlock_node_memory_pressure{node}                 gauge: 1 while the node evicts keys or is near maxmemory
+//	redlock_node_evicted_keys_total{node}              counter: keys the node evicted
+//
+// ttl_chosen_seconds is recorded without WithAdaptiveTTL too, with reason
+// "given". The other four come from the adaptive TTL's sampler
+// (redlock.SampleHook) and exist only on a Client that has one.
+//
 // Label values, all from small fixed sets:
 //
 //   - lock_kind, on every metric but wait_duration_seconds and
@@ -49,6 +61,9 @@
 //     still be valid). auto: "true" for the keep-alive, "false" for Refresh.
 //   - result of release_total: "ok", "not_held" (already expired or taken),
 //     "failed" (nodes did not answer; their keys expire with their TTL).
+//   - op of ttl_chosen_seconds: "obtain", "refresh". reason: "given" (no
+//     adaptive TTL, or redlock.WithFixedTTL), "base" (kept as asked),
+//     "contention", "rtt", "min", "max", "hold_limit" (redlock.TTLReason).
 //   - op: "acquire", "refresh", "release". node: the node's index in the
 //     slice given to redlock.New, "0" to "N-1". kind, on node_errors_total,
 //     is the kind of the node's error (lock_kind is the lock's), from the per-node
@@ -65,6 +80,7 @@
 // a release as ErrNotOwner ("not_owner").
 //
 // Lock names are not labels: they are unbounded. WithLockLabel adds a "lock"
-// label to every metric except node_errors_total, from a function that must
+// label to every metric except the per-node ones (node_errors_total and the
+// memory metrics) and rtt_p95_seconds, from a function that must
 // map names to a small fixed set.
 package redlockprom

@@ -17,6 +17,9 @@ var (
 	// DefaultHoldBuckets are the buckets of the hold duration: from 10 ms
 	// to an hour.
 	DefaultHoldBuckets = []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+	// DefaultTTLBuckets are the buckets of redlock_ttl_chosen_seconds:
+	// from 10 ms (redlock.MinTTL) to 5 minutes.
+	DefaultTTLBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}
 )
 
 // Option configures a Hook.
@@ -79,9 +82,18 @@ type Hook struct {
 	nodeErrors  *prometheus.CounterVec
 	heldLocks   *prometheus.GaugeVec
 	held        redlock.HeldLocks
+
+	ttlChosen   *prometheus.HistogramVec
+	rttP95      prometheus.Gauge
+	memRatio    *prometheus.GaugeVec
+	memPressure *prometheus.GaugeVec
+	evicted     *prometheus.CounterVec
 }
 
-var _ redlock.Hook = (*Hook)(nil)
+var (
+	_ redlock.Hook       = (*Hook)(nil)
+	_ redlock.SampleHook = (*Hook)(nil)
+)
 
 // New returns a Hook whose metrics are registered on reg. It returns an
 // error when reg is nil or refuses the metrics (names already registered:
@@ -140,9 +152,28 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 			Help: "Locks obtained and neither released nor lost, by lock kind.",
 		}, labels("lock_kind")),
 	}
+	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
+	h.ttlChosen = histogram("ttl_chosen_seconds",
+		"TTL of each lock obtained (op=obtain) and each successful refresh (op=refresh), and why it has that value (reason: given, base, contention, rtt, min, max, hold_limit).",
+		DefaultTTLBuckets, labels("op", "reason")...)
+	h.rttP95 = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "redlock", Name: "rtt_p95_seconds", ConstLabels: cfg.constLabels,
+		Help: "p95 of the nodes' round-trip times over the last minute, as the adaptive TTL measures it.",
+	})
+	h.memRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "redlock", Name: "node_memory_used_ratio", ConstLabels: cfg.constLabels,
+		Help: "used_memory / maxmemory of each node at the adaptive TTL's last sample (0: no maxmemory).",
+	}, []string{"node"})
+	h.memPressure = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "redlock", Name: "node_memory_pressure", ConstLabels: cfg.constLabels,
+		Help: "1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused.",
+	}, []string{"node"})
+	h.evicted = counter("node_evicted_keys_total",
+		"Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.", "node")
 	all := collectors{
 		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
 		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
+		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
 	}
 	if cfg.lockLabel == nil {
 		// Without a lock label these have one series per kind: show them
@@ -212,6 +243,7 @@ func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Inc()
+		h.ttlChosen.WithLabelValues(h.values(e.Key, "obtain", e.TTLReason.String())...).Observe(e.TTL.Seconds())
 	}
 }
 
@@ -221,6 +253,32 @@ func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
 	h.refreshes.WithLabelValues(h.values(e.Key, e.Result(), auto, kind)...).Inc()
 	h.refreshTime.WithLabelValues(h.values(e.Key, auto, kind)...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
+	if e.Err == nil {
+		h.ttlChosen.WithLabelValues(h.values(e.Key, "refresh", e.TTLReason.String())...).Observe(e.TTL.Seconds())
+	}
+}
+
+// Sample records the adaptive TTL's sample: the RTT p95, and each node's
+// memory, pressure and evictions (redlock.SampleHook).
+func (h *Hook) Sample(_ context.Context, e redlock.SampleEvent) {
+	h.rttP95.Set(e.RTT.Seconds())
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			continue
+		}
+		node := strconv.Itoa(n.Node)
+		ratio := 0.0
+		if n.MaxMemory > 0 {
+			ratio = float64(n.UsedMemory) / float64(n.MaxMemory)
+		}
+		h.memRatio.WithLabelValues(node).Set(ratio)
+		pressure := 0.0
+		if n.Pressure != "" {
+			pressure = 1
+		}
+		h.memPressure.WithLabelValues(node).Set(pressure)
+		h.evicted.WithLabelValues(node).Add(float64(n.Evicted))
+	}
 }
 
 // Release counts the release and, unless the lock was lost before, ends

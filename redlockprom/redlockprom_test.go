@@ -495,3 +495,56 @@ func TestPermitKindLabel(t *testing.T) {
 		t.Errorf("held_locks{lock_kind=permit} = %v after the releases, want 0", got)
 	}
 }
+
+// TestAdaptiveTTLMetrics checks the metrics of redlock.WithAdaptiveTTL: the
+// TTL chosen for obtains and refreshes, with its reason, and the sampler's
+// memory gauges on a real node pushed to its maxmemory.
+func TestAdaptiveTTLMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := redistest.Clients(t, 1)
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+		redlock.WithAdaptiveTTL(redlock.AdaptiveTTL{Min: time.Second, Max: 20 * time.Second, SampleInterval: 50 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+
+	l, err := c.Obtain(ctx, "ttl", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 30*time.Second); err != nil { // above Max: capped
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_ttl_chosen_seconds", map[string]string{"op": "obtain", "reason": "base"}); got != 1 {
+		t.Errorf("ttl_chosen_seconds{op=obtain,reason=base} has %v observations, want 1", got)
+	}
+	if got := value(t, reg, "redlock_ttl_chosen_seconds", map[string]string{"op": "refresh", "reason": "max"}); got != 1 {
+		t.Errorf("ttl_chosen_seconds{op=refresh,reason=max} has %v observations, want 1", got)
+	}
+
+	// Memory at maxmemory (noeviction, the default policy: no key is
+	// evicted, writes are refused).
+	redistest.MaxMemoryAtUsed(t, nodes[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for value(t, reg, "redlock_node_memory_pressure", map[string]string{"node": "0"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("redlock_node_memory_pressure{node=0} did not become 1 with the node at its maxmemory")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := value(t, reg, "redlock_node_memory_used_ratio", map[string]string{"node": "0"}); got < 0.9 {
+		t.Errorf("node_memory_used_ratio = %v at maxmemory, want ≥ 0.9", got)
+	}
+	if n := testutil.CollectAndCount(reg, "redlock_node_evicted_keys_total", "redlock_rtt_p95_seconds"); n != 2 {
+		t.Errorf("%d series of node_evicted_keys_total and rtt_p95_seconds, want 2", n)
+	}
+}
