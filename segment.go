@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/notify"
 )
 
 // Segmented locks: one hot resource split into segments, each guarded by a
@@ -19,17 +21,17 @@ import (
 // of slots) is split into segments that the application keeps apart, each
 // guarded by its own name, so that up to len(names) holders work at once.
 //
-// One attempt, as WithMaxAttempts counts them, is a pass over the names in
+// ObtainAny first tries one name, at random, at once, as Obtain makes its
+// first attempt. When that name is held, it queues behind the goroutines of
+// this Client that wait for the same set of names (first come, first
+// served, as Obtain's waiters do), and when its turn comes makes passes
+// over all the names: a pass tries each name once, as TryObtain would, in
 // a random order (a new one each pass, so that callers spread over the
-// segments), trying each name once as TryObtain would, until one is
-// obtained. When no name was obtained, ObtainAny waits on all of them at
-// once, like Obtain waits on one: a release of any of the names wakes it
-// (through release notifications, or the key found gone on a quorum when it
-// has just subscribed), and it never sleeps past the shortest remaining TTL
-// a node reported, nor past the backoff of WithRetryDelay. Goroutines of one
-// Client that call ObtainAny with the same set of names queue first come,
-// first served, as Obtain's waiters do; only the head of the queue makes
-// attempts.
+// segments; names whose release woke it come first), until one is
+// obtained. Between passes it waits on all the names at once, as Obtain
+// waits on one: a release of any of them wakes it, and it never sleeps past
+// the shortest remaining TTL a node reported, nor past the backoff of
+// WithRetryDelay. WithMaxAttempts(n) bounds the passes to n.
 //
 // The returned lock is an ordinary Lock on the name it got: Key says which.
 // Every option of Obtain applies (WithAutoRefresh, WithMaxHold, the lock
@@ -94,53 +96,99 @@ func (c *Client) obtainAny(ctx context.Context, names []string, ttl time.Duratio
 	return l, err
 }
 
-// anyLoop is obtainLoop for several names: it makes passes over the names
-// until one is obtained, ctx ends or the passes are used up, and waits for
-// a release of any of them between passes, in this Client's queue for the
-// set of names. It returns the lock, the number of acquire attempts (one
-// per name tried) and the error.
+// anyLoop is obtainLoop for several names. Unless it makes a single pass
+// (TryObtainAny), it first tries one name at once, as Obtain makes its
+// first attempt; when that is refused, it queues behind this Client's other
+// callers for the same set of names, and the head of the queue subscribes
+// to every name's releases and makes passes over the names, waiting for a
+// release of any of them between passes. It returns the lock, the number of
+// acquire attempts (one per name tried) and the error.
 func (c *Client) anyLoop(ctx context.Context, names, rkeys []string, ttl time.Duration, o *obtainConfig) (*Lock, int, error) {
 	backoff := newBackoff(o.retry)
 	attempts, passes := 0, 0
 	var last error // the last refusal, reported when none was obtained
 	order := make([]int, len(names))
-	inGrace := make([]bool, len(names))
-	pass := func() (*Lock, time.Duration, error) {
-		passes++
-		holderTTL := time.Duration(-1)
+	rank := make([]int, len(names))
+	// heard is the queue's waiter once this call has joined it; byChannel
+	// maps each name's release channel to the name's index.
+	var (
+		heard     *notify.Waiter
+		byChannel map[string]int
+	)
+	// try makes one attempt on name i.
+	try := func(i int) (*Lock, time.Duration, error) {
+		attempts++
+		l, after, err := c.attempt(ctx, names[i], rkeys[i], ttl, o)
+		if err != nil && err != ErrClosed && !errors.Is(err, ErrWrongKind) {
+			last = fmt.Errorf("redlock: obtain any: none of %d names obtained; the last tried, %q: %w", len(names), names[i], err)
+		}
+		return l, after, err
+	}
+	// shuffle orders the names for a pass: at random, but the names whose
+	// release woke this waiter first (they are likely free), and a name in
+	// its grace period last (this Client released it and others were
+	// notified: let their waiters have it).
+	shuffle := func() (heardAny bool) {
 		for i := range order {
 			order[i] = i
 		}
 		rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-		// A name in its grace period (this Client released it and others
-		// were notified) comes last: let their waiters have it first.
 		for i, k := range rkeys {
-			inGrace[i] = !c.waits.graceUntil(k, c.cfg.now).IsZero()
-		}
-		slices.SortStableFunc(order, func(a, b int) int {
-			switch {
-			case inGrace[a] == inGrace[b]:
-				return 0
-			case inGrace[b]:
-				return -1
+			rank[i] = 1
+			if !c.waits.graceUntil(k, c.cfg.now).IsZero() {
+				rank[i] = 2
 			}
-			return 1
-		})
+		}
+		if heard != nil {
+			for _, ch := range heard.Heard() {
+				if i, ok := byChannel[ch]; ok {
+					rank[i], heardAny = 0, true
+				}
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return rank[a] - rank[b] })
+		return heardAny
+	}
+	// heldUntil[i] is when name i's holder, as last seen, runs out: a name
+	// refused with a known TTL cannot be free before, unless released, and
+	// a release of it wakes this waiter (its refusal marked the name as
+	// waited for). Zero: unknown.
+	heldUntil := make([]time.Time, len(names))
+	// pass tries the names once each, in shuffle's order, until one is
+	// obtained; it returns the shortest remaining TTL of the holders. A
+	// pass after a release notification (onlyLikely) skips the names that
+	// are known to be held and were not heard of: a pass after a timer
+	// tries them all, in case a release went unheard.
+	pass := func(onlyLikely bool) (*Lock, time.Duration, error) {
+		passes++
+		holderTTL := time.Duration(-1)
+		// A wake-up that names no release (a broken connection) tries all.
+		onlyLikely = shuffle() && onlyLikely
+		now := c.cfg.now()
 		for _, i := range order {
 			if ctx.Err() != nil {
 				break
 			}
-			attempts++
-			l, after, err := c.attempt(ctx, names[i], rkeys[i], ttl, o)
-			if err == nil {
-				return l, 0, nil
+			if onlyLikely && rank[i] > 0 && now.Before(heldUntil[i]) {
+				continue
 			}
-			if err == ErrClosed || errors.Is(err, ErrWrongKind) {
-				return nil, -1, err
+			l, after, err := try(i)
+			if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) {
+				return l, 0, err
 			}
-			last = fmt.Errorf("redlock: obtain any: none of %d names obtained; the last, %q: %w", len(names), names[i], err)
+			heldUntil[i] = time.Time{}
+			if after >= 0 {
+				heldUntil[i] = c.cfg.now().Add(after)
+			}
 			if after >= 0 && (holderTTL < 0 || after < holderTTL) {
 				holderTTL = after
+			}
+		}
+		if holderTTL < 0 {
+			for _, t := range heldUntil {
+				if d := t.Sub(now); !t.IsZero() && d > 0 && (holderTTL < 0 || d < holderTTL) {
+					holderTTL = d
+				}
 			}
 		}
 		if last == nil {
@@ -151,33 +199,36 @@ func (c *Client) anyLoop(ctx context.Context, names, rkeys []string, ttl time.Du
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
 			(o.retry.maxAttempts > 0 && passes >= o.retry.maxAttempts) ||
-			errors.Is(err, ErrWrongKind)
+			errors.Is(err, ErrWrongKind) // waiting would not help
 	}
 	fail := func(err error) error {
-		if err == ErrClosed {
-			return err
-		}
-		if err != nil && ctx.Err() != nil {
+		if err != nil && err != ErrClosed && ctx.Err() != nil {
 			return errors.Join(err, ctxErr(ctx))
 		}
 		return err
 	}
 
+	if o.retry.maxAttempts == 1 {
+		l, _, err := pass(false)
+		return l, attempts, fail(err)
+	}
 	group := anyGroup(rkeys)
 	var (
 		lock      *Lock
-		holderTTL time.Duration
-		err       error
+		holderTTL = time.Duration(-1)
+		err       = fmt.Errorf("redlock: obtain any: %w", ErrNotObtained)
 	)
-	// Fast path: nobody here waits for these names, or the call makes a
-	// single pass, which has no turn to wait for.
-	if !c.notifyOff && o.retry.maxAttempts != 1 && c.waits.anyQueued(group) {
-		err = fmt.Errorf("redlock: obtain any: %w", ErrNotObtained)
-	} else {
-		lock, holderTTL, err = pass()
-		if done(err) {
-			return lock, attempts, fail(err)
+	// Fast path: unless others of this Client wait for these names, one
+	// name at once, as Obtain's first attempt.
+	if (c.notifyOff || !c.waits.anyQueued(group)) && ctx.Err() == nil {
+		shuffle()
+		lock, holderTTL, err = try(order[0])
+		if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) {
+			return lock, attempts, err
 		}
+	}
+	if ctx.Err() != nil {
+		return nil, attempts, fail(err)
 	}
 
 	var wake <-chan struct{}
@@ -191,72 +242,38 @@ func (c *Client) anyLoop(ctx context.Context, names, rkeys []string, ttl time.Du
 		if werr := c.waitTurn(ctx, names[0], o.id, m); werr != nil {
 			return nil, attempts, errors.Join(err, werr)
 		}
-		// The head subscribes to every name before its next pass: from
-		// the nodes' confirmation on, a release of any of them wakes it.
+		// The head subscribes to every name before its first pass: from
+		// the nodes' confirmation on, a release of any of them wakes it,
+		// and the pass finds any release that came before.
 		c.subscribe(ctx, q, c.cfg.nodeTimeoutFor(ttl))
-		wake = q.wake.C
+		wake, heard = q.wake.C, q.wake
+		byChannel = make(map[string]int, len(rkeys))
+		for i, k := range rkeys {
+			byChannel[keys.Channel(k)] = i
+		}
 		select {
 		case <-wake: // meant for an earlier head
 		default:
 		}
-		if passes == 0 {
-			lock, holderTTL, err = pass()
-			if done(err) {
-				return lock, attempts, fail(err)
-			}
-		} else {
-			// A release since the last pass may have come before the
-			// subscription: look for one on every name.
-			holderTTL = c.lookForReleaseAny(ctx, rkeys, ttl, q, holderTTL)
+		lock, holderTTL, err = pass(false)
+		if done(err) {
+			return lock, attempts, fail(err)
 		}
 	}
 	for {
-		if werr := c.waitRelease(ctx, names[0], o.id, wake, backoff.next(), holderTTL); werr != nil {
+		why, werr := c.waitReleaseWhy(ctx, names[0], o.id, wake, backoff.next(), holderTTL)
+		if werr != nil {
 			return nil, attempts, errors.Join(err, werr)
 		}
 		select {
 		case <-wake: // came since the wait ended: this pass covers it
 		default:
 		}
-		lock, holderTTL, err = pass()
+		lock, holderTTL, err = pass(why == WokenByRelease)
 		if done(err) {
 			return lock, attempts, fail(err)
 		}
 	}
-}
-
-// lookForReleaseAny is lookForRelease on each of rkeys, a few at a time:
-// it wakes q's head when any of the locks is gone from enough nodes for an
-// attempt to win, and returns the shortest remaining TTL reported for any
-// holder (holderTTL when none was).
-func (c *Client) lookForReleaseAny(ctx context.Context, rkeys []string, ttl time.Duration, q *waitQueue, holderTTL time.Duration) time.Duration {
-	const parallel = 16
-	var (
-		mu       sync.Mutex
-		shortest = time.Duration(-1)
-		wg       sync.WaitGroup
-		sem      = make(chan struct{}, parallel)
-	)
-	for _, k := range rkeys {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			d := c.lookForRelease(ctx, k, ttl, q.wake, -1)
-			if d < 0 {
-				return
-			}
-			mu.Lock()
-			if shortest < 0 || d < shortest {
-				shortest = d
-			}
-			mu.Unlock()
-		})
-	}
-	wg.Wait()
-	if shortest < 0 {
-		return holderTTL
-	}
-	return shortest
 }
 
 // anyGroup is the key of ObtainAny's local queue for a set of lock keys:

@@ -95,7 +95,7 @@ func (w *waits) joinAny(group string, lockKeys []string) (*waitQueue, *member) {
 	defer w.mu.Unlock()
 	q := w.anyQueues[group]
 	if q == nil {
-		q = &waitQueue{key: group, keys: lockKeys, wake: notify.NewWaiter()}
+		q = &waitQueue{key: group, keys: lockKeys, wake: notify.NewTrackingWaiter()}
 		if w.anyQueues == nil {
 			w.anyQueues = make(map[string]*waitQueue)
 			w.anyOf = make(map[string][]*waitQueue)
@@ -173,10 +173,7 @@ func (w *waits) wakeLocal(key string) {
 		anyQs = append(anyQs, q)
 	}
 	for _, q := range anyQs {
-		select {
-		case q.wake.C <- struct{}{}:
-		default:
-		}
+		q.wake.Notify(keys.Channel(key))
 	}
 }
 
@@ -291,10 +288,7 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 	}
 	res := round.Run(ctx, &c.bg)
 	if res.Won {
-		select {
-		case w.C <- struct{}{}:
-		default:
-		}
+		w.Notify(keys.Channel(key))
 		return holderTTL
 	}
 	shortest := time.Duration(-1)
