@@ -29,6 +29,10 @@ import (
 // their subscriptions) holds back its own next attempt on that lock for a
 // grace period of three release round trips, so that a notified waiter
 // elsewhere can take it.
+//
+// ObtainAny's waiters queue the same way, one queue per set of names
+// (anyGroup), whose head is subscribed to every name's release channel and
+// is woken by a release of any of them (segment.go).
 
 // waitQueue is the local queue of waiters for one lock, or for any of
 // several locks (ObtainAny).

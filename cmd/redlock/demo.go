@@ -52,9 +52,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.faults, "faults", true, "kill one node and freeze another when half the stock is sold")
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "sell without the lock, to see what the lock prevents")
 	fs.BoolVar(&cfg.inProcess, "in-process", false, "use in-process Redis-compatible servers even when redis-server is installed")
-	fs.DurationVar(&cfg.think, "think", 200*time.Microsecond, "how long a purchase works between reading the stock and writing it (its time under the lock)")
-	fs.IntVar(&cfg.segments, "segments", 1, "split the stock into this many segments, each under its own lock (ObtainAny takes a free one); 1 is one lock for the whole stock")
-	fs.BoolVar(&cfg.compare, "compare", false, "run the sale twice on the same nodes, with one lock and with --segments segments (8 if --segments is 1), and print both side by side; injects no fault")
+	fs.DurationVar(&cfg.think, "think", 200*time.Microsecond, "how long a purchase works between reading the stock and writing it\n(its time under the lock)")
+	fs.IntVar(&cfg.segments, "segments", 1, "split the stock into this many segments, each under its own lock\n(ObtainAny takes a free one); 1 is one lock for the whole stock")
+	fs.BoolVar(&cfg.compare, "compare", false, "run the sale twice on the same nodes, with one lock and with --segments\nsegments (8 if --segments is 1), and print both side by side; injects no fault")
 	help := helpText{
 		usage: "demo [flags]",
 		about: `A flash sale: buyers on several service instances race for limited stock,
