@@ -352,11 +352,13 @@ func TestObtainAnyOptions(t *testing.T) {
 	ctx := context.Background()
 	names := segmentNames("opts-any", 2)
 
-	l, err := c.ObtainAny(ctx, names, 600*time.Millisecond, WithAutoRefresh())
+	// A TTL well above the 250 ms node timeout: a loaded machine must not
+	// lose the lock for want of one refresh.
+	l, err := c.ObtainAny(ctx, names, 1200*time.Millisecond, WithAutoRefresh())
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(2 * time.Second)
+	time.Sleep(3 * time.Second)
 	if err := l.Err(); err != nil {
 		t.Fatalf("auto-refreshed segment lock after 3 TTLs: %v", err)
 	}
