@@ -404,3 +404,41 @@ func (h *recordHook) obtains() []ObtainEvent {
 	defer h.mu.Unlock()
 	return append([]ObtainEvent(nil), h.ev...)
 }
+
+// A segment whose holder never releases it (a crash) is taken once its TTL
+// runs out: the waiter never sleeps past the shortest remaining TTL of the
+// holders, though its retry timers are a minute long and no release
+// notification comes.
+func TestObtainAnyAfterHolderExpires(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			holder := newClient(t, cl.clients)
+			waiter := newClient(t, cl.clients)
+			ctx := context.Background()
+			names := segmentNames("crashed-any", 3)
+			for i, name := range names {
+				ttl := time.Minute
+				if i == 1 {
+					ttl = 800 * time.Millisecond
+				}
+				if _, err := holder.TryObtain(ctx, name, ttl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			l, err := waiter.ObtainAny(wctx, names, time.Minute, slowRetry)
+			if err != nil {
+				t.Fatalf("after %v: %v", time.Since(start), err)
+			}
+			if l.Key() != names[1] {
+				t.Fatalf("got %q, want the expired %q", l.Key(), names[1])
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("took %v for a holder's 800 ms TTL", d)
+			}
+		})
+	}
+}
