@@ -42,6 +42,31 @@
 // segments that each have a name; it waits on all of them at once when
 // none is free.
 //
+// # Semaphores
+//
+// ObtainPermit (and TryObtainPermit) takes one of the k permits of a named
+// semaphore: at most k permits of a name are valid at once. A permit is a
+// *Lock of Kind Permit, with its TTL, keep-alive, Done and Err, Release, a
+// fencing token, the restart guard, notified waiting and hooks; a permit
+// whose holder crashed expires on the nodes. On N independent nodes each
+// permit needs PermitQuorum(N, k) = floor(N·k/(k+1)) + 1 of them, a
+// majority for k = 1 but all five of five nodes once k >= 4: that is the
+// availability a semaphore costs. One node, including a Sentinel- or
+// Cluster-backed one, serves any k. A semaphore never shares a name with a
+// lock (ErrWrongKind), and its k cannot change while a permit is live
+// (ErrPermitCount). See docs/safety.md, "Semaphores".
+//
+// # Adaptive TTL
+//
+// WithAdaptiveTTL makes the TTL given to Obtain (and Refresh) a base that
+// the Client adjusts for each attempt and refresh, within [Min, Max]: it is
+// raised to cover the nodes' round-trip time (p95) and lowered while the
+// name is contended, never above Max. A sampler reads INFO from every node
+// and reports memory pressure (SampleHook, WithLogger) without shortening
+// any TTL. ObtainEvent and RefreshEvent carry the TTL and its TTLReason.
+// A shorter TTL does not weaken mutual exclusion: it only makes a lock
+// whose refreshes fail lost sooner. See docs/adaptive-ttl.md.
+//
 // # Nodes
 //
 // Give each node's go-redis client ContextTimeoutEnabled: true, so that a

@@ -106,14 +106,14 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			l.refreshLater(start)
 			continue
 		}
-		ttl, old, ok := l.nextRefresh(start)
+		ttl, reason, old, ok := l.nextRefresh(start)
 		if !ok {
 			l.op.Unlock()
 			l.schedule()
 			continue
 		}
 		t := c.cfg.nodeTimeoutFor(ttl)
-		plans = append(plans, refreshPlan{l: l, ttl: ttl, timeout: t, newValid: start.Add(c.cfg.validity(ttl)), oldValid: old})
+		plans = append(plans, refreshPlan{l: l, ttl: ttl, reason: reason, timeout: t, newValid: start.Add(c.cfg.validity(ttl)), oldValid: old})
 	}
 	// One round per node timeout: a round waits for every node up to its
 	// timeout, and a lock with a short TTL must not wait on a dead node
@@ -145,6 +145,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 type refreshPlan struct {
 	l        *Lock
 	ttl      time.Duration
+	reason   TTLReason
 	timeout  time.Duration
 	newValid time.Time
 	oldValid time.Time
@@ -183,6 +184,7 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 		},
 	}
 	batch := round.Run(context.Background(), &c.bg)
+	observeRTT(c.adapt, batch.Replies, timeout)
 	now := c.cfg.now()
 	for i, p := range plans {
 		// This lock's own round, read out of the batch: decided like a
@@ -202,8 +204,8 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 				}
 			}
 		}
-		res.Won = res.Agreed >= c.quorum && now.Before(minTime(p.oldValid, p.newValid))
-		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.timeout, p.newValid, true)
+		res.Won = res.Agreed >= p.l.quorum && now.Before(minTime(p.oldValid, p.newValid))
+		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.reason, p.timeout, p.newValid, true)
 	}
 }
 

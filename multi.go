@@ -248,6 +248,9 @@ func (c *Client) checkNames(op string, names []string, ttl time.Duration, opts [
 	if err := o.validate(ttl); err != nil {
 		return nil, o, 0, err
 	}
+	if err := c.checkAdaptiveInterval(&o); err != nil {
+		return nil, o, 0, err
+	}
 	return rkeys, o, ttl, nil
 }
 

@@ -87,7 +87,8 @@ func (c *Client) obtainAny(ctx context.Context, names []string, ttl time.Duratio
 	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.anyLoop(ctx, names, rkeys, ttl, &o)
 	if h := c.cfg.hook; h != nil {
-		ev := ObtainEvent{Key: names[0], Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err}
+		ev := ObtainEvent{Key: names[0], Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err,
+			TTL: o.ttl, TTLReason: o.ttlReason}
 		if l != nil {
 			ev.Key, ev.Token = l.name, l.token
 		}
@@ -118,7 +119,9 @@ func (c *Client) anyLoop(ctx context.Context, names, rkeys []string, ttl time.Du
 	// try makes one attempt on name i.
 	try := func(i int) (*Lock, time.Duration, error) {
 		attempts++
-		l, after, err := c.attempt(ctx, names[i], rkeys[i], ttl, o)
+		o.base = ttl
+		o.ttl, o.ttlReason = c.ttlFor(rkeys[i], ttl, o.fixedTTL) // WithAdaptiveTTL
+		l, after, err := c.attempt(ctx, names[i], rkeys[i], o.ttl, o)
 		if err != nil && err != ErrClosed && !errors.Is(err, ErrWrongKind) {
 			last = fmt.Errorf("redlock: obtain any: none of %d names obtained; the last tried, %q: %w", len(names), names[i], err)
 		}
