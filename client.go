@@ -328,6 +328,12 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 // holder's remaining TTL (plus a millisecond: Redis reports 0 in a key's
 // last millisecond), the backoff delay, or the end of ctx.
 func (c *Client) waitRelease(ctx context.Context, name string, id uint64, wake <-chan struct{}, delay, holderTTL time.Duration) error {
+	_, err := c.waitReleaseWhy(ctx, name, id, wake, delay, holderTTL)
+	return err
+}
+
+// waitReleaseWhy is waitRelease, and says what ended the wait.
+func (c *Client) waitReleaseWhy(ctx context.Context, name string, id uint64, wake <-chan struct{}, delay, holderTTL time.Duration) (WakeReason, error) {
 	if holderTTL >= 0 {
 		delay = min(delay, holderTTL+time.Millisecond)
 	}
@@ -343,7 +349,7 @@ func (c *Client) waitRelease(ctx context.Context, name string, id uint64, wake <
 		reason, err = WokenByContext, ctxErr(ctx)
 	}
 	c.waited(ctx, name, id, start, reason)
-	return err
+	return reason, err
 }
 
 // waited reports a wait of an obtain that began at start to the hook.

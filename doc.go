@@ -37,7 +37,10 @@
 // lock has: validity, keep-alive, Do, fencing tokens, the restart guard,
 // notified waiting and hooks (events carry the Kind). A plain lock and a
 // lock of the family never share a name (ErrWrongKind). ObtainAll obtains
-// several names as one lock, all or nothing.
+// several names as one lock, all or nothing. ObtainAny obtains whichever of
+// several names is free: a segmented lock, for a hot resource split into
+// segments that each have a name; it waits on all of them at once when
+// none is free.
 //
 // # Semaphores
 //

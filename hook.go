@@ -131,7 +131,8 @@ func (r WakeReason) String() string {
 
 // WaitEvent describes one wait between attempts.
 type WaitEvent struct {
-	// Key is the lock's name, as given to Obtain.
+	// Key is the lock's name, as given to Obtain; for ObtainAny, which
+	// waits on all its names at once, the first of them.
 	Key string
 	// ObtainID is that of the obtain the wait belongs to (ObtainEvent).
 	ObtainID uint64
@@ -141,9 +142,11 @@ type WaitEvent struct {
 	WokenBy WakeReason
 }
 
-// ObtainEvent describes one call of Obtain or TryObtain.
+// ObtainEvent describes one call of Obtain or TryObtain (or of ObtainAny
+// or TryObtainAny).
 type ObtainEvent struct {
-	// Key is the lock's name, as given to Obtain.
+	// Key is the lock's name, as given to Obtain. For ObtainAny it is the
+	// name obtained, or, when none was, the first of the names given.
 	Key string
 	// Kind is the lock's kind: plain, reentrant, write or read.
 	Kind Kind

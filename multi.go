@@ -11,7 +11,8 @@ import (
 	"time"
 )
 
-// MaxNames is the most lock names ObtainAll, TryObtainAll and DoAll take.
+// MaxNames is the most lock names ObtainAll, TryObtainAll, DoAll,
+// ObtainAny and TryObtainAny take.
 const MaxNames = 1024
 
 // MultiLock is several locks obtained as one by ObtainAll, TryObtainAll or
@@ -197,44 +198,60 @@ func (e *lostWhileWaiting) Unwrap() error { return e.err }
 // checkAll validates ObtainAll's arguments before any I/O and returns the
 // names sorted, and whether the options ask for automatic refresh.
 func (c *Client) checkAll(names []string, ttl time.Duration, opts []ObtainOption) ([]string, bool, error) {
-	if len(names) == 0 {
-		return nil, false, invalid("no lock names given")
-	}
-	if len(names) > MaxNames {
-		return nil, false, invalid("%d lock names given; at most %d", len(names), MaxNames)
-	}
-	for i, name := range names {
-		if _, err := c.redisKey(name); err != nil {
-			return nil, false, fmt.Errorf("redlock: obtain all: name %d (%q): %w", i, name, err)
-		}
+	_, o, _, err := c.checkNames("obtain all", names, ttl, opts)
+	if err != nil {
+		return nil, false, err
 	}
 	sorted := slices.Clone(names)
 	slices.Sort(sorted)
-	for i := 1; i < len(sorted); i++ {
-		if sorted[i] == sorted[i-1] {
-			return nil, false, invalid("lock name %q given more than once", sorted[i])
+	return sorted, o.auto, nil
+}
+
+// checkNames validates the arguments of a call that takes several lock
+// names (ObtainAll, ObtainAny) before any I/O: at least one name and at
+// most MaxNames, each valid and given once, and options and a TTL that
+// Obtain would take. It returns each name's Redis key, the options applied,
+// and the TTL in whole milliseconds. op names the call in errors.
+func (c *Client) checkNames(op string, names []string, ttl time.Duration, opts []ObtainOption) ([]string, obtainConfig, time.Duration, error) {
+	o := obtainConfig{retry: c.cfg.retry}
+	if len(names) == 0 {
+		return nil, o, 0, invalid("no lock names given")
+	}
+	if len(names) > MaxNames {
+		return nil, o, 0, invalid("%d lock names given; at most %d", len(names), MaxNames)
+	}
+	rkeys := make([]string, len(names))
+	seen := make(map[string]int, len(names))
+	for i, name := range names {
+		k, err := c.redisKey(name)
+		if err != nil {
+			return nil, o, 0, fmt.Errorf("redlock: %s: name %d (%q): %w", op, i, name, err)
 		}
+		if j, dup := seen[name]; dup {
+			return nil, o, 0, invalid("lock name %q given more than once (names %d and %d)", name, j, i)
+		}
+		seen[name] = i
+		rkeys[i] = k
 	}
 	// The options are the same for every name: refuse bad ones now, not
-	// after the first names were obtained.
-	o := obtainConfig{retry: c.cfg.retry}
+	// after the first names were tried.
 	for _, opt := range opts {
 		if opt == nil {
-			return nil, false, invalid("nil obtain option")
+			return nil, o, 0, invalid("nil obtain option")
 		}
 		opt.applyObtain(&o)
 	}
 	ttl, err := c.cfg.checkTTL(ttl)
 	if err != nil {
-		return nil, false, err
+		return nil, o, 0, err
 	}
 	if err := o.validate(ttl); err != nil {
-		return nil, false, err
+		return nil, o, 0, err
 	}
 	if err := c.checkAdaptiveInterval(&o); err != nil {
-		return nil, false, err
+		return nil, o, 0, err
 	}
-	return sorted, o.auto, nil
+	return rkeys, o, ttl, nil
 }
 
 // keepAliveOff turns off the automatic refresh that ObtainAll turned on for

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,14 +31,22 @@ import (
 // their subscriptions) holds back its own next attempt on that lock for a
 // grace period of three release round trips, so that a notified waiter
 // elsewhere can take it.
+//
+// ObtainAny's waiters queue the same way, one queue per set of names
+// (anyGroup), whose head is subscribed to every name's release channel and
+// is woken by a release of any of them (segment.go).
 
-// waitQueue is the local queue of waiters for one lock.
+// waitQueue is the local queue of waiters for one lock, or for any of
+// several locks (ObtainAny).
 type waitQueue struct {
-	key     string
+	key string
+	// keys are the lock keys of an ObtainAny queue, whose key is the
+	// group's (anyGroup); nil for a queue of one lock.
+	keys    []string
 	members []*member
 	wake    *notify.Waiter
-	// confirmed holds each node's subscription confirmation, once the
-	// first head has subscribed.
+	// confirmed holds each node's subscription confirmation for each of
+	// the queue's locks (node-major), once the first head has subscribed.
 	confirmed []<-chan struct{}
 	// settled is set once a head has waited for the confirmations until
 	// they came or its timeout passed: later heads do not wait again.
@@ -48,11 +57,23 @@ type member struct {
 	turn chan struct{} // closed when the member is the head of the queue
 }
 
+// lockKeys are the keys of the locks the queue waits for.
+func (q *waitQueue) lockKeys() []string {
+	if q.keys != nil {
+		return q.keys
+	}
+	return []string{q.key}
+}
+
 // waits tracks the queues and the grace periods of one Client.
 type waits struct {
 	mu     sync.Mutex
 	queues map[string]*waitQueue
 	grace  map[string]time.Time // lock key → no own attempt before this time
+	// anyQueues are ObtainAny's queues, one per set of names (anyGroup);
+	// anyOf lists, per lock key, the ObtainAny queues that wait for it.
+	anyQueues map[string]*waitQueue
+	anyOf     map[string][]*waitQueue
 }
 
 func (w *waits) queued(key string) bool {
@@ -70,12 +91,45 @@ func (w *waits) join(key string) (*waitQueue, *member) {
 		q = &waitQueue{key: key, wake: notify.NewWaiter()}
 		w.queues[key] = q
 	}
+	return q, q.add()
+}
+
+// joinAny adds a member at the tail of the ObtainAny queue of group (the
+// set of lock keys lockKeys), creating it if needed.
+func (w *waits) joinAny(group string, lockKeys []string) (*waitQueue, *member) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.anyQueues[group]
+	if q == nil {
+		q = &waitQueue{key: group, keys: lockKeys, wake: notify.NewTrackingWaiter()}
+		if w.anyQueues == nil {
+			w.anyQueues = make(map[string]*waitQueue)
+			w.anyOf = make(map[string][]*waitQueue)
+		}
+		w.anyQueues[group] = q
+		for _, k := range lockKeys {
+			w.anyOf[k] = append(w.anyOf[k], q)
+		}
+	}
+	return q, q.add()
+}
+
+// anyQueued reports whether goroutines of this Client wait in group's
+// ObtainAny queue.
+func (w *waits) anyQueued(group string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.anyQueues[group] != nil
+}
+
+// add appends a member; the first one has the turn. w.mu must be held.
+func (q *waitQueue) add() *member {
 	m := &member{turn: make(chan struct{})}
 	q.members = append(q.members, m)
 	if len(q.members) == 1 {
 		close(m.turn)
 	}
-	return q, m
+	return m
 }
 
 // leave removes m from q and passes the turn on. It reports whether q is
@@ -98,20 +152,34 @@ func (w *waits) leave(q *waitQueue, m *member) (gone bool) {
 	if len(q.members) > 0 {
 		return false
 	}
-	delete(w.queues, q.key)
+	if q.keys == nil {
+		delete(w.queues, q.key)
+		return true
+	}
+	delete(w.anyQueues, q.key)
+	for _, k := range q.keys {
+		qs := slices.DeleteFunc(w.anyOf[k], func(x *waitQueue) bool { return x == q })
+		if len(qs) == 0 {
+			delete(w.anyOf, k)
+		} else {
+			w.anyOf[k] = qs
+		}
+	}
 	return true
 }
 
-// wakeLocal wakes the head of key's queue: the lock was released here.
+// wakeLocal wakes the head of key's queue, and of every ObtainAny queue
+// that waits for key: the lock was released here.
 func (w *waits) wakeLocal(key string) {
 	w.mu.Lock()
 	q := w.queues[key]
+	anyQs := slices.Clone(w.anyOf[key])
 	w.mu.Unlock()
 	if q != nil {
-		select {
-		case q.wake.C <- struct{}{}:
-		default:
-		}
+		anyQs = append(anyQs, q)
+	}
+	for _, q := range anyQs {
+		q.wake.Notify(keys.Channel(key))
 	}
 }
 
@@ -152,12 +220,15 @@ func (w *waits) graceUntil(key string, clock func() time.Time) time.Time {
 // lives.
 func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Duration) {
 	if q.confirmed == nil {
-		q.confirmed = make([]<-chan struct{}, len(c.hubs))
+		lockKeys := q.lockKeys()
+		q.confirmed = make([]<-chan struct{}, len(c.hubs)*len(lockKeys))
 		for i, h := range c.hubs {
 			if c.nodes[i].Skipped(c.cfg.now()) {
 				continue // its breaker is open: do not wait on it
 			}
-			q.confirmed[i] = h.Subscribe(keys.Channel(q.key), q.wake)
+			for j, k := range lockKeys {
+				q.confirmed[i*len(lockKeys)+j] = h.Subscribe(keys.Channel(k), q.wake)
+			}
 		}
 	}
 	if q.settled {
@@ -241,10 +312,7 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 	}
 	res := round.Run(ctx, &c.bg)
 	if res.Won {
-		select {
-		case w.C <- struct{}{}:
-		default:
-		}
+		w.Notify(keys.Channel(key))
 		return holderTTL
 	}
 	shortest := time.Duration(-1)
@@ -287,9 +355,15 @@ func freePermit(fields map[string]string, now time.Time, k int) time.Duration {
 
 // unsubscribe drops an empty queue's subscriptions.
 func (c *Client) unsubscribe(q *waitQueue) {
+	if q.confirmed == nil {
+		return
+	}
+	lockKeys := q.lockKeys()
 	for i, h := range c.hubs {
-		if q.confirmed != nil && q.confirmed[i] != nil {
-			h.Unsubscribe(keys.Channel(q.key), q.wake)
+		for j, k := range lockKeys {
+			if q.confirmed[i*len(lockKeys)+j] != nil {
+				h.Unsubscribe(keys.Channel(k), q.wake)
+			}
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,9 @@ type demoConfig struct {
 	faults    bool
 	unsafe    bool
 	inProcess bool
+	think     time.Duration // the purchase's work between its read and its write
+	segments  int           // >1: the stock split into segments, each under its own lock
+	compare   bool          // run with one lock, then with segments, side by side
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -48,10 +52,21 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.faults, "faults", true, "kill one node and freeze another when half the stock is sold")
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "sell without the lock, to see what the lock prevents")
 	fs.BoolVar(&cfg.inProcess, "in-process", false, "use in-process Redis-compatible servers even when redis-server is installed")
+	fs.DurationVar(&cfg.think, "think", 200*time.Microsecond, "how long a purchase works between reading the stock and writing it\n(its time under the lock)")
+	fs.IntVar(&cfg.segments, "segments", 1, "split the stock into this many segments, each under its own lock\n(ObtainAny takes a free one); 1 is one lock for the whole stock")
+	fs.BoolVar(&cfg.compare, "compare", false, "run the sale twice on the same nodes, with one lock and with --segments\nsegments (8 if --segments is 1), and print both side by side; injects no fault")
 	help := helpText{
 		usage: "demo [flags]",
 		about: `A flash sale: buyers on several service instances race for limited stock,
-each purchase a read-modify-write under one distributed lock.`,
+each purchase a read-modify-write under one distributed lock.
+
+With --segments N the stock is split into N segments of about stock/N items,
+each under a lock of its own: a buyer takes whichever segment is free
+(ObtainAny) and moves on to another when its segment has run dry, so up to
+N purchases run at once. --compare runs the same sale with one lock and with
+N segments on the same nodes, one after the other, and prints throughput
+and latency side by side; it checks that neither oversold. Each run ends
+when every buyer has bought, found no stock, or waited --wait.`,
 	}
 	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
 		return code
@@ -73,6 +88,12 @@ each purchase a read-modify-write under one distributed lock.`,
 		}
 		// The demo does not own these nodes: it injects no fault.
 		cfg.external, cfg.extOpts, cfg.timeout, cfg.faults = specs, opts, nf.timeout, false
+	}
+	if cfg.compare {
+		cfg.faults = false
+		if cfg.segments == 1 {
+			cfg.segments = 8
+		}
 	}
 	if err := cfg.validate(); err != nil {
 		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
@@ -97,8 +118,16 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--instances %d: need at least one instance", c.instances)
 	case c.ttl < redlock.MinTTL:
 		return fmt.Errorf("--ttl %v: below the minimum %v", c.ttl, redlock.MinTTL)
+	case c.think < 0:
+		return fmt.Errorf("--think %v: must not be negative", c.think)
 	case c.wait <= 0:
 		return fmt.Errorf("--wait %v: must be positive", c.wait)
+	case c.segments < 1 || c.segments > redlock.MaxNames:
+		return fmt.Errorf("--segments %d: must be between 1 and %d", c.segments, redlock.MaxNames)
+	case c.segments > c.stock:
+		return fmt.Errorf("--segments %d: more segments than items (--stock %d)", c.segments, c.stock)
+	case c.compare && c.unsafe:
+		return fmt.Errorf("--compare and --unsafe: the comparison is of two safe designs")
 	case c.faults && c.external == nil && c.local < 3:
 		return fmt.Errorf("--faults needs at least 3 nodes (one killed and one frozen must leave a quorum); use --faults=false")
 	}
@@ -106,25 +135,51 @@ func (c demoConfig) validate() error {
 }
 
 // shop is the shared resource: stock read and written in two steps, as a
-// service would with a database row. Only the lock keeps two buyers from
-// selling the same last item.
+// service would with a database row per segment (one segment when the sale
+// has one lock). Only the lock keeps two buyers from selling the same last
+// item of a segment.
 type shop struct {
-	mu    sync.Mutex // makes each step atomic, not the read-modify-write
-	stock int
-	sold  int
+	mu       sync.Mutex // makes each step atomic, not the read-modify-write
+	stock    []int      // per segment
+	sold     int
+	lastSale time.Time
 }
 
-func (s *shop) read() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stock
+// newShop splits stock into segments as evenly as it goes.
+func newShop(stock, segments int) *shop {
+	s := &shop{stock: make([]int, segments)}
+	for i := range s.stock {
+		s.stock[i] = stock / segments
+		if i < stock%segments {
+			s.stock[i]++
+		}
+	}
+	return s
 }
 
-func (s *shop) write(stock int) {
+func (s *shop) read(seg int) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stock = stock
+	return s.stock[seg]
+}
+
+func (s *shop) write(seg, stock int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stock[seg] = stock
 	s.sold++
+	s.lastSale = time.Now()
+}
+
+// left is the stock left over all segments.
+func (s *shop) left() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, v := range s.stock {
+		n += v
+	}
+	return n
 }
 
 func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
@@ -211,21 +266,126 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	_ = warm.Release(ctx)
 	fmt.Fprintln(out, "Nodes ready.")
 
+	if !cfg.compare {
+		r, err := sale(ctx, cfg, cfg.segments, instances, servers, out)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintf(tw, "\nsold\t%d of %d\n", r.sold, cfg.stock)
+		fmt.Fprintf(tw, "oversold\t%d\n", r.oversold)
+		fmt.Fprintf(tw, "stock left\t%d\n", r.left)
+		fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", r.soldOut)
+		fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", r.failed, cfg.wait)
+		fmt.Fprintf(tw, "duration\t%v\n", r.elapsed.Round(time.Millisecond))
+		if len(r.lat) > 0 {
+			fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
+				pct(r.lat, 0.50), pct(r.lat, 0.99), r.lat[len(r.lat)-1].Round(time.Microsecond))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if !cfg.unsafe && r.oversold > 0 {
+			return fmt.Errorf("oversold %d items under the lock", r.oversold)
+		}
+		return nil
+	}
+
+	// The comparison: the same sale, with one lock and with segments, on
+	// the same nodes and instances, one after the other.
+	one, err := sale(ctx, cfg, 1, instances, servers, out)
+	if err != nil {
+		return err
+	}
+	seg, err := sale(ctx, cfg, cfg.segments, instances, servers, out)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\n\tone lock\t%d segments\n", cfg.segments)
+	row := func(what string, f func(r saleResult) string) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", what, f(one), f(seg))
+	}
+	row("sold", func(r saleResult) string { return fmt.Sprintf("%d of %d", r.sold, cfg.stock) })
+	row("oversold", func(r saleResult) string { return fmt.Sprint(r.oversold) })
+	row("failed", func(r saleResult) string { return fmt.Sprintf("%d buyers", r.failed) })
+	row("sold out after", func(r saleResult) string { return r.sellTime.Round(time.Millisecond).String() })
+	row("throughput", func(r saleResult) string { return fmt.Sprintf("%.0f sales/s", r.throughput()) })
+	row("acquire p50", func(r saleResult) string { return r.latency(0.50) })
+	row("acquire p99", func(r saleResult) string { return r.latency(0.99) })
+	row("acquire max", func(r saleResult) string { return r.latency(1) })
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if one.throughput() > 0 {
+		fmt.Fprintf(out, "\n%d segments sold %.1f times as fast as one lock.\n", cfg.segments, seg.throughput()/one.throughput())
+	}
+	if one.oversold > 0 || seg.oversold > 0 {
+		return fmt.Errorf("oversold under the lock: %d with one lock, %d with %d segments", one.oversold, seg.oversold, cfg.segments)
+	}
+	return nil
+}
+
+// saleResult is what one run of the sale measured.
+type saleResult struct {
+	sold, oversold, left int
+	soldOut, failed      int64
+	elapsed              time.Duration   // until every buyer was done
+	sellTime             time.Duration   // until the last sale
+	lat                  []time.Duration // every obtain that succeeded, sorted
+}
+
+// throughput is sales per second until the last sale.
+func (r saleResult) throughput() float64 {
+	if r.sellTime <= 0 {
+		return 0
+	}
+	return float64(r.sold) / r.sellTime.Seconds()
+}
+
+// latency is the q-quantile of the acquire latencies, or "-".
+func (r saleResult) latency(q float64) string {
+	if len(r.lat) == 0 {
+		return "-"
+	}
+	return pct(r.lat, q).String()
+}
+
+// sale runs one flash sale: cfg.buyers buyers on the instances race for
+// cfg.stock items, split into segments segments, each segment under its own
+// lock (one lock for the whole stock when segments is 1). Buyers of a
+// segmented sale take any segment that may still have stock (ObtainAny) and
+// try another when theirs has run dry. Faults are injected as cfg says,
+// into servers.
+func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redlock.Client, servers []demoNode, out io.Writer) (saleResult, error) {
+	var (
+		names = make([]string, segments)
+		index = make(map[string]int, segments)
+	)
+	for i := range names {
+		names[i] = fmt.Sprintf("sale:item-1:segment-%d", i)
+		index[names[i]] = i
+	}
 	mode := "each purchase under the lock \"sale:item-1\""
-	if cfg.unsafe {
+	switch {
+	case cfg.unsafe:
 		mode = "WITHOUT a lock (--unsafe)"
+	case segments > 1:
+		mode = fmt.Sprintf("the stock in %d segments, each purchase under its segment's lock (\"sale:item-1:segment-N\", ObtainAny)", segments)
 	}
 	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s (TTL %v).\n",
 		cfg.stock, cfg.buyers, cfg.instances, mode, cfg.ttl)
 
 	var (
-		sh       = &shop{stock: cfg.stock}
+		sh       = newShop(cfg.stock, segments)
 		soldOut  atomic.Int64
 		failed   atomic.Int64
 		faulted  atomic.Bool
 		faultMsg = make(chan string, 1)
 		latMu    sync.Mutex
 		lat      []time.Duration
+		liveMu   sync.Mutex
+		live     = slices.Clone(names) // segments that may still have stock
 		start    = make(chan struct{})
 		wg       sync.WaitGroup
 	)
@@ -248,17 +408,35 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		}
 		faultMsg <- msg
 	}
-	buy := func() {
-		stock := sh.read()
+	// buy makes one purchase from segment seg, and reports false when the
+	// segment has run dry.
+	buy := func(seg int) bool {
+		stock := sh.read(seg)
 		if stock <= 0 {
-			soldOut.Add(1)
-			return
+			return false
 		}
-		time.Sleep(200 * time.Microsecond) // the service thinks
-		sh.write(stock - 1)
-		if sh.read() <= cfg.stock/2 {
+		time.Sleep(cfg.think) // the service thinks
+		sh.write(seg, stock-1)
+		if sh.left() <= cfg.stock/2 {
 			injectFaults()
 		}
+		return true
+	}
+	liveNames := func() []string {
+		liveMu.Lock()
+		defer liveMu.Unlock()
+		return slices.Clone(live)
+	}
+	dry := func(name string) {
+		liveMu.Lock()
+		defer liveMu.Unlock()
+		live = slices.DeleteFunc(live, func(n string) bool { return n == name })
+	}
+	obtain := func(ctx context.Context, c *redlock.Client, names []string) (*redlock.Lock, error) {
+		if segments == 1 {
+			return c.Obtain(ctx, "sale:item-1", cfg.ttl)
+		}
+		return c.ObtainAny(ctx, names, cfg.ttl)
 	}
 	began := time.Now()
 	for b := range cfg.buyers {
@@ -266,53 +444,57 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		wg.Go(func() {
 			<-start
 			if cfg.unsafe {
-				buy()
+				if !buy(rand.IntN(segments)) {
+					soldOut.Add(1)
+				}
 				return
 			}
 			wctx, cancel := context.WithTimeout(ctx, cfg.wait)
 			defer cancel()
-			t0 := time.Now()
-			lock, err := c.Obtain(wctx, "sale:item-1", cfg.ttl)
-			if err != nil {
-				failed.Add(1)
-				return
+			for {
+				names := liveNames()
+				if len(names) == 0 {
+					soldOut.Add(1)
+					return
+				}
+				t0 := time.Now()
+				lock, err := obtain(wctx, c, names)
+				if err != nil {
+					failed.Add(1)
+					return
+				}
+				latMu.Lock()
+				lat = append(lat, time.Since(t0))
+				latMu.Unlock()
+				seg := index[lock.Key()]
+				bought := buy(seg)
+				if !bought {
+					dry(lock.Key())
+				}
+				_ = lock.Release(ctx)
+				if bought || segments == 1 {
+					if !bought {
+						soldOut.Add(1)
+					}
+					return
+				}
 			}
-			latMu.Lock()
-			lat = append(lat, time.Since(t0))
-			latMu.Unlock()
-			buy()
-			_ = lock.Release(ctx)
 		})
 	}
 	close(start)
 	wg.Wait()
-	elapsed := time.Since(began)
+	r := saleResult{elapsed: time.Since(began), soldOut: soldOut.Load(), failed: failed.Load(), lat: lat}
 	if cfg.faults && faulted.Load() {
 		fmt.Fprintf(out, "  %s\n", <-faultMsg)
 		_ = servers[len(servers)-2].Resume()
 	}
-
-	sold := sh.sold
-	oversold := max(0, sold-cfg.stock)
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "\nsold\t%d of %d\n", sold, cfg.stock)
-	fmt.Fprintf(tw, "oversold\t%d\n", oversold)
-	fmt.Fprintf(tw, "stock left\t%d\n", sh.read())
-	fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", soldOut.Load())
-	fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", failed.Load(), cfg.wait)
-	fmt.Fprintf(tw, "duration\t%v\n", elapsed.Round(time.Millisecond))
-	if len(lat) > 0 {
-		slices.Sort(lat)
-		fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
-			pct(lat, 0.50), pct(lat, 0.99), lat[len(lat)-1].Round(time.Microsecond))
+	r.sold, r.left = sh.sold, sh.left()
+	r.oversold = max(0, r.sold-cfg.stock)
+	if r.sold > 0 {
+		r.sellTime = sh.lastSale.Sub(began)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if !cfg.unsafe && oversold > 0 {
-		return fmt.Errorf("oversold %d items under the lock", oversold)
-	}
-	return nil
+	slices.Sort(r.lat)
+	return r, nil
 }
 
 // pct is the q-quantile of sorted durations.

@@ -44,3 +44,35 @@ func TestDemoOnGivenNodes(t *testing.T) {
 		t.Errorf("output:\n%s", r.stdout)
 	}
 }
+
+// --compare runs the sale with one lock and with segments on the same
+// nodes, and prints both side by side: both sell everything, neither
+// oversells.
+func TestDemoCompare(t *testing.T) {
+	r := runCLI(t, "demo", "--compare", "--local", "3", "--segments", "4", "--stock", "20", "--buyers", "40",
+		"--ttl", "1s", "--wait", "20s", "--think", "1ms")
+	if r.code != exitOK {
+		t.Fatalf("demo --compare: %v", r)
+	}
+	for _, want := range []string{
+		`one lock\s+4 segments`,
+		`sold\s+20 of 20\s+20 of 20`,
+		`oversold\s+0\s+0\n`,
+		`failed\s+0 buyers\s+0 buyers`,
+		`throughput\s+\d+ sales/s\s+\d+ sales/s`,
+		`acquire p99\s+\S+\s+\S+`,
+		`4 segments sold [0-9.]+ times as fast as one lock`,
+	} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if strings.Contains(r.stdout, "killed node") {
+		t.Errorf("--compare injected a fault:\n%s", r.stdout)
+	}
+	for _, bad := range [][]string{{"--segments", "0"}, {"--segments", "30", "--stock", "20"}, {"--compare", "--unsafe"}, {"--think", "-1s"}} {
+		if r := runCLI(t, append([]string{"demo"}, bad...)...); r.code != exitUsage {
+			t.Errorf("demo %v: exit %d, want %d (usage)", bad, r.code, exitUsage)
+		}
+	}
+}

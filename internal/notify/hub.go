@@ -21,10 +21,53 @@ import (
 // registered for. C has room for one wake-up; more coalesce.
 type Waiter struct {
 	C chan struct{}
+
+	// heard, for a waiter made by NewTrackingWaiter, holds the channels
+	// whose messages came since the last Heard.
+	mu    sync.Mutex
+	heard map[string]struct{}
 }
 
 // NewWaiter returns a Waiter.
 func NewWaiter() *Waiter { return &Waiter{C: make(chan struct{}, 1)} }
+
+// NewTrackingWaiter returns a Waiter that also records which channels woke
+// it, for a waiter registered on several channels (Heard).
+func NewTrackingWaiter() *Waiter {
+	return &Waiter{C: make(chan struct{}, 1), heard: make(map[string]struct{})}
+}
+
+// Notify records a message on channel name, if w tracks them, and wakes w:
+// what a message from the server does, for a caller that learned of a
+// release by other means.
+func (w *Waiter) Notify(name string) {
+	if w.heard != nil {
+		w.mu.Lock()
+		w.heard[name] = struct{}{}
+		w.mu.Unlock()
+	}
+	w.wake()
+}
+
+// Heard returns the channels whose messages woke a tracking waiter since
+// the last call, and forgets them; nil for a waiter that does not track.
+// A broken connection wakes a waiter without naming a channel.
+func (w *Waiter) Heard() []string {
+	if w.heard == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.heard) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(w.heard))
+	for name := range w.heard {
+		names = append(names, name)
+	}
+	clear(w.heard)
+	return names
+}
 
 func (w *Waiter) wake() {
 	select {
@@ -353,7 +396,7 @@ func (h *Hub) deliver(name string) {
 	defer h.mu.Unlock()
 	if ch := h.channels[name]; ch != nil {
 		for w := range ch.waiters {
-			w.wake()
+			w.Notify(name)
 		}
 	}
 }
