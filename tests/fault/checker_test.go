@@ -1,6 +1,9 @@
 package fault
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // TestConflicts checks the checker on made-up records: readers may overlap
 // readers, never a writer, and tokens are ordered between conflicting
@@ -26,5 +29,27 @@ func TestConflicts(t *testing.T) {
 		if o != tc.overlaps || s != tc.shared || i != tc.inversions {
 			t.Errorf("%s: overlaps %d, shared %d, inversions %d; want %d, %d, %d", tc.name, o, s, i, tc.overlaps, tc.shared, tc.inversions)
 		}
+	}
+}
+
+// TestMultiOrder checks that the multi-name workload passes ObtainAll the
+// same names in opposite orders at once: at each iteration, two workers
+// (of the three the multi scenarios run) give lockName and multiNames[0]
+// in opposite orders, and both two- and three-name obtains occur.
+func TestMultiOrder(t *testing.T) {
+	sizes := map[int]bool{}
+	for n := 1; n <= 8; n++ {
+		before := map[bool]bool{} // lockName before multiNames[0]?
+		for worker := range 3 {
+			names := multiOrder(worker, n)
+			sizes[len(names)] = true
+			before[slices.Index(names, lockName) < slices.Index(names, multiNames[0])] = true
+		}
+		if len(before) != 2 {
+			t.Errorf("iteration %d: every worker gives %s and %s in the same order", n, lockName, multiNames[0])
+		}
+	}
+	if !sizes[2] || !sizes[3] {
+		t.Errorf("obtain sizes %v, want both 2 and 3", sizes)
 	}
 }

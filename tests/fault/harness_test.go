@@ -65,6 +65,13 @@ type workload struct {
 	// without touching the store: up to permits holders at once are the
 	// semaphore's promise, and the checker counts the holders beyond it.
 	permits int
+	// multi makes each goroutine worker obtain several names as one
+	// MultiLock (ObtainAll): lockName and multiNames[0] on every obtain,
+	// multiNames[1] too on every other one, passed in an order that
+	// varies with the worker and the iteration (multiOrder). It does the
+	// fenced read-modify-write on the store with lockName's token and on
+	// a second store (counter2) with multiNames[0]'s token.
+	multi bool
 }
 
 // op is one successful acquisition, as the checker sees it. Times are Unix
@@ -80,6 +87,13 @@ type op struct {
 	WriteStart int64  `json:"ws"`
 	WriteEnd   int64  `json:"we"`
 	Read       bool   `json:"rd"` // a shared (read) lock: it writes nothing
+	// The second name of a multi-name hold (workload.multi), fenced on
+	// the second store: its token, end of hold, and write.
+	Token2      int64 `json:"t2,omitempty"`
+	End2        int64 `json:"e2,omitempty"`
+	Accepted2   bool  `json:"a2,omitempty"`
+	WriteStart2 int64 `json:"ws2,omitempty"`
+	WriteEnd2   int64 `json:"we2,omitempty"`
 }
 
 // attempt is one call of Obtain.
@@ -274,6 +288,104 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 	}
 }
 
+// multiNames are the names a multi-name worker obtains besides lockName.
+var multiNames = []string{"fault:multi:b", "fault:multi:c"}
+
+// multiOrder is the names of worker's n-th multi-name obtain: lockName and
+// multiNames[0], in opposite orders for even and odd workers (and swapped
+// every other pair of iterations), and on every other obtain multiNames[1]
+// too, at a place that varies: so workers pass overlapping sets of names
+// in opposite orders at the same time. (ObtainAll sorts them: the order
+// given must not matter.)
+func multiOrder(worker, n int) []string {
+	names := []string{lockName, multiNames[0]}
+	if (worker+n/2)%2 == 1 {
+		slices.Reverse(names)
+	}
+	if n%2 == 1 {
+		names = slices.Insert(names, (worker+n)%3, multiNames[1])
+	}
+	return names
+}
+
+// runMultiWorker is runWorker for workload.multi: each obtain is one
+// ObtainAll of multiOrder's names, and the work is a fenced
+// read-modify-write on st with lockName's token and on st2 with
+// multiNames[0]'s, both read before the hold and written after it.
+func runMultiWorker(ctx context.Context, worker int, c *redlock.Client, st, st2 *store.Store, w workload, out sink) {
+	id := fmt.Sprintf("g%d", worker)
+	for n := 1; ctx.Err() == nil; n++ {
+		start := time.Now()
+		octx, cancel := context.WithTimeout(ctx, w.bound)
+		m, err := c.ObtainAll(octx, multiOrder(worker, n), w.ttl)
+		cancel()
+		if ctx.Err() != nil {
+			if m != nil {
+				releaseAll(m)
+			}
+			return // the run ended during the attempt: not counted
+		}
+		out.addAttempt(attempt{OK: err == nil, Latency: time.Since(start)})
+		if err != nil {
+			continue
+		}
+		var la, lb *redlock.Lock
+		for _, l := range m.Locks() {
+			switch l.Key() {
+			case lockName:
+				la = l
+			case multiNames[0]:
+				lb = l
+			}
+		}
+		o := op{Holder: id, Token: la.Token(), Token2: lb.Token(), Obtained: time.Now().UnixNano()}
+		va, vb := &validity{l: la}, &validity{l: lb}
+		va.see()
+		vb.see()
+		out.hold(1)
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ta, tb := o.Token, o.Token2
+		if !w.fenced {
+			ta, tb = 1, 1
+		}
+		// Both reads carry their token, then the hold, then both writes.
+		va1, errA := st.ReadFenced(sctx, ta)
+		vb1, errB := st2.ReadFenced(sctx, tb)
+		if errors.Is(errA, store.ErrStale) {
+			o.Wrote, o.Rejected = true, true
+		}
+		sleep(ctx, w.hold)
+		if errA == nil {
+			cur, _ := strconv.ParseInt(va1, 10, 64)
+			ws := time.Now().UnixNano()
+			err := st.Write(sctx, ta, strconv.FormatInt(cur+1, 10))
+			o.WriteStart, o.WriteEnd, o.Wrote = ws, time.Now().UnixNano(), true
+			o.Accepted, o.Rejected = err == nil, errors.Is(err, store.ErrStale)
+		}
+		if errB == nil {
+			cur, _ := strconv.ParseInt(vb1, 10, 64)
+			ws := time.Now().UnixNano()
+			err := st2.Write(sctx, tb, strconv.FormatInt(cur+1, 10))
+			o.WriteStart2, o.WriteEnd2, o.Accepted2 = ws, time.Now().UnixNano(), err == nil
+		}
+		scancel()
+		out.hold(-1)
+		va.see()
+		vb.see()
+		releaseAt := time.Now().UnixNano()
+		o.End = min(releaseAt, va.last.UnixNano())
+		o.End2 = min(releaseAt, vb.last.UnixNano())
+		releaseAll(m)
+		out.addOp(o)
+	}
+}
+
+func releaseAll(m *redlock.MultiLock) {
+	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = m.Release(rctx)
+	cancel()
+}
+
 func release(l *redlock.Lock) {
 	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_ = l.Release(rctx)
@@ -411,6 +523,7 @@ type env struct {
 	addrs   []string // what the clients dial
 	storeDB *redis.Client
 	store   *store.Store
+	store2  *store.Store // the second name's record (workload.multi)
 	rec     *recorder
 	kids    []*child // client processes of the current run
 	faults  atomic.Int64
@@ -430,6 +543,7 @@ func newEnv(t *testing.T, w workload, proxied, sentinel bool) *env {
 	e.storeDB = storeSrv.Client()
 	t.Cleanup(func() { _ = e.storeDB.Close() })
 	e.store = store.New(e.storeDB, "counter")
+	e.store2 = store.New(e.storeDB, "counter2")
 	for _, s := range e.nodes {
 		if !proxied {
 			e.addrs = append(e.addrs, s.Addr())
@@ -509,6 +623,13 @@ func (e *env) run(name string, workers int, rates []float64, children int, injec
 			w.kind = redlock.Read
 		}
 		wg.Add(1)
+		if w.multi {
+			go func() {
+				defer wg.Done()
+				runMultiWorker(ctx, i, c, e.store, e.store2, w, e.rec)
+			}()
+			continue
+		}
 		go func() {
 			defer wg.Done()
 			runWorker(ctx, fmt.Sprintf("g%d", i), c, e.store, w, clk, i == 0, e.rec)
@@ -580,8 +701,15 @@ type result struct {
 	sharedOverlaps  int
 	tokenInversions int
 	reads           int // read holds among the ops
-	availability    float64
-	p50, p99        time.Duration
+	// second is the same checks for the second name of a multi-name hold
+	// (workload.multi), on its own store; zero otherwise.
+	second struct {
+		overlaps, staleAccepted int
+		staleRejected           int64
+		acked, final, lost      int64
+	}
+	availability float64
+	p50, p99     time.Duration
 }
 
 func (e *env) check(name string) result {
@@ -596,43 +724,28 @@ func (e *env) check(name string) result {
 	if e.w.permits > 0 {
 		r.overlaps = beyondCapacity(ops, e.w.permits)
 	}
-	// Stale writes accepted: an accepted write whose token is below that of
-	// a write accepted before it started.
-	var acc []op
 	for _, o := range ops {
 		if !o.Wrote && !o.Read {
 			r.abandoned++
 		}
-		if o.Accepted {
-			acc = append(acc, o)
-			r.acked++
-		}
 	}
-	for _, w := range acc {
-		for _, x := range acc {
-			if x.WriteEnd < w.WriteStart && x.Token > w.Token {
-				r.staleAccepted++
-				break
-			}
-		}
-	}
+	r.staleAccepted, r.acked = staleAccepted(ops)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	v, _, err := e.store.Read(ctx)
-	if err != nil {
-		e.t.Fatalf("read the store: %v", err)
-	}
-	r.final, _ = strconv.ParseInt(v, 10, 64)
+	r.final, r.staleRejected = e.readStore(ctx, e.store, r.acked)
 	r.lost = r.acked - r.final
-	accepted, rejected, err := e.store.Stats(ctx)
-	if err != nil {
-		e.t.Fatalf("store stats: %v", err)
-	}
-	r.staleRejected = rejected
-	if accepted != r.acked {
-		// A write whose reply was lost: the store took it, the client does
-		// not count it as acknowledged.
-		e.t.Logf("store accepted %d writes, clients saw %d acknowledged", accepted, r.acked)
+	if e.w.multi {
+		// The second name: its own holds, tokens and record.
+		ops2 := make([]op, len(ops))
+		for i, o := range ops {
+			ops2[i] = op{Token: o.Token2, Obtained: o.Obtained, End: o.End2,
+				Accepted: o.Accepted2, WriteStart: o.WriteStart2, WriteEnd: o.WriteEnd2}
+		}
+		s := &r.second
+		s.overlaps, _, _ = conflicts(ops2, false)
+		s.staleAccepted, s.acked = staleAccepted(ops2)
+		s.final, s.staleRejected = e.readStore(ctx, e.store2, s.acked)
+		s.lost = s.acked - s.final
 	}
 	var lat []time.Duration
 	ok := 0
@@ -660,6 +773,11 @@ func (e *env) check(name string) result {
 		e.t.Logf("%d of %d acquisitions were read holds; %d pairs of read holds overlapped; %d token inversions between conflicting holds",
 			r.reads, r.ops, r.sharedOverlaps, r.tokenInversions)
 	}
+	if e.w.multi {
+		s := r.second
+		e.t.Logf("second name %s: %d overlaps, %d stale accepted, %d stale rejected, %d lost (%d acked, final %d)",
+			multiNames[0], s.overlaps, s.staleAccepted, s.staleRejected, s.lost, s.acked, s.final)
+	}
 	if e.w.auto {
 		e.t.Logf("%d of %d acquisitions abandoned: the lock was lost before the write", r.abandoned, r.ops)
 	}
@@ -671,6 +789,46 @@ func (e *env) check(name string) result {
 		}
 	}
 	return r
+}
+
+// staleAccepted counts the accepted writes whose token is below that of a
+// write accepted before they started, and the accepted writes.
+func staleAccepted(ops []op) (stale int, acked int64) {
+	var acc []op
+	for _, o := range ops {
+		if o.Accepted {
+			acc = append(acc, o)
+		}
+	}
+	for _, w := range acc {
+		for _, x := range acc {
+			if x.WriteEnd < w.WriteStart && x.Token > w.Token {
+				stale++
+				break
+			}
+		}
+	}
+	return stale, int64(len(acc))
+}
+
+// readStore returns st's final counter and its count of rejected stale
+// operations.
+func (e *env) readStore(ctx context.Context, st *store.Store, acked int64) (final, rejected int64) {
+	v, _, err := st.Read(ctx)
+	if err != nil {
+		e.t.Fatalf("read the store: %v", err)
+	}
+	final, _ = strconv.ParseInt(v, 10, 64)
+	accepted, rejected, err := st.Stats(ctx)
+	if err != nil {
+		e.t.Fatalf("store stats: %v", err)
+	}
+	if accepted != acked {
+		// A write whose reply was lost: the store took it, the client does
+		// not count it as acknowledged.
+		e.t.Logf("store accepted %d writes, clients saw %d acknowledged", accepted, acked)
+	}
+	return final, rejected
 }
 
 // conflicts sorts ops by the time they were obtained and counts the pairs

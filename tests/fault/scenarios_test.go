@@ -50,6 +50,9 @@ type scenario struct {
 	// read-write scenario whose fault left only one kind in tests
 	// nothing of their exclusion).
 	mixed bool
+	// bothNames: a multi-name scenario must have completed writes on both
+	// stores (holds of both names that did their work).
+	bothNames bool
 }
 
 // onNodes applies f to nodes idx in parallel (a crash of several nodes at
@@ -172,6 +175,9 @@ var (
 	// nearly always waits, and readers wait behind it (docs/lock-family.md,
 	// "Writers do not starve"): in a 4 s run no reader got in.
 	readWrite = with(func(w *workload) { w.kind, w.readers = redlock.Write, 3 })
+	// multi: each worker obtains two or three names as one MultiLock, in
+	// varying order, and fences both of its stores.
+	multi = with(func(w *workload) { w.multi = true })
 	// auto holds each lock for two TTLs, kept by automatic refresh.
 	auto = with(func(w *workload) { w.auto, w.hold = true, 2*w.ttl })
 	// permits2 and permits3: each client takes one permit of a semaphore of
@@ -250,6 +256,13 @@ var scenarios = []scenario{
 	{name: "read-write-freeze-minority-longer-than-ttl", w: readWrite, workers: 4, inject: freeze(3*base.ttl, 0, 1), want: safe, mixed: true},
 	{name: "read-write-crash-majority-guard-on", w: chain(longHold, readWrite), workers: 4, inject: crash(0, 1, 2), want: safe, mixed: true},
 	{name: "read-write-partition-majority", w: readWrite, proxied: true, workers: 4, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe, mixed: true},
+	// Multi-name locks (ObtainAll): two or three names per obtain, given in
+	// orders that vary between workers and iterations; each name checked
+	// on its own: overlaps, stale writes and lost updates of both stores.
+	{name: "multi-baseline", w: multi, workers: 3, want: safe, bothNames: true},
+	{name: "multi-freeze-minority-longer-than-ttl", w: multi, workers: 3, inject: freeze(3*base.ttl, 0, 1), want: safe, bothNames: true},
+	{name: "multi-crash-majority-guard-on", w: chain(longHold, multi), workers: 4, inject: crash(0, 1, 2), want: safe, bothNames: true},
+	{name: "multi-partition-majority", w: multi, proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe, bothNames: true},
 
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
@@ -287,7 +300,7 @@ func TestScenarios(t *testing.T) {
 			// a scenario gets up to three runs to show it. The safety
 			// checks apply to every run, so a retry hides no violation.
 			tries := 1
-			if sc.want == violation || sc.want == overlap || sc.rejected || sc.hitsHolder || sc.mixed {
+			if sc.want == violation || sc.want == overlap || sc.rejected || sc.hitsHolder || sc.mixed || sc.bothNames {
 				tries = 3
 			}
 			for try := range tries {
@@ -300,6 +313,9 @@ func TestScenarios(t *testing.T) {
 				case safe:
 					if r.overlaps != 0 || r.staleAccepted != 0 || r.lost != 0 || r.tokenInversions != 0 {
 						t.Errorf("violations: %d overlaps, %d stale writes accepted, %d lost updates, %d token inversions", r.overlaps, r.staleAccepted, r.lost, r.tokenInversions)
+					}
+					if s := r.second; s.overlaps != 0 || s.staleAccepted != 0 || s.lost != 0 {
+						t.Errorf("violations on the second name: %d overlaps, %d stale writes accepted, %d lost updates", s.overlaps, s.staleAccepted, s.lost)
 					}
 				case fenceSafe:
 					if r.staleAccepted != 0 {
@@ -318,6 +334,8 @@ func TestScenarios(t *testing.T) {
 					shown = r.abandoned > 0 || r.staleRejected > 0
 				case sc.mixed:
 					shown = r.reads > 0 && r.reads < r.ops
+				case sc.bothNames:
+					shown = r.acked > 0 && r.second.acked > 0
 				}
 				if shown {
 					break
@@ -337,6 +355,8 @@ func TestScenarios(t *testing.T) {
 					t.Errorf("no holder lost its lock in %d runs: the fault did not test the keep-alive", tries)
 				case sc.mixed:
 					t.Errorf("no run of %d completed both read and write holds", tries)
+				case sc.bothNames:
+					t.Errorf("no run of %d completed writes on both names' stores", tries)
 				}
 			}
 		})
