@@ -276,14 +276,13 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		node.done(probe, answered, now())
 		return res
 	}
-	// A real timer, not a bare deadline: the caller waits on this call, and
-	// a wait for a pooled connection ends only when the context is done
-	// (or at go-redis's PoolTimeout, seconds later).
-	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
+	// A Done channel, not a bare deadline: the caller waits on this call,
+	// and a wait for a pooled connection ends only when the context is
+	// done (or at go-redis's PoolTimeout, seconds later). The node's shared
+	// deadline channels give it one at the cost of one allocation.
 	sent := time.Now()
-	v, err := r.Call(nodeCtx, node)
+	v, err := r.Call(node.deadlines.context(detach(ctx), sent, r.Timeout), node)
 	lat := time.Since(sent)
-	cancel()
 	err = r.finish(node, probe, err, now)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
