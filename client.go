@@ -384,7 +384,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 				l.releaseNode(n, timeout)
 				return
 			}
-			l.settleLate(n, refreshed(a), err, late)
+			l.settleAcquire(n, refreshed(a), err, late)
 		},
 	}
 	res := round.Run(ctx, &c.bg)
@@ -397,6 +397,9 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, retryAfter(res.Replies), qe
 	}
 	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
+	if res.Pending != 0 {
+		l.expectLate(res.Pending)
+	}
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
 		c.attempted(ctx, l, o.id, start, res, second, err, token)

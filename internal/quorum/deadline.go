@@ -85,3 +85,11 @@ func (c *sharedDeadlineCtx) Err() error {
 		return nil
 	}
 }
+
+// RequestContext returns a context for one request to the node: ctx's
+// values, not its cancellation, and a deadline timeout from now, whose Done
+// channel is shared with the node's other requests (it may close up to
+// timeout/16 after the deadline).
+func (n *Node) RequestContext(ctx context.Context, timeout time.Duration) context.Context {
+	return n.deadlines.context(detach(ctx), time.Now(), timeout)
+}

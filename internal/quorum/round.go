@@ -83,6 +83,10 @@ type Result[T any] struct {
 	Replies []Reply[T]
 	Agreed  int
 	Won     bool
+	// Pending has bit i set when node i was sent the request and had not
+	// answered when the round was decided: its answer comes later, to
+	// Settle.
+	Pending uint64
 	// Done is closed once every admitted node has answered (or failed) and
 	// its Settle has returned.
 	Done <-chan struct{}
@@ -225,6 +229,7 @@ wait:
 	}
 	for i := range res.Replies {
 		if answered&(1<<i) == 0 {
+			res.Pending |= 1 << i
 			switch {
 			case ctx.Err() != nil:
 				res.Replies[i].Err = ctx.Err()
