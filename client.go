@@ -572,7 +572,7 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := l.releaseCall("", false).Release(ctx, n.Client)
+			r, err := l.releaseCall(false, false).Release(ctx, n.Client)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },

@@ -33,6 +33,9 @@ type Lock struct {
 	name  string
 	key   string
 	value string // the owner's secret; unused by a lock of the family
+	// args are key and value as script arguments, boxed once for the
+	// acquire and release calls of a plain lock.
+	args  script.LockArgs
 	token int64
 	kind  Kind
 	// hold is the lock's hold when it is of the family (read-write or
@@ -99,6 +102,7 @@ func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *ob
 	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind}
 	if l.hold = newHold(o); l.hold == nil {
 		l.value = newValue()
+		l.args = script.NewLockArgs(key, l.value)
 	}
 	l.fence = keys.Fence(key)
 	if c.cluster {
@@ -417,8 +421,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.end(errReleased)
 
-	channel := keys.Channel(l.key)
-	plain := l.releaseCall(channel, false)
+	plain := l.releaseCall(true, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
@@ -452,7 +455,7 @@ func (l *Lock) Release(ctx context.Context) error {
 			}
 			call := plain
 			if n.Cluster {
-				call = l.releaseCall(channel, true)
+				call = l.releaseCall(true, true)
 			}
 			return call.Release(ctx, n.Client)
 		},

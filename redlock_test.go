@@ -396,16 +396,16 @@ func TestLateYesAfterReleaseIsReleased(t *testing.T) {
 		if _, err := script.Acquire(ctx, late, warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := script.Release(ctx, late, warm.Lock, "x", "", false); err != nil {
+		if _, err := script.Release(ctx, late, warm.Lock, "x", false, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// The late yes's key is deleted by a request sent after it: the
 	// release, when it was still waiting for the acquire's answer, or
-	// the answer's own clean-up (release.lua without a channel).
+	// the answer's own clean-up (release.lua without publishing).
 	var releases, resumedAt atomic.Int64
 	late.AddHook(onEval(func(cmd redis.Cmder, err error) {
-		if args := cmd.Args(); err == nil && len(args) == 7 && fmt.Sprint(args[3]) == "{redlock:late-release}" && resumedAt.Load() != 0 {
+		if args := cmd.Args(); err == nil && len(args) == 6 && fmt.Sprint(args[3]) == "{redlock:late-release}" && resumedAt.Load() != 0 {
 			releases.Add(1)
 		}
 	}))
@@ -451,13 +451,15 @@ func TestReleaseWaitsForTheAcquiresLateAnswer(t *testing.T) {
 	cl.clients[2].AddHook(onEval(func(cmd redis.Cmder, err error) {
 		switch args := cmd.Args(); {
 		case err != nil:
-		case len(args) > 7 && !acquired.Load():
+		case len(args) > 6 && !acquired.Load():
 			// The acquire ran on the node; its answer comes late.
 			time.Sleep(300 * time.Millisecond)
 			acquired.Store(true)
-		case len(args) == 7 && fmt.Sprint(args[5]) == "":
+		case len(args) != 6 || fmt.Sprint(args[3]) != "{redlock:late-answer}":
+			// Not a release of the lock (a fencing round's raise).
+		case fmt.Sprint(args[5]) == "":
 			cleanups.Add(1)
-		case len(args) == 7:
+		default:
 			withChannel.Add(1)
 		}
 	}))
@@ -507,7 +509,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	late.AddHook(onEval(func(cmd redis.Cmder, _ error) {
 		if a, ok := cmd.(*redis.Cmd); ok && a.Err() == nil {
 			if n, err := a.Int64(); err == nil && n&1 == 1 && len(a.Args()) > 3 &&
-				fmt.Sprint(a.Args()[len(a.Args())-2]) == "" { // a clean-up: no channel
+				fmt.Sprint(a.Args()[len(a.Args())-1]) == "" { // a clean-up: no publishing
 				cleaned.Add(1) // deleted + 2 x receivers from release.lua: deleted
 			}
 		}

@@ -62,14 +62,14 @@ func BenchmarkServerCycle(b *testing.B) {
 			name  string
 			cycle func(v string) error
 		}{g.name, func(v string) error {
-			a, err := AcquireCall(k, v, 10*time.Second, g.g).Acquire(ctx, c, Ack{})
+			a, err := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g).Acquire(ctx, c, Ack{})
 			if err != nil {
 				return err
 			}
 			if !a.OK() {
 				return errNotTaken(a)
 			}
-			_, err = ReleaseCall(k.Lock, v, k.Lock+":released", false).Release(ctx, c)
+			_, err = ReleaseCall(NewLockArgs(k.Lock, v), true, false).Release(ctx, c)
 			return err
 		}})
 	}
