@@ -31,6 +31,9 @@ type Client struct {
 	// them: replies that arrive after a quorum decision, and their
 	// clean-up. Close waits for them.
 	bg sync.WaitGroup
+	// workers start the requests' goroutines of the rounds, counted in
+	// bg, and keep them for a while for the next round's requests.
+	workers *quorum.Workers
 
 	// hubs deliver release notifications, one per node; waits queues this
 	// Client's waiters per lock (wait.go).
@@ -62,6 +65,10 @@ type Client struct {
 	closeDone chan struct{} // closed when Close has finished
 	held      map[*Lock]struct{}
 }
+
+// workerIdle is how long a request goroutine waits for the next request
+// before it ends (quorum.Workers).
+const workerIdle = 500 * time.Millisecond
 
 // New returns a Client over the given nodes. Each node is an independent
 // Redis deployment: a standalone server (redis.NewClient), a
@@ -99,6 +106,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 		closeDone: make(chan struct{}),
 	}
+	c.workers = quorum.NewWorkers(&c.bg, workerIdle)
 	c.sched = keepalive.New(batchWindow, cfg.now, c.fire)
 	c.notifyOff = cfg.notifyOff
 	c.waits = waits{queues: make(map[string]*waitQueue), grace: make(map[string]time.Time)}
@@ -387,7 +395,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 			l.settleAcquire(n, refreshed(a), err, late)
 		},
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	if !res.Won {
 		qe := quorumError(c, "obtain", res, ErrNotObtained, disagreeAcquire)
 		qe.Expired = res.Agreed >= c.quorum
@@ -521,7 +529,7 @@ func (c *Client) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Agree:      func(counts bool) bool { return counts },
 		ValidUntil: validUntil,
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	if !res.Won {
 		qe := quorumError(c, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
 		qe.Expired = res.Agreed >= c.quorum
@@ -577,7 +585,7 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 		},
 		Agree: func(ok bool) bool { return ok },
 	}
-	round.Run(context.Background(), &c.bg)
+	round.Run(context.Background(), c.workers)
 }
 
 // quorumError describes a round that did not win. disagree gives the reason
@@ -624,6 +632,7 @@ func (c *Client) Close() error {
 	for _, h := range c.hubs {
 		h.Close()
 	}
+	c.workers.Stop()
 	c.bg.Wait()
 	close(c.closeDone)
 	return nil

@@ -182,7 +182,7 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 			}
 		},
 	}
-	batch := round.Run(context.Background(), &c.bg)
+	batch := round.Run(context.Background(), c.workers)
 	now := c.cfg.now()
 	for i, p := range plans {
 		// This lock's own round, read out of the batch: decided like a

@@ -287,7 +287,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		},
 		ValidUntil: minTime(validUntil, newValid),
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	return l.refreshDone(ctx, res, start, ttl, timeout, newValid, false)
 }
 
@@ -466,7 +466,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if rctx.Done() != nil {
 		rctx = context.WithoutCancel(ctx) // a release is not abandoned halfway
 	}
-	res := round.Run(rctx, &c.bg)
+	res := round.Run(rctx, c.workers)
 	l.notSent(res.Replies, timeout)
 	c.afterRelease(l.key, res.Replies, c.cfg.now().Sub(start))
 	var err error

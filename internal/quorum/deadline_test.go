@@ -89,3 +89,47 @@ func TestSingleNodeRequestEndsByTheTimeout(t *testing.T) {
 		t.Fatalf("request ended after %v, before its timeout %v", el, r.Timeout)
 	}
 }
+
+func TestWorkersReuseAndStop(t *testing.T) {
+	var wg sync.WaitGroup
+	w := NewWorkers(&wg, time.Minute)
+	ran := make(chan int, 2)
+	w.Go(func() { ran <- 1 })
+	<-ran
+	// The first goroutine is idle now (or about to be): a second function
+	// runs, on it or on a new one, and Stop ends both.
+	w.Go(func() { ran <- 2 })
+	if got := <-ran; got != 2 {
+		t.Fatalf("ran %d", got)
+	}
+	w.Stop()
+	w.Stop() // idempotent
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("workers did not end after Stop, with a minute of idle time left")
+	}
+	// After Stop, Go still runs its function, and its goroutine ends.
+	w.Go(func() { ran <- 3 })
+	if got := <-ran; got != 3 {
+		t.Fatalf("ran %d", got)
+	}
+	wg.Wait()
+}
+
+func TestWorkersEndWhenIdle(t *testing.T) {
+	var wg sync.WaitGroup
+	w := NewWorkers(&wg, 10*time.Millisecond)
+	for range 3 {
+		w.Go(func() {})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("idle workers did not end")
+	}
+}

@@ -99,7 +99,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // outcome is decided: when Agreed reaches Quorum, when Quorum can no longer
 // be reached, when every node has answered, when the per-node timeout has
 // passed, or when ctx ends. Requests still in flight then keep running on
-// goroutines registered with wg, which the owner of wg must wait for.
+// goroutines started by wg, which the owner of wg must wait for.
 //
 // ctx's cancellation does not reach the requests: once sent, a request runs
 // until its node answers or the per-node timeout passes, so that its outcome
@@ -108,7 +108,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 //
 // A round of one node whose client honours deadlines runs on the caller's
 // goroutine.
-func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
+func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	now := r.Now
 	if now == nil {
 		now = time.Now
@@ -268,7 +268,7 @@ func (r *Round[T]) decided(agreed, pending int, replies []Reply[T]) bool {
 	return won || agreed+pending < r.Quorum
 }
 
-func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func() time.Time) Result[T] {
+func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
 	node := r.Nodes[0]
 	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
 	probe, err := r.admit(node, now)
