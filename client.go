@@ -31,6 +31,9 @@ type Client struct {
 	// them: replies that arrive after a quorum decision, and their
 	// clean-up. Close waits for them.
 	bg sync.WaitGroup
+	// workers start the requests' goroutines of the rounds, counted in
+	// bg, and keep them for a while for the next round's requests.
+	workers *quorum.Workers
 
 	// hubs deliver release notifications, one per node; waits queues this
 	// Client's waiters per lock (wait.go).
@@ -65,6 +68,10 @@ type Client struct {
 	closeDone chan struct{} // closed when Close has finished
 	held      map[*Lock]struct{}
 }
+
+// workerIdle is how long a request goroutine waits for the next request
+// before it ends (quorum.Workers).
+const workerIdle = 500 * time.Millisecond
 
 // New returns a Client over the given nodes. Each node is an independent
 // Redis deployment: a standalone server (redis.NewClient), a
@@ -102,6 +109,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 
 		closeDone: make(chan struct{}),
 	}
+	c.workers = quorum.NewWorkers(&c.bg, workerIdle)
 	c.sched = keepalive.New(batchWindow, cfg.now, c.fire)
 	c.notifyOff = cfg.notifyOff
 	c.waits = waits{queues: make(map[string]*waitQueue), grace: make(map[string]time.Time)}
@@ -402,10 +410,10 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 				l.releaseNode(n, timeout)
 				return
 			}
-			l.settleLate(n, refreshed(a), err, late)
+			l.settleAcquire(n, refreshed(a), err, late)
 		},
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	if c.adapt != nil {
 		observeRTT(c.adapt, res.Replies, timeout)
 		if !res.Won && acquireRefused(res.Replies) {
@@ -421,6 +429,9 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, retryAfter(res.Replies), qe
 	}
 	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
+	if res.Pending != 0 {
+		l.expectLate(res.Pending)
+	}
 	token, second, err := c.fence(ctx, l, res.Replies, validUntil)
 	if c.observed() {
 		c.attempted(ctx, l, o.id, start, res, second, err, token)
@@ -542,7 +553,7 @@ func (c *Client) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Agree:      func(counts bool) bool { return counts },
 		ValidUntil: validUntil,
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	if !res.Won {
 		qe := quorumError(c, l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
 		qe.Expired = res.Agreed >= l.quorum
@@ -593,12 +604,12 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := l.releaseCall("", false).Release(ctx, n.Client)
+			r, err := l.releaseCall(false, false).Release(ctx, n.Client)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },
 	}
-	round.Run(context.Background(), &c.bg)
+	round.Run(context.Background(), c.workers)
 }
 
 // quorumError describes a round that did not win. disagree gives the reason
@@ -648,6 +659,7 @@ func (c *Client) Close() error {
 	for _, h := range c.hubs {
 		h.Close()
 	}
+	c.workers.Stop()
 	c.bg.Wait()
 	close(c.closeDone)
 	return nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -150,19 +151,24 @@ func (l *Lock) acquireCall(i int, ttl time.Duration) script.Call {
 	if l.hold != nil {
 		return script.FamilyAcquireCall(l.keys(i), *l.hold, ttl, l.c.guard(i))
 	}
-	return script.AcquireCall(l.keys(i), l.value, ttl, l.c.guard(i))
+	return script.AcquireCall(l.keys(i), l.args, ttl, l.c.guard(i))
 }
 
 // releaseCall is the release of the lock's hold on a node (a Redis Cluster
-// node when sharded), publishing on channel ("" for none).
-func (l *Lock) releaseCall(channel string, sharded bool) script.Call {
+// node when sharded), publishing on the lock's release channel when
+// publish is set.
+func (l *Lock) releaseCall(publish, sharded bool) script.Call {
+	if l.hold == nil {
+		return script.ReleaseCall(l.args, publish, sharded)
+	}
+	channel := ""
+	if publish {
+		channel = keys.Channel(l.key)
+	}
 	if l.kind == Permit {
 		return script.PermitReleaseCall(l.key, *l.hold, channel, sharded)
 	}
-	if l.hold != nil {
-		return script.FamilyReleaseCall(l.key, *l.hold, channel, sharded)
-	}
-	return script.ReleaseCall(l.key, l.value, channel, sharded)
+	return script.FamilyReleaseCall(l.key, *l.hold, channel, sharded)
 }
 
 // refreshItem is a refresh of the lock's hold to ttl on node i.

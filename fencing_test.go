@@ -65,8 +65,8 @@ func TestFencingSecondRound(t *testing.T) {
 				fences.Add(1) // fence.lua: one key, two arguments
 			case len(args) == 13:
 				acquires.Add(1) // acquire.lua: three keys, seven arguments
-			case len(args) == 7 && fmt.Sprint(args[5]) != "":
-				releases.Add(1) // release.lua with a channel: Release's own
+			case len(args) == 6 && fmt.Sprint(args[5]) != "":
+				releases.Add(1) // release.lua publishing: Release's own
 			}
 		}))
 	}

@@ -183,7 +183,7 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 			}
 		},
 	}
-	batch := round.Run(context.Background(), &c.bg)
+	batch := round.Run(context.Background(), c.workers)
 	observeRTT(c.adapt, batch.Replies, timeout)
 	now := c.cfg.now()
 	for i, p := range plans {

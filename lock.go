@@ -33,6 +33,9 @@ type Lock struct {
 	name  string
 	key   string
 	value string // the owner's secret; unused by a lock of the family
+	// args are key and value as script arguments, boxed once for the
+	// acquire and release calls of a plain lock.
+	args  script.LockArgs
 	token int64
 	kind  Kind
 	// quorum is how many nodes must agree to each round of the lock: the
@@ -70,23 +73,32 @@ type Lock struct {
 	// acquire or refresh round of the lock, so it held our key. Only such
 	// a node's "not ours" at Release is evidence that the lock was lost
 	// (certainlyNotOurs): another may not have received our key yet.
-	confirmed   uint64
-	ttl         time.Duration
-	base        time.Duration // the TTL asked for, which WithAdaptiveTTL adjusts; 0: as given
-	nodeTimeout time.Duration
-	validUntil  time.Time
-	err         error // nil while held; then ErrLost or ErrNotHeld
-	released    bool
-	releaseErr  error
-	watched     bool // scheduled: Done was called, or auto-refresh is on
-	auto        bool
-	interval    time.Duration   // auto-refresh period
-	ttlInterval bool            // interval is TTL/3 (not WithRefreshInterval)
-	holdUntil   time.Time       // auto-refresh does not extend past it; zero: no limit
-	capped      bool            // the hold limit cut the last refresh short
-	refreshAt   time.Time       // next automatic refresh
-	onLost      func()          // set by Do: cancels fn's context
-	doCtx       context.Context // set by Do: the context of its keep-alive's events
+	confirmed uint64
+	// The won acquire round's answers that came after its decision
+	// (bits by node): lateAcq are the nodes it had not heard from then,
+	// lateIn those whose answer is in (set by Settle). Release sends its
+	// request to such a node after the answer (relWaits while it waits on
+	// lateNext, which the next answer to come in closes), so that its
+	// delete lands after the acquire's SET; an answer that finds the
+	// release waiting leaves its clean-up to it (handedOver).
+	lateAcq, lateIn, relWaits, handedOver uint64
+	lateNext                              chan struct{}
+	ttl                                   time.Duration
+	base                                  time.Duration // the TTL asked for, which WithAdaptiveTTL adjusts; 0: as given
+	nodeTimeout                           time.Duration
+	validUntil                            time.Time
+	err                                   error // nil while held; then ErrLost or ErrNotHeld
+	released                              bool
+	releaseErr                            error
+	watched                               bool // scheduled: Done was called, or auto-refresh is on
+	auto                                  bool
+	interval                              time.Duration   // auto-refresh period
+	ttlInterval                           bool            // interval is TTL/3 (not WithRefreshInterval)
+	holdUntil                             time.Time       // auto-refresh does not extend past it; zero: no limit
+	capped                                bool            // the hold limit cut the last refresh short
+	refreshAt                             time.Time       // next automatic refresh
+	onLost                                func()          // set by Do: cancels fn's context
+	doCtx                                 context.Context // set by Do: the context of its keep-alive's events
 }
 
 // newLock is a lock about to be acquired, with a new owner value (or hold,
@@ -101,6 +113,7 @@ func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *ob
 	}
 	if l.hold = newHold(o); l.hold == nil {
 		l.value = newValue()
+		l.args = script.NewLockArgs(key, l.value)
 	}
 	l.fence = keys.Fence(key)
 	if c.cluster {
@@ -286,7 +299,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		},
 		ValidUntil: minTime(validUntil, newValid),
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	observeRTT(c.adapt, res.Replies, timeout)
 	return l.refreshDone(ctx, res, start, ttl, reason, timeout, newValid, false)
 }
@@ -430,12 +443,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	// may land on a node after this release's delete) deletes its own key
 	// (settleLate); one that landed before is deleted by the release.
 	l.releasing = true
+	// The acquire's answers still to come leave their clean-up to this
+	// release, which sends its request to their nodes after them.
+	l.relWaits = l.lateAcq &^ l.lateIn
 	confirmed := l.confirmed
 	l.mu.Unlock()
 	l.end(errReleased)
 
-	channel := keys.Channel(l.key)
-	plain := l.releaseCall(channel, false)
+	plain := l.releaseCall(true, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
 		Quorum:  l.quorum,
@@ -447,9 +462,29 @@ func (l *Lock) Release(ctx context.Context) error {
 		Wait: quorum.WaitOnLoss,
 		Now:  c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
+			// A node that had not answered the acquire when it was
+			// decided gets its delete after the answer, not before the
+			// acquire's SET: the answer then needs no clean-up of its own.
+			waited := false
+			for wait := l.awaitAcquire(n.Index); wait != nil; wait = l.awaitAcquire(n.Index) {
+				waited = true
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					if l.abandonAwait(n.Index) {
+						l.releaseNode(n, timeout)
+					}
+					return script.Released{}, ctx.Err()
+				}
+			}
+			if waited {
+				// The wait may have used the request's time: it gets
+				// its own.
+				ctx = n.RequestContext(ctx, timeout)
+			}
 			call := plain
 			if n.Cluster {
-				call = l.releaseCall(channel, true)
+				call = l.releaseCall(true, true)
 			}
 			return call.Release(ctx, n.Client)
 		},
@@ -460,7 +495,8 @@ func (l *Lock) Release(ctx context.Context) error {
 	if rctx.Done() != nil {
 		rctx = context.WithoutCancel(ctx) // a release is not abandoned halfway
 	}
-	res := round.Run(rctx, &c.bg)
+	res := round.Run(rctx, c.workers)
+	l.notSent(res.Replies, timeout)
 	c.afterRelease(l.key, res.Replies, c.cfg.now().Sub(start))
 	var err error
 	if !res.Won {
@@ -602,6 +638,88 @@ func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], gone func(T) bo
 		}
 	}
 	return n > len(l.c.nodes)-l.quorum
+}
+
+// settleAcquire settles a node's answer to the won acquire round: unless
+// Release is waiting to send its request to the node after this definite
+// answer (awaitAcquire), which then deletes whatever the acquire set, it
+// is settleLate's.
+func (l *Lock) settleAcquire(n *quorum.Node, r script.RefreshResult, err error, late bool) {
+	bit := uint64(1) << n.Index
+	l.mu.Lock()
+	l.lateIn |= bit
+	// An answer without a definite outcome (a timeout) may come before
+	// its request ran on the node, so the release that follows it may
+	// still land first: it cleans up after itself as well.
+	covered := l.relWaits&bit != 0 && !ambiguous(err)
+	if covered {
+		l.handedOver |= bit
+	}
+	if l.lateNext != nil {
+		close(l.lateNext)
+		l.lateNext = nil
+	}
+	l.mu.Unlock()
+	if !covered {
+		l.settleLate(n, r, err, late)
+	}
+}
+
+// expectLate records the nodes whose answer to the won acquire round was
+// still to come at its decision (some may be in already), before the lock
+// is shared.
+func (l *Lock) expectLate(pending uint64) {
+	l.mu.Lock()
+	l.lateAcq = pending
+	l.mu.Unlock()
+}
+
+// awaitAcquire is called by Release before it sends its request to node
+// i: when the node's answer to the acquire round is still to come, it
+// returns a channel closed when the next late answer comes in (the caller
+// asks again), and node i's answer will leave its clean-up to the release;
+// nil once node i's answer is in.
+func (l *Lock) awaitAcquire(i int) <-chan struct{} {
+	bit := uint64(1) << i
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lateAcq&^l.lateIn&bit == 0 {
+		return nil
+	}
+	l.relWaits |= bit
+	if l.lateNext == nil {
+		l.lateNext = make(chan struct{})
+	}
+	return l.lateNext
+}
+
+// abandonAwait is called by Release when it stops waiting for node i's
+// answer without sending its request: it reports whether that answer came
+// and left its clean-up to the release, which must then be done anyway.
+func (l *Lock) abandonAwait(i int) bool {
+	bit := uint64(1) << i
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.relWaits &^= bit
+	return l.handedOver&bit != 0
+}
+
+// notSent takes back from the acquire's late answers the nodes that
+// Release's round did not send its request to (skipped by their breaker or
+// in-flight bound): such an answer still to come cleans up after itself,
+// one that came already is cleaned up here.
+func (l *Lock) notSent(replies []quorum.Reply[script.Released], timeout time.Duration) {
+	l.mu.Lock()
+	waits := l.relWaits
+	l.mu.Unlock()
+	if waits == 0 {
+		return
+	}
+	for i, r := range replies {
+		if waits&(1<<i) != 0 && (errors.Is(r.Err, quorum.ErrSkipped) || errors.Is(r.Err, quorum.ErrOverloaded)) && l.abandonAwait(i) {
+			l.releaseNode(l.c.nodes[i], timeout)
+		}
+	}
 }
 
 // settleLate deletes our key on a node whose reply to an acquire or refresh

@@ -396,14 +396,17 @@ func TestLateYesAfterReleaseIsReleased(t *testing.T) {
 		if _, err := script.Acquire(ctx, late, warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := script.Release(ctx, late, warm.Lock, "x", "", false); err != nil {
+		if _, err := script.Release(ctx, late, warm.Lock, "x", false, false); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var cleanups atomic.Int32
+	// The late yes's key is deleted by a request sent after it: the
+	// release, when it was still waiting for the acquire's answer, or
+	// the answer's own clean-up (release.lua without publishing).
+	var releases, resumedAt atomic.Int64
 	late.AddHook(onEval(func(cmd redis.Cmder, err error) {
-		if args := cmd.Args(); err == nil && len(args) == 7 && fmt.Sprint(args[5]) == "" {
-			cleanups.Add(1) // release.lua without a channel: a clean-up
+		if args := cmd.Args(); err == nil && len(args) == 6 && fmt.Sprint(args[3]) == "{redlock:late-release}" && resumedAt.Load() != 0 {
+			releases.Add(1)
 		}
 	}))
 	nodes := slices.Clone(cl.clients)
@@ -425,15 +428,64 @@ func TestLateYesAfterReleaseIsReleased(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release with one node of three frozen: %v", err)
 	}
+	resumedAt.Store(time.Now().UnixNano())
 	if err := cl.servers[2].Resume(); err != nil {
 		t.Fatal(err)
 	}
 	resumed = true
-	eventually(t, "the late yes cleans up after itself", func() bool { return cleanups.Load() >= 1 })
+	eventually(t, "a release request after the late yes", func() bool { return releases.Load() >= 1 })
 	eventually(t, "node 2 drops the key", func() bool {
 		_, ok := rawGet(t, cl.clients[2], "late-release")
 		return !ok
 	})
+}
+
+// A node that had not answered the acquire when it was decided gets the
+// release after its answer: the release deletes the key its acquire set,
+// with no clean-up request of its own.
+func TestReleaseWaitsForTheAcquiresLateAnswer(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	var acquired atomic.Bool
+	var withChannel, cleanups atomic.Int32
+	cl.clients[2].AddHook(onEval(func(cmd redis.Cmder, err error) {
+		switch args := cmd.Args(); {
+		case err != nil:
+		case len(args) > 6 && !acquired.Load():
+			// The acquire ran on the node; its answer comes late.
+			time.Sleep(300 * time.Millisecond)
+			acquired.Store(true)
+		case len(args) != 6 || fmt.Sprint(args[3]) != "{redlock:late-answer}":
+			// Not a release of the lock (a fencing round's raise).
+		case fmt.Sprint(args[5]) == "":
+			cleanups.Add(1)
+		default:
+			withChannel.Add(1)
+		}
+	}))
+	c := newClient(t, cl.clients, WithNodeTimeout(5*time.Second))
+	l, err := c.TryObtain(ctx, "late-answer", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acquired.Load() {
+		t.Skip("node 2 answered in time: the machine is too slow for this test's 300 ms")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "node 2's release after its late answer", func() bool { return withChannel.Load() == 1 })
+	if !acquired.Load() {
+		t.Fatal("node 2 was sent the release before its acquire answered")
+	}
+	for i := range cl.clients {
+		if _, ok := rawGet(t, cl.clients[i], "late-answer"); ok {
+			t.Errorf("node %d still holds the released lock", i)
+		}
+	}
+	if n := cleanups.Load(); n != 0 {
+		t.Errorf("%d clean-up requests; want none, the release covers the late answer", n)
+	}
 }
 
 func TestLateYesAfterFailureIsReleased(t *testing.T) {
@@ -457,7 +509,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	late.AddHook(onEval(func(cmd redis.Cmder, _ error) {
 		if a, ok := cmd.(*redis.Cmd); ok && a.Err() == nil {
 			if n, err := a.Int64(); err == nil && n&1 == 1 && len(a.Args()) > 3 &&
-				fmt.Sprint(a.Args()[len(a.Args())-2]) == "" { // a clean-up: no channel
+				fmt.Sprint(a.Args()[len(a.Args())-1]) == "" { // a clean-up: no publishing
 				cleaned.Add(1) // deleted + 2 x receivers from release.lua: deleted
 			}
 		}

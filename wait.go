@@ -310,7 +310,7 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 		},
 		Agree: func(d time.Duration) bool { return d == gone },
 	}
-	res := round.Run(ctx, &c.bg)
+	res := round.Run(ctx, c.workers)
 	if res.Won {
 		w.Notify(keys.Channel(key))
 		return holderTTL

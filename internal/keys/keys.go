@@ -14,10 +14,10 @@
 //	{PREFIX+NAME}:epoch     the epoch record on a Redis Cluster, one per lock
 //	EPOCH:ok                the guard's fast path beside each epoch record
 //
-// The scripts derive the last two, and the lock family's :wwait, from the
-// keys they are given (acquire.lua, release.lua, epoch.lua, family.lua,
-// permit.lua, permitrelease.lua):
-// the suffixes here and there must agree.
+// The scripts derive the last two, the release channel of a plain lock and
+// the lock family's :wwait from the keys they are given (acquire.lua,
+// release.lua, epoch.lua, family.lua, permit.lua, permitrelease.lua): the
+// suffixes here and there must agree.
 //
 // The braces are a Cluster hash tag: every key of a lock lands in one slot,
 // so that one script may touch them all. On a Cluster a script may only

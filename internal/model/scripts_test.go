@@ -347,15 +347,15 @@ func (d *diff) refresh() {
 
 func (d *diff) release() {
 	v := 1 + d.rng.IntN(3)
-	channel := []string{"", "ch"}[d.rng.IntN(2)]
-	d.step(fmt.Sprintf("release v%d channel %q", v, channel), func(c *redis.Client) string {
-		r, err := script.Release(d.ctx, c, diffKeys.Lock, "v"+strconv.Itoa(v), channel, false)
+	publish := d.rng.IntN(2) == 1
+	d.step(fmt.Sprintf("release v%d publish %v", v, publish), func(c *redis.Client) string {
+		r, err := script.Release(d.ctx, c, diffKeys.Lock, "v"+strconv.Itoa(v), publish, false)
 		if err != nil {
 			d.t.Fatal(err)
 		}
 		return fmt.Sprint(r.Deleted, r.Receivers)
 	}, func(m *Data, env Env) (string, string) {
-		deleted, published := m.Release(env, v, channel != "")
+		deleted, published := m.Release(env, v, publish)
 		// Nobody subscribes: the mark's removal is compared on the keys.
 		return fmt.Sprint(deleted, 0), fmt.Sprintf("release: deleted %v, mark taken %v", deleted, published)
 	})

@@ -63,6 +63,8 @@ type Node struct {
 	mu        sync.Mutex
 	openUntil time.Time
 	probing   bool
+
+	deadlines deadlines // the Done channels of single-node requests
 }
 
 // NewNode wraps a client. maxInFlight ≤ 0 means DefaultMaxInFlight.

@@ -83,6 +83,10 @@ type Result[T any] struct {
 	Replies []Reply[T]
 	Agreed  int
 	Won     bool
+	// Pending has bit i set when node i was sent the request and had not
+	// answered when the round was decided: its answer comes later, to
+	// Settle.
+	Pending uint64
 	// Done is closed once every admitted node has answered (or failed) and
 	// its Settle has returned.
 	Done <-chan struct{}
@@ -95,7 +99,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // outcome is decided: when Agreed reaches Quorum, when Quorum can no longer
 // be reached, when every node has answered, when the per-node timeout has
 // passed, or when ctx ends. Requests still in flight then keep running on
-// goroutines registered with wg, which the owner of wg must wait for.
+// goroutines started by wg, which the owner of wg must wait for.
 //
 // ctx's cancellation does not reach the requests: once sent, a request runs
 // until its node answers or the per-node timeout passes, so that its outcome
@@ -104,7 +108,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 //
 // A round of one node whose client honours deadlines runs on the caller's
 // goroutine.
-func (r *Round[T]) Run(ctx context.Context, wg *sync.WaitGroup) Result[T] {
+func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	now := r.Now
 	if now == nil {
 		now = time.Now
@@ -225,6 +229,7 @@ wait:
 	}
 	for i := range res.Replies {
 		if answered&(1<<i) == 0 {
+			res.Pending |= 1 << i
 			switch {
 			case ctx.Err() != nil:
 				res.Replies[i].Err = ctx.Err()
@@ -263,7 +268,7 @@ func (r *Round[T]) decided(agreed, pending int, replies []Reply[T]) bool {
 	return won || agreed+pending < r.Quorum
 }
 
-func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func() time.Time) Result[T] {
+func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
 	node := r.Nodes[0]
 	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
 	probe, err := r.admit(node, now)
@@ -276,14 +281,13 @@ func (r *Round[T]) runInline(ctx context.Context, wg *sync.WaitGroup, now func()
 		node.done(probe, answered, now())
 		return res
 	}
-	// A real timer, not a bare deadline: the caller waits on this call, and
-	// a wait for a pooled connection ends only when the context is done
-	// (or at go-redis's PoolTimeout, seconds later).
-	nodeCtx, cancel := context.WithTimeout(detach(ctx), r.Timeout)
+	// A Done channel, not a bare deadline: the caller waits on this call,
+	// and a wait for a pooled connection ends only when the context is
+	// done (or at go-redis's PoolTimeout, seconds later). The node's shared
+	// deadline channels give it one at the cost of one allocation.
 	sent := time.Now()
-	v, err := r.Call(nodeCtx, node)
+	v, err := r.Call(node.deadlines.context(detach(ctx), sent, r.Timeout), node)
 	lat := time.Since(sent)
-	cancel()
 	err = r.finish(node, probe, err, now)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}

@@ -1,8 +1,9 @@
 -- release: compare-and-delete, then tell the waiters.
 -- KEYS[1] lock key
 -- ARGV[1] owner value
--- ARGV[2] release channel (shares KEYS[1]'s hash tag); '' publishes nothing
--- ARGV[3] '1' to publish with SPUBLISH (Redis Cluster), else PUBLISH
+-- ARGV[2] '' publishes nothing, '0' publishes with PUBLISH, '1' with
+--         SPUBLISH (Redis Cluster), on the release channel KEYS[1]:released
+--         (keys.Channel: it shares KEYS[1]'s hash tag)
 -- Returns deleted + 2 x receivers (one integer: an array reply costs the
 -- client allocations on every release): deleted is 1 when the key held our
 -- value and was deleted, 0 otherwise; receivers is how many subscribed
@@ -14,7 +15,7 @@
 -- and takes the mark with it: an uncontended release costs a GET and a DEL.
 -- The notification is a hint to waiters, so a failure to publish (an ACL
 -- without pub/sub) must not fail the release: pcall. A release without a
--- channel (the clean-up of a failed attempt) leaves the mark: the lock may
+-- publishing (the clean-up of a failed attempt) leaves the mark: the lock may
 -- well be held on other nodes, and the waiters wait for its holder.
 local v = redis.call('GET', KEYS[1])
 local mark = KEYS[1] .. ':waiters'
@@ -38,7 +39,7 @@ if waited == 0 then
   return deleted
 end
 local cmd = 'PUBLISH'
-if ARGV[3] == '1' then cmd = 'SPUBLISH' end
-local n = redis.pcall(cmd, ARGV[2], '')
+if ARGV[2] == '1' then cmd = 'SPUBLISH' end
+local n = redis.pcall(cmd, KEYS[1] .. ':released', '')
 if type(n) ~= 'number' then n = 0 end
 return deleted + 2 * n

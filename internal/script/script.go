@@ -194,11 +194,19 @@ type Call struct {
 	src  string // the script, for EVAL when the node lacks it
 }
 
-// AcquireCall prepares the acquire script for a lock's keys.
-func AcquireCall(k Keys, value string, ttl time.Duration, g Guard) Call {
+// LockArgs are a plain lock's key and owner value, boxed once as script
+// arguments, for the lock's acquire and release calls to share.
+type LockArgs struct{ key, value any }
+
+// NewLockArgs boxes a lock's key (Keys.Lock) and owner value.
+func NewLockArgs(key, value string) LockArgs { return LockArgs{key, value} }
+
+// AcquireCall prepares the acquire script for a lock's keys; a holds
+// k.Lock and the owner value.
+func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
-	args = append(args, "evalsha", acquireSha, "3", k.Lock, k.Fence, k.Epoch, value, ttl.Milliseconds())
+	args = append(args, "evalsha", acquireSha, "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
 	return Call{append(args, ga...), acquire.src}
 }
 
@@ -249,7 +257,7 @@ func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 // Acquire runs the acquire script on one node, followed in the same
 // pipeline by WAIT when ack asks for replicas.
 func Acquire(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
-	return AcquireCall(k, value, ttl, g).Acquire(ctx, c, ack)
+	return AcquireCall(k, NewLockArgs(k.Lock, value), ttl, g).Acquire(ctx, c, ack)
 }
 
 // Acquire runs a prepared acquire on one node, followed in the same
@@ -348,21 +356,25 @@ type Released struct {
 }
 
 // Release runs the compare-and-delete script on one node, publishing on
-// channel (with SPUBLISH when sharded) when the key is free afterwards. An
-// empty channel publishes nothing: the clean-up of a failed attempt must not
-// wake waiters, since the lock may well be held on the other nodes (and
-// their failed attempts' clean-ups would wake others in turn).
-func Release(ctx context.Context, c redis.UniversalClient, key, value, channel string, sharded bool) (Released, error) {
-	return ReleaseCall(key, value, channel, sharded).Release(ctx, c)
+// the lock's release channel (keys.Channel; with SPUBLISH when sharded)
+// when publish is set and the key is free afterwards. The clean-up of a
+// failed attempt must not publish: it must not wake waiters, since the lock
+// may well be held on the other nodes (and their failed attempts' clean-ups
+// would wake others in turn).
+func Release(ctx context.Context, c redis.UniversalClient, key, value string, publish, sharded bool) (Released, error) {
+	return ReleaseCall(NewLockArgs(key, value), publish, sharded).Release(ctx, c)
 }
 
 // ReleaseCall prepares the release script (see Release).
-func ReleaseCall(key, value, channel string, sharded bool) Call {
-	flag := "0"
-	if sharded {
+func ReleaseCall(a LockArgs, publish, sharded bool) Call {
+	flag := ""
+	switch {
+	case publish && sharded:
 		flag = "1"
+	case publish:
+		flag = "0"
 	}
-	return Call{[]any{"evalsha", releaseSha, "1", key, value, channel, flag}, release.src}
+	return Call{[]any{"evalsha", releaseSha, "1", a.key, a.value, flag}, release.src}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see

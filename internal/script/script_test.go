@@ -104,7 +104,7 @@ func TestScriptsOnRedis(t *testing.T) {
 	if err != nil || held.Status != Held || held.HolderTTL <= 0 || held.HolderTTL > time.Minute {
 		t.Fatalf("Acquire of a held key: %+v, %v; want the holder's TTL", held, err)
 	}
-	if r, err := Release(ctx, c, k.Lock, "theirs", "k:released", false); err != nil || r.Deleted {
+	if r, err := Release(ctx, c, k.Lock, "theirs", true, false); err != nil || r.Deleted {
 		t.Fatalf("Release by a non-owner: %+v, %v; want not deleted", r, err)
 	}
 	if r, err := Refresh(ctx, c, k, "theirs", time.Minute, off); err != nil || r != NotOwner {
@@ -120,22 +120,22 @@ func TestScriptsOnRedis(t *testing.T) {
 	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= time.Minute {
 		t.Fatalf("PTTL after a shorter refresh: %v, want still above 1m", pttl)
 	}
-	sub := c.Subscribe(ctx, "k:released")
+	sub := c.Subscribe(ctx, lockkeys.Channel(k.Lock))
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil { // the confirmation
 		t.Fatal(err)
 	}
-	if r, err := Release(ctx, c, k.Lock, "mine", "k:released", false); err != nil || !r.Deleted || r.Receivers != 1 {
+	if r, err := Release(ctx, c, k.Lock, "mine", true, false); err != nil || !r.Deleted || r.Receivers != 1 {
 		t.Fatalf("Release by the owner: %+v, %v; want deleted, heard by 1", r, err)
 	}
-	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Channel != "k:released" {
+	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Channel != lockkeys.Channel(k.Lock) {
 		t.Fatalf("release notification: %v, %v", m, err)
 	}
 	if r, err := Refresh(ctx, c, k, "mine", time.Minute, off); err != nil || r != Reseeded {
 		t.Fatalf("Refresh of a missing key: %v, %v; want Reseeded", r, err)
 	}
 	// The next holder gets a higher token.
-	if _, err := Release(ctx, c, k.Lock, "mine", "k:released", false); err != nil {
+	if _, err := Release(ctx, c, k.Lock, "mine", true, false); err != nil {
 		t.Fatal(err)
 	}
 	next, err := Acquire(ctx, c, k, "next", time.Minute, off, Ack{})
@@ -213,7 +213,7 @@ func TestEpochGuard(t *testing.T) {
 	if err := c.HSet(ctx, k.Fence, "v", "5", "e", "an-old-epoch").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = Release(ctx, c, k.Lock, "other", "g:released", false)
+	_, _ = Release(ctx, c, k.Lock, "other", true, false)
 	a, err = Acquire(ctx, c, k, "third", time.Second, on, Ack{})
 	if err != nil || a.Status != Recovering || a.Recovering < on.MaxTTL-200*time.Millisecond {
 		t.Fatalf("Acquire with another process's record: %+v, %v; want Recovering for about %v", a, err, on.MaxTTL)
@@ -323,7 +323,7 @@ func pastRecovery(t *testing.T, c redis.UniversalClient, g Guard) int64 {
 			t.Fatal(err)
 		}
 		if a.OK() {
-			_, _ = Release(ctx, c, keys("warm-up").Lock, "w", "", false)
+			_, _ = Release(ctx, c, keys("warm-up").Lock, "w", false, false)
 			now, err := c.Time(ctx).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -478,7 +478,7 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	k := keys("w")
-	const channel = "{w}:released"
+	channel := lockkeys.Channel(k.Lock)
 	sub := c.Subscribe(ctx, channel)
 	t.Cleanup(func() { _ = sub.Close() })
 	if _, err := sub.Receive(ctx); err != nil { // the confirmation
@@ -490,25 +490,25 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 			t.Fatalf("Acquire(%s): %+v, %v; want status %d", value, a, err, want)
 		}
 	}
-	release := func(value, channel string, wantDeleted bool, wantReceivers int64) {
+	release := func(value string, publish, wantDeleted bool, wantReceivers int64) {
 		t.Helper()
-		r, err := Release(ctx, c, k.Lock, value, channel, false)
+		r, err := Release(ctx, c, k.Lock, value, publish, false)
 		if err != nil || r.Deleted != wantDeleted || r.Receivers != wantReceivers {
-			t.Fatalf("Release(%s, %q): %+v, %v; want deleted %v, %d receivers", value, channel, r, err, wantDeleted, wantReceivers)
+			t.Fatalf("Release(%s, publish %v): %+v, %v; want deleted %v, %d receivers", value, publish, r, err, wantDeleted, wantReceivers)
 		}
 	}
 	take("a", Taken)
-	release("a", channel, true, 0) // nobody was refused: no PUBLISH
+	release("a", true, true, 0) // nobody was refused: no PUBLISH
 	take("a", Taken)
 	take("b", Held)
-	release("b", "", false, 0) // not b's: nothing happens
-	release("a", channel, true, 1)
-	release("a", channel, false, 0) // the mark went with the first release
+	release("b", false, false, 0) // not b's: nothing happens
+	release("a", true, true, 1)
+	release("a", true, false, 0) // the mark went with the first release
 
 	// A failed attempt's clean-up deletes its key without publishing and
 	// leaves the mark; an expired lock's mark still publishes.
 	take("a", Taken)
 	take("b", Held)
-	release("a", "", true, 0)
-	release("a", channel, false, 1)
+	release("a", false, true, 0)
+	release("a", true, false, 1)
 }
