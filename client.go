@@ -52,6 +52,9 @@ type Client struct {
 	sched *keepalive.Scheduler[*Lock]
 	epoch time.Time // origin of the refresh grid
 
+	// brk is the Client's circuit breaker (breaker.go).
+	brk breaker
+
 	// life is held for reading by every call that may start background
 	// goroutines, and for writing by Close while it marks the Client
 	// closed, so that no goroutine is added to bg while Close waits on it.
@@ -223,16 +226,27 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			}
 			return nil, -1, last
 		}
+		if o.retry.maxAttempts != 1 && !c.degradable(o) {
+			// The circuit breaker is open: wait for it to close.
+			if werr := c.waitBreaker(ctx); werr != nil {
+				last = werr
+				return nil, -1, werr
+			}
+		}
 		attempts++
 		l, holderTTL, err := c.attempt(ctx, name, key, ttl, o)
 		if err != nil {
 			last = err
+			if refusedByBreaker(err) {
+				attempts-- // no acquire round was made
+			}
 		}
 		return l, holderTTL, err
 	}
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
 			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts) ||
+			(o.retry.maxAttempts == 1 && refusedByBreaker(err)) || // TryObtain fails fast
 			errors.Is(err, ErrWrongKind) // waiting would not help
 	}
 	fail := func(err error) error {
@@ -350,6 +364,12 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, -1, ErrClosed
 	}
 	timeout := c.cfg.nodeTimeoutFor(ttl)
+	if berr := c.gate(ctx, timeout); berr != nil {
+		if c.degradable(o) {
+			return c.attemptDegraded(ctx, name, key, ttl, timeout, o)
+		}
+		return nil, -1, berr
+	}
 	l := c.newLock(name, key, ttl, timeout, o)
 	start := c.cfg.now()
 	validUntil := start.Add(c.cfg.validity(ttl))
@@ -617,6 +637,7 @@ func (c *Client) Close() error {
 	// starts no goroutine once a lock is released, and every held lock is
 	// released here before bg.Wait.
 	c.sched.Stop()
+	c.stopBreaker()
 	releaseAll(held)
 	for _, h := range c.hubs {
 		h.Close()

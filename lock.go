@@ -41,6 +41,9 @@ type Lock struct {
 	// The lock's other Redis keys: its fencing counter, and on a Redis
 	// Cluster its epoch record (see keys).
 	fence, clusterEpoch string
+	// deg is set for a lock obtained in degraded mode, from the lease
+	// store of WithDegradedMode (degraded.go).
+	deg *degradedLease
 
 	// op serializes the network operations on the lock (Refresh, Release,
 	// automatic refresh), so that a refresh cannot re-seed a key that a
@@ -211,6 +214,9 @@ func (l *Lock) lossDeadline() time.Time {
 func (l *Lock) ranOut() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.deg != nil && l.deg.closed {
+		return fmt.Errorf("%w: %w", ErrLost, ErrDegraded)
+	}
 	if l.capped {
 		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
 	}
@@ -254,6 +260,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := c.cfg.now()
 	if err := l.check(start); err != nil {
 		return err
+	}
+	if l.deg != nil {
+		return l.refreshDegraded(ctx, start, ttl, c.cfg.nodeTimeoutFor(ttl), false)
 	}
 	l.mu.Lock()
 	validUntil := l.validUntil
@@ -404,6 +413,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	confirmed := l.confirmed
 	l.mu.Unlock()
 	l.end(errReleased)
+	if l.deg != nil {
+		err := l.releaseDegraded(timeout)
+		l.mu.Lock()
+		l.released, l.releaseErr = true, err
+		l.mu.Unlock()
+		return l.releasedDone(ctx, releaseStart, err)
+	}
 
 	channel := keys.Channel(l.key)
 	plain := l.releaseCall(channel, false)
@@ -444,6 +460,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
 	l.mu.Unlock()
+	return l.releasedDone(ctx, releaseStart, err)
+}
+
+// releasedDone ends a Release: the Client forgets the lock, and the hook
+// hears of it.
+func (l *Lock) releasedDone(ctx context.Context, releaseStart time.Time, err error) error {
+	c := l.c
 	c.forget(l)
 	if h := c.cfg.hook; h != nil {
 		now := c.cfg.now()

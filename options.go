@@ -74,6 +74,8 @@ type config struct {
 	ack         script.Ack
 	hook        Hook
 	logger      *slog.Logger
+	breaker     breakerConfig // WithBreaker, WithoutBreaker
+	fallback    LeaseStore    // WithDegradedMode
 }
 
 type obtainConfig struct {
@@ -138,6 +140,12 @@ func (c *config) validate() error {
 	}
 	if c.ack.Replicas < 0 || (c.ack.Replicas > 0 && c.ack.Timeout <= 0) {
 		return invalid("replica ack of %d replicas within %v: need a positive timeout and no negative count", c.ack.Replicas, c.ack.Timeout)
+	}
+	if err := c.breaker.validate(); err != nil {
+		return err
+	}
+	if c.fallback != nil && c.breaker.off {
+		return invalid("WithDegradedMode needs the circuit breaker, which WithoutBreaker turns off")
 	}
 	return c.retry.validate()
 }
