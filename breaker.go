@@ -264,6 +264,7 @@ func (c *Client) breakerCooldown() time.Duration {
 // the reason of each other one.
 func (c *Client) reachable(detail bool) (n int, down []*NodeError) {
 	limit := c.breakerFailures()
+	now := c.cfg.now()
 	for _, node := range c.nodes {
 		count, last := node.Unreachable()
 		if count < limit {
@@ -274,8 +275,11 @@ func (c *Client) reachable(detail bool) (n int, down []*NodeError) {
 			if last == nil {
 				last = errors.New("no reply")
 			}
-			down = append(down, &NodeError{Node: node.Index, Addr: node.Addr,
-				Err: fmt.Errorf("unreachable: %d requests in a row got no reply, the last: %w", count, last)})
+			err := fmt.Errorf("unreachable: %d requests in a row got no reply, the last: %w", count, last)
+			if node.Skipped(now) {
+				err = fmt.Errorf("%w; %w", ErrNodeSkipped, err)
+			}
+			down = append(down, &NodeError{Node: node.Index, Addr: node.Addr, Err: err})
 		}
 	}
 	return n, down
