@@ -95,11 +95,18 @@ type Hook struct {
 	nodeErrors  metric.Int64Counter
 	heldLocks   metric.Int64UpDownCounter
 
+	breakerState       metric.Int64Gauge
+	breakerTransitions metric.Int64Counter
+	degradedLocks      metric.Int64UpDownCounter
+
 	held    redlock.HeldLocks
 	journal journal
 }
 
-var _ redlock.Hook = (*Hook)(nil)
+var (
+	_ redlock.Hook        = (*Hook)(nil)
+	_ redlock.BreakerHook = (*Hook)(nil)
+)
 
 // New returns a Hook. It returns an error when the meter refuses an
 // instrument.
@@ -148,6 +155,13 @@ func New(opts ...Option) (*Hook, error) {
 	h.heldLocks, err = meter.Int64UpDownCounter("redlock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks obtained and neither released nor lost."))
 	errs = append(errs, err)
+	h.breakerState, err = meter.Int64Gauge("redlock.breaker.state", metric.WithUnit("1"),
+		metric.WithDescription("State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState)."))
+	errs = append(errs, err)
+	h.breakerTransitions = counter("redlock.breaker.transitions", "{change}", "Changes of the circuit breaker's state, by the state entered.")
+	h.degradedLocks, err = meter.Int64UpDownCounter("redlock.locks.degraded", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -177,6 +191,8 @@ const (
 	nodeOutcomeKey = attribute.Key("redlock.node.outcome")
 	nodeLatencyKey = attribute.Key("redlock.node.latency_ms")
 	errorKindKey   = attribute.Key("redlock.node.error_kind")
+	breakerKey     = attribute.Key("redlock.breaker.state")
+	degradedKey    = attribute.Key("redlock.degraded")
 )
 
 // measure returns the metric option of attrs, with the lock attribute when
@@ -243,12 +259,15 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.Add(ctx, 1, h.measure(e.Key, kind))
+		if redlock.IsDegradedToken(e.Token) {
+			h.degradedLocks.Add(ctx, 1, h.measure(e.Key))
+		}
 	}
 
 	records := h.journal.take(e.ObtainID)
 	attrs := []attribute.KeyValue{outcomeKey.String(outcome), kind, attemptsKey.Int(e.Attempts)}
 	if e.Err == nil {
-		attrs = append(attrs, tokenKey.Int64(e.Token))
+		attrs = append(attrs, tokenKey.Int64(e.Token), degradedKey.Bool(redlock.IsDegradedToken(e.Token)))
 	}
 	for _, r := range records {
 		if r.attempt != nil && len(r.attempt.Nodes) > 0 {
@@ -310,10 +329,7 @@ func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
 	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
 	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome), kind))
 	h.quorumNodes(ctx, "release", e.Err)
-	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.Add(ctx, -1, h.measure(e.Key, kind))
-		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released"), kind))
-	}
+	h.ended(ctx, e.Key, e.Token, kind, "released", e.Held)
 	span := h.start(ctx, "redlock.release", e.Key, now, outcomeKey.String(outcome), kind, heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
@@ -324,10 +340,7 @@ func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
 	kind := kindKey.String(e.Kind.String())
 	h.lost.Add(ctx, 1, h.measure(e.Key, kind))
-	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.Add(ctx, -1, h.measure(e.Key, kind))
-		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost"), kind))
-	}
+	h.ended(ctx, e.Key, e.Token, kind, "lost", e.Held)
 	span := h.start(ctx, "redlock.lost", e.Key, now, kind, heldKey.Float64(ms(e.Held)))
 	err := e.Err
 	if err == nil {
@@ -335,6 +348,29 @@ func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 	}
 	end(span, now, err)
 }
+
+// ended counts the end of a lock's hold, once: by its loss, or by its
+// release when it was not lost before.
+func (h *Hook) ended(ctx context.Context, key string, token int64, kind attribute.KeyValue, outcome string, held time.Duration) {
+	if !h.held.Ended(key, token) {
+		return
+	}
+	h.heldLocks.Add(ctx, -1, h.measure(key, kind))
+	h.holdTime.Record(ctx, held.Seconds(), h.measure(key, outcomeKey.String(outcome), kind))
+	if redlock.IsDegradedToken(token) {
+		h.degradedLocks.Add(ctx, -1, h.measure(key))
+	}
+}
+
+// Breaker records the breaker's state and counts the change.
+func (h *Hook) Breaker(ctx context.Context, e redlock.BreakerEvent) {
+	h.breakerState.Record(ctx, int64(e.To))
+	h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(e.To.String())))
+}
+
+// Degraded does nothing more: Obtain counts the degraded lock, whose token
+// is negative, and marks its span redlock.degraded.
+func (h *Hook) Degraded(context.Context, redlock.DegradedEvent) {}
 
 // nodeEvents adds the quorum and an event per node that did not agree in
 // the failed round of err.
