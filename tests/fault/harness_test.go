@@ -55,6 +55,12 @@ type workload struct {
 	// (WithExclusive), or Reentrant (WithOwner, each worker its own
 	// owner, re-entering once while it holds the lock).
 	kind redlock.Kind
+	// leases, when set, is the degraded mode's shared lease store
+	// (WithDegradedMode): every odd worker falls back to it while its
+	// breaker is open, and reaches the nodes through the proxies; every
+	// even worker reaches them directly, so a partition of the proxies
+	// is partial: it cuts only the odd workers off.
+	leases redlock.LeaseStore
 }
 
 // op is one successful acquisition, as the checker sees it. Times are Unix
@@ -182,6 +188,9 @@ func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*
 	}
 	if clk != nil {
 		opts = append(opts, redlock.WithClock(clk.now))
+	}
+	if w.leases != nil {
+		opts = append(opts, redlock.WithDegradedMode(w.leases), redlock.WithBreaker(2, 200*time.Millisecond))
 	}
 	c, err := redlock.New(nodes, opts...)
 	if err != nil {
@@ -354,6 +363,7 @@ type env struct {
 	nodes   []*redistest.Server
 	proxies []*faultproxy.Proxy
 	addrs   []string // what the clients dial
+	direct  []string // the nodes' own addresses, past the proxies
 	storeDB *redis.Client
 	store   *store.Store
 	rec     *recorder
@@ -376,6 +386,7 @@ func newEnv(t *testing.T, w workload, proxied, sentinel bool) *env {
 	t.Cleanup(func() { _ = e.storeDB.Close() })
 	e.store = store.New(e.storeDB, "counter")
 	for _, s := range e.nodes {
+		e.direct = append(e.direct, s.Addr())
 		if !proxied {
 			e.addrs = append(e.addrs, s.Addr())
 			continue
@@ -439,7 +450,11 @@ func (e *env) run(name string, workers int, rates []float64, children int, injec
 		if i < len(rates) && rates[i] != 1 {
 			clk = newClock(rates[i])
 		}
-		c, rcs, err := newLockClient(e.addrs, e.w, clk)
+		addrs := e.addrs
+		if e.w.leases != nil && i%2 == 0 {
+			addrs = e.direct // reaches a quorum whatever the proxies do
+		}
+		c, rcs, err := newLockClient(addrs, e.w, clk)
 		if err != nil {
 			e.t.Fatal(err)
 		}

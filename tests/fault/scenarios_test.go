@@ -46,6 +46,9 @@ type scenario struct {
 	// because the lock was reported lost, or refused by fencing, > 0.
 	hitsHolder bool
 	sentinel   bool // node 0 is a Sentinel-managed master
+	// staleSafe: whatever else the scenario shows, no stale write may be
+	// accepted.
+	staleSafe bool
 }
 
 // onNodes applies f to nodes idx in parallel (a crash of several nodes at
@@ -165,6 +168,9 @@ var (
 	reentrantKind = with(func(w *workload) { w.kind = redlock.Reentrant })
 	// auto holds each lock for two TTLs, kept by automatic refresh.
 	auto = with(func(w *workload) { w.auto, w.hold = true, 2*w.ttl })
+	// degraded gives the odd workers the degraded mode, with one shared
+	// in-process lease store (see workload.leases).
+	degraded = func(w workload) workload { w.leases = redlock.NewLocalLeases(); return w }
 )
 
 func chain(fs ...func(workload) workload) func(workload) workload {
@@ -225,6 +231,16 @@ var scenarios = []scenario{
 	{name: "reentrant-partition-majority", w: reentrantKind, proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe},
 	{name: "reentrant-gc-pause", w: chain(gc, reentrantKind), workers: 3, want: safe, rejected: true},
 
+	// The degraded mode under a partial partition: the odd workers lose a
+	// majority of the nodes and fall back to their shared lease store,
+	// while the even workers still reach a quorum. Overlaps between the
+	// two groups are what the degraded mode costs (docs/safety.md), and
+	// they must show; fencing still refuses the degraded holders' writes
+	// (their tokens are negative), so no stale write is accepted. The
+	// unfenced control shows the lost updates that the overlaps cause.
+	{name: "degraded-partial-partition", w: degraded, proxied: true, workers: 4, inject: netFault(time.Second, blackhole, 0, 1, 2), want: overlap, staleSafe: true},
+	{name: "control-unfenced-degraded-partial-partition", w: chain(degraded, unfenced), proxied: true, workers: 4, inject: netFault(time.Second, blackhole, 0, 1, 2), want: violation},
+
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
 	{name: "sentinel-failover", workers: 3, sentinel: true, inject: failover, want: safe},
@@ -266,6 +282,9 @@ func TestScenarios(t *testing.T) {
 					if r.staleAccepted != 0 {
 						t.Errorf("%d stale writes accepted", r.staleAccepted)
 					}
+				}
+				if sc.staleSafe && (r.staleAccepted != 0 || r.lost != 0) {
+					t.Errorf("%d stale writes accepted, %d lost updates", r.staleAccepted, r.lost)
 				}
 				shown := true
 				switch {
