@@ -403,6 +403,11 @@ func (c *Client) stopBreaker() {
 		if b.stop != nil {
 			close(b.stop)
 		}
+		if b.changed != nil {
+			// Wake the waiters of Obtain: they return ErrClosed.
+			close(b.changed)
+			b.changed = nil
+		}
 	}
 }
 

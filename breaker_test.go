@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -484,5 +486,63 @@ func TestLocalLeases(t *testing.T) {
 	c, _ := s.Acquire(ctx, "n", "c", time.Second)
 	if !c.Acquired || c.Version <= b.Version {
 		t.Fatalf("Acquire after expiry: %+v, want a version above %d", c, b.Version)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The breaker's opening reaches hooks joined by JoinHooks and the logger,
+// and Close wakes an Obtain that waits for the breaker.
+func TestBreakerLogsJoinedHooksAndClose(t *testing.T) {
+	cl := startNodes(t, 3)
+	rec := &breakerRecorder{}
+	var buf lockedBuffer
+	c, err := New(cl.clients, WithoutRestartGuard(), WithNodeTimeout(150*time.Millisecond),
+		WithHook(JoinHooks(&recorder{}, rec)), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{0, 1} {
+		if err := cl.servers[i].Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	untilBreakerOpen(t, c, "x")
+	if tr := rec.transitions(); len(tr) == 0 || tr[0] != "closed>open" {
+		t.Fatalf("joined hook saw transitions %v, want closed>open first", tr)
+	}
+	if log := buf.String(); !strings.Contains(log, "circuit breaker open") || !strings.Contains(log, cl.servers[0].Addr()) {
+		t.Fatalf("log has no line about the breaker naming node 0:\n%s", log)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Obtain(context.Background(), "x", 10*time.Second)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // let Obtain start waiting (not needed for correctness)
+	_ = c.Close()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrClosed) {
+			t.Fatalf("Obtain waiting for the breaker, after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not wake an Obtain waiting for the breaker")
 	}
 }
