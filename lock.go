@@ -129,6 +129,10 @@ func (l *Lock) Key() string {
 // resource refuse a write whose token is lower than one it has seen: that
 // stops a holder that lost its lock without knowing (a long pause) from
 // writing after the next holder.
+//
+// The token of a lock obtained in degraded mode (Degraded, see
+// WithDegradedMode) is negative, DegradedTokenBase plus its lease's
+// version, and so below every token from the nodes, which are positive.
 func (l *Lock) Token() int64 {
 	if l == nil {
 		return 0
