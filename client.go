@@ -55,6 +55,9 @@ type Client struct {
 	// brk is the Client's circuit breaker (breaker.go).
 	brk breaker
 
+	// adapt picks TTLs (WithAdaptiveTTL); nil when off.
+	adapt *adaptive
+
 	// life is held for reading by every call that may start background
 	// goroutines, and for writing by Close while it marks the Client
 	// closed, so that no goroutine is added to bg while Close waits on it.
@@ -138,6 +141,9 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	for i := range c.nodes {
 		c.guards = append(c.guards, c.newGuard(i))
 	}
+	if cfg.adaptive != nil {
+		c.adapt = newAdaptive(c)
+	}
 	return c, nil
 }
 
@@ -191,6 +197,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	if err := o.validate(ttl); err != nil {
 		return nil, err
 	}
+	if err := c.checkAdaptiveInterval(&o); err != nil {
+		return nil, err
+	}
 	if !c.observed() {
 		l, _, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
 		return l, err
@@ -199,7 +208,8 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
 	if h := c.cfg.hook; h != nil {
-		ev := ObtainEvent{Key: key, Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err}
+		ev := ObtainEvent{Key: key, Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err,
+			TTL: o.ttl, TTLReason: o.ttlReason}
 		if l != nil {
 			ev.Token = l.token
 		}
@@ -234,7 +244,9 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			}
 		}
 		attempts++
-		l, holderTTL, err := c.attempt(ctx, name, key, ttl, o)
+		o.base = ttl
+		o.ttl, o.ttlReason = c.ttlFor(key, ttl, o.fixedTTL)
+		l, holderTTL, err := c.attempt(ctx, name, key, o.ttl, o)
 		if err != nil {
 			last = err
 			if refusedByBreaker(err) {
@@ -247,7 +259,7 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
 			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts) ||
 			(o.retry.maxAttempts == 1 && refusedByBreaker(err)) || // TryObtain fails fast
-			errors.Is(err, ErrWrongKind) // waiting would not help
+			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrPermitCount) // waiting would not help
 	}
 	fail := func(err error) error {
 		if err != nil && err != ErrClosed && ctx.Err() != nil {
@@ -308,7 +320,7 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			// wake-ups: no notification of it will come. Look for it
 			// instead of attempting again, so that the next attempt, the
 			// one WithMaxAttempts counts, still follows a wait.
-			holderTTL = c.lookForRelease(ctx, key, ttl, q.wake, holderTTL)
+			holderTTL = c.lookForRelease(ctx, key, ttl, o.permits, q.wake, holderTTL)
 		}
 	}
 	for {
@@ -381,7 +393,7 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 	}
 	round := quorum.Round[script.Acquired]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  l.quorum,
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
@@ -408,9 +420,15 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		},
 	}
 	res := round.Run(ctx, &c.bg)
+	if c.adapt != nil {
+		observeRTT(c.adapt, res.Replies, timeout)
+		if !res.Won && acquireRefused(res.Replies) {
+			c.adapt.refused(key, time.Now())
+		}
+	}
 	if !res.Won {
-		qe := quorumError(c, "obtain", res, ErrNotObtained, disagreeAcquire)
-		qe.Expired = res.Agreed >= c.quorum
+		qe := quorumError(c, l.quorum, "obtain", res, ErrNotObtained, disagreeAcquire)
+		qe.Expired = res.Agreed >= l.quorum
 		if c.observed() {
 			c.attempted(ctx, l, o.id, start, res, false, qe, 0)
 		}
@@ -489,7 +507,7 @@ func retryAfter(replies []quorum.Reply[script.Acquired]) time.Duration {
 // and must reach a quorum before the lock's validity ends. A lock of the
 // family has its own rule (familyToken).
 func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], validUntil time.Time) (token int64, second bool, err error) {
-	if l.hold != nil {
+	if l.hold != nil && l.kind != Permit {
 		return c.familyToken(ctx, l, replies, validUntil)
 	}
 	for _, r := range replies {
@@ -503,7 +521,7 @@ func (c *Client) fence(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 			equal++
 		}
 	}
-	if equal >= c.quorum {
+	if equal >= l.quorum {
 		return token, false, nil
 	}
 	return token, true, c.raise(ctx, l, replies, token, validUntil)
@@ -526,7 +544,7 @@ func (c *Client) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	}
 	round := quorum.Round[bool]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  l.quorum,
 		Timeout: l.nodeTimeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
@@ -540,8 +558,8 @@ func (c *Client) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	}
 	res := round.Run(ctx, &c.bg)
 	if !res.Won {
-		qe := quorumError(c, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
-		qe.Expired = res.Agreed >= c.quorum
+		qe := quorumError(c, l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
+		qe.Expired = res.Agreed >= l.quorum
 		return qe
 	}
 	return nil
@@ -599,8 +617,8 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 
 // quorumError describes a round that did not win. disagree gives the reason
 // of a node that answered without error but did not agree.
-func quorumError[T any](c *Client, op string, res quorum.Result[T], sentinel error, disagree func(T) error) *QuorumError {
-	qe := &QuorumError{Op: op, Need: c.quorum, Agreed: res.Agreed, sentinel: sentinel}
+func quorumError[T any](c *Client, need int, op string, res quorum.Result[T], sentinel error, disagree func(T) error) *QuorumError {
+	qe := &QuorumError{Op: op, Need: need, Agreed: res.Agreed, sentinel: sentinel}
 	for i, r := range res.Replies {
 		if r.Yes {
 			continue
@@ -638,6 +656,9 @@ func (c *Client) Close() error {
 	// released here before bg.Wait.
 	c.sched.Stop()
 	c.stopBreaker()
+	if c.adapt != nil {
+		c.adapt.stop()
+	}
 	releaseAll(held)
 	for _, h := range c.hubs {
 		h.Close()

@@ -208,7 +208,7 @@ func (c *Client) releaseLease(name, owner string, version int64, timeout time.Du
 // refreshDegraded is Refresh for a degraded lock: it extends the lease in
 // the store while the breaker is not closed. The caller holds l.op and
 // c.life for reading, and has checked that the lock is still held.
-func (l *Lock) refreshDegraded(ctx context.Context, start time.Time, ttl, timeout time.Duration, auto bool) error {
+func (l *Lock) refreshDegraded(ctx context.Context, start time.Time, ttl time.Duration, reason TTLReason, timeout time.Duration, auto bool) error {
 	c := l.c
 	newValid := start.Add(c.cfg.validity(ttl))
 	l.mu.Lock()
@@ -243,21 +243,22 @@ func (l *Lock) refreshDegraded(ctx context.Context, start time.Time, ttl, timeou
 		err = aerr
 	}
 	if h := c.cfg.hook; h != nil {
-		h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err})
+		h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err,
+			TTL: ttl, TTLReason: reason})
 	}
 	return err
 }
 
 // refreshDegradedAuto is the keep-alive's refresh of a degraded lock; the
 // caller holds l.op, which is unlocked here.
-func (c *Client) refreshDegradedAuto(start time.Time, l *Lock, ttl time.Duration) {
+func (c *Client) refreshDegradedAuto(start time.Time, l *Lock, ttl time.Duration, reason TTLReason) {
 	defer l.op.Unlock()
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.isClosed() {
 		return
 	}
-	_ = l.refreshDegraded(l.eventCtx(), start, ttl, c.cfg.nodeTimeoutFor(ttl), true)
+	_ = l.refreshDegraded(l.eventCtx(), start, ttl, reason, c.cfg.nodeTimeoutFor(ttl), true)
 }
 
 // releaseDegraded ends a degraded lock's lease in the store: Release's

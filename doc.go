@@ -57,8 +57,32 @@
 // below every Redis token. It excludes only the clients that fell back to
 // the same store, not a client that still reaches a quorum: the degraded
 // mode trades mutual exclusion for availability (docs/safety.md, section
-// 5). Once the breaker closes, a degraded lock is not extended (ErrDegraded)
+// 7). Once the breaker closes, a degraded lock is not extended (ErrDegraded)
 // and runs out; it is never silently moved to Redis.
+// # Semaphores
+//
+// ObtainPermit (and TryObtainPermit) takes one of the k permits of a named
+// semaphore: at most k permits of a name are valid at once. A permit is a
+// *Lock of Kind Permit, with its TTL, keep-alive, Done and Err, Release, a
+// fencing token, the restart guard, notified waiting and hooks; a permit
+// whose holder crashed expires on the nodes. On N independent nodes each
+// permit needs PermitQuorum(N, k) = floor(N·k/(k+1)) + 1 of them, a
+// majority for k = 1 but all five of five nodes once k >= 4: that is the
+// availability a semaphore costs. One node, including a Sentinel- or
+// Cluster-backed one, serves any k. A semaphore never shares a name with a
+// lock (ErrWrongKind), and its k cannot change while a permit is live
+// (ErrPermitCount). See docs/safety.md, "Semaphores".
+//
+// # Adaptive TTL
+//
+// WithAdaptiveTTL makes the TTL given to Obtain (and Refresh) a base that
+// the Client adjusts for each attempt and refresh, within [Min, Max]: it is
+// raised to cover the nodes' round-trip time (p95) and lowered while the
+// name is contended, never above Max. A sampler reads INFO from every node
+// and reports memory pressure (SampleHook, WithLogger) without shortening
+// any TTL. ObtainEvent and RefreshEvent carry the TTL and its TTLReason.
+// A shorter TTL does not weaken mutual exclusion: it only makes a lock
+// whose refreshes fail lost sooner. See docs/adaptive-ttl.md.
 //
 // # Nodes
 //

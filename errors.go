@@ -128,7 +128,8 @@ func (e *NodeError) Unwrap() error { return e.Err }
 type QuorumError struct {
 	// Op is "obtain", "refresh" or "release".
 	Op string
-	// Need is the quorum: N/2+1 of N nodes.
+	// Need is the quorum: N/2+1 of N nodes, or PermitQuorum for a
+	// semaphore's permit.
 	Need int
 	// Agreed is how many nodes agreed.
 	Agreed int

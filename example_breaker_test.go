@@ -66,7 +66,7 @@ func ExampleBreakerError() {
 // The degraded mode: while the breaker is open, a lock comes from the
 // lease store, and says so. Two Clients that fall back to one store
 // exclude each other; a client that still reaches a quorum of the nodes
-// does not see these leases at all (docs/safety.md, section 5).
+// does not see these leases at all (docs/safety.md, section 7).
 func ExampleWithDegradedMode() {
 	nodes, stop := exampleNodes(1)
 	defer stop()

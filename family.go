@@ -28,9 +28,11 @@ const (
 	Write
 	// Read is a shared lock of a read-write lock (WithShared).
 	Read
+	// Permit is one permit of a semaphore (ObtainPermit).
+	Permit
 )
 
-// String returns "plain", "reentrant", "write" or "read".
+// String returns "plain", "reentrant", "write", "read" or "permit".
 func (k Kind) String() string {
 	switch k {
 	case Plain:
@@ -41,6 +43,8 @@ func (k Kind) String() string {
 		return "write"
 	case Read:
 		return "read"
+	case Permit:
+		return "permit"
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
@@ -88,6 +92,10 @@ func WithShared() ObtainOption {
 
 // setKind records a family option; two different ones are an error.
 func (o *obtainConfig) setKind(k Kind) {
+	if o.kind == Permit {
+		o.kindErr = invalid("%s does not apply to a semaphore's permit (ObtainPermit)", optionOf(k))
+		return
+	}
 	if o.kind != Plain && o.kind != k {
 		o.kindErr = invalid("WithOwner, WithExclusive and WithShared exclude each other (got %s and %s)", o.kind, k)
 	}
@@ -98,6 +106,9 @@ func (o *obtainConfig) setKind(k Kind) {
 func (o *obtainConfig) validateKind() error {
 	if o.kindErr != nil {
 		return o.kindErr
+	}
+	if o.kind == Permit {
+		return checkPermits(o.permits)
 	}
 	if o.kind == Reentrant && o.owner == "" {
 		return invalid("empty owner ID (WithOwner)")
@@ -115,6 +126,8 @@ func newHold(o *obtainConfig) *script.Hold {
 		return &script.Hold{Mode: 'w', Owner: newValue(), ID: newValue()}
 	case Read:
 		return &script.Hold{Mode: 'r', ID: newValue()}
+	case Permit:
+		return &script.Hold{Mode: 's', ID: newValue(), Permits: o.permits}
 	}
 	return nil
 }
@@ -129,6 +142,9 @@ func (l *Lock) Kind() Kind {
 
 // acquireCall is the acquire of the lock's hold on node i.
 func (l *Lock) acquireCall(i int, ttl time.Duration) script.Call {
+	if l.kind == Permit {
+		return script.PermitAcquireCall(l.keys(i), *l.hold, ttl, l.c.guard(i))
+	}
 	if l.hold != nil {
 		return script.FamilyAcquireCall(l.keys(i), *l.hold, ttl, l.c.guard(i))
 	}
@@ -138,6 +154,9 @@ func (l *Lock) acquireCall(i int, ttl time.Duration) script.Call {
 // releaseCall is the release of the lock's hold on a node (a Redis Cluster
 // node when sharded), publishing on channel ("" for none).
 func (l *Lock) releaseCall(channel string, sharded bool) script.Call {
+	if l.kind == Permit {
+		return script.PermitReleaseCall(l.key, *l.hold, channel, sharded)
+	}
 	if l.hold != nil {
 		return script.FamilyReleaseCall(l.key, *l.hold, channel, sharded)
 	}
@@ -190,12 +209,17 @@ func agreeing(replies []quorum.Reply[script.Acquired], t int64) int {
 	return n
 }
 
-// kindError marks a node's REDLOCK_KIND error reply with ErrWrongKind,
-// keeping the reply in the chain (it is a definite answer, not an
+// kindError marks a node's REDLOCK_KIND error reply with ErrWrongKind, and
+// a semaphore's REDLOCK_PERMITS with ErrPermitCount, keeping the reply in
+// the chain (it is a definite answer, not an
 // ambiguous failure).
 func kindError(err error) error {
-	if err != nil && redis.HasErrorPrefix(err, "REDLOCK_KIND") {
+	switch {
+	case err == nil:
+	case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
 		return fmt.Errorf("%w: %w", ErrWrongKind, err)
+	case redis.HasErrorPrefix(err, "REDLOCK_PERMITS"):
+		return fmt.Errorf("%w: %w", ErrPermitCount, err)
 	}
 	return err
 }

@@ -161,6 +161,11 @@ type ObtainEvent struct {
 	Elapsed time.Duration
 	// Token is the lock's fencing token when obtained, 0 otherwise.
 	Token int64
+	// TTL is the TTL of the call's last attempt: the lock's when
+	// obtained. TTLReason says why it has that value (WithAdaptiveTTL). 0
+	// when the call made no attempt.
+	TTL       time.Duration
+	TTLReason TTLReason
 	// Err is the call's error: nil when the lock was obtained.
 	Err error
 }
@@ -174,6 +179,10 @@ type RefreshEvent struct {
 	Auto    bool          // by the keep-alive, not a call of Refresh
 	Elapsed time.Duration // the refresh's round
 	Err     error         // Refresh's error: nil when a quorum confirmed in time
+	// TTL is the TTL the refresh asked for, and TTLReason why
+	// (WithAdaptiveTTL picks it anew for each refresh).
+	TTL       time.Duration
+	TTLReason TTLReason
 }
 
 // ReleaseEvent describes one Release.

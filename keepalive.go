@@ -109,7 +109,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 			l.refreshLater(start)
 			continue
 		}
-		ttl, old, ok := l.nextRefresh(start)
+		ttl, reason, old, ok := l.nextRefresh(start)
 		if !ok {
 			l.op.Unlock()
 			l.schedule()
@@ -117,11 +117,11 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		}
 		if l.deg != nil {
 			// A degraded lock is extended in its lease store.
-			c.bg.Go(func() { c.refreshDegradedAuto(start, l, ttl) })
+			c.bg.Go(func() { c.refreshDegradedAuto(start, l, ttl, reason) })
 			continue
 		}
 		t := c.cfg.nodeTimeoutFor(ttl)
-		plans = append(plans, refreshPlan{l: l, ttl: ttl, timeout: t, newValid: start.Add(c.cfg.validity(ttl)), oldValid: old})
+		plans = append(plans, refreshPlan{l: l, ttl: ttl, reason: reason, timeout: t, newValid: start.Add(c.cfg.validity(ttl)), oldValid: old})
 	}
 	// One round per node timeout: a round waits for every node up to its
 	// timeout, and a lock with a short TTL must not wait on a dead node
@@ -153,6 +153,7 @@ func (c *Client) refreshBatch(batch []*Lock) {
 type refreshPlan struct {
 	l        *Lock
 	ttl      time.Duration
+	reason   TTLReason
 	timeout  time.Duration
 	newValid time.Time
 	oldValid time.Time
@@ -191,6 +192,7 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 		},
 	}
 	batch := round.Run(context.Background(), &c.bg)
+	observeRTT(c.adapt, batch.Replies, timeout)
 	now := c.cfg.now()
 	for i, p := range plans {
 		// This lock's own round, read out of the batch: decided like a
@@ -210,8 +212,8 @@ func (c *Client) refreshGroup(start time.Time, timeout time.Duration, plans []re
 				}
 			}
 		}
-		res.Won = res.Agreed >= c.quorum && now.Before(minTime(p.oldValid, p.newValid))
-		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.timeout, p.newValid, true)
+		res.Won = res.Agreed >= p.l.quorum && now.Before(minTime(p.oldValid, p.newValid))
+		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.reason, p.timeout, p.newValid, true)
 	}
 }
 

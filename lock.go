@@ -35,6 +35,9 @@ type Lock struct {
 	value string // the owner's secret; unused by a lock of the family
 	token int64
 	kind  Kind
+	// quorum is how many nodes must agree to each round of the lock: the
+	// Client's N/2+1, or a semaphore's PermitQuorum.
+	quorum int
 	// hold is the lock's hold when it is of the family (read-write or
 	// reentrant); nil for a plain lock.
 	hold *script.Hold
@@ -72,6 +75,7 @@ type Lock struct {
 	// (certainlyNotOurs): another may not have received our key yet.
 	confirmed   uint64
 	ttl         time.Duration
+	base        time.Duration // the TTL asked for, which WithAdaptiveTTL adjusts; 0: as given
 	nodeTimeout time.Duration
 	validUntil  time.Time
 	err         error // nil while held; then ErrLost or ErrNotHeld
@@ -80,6 +84,7 @@ type Lock struct {
 	watched     bool // scheduled: Done was called, or auto-refresh is on
 	auto        bool
 	interval    time.Duration   // auto-refresh period
+	ttlInterval bool            // interval is TTL/3 (not WithRefreshInterval)
 	holdUntil   time.Time       // auto-refresh does not extend past it; zero: no limit
 	capped      bool            // the hold limit cut the last refresh short
 	refreshAt   time.Time       // next automatic refresh
@@ -90,7 +95,13 @@ type Lock struct {
 // newLock is a lock about to be acquired, with a new owner value (or hold,
 // for the lock family).
 func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *obtainConfig) *Lock {
-	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind}
+	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind, quorum: c.quorum}
+	if o.kind == Permit {
+		l.quorum = PermitQuorum(len(c.nodes), o.permits)
+	}
+	if c.adapt != nil && !o.fixedTTL {
+		l.base = o.base
+	}
 	if l.hold = newHold(o); l.hold == nil {
 		l.value = newValue()
 	}
@@ -256,6 +267,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	l.op.Lock()
 	defer l.op.Unlock()
+	ttl, reason := l.adaptTTL(ttl)
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.isClosed() {
@@ -266,7 +278,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if l.deg != nil {
-		return l.refreshDegraded(ctx, start, ttl, c.cfg.nodeTimeoutFor(ttl), false)
+		return l.refreshDegraded(ctx, start, ttl, reason, c.cfg.nodeTimeoutFor(ttl), false)
 	}
 	l.mu.Lock()
 	validUntil := l.validUntil
@@ -275,7 +287,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	newValid := start.Add(c.cfg.validity(ttl))
 	round := quorum.Round[script.RefreshResult]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  l.quorum,
 		Timeout: timeout,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
@@ -288,7 +300,20 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 		ValidUntil: minTime(validUntil, newValid),
 	}
 	res := round.Run(ctx, &c.bg)
-	return l.refreshDone(ctx, res, start, ttl, timeout, newValid, false)
+	observeRTT(c.adapt, res.Replies, timeout)
+	return l.refreshDone(ctx, res, start, ttl, reason, timeout, newValid, false)
+}
+
+// adaptTTL is the TTL of a manual refresh to ttl, and why: ttl becomes
+// the base of a lock whose TTL WithAdaptiveTTL picks.
+func (l *Lock) adaptTTL(ttl time.Duration) (time.Duration, TTLReason) {
+	l.mu.Lock()
+	adaptive := l.base > 0
+	if adaptive {
+		l.base = ttl
+	}
+	l.mu.Unlock()
+	return l.c.ttlFor(l.key, ttl, !adaptive)
 }
 
 // refreshDone applies the round of a refresh, manual or automatic, to the
@@ -296,13 +321,14 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // refresh's outcome is decided (whether the nodes say the lock is no longer
 // ours: certainlyNotOurs, which Release asks too). It returns Refresh's
 // error.
-func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time, auto bool) error {
+func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl time.Duration, reason TTLReason, timeout time.Duration, newValid time.Time, auto bool) error {
 	c := l.c
 	err := l.refreshed(res, start, ttl, timeout, newValid)
 	if c.observed() {
 		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
 		if h := c.cfg.hook; h != nil {
-			h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err})
+			h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err,
+				TTL: ttl, TTLReason: reason})
 		}
 	}
 	return err
@@ -311,7 +337,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 // refreshed applies a refresh's round and returns Refresh's error.
 func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
 	c := l.c
-	refusedBy := certainlyNotOurs(c, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
+	refusedBy := certainlyNotOurs(l, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
 	yes := func(i int) bool { return res.Replies[i].Yes }
 	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes); err != nil {
 		return err
@@ -323,8 +349,8 @@ func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Tim
 	if l.Err() != nil {
 		sentinel = ErrNotHeld
 	}
-	qe := quorumError(c, "refresh", res, sentinel, disagreeRefresh)
-	qe.Expired = res.Agreed >= c.quorum
+	qe := quorumError(c, l.quorum, "refresh", res, sentinel, disagreeRefresh)
+	qe.Expired = res.Agreed >= l.quorum
 	return qe
 }
 
@@ -361,6 +387,9 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 	}
 	if won {
 		l.validUntil, l.ttl, l.nodeTimeout = newValid, ttl, timeout
+		if l.base > 0 && l.ttlInterval && !l.capped {
+			l.interval = ttl / 3 // the TTL WithAdaptiveTTL picked
+		}
 		l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
 		l.confirm(yes)
 	} else {
@@ -429,7 +458,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	plain := l.releaseCall(channel, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  l.quorum,
 		Timeout: timeout,
 		// Return once a quorum deleted the key: the other nodes' deletes
 		// finish in the background (a late one cannot delete a later
@@ -456,10 +485,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	var err error
 	if !res.Won {
 		var sentinel error
-		if certainlyNotOurs(c, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
+		if certainlyNotOurs(l, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
 			sentinel = ErrNotHeld
 		}
-		err = quorumError(c, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
+		err = quorumError(c, l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
 	}
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
@@ -592,14 +621,14 @@ const everyNode = ^uint64(0)
 //   - A release's "not deleted" also covers a missing key, which a node
 //     whose acquire or refresh had not answered in time may simply not have
 //     received yet: only the nodes that confirmed the lock count.
-func certainlyNotOurs[T any](c *Client, replies []quorum.Reply[T], gone func(T) bool, evidence uint64) bool {
+func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], gone func(T) bool, evidence uint64) bool {
 	n := 0
 	for i, r := range replies {
 		if r.Err == nil && evidence&(1<<i) != 0 && gone(r.Val) {
 			n++
 		}
 	}
-	return n > len(c.nodes)-c.quorum
+	return n > len(l.c.nodes)-l.quorum
 }
 
 // settleLate deletes our key on a node whose reply to an acquire or refresh
@@ -635,6 +664,7 @@ func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
 	l.interval = interval
 	if l.interval == 0 {
 		l.interval = l.ttl / 3
+		l.ttlInterval = true
 	}
 	l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
 	if maxHold > 0 {
@@ -642,27 +672,33 @@ func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
 	}
 }
 
-// nextRefresh is the TTL an automatic refresh sent at start asks for, and
-// the validity it extends; ok is false when there is nothing to send: the
+// nextRefresh is the TTL an automatic refresh sent at start asks for (and
+// why: WithAdaptiveTTL picks it anew each time), and the validity it
+// extends; ok is false when there is nothing to send: the
 // lock ended, or its hold limit (WithMaxHold) leaves less than MinTTL, in
 // which case automatic refresh stops and the lock runs out at its loss
 // deadline. A TTL cut short by the hold limit marks the lock capped.
-func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, validUntil time.Time, ok bool) {
+func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, reason TTLReason, validUntil time.Time, ok bool) {
+	l.mu.Lock()
+	ttl, base := l.ttl, l.base
+	l.mu.Unlock()
+	if base > 0 {
+		ttl, reason = l.c.ttlFor(l.key, base, false)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
-		return 0, time.Time{}, false
+		return 0, reason, time.Time{}, false
 	}
-	ttl = l.ttl
 	if !l.holdUntil.IsZero() && l.holdUntil.Sub(start) < ttl {
-		ttl = l.holdUntil.Sub(start)
+		ttl, reason = l.holdUntil.Sub(start).Truncate(time.Millisecond), TTLHoldLimit
 		l.capped = true
 		if ttl < MinTTL {
 			l.auto = false
-			return 0, time.Time{}, false
+			return 0, reason, time.Time{}, false
 		}
 	}
-	return ttl, l.validUntil, true
+	return ttl, reason, l.validUntil, true
 }
 
 // refreshLater moves an automatic refresh that could not start at now (an

@@ -231,6 +231,9 @@ func (c *Client) checkAll(names []string, ttl time.Duration, opts []ObtainOption
 	if err := o.validate(ttl); err != nil {
 		return nil, false, err
 	}
+	if err := c.checkAdaptiveInterval(&o); err != nil {
+		return nil, false, err
+	}
 	return sorted, o.auto, nil
 }
 

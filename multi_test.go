@@ -184,11 +184,13 @@ func TestMultiWaitsForSingleNameHolder(t *testing.T) {
 // their TTL; automatic refresh stays on afterwards only when asked for.
 func TestMultiKeepsEarlierLocksAliveWhileWaiting(t *testing.T) {
 	cl := startNodes(t, 3)
-	opts := []Option{WithNodeTimeout(100 * time.Millisecond)}
+	// A 3 s TTL with 300 ms node timeouts: refreshes every second leave a
+	// loaded machine room (1 s and 100 ms failed once under load).
+	opts := []Option{WithNodeTimeout(300 * time.Millisecond)}
 	c := newClient(t, cl.clients, opts...)
 	other := newClient(t, cl.clients, opts...)
 	ctx := context.Background()
-	const ttl = time.Second
+	const ttl = 3 * time.Second
 	for _, auto := range []bool{false, true} {
 		t.Run(fmt.Sprintf("auto=%v", auto), func(t *testing.T) {
 			holder, err := other.TryObtain(ctx, "ka-2", time.Minute)

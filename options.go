@@ -74,6 +74,7 @@ type config struct {
 	ack         script.Ack
 	hook        Hook
 	logger      *slog.Logger
+	adaptive    *AdaptiveTTL  // WithAdaptiveTTL; nil: off
 	breaker     breakerConfig // WithBreaker, WithoutBreaker
 	fallback    LeaseStore    // WithDegradedMode
 }
@@ -81,12 +82,19 @@ type config struct {
 type obtainConfig struct {
 	kind     Kind   // the lock family's options
 	owner    string // WithOwner
+	permits  int    // ObtainPermit's k
 	kindErr  error  // conflicting family options
 	id       uint64 // ObtainID of an observed obtain
 	retry    retryConfig
 	auto     bool
 	interval time.Duration // 0: TTL/3
 	maxHold  time.Duration // 0: unlimited
+	fixedTTL bool          // WithFixedTTL
+	// The TTL asked for, and the TTL and reason of the last attempt
+	// (WithAdaptiveTTL), for the lock and the ObtainEvent.
+	base      time.Duration
+	ttl       time.Duration
+	ttlReason TTLReason
 }
 
 func (o *obtainConfig) validate(ttl time.Duration) error {
@@ -140,6 +148,9 @@ func (c *config) validate() error {
 	}
 	if c.ack.Replicas < 0 || (c.ack.Replicas > 0 && c.ack.Timeout <= 0) {
 		return invalid("replica ack of %d replicas within %v: need a positive timeout and no negative count", c.ack.Replicas, c.ack.Timeout)
+	}
+	if err := c.validateAdaptive(); err != nil {
+		return err
 	}
 	if err := c.breaker.validate(); err != nil {
 		return err

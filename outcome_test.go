@@ -117,7 +117,7 @@ func TestHeldLocks(t *testing.T) {
 // TestCertainlyNotOurs: the one rule for a lock the nodes say is no longer
 // held. On five nodes (quorum three) it takes three "not ours" answers that
 // are evidence; errors and the answers of nodes outside the evidence do not
-// count.
+// count. A permit's quorum (PermitQuorum) is the lock's own.
 func TestCertainlyNotOurs(t *testing.T) {
 	c := &Client{nodes: make([]*quorum.Node, 5), quorum: 3}
 	gone := func(v bool) bool { return v }
@@ -135,8 +135,18 @@ func TestCertainlyNotOurs(t *testing.T) {
 		{"unconfirmed nodes do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil)}, 0b00011, false},
 		{"three confirmed", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, 0b00111, true},
 	} {
-		if got := certainlyNotOurs(c, tc.replies, gone, tc.evidence); got != tc.want {
+		if got := certainlyNotOurs(&Lock{c: c, quorum: c.quorum}, tc.replies, gone, tc.evidence); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+	// A permit of a semaphore of two permits needs four of five nodes: two
+	// "not ours" already leave fewer than four that could agree.
+	permit := &Lock{c: c, quorum: PermitQuorum(5, 2)}
+	two := []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil), reply(false, nil)}
+	if !certainlyNotOurs(permit, two, gone, everyNode) {
+		t.Error("permit of 2 on 5 nodes: two of five not ours is not certain")
+	}
+	if certainlyNotOurs(permit, two[:1:1], gone, everyNode) {
+		t.Error("permit of 2 on 5 nodes: one not ours is certain")
 	}
 }

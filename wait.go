@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -185,19 +187,26 @@ func (c *Client) subscribe(ctx context.Context, q *waitQueue, timeout time.Durat
 // gone from enough nodes for an attempt to win. It also marks the lock as
 // waited for (keys.Waiters), so that the release it waits for publishes. It
 // is not an attempt: WithMaxAttempts does not count it and the hook does
-// not see it.
-// It returns the shortest remaining TTL a node reported for the holder,
-// or holderTTL when no node did.
-func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Duration, w *notify.Waiter, holderTTL time.Duration) time.Duration {
+// not see it. For a semaphore of permits > 0 permits, a node counts as
+// released when fewer than permits of its permits are live (freePermit),
+// and the quorum is the permit's.
+// It returns the shortest remaining TTL a node reported for the holder
+// (for a semaphore, until its soonest permit expires), or holderTTL when
+// no node did.
+func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Duration, permits int, w *notify.Waiter, holderTTL time.Duration) time.Duration {
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.isClosed() {
 		return holderTTL // the next attempt says ErrClosed
 	}
 	const gone = -2 // PTTL of a missing key
+	need := c.quorum
+	if permits > 0 {
+		need = PermitQuorum(len(c.nodes), permits)
+	}
 	round := quorum.Round[time.Duration]{
 		Nodes:   c.nodes,
-		Quorum:  c.quorum,
+		Quorum:  need,
 		Timeout: c.cfg.nodeTimeoutFor(ttl),
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (time.Duration, error) {
@@ -206,14 +215,25 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 			// head may have made no attempt since the last release. The
 			// mark goes first: a release that runs after it publishes,
 			// and one that runs before it leaves the key gone for PTTL.
-			var pttl *redis.DurationCmd
+			var (
+				pttl  *redis.DurationCmd
+				holds *redis.MapStringStringCmd
+				now   *redis.TimeCmd
+			)
 			_, err := n.Client.Pipelined(ctx, func(p redis.Pipeliner) error {
 				p.Set(ctx, keys.Waiters(key), "1", c.guard(n.Index).FenceTTL)
-				pttl = p.PTTL(ctx, key)
+				if permits > 0 {
+					holds, now = p.HGetAll(ctx, key), p.Time(ctx)
+				} else {
+					pttl = p.PTTL(ctx, key)
+				}
 				return nil
 			})
 			if err != nil {
 				return 0, err
+			}
+			if permits > 0 {
+				return freePermit(holds.Val(), now.Val(), permits), nil
 			}
 			return pttl.Val(), nil
 		},
@@ -237,6 +257,32 @@ func (c *Client) lookForRelease(ctx context.Context, key string, ttl time.Durati
 		return holderTTL
 	}
 	return shortest
+}
+
+// freePermit reads a semaphore's hash (permit.lua) at the node's time now,
+// counting its live permits as the scripts do (holds.lua): -2 (as PTTL of
+// a missing key) when fewer than k are live, else the time until the
+// soonest expires.
+func freePermit(fields map[string]string, now time.Time, k int) time.Duration {
+	ms := now.UnixMilli()
+	live, soonest := 0, int64(-1)
+	for f, v := range fields {
+		if !strings.HasPrefix(f, "h:") {
+			continue
+		}
+		exp, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || exp <= ms {
+			continue
+		}
+		live++
+		if soonest < 0 || exp < soonest {
+			soonest = exp
+		}
+	}
+	if live < k {
+		return -2
+	}
+	return time.Duration(soonest-ms) * time.Millisecond
 }
 
 // unsubscribe drops an empty queue's subscriptions.

@@ -146,7 +146,9 @@ func TestWaitersSurviveNodeRestart(t *testing.T) {
 
 func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
 	cl := startNodes(t, 3)
-	clients := []*Client{newClient(t, cl.clients), newClient(t, cl.clients)}
+	// 40 waiters on a loaded machine: 1 s per node, not the tests' 250 ms.
+	opts := []Option{WithNodeTimeout(time.Second)}
+	clients := []*Client{newClient(t, cl.clients, opts...), newClient(t, cl.clients, opts...)}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	errs := make(chan error, 100)

@@ -26,12 +26,14 @@
 //
 // Span attributes: redlock.outcome (the values below), redlock.kind (the
 // lock's kind, redlock.Kind.String(): "plain", "reentrant" (WithOwner),
-// "write" (WithExclusive) or "read" (WithShared)), redlock.attempts,
+// "write" (WithExclusive), "read" (WithShared) or "permit" (a semaphore's,
+// ObtainPermit)), redlock.attempts,
 // redlock.token and redlock.degraded (of an obtained lock: true when it came
 // from the degraded mode's lease store), redlock.nodes and redlock.quorum (of
 // an obtain, from its attempts; of a failed refresh or release, the quorum
 // and redlock.agreed), redlock.auto (refresh), redlock.held_ms (release,
-// lost). Lock names are attributes (redlock.key) only with WithKeyAttribute.
+// lost), redlock.ttl_ms and redlock.ttl.reason (obtain, refresh: the TTL
+// asked of the nodes and why, redlock.TTLReason.String()). Lock names are attributes (redlock.key) only with WithKeyAttribute.
 // A span whose operation failed has status Error with the error's message.
 //
 // An obtain span has an event per attempt ("redlock.attempt": its number,
@@ -58,6 +60,14 @@
 //	redlock.breaker.state     gauge: the circuit breaker, 0 closed, 1 open, 2 half-open (redlock.BreakerState)
 //	redlock.breaker.transitions counter: redlock.breaker.state, the state entered ("closed", "open", "half_open")
 //	redlock.locks.degraded    up-down counter: degraded locks (from redlock.WithDegradedMode's lease store) held
+//	redlock.ttl.chosen        histogram, s: redlock.op ("obtain", "refresh"), redlock.ttl.reason; each lock obtained and successful refresh
+//
+// With redlock.WithAdaptiveTTL, from its sampler (redlock.SampleHook):
+//
+//	redlock.rtt.p95                 gauge, s: the nodes' round-trip time (p95) the adaptive TTL uses
+//	redlock.node.memory.used_ratio  gauge: redlock.node; used_memory / maxmemory (0: no maxmemory)
+//	redlock.node.memory.pressure    gauge: redlock.node; 1 while the node evicts keys or is near maxmemory
+//	redlock.node.evicted_keys       counter: redlock.node; keys the node evicted
 //
 // Outcomes: of an obtain, "obtained", "held" (contention), "no_quorum",
 // "breaker_open" (the circuit breaker was open), "canceled" (the context

@@ -99,12 +99,19 @@ type Hook struct {
 	breakerTransitions metric.Int64Counter
 	degradedLocks      metric.Int64UpDownCounter
 
+	ttlChosen   metric.Float64Histogram
+	rttP95      metric.Float64Gauge
+	memRatio    metric.Float64Gauge
+	memPressure metric.Int64Gauge
+	evicted     metric.Int64Counter
+
 	held    redlock.HeldLocks
 	journal journal
 }
 
 var (
 	_ redlock.Hook        = (*Hook)(nil)
+	_ redlock.SampleHook  = (*Hook)(nil)
 	_ redlock.BreakerHook = (*Hook)(nil)
 )
 
@@ -155,6 +162,18 @@ func New(opts ...Option) (*Hook, error) {
 	h.heldLocks, err = meter.Int64UpDownCounter("redlock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks obtained and neither released nor lost."))
 	errs = append(errs, err)
+	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
+	h.ttlChosen = histogram("redlock.ttl.chosen", "TTL of each lock obtained and each successful refresh, by redlock.op and redlock.ttl.reason.")
+	h.rttP95, err = meter.Float64Gauge("redlock.rtt.p95", metric.WithUnit("s"),
+		metric.WithDescription("p95 of the nodes' round-trip times over the last minute, as the adaptive TTL measures it."))
+	errs = append(errs, err)
+	h.memRatio, err = meter.Float64Gauge("redlock.node.memory.used_ratio", metric.WithUnit("1"),
+		metric.WithDescription("used_memory / maxmemory of each node at the adaptive TTL's last sample (0: no maxmemory)."))
+	errs = append(errs, err)
+	h.memPressure, err = meter.Int64Gauge("redlock.node.memory.pressure", metric.WithUnit("1"),
+		metric.WithDescription("1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused."))
+	errs = append(errs, err)
+	h.evicted = counter("redlock.node.evicted_keys", "{key}", "Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.")
 	h.breakerState, err = meter.Int64Gauge("redlock.breaker.state", metric.WithUnit("1"),
 		metric.WithDescription("State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState)."))
 	errs = append(errs, err)
@@ -191,6 +210,8 @@ const (
 	nodeOutcomeKey = attribute.Key("redlock.node.outcome")
 	nodeLatencyKey = attribute.Key("redlock.node.latency_ms")
 	errorKindKey   = attribute.Key("redlock.node.error_kind")
+	ttlKey         = attribute.Key("redlock.ttl_ms")
+	ttlReasonKey   = attribute.Key("redlock.ttl.reason")
 	breakerKey     = attribute.Key("redlock.breaker.state")
 	degradedKey    = attribute.Key("redlock.degraded")
 )
@@ -259,6 +280,7 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.Add(ctx, 1, h.measure(e.Key, kind))
+		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Key, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason.String())))
 		if redlock.IsDegradedToken(e.Token) {
 			h.degradedLocks.Add(ctx, 1, h.measure(e.Key))
 		}
@@ -266,6 +288,9 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 
 	records := h.journal.take(e.ObtainID)
 	attrs := []attribute.KeyValue{outcomeKey.String(outcome), kind, attemptsKey.Int(e.Attempts)}
+	if e.TTL > 0 {
+		attrs = append(attrs, ttlKey.Float64(ms(e.TTL)), ttlReasonKey.String(e.TTLReason.String()))
+	}
 	if e.Err == nil {
 		attrs = append(attrs, tokenKey.Int64(e.Token), degradedKey.Bool(redlock.IsDegradedToken(e.Token)))
 	}
@@ -317,7 +342,12 @@ func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
 	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
 		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind))
 	h.quorumNodes(ctx, "refresh", e.Err)
-	span := h.start(ctx, "redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind)
+	ttlReason := ttlReasonKey.String(e.TTLReason.String())
+	if e.Err == nil {
+		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Key, opKey.String("refresh"), ttlReason))
+	}
+	span := h.start(ctx, "redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind,
+		ttlKey.Float64(ms(e.TTL)), ttlReason)
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
@@ -347,6 +377,29 @@ func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 		err = redlock.ErrLost
 	}
 	end(span, now, err)
+}
+
+// Sample records the adaptive TTL's sample: the RTT p95, and each node's
+// memory, pressure and evictions (redlock.SampleHook).
+func (h *Hook) Sample(ctx context.Context, e redlock.SampleEvent) {
+	h.rttP95.Record(ctx, e.RTT.Seconds())
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			continue
+		}
+		node := metric.WithAttributes(nodeKey.Int(n.Node))
+		ratio := 0.0
+		if n.MaxMemory > 0 {
+			ratio = float64(n.UsedMemory) / float64(n.MaxMemory)
+		}
+		h.memRatio.Record(ctx, ratio, node)
+		var pressure int64
+		if n.Pressure != "" {
+			pressure = 1
+		}
+		h.memPressure.Record(ctx, pressure, node)
+		h.evicted.Add(ctx, n.Evicted, node)
+	}
 }
 
 // ended counts the end of a lock's hold, once: by its loss, or by its

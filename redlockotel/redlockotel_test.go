@@ -118,6 +118,12 @@ func (tel *telemetry) sum(t *testing.T, name string, want ...attribute.KeyValue)
 						n += p.Value
 					}
 				}
+			case metricdata.Gauge[float64]:
+				for _, p := range d.DataPoints {
+					if match(p.Attributes) {
+						n++ // a point's presence; its value is not an integer
+					}
+				}
 			default:
 				t.Fatalf("%s: unexpected data %T", name, m.Data)
 			}
@@ -548,6 +554,71 @@ func TestSpansJoinTheCallersTrace(t *testing.T) {
 	if fromRequest < 5 || refreshes < 1 || fromWaiters != 2 {
 		t.Errorf("%d spans under the request (%d refreshes), %d obtains under the waiters; want at least 5 (1), and 2",
 			fromRequest, refreshes, fromWaiters)
+	}
+}
+
+// TestAdaptiveTTL checks the metrics and span attributes of
+// redlock.WithAdaptiveTTL: the TTL chosen for obtains and refreshes, with
+// its reason, and the sampler's memory gauges on a real node pushed to its
+// maxmemory.
+func TestAdaptiveTTL(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := redistest.Clients(t, 1)
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+		redlock.WithAdaptiveTTL(redlock.AdaptiveTTL{Min: time.Second, Max: 20 * time.Second, SampleInterval: 50 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+
+	l, err := c.Obtain(ctx, "ttl", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 30*time.Second); err != nil { // above Max: capped
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	op, reason := attribute.Key("redlock.op"), attribute.Key("redlock.ttl.reason")
+	if got := tel.sum(t, "redlock.ttl.chosen", op.String("obtain"), reason.String("base")); got != 1 {
+		t.Errorf("redlock.ttl.chosen{obtain, base} has %d points, want 1", got)
+	}
+	if got := tel.sum(t, "redlock.ttl.chosen", op.String("refresh"), reason.String("max")); got != 1 {
+		t.Errorf("redlock.ttl.chosen{refresh, max} has %d points, want 1", got)
+	}
+	obtain := tel.ended("redlock.obtain")
+	if len(obtain) != 1 {
+		t.Fatalf("%d obtain spans, want 1", len(obtain))
+	}
+	if a := attrs(obtain[0].Attributes()); a["redlock.ttl_ms"].AsFloat64() != 10000 || a["redlock.ttl.reason"].AsString() != "base" {
+		t.Errorf("obtain span attributes %v: want redlock.ttl_ms 10000, redlock.ttl.reason base", a)
+	}
+	refresh := tel.ended("redlock.refresh")
+	if len(refresh) != 1 {
+		t.Fatalf("%d refresh spans, want 1", len(refresh))
+	}
+	if a := attrs(refresh[0].Attributes()); a["redlock.ttl_ms"].AsFloat64() != 20000 || a["redlock.ttl.reason"].AsString() != "max" {
+		t.Errorf("refresh span attributes %v: want redlock.ttl_ms 20000, redlock.ttl.reason max", a)
+	}
+
+	redistest.MaxMemoryAtUsed(t, nodes[0]) // noeviction: writes are refused
+	node := attribute.Key("redlock.node").Int(0)
+	deadline := time.Now().Add(10 * time.Second)
+	for tel.sum(t, "redlock.node.memory.pressure", node) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("redlock.node.memory.pressure{node 0} did not become 1 with the node at its maxmemory")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if tel.sum(t, "redlock.node.memory.used_ratio", node) != 1 || tel.sum(t, "redlock.rtt.p95") != 1 {
+		t.Error("no point of redlock.node.memory.used_ratio or redlock.rtt.p95")
 	}
 }
 

@@ -13,28 +13,41 @@
 //
 // # Metrics
 //
-//	redlock_acquire_total{result,kind}             counter: calls of Obtain, TryObtain and Do's obtain
-//	redlock_acquire_duration_seconds{result,kind}  histogram: their duration, waits included
-//	redlock_attempts_total{result,kind}            counter: acquire rounds (an Obtain makes one or more)
-//	redlock_wait_duration_seconds{woken_by}        histogram: waits between attempts
-//	redlock_hold_duration_seconds{outcome,kind}    histogram: how long each lock was held, once per lock
-//	redlock_refresh_total{result,auto,kind}        counter: refreshes, manual and automatic
-//	redlock_refresh_duration_seconds{auto,kind}    histogram: their duration
-//	redlock_release_total{result,kind}             counter: releases
-//	redlock_lost_total{kind}                       counter: locks lost while held
-//	redlock_node_errors_total{op,node,kind}        counter: a node's refusal or failure in a round
-//	redlock_held_locks{kind}                       gauge: locks obtained and neither released nor lost
-//	redlock_breaker_state                          gauge: the circuit breaker: 0 closed, 1 open, 2 half-open
-//	redlock_breaker_transitions_total{to}          counter: changes of the breaker's state, by state entered
-//	redlock_degraded_locks                         gauge: degraded locks (from the lease store) held
+//	redlock_acquire_total{result,lock_kind}            counter: calls of Obtain, TryObtain and Do's obtain
+//	redlock_acquire_duration_seconds{result,lock_kind} histogram: their duration, waits included
+//	redlock_attempts_total{result,lock_kind}           counter: acquire rounds (an Obtain makes one or more)
+//	redlock_wait_duration_seconds{woken_by}            histogram: waits between attempts
+//	redlock_hold_duration_seconds{outcome,lock_kind}   histogram: how long each lock was held, once per lock
+//	redlock_refresh_total{result,auto,lock_kind}       counter: refreshes, manual and automatic
+//	redlock_refresh_duration_seconds{auto,lock_kind}   histogram: their duration
+//	redlock_release_total{result,lock_kind}            counter: releases
+//	redlock_lost_total{lock_kind}                      counter: locks lost while held
+//	redlock_node_errors_total{op,node,kind}            counter: a node's refusal or failure in a round
+//	redlock_held_locks{lock_kind}                      gauge: locks obtained and neither released nor lost
+//	redlock_breaker_state                              gauge: the circuit breaker: 0 closed, 1 open, 2 half-open
+//	redlock_breaker_transitions_total{to}              counter: changes of the breaker's state, by state entered
+//	redlock_degraded_locks                             gauge: degraded locks (from the lease store) held
+//
+// With redlock.WithAdaptiveTTL (docs/adaptive-ttl.md in the repository):
+//
+//	redlock_ttl_chosen_seconds{op,reason}              histogram: TTL of each lock obtained and each successful refresh
+//	redlock_rtt_p95_seconds                            gauge: the nodes' round-trip time (p95) the adaptive TTL uses
+//	redlock_node_memory_used_ratio{node}               gauge: used_memory / maxmemory (0: no maxmemory)
+//	redlock_node_memory_pressure{node}                 gauge: 1 while the node evicts keys or is near maxmemory
+//	redlock_node_evicted_keys_total{node}              counter: keys the node evicted
+//
+// ttl_chosen_seconds is recorded without WithAdaptiveTTL too, with reason
+// "given". The other four come from the adaptive TTL's sampler
+// (redlock.SampleHook) and exist only on a Client that has one.
 //
 // Label values, all from small fixed sets:
 //
-//   - kind, on every metric but wait_duration_seconds and node_errors_total:
-//     the lock's kind, redlock.Kind.String(): "plain" (Obtain without a
-//     family option), "reentrant" (WithOwner), "write" (WithExclusive),
-//     "read" (WithShared). Without WithLockLabel, lost_total and held_locks
-//     show a series at 0 for each of the four from the start.
+//   - lock_kind, on every metric but wait_duration_seconds and
+//     node_errors_total: the lock's kind, redlock.Kind.String(): "plain"
+//     (Obtain without a family option), "reentrant" (WithOwner), "write"
+//     (WithExclusive), "read" (WithShared), "permit" (a semaphore's,
+//     ObtainPermit). Without WithLockLabel, lost_total and held_locks show a
+//     series at 0 for each of the five from the start.
 //   - result of acquire_total and acquire_duration_seconds: "obtained";
 //     "held" (the last attempt found the lock held by another owner on some
 //     node: contention, whether or not the context ended); "canceled" (the
@@ -59,9 +72,12 @@
 //     still be valid). auto: "true" for the keep-alive, "false" for Refresh.
 //   - result of release_total: "ok", "not_held" (already expired or taken),
 //     "failed" (nodes did not answer; their keys expire with their TTL).
+//   - op of ttl_chosen_seconds: "obtain", "refresh". reason: "given" (no
+//     adaptive TTL, or redlock.WithFixedTTL), "base" (kept as asked),
+//     "contention", "rtt", "min", "max", "hold_limit" (redlock.TTLReason).
 //   - op: "acquire", "refresh", "release". node: the node's index in the
-//     slice given to redlock.New, "0" to "N-1". kind, on node_errors_total
-//     only, is the kind of the node's error, not of the lock, from the per-node
+//     slice given to redlock.New, "0" to "N-1". kind, on node_errors_total,
+//     is the kind of the node's error (lock_kind is the lock's), from the per-node
 //     sentinels of package redlock: "held", "not_owner", "recovering",
 //     "timeout", "pending" (not answered when the outcome was already
 //     decided), "skipped", "overloaded", "not_replicated", and "error" for
@@ -75,6 +91,7 @@
 // a release as ErrNotOwner ("not_owner").
 //
 // Lock names are not labels: they are unbounded. WithLockLabel adds a "lock"
-// label to every metric except node_errors_total, from a function that must
+// label to every metric except the per-node ones (node_errors_total and the
+// memory metrics) and rtt_p95_seconds, from a function that must
 // map names to a small fixed set.
 package redlockprom

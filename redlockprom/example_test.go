@@ -57,10 +57,11 @@ func ExampleNew() {
 		}
 	}
 	// Output:
-	// redlock_acquire_total{kind="plain",result="obtained"} 1
-	// redlock_held_locks{kind="plain"} 0
-	// redlock_held_locks{kind="read"} 0
-	// redlock_held_locks{kind="reentrant"} 0
-	// redlock_held_locks{kind="write"} 0
-	// redlock_release_total{kind="plain",result="ok"} 1
+	// redlock_acquire_total{lock_kind="plain",result="obtained"} 1
+	// redlock_held_locks{lock_kind="permit"} 0
+	// redlock_held_locks{lock_kind="plain"} 0
+	// redlock_held_locks{lock_kind="read"} 0
+	// redlock_held_locks{lock_kind="reentrant"} 0
+	// redlock_held_locks{lock_kind="write"} 0
+	// redlock_release_total{lock_kind="plain",result="ok"} 1
 }

@@ -17,6 +17,9 @@ var (
 	// DefaultHoldBuckets are the buckets of the hold duration: from 10 ms
 	// to an hour.
 	DefaultHoldBuckets = []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
+	// DefaultTTLBuckets are the buckets of redlock_ttl_chosen_seconds:
+	// from 10 ms (redlock.MinTTL) to 5 minutes.
+	DefaultTTLBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}
 )
 
 // Option configures a Hook.
@@ -83,10 +86,17 @@ type Hook struct {
 	breakerState       prometheus.Gauge
 	breakerTransitions *prometheus.CounterVec
 	degradedLocks      *prometheus.GaugeVec
+
+	ttlChosen   *prometheus.HistogramVec
+	rttP95      prometheus.Gauge
+	memRatio    *prometheus.GaugeVec
+	memPressure *prometheus.GaugeVec
+	evicted     *prometheus.CounterVec
 }
 
 var (
 	_ redlock.Hook        = (*Hook)(nil)
+	_ redlock.SampleHook  = (*Hook)(nil)
 	_ redlock.BreakerHook = (*Hook)(nil)
 )
 
@@ -123,29 +133,29 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	h := &Hook{
 		lockLabel: cfg.lockLabel,
 		acquires: counter("acquire_total",
-			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "kind")...),
+			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "lock_kind")...),
 		acquireTime: histogram("acquire_duration_seconds",
-			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result and lock kind.", cfg.durationBuckets, labels("result", "kind")...),
+			"Duration of Obtain, TryObtain and Do's obtain, waits included, by result and lock kind.", cfg.durationBuckets, labels("result", "lock_kind")...),
 		attempts: counter("attempts_total",
-			"Acquire rounds, by result and lock kind.", labels("result", "kind")...),
+			"Acquire rounds, by result and lock kind.", labels("result", "lock_kind")...),
 		waitTime: histogram("wait_duration_seconds",
 			"Waits between acquire attempts, by what ended them.", cfg.durationBuckets, labels("woken_by")...),
 		holdTime: histogram("hold_duration_seconds",
-			"How long each lock was held, until its release or its loss, by outcome and lock kind.", cfg.holdBuckets, labels("outcome", "kind")...),
+			"How long each lock was held, until its release or its loss, by outcome and lock kind.", cfg.holdBuckets, labels("outcome", "lock_kind")...),
 		refreshes: counter("refresh_total",
-			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.", labels("result", "auto", "kind")...),
+			"Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.", labels("result", "auto", "lock_kind")...),
 		refreshTime: histogram("refresh_duration_seconds",
-			"Duration of refreshes, by lock kind.", cfg.durationBuckets, labels("auto", "kind")...),
+			"Duration of refreshes, by lock kind.", cfg.durationBuckets, labels("auto", "lock_kind")...),
 		releases: counter("release_total",
-			"Releases, by result and lock kind.", labels("result", "kind")...),
+			"Releases, by result and lock kind.", labels("result", "lock_kind")...),
 		lost: counter("lost_total",
-			"Locks lost while held, by lock kind.", labels("kind")...),
+			"Locks lost while held, by lock kind.", labels("lock_kind")...),
 		nodeErrors: counter("node_errors_total",
 			"Refusals and failures of one node in an acquire, refresh or release round, by node index and kind of error (not of lock).", "op", "node", "kind"),
 		heldLocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Namespace: "redlock", Name: "held_locks", ConstLabels: cfg.constLabels,
 			Help: "Locks obtained and neither released nor lost, by lock kind.",
-		}, labels("kind")),
+		}, labels("lock_kind")),
 		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "redlock", Name: "breaker_state", ConstLabels: cfg.constLabels,
 			Help: "State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState).",
@@ -157,10 +167,29 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 			Help: "Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost.",
 		}, labels()),
 	}
+	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
+	h.ttlChosen = histogram("ttl_chosen_seconds",
+		"TTL of each lock obtained (op=obtain) and each successful refresh (op=refresh), and why it has that value (reason: given, base, contention, rtt, min, max, hold_limit).",
+		DefaultTTLBuckets, labels("op", "reason")...)
+	h.rttP95 = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "redlock", Name: "rtt_p95_seconds", ConstLabels: cfg.constLabels,
+		Help: "p95 of the nodes' round-trip times over the last minute, as the adaptive TTL measures it.",
+	})
+	h.memRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "redlock", Name: "node_memory_used_ratio", ConstLabels: cfg.constLabels,
+		Help: "used_memory / maxmemory of each node at the adaptive TTL's last sample (0: no maxmemory).",
+	}, []string{"node"})
+	h.memPressure = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "redlock", Name: "node_memory_pressure", ConstLabels: cfg.constLabels,
+		Help: "1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused.",
+	}, []string{"node"})
+	h.evicted = counter("node_evicted_keys_total",
+		"Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.", "node")
 	all := collectors{
 		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
 		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
 		h.breakerState, h.breakerTransitions, h.degradedLocks,
+		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
 	}
 	if cfg.lockLabel == nil {
 		// Without a lock label these have one series per kind: show them
@@ -180,10 +209,11 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	return h, nil
 }
 
-// kinds are the values of the kind label: redlock.Kind.String() of each
+// kinds are the values of the lock_kind label: redlock.Kind.String() of each
 // kind, a fixed set.
 var kinds = []string{
 	redlock.Plain.String(), redlock.Reentrant.String(), redlock.Write.String(), redlock.Read.String(),
+	redlock.Permit.String(),
 }
 
 // collectors registers every metric of a Hook at once, so that New
@@ -233,6 +263,7 @@ func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
 	if e.Err == nil {
 		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Inc()
+		h.ttlChosen.WithLabelValues(h.values(e.Key, "obtain", e.TTLReason.String())...).Observe(e.TTL.Seconds())
 		if redlock.IsDegradedToken(e.Token) {
 			h.degradedLocks.WithLabelValues(h.values(e.Key)...).Inc()
 		}
@@ -268,6 +299,32 @@ func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
 	h.refreshes.WithLabelValues(h.values(e.Key, e.Result(), auto, kind)...).Inc()
 	h.refreshTime.WithLabelValues(h.values(e.Key, auto, kind)...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
+	if e.Err == nil {
+		h.ttlChosen.WithLabelValues(h.values(e.Key, "refresh", e.TTLReason.String())...).Observe(e.TTL.Seconds())
+	}
+}
+
+// Sample records the adaptive TTL's sample: the RTT p95, and each node's
+// memory, pressure and evictions (redlock.SampleHook).
+func (h *Hook) Sample(_ context.Context, e redlock.SampleEvent) {
+	h.rttP95.Set(e.RTT.Seconds())
+	for _, n := range e.Nodes {
+		if n.Err != nil {
+			continue
+		}
+		node := strconv.Itoa(n.Node)
+		ratio := 0.0
+		if n.MaxMemory > 0 {
+			ratio = float64(n.UsedMemory) / float64(n.MaxMemory)
+		}
+		h.memRatio.WithLabelValues(node).Set(ratio)
+		pressure := 0.0
+		if n.Pressure != "" {
+			pressure = 1
+		}
+		h.memPressure.WithLabelValues(node).Set(pressure)
+		h.evicted.WithLabelValues(node).Add(float64(n.Evicted))
+	}
 }
 
 // Release counts the release and, unless the lock was lost before, ends

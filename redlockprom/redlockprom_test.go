@@ -168,24 +168,26 @@ func TestMetricsOfALifeCycle(t *testing.T) {
 	expected := `
 # HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.
 # TYPE redlock_acquire_total counter
-redlock_acquire_total{kind="plain",result="held"} 2
-redlock_acquire_total{kind="plain",result="obtained"} 3
+redlock_acquire_total{lock_kind="plain",result="held"} 2
+redlock_acquire_total{lock_kind="plain",result="obtained"} 3
 # HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
-redlock_held_locks{kind="plain"} 0
-redlock_held_locks{kind="read"} 0
-redlock_held_locks{kind="reentrant"} 0
-redlock_held_locks{kind="write"} 0
+redlock_held_locks{lock_kind="permit"} 0
+redlock_held_locks{lock_kind="plain"} 0
+redlock_held_locks{lock_kind="read"} 0
+redlock_held_locks{lock_kind="reentrant"} 0
+redlock_held_locks{lock_kind="write"} 0
 # HELP redlock_lost_total Locks lost while held, by lock kind.
 # TYPE redlock_lost_total counter
-redlock_lost_total{kind="plain"} 2
-redlock_lost_total{kind="read"} 0
-redlock_lost_total{kind="reentrant"} 0
-redlock_lost_total{kind="write"} 0
+redlock_lost_total{lock_kind="permit"} 0
+redlock_lost_total{lock_kind="plain"} 2
+redlock_lost_total{lock_kind="read"} 0
+redlock_lost_total{lock_kind="reentrant"} 0
+redlock_lost_total{lock_kind="write"} 0
 # HELP redlock_refresh_total Refreshes, manual (auto=false) and by the keep-alive (auto=true), by result and lock kind.
 # TYPE redlock_refresh_total counter
-redlock_refresh_total{auto="false",kind="plain",result="not_held"} 1
-redlock_refresh_total{auto="false",kind="plain",result="ok"} 1
+redlock_refresh_total{auto="false",lock_kind="plain",result="not_held"} 1
+redlock_refresh_total{auto="false",lock_kind="plain",result="ok"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
 		"redlock_acquire_total", "redlock_held_locks", "redlock_lost_total", "redlock_refresh_total"); err != nil {
@@ -294,8 +296,8 @@ func TestKindLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, reg, "redlock_held_locks", map[string]string{"kind": "read"}); got != 2 {
-		t.Errorf("held_locks{kind=read} = %v with two readers, want 2", got)
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "read"}); got != 2 {
+		t.Errorf("held_locks{lock_kind=read} = %v with two readers, want 2", got)
 	}
 	_ = r1.Release(ctx)
 	_ = r2.Release(ctx)
@@ -322,7 +324,7 @@ func TestKindLabel(t *testing.T) {
 			{"redlock_held_locks", nil, 0},
 		}
 		for _, ch := range checks {
-			labels := map[string]string{"kind": kind}
+			labels := map[string]string{"lock_kind": kind}
 			for k, v := range ch.labels {
 				labels[k] = v
 			}
@@ -332,9 +334,9 @@ func TestKindLabel(t *testing.T) {
 		}
 	}
 	for _, name := range []string{"redlock_acquire_total", "redlock_attempts_total", "redlock_refresh_total", "redlock_release_total", "redlock_hold_duration_seconds"} {
-		for kind := range labelValues(t, reg, name, "kind", nil) {
+		for kind := range labelValues(t, reg, name, "lock_kind", nil) {
 			if kind != "plain" && kind != "read" {
-				t.Errorf("%s has kind %q, want plain or read only", name, kind)
+				t.Errorf("%s has lock_kind %q, want plain or read only", name, kind)
 			}
 		}
 	}
@@ -353,7 +355,9 @@ func TestReentrantHolds(t *testing.T) {
 	}
 	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
-	held := func() float64 { return value(t, reg, "redlock_held_locks", map[string]string{"kind": "reentrant"}) }
+	held := func() float64 {
+		return value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "reentrant"})
+	}
 	var locks []*redlock.Lock
 	for range 2 {
 		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
@@ -366,7 +370,7 @@ func TestReentrantHolds(t *testing.T) {
 		t.Fatalf("re-entry changed the token: %d, %d", locks[0].Token(), locks[1].Token())
 	}
 	if got := held(); got != 2 {
-		t.Errorf("held_locks{kind=reentrant} = %v with two holds, want 2", got)
+		t.Errorf("held_locks{lock_kind=reentrant} = %v with two holds, want 2", got)
 	}
 	for _, l := range locks {
 		if err := l.Release(ctx); err != nil {
@@ -374,10 +378,10 @@ func TestReentrantHolds(t *testing.T) {
 		}
 	}
 	if got := held(); got != 0 {
-		t.Errorf("held_locks{kind=reentrant} = %v after both releases, want 0", got)
+		t.Errorf("held_locks{lock_kind=reentrant} = %v after both releases, want 0", got)
 	}
-	if got := value(t, reg, "redlock_hold_duration_seconds", map[string]string{"kind": "reentrant", "outcome": "released"}); got != 2 {
-		t.Errorf("hold_duration_seconds{kind=reentrant} has %v samples, want 2", got)
+	if got := value(t, reg, "redlock_hold_duration_seconds", map[string]string{"lock_kind": "reentrant", "outcome": "released"}); got != 2 {
+		t.Errorf("hold_duration_seconds{lock_kind=reentrant} has %v samples, want 2", got)
 	}
 }
 
@@ -402,12 +406,12 @@ func TestLockLabel(t *testing.T) {
 	expected := `
 # HELP redlock_acquire_total Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.
 # TYPE redlock_acquire_total counter
-redlock_acquire_total{kind="plain",lock="cron",result="obtained"} 1
-redlock_acquire_total{kind="plain",lock="order",result="obtained"} 2
+redlock_acquire_total{lock="cron",lock_kind="plain",result="obtained"} 1
+redlock_acquire_total{lock="order",lock_kind="plain",result="obtained"} 2
 # HELP redlock_held_locks Locks obtained and neither released nor lost, by lock kind.
 # TYPE redlock_held_locks gauge
-redlock_held_locks{kind="plain",lock="cron"} 1
-redlock_held_locks{kind="plain",lock="order"} 2
+redlock_held_locks{lock="cron",lock_kind="plain"} 1
+redlock_held_locks{lock="order",lock_kind="plain"} 2
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "redlock_acquire_total", "redlock_held_locks"); err != nil {
 		t.Error(err)
@@ -430,8 +434,8 @@ func TestRegistration(t *testing.T) {
 		t.Errorf("a second Hook with its own const labels: %v", err)
 	}
 	// Only what was registered is there: the series of each kind at zero.
-	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 8 {
-		t.Errorf("%d held_locks series, want 8 (one per kind and Hook)", got)
+	if got := testutil.CollectAndCount(reg, "redlock_held_locks"); got != 10 {
+		t.Errorf("%d held_locks series, want 10 (one per kind and Hook)", got)
 	}
 	if n, err := testutil.GatherAndCount(prometheus.DefaultGatherer, "redlock_held_locks", "redlock_acquire_total"); err != nil || n != 0 {
 		t.Errorf("the global registry has %d redlock series (%v), want 0", n, err)
@@ -458,6 +462,90 @@ func TestNodeErrorKind(t *testing.T) {
 		if got := redlockprom.NodeErrorKind(tt.err); got != tt.want {
 			t.Errorf("NodeErrorKind(%v) = %q, want %q", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestPermitKindLabel: a semaphore's permits are counted under
+// kind="permit".
+func TestPermitKindLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(t, redistest.Clients(t, 1), h)
+	ctx := context.Background()
+	p1, err := c.TryObtainPermit(ctx, "exports", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := c.TryObtainPermit(ctx, "exports", 2, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "permit"}); got != 2 {
+		t.Errorf("held_locks{lock_kind=permit} = %v with two permits, want 2", got)
+	}
+	_ = p1.Release(ctx)
+	_ = p2.Release(ctx)
+	if got := value(t, reg, "redlock_acquire_total", map[string]string{"lock_kind": "permit", "result": "obtained"}); got != 2 {
+		t.Errorf("acquire_total{lock_kind=permit,result=obtained} = %v, want 2", got)
+	}
+	if got := value(t, reg, "redlock_held_locks", map[string]string{"lock_kind": "permit"}); got != 0 {
+		t.Errorf("held_locks{lock_kind=permit} = %v after the releases, want 0", got)
+	}
+}
+
+// TestAdaptiveTTLMetrics checks the metrics of redlock.WithAdaptiveTTL: the
+// TTL chosen for obtains and refreshes, with its reason, and the sampler's
+// memory gauges on a real node pushed to its maxmemory.
+func TestAdaptiveTTLMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := redistest.Clients(t, 1)
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+		redlock.WithAdaptiveTTL(redlock.AdaptiveTTL{Min: time.Second, Max: 20 * time.Second, SampleInterval: 50 * time.Millisecond}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+
+	l, err := c.Obtain(ctx, "ttl", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Refresh(ctx, 30*time.Second); err != nil { // above Max: capped
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_ttl_chosen_seconds", map[string]string{"op": "obtain", "reason": "base"}); got != 1 {
+		t.Errorf("ttl_chosen_seconds{op=obtain,reason=base} has %v observations, want 1", got)
+	}
+	if got := value(t, reg, "redlock_ttl_chosen_seconds", map[string]string{"op": "refresh", "reason": "max"}); got != 1 {
+		t.Errorf("ttl_chosen_seconds{op=refresh,reason=max} has %v observations, want 1", got)
+	}
+
+	// Memory at maxmemory (noeviction, the default policy: no key is
+	// evicted, writes are refused).
+	redistest.MaxMemoryAtUsed(t, nodes[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for value(t, reg, "redlock_node_memory_pressure", map[string]string{"node": "0"}) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("redlock_node_memory_pressure{node=0} did not become 1 with the node at its maxmemory")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := value(t, reg, "redlock_node_memory_used_ratio", map[string]string{"node": "0"}); got < 0.9 {
+		t.Errorf("node_memory_used_ratio = %v at maxmemory, want ≥ 0.9", got)
+	}
+	if n := testutil.CollectAndCount(reg, "redlock_node_evicted_keys_total", "redlock_rtt_p95_seconds"); n != 2 {
+		t.Errorf("%d series of node_evicted_keys_total and rtt_p95_seconds, want 2", n)
 	}
 }
 

@@ -33,6 +33,9 @@ come wait behind it). The owner of a write lock is a fingerprint too, unless
 --show-owner: a reentrant owner's ID re-enters the lock, and a writer's is its
 secret. Hold IDs are never shown.
 
+For a semaphore (the library's ObtainPermit) the kind is "permit" and HOLDS
+counts its live permits of k on each node.
+
 Exit status: 0 when a quorum of nodes answered, 69 when fewer did, 2 for a
 usage error.`,
 }
@@ -44,8 +47,11 @@ type inspectNode struct {
 	PTTL  int64  `json:"pttl_ms"` // -1: no expiry; -2: no key
 	Owner string `json:"owner,omitempty"`
 	// The lock's kind: "plain", or for a lock of the family "read" or
-	// "write" (WithExclusive or WithOwner: the node cannot tell which).
-	Kind string `json:"kind,omitempty"`
+	// "write" (WithExclusive or WithOwner: the node cannot tell which), or
+	// "permit" for a semaphore (ObtainPermit), whose Holds are its live
+	// permits of Permits.
+	Kind    string `json:"kind,omitempty"`
+	Permits string `json:"permits,omitempty"`
 	// Of a lock of the family: its live holds, the owner's ID (mode 'w',
 	// with --show-owner), the token recorded for the owner, and whether a
 	// writer waits.
@@ -216,7 +222,8 @@ func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, sho
 
 // Fields of a lock of the family's hash (docs/lock-family.md, holds.lua).
 const (
-	fieldMode  = "mode" // 'w' or 'r'
+	fieldMode  = "mode" // 'w' or 'r'; 's' for a semaphore (permit.lua)
+	fieldK     = "k"    // a semaphore's number of permits
 	fieldOwner = "o"    // the exclusive owner (mode 'w')
 	fieldToken = "t"    // the token recorded for the owner
 	holdPrefix = "h:"   // one field per hold, its value the hold's expiry (node ms)
@@ -237,6 +244,8 @@ func (n *inspectNode) family(fields []any, now int64, showOwner bool) {
 			owner = v
 		case f == fieldToken:
 			n.Token = v
+		case f == fieldK:
+			n.Permits = v
 		case strings.HasPrefix(f, holdPrefix):
 			if exp, err := strconv.ParseInt(v, 10, 64); err == nil && exp > now {
 				n.Holds++
@@ -246,6 +255,8 @@ func (n *inspectNode) family(fields []any, now int64, showOwner bool) {
 	switch mode {
 	case "r":
 		n.Kind = "read"
+	case "s":
+		n.Kind = "permit"
 	case "w":
 		n.Kind = "write"
 		if owner != "" {
@@ -335,6 +346,8 @@ func (r inspectReport) print(w io.Writer) {
 			by = "readers"
 		case "write":
 			by = "writer (or reentrant owner) " + r.Owner
+		case "permit":
+			by = "permits of a semaphore"
 		}
 		fmt.Fprintf(w, "lock %q (key %s): held by %s on %d of %d nodes (quorum %d)\n", r.Name, r.Key, by, r.HeldOn, len(r.Nodes), r.Quorum)
 	case "free":
@@ -384,6 +397,9 @@ func (r inspectReport) print(w io.Writer) {
 		kind, holds, token, wwait := orDash(n.Kind), "-", orDash(n.Token), "no"
 		if n.Kind != "" && n.Kind != "plain" {
 			holds = strconv.Itoa(n.Holds)
+		}
+		if n.Permits != "" {
+			holds += "/" + n.Permits
 		}
 		if n.WriterWaits {
 			wwait = "yes"

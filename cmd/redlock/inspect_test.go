@@ -259,6 +259,8 @@ func TestInspectFamilyExpiredHolds(t *testing.T) {
 	rc.PExpire(ctx, "{app:report}", time.Minute)
 	rc.HSet(ctx, "{app:old}", "mode", "w", "o", "x", "t", "5", "h:gone", ms-1000)
 	rc.PExpire(ctx, "{app:old}", time.Minute)
+	rc.HSet(ctx, "{app:exports}", "mode", "s", "k", "3", "h:gone", ms-1000, "h:a", ms+60_000)
+	rc.PExpire(ctx, "{app:exports}", time.Minute)
 
 	rep := inspectJSON(t, "--prefix", "app:", "--nodes", nodesFlag(servers...), "report")
 	if n := rep.Nodes[0]; rep.State != "held" || !n.Held || n.Kind != "read" || n.Holds != 2 || n.PTTL <= 0 {
@@ -267,6 +269,10 @@ func TestInspectFamilyExpiredHolds(t *testing.T) {
 	rep = inspectJSON(t, "--prefix", "app:", "--nodes", nodesFlag(servers...), "old")
 	if n := rep.Nodes[0]; rep.State != "free" || n.Held || n.Kind != "write" || n.Holds != 0 || n.Token != "5" {
 		t.Errorf("a writer whose only hold expired: %+v", rep)
+	}
+	rep = inspectJSON(t, "--prefix", "app:", "--nodes", nodesFlag(servers...), "exports")
+	if n := rep.Nodes[0]; !n.Held || n.Kind != "permit" || n.Holds != 1 || n.Permits != "3" {
+		t.Errorf("a semaphore with one live permit of three: %+v", n)
 	}
 }
 

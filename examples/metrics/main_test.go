@@ -40,7 +40,7 @@ func TestServesMetricsWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`redlock_acquire_total{kind="plain",lock="job",result="obtained"}`, "redlock_held_locks", "go_goroutines"} {
+	for _, want := range []string{`redlock_acquire_total{lock="job",lock_kind="plain",result="obtained"}`, "redlock_held_locks", "go_goroutines"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

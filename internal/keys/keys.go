@@ -2,7 +2,10 @@
 // and the command line tool alike. For a lock NAME under prefix PREFIX
 // (redlock.WithPrefix):
 //
-//	{PREFIX+NAME}           the lock: the owner's value, with the lock's TTL
+//	{PREFIX+NAME}           the lock: the owner's value, with the lock's TTL;
+//	                        for the lock family and a semaphore, a hash
+//	                        (mode, k, one expiring field h:ID per hold or
+//	                        permit: family.lua, permit.lua)
 //	{PREFIX+NAME}:fence     the fencing counter
 //	{PREFIX+NAME}:released  the release channel (pub/sub)
 //	{PREFIX+NAME}:waiters   the mark that someone waits: a release publishes
@@ -12,7 +15,8 @@
 //	EPOCH:ok                the guard's fast path beside each epoch record
 //
 // The scripts derive the last two, and the lock family's :wwait, from the
-// keys they are given (acquire.lua, release.lua, epoch.lua, family.lua):
+// keys they are given (acquire.lua, release.lua, epoch.lua, family.lua,
+// permit.lua, permitrelease.lua):
 // the suffixes here and there must agree.
 //
 // The braces are a Cluster hash tag: every key of a lock lands in one slot,

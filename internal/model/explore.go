@@ -273,6 +273,9 @@ func (m *Model) describe(s *State, st Step) string {
 		if m.family(q.Actor) {
 			return m.describeFamily(s, q, d, env, head)
 		}
+		if m.permit(q.Actor) {
+			return m.describePermit(q, d, env, head)
+		}
 		switch q.Kind {
 		case ReqAcquire:
 			old := d.Fence.V
@@ -297,7 +300,7 @@ func (m *Model) describe(s *State, st Step) string {
 		q := s.Conns[st.Client*c.Nodes+st.Node].Rep[0]
 		who = string(rune('A' + q.Actor))
 		cl := &s.Clients[q.Actor]
-		late := q.Round != cl.Round || cl.Votes[st.Node] != Pending || m.countsDecided(cl)
+		late := q.Round != cl.Round || cl.Votes[st.Node] != Pending || m.countsDecided(s, q.Actor)
 		extra := ""
 		if late {
 			extra = " (late: ignored)"
@@ -313,7 +316,7 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s sends acquire to all nodes (TTL %d, valid until %d)", at, who, c.Clients[st.Client].TTL, s.T+c.Clients[st.Client].TTL-c.Drift)
 		case Acquiring:
-			if yes >= c.Quorum() && s.T < cl.ValidUntil && m.family(st.Client) {
+			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil && m.family(st.Client) {
 				t, seal := m.familyToken(cl)
 				then := fmt.Sprintf("GRANTED token %d", t)
 				if seal {
@@ -321,7 +324,7 @@ func (m *Model) describe(s *State, st Step) string {
 				}
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s: %s", at, who, yes, m.votes(cl), then)
 			}
-			if yes >= c.Quorum() && s.T < cl.ValidUntil {
+			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil {
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s", at, who, yes, m.votes(cl))
 			}
 			return fmt.Sprintf("%s%s loses the first round (%d yes)", at, who, yes)
@@ -331,7 +334,7 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s's votes differ: sends fence %d to all nodes", at, who, cl.Token)
 		case Fencing:
-			if yes >= c.Quorum() && s.T < cl.ValidUntil {
+			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil {
 				return fmt.Sprintf("%s%s's second round is confirmed by %d nodes: GRANTED token %d", at, who, yes, cl.Token)
 			}
 			return fmt.Sprintf("%s%s's second round fails (%d confirmations)", at, who, yes)
@@ -461,6 +464,9 @@ func famState(d Data, env Env) string {
 	}
 	if f.Mode == 'r' {
 		return fmt.Sprintf("{r %s}", strings.Join(hs, " "))
+	}
+	if f.Mode == 's' {
+		return fmt.Sprintf("{s k=%d %s}", f.K, strings.Join(hs, " "))
 	}
 	t := "no t"
 	if f.T > 0 {

@@ -21,7 +21,8 @@ type HoldExp struct {
 // so that equal hashes compare and hash equal.
 type Family struct {
 	OK    bool
-	Mode  byte // 'w' or 'r'
+	Mode  byte // 'w' or 'r'; 's' for a semaphore (permit.go)
+	K     int  // the semaphore's number of permits (mode 's')
 	Owner int
 	T     int64
 	Holds [MaxHolds]HoldExp

@@ -62,6 +62,22 @@ type Mutations struct {
 	// ReseedRecordsToken: familyrefresh.lua records the hold's token as
 	// the owner's t when it re-seeds.
 	ReseedRecordsToken bool
+
+	// The semaphore (permit.go, docs/safety.md, "Semaphores").
+
+	// PermitMajority: a permit needs a majority of the nodes, not
+	// PermitQuorum.
+	PermitMajority bool
+	// PermitCapacityOffByOne: permit.lua admits a permit while k are live
+	// (holds <= k instead of holds < k).
+	PermitCapacityOffByOne bool
+	// PermitPruneEarly: the permit scripts take a permit for expired one
+	// tick before its expiry (a comparison >= instead of >, or a clock
+	// read that runs ahead of the one the expiry was written with).
+	PermitPruneEarly bool
+	// PermitReseedIgnoresCapacity: permitrefresh.lua re-seeds a permit the
+	// node lost even when all k of its permits are taken.
+	PermitReseedIgnoresCapacity bool
 }
 
 // Epoch kinds, as in epoch.lua's record field kind.

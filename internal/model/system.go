@@ -13,6 +13,7 @@ const (
 	Reentrant = 'o' // the family's write hold with a fixed owner (WithOwner)
 	Exclusive = 'x' // the family's write hold with a random owner per acquire
 	Shared    = 'r' // the family's read hold
+	Permit    = 's' // a semaphore's permit (ObtainPermit; Config.Permits)
 )
 
 // ClientSpec is one client's configuration. A client makes one hold at a
@@ -20,7 +21,7 @@ const (
 // Clients, and a spec that Shares another's connection models one Client
 // that re-enters while it holds (a hold count above one).
 type ClientSpec struct {
-	Kind     byte  // Plain, Reentrant, Exclusive or Shared
+	Kind     byte  // Plain, Reentrant, Exclusive, Shared or Permit
 	Owner    int   // a Reentrant client's owner (> 0)
 	Shares   int   // 1 + the index of an earlier spec whose connection it uses; 0: its own
 	Mode     byte  // guard: '1', 'p' or '0'
@@ -77,7 +78,9 @@ type Config struct {
 	// script: readers never wait, which allows every schedule the mark
 	// allows and more (the mark is a liveness device only).
 	WriterMark bool
-	Mut        Mutations
+	// Permits is the k of the semaphore that Permit clients share.
+	Permits int
+	Mut     Mutations
 }
 
 func (c *Config) fill() {
@@ -213,6 +216,7 @@ type Grant struct {
 	Value  int
 	Owner  int  // who shares it: a plain lock's and an exclusive hold's own
 	Read   bool // a read hold
+	Permit bool // a semaphore's permit
 	Token  int64
 	Began  int64 // real time the acquire started
 	At     int64 // real time of the grant
@@ -222,7 +226,7 @@ type Grant struct {
 // conflicts reports whether two grants exclude each other: different
 // owners, unless both read.
 func (g Grant) conflicts(e Grant) bool {
-	return g.Owner != e.Owner && !(g.Read && e.Read)
+	return g.Owner != e.Owner && !(g.Read && e.Read) && !(g.Permit && e.Permit)
 }
 
 // State is the whole system.
@@ -320,7 +324,22 @@ func (m *Model) conn(ci int) int {
 }
 
 // family reports whether client ci takes holds of the lock family.
-func (m *Model) family(ci int) bool { return m.Cfg.Clients[ci].Kind != Plain }
+func (m *Model) family(ci int) bool {
+	k := m.Cfg.Clients[ci].Kind
+	return k != Plain && k != Permit
+}
+
+// permit reports whether client ci takes permits of the semaphore.
+func (m *Model) permit(ci int) bool { return m.Cfg.Clients[ci].Kind == Permit }
+
+// quorum is client ci's quorum: N/2+1, or PermitQuorum for a permit
+// (a majority with the PermitMajority mutant).
+func (m *Model) quorum(ci int) int {
+	if m.permit(ci) && !m.Cfg.Mut.PermitMajority {
+		return PermitQuorum(m.Cfg.Nodes, m.Cfg.Permits)
+	}
+	return m.Cfg.Quorum()
+}
 
 // holdOf returns the mode and owner of client ci's hold with value v (a
 // plain lock's owner is its value, offset so that it is nobody else's).
@@ -332,6 +351,8 @@ func (m *Model) holdOf(ci, v int) (mode byte, owner int) {
 		return 'w', 1<<20 + v
 	case Shared:
 		return 'r', 0
+	case Permit:
+		return 's', 1<<22 + v
 	}
 	return 'w', 1<<21 + v
 }
@@ -357,7 +378,7 @@ func (m *Model) Enabled(s *State) []Step {
 			if len(rep) == 0 {
 				continue
 			}
-			if a := rep[0].Actor; m.countsDecided(&s.Clients[a]) || !m.clientCan(s, a) {
+			if a := rep[0].Actor; m.countsDecided(s, a) || !m.clientCan(s, a) {
 				return []Step{{Kind: StepDeliver, Client: ci, Node: ni}}
 			}
 		}
@@ -461,14 +482,14 @@ func (m *Model) counts(c *Client) (yes, pending int) {
 func (m *Model) decidable(s *State, ci int) bool {
 	c := &s.Clients[ci]
 	yes, pending := m.counts(c)
-	q := m.Cfg.Quorum()
+	q := m.quorum(ci)
 	return yes >= q || yes+pending < q || s.T >= c.Start+m.Cfg.NodeTimeout
 }
 
 // countsDecided: the round's loop has stopped reading replies.
-func (m *Model) countsDecided(c *Client) bool {
-	yes, pending := m.counts(c)
-	q := m.Cfg.Quorum()
+func (m *Model) countsDecided(s *State, ci int) bool {
+	yes, pending := m.counts(&s.Clients[ci])
+	q := m.quorum(ci)
 	return yes >= q || yes+pending < q
 }
 
@@ -563,6 +584,22 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 	voted := false
 	mode, owner := m.holdOf(ci, req.Value)
 	switch {
+	case m.permit(ci):
+		switch req.Kind {
+		case ReqAcquire:
+			rep.Status, rep.N = n.Data.PermAcquire(env, c.Permits, req.Value, req.Arg, g, c.Mut)
+			voted = rep.Status == Taken
+		case ReqFence:
+			n.Data.Raise(env, req.Arg, g)
+			rep.Status = 1
+		case ReqRefresh:
+			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, g, c.Mut)
+			voted = rep.Status == Reseeded
+		case ReqRelease:
+			if deleted, _, _ := n.Data.PermRelease(env, req.Value, true); deleted {
+				rep.Status = 1
+			}
+		}
 	case m.family(ci):
 		switch req.Kind {
 		case ReqAcquire:
@@ -614,7 +651,7 @@ func (m *Model) deliver(s *State, conn, ni int) {
 	rep := cn.Rep[0]
 	cn.Rep = cn.Rep[1:]
 	cl := &s.Clients[rep.Actor]
-	if rep.Round != cl.Round || cl.Votes[ni] != Pending || m.countsDecided(cl) {
+	if rep.Round != cl.Round || cl.Votes[ni] != Pending || m.countsDecided(s, rep.Actor) {
 		return // late: cannot create a grant
 	}
 	switch {
@@ -665,7 +702,7 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 	c := &m.Cfg
 	cs := c.Clients[ci]
 	cl := &s.Clients[ci]
-	q := c.Quorum()
+	q := m.quorum(ci)
 	switch cl.Phase {
 	case Idle:
 		if cl.AcqLeft == 0 {
@@ -850,7 +887,7 @@ func (m *Model) familyToken(cl *Client) (int64, bool) {
 // refreshQuorum checks (c): a quorum of this round's replies agreed.
 func (m *Model) refreshQuorum(s *State, ci int) *Violation {
 	cl := &s.Clients[ci]
-	if yes, _ := m.counts(cl); yes < m.Cfg.Quorum() {
+	if yes, _ := m.counts(cl); yes < m.quorum(ci) {
 		return &Violation{"refresh", fmt.Sprintf("c%d extended its lock with %d yes-votes", ci, yes)}
 	}
 	return nil
@@ -863,7 +900,7 @@ func (m *Model) grant(s *State, ci int) *Violation {
 	cl.Phase = Holding
 	cl.RefLeft = c.Clients[ci].Refresh
 	mode, owner := m.holdOf(ci, cl.Value)
-	s.Grants = append(s.Grants, Grant{Client: ci, Value: cl.Value, Owner: owner, Read: mode == 'r',
+	s.Grants = append(s.Grants, Grant{Client: ci, Value: cl.Value, Owner: owner, Read: mode == 'r', Permit: mode == 's',
 		Token: cl.Token, Began: cl.ValidUntil - c.Clients[ci].TTL + c.Drift, At: s.T, End: cl.ValidUntil})
 	cl.Grant = len(s.Grants) - 1
 	if v := m.exclusive(s, ci); v != nil {
@@ -875,6 +912,12 @@ func (m *Model) grant(s *State, ci int) *Violation {
 	g := s.Grants[cl.Grant]
 	for _, e := range s.Grants[:cl.Grant] {
 		switch {
+		case g.Permit && e.Permit && g.Began > e.At && e.Token >= g.Token:
+			// (b) for permits: a permit whose acquire began after another
+			// was granted has a higher token. (Concurrent acquires of
+			// permits are not ordered, and may share a token.)
+			return &Violation{"token", fmt.Sprintf("c%d's permit granted token %d at t=%d (began at %d) after c%d's permit got token %d at t=%d",
+				ci, g.Token, g.At, g.Began, e.Client, e.Token, e.At)}
 		case g.conflicts(e) && e.Token >= g.Token:
 			return &Violation{"token", fmt.Sprintf("c%d granted token %d at t=%d after c%d got token %d at t=%d",
 				ci, g.Token, g.At, e.Client, e.Token, e.At)}
@@ -896,11 +939,29 @@ func (m *Model) exclusive(s *State, ci int) *Violation {
 		return nil
 	}
 	g := s.Grants[s.Clients[ci].Grant]
+	if g.Permit {
+		return m.permits(s, ci)
+	}
 	for _, e := range s.Grants {
 		if g.conflicts(e) && e.At <= s.T && s.T < e.End {
 			return &Violation{"exclusion", fmt.Sprintf("c%d holds the lock at t=%d while c%d's grant of t=%d is valid until %d",
 				ci, s.T, e.Client, e.At, e.End)}
 		}
+	}
+	return nil
+}
+
+// permits checks (a) for a semaphore: at most Permits of its permits are
+// valid at once.
+func (m *Model) permits(s *State, ci int) *Violation {
+	valid := 0
+	for _, e := range s.Grants {
+		if e.Permit && e.At <= s.T && s.T < e.End {
+			valid++
+		}
+	}
+	if valid > m.Cfg.Permits {
+		return &Violation{"exclusion", fmt.Sprintf("%d permits of %d valid at t=%d (c%d's the latest)", valid, m.Cfg.Permits, s.T, ci)}
 	}
 	return nil
 }
@@ -928,6 +989,7 @@ func (s *State) Hash() uint64 {
 			v(b2i(f.OK))
 			if f.OK {
 				v(int64(f.Mode))
+				v(int64(f.K))
 				v(int64(f.Owner))
 				v(f.T)
 				v(f.Exp)

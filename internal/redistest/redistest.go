@@ -7,8 +7,11 @@
 package redistest
 
 import (
+	"context"
 	"log"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -121,3 +124,31 @@ func StartSentinelT(tb testing.TB, name string) *Sentinel {
 // ResumeProcess resumes it; both fail where there is no SIGSTOP.
 func PauseProcess(p *os.Process) error  { return redisproc.PauseProcess(p) }
 func ResumeProcess(p *os.Process) error { return redisproc.ResumeProcess(p) }
+
+// MaxMemoryAtUsed sets the server's maxmemory to the memory it uses now
+// (its maxmemory-policy decides what happens next: refusals or
+// evictions), and returns that many bytes. The test ends on failure.
+func MaxMemoryAtUsed(tb testing.TB, c redis.UniversalClient) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	info, err := c.Info(ctx, "memory").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var used int64 = -1
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			used, err = strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				tb.Fatalf("used_memory %q: %v", v, err)
+			}
+		}
+	}
+	if used < 0 {
+		tb.Fatal("INFO memory has no used_memory")
+	}
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used, 10)).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	return used
+}

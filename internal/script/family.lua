@@ -21,8 +21,9 @@
 -- this call did not increment), 0 when this call issued token (counter ==
 -- token). Returns {0, pttl} when refused (held in a conflicting mode, or a
 -- reader behind a waiting writer; pttl is how long that lasts at most), or
--- {2, ms} when the node is recovering. A plain lock (a string) on the name
--- is an error reply starting with REDLOCK_KIND.
+-- {2, ms} when the node is recovering. A plain lock (a string) or a
+-- semaphore (permit.lua) on the name is an error reply starting with
+-- REDLOCK_KIND.
 local lock, mode, owner, hold = KEYS[1], ARGV[1], ARGV[2], 'h:' .. ARGV[3]
 local ttl = tonumber(ARGV[4])
 local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
@@ -32,6 +33,9 @@ if recovering > 0 then
 end
 local now = node_now()
 local cur = live(lock, now)
+if cur ~= nil and cur.mode == 's' then
+  error({err = 'REDLOCK_KIND ' .. lock .. ' is held by a semaphore (ObtainPermit)'})
+end
 local writer = lock .. ':wwait'
 
 -- refuse marks the lock as waited for (release.lua publishes when it finds

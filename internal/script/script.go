@@ -40,6 +40,12 @@ var (
 	familyReleaseSrc string
 	//go:embed seal.lua
 	sealSrc string
+	//go:embed permit.lua
+	permitSrc string
+	//go:embed permitrefresh.lua
+	permitRefreshSrc string
+	//go:embed permitrelease.lua
+	permitReleaseSrc string
 
 	// The scripts that can vote carry the epoch guard's functions; those
 	// that write a fencing counter, the counter's.
@@ -54,6 +60,12 @@ var (
 	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
 	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(counterSrc + "\n" + sealSrc)
+
+	// The semaphore's (ObtainPermit): a hash like the family's, one
+	// expiring field per permit.
+	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + permitSrc)
+	permitRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
+	permitRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 )
 
 // The scripts' EVALSHA arguments, boxed once: a script call builds one
@@ -65,6 +77,8 @@ var (
 	fenceSha         = any(fence.Hash())
 	familyAcquireSha = any(familyAcquire.Hash())
 	familyReleaseSha = any(familyRelease.Hash())
+	permitAcquireSha = any(permitAcquire.Hash())
+	permitReleaseSha = any(permitRelease.Hash())
 )
 
 // run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
@@ -189,11 +203,13 @@ func AcquireCall(k Keys, value string, ttl time.Duration, g Guard) Call {
 }
 
 // Hold is one hold of a lock of the family (family.lua): a read-write or
-// reentrant lock.
+// reentrant lock; or one permit of a semaphore (permit.lua).
 type Hold struct {
-	Mode  byte   // 'w' exclusive, 'r' shared
-	Owner string // the exclusive owner; empty for a reader
+	Mode  byte   // 'w' exclusive, 'r' shared, 's' a semaphore's permit
+	Owner string // the exclusive owner; empty for a reader and a permit
 	ID    string // this hold's own random value
+	// Permits is the semaphore's number of permits (mode 's').
+	Permits int
 }
 
 func (h Hold) mode() string {
@@ -201,6 +217,25 @@ func (h Hold) mode() string {
 		return "r"
 	}
 	return "w"
+}
+
+// PermitAcquireCall prepares the semaphore's acquire script (permit.lua)
+// for a permit h (mode 's').
+func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
+	ga := g.args()
+	args := make([]any, 0, 9+len(ga))
+	args = append(args, "evalsha", permitAcquireSha, "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
+	return Call{append(args, ga...), permitAcquire.src}
+}
+
+// PermitReleaseCall prepares the semaphore's release script
+// (permitrelease.lua) for a permit (see Release).
+func PermitReleaseCall(key string, h Hold, channel string, sharded bool) Call {
+	flag := "0"
+	if sharded {
+		flag = "1"
+	}
+	return Call{[]any{"evalsha", permitReleaseSha, "1", key, h.ID, channel, flag}, permitRelease.src}
 }
 
 // FamilyAcquireCall prepares the family's acquire script for a hold.
@@ -403,6 +438,10 @@ type RefreshItem struct {
 // guard's.
 func (it RefreshItem) script(ga []any) (luaScript, []string, []any) {
 	keys := []string{it.Keys.Lock, it.Keys.Epoch}
+	if h := it.Hold; h != nil && h.Mode == 's' {
+		args := append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)
+		return permitRefresh, keys, args
+	}
 	if h := it.Hold; h != nil {
 		args := append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)
 		return familyRefresh, keys, args

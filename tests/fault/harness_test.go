@@ -55,6 +55,11 @@ type workload struct {
 	// (WithExclusive), or Reentrant (WithOwner, each worker its own
 	// owner, re-entering once while it holds the lock).
 	kind redlock.Kind
+	// permits > 0 makes each client take one permit of a semaphore of
+	// that many (ObtainPermit) instead of the lock, and hold it for hold
+	// without touching the store: up to permits holders at once are the
+	// semaphore's promise, and the checker counts the holders beyond it.
+	permits int
 	// leases, when set, is the degraded mode's shared lease store
 	// (WithDegradedMode): every odd worker falls back to it while its
 	// breaker is open, and reaches the nodes through the proxies; every
@@ -222,7 +227,13 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 		case redlock.Reentrant:
 			opts = append(opts, redlock.WithOwner(id))
 		}
-		l, err := c.Obtain(octx, lockName, w.ttl, opts...)
+		var l *redlock.Lock
+		var err error
+		if w.permits > 0 {
+			l, err = c.ObtainPermit(octx, lockName, w.permits, w.ttl, opts...)
+		} else {
+			l, err = c.Obtain(octx, lockName, w.ttl, opts...)
+		}
 		var inner *redlock.Lock
 		if err == nil && w.kind == redlock.Reentrant {
 			// Re-enter once: the owner's second hold. The first hold
@@ -307,6 +318,19 @@ func rmw(ctx context.Context, st *store.Store, l *redlock.Lock, val *validity, w
 	}
 	if w.auto && l.Err() != nil {
 		return 0, 0, false, false, false // lost: the work is abandoned
+	}
+	if w.permits > 0 {
+		// A permit's work is holding it: the checker counts the
+		// overlapping holders (beyondCapacity).
+		start := time.Now().UnixNano()
+		if w.auto {
+			if !holdAuto(l, val, w.hold) {
+				return 0, 0, false, false, false
+			}
+		} else {
+			sleep(ctx, w.hold)
+		}
+		return start, time.Now().UnixNano(), true, false, false
 	}
 	// The read carries the token too: a holder that lost its lock cannot
 	// then write after a newer holder has read (docs/fencing.md).
@@ -547,6 +571,9 @@ func (e *env) check(name string) result {
 			r.overlaps++
 		}
 	}
+	if e.w.permits > 0 {
+		r.overlaps = beyondCapacity(ops, e.w.permits)
+	}
 	// Stale writes accepted: an accepted write whose token is below that of
 	// a write accepted before it started.
 	var acc []op
@@ -613,6 +640,27 @@ func (e *env) check(name string) result {
 		}
 	}
 	return r
+}
+
+// beyondCapacity counts, for a semaphore of k permits, the acquisitions
+// that began while k others were still valid: each is a holder beyond the
+// semaphore's capacity. ops are sorted by Obtained. (For k = 1 it counts
+// each acquisition that overlaps an earlier one once, where the lock's
+// count above counts each overlapping pair.)
+func beyondCapacity(ops []op, k int) int {
+	n := 0
+	for i := range ops {
+		live := 0
+		for j := range i {
+			if ops[j].End > ops[i].Obtained {
+				live++
+			}
+		}
+		if live >= k {
+			n++
+		}
+	}
+	return n
 }
 
 func (r result) row() string {

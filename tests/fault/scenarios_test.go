@@ -168,6 +168,17 @@ var (
 	reentrantKind = with(func(w *workload) { w.kind = redlock.Reentrant })
 	// auto holds each lock for two TTLs, kept by automatic refresh.
 	auto = with(func(w *workload) { w.auto, w.hold = true, 2*w.ttl })
+	// permits2 and permits3: each client takes one permit of a semaphore of
+	// two (three), held 100 ms; on five nodes each permit needs four of
+	// them (redlock.PermitQuorum).
+	permits2 = with(func(w *workload) { w.permits, w.hold = 2, 100*time.Millisecond })
+	permits3 = with(func(w *workload) { w.permits, w.hold = 3, 100*time.Millisecond })
+	// longPermit holds a 2 s permit for 1.5 s, and waiters retry fast: the
+	// four restarted nodes are back (and their breakers closed) while the
+	// holders still hold.
+	longPermit = with(func(w *workload) {
+		w.ttl, w.maxTTL, w.hold, w.bound, w.fastRetry = 2*time.Second, 2*time.Second, 1500*time.Millisecond, 4*time.Second, true
+	})
 	// degraded gives the odd workers the degraded mode, with one shared
 	// in-process lease store (see workload.leases).
 	degraded = func(w workload) workload { w.leases = redlock.NewLocalLeases(); return w }
@@ -243,6 +254,19 @@ var scenarios = []scenario{
 
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
+	// Semaphores (docs/safety.md, "Semaphores"): at most k holders valid at
+	// once. A permit needs four of the five nodes for k = 2 and 3, so one
+	// node down is survived and two are not; a crash of four without the
+	// guard is the control that shows the capacity checker catching
+	// holders beyond k.
+	{name: "permits-2-baseline", w: permits2, workers: 5, want: safe},
+	{name: "permits-3-freeze-one-longer-than-ttl", w: permits3, workers: 6, inject: freeze(3*base.ttl, 0), want: safe},
+	{name: "permits-2-freeze-minority-longer-than-ttl", w: permits2, workers: 5, inject: freeze(3*base.ttl, 0, 1), want: safe},
+	{name: "permits-2-crash-four-guard-on", w: chain(permits2, longPermit), workers: 6, inject: crash(0, 1, 2, 3), want: safe},
+	{name: "control-permits-2-crash-four-guard-off", w: chain(permits2, noGuard, longPermit), workers: 6, inject: crash(0, 1, 2, 3), want: overlap},
+	{name: "permits-3-partition-one", w: permits3, proxied: true, workers: 6, inject: netFault(time.Second, blackhole, 0), want: safe},
+	{name: "permits-2-partition-majority", w: permits2, proxied: true, workers: 5, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe},
+	{name: "permits-2-auto-refresh-replies-lost-minority", w: chain(auto, permits2, with(func(w *workload) { w.hold = 2 * w.ttl })), proxied: true, workers: 5, inject: netFault(2*base.ttl, dropReplies, 0, 1), want: safe},
 	{name: "sentinel-failover", workers: 3, sentinel: true, inject: failover, want: safe},
 	{name: "clock-fast-within-budget", w: holdFull, workers: 3, rates: []float64{1.005}, want: safe},
 	{name: "clock-slow-within-budget", w: holdFull, workers: 3, rates: []float64{0.995}, want: safe},

@@ -1,0 +1,245 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// permitDiff drives the permit scripts on a real node and the model
+// (permit.go) side by side.
+type permitDiff struct {
+	t   *testing.T
+	ctx context.Context
+	c   *redis.Client
+	m   Data
+	log []string
+}
+
+var (
+	permitKeys  = script.Keys{Lock: "{s}", Fence: "{s}:fence", Epoch: "{s}:epoch"}
+	permitGuard = script.Guard{MaxTTL: time.Minute, Delta: 50 * time.Millisecond, Mode: '0', FenceTTL: time.Hour}.Prepared()
+	modelGuard  = Guard{MaxTTL: 60_000, Delta: 50, Mode: '0', FenceTTL: 3_600_000}
+)
+
+// permitTTL keeps permits live for the whole test: expiry is exercised by
+// aging fields explicitly (age), on both sides at once.
+const permitTTL = 60_000
+
+func (p *permitDiff) now() int64 {
+	tm, err := p.c.Time(p.ctx).Result()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return tm.UnixMilli()
+}
+
+// state is the semaphore's hash and counter as a string, with expiries
+// shown only as live or not at node time now (the scripts write them from
+// the clock they read, a millisecond the model can only bracket).
+func stateOf(mode string, k string, fields map[string]int64, counter string, plain bool, now int64) string {
+	var hs []string
+	for id, exp := range fields {
+		hs = append(hs, fmt.Sprintf("%s:%v", id, exp > now))
+	}
+	slices.Sort(hs)
+	return fmt.Sprintf("plain=%v mode=%q k=%q holds=%v counter=%s", plain, mode, k, hs, counter)
+}
+
+func (p *permitDiff) real(now int64) string {
+	t, err := p.c.Type(p.ctx, permitKeys.Lock).Result()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	counter, _ := p.c.Get(p.ctx, permitKeys.Fence).Result()
+	if t == "string" {
+		return stateOf("", "", nil, counter, true, now)
+	}
+	all, err := p.c.HGetAll(p.ctx, permitKeys.Lock).Result()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	fields := map[string]int64{}
+	for f, v := range all {
+		if id, ok := strings.CutPrefix(f, "h:"); ok {
+			fields[id], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return stateOf(all["mode"], all["k"], fields, counter, false, now)
+}
+
+func modelState(d Data, now int64) string {
+	counter := ""
+	if d.Fence.OK {
+		counter = strconv.FormatInt(d.Fence.V, 10)
+	}
+	if d.Lock.Owner != 0 {
+		return stateOf("", "", nil, counter, true, now)
+	}
+	fields := map[string]int64{}
+	mode, k := "", ""
+	if f := d.Fam; f.OK {
+		mode, k = string(f.Mode), strconv.Itoa(f.K)
+		for _, h := range f.Holds {
+			if h.ID != 0 {
+				fields["p"+strconv.Itoa(h.ID)] = h.Exp
+			}
+		}
+	}
+	return stateOf(mode, k, fields, counter, false, now)
+}
+
+// step runs op on the node, then the model at every node time the script
+// may have read, and keeps the first whose reply and state match.
+func (p *permitDiff) step(name string, real func() string, model func(d *Data, now int64) string) {
+	t0 := p.now()
+	got := real()
+	t1 := p.now()
+	after := p.real(t1)
+	p.log = append(p.log, fmt.Sprintf("t=[%d,%d] %s: %s -> %s", t0, t1, name, got, after))
+	if len(p.log) > 10 {
+		p.log = p.log[1:]
+	}
+	for now := t0; now <= min(t1, t0+50); now++ {
+		d := p.m
+		if want := model(&d, now); want != got {
+			continue
+		}
+		if modelState(d, t1) != after {
+			continue
+		}
+		p.m = d
+		return
+	}
+	d := p.m
+	want := model(&d, t0)
+	p.t.Fatalf("model and scripts disagree on %s\nnode:  %s, %s\nmodel: %s, %s\nlast operations:\n  %s",
+		name, got, after, want, modelState(d, t1), strings.Join(p.log, "\n  "))
+}
+
+// TestPermitModelMatchesScripts runs random permit acquires, refreshes,
+// releases, expiries (a field aged on both sides), changes of k and plain
+// locks on the name against the real scripts and the model: replies,
+// tokens, and the hash's mode, k and live permits must agree.
+func TestPermitModelMatchesScripts(t *testing.T) {
+	srv := redistest.Start(t, 1)[0].Client()
+	defer srv.Close()
+	p := &permitDiff{t: t, ctx: context.Background(), c: srv}
+	rng := rand.New(rand.NewPCG(*diffSeed, 15))
+	cover := map[string]int{}
+	for range 600 {
+		id := 1 + rng.IntN(6)
+		hold := script.Hold{Mode: 's', ID: "p" + strconv.Itoa(id)}
+		k := 3
+		if rng.IntN(10) == 0 {
+			k = 2
+		}
+		hold.Permits = k
+		switch op := rng.IntN(20); {
+		case op < 8:
+			p.step(fmt.Sprintf("acquire %s of %d", hold.ID, k), func() string {
+				a, err := script.PermitAcquireCall(permitKeys, hold, permitTTL*time.Millisecond, permitGuard).Acquire(p.ctx, p.c, script.Ack{})
+				switch {
+				case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
+					cover["kind"]++
+					return "kind"
+				case redis.HasErrorPrefix(err, "REDLOCK_PERMITS"):
+					cover["permits"]++
+					return "permits"
+				case err != nil:
+					t.Fatal(err)
+				case a.Status == script.Taken:
+					cover["taken"]++
+					return fmt.Sprintf("taken %d", a.Token)
+				}
+				cover["full"]++
+				return "full"
+			}, func(d *Data, now int64) string {
+				status, n := d.PermAcquire(Env{Now: now}, k, id, permitTTL, modelGuard, Mutations{})
+				switch status {
+				case KindError:
+					return "kind"
+				case PermitsError:
+					return "permits"
+				case Taken:
+					return fmt.Sprintf("taken %d", n)
+				}
+				return "full"
+			})
+		case op < 12:
+			p.step(fmt.Sprintf("refresh %s of %d", hold.ID, k), func() string {
+				r, err := script.RefreshItem{Keys: permitKeys, TTL: permitTTL * time.Millisecond, Hold: &hold}.Run(p.ctx, p.c, permitGuard)
+				if err != nil {
+					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
+						return "kind"
+					}
+					t.Fatal(err)
+				}
+				cover[fmt.Sprintf("refresh %d", r)]++
+				return strconv.Itoa(int(r))
+			}, func(d *Data, now int64) string {
+				r := d.PermRefresh(Env{Now: now}, k, id, permitTTL, modelGuard, Mutations{})
+				if r == ScriptError {
+					return "kind"
+				}
+				return strconv.Itoa(r)
+			})
+		case op < 16:
+			p.step("release "+hold.ID, func() string {
+				r, err := script.PermitReleaseCall(permitKeys.Lock, hold, "", false).Release(p.ctx, p.c)
+				if err != nil {
+					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
+						return "kind"
+					}
+					t.Fatal(err)
+				}
+				return fmt.Sprint(r.Deleted)
+			}, func(d *Data, now int64) string {
+				deleted, _, ok := d.PermRelease(Env{Now: now}, id, false)
+				if !ok {
+					return "kind"
+				}
+				return fmt.Sprint(deleted)
+			})
+		case op < 19:
+			// The permit expires: its field is aged on both sides.
+			now := p.now()
+			if _, ok := p.m.Fam.Hold(id); !ok || p.m.Lock.Owner != 0 {
+				continue
+			}
+			if err := p.c.HSet(p.ctx, permitKeys.Lock, "h:"+hold.ID, now-1000).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p.m.Fam.setHold(id, now-1000)
+			cover["aged"]++
+		default:
+			// A plain lock on the name, or its end; or every permit
+			// gone at once, which makes room for one.
+			if p.m.Lock.Owner != 0 || p.m.Fam.OK {
+				p.c.Del(p.ctx, permitKeys.Lock)
+				p.m.Lock, p.m.Fam = Key{}, Family{}
+			} else {
+				now := p.now()
+				p.c.Set(p.ctx, permitKeys.Lock, "v", time.Minute)
+				p.m.Lock = Key{Owner: 1, Exp: now + 60_000}
+				cover["plain"]++
+			}
+		}
+	}
+	t.Logf("coverage: %v", cover)
+	for _, branch := range []string{"taken", "full", "aged", "plain", "kind", "permits", "refresh 1", "refresh 2", "refresh 3"} {
+		if cover[branch] == 0 {
+			t.Errorf("branch %q never taken", branch)
+		}
+	}
+}
