@@ -93,7 +93,7 @@ func startPostgres(t *testing.T) string {
 	}
 	defer logf.Close()
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	diesWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start postgres: %v", err)
 	}
