@@ -188,9 +188,11 @@ func (b *breakerConfig) validate() error {
 // of nodes are reachable, the breaker opens: TryObtain fails at once with
 // a *BreakerError (ErrBreakerOpen) that names the unreachable nodes,
 // instead of spending a per-node timeout; Obtain and Do wait for it to
-// close (their context bounds the wait); refreshes and releases still go
-// to the nodes. While open, the breaker probes every cooldown, with a PING
-// to every node; it closes as soon as a quorum answers one.
+// close (their context bounds the wait; with WithMaxAttempts, each refusal
+// uses up an attempt instead, so that Obtain still ends); refreshes and
+// releases still go to the nodes. While open, the breaker probes every
+// cooldown, with a PING to every node (waiting up to 500 ms, or the
+// per-node timeout if longer); it closes as soon as a quorum answers one.
 //
 // Defaults DefaultBreakerFailures (3) and DefaultBreakerCooldown (1 s); 0
 // keeps a default. The breaker is on by default: WithoutBreaker turns it
@@ -374,6 +376,11 @@ func (c *Client) probeLoop(stop <-chan struct{}) {
 	}
 }
 
+// minProbeTimeout is the least time a probe waits for a node: it runs in
+// the background and delays no caller, and a node slower than the
+// attempts' per-node timeout is still reachable.
+const minProbeTimeout = 500 * time.Millisecond
+
 // probe sends a PING to every node, even to those skipped by their own
 // breaker, and reports whether a quorum answered. The answers reset the
 // nodes' counts of requests without reply.
@@ -381,7 +388,7 @@ func (c *Client) probe(timeout time.Duration) bool {
 	round := quorum.Round[bool]{
 		Nodes:   c.nodes,
 		Quorum:  c.quorum,
-		Timeout: timeout,
+		Timeout: max(timeout, minProbeTimeout),
 		Force:   true,
 		Now:     c.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {

@@ -451,6 +451,21 @@ func TestDegradedModeOffChangesNothing(t *testing.T) {
 	if be == nil {
 		t.Fatal("no breaker error")
 	}
+	// A bounded Obtain does not wait for the breaker: each refusal uses up
+	// an attempt, and it ends without a context deadline.
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Obtain(context.Background(), "x", 10*time.Second, WithMaxAttempts(4), WithRetryDelay(10*time.Millisecond, 20*time.Millisecond))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrBreakerOpen) || !errors.Is(err, ErrNotObtained) {
+			t.Fatalf("Obtain with WithMaxAttempts(4) while open: %v, want ErrBreakerOpen", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Obtain with WithMaxAttempts(4) still waiting for the breaker after 20 s")
+	}
 }
 
 func TestLocalLeases(t *testing.T) {

@@ -228,6 +228,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, int, error) {
 	backoff := newBackoff(o.retry)
 	attempts := 0
+	refusals := 0 // attempts refused by the open breaker, without a round
 	var last error // the last attempt's error, reported when ctx ends
 	try := func() (*Lock, time.Duration, error) {
 		if ctx.Err() != nil {
@@ -236,8 +237,9 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			}
 			return nil, -1, last
 		}
-		if o.retry.maxAttempts != 1 && !c.degradable(o) {
-			// The circuit breaker is open: wait for it to close.
+		if o.retry.maxAttempts == 0 && !c.degradable(o) {
+			// The circuit breaker is open: wait for it to close. (With
+			// WithMaxAttempts, each refusal uses up an attempt instead.)
 			if werr := c.waitBreaker(ctx); werr != nil {
 				last = werr
 				return nil, -1, werr
@@ -251,14 +253,14 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			last = err
 			if refusedByBreaker(err) {
 				attempts-- // no acquire round was made
+				refusals++
 			}
 		}
 		return l, holderTTL, err
 	}
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
-			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts) ||
-			(o.retry.maxAttempts == 1 && refusedByBreaker(err)) || // TryObtain fails fast
+			(o.retry.maxAttempts > 0 && attempts+refusals >= o.retry.maxAttempts) ||
 			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrPermitCount) // waiting would not help
 	}
 	fail := func(err error) error {

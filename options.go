@@ -269,8 +269,10 @@ func WithRetryDelay(min, max time.Duration) RetryOption {
 // WithMaxAttempts limits Obtain to n attempts, each one acquire round on
 // every node: the first, and n−1 more, each after a wait of the retry delay
 // (WithRetryDelay) that a release of the lock cuts short. It counts every
-// acquire round the call makes, and nothing else: the hook reports each as
-// an AttemptEvent, and ObtainEvent.Attempts is their number. 0, the
+// acquire round the call makes: the hook reports each as an AttemptEvent,
+// and ObtainEvent.Attempts is their number. An attempt refused at once by
+// the open circuit breaker (ErrBreakerOpen, see WithBreaker) makes no
+// round but uses up an attempt too, so that Obtain ends. 0, the
 // default, retries until the context ends; 1 is TryObtain.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
