@@ -228,7 +228,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, int, error) {
 	backoff := newBackoff(o.retry)
 	attempts := 0
-	refusals := 0 // attempts refused by the open breaker, without a round
+	refusals := 0  // attempts refused by the open breaker, without a round
 	var last error // the last attempt's error, reported when ctx ends
 	try := func() (*Lock, time.Duration, error) {
 		if ctx.Err() != nil {
