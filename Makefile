@@ -4,13 +4,14 @@
 GO ?= go
 
 # Every Go module of the repository: the library and the modules beside it
-# (CLI, adapters, comparative benchmarks, examples), each with its own go.mod.
+# (CLI, adapters, SQL lease store, comparative benchmarks, examples), each with its own go.mod.
 MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
 
 .PHONY: demo test deps vet cross lean oldest model
 
 deps:
 	@./scripts/install-redis.sh
+	@./scripts/install-postgres.sh
 
 # The CLI is a module of its own (cmd/redlock/go.mod).
 demo: deps
@@ -37,5 +38,6 @@ model:
 	@echo "== go test ./internal/model (exhaustive, without -race)"
 	@$(GO) test -count=1 -run 'TestExhaustiveFindsFinding1|TestExhaustiveFamily' ./internal/model
 
+# deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps vet lean cross oldest model
-	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
+	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && REDLOCK_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done

@@ -55,6 +55,9 @@ type Client struct {
 	sched *keepalive.Scheduler[*Lock]
 	epoch time.Time // origin of the refresh grid
 
+	// brk is the Client's circuit breaker (breaker.go).
+	brk breaker
+
 	// adapt picks TTLs (WithAdaptiveTTL); nil when off.
 	adapt *adaptive
 
@@ -233,6 +236,7 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Duration, o *obtainConfig) (*Lock, int, error) {
 	backoff := newBackoff(o.retry)
 	attempts := 0
+	refusals := 0  // attempts refused by the open breaker, without a round
 	var last error // the last attempt's error, reported when ctx ends
 	try := func() (*Lock, time.Duration, error) {
 		if ctx.Err() != nil {
@@ -241,18 +245,30 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 			}
 			return nil, -1, last
 		}
+		if o.retry.maxAttempts == 0 && !c.degradable(o) {
+			// The circuit breaker is open: wait for it to close. (With
+			// WithMaxAttempts, each refusal uses up an attempt instead.)
+			if werr := c.waitBreaker(ctx); werr != nil {
+				last = werr
+				return nil, -1, werr
+			}
+		}
 		attempts++
 		o.base = ttl
 		o.ttl, o.ttlReason = c.ttlFor(key, ttl, o.fixedTTL)
 		l, holderTTL, err := c.attempt(ctx, name, key, o.ttl, o)
 		if err != nil {
 			last = err
+			if refusedByBreaker(err) {
+				attempts-- // no acquire round was made
+				refusals++
+			}
 		}
 		return l, holderTTL, err
 	}
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
-			(o.retry.maxAttempts > 0 && attempts >= o.retry.maxAttempts) ||
+			(o.retry.maxAttempts > 0 && attempts+refusals >= o.retry.maxAttempts) ||
 			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrPermitCount) // waiting would not help
 	}
 	fail := func(err error) error {
@@ -376,6 +392,12 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, -1, ErrClosed
 	}
 	timeout := c.cfg.nodeTimeoutFor(ttl)
+	if berr := c.gate(ctx, timeout); berr != nil {
+		if c.degradable(o) {
+			return c.attemptDegraded(ctx, name, key, ttl, timeout, o)
+		}
+		return nil, -1, berr
+	}
 	l := c.newLock(name, key, ttl, timeout, o)
 	start := c.cfg.now()
 	validUntil := start.Add(c.cfg.validity(ttl))
@@ -652,6 +674,7 @@ func (c *Client) Close() error {
 	// starts no goroutine once a lock is released, and every held lock is
 	// released here before bg.Wait.
 	c.sched.Stop()
+	c.stopBreaker()
 	if c.adapt != nil {
 		c.adapt.stop()
 	}

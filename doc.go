@@ -42,6 +42,26 @@
 // segments that each have a name; it waits on all of them at once when
 // none is free.
 //
+// # Circuit breaker and degraded mode
+//
+// A Client counts a node unreachable after three requests in a row without
+// a reply (WithBreaker). When fewer than a quorum are reachable its breaker
+// opens: TryObtain fails at once with a *BreakerError (ErrBreakerOpen,
+// naming each unreachable node), Obtain and Do wait for it to close (their
+// context bounds the wait), and a PING to every node each second (the
+// half-open probe) closes it once a quorum answers. Refreshes and releases
+// are never refused by it. WithoutBreaker turns it off.
+//
+// WithDegradedMode (off by default) installs a LeaseStore used while the
+// breaker is open: NewLocalLeases in memory, or the redlocksql module's
+// SQLite and PostgreSQL stores. A lock taken there is degraded: Degraded
+// reports it, IsDegraded sees it in Do's function, a BreakerHook hears of
+// it, and its Token is negative (DegradedTokenBase + the lease's version),
+// below every Redis token. It excludes only the clients that fell back to
+// the same store, not a client that still reaches a quorum: the degraded
+// mode trades mutual exclusion for availability (docs/safety.md, section
+// 7). Once the breaker closes, a degraded lock is not extended (ErrDegraded)
+// and runs out; it is never silently moved to Redis.
 // # Semaphores
 //
 // ObtainPermit (and TryObtainPermit) takes one of the k permits of a named

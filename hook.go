@@ -26,6 +26,9 @@ import (
 //
 // With no hook installed, the Client builds no events and allocates nothing
 // for them.
+//
+// A Hook that also implements BreakerHook (BaseHook does) hears of the
+// circuit breaker's changes and of locks obtained in degraded mode.
 type Hook interface {
 	// Attempt is called after each acquire attempt: each acquire round
 	// on every node, the attempts that WithMaxAttempts counts.

@@ -51,6 +51,9 @@ func runHeld(ctx context.Context, lock held, fn func(context.Context) error) err
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lock.bindDo(ctx, func() { cancel(ErrLost) })
+	if degradedHeld(lock) {
+		fnCtx = context.WithValue(fnCtx, degradedKey{}, true)
+	}
 	ferr := fn(fnCtx)
 	lostErr := lock.Err()
 	rerr := lock.Release(context.WithoutCancel(ctx))
@@ -110,6 +113,11 @@ func (c *Client) refreshBatch(batch []*Lock) {
 		if !ok {
 			l.op.Unlock()
 			l.schedule()
+			continue
+		}
+		if l.deg != nil {
+			// A degraded lock is extended in its lease store.
+			c.bg.Go(func() { c.refreshDegradedAuto(start, l, ttl, reason) })
 			continue
 		}
 		t := c.cfg.nodeTimeoutFor(ttl)

@@ -47,6 +47,9 @@ type Lock struct {
 	// The lock's other Redis keys: its fencing counter, and on a Redis
 	// Cluster its epoch record (see keys).
 	fence, clusterEpoch string
+	// deg is set for a lock obtained in degraded mode, from the lease
+	// store of WithDegradedMode (degraded.go).
+	deg *degradedLease
 
 	// op serializes the network operations on the lock (Refresh, Release,
 	// automatic refresh), so that a refresh cannot re-seed a key that a
@@ -150,6 +153,10 @@ func (l *Lock) Key() string {
 // resource refuse a write whose token is lower than one it has seen: that
 // stops a holder that lost its lock without knowing (a long pause) from
 // writing after the next holder.
+//
+// The token of a lock obtained in degraded mode (Degraded, see
+// WithDegradedMode) is negative, DegradedTokenBase plus its lease's
+// version, and so below every token from the nodes, which are positive.
 func (l *Lock) Token() int64 {
 	if l == nil {
 		return 0
@@ -235,6 +242,9 @@ func (l *Lock) lossDeadline() time.Time {
 func (l *Lock) ranOut() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.deg != nil && l.deg.closed {
+		return fmt.Errorf("%w: %w", ErrLost, ErrDegraded)
+	}
 	if l.capped {
 		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
 	}
@@ -279,6 +289,9 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	start := c.cfg.now()
 	if err := l.check(start); err != nil {
 		return err
+	}
+	if l.deg != nil {
+		return l.refreshDegraded(ctx, start, ttl, reason, c.cfg.nodeTimeoutFor(ttl), false)
 	}
 	l.mu.Lock()
 	validUntil := l.validUntil
@@ -449,6 +462,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	confirmed := l.confirmed
 	l.mu.Unlock()
 	l.end(errReleased)
+	if l.deg != nil {
+		err := l.releaseDegraded(timeout)
+		l.mu.Lock()
+		l.released, l.releaseErr = true, err
+		l.mu.Unlock()
+		return l.releasedDone(ctx, releaseStart, err)
+	}
 
 	plain := l.releaseCall(true, false)
 	round := quorum.Round[script.Released]{
@@ -509,6 +529,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
 	l.mu.Unlock()
+	return l.releasedDone(ctx, releaseStart, err)
+}
+
+// releasedDone ends a Release: the Client forgets the lock, and the hook
+// hears of it.
+func (l *Lock) releasedDone(ctx context.Context, releaseStart time.Time, err error) error {
+	c := l.c
 	c.forget(l)
 	if h := c.cfg.hook; h != nil {
 		now := c.cfg.now()

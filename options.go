@@ -74,7 +74,9 @@ type config struct {
 	ack         script.Ack
 	hook        Hook
 	logger      *slog.Logger
-	adaptive    *AdaptiveTTL // WithAdaptiveTTL; nil: off
+	adaptive    *AdaptiveTTL  // WithAdaptiveTTL; nil: off
+	breaker     breakerConfig // WithBreaker, WithoutBreaker
+	fallback    LeaseStore    // WithDegradedMode
 }
 
 type obtainConfig struct {
@@ -149,6 +151,12 @@ func (c *config) validate() error {
 	}
 	if err := c.validateAdaptive(); err != nil {
 		return err
+	}
+	if err := c.breaker.validate(); err != nil {
+		return err
+	}
+	if c.fallback != nil && c.breaker.off {
+		return invalid("WithDegradedMode needs the circuit breaker, which WithoutBreaker turns off")
 	}
 	return c.retry.validate()
 }
@@ -261,8 +269,10 @@ func WithRetryDelay(min, max time.Duration) RetryOption {
 // WithMaxAttempts limits Obtain to n attempts, each one acquire round on
 // every node: the first, and n−1 more, each after a wait of the retry delay
 // (WithRetryDelay) that a release of the lock cuts short. It counts every
-// acquire round the call makes, and nothing else: the hook reports each as
-// an AttemptEvent, and ObtainEvent.Attempts is their number. 0, the
+// acquire round the call makes: the hook reports each as an AttemptEvent,
+// and ObtainEvent.Attempts is their number. An attempt refused at once by
+// the open circuit breaker (ErrBreakerOpen, see WithBreaker) makes no
+// round but uses up an attempt too, so that Obtain ends. 0, the
 // default, retries until the context ends; 1 is TryObtain.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })

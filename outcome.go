@@ -27,8 +27,9 @@ func (e AttemptEvent) Result() string {
 }
 
 // Result is the outcome of the obtain: "obtained", "closed" (the Client
-// was closed), "held", "canceled" (its context ended first), "no_quorum",
-// or "error".
+// was closed), "held", "breaker_open" (refused, or still waiting when its
+// context ended, because the circuit breaker was open: ErrBreakerOpen),
+// "canceled" (its context ended first), "no_quorum", or "error".
 func (e ObtainEvent) Result() string {
 	var qe *QuorumError
 	switch {
@@ -38,6 +39,8 @@ func (e ObtainEvent) Result() string {
 		return "closed"
 	case errors.Is(e.Err, ErrHeld):
 		return "held"
+	case errors.Is(e.Err, ErrBreakerOpen):
+		return "breaker_open"
 	case errors.Is(e.Err, context.Canceled), errors.Is(e.Err, context.DeadlineExceeded):
 		return "canceled"
 	case errors.As(e.Err, &qe):

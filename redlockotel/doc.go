@@ -28,7 +28,8 @@
 // lock's kind, redlock.Kind.String(): "plain", "reentrant" (WithOwner),
 // "write" (WithExclusive), "read" (WithShared) or "permit" (a semaphore's,
 // ObtainPermit)), redlock.attempts,
-// redlock.token (of an obtained lock), redlock.nodes and redlock.quorum (of
+// redlock.token and redlock.degraded (of an obtained lock: true when it came
+// from the degraded mode's lease store), redlock.nodes and redlock.quorum (of
 // an obtain, from its attempts; of a failed refresh or release, the quorum
 // and redlock.agreed), redlock.auto (refresh), redlock.held_ms (release,
 // lost), redlock.ttl_ms and redlock.ttl.reason (obtain, refresh: the TTL
@@ -56,6 +57,9 @@
 //	redlock.lost              counter: redlock.kind
 //	redlock.node.errors       counter: redlock.op, redlock.node, redlock.node.error_kind
 //	redlock.locks.held        up-down counter: redlock.kind; locks obtained and neither released nor lost
+//	redlock.breaker.state     gauge: the circuit breaker, 0 closed, 1 open, 2 half-open (redlock.BreakerState)
+//	redlock.breaker.transitions counter: redlock.breaker.state, the state entered ("closed", "open", "half_open")
+//	redlock.locks.degraded    up-down counter: degraded locks (from redlock.WithDegradedMode's lease store) held
 //	redlock.ttl.chosen        histogram, s: redlock.op ("obtain", "refresh"), redlock.ttl.reason; each lock obtained and successful refresh
 //
 // With redlock.WithAdaptiveTTL, from its sampler (redlock.SampleHook):
@@ -66,7 +70,8 @@
 //	redlock.node.evicted_keys       counter: redlock.node; keys the node evicted
 //
 // Outcomes: of an obtain, "obtained", "held" (contention), "no_quorum",
-// "canceled" (the context ended), "closed", "error"; of an attempt,
+// "breaker_open" (the circuit breaker was open), "canceled" (the context
+// ended), "closed", "error"; of an attempt,
 // "obtained", "held", "no_quorum", "error"; of a refresh, "ok",
 // "not_held", "closed", "failed"; of a release, "ok", "not_held",
 // "failed". Node error kinds: "held", "not_owner", "recovering", "timeout",

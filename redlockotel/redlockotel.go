@@ -95,6 +95,10 @@ type Hook struct {
 	nodeErrors  metric.Int64Counter
 	heldLocks   metric.Int64UpDownCounter
 
+	breakerState       metric.Int64Gauge
+	breakerTransitions metric.Int64Counter
+	degradedLocks      metric.Int64UpDownCounter
+
 	ttlChosen   metric.Float64Histogram
 	rttP95      metric.Float64Gauge
 	memRatio    metric.Float64Gauge
@@ -106,8 +110,9 @@ type Hook struct {
 }
 
 var (
-	_ redlock.Hook       = (*Hook)(nil)
-	_ redlock.SampleHook = (*Hook)(nil)
+	_ redlock.Hook        = (*Hook)(nil)
+	_ redlock.SampleHook  = (*Hook)(nil)
+	_ redlock.BreakerHook = (*Hook)(nil)
 )
 
 // New returns a Hook. It returns an error when the meter refuses an
@@ -169,6 +174,13 @@ func New(opts ...Option) (*Hook, error) {
 		metric.WithDescription("1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused."))
 	errs = append(errs, err)
 	h.evicted = counter("redlock.node.evicted_keys", "{key}", "Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.")
+	h.breakerState, err = meter.Int64Gauge("redlock.breaker.state", metric.WithUnit("1"),
+		metric.WithDescription("State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState)."))
+	errs = append(errs, err)
+	h.breakerTransitions = counter("redlock.breaker.transitions", "{change}", "Changes of the circuit breaker's state, by the state entered.")
+	h.degradedLocks, err = meter.Int64UpDownCounter("redlock.locks.degraded", metric.WithUnit("{lock}"),
+		metric.WithDescription("Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost."))
+	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -200,6 +212,8 @@ const (
 	errorKindKey   = attribute.Key("redlock.node.error_kind")
 	ttlKey         = attribute.Key("redlock.ttl_ms")
 	ttlReasonKey   = attribute.Key("redlock.ttl.reason")
+	breakerKey     = attribute.Key("redlock.breaker.state")
+	degradedKey    = attribute.Key("redlock.degraded")
 )
 
 // measure returns the metric option of attrs, with the lock attribute when
@@ -267,6 +281,9 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.Add(ctx, 1, h.measure(e.Key, kind))
 		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Key, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason.String())))
+		if redlock.IsDegradedToken(e.Token) {
+			h.degradedLocks.Add(ctx, 1, h.measure(e.Key))
+		}
 	}
 
 	records := h.journal.take(e.ObtainID)
@@ -275,7 +292,7 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 		attrs = append(attrs, ttlKey.Float64(ms(e.TTL)), ttlReasonKey.String(e.TTLReason.String()))
 	}
 	if e.Err == nil {
-		attrs = append(attrs, tokenKey.Int64(e.Token))
+		attrs = append(attrs, tokenKey.Int64(e.Token), degradedKey.Bool(redlock.IsDegradedToken(e.Token)))
 	}
 	for _, r := range records {
 		if r.attempt != nil && len(r.attempt.Nodes) > 0 {
@@ -342,10 +359,7 @@ func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
 	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
 	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome), kind))
 	h.quorumNodes(ctx, "release", e.Err)
-	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.Add(ctx, -1, h.measure(e.Key, kind))
-		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("released"), kind))
-	}
+	h.ended(ctx, e.Key, e.Token, kind, "released", e.Held)
 	span := h.start(ctx, "redlock.release", e.Key, now, outcomeKey.String(outcome), kind, heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
@@ -356,10 +370,7 @@ func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
 	kind := kindKey.String(e.Kind.String())
 	h.lost.Add(ctx, 1, h.measure(e.Key, kind))
-	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.Add(ctx, -1, h.measure(e.Key, kind))
-		h.holdTime.Record(ctx, e.Held.Seconds(), h.measure(e.Key, outcomeKey.String("lost"), kind))
-	}
+	h.ended(ctx, e.Key, e.Token, kind, "lost", e.Held)
 	span := h.start(ctx, "redlock.lost", e.Key, now, kind, heldKey.Float64(ms(e.Held)))
 	err := e.Err
 	if err == nil {
@@ -390,6 +401,29 @@ func (h *Hook) Sample(ctx context.Context, e redlock.SampleEvent) {
 		h.evicted.Add(ctx, n.Evicted, node)
 	}
 }
+
+// ended counts the end of a lock's hold, once: by its loss, or by its
+// release when it was not lost before.
+func (h *Hook) ended(ctx context.Context, key string, token int64, kind attribute.KeyValue, outcome string, held time.Duration) {
+	if !h.held.Ended(key, token) {
+		return
+	}
+	h.heldLocks.Add(ctx, -1, h.measure(key, kind))
+	h.holdTime.Record(ctx, held.Seconds(), h.measure(key, outcomeKey.String(outcome), kind))
+	if redlock.IsDegradedToken(token) {
+		h.degradedLocks.Add(ctx, -1, h.measure(key))
+	}
+}
+
+// Breaker records the breaker's state and counts the change.
+func (h *Hook) Breaker(ctx context.Context, e redlock.BreakerEvent) {
+	h.breakerState.Record(ctx, int64(e.To))
+	h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(e.To.String())))
+}
+
+// Degraded does nothing more: Obtain counts the degraded lock, whose token
+// is negative, and marks its span redlock.degraded.
+func (h *Hook) Degraded(context.Context, redlock.DegradedEvent) {}
 
 // nodeEvents adds the quorum and an event per node that did not agree in
 // the failed round of err.

@@ -621,3 +621,67 @@ func TestAdaptiveTTL(t *testing.T) {
 		t.Error("no point of redlock.node.memory.used_ratio or redlock.rtt.p95")
 	}
 }
+
+// TestBreakerAndDegradedMetrics kills two of three nodes: the breaker
+// opens (redlock.breaker.state 1), a lock is obtained in degraded mode
+// (redlock.locks.degraded 1, its span redlock.degraded) and released (0).
+func TestBreakerAndDegradedMetrics(t *testing.T) {
+	tel := newTelemetry(t)
+	h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp))
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := redistest.Start(t, 3)
+	var nodes []redis.UniversalClient
+	for _, s := range servers {
+		c := s.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		nodes = append(nodes, c)
+	}
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+		redlock.WithNodeTimeout(150*time.Millisecond), redlock.WithBreaker(2, 200*time.Millisecond),
+		redlock.WithDegradedMode(redlock.NewLocalLeases()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, s := range servers[:2] {
+		if err := s.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	var l *redlock.Lock
+	for range 40 {
+		if l, err = c.TryObtain(ctx, "job", 10*time.Second); err == nil {
+			break
+		}
+	}
+	if l == nil || !l.Degraded() {
+		t.Fatalf("no degraded lock: %v", err)
+	}
+	if got := tel.sum(t, "redlock.breaker.state"); got != int64(redlock.BreakerOpen) {
+		t.Errorf("redlock.breaker.state = %d with the breaker open, want %d", got, redlock.BreakerOpen)
+	}
+	if got := tel.sum(t, "redlock.breaker.transitions", attribute.String("redlock.breaker.state", "open")); got != 1 {
+		t.Errorf("transitions to open = %d, want 1", got)
+	}
+	if got := tel.sum(t, "redlock.locks.degraded"); got != 1 {
+		t.Errorf("redlock.locks.degraded = %d with one degraded lock held, want 1", got)
+	}
+	degraded := 0
+	for _, s := range tel.ended("redlock.obtain") {
+		if v, ok := attrs(s.Attributes())["redlock.degraded"]; ok && v.AsBool() {
+			degraded++
+		}
+	}
+	if degraded != 1 {
+		t.Errorf("%d obtain spans with redlock.degraded true, want 1", degraded)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := tel.sum(t, "redlock.locks.degraded"); got != 0 {
+		t.Errorf("redlock.locks.degraded = %d after the release, want 0", got)
+	}
+}

@@ -24,6 +24,9 @@
 //	redlock_lost_total{lock_kind}                      counter: locks lost while held
 //	redlock_node_errors_total{op,node,kind}            counter: a node's refusal or failure in a round
 //	redlock_held_locks{lock_kind}                      gauge: locks obtained and neither released nor lost
+//	redlock_breaker_state                              gauge: the circuit breaker: 0 closed, 1 open, 2 half-open
+//	redlock_breaker_transitions_total{to}              counter: changes of the breaker's state, by state entered
+//	redlock_degraded_locks                             gauge: degraded locks (from the lease store) held
 //
 // With redlock.WithAdaptiveTTL (docs/adaptive-ttl.md in the repository):
 //
@@ -50,9 +53,17 @@
 //     node: contention, whether or not the context ended); "canceled" (the
 //     context ended, and the last attempt, if any, saw no contention);
 //     "no_quorum" (the attempts ran out, failing for other reasons than
-//     contention: timeouts, recovering nodes, Redis errors); "closed" (the
-//     Client was closed); "error" (anything else).
+//     contention: timeouts, recovering nodes, Redis errors); "breaker_open"
+//     (refused at once, or still waiting when the context ended, because
+//     the Client's circuit breaker was open); "closed" (the Client was
+//     closed); "error" (anything else).
 //   - result of attempts_total: "obtained", "held", "no_quorum", "error".
+//   - to of breaker_transitions_total: "closed", "open", "half_open"
+//     (redlock.BreakerState). breaker_state is the state after the last
+//     change this Hook saw: give each Client its own Hook (WithConstLabels)
+//     to tell their breakers apart. It is 0 until a first change.
+//   - degraded_locks counts the locks of redlock.WithDegradedMode's lease
+//     store: they are in held_locks too, and their tokens are negative.
 //   - woken_by: "release", "timer", "context", "turn" (see redlock.WakeReason).
 //   - outcome of hold_duration_seconds: "released" (held until Release) or
 //     "lost" (held until the loss; the later Release is not counted again).

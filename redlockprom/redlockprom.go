@@ -83,6 +83,10 @@ type Hook struct {
 	heldLocks   *prometheus.GaugeVec
 	held        redlock.HeldLocks
 
+	breakerState       prometheus.Gauge
+	breakerTransitions *prometheus.CounterVec
+	degradedLocks      *prometheus.GaugeVec
+
 	ttlChosen   *prometheus.HistogramVec
 	rttP95      prometheus.Gauge
 	memRatio    *prometheus.GaugeVec
@@ -91,8 +95,9 @@ type Hook struct {
 }
 
 var (
-	_ redlock.Hook       = (*Hook)(nil)
-	_ redlock.SampleHook = (*Hook)(nil)
+	_ redlock.Hook        = (*Hook)(nil)
+	_ redlock.SampleHook  = (*Hook)(nil)
+	_ redlock.BreakerHook = (*Hook)(nil)
 )
 
 // New returns a Hook whose metrics are registered on reg. It returns an
@@ -151,6 +156,16 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 			Namespace: "redlock", Name: "held_locks", ConstLabels: cfg.constLabels,
 			Help: "Locks obtained and neither released nor lost, by lock kind.",
 		}, labels("lock_kind")),
+		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "redlock", Name: "breaker_state", ConstLabels: cfg.constLabels,
+			Help: "State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState).",
+		}),
+		breakerTransitions: counter("breaker_transitions_total",
+			"Changes of the circuit breaker's state, by the state entered (closed, open, half_open).", "to"),
+		degradedLocks: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: "redlock", Name: "degraded_locks", ConstLabels: cfg.constLabels,
+			Help: "Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost.",
+		}, labels()),
 	}
 	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
 	h.ttlChosen = histogram("ttl_chosen_seconds",
@@ -173,6 +188,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	all := collectors{
 		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
 		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
+		h.breakerState, h.breakerTransitions, h.degradedLocks,
 		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
 	}
 	if cfg.lockLabel == nil {
@@ -182,6 +198,10 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 			h.lost.WithLabelValues(k)
 			h.heldLocks.WithLabelValues(k)
 		}
+		h.degradedLocks.WithLabelValues()
+	}
+	for _, s := range []redlock.BreakerState{redlock.BreakerClosed, redlock.BreakerOpen, redlock.BreakerHalfOpen} {
+		h.breakerTransitions.WithLabelValues(s.String())
 	}
 	if err := reg.Register(all); err != nil {
 		return nil, err
@@ -244,6 +264,32 @@ func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
 		h.held.Obtained(e.Key, e.Token)
 		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Inc()
 		h.ttlChosen.WithLabelValues(h.values(e.Key, "obtain", e.TTLReason.String())...).Observe(e.TTL.Seconds())
+		if redlock.IsDegradedToken(e.Token) {
+			h.degradedLocks.WithLabelValues(h.values(e.Key)...).Inc()
+		}
+	}
+}
+
+// Breaker sets the breaker's state and counts the change.
+func (h *Hook) Breaker(_ context.Context, e redlock.BreakerEvent) {
+	h.breakerState.Set(float64(e.To))
+	h.breakerTransitions.WithLabelValues(e.To.String()).Inc()
+}
+
+// Degraded does nothing more: Obtain counts the degraded lock, whose token
+// is negative.
+func (h *Hook) Degraded(context.Context, redlock.DegradedEvent) {}
+
+// ended counts the end of a lock's hold, once: by its loss, or by its
+// release when it was not lost before.
+func (h *Hook) ended(key string, token int64, kind, outcome string, held float64) {
+	if !h.held.Ended(key, token) {
+		return
+	}
+	h.heldLocks.WithLabelValues(h.values(key, kind)...).Dec()
+	h.holdTime.WithLabelValues(h.values(key, outcome, kind)...).Observe(held)
+	if redlock.IsDegradedToken(token) {
+		h.degradedLocks.WithLabelValues(h.values(key)...).Dec()
 	}
 }
 
@@ -287,20 +333,14 @@ func (h *Hook) Release(_ context.Context, e redlock.ReleaseEvent) {
 	kind := e.Kind.String()
 	h.releases.WithLabelValues(h.values(e.Key, e.Result(), kind)...).Inc()
 	h.quorumNodes("release", e.Err)
-	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Dec()
-		h.holdTime.WithLabelValues(h.values(e.Key, "released", kind)...).Observe(e.Held.Seconds())
-	}
+	h.ended(e.Key, e.Token, kind, "released", e.Held.Seconds())
 }
 
 // Lost counts the loss and ends the lock's hold.
 func (h *Hook) Lost(_ context.Context, e redlock.LostEvent) {
 	kind := e.Kind.String()
 	h.lost.WithLabelValues(h.values(e.Key, kind)...).Inc()
-	if h.held.Ended(e.Key, e.Token) {
-		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Dec()
-		h.holdTime.WithLabelValues(h.values(e.Key, "lost", kind)...).Observe(e.Held.Seconds())
-	}
+	h.ended(e.Key, e.Token, kind, "lost", e.Held.Seconds())
 }
 
 // quorumNodes counts the node errors of a failed refresh or release.

@@ -548,3 +548,61 @@ func TestAdaptiveTTLMetrics(t *testing.T) {
 		t.Errorf("%d series of node_evicted_keys_total and rtt_p95_seconds, want 2", n)
 	}
 }
+
+// TestBreakerAndDegradedMetrics kills two of three nodes: the breaker
+// opens (redlock_breaker_state 1), a lock is obtained in degraded mode
+// (redlock_degraded_locks 1) and released (0).
+func TestBreakerAndDegradedMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := redistest.Start(t, 3)
+	var nodes []redis.UniversalClient
+	for _, s := range servers {
+		c := s.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		nodes = append(nodes, c)
+	}
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+		redlock.WithNodeTimeout(150*time.Millisecond), redlock.WithBreaker(2, 200*time.Millisecond),
+		redlock.WithDegradedMode(redlock.NewLocalLeases()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, s := range servers[:2] {
+		if err := s.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx := context.Background()
+	var l *redlock.Lock
+	for range 40 {
+		if l, err = c.TryObtain(ctx, "job", 10*time.Second); err == nil {
+			break
+		}
+	}
+	if l == nil || !l.Degraded() {
+		t.Fatalf("no degraded lock: %v", err)
+	}
+	if got := value(t, reg, "redlock_breaker_state", nil); got != float64(redlock.BreakerOpen) {
+		t.Errorf("redlock_breaker_state = %v with the breaker open, want %d", got, redlock.BreakerOpen)
+	}
+	if got := value(t, reg, "redlock_breaker_transitions_total", map[string]string{"to": "open"}); got != 1 {
+		t.Errorf("transitions to open = %v, want 1", got)
+	}
+	if got := value(t, reg, "redlock_degraded_locks", nil); got != 1 {
+		t.Errorf("redlock_degraded_locks = %v with one degraded lock held, want 1", got)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, reg, "redlock_degraded_locks", nil); got != 0 {
+		t.Errorf("redlock_degraded_locks = %v after the release, want 0", got)
+	}
+	if got := value(t, reg, "redlock_held_locks", nil); got != 0 {
+		t.Errorf("redlock_held_locks = %v after the release, want 0", got)
+	}
+}

@@ -29,7 +29,7 @@ SRC
 GOFLAGS=-mod=mod $GO mod tidy >/dev/null
 graph=$($GO list -m all)
 echo "$graph" | sed 's/^/  /'
-if bad=$(echo "$graph" | grep -E 'miniredis|gopher-lua|prometheus|opentelemetry|redsync|bsm/redislock'); then
+if bad=$(echo "$graph" | grep -E 'miniredis|gopher-lua|prometheus|opentelemetry|redsync|bsm/redislock|modernc|jackc'); then
   echo "lean-module: importing the library pulls in: $bad" >&2
   exit 1
 fi

@@ -253,6 +253,10 @@ func obtainFailure(err error, wait time.Duration) (int, string, error) {
 		// Waiting would not help: a plain lock and the family
 		// (--shared, --exclusive, --owner) never share a name.
 		return exitNotObtained, "lock not obtained: %v", err
+	case errors.Is(err, redlock.ErrBreakerOpen):
+		// The Client's circuit breaker: fewer than a quorum of nodes
+		// reachable, whether or not --wait ran out meanwhile.
+		return exitUnavailable, "fewer than a quorum of nodes reachable: %v", err
 	case notYet(err) || errors.Is(err, context.DeadlineExceeded):
 		within := "at once"
 		if wait > 0 {

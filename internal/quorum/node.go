@@ -59,6 +59,11 @@ type Node struct {
 	inflight    atomic.Int64
 	fails       atomic.Int32 // consecutive timeouts
 	tripped     atomic.Bool
+	// down counts consecutive requests that got no reply from Redis
+	// (timeouts, refused or broken connections); lastDown is the error of
+	// the last one. The Client's breaker reads them (Unreachable).
+	down     atomic.Int32
+	lastDown atomic.Pointer[error]
 
 	mu        sync.Mutex
 	openUntil time.Time
@@ -150,6 +155,39 @@ func (n *Node) done(probe bool, o outcome, now time.Time) {
 		n.tripped.Store(false)
 		n.mu.Unlock()
 	}
+}
+
+// observe records in the node's reachability whether a finished request
+// got a reply from Redis: an error reply (WRONGTYPE, NOPERM, a script's
+// error) is a reply; a timeout, a refused or broken connection is not.
+func (n *Node) observe(err error) {
+	if err == nil || isReply(err) {
+		if n.down.Load() != 0 {
+			n.down.Store(0)
+		}
+		return
+	}
+	n.lastDown.Store(&err)
+	n.down.Add(1)
+}
+
+// isReply reports whether err is an error reply from Redis.
+func isReply(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr)
+}
+
+// Unreachable returns how many requests in a row got no reply from the
+// node, and the error of the last one (nil when the count is 0).
+func (n *Node) Unreachable() (int, error) {
+	c := int(n.down.Load())
+	if c == 0 {
+		return 0, nil
+	}
+	if p := n.lastDown.Load(); p != nil {
+		return c, *p
+	}
+	return c, nil
 }
 
 // Skipped reports whether the node's breaker is open at now: requests to

@@ -343,6 +343,7 @@ func detach(ctx context.Context) context.Context {
 func (r *Round[T]) finish(node *Node, probe bool, err error, now func() time.Time) error {
 	o := classify(err)
 	node.done(probe, o, now())
+	node.observe(err)
 	if o == timedOut {
 		return fmt.Errorf("%w within %v: %w", ErrTimeout, r.Timeout, err)
 	}

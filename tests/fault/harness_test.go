@@ -72,6 +72,12 @@ type workload struct {
 	// fenced read-modify-write on the store with lockName's token and on
 	// a second store (counter2) with multiNames[0]'s token.
 	multi bool
+	// leases, when set, is the degraded mode's shared lease store
+	// (WithDegradedMode): every odd worker falls back to it while its
+	// breaker is open, and reaches the nodes through the proxies; every
+	// even worker reaches them directly, so a partition of the proxies
+	// is partial: it cuts only the odd workers off.
+	leases redlock.LeaseStore
 }
 
 // op is one successful acquisition, as the checker sees it. Times are Unix
@@ -207,6 +213,9 @@ func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*
 	}
 	if clk != nil {
 		opts = append(opts, redlock.WithClock(clk.now))
+	}
+	if w.leases != nil {
+		opts = append(opts, redlock.WithDegradedMode(w.leases), redlock.WithBreaker(2, 200*time.Millisecond))
 	}
 	c, err := redlock.New(nodes, opts...)
 	if err != nil {
@@ -521,6 +530,7 @@ type env struct {
 	nodes   []*redistest.Server
 	proxies []*faultproxy.Proxy
 	addrs   []string // what the clients dial
+	direct  []string // the nodes' own addresses, past the proxies
 	storeDB *redis.Client
 	store   *store.Store
 	store2  *store.Store // the second name's record (workload.multi)
@@ -545,6 +555,7 @@ func newEnv(t *testing.T, w workload, proxied, sentinel bool) *env {
 	e.store = store.New(e.storeDB, "counter")
 	e.store2 = store.New(e.storeDB, "counter2")
 	for _, s := range e.nodes {
+		e.direct = append(e.direct, s.Addr())
 		if !proxied {
 			e.addrs = append(e.addrs, s.Addr())
 			continue
@@ -608,7 +619,11 @@ func (e *env) run(name string, workers int, rates []float64, children int, injec
 		if i < len(rates) && rates[i] != 1 {
 			clk = newClock(rates[i])
 		}
-		c, rcs, err := newLockClient(e.addrs, e.w, clk)
+		addrs := e.addrs
+		if e.w.leases != nil && i%2 == 0 {
+			addrs = e.direct // reaches a quorum whatever the proxies do
+		}
+		c, rcs, err := newLockClient(addrs, e.w, clk)
 		if err != nil {
 			e.t.Fatal(err)
 		}

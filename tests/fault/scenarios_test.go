@@ -53,6 +53,9 @@ type scenario struct {
 	// bothNames: a multi-name scenario must have completed writes on both
 	// stores (holds of both names that did their work).
 	bothNames bool
+	// staleSafe: whatever else the scenario shows, no stale write may be
+	// accepted.
+	staleSafe bool
 }
 
 // onNodes applies f to nodes idx in parallel (a crash of several nodes at
@@ -191,6 +194,9 @@ var (
 	longPermit = with(func(w *workload) {
 		w.ttl, w.maxTTL, w.hold, w.bound, w.fastRetry = 2*time.Second, 2*time.Second, 1500*time.Millisecond, 4*time.Second, true
 	})
+	// degraded gives the odd workers the degraded mode, with one shared
+	// in-process lease store (see workload.leases).
+	degraded = func(w workload) workload { w.leases = redlock.NewLocalLeases(); return w }
 )
 
 func chain(fs ...func(workload) workload) func(workload) workload {
@@ -264,6 +270,16 @@ var scenarios = []scenario{
 	{name: "multi-crash-majority-guard-on", w: chain(longHold, multi), workers: 4, inject: crash(0, 1, 2), want: safe, bothNames: true},
 	{name: "multi-partition-majority", w: multi, proxied: true, workers: 3, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe, bothNames: true},
 
+	// The degraded mode under a partial partition: the odd workers lose a
+	// majority of the nodes and fall back to their shared lease store,
+	// while the even workers still reach a quorum. Overlaps between the
+	// two groups are what the degraded mode costs (docs/safety.md), and
+	// they must show; fencing still refuses the degraded holders' writes
+	// (their tokens are negative), so no stale write is accepted. The
+	// unfenced control shows the lost updates that the overlaps cause.
+	{name: "degraded-partial-partition", w: degraded, proxied: true, workers: 4, inject: netFault(time.Second, blackhole, 0, 1, 2), want: overlap, staleSafe: true},
+	{name: "control-unfenced-degraded-partial-partition", w: chain(degraded, unfenced), proxied: true, workers: 4, inject: netFault(time.Second, blackhole, 0, 1, 2), want: violation},
+
 	// Worker 0's clock runs fast or slow; it keeps the lock for all the
 	// validity its clock grants. The drift budget is 1% (DefaultDriftFactor).
 	// Semaphores (docs/safety.md, "Semaphores"): at most k holders valid at
@@ -321,6 +337,9 @@ func TestScenarios(t *testing.T) {
 					if r.staleAccepted != 0 {
 						t.Errorf("%d stale writes accepted", r.staleAccepted)
 					}
+				}
+				if sc.staleSafe && (r.staleAccepted != 0 || r.lost != 0) {
+					t.Errorf("%d stale writes accepted, %d lost updates", r.staleAccepted, r.lost)
 				}
 				shown := true
 				switch {
