@@ -167,12 +167,18 @@ func (n *Node) observe(err error) {
 		}
 		return
 	}
-	n.lastDown.Store(&err)
+	last := err // a copy: taking err's address would move every call's err to the heap
+	n.lastDown.Store(&last)
 	n.down.Add(1)
 }
 
-// isReply reports whether err is an error reply from Redis.
+// isReply reports whether err is an error reply from Redis. The direct
+// assertion comes first: it answers the common case (a script's nil reply,
+// redis.Nil) without the allocation errors.As costs.
 func isReply(err error) bool {
+	if _, ok := err.(redis.Error); ok {
+		return true
+	}
 	var rerr redis.Error
 	return errors.As(err, &rerr)
 }
