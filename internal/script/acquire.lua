@@ -21,24 +21,9 @@ local now, recovering, floor = epoch(KEYS[3], tonumber(ARGV[3]), tonumber(ARGV[4
 if recovering > 0 then
   return {2, recovering}
 end
+-- Free: take it, and issue the next token (token.lua).
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- The counter never runs backwards. Missing (a new lock, or expired
-  -- after its whole expiry of disuse), it starts from the node's time x
-  -- 1024. Below the epoch's floor (written before the node's epoch began:
-  -- restored from disk, or replicated from an old master, so it may lack
-  -- increments), it is raised to the floor, the end of the epoch's
-  -- recovery x 1024. Either is above every token issued before, as long as
-  -- clocks are within max_ttl of each other and no lock is taken 1024
-  -- times a ms (docs/fencing.md, Lemma 2).
-  local v = counter(KEYS[2], pre[2])
-  if v == nil then
-    v = (now or node_now()) * 1024
-  elseif v < floor then
-    v = floor
-  end
-  v = v + 1
-  redis.call('SET', KEYS[2], string.format('%d', v), 'PX', ARGV[6])
-  return {1, v}
+  return {1, issue(KEYS[2], pre[2], now, floor, ARGV[6])}
 end
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'hash' then

@@ -76,15 +76,8 @@ elseif mode == 'r' then
   end
 end
 
--- Take the hold, issuing a token as acquire.lua does.
-local v = counter(KEYS[2], pre[2])
-if v == nil then
-  v = now * 1024
-elseif v < floor then
-  v = floor
-end
-v = v + 1
-redis.call('SET', KEYS[2], string.format('%d', v), 'PX', ARGV[8])
+-- Take the hold, issuing a token (token.lua).
+local v = issue(KEYS[2], pre[2], now, floor, ARGV[8])
 if cur == nil then
   if mode == 'w' then
     redis.call('HSET', lock, 'mode', 'w', 'o', owner, 't', string.format('%d', v), hold, string.format('%d', now + ttl))

@@ -60,15 +60,8 @@ if cur ~= nil then
     return {0, soonest - now}
   end
 end
--- Take the permit, issuing a token as acquire.lua does.
-local v = counter(KEYS[2], pre[2])
-if v == nil then
-  v = now * 1024
-elseif v < floor then
-  v = floor
-end
-v = v + 1
-redis.call('SET', KEYS[2], string.format('%d', v), 'PX', ARGV[7])
+-- Take the permit, issuing a token (token.lua).
+local v = issue(KEYS[2], pre[2], now, floor, ARGV[7])
 if cur == nil then
   redis.call('HSET', lock, 'mode', 's', 'k', ARGV[1], hold, string.format('%d', now + ttl))
   redis.call('PEXPIRE', lock, ttl)

@@ -30,6 +30,8 @@ var (
 	fenceSrc string
 	//go:embed counter.lua
 	counterSrc string
+	//go:embed token.lua
+	tokenSrc string
 	//go:embed holds.lua
 	holdsSrc string
 	//go:embed family.lua
@@ -48,22 +50,23 @@ var (
 	permitReleaseSrc string
 
 	// The scripts that can vote carry the epoch guard's functions; those
-	// that write a fencing counter, the counter's.
-	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + acquireSrc)
+	// that read a fencing counter, the counter's; those that issue a
+	// token, token.lua's issue.
+	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + acquireSrc)
 	refresh = newScript(epochSrc + "\n" + refreshSrc)
 	release = newScript(releaseSrc)
 	fence   = newScript(counterSrc + "\n" + fenceSrc)
 
 	// The lock family's (read-write and reentrant locks): they read the
 	// node's time (epoch.lua's node_now) to expire each hold on its own.
-	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + familySrc)
+	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familySrc)
 	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
 	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(counterSrc + "\n" + sealSrc)
 
 	// The semaphore's (ObtainPermit): a hash like the family's, one
 	// expiring field per permit.
-	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + permitSrc)
+	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitSrc)
 	permitRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
 	permitRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 )
