@@ -26,21 +26,7 @@ func BenchmarkServerCycle(b *testing.B) {
 	b.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	guard := Guard{MaxTTL: 200 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour, RecordTTL: 24 * time.Hour}.Prepared()
-	// A fresh server recovers for its first window.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		a, err := Acquire(ctx, c, keys("warm"), "v", time.Second, guard, Ack{})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if a.OK() {
-			break
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("node still recovering: %+v", a)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitVoting(b, c, guard)
 	del := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 	modes := []struct {
 		name  string
@@ -86,6 +72,138 @@ func BenchmarkServerCycle(b *testing.B) {
 			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/cycle")
 		})
 	}
+}
+
+// waitVoting waits until the node votes under guard: a fresh server
+// recovers for its first window.
+func waitVoting(b *testing.B, c *redis.Client, guard Guard) {
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		a, err := Acquire(ctx, c, keys("warm"), "v", time.Second, guard, Ack{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if a.OK() {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("node still recovering: %+v", a)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkServerScript measures what the acquire's shape costs the server
+// to execute, apart from the network: requests are pipelined, 64 cycles a
+// batch over 64 locks (so that the locks' counters exist, as in steady
+// use), each an acquire and a DEL. The variants go from the floor's bare
+// SET NX PX to the real acquire (guard on), through scripts that do less:
+// an empty script with the acquire's keys and arguments, one that only runs
+// SET NX PX, and the least that a fenced acquire with the guard's fast path
+// must run (MGET of the guard's key and the counter, SET NX PX, SET of the
+// counter). call-µs/op is the top-level command's execution time (INFO
+// commandstats: SET's or EVALSHA's usec per call, the calls a script makes
+// included); server-µs/op is the server's CPU per cycle, parsing and I/O
+// included (INFO cpu):
+//
+//	go test -run '^$' -bench ServerScript -benchtime 50000x -count 5 ./internal/script
+func BenchmarkServerScript(b *testing.B) {
+	s := redistest.Start(b, 1)[0]
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1})
+	b.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	guard := Guard{MaxTTL: 200 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour, RecordTTL: 24 * time.Hour}.Prepared()
+	waitVoting(b, c, guard)
+	load := func(src string) string {
+		sha, err := c.ScriptLoad(ctx, src).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sha
+	}
+	variants := []struct{ name, sha string }{
+		{"set", ""},
+		{"script-empty", load(`return {1, 1}`)},
+		{"script-set", load(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 1} end return {0, 0}`)},
+		{"script-3calls", load(`local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  local v = (tonumber(pre[2]) or 0) + 1
+  redis.call('SET', KEYS[2], string.format('%d', v), 'PX', ARGV[6])
+  return {1, v}
+end
+return {0, 0}`)},
+		{"acquire", acquire.Hash()},
+	}
+	if err := acquire.Load(ctx, c).Err(); err != nil {
+		b.Fatal(err)
+	}
+	for _, v := range variants {
+		b.Run("variant="+v.name, func(b *testing.B) {
+			top := "evalsha"
+			if v.sha == "" {
+				top = "set"
+			}
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			before := serverCPU(b, c)
+			i := 0
+			pipe := c.Pipeline()
+			flush := func() {
+				cmds, err := pipe.Exec(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, cmd := range cmds {
+					if cmd.Err() != nil {
+						b.Fatal(cmd.Err())
+					}
+				}
+			}
+			for b.Loop() {
+				k := keys("bench:" + strconv.Itoa(i%64))
+				val := "v" + strconv.Itoa(i)
+				if v.sha == "" {
+					pipe.SetNX(ctx, k.Lock, val, 10*time.Second)
+				} else {
+					pipe.EvalSha(ctx, v.sha, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, guard.args()...)...)
+				}
+				pipe.Del(ctx, k.Lock)
+				if i++; i%64 == 0 {
+					flush()
+				}
+			}
+			flush()
+			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/op")
+			b.ReportMetric(commandUsec(b, c, top), "call-µs/op")
+		})
+	}
+}
+
+// commandUsec is a command's mean execution time (INFO commandstats), µs.
+func commandUsec(tb testing.TB, c *redis.Client, cmd string) float64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					tb.Fatalf("INFO commandstats: %q", line)
+				}
+				return x
+			}
+		}
+	}
+	tb.Fatalf("INFO commandstats: no %s", cmd)
+	return 0
 }
 
 type errNotTaken Acquired
