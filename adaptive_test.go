@@ -1,7 +1,6 @@
 package redlock
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,47 +18,6 @@ import (
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
-
-// ttlRecorder keeps the events of the adaptive TTL.
-type ttlRecorder struct {
-	BaseHook
-	mu       sync.Mutex
-	obtains  []ObtainEvent
-	refreshs []RefreshEvent
-	samples  []SampleEvent
-}
-
-func (r *ttlRecorder) Obtain(_ context.Context, e ObtainEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.obtains = append(r.obtains, e)
-}
-
-func (r *ttlRecorder) Refresh(_ context.Context, e RefreshEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.refreshs = append(r.refreshs, e)
-}
-
-func (r *ttlRecorder) Sample(_ context.Context, e SampleEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.samples = append(r.samples, e)
-}
-
-// lastObtain is the last ObtainEvent of key.
-func (r *ttlRecorder) lastObtain(t *testing.T, key string) ObtainEvent {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for i := len(r.obtains) - 1; i >= 0; i-- {
-		if r.obtains[i].Key == key {
-			return r.obtains[i]
-		}
-	}
-	t.Fatalf("no ObtainEvent of %s", key)
-	return ObtainEvent{}
-}
 
 // eventuallyWithin polls cond every 20 ms for up to d.
 func eventuallyWithin(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -180,11 +138,11 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	a := AdaptiveTTL{Min: 1500 * time.Millisecond, Max: 30 * time.Second, SampleInterval: 50 * time.Millisecond}
 	capped := a
 	capped.Max = 3 * time.Second
-	rec := &ttlRecorder{}
+	rec := &eventRecorder{}
 	// A node timeout that outlasts the injected round trip on a loaded
 	// machine: the adaptive TTL does not change a WithNodeTimeout.
 	c := newClient(t, nodes, WithAdaptiveTTL(a), WithHook(rec), WithNodeTimeout(time.Second))
-	recCapped := &ttlRecorder{}
+	recCapped := &eventRecorder{}
 	cc := newClient(t, nodes, WithAdaptiveTTL(capped), WithHook(recCapped), WithNodeTimeout(time.Second))
 	ctx := context.Background()
 
@@ -261,7 +219,7 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 func TestAdaptiveTTLFollowsContention(t *testing.T) {
 	cl := startNodes(t, 1)
 	a := AdaptiveTTL{Min: 300 * time.Millisecond, Max: 10 * time.Second, SampleInterval: time.Hour}
-	rec := &ttlRecorder{}
+	rec := &eventRecorder{}
 	c := newClient(t, cl.clients, WithAdaptiveTTL(a), WithHook(rec))
 	holder := newClient(t, cl.clients)
 	ctx := context.Background()
@@ -358,13 +316,10 @@ func TestAdaptiveTTLMemoryPressure(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var (
-		logMu sync.Mutex
-		logs  bytes.Buffer
-	)
-	logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	a := AdaptiveTTL{Min: 500 * time.Millisecond, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
-	rec := &ttlRecorder{}
+	rec := &eventRecorder{}
 	c := newClient(t, cl.clients, WithAdaptiveTTL(a), WithHook(JoinHooks(BaseHook{}, rec)), WithLogger(logger))
 	const base = 5 * time.Second
 	l, err := c.Obtain(ctx, "before-fill", base)
@@ -396,9 +351,8 @@ func TestAdaptiveTTLMemoryPressure(t *testing.T) {
 		t.Errorf("sample %+v: want policy, maxmemory and evictions", pressed)
 	}
 	eventuallyWithin(t, 5*time.Second, "the logger warns", func() bool {
-		logMu.Lock()
-		defer logMu.Unlock()
-		return strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "memory pressure")
+		out := logs.String()
+		return strings.Contains(out, "level=WARN") && strings.Contains(out, "memory pressure")
 	})
 
 	l, err = c.Obtain(ctx, "under-pressure", base)
@@ -409,17 +363,6 @@ func TestAdaptiveTTLMemoryPressure(t *testing.T) {
 	if e := rec.lastObtain(t, "under-pressure"); e.TTL != base || e.TTLReason != TTLBase {
 		t.Fatalf("under memory pressure: TTL %v (%v), want %v unchanged (base)", e.TTL, e.TTLReason, base)
 	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
 
 func TestParseMemory(t *testing.T) {
@@ -513,7 +456,7 @@ func TestAdaptiveTTLAgainstSeedFormula(t *testing.T) {
 func TestAdaptiveTTLSeesOtherClientsWaiting(t *testing.T) {
 	cl := startNodes(t, 1)
 	a := AdaptiveTTL{Min: 500 * time.Millisecond, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
-	rec := &ttlRecorder{}
+	rec := &eventRecorder{}
 	holder := newClient(t, cl.clients, WithAdaptiveTTL(a), WithHook(rec))
 	ctx := context.Background()
 	const base = 3 * time.Second
@@ -575,7 +518,7 @@ func TestAdaptiveTTLOnRedisCluster(t *testing.T) {
 	rc := redistest.StartClusterT(t, 3)
 	node := rc.Client()
 	t.Cleanup(func() { _ = node.Close() })
-	rec := &ttlRecorder{}
+	rec := &eventRecorder{}
 	a := AdaptiveTTL{Min: time.Second, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
 	c := newClient(t, []redis.UniversalClient{node}, WithAdaptiveTTL(a), WithHook(rec))
 	ctx := context.Background()
@@ -646,7 +589,7 @@ func TestSeedFormulaOnASlowLink(t *testing.T) {
 		t.Fatalf("seed TTL %v (node timeout %v) over a 20 ms round trip: %v, want timeouts", seed, DefaultNodeTimeout(seed), err)
 	}
 
-	rec := &ttlRecorder{}
+	rec := &eventRecorder{}
 	a := AdaptiveTTL{Min: MinTTL, Max: time.Minute, SampleInterval: 50 * time.Millisecond}
 	c, err := New(nodes, WithoutRestartGuard(), WithAdaptiveTTL(a), WithHook(rec))
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,65 +14,6 @@ import (
 
 	"github.com/redlock-go/redlock/internal/faultproxy"
 )
-
-// breakerRecorder is a Hook that keeps the breaker's and the degraded
-// mode's events, and counts attempts and obtains.
-type breakerRecorder struct {
-	BaseHook
-	mu       sync.Mutex
-	changes  []BreakerEvent
-	degraded []DegradedEvent
-	attempts int
-	obtains  []ObtainEvent
-	lost     []LostEvent
-}
-
-func (r *breakerRecorder) Breaker(_ context.Context, e BreakerEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.changes = append(r.changes, e)
-}
-
-func (r *breakerRecorder) Degraded(_ context.Context, e DegradedEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.degraded = append(r.degraded, e)
-}
-
-func (r *breakerRecorder) Attempt(context.Context, AttemptEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.attempts++
-}
-
-func (r *breakerRecorder) Obtain(_ context.Context, e ObtainEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.obtains = append(r.obtains, e)
-}
-
-func (r *breakerRecorder) Lost(_ context.Context, e LostEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lost = append(r.lost, e)
-}
-
-// transitions lists the changes seen, as "from>to".
-func (r *breakerRecorder) transitions() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.changes {
-		out = append(out, e.From.String()+">"+e.To.String())
-	}
-	return out
-}
-
-func (r *breakerRecorder) attemptCount() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.attempts
-}
 
 // majorityFault is a way to take nodes 0..2 of five away and give them
 // back: killed, frozen, or cut off by a partition.
@@ -173,7 +113,7 @@ func TestBreakerOpensAndClosesOnRealNodes(t *testing.T) {
 			if f.proxied {
 				nodes, proxies = proxiedClients(t, cl)
 			}
-			rec := &breakerRecorder{}
+			rec := &eventRecorder{}
 			c := newClient(t, nodes, WithNodeTimeout(150*time.Millisecond), WithBreaker(2, 300*time.Millisecond), WithHook(rec))
 			ctx := context.Background()
 			l, err := c.TryObtain(ctx, "before", 10*time.Second)
@@ -273,10 +213,10 @@ func TestBreakerOptions(t *testing.T) {
 
 // degradedPair starts three nodes and two Clients that share one lease
 // store, with the breaker's probes every 200 ms, and kills two nodes.
-func degradedPair(t *testing.T, store LeaseStore, opts ...Option) (*cluster, *Client, *Client, *breakerRecorder) {
+func degradedPair(t *testing.T, store LeaseStore, opts ...Option) (*cluster, *Client, *Client, *eventRecorder) {
 	t.Helper()
 	cl := startNodes(t, 3)
-	rec := &breakerRecorder{}
+	rec := &eventRecorder{}
 	base := []Option{WithNodeTimeout(150 * time.Millisecond), WithBreaker(2, 200*time.Millisecond), WithDegradedMode(store)}
 	a := newClient(t, cl.clients, append(append(base[:len(base):len(base)], WithHook(rec)), opts...)...)
 	// b has clients of its own to the same servers.
@@ -504,30 +444,12 @@ func TestLocalLeases(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The breaker's opening reaches hooks joined by JoinHooks and the logger,
 // and Close wakes an Obtain that waits for the breaker.
 func TestBreakerLogsJoinedHooksAndClose(t *testing.T) {
 	cl := startNodes(t, 3)
-	rec := &breakerRecorder{}
-	var buf lockedBuffer
+	rec := &eventRecorder{}
+	var buf syncBuffer
 	c, err := New(cl.clients, WithoutRestartGuard(), WithNodeTimeout(150*time.Millisecond),
 		WithHook(JoinHooks(&recorder{}, rec)), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
 	if err != nil {

@@ -254,6 +254,7 @@ func TestLoggerReportsLossAndRecovery(t *testing.T) {
 	}
 }
 
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
 type syncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

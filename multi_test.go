@@ -510,32 +510,9 @@ func (h countCmds) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // Bad input is refused with ErrInvalid before any I/O: the node here does
 // not even exist.
 func TestMultiBadInput(t *testing.T) {
-	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	defer node.Close()
-	var cmds atomic.Int32
-	node.AddHook(countCmds{&cmds})
-	c := newClient(t, []redis.UniversalClient{node})
+	c, cmds := offlineClient(t)
 	ctx := context.Background()
-	tooMany := make([]string, MaxNames+1)
-	for i := range tooMany {
-		tooMany[i] = fmt.Sprint("n", i)
-	}
-	tests := []struct {
-		what  string
-		names []string
-		ttl   time.Duration
-		opts  []ObtainOption
-		want  string
-	}{
-		{"nil names", nil, time.Minute, nil, "no lock names"},
-		{"no names", []string{}, time.Minute, nil, "no lock names"},
-		{"too many names", tooMany, time.Minute, nil, "at most 1024"},
-		{"an empty name", []string{"a", "", "b"}, time.Minute, nil, `name 1 ("")`},
-		{"a duplicate", []string{"b", "a", "b"}, time.Minute, nil, `"b" given more than once`},
-		{"a short TTL", []string{"a"}, time.Millisecond, nil, "below the minimum"},
-		{"a nil option", []string{"a"}, time.Minute, []ObtainOption{nil}, "nil obtain option"},
-		{"a bad option", []string{"a"}, time.Minute, []ObtainOption{WithMaxAttempts(-1)}, "max attempts"},
-	}
+	tests := badNames()
 	for _, tt := range tests {
 		for _, try := range []bool{false, true} {
 			var err error
@@ -558,6 +535,45 @@ func TestMultiBadInput(t *testing.T) {
 	}
 	if n := cmds.Load(); n != 0 {
 		t.Errorf("%d commands sent for bad input, want none", n)
+	}
+}
+
+// offlineClient is a Client of one node that does not exist, and the
+// count of the commands sent to it: for the tests of input refused before
+// any I/O.
+func offlineClient(t *testing.T) (*Client, *atomic.Int32) {
+	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = node.Close() })
+	cmds := new(atomic.Int32)
+	node.AddHook(countCmds{cmds})
+	return newClient(t, []redis.UniversalClient{node}), cmds
+}
+
+// badName is a bad input of an obtain of several names (ObtainAll,
+// ObtainAny), with what its error must say.
+type badName struct {
+	what  string
+	names []string
+	ttl   time.Duration
+	opts  []ObtainOption
+	want  string
+}
+
+// badNames are the bad inputs that every obtain of several names refuses.
+func badNames() []badName {
+	tooMany := make([]string, MaxNames+1)
+	for i := range tooMany {
+		tooMany[i] = fmt.Sprint("n", i)
+	}
+	return []badName{
+		{"nil names", nil, time.Minute, nil, "no lock names"},
+		{"no names", []string{}, time.Minute, nil, "no lock names"},
+		{"too many names", tooMany, time.Minute, nil, "at most 1024"},
+		{"an empty name", []string{"a", "", "b"}, time.Minute, nil, `name 1 ("")`},
+		{"a duplicate", []string{"b", "a", "b"}, time.Minute, nil, `"b" given more than once (names 0 and 2)`},
+		{"a short TTL", []string{"a"}, time.Millisecond, nil, "below the minimum"},
+		{"a nil option", []string{"a"}, time.Minute, []ObtainOption{nil}, "nil obtain option"},
+		{"a bad option", []string{"a"}, time.Minute, []ObtainOption{WithMaxAttempts(-1)}, "max attempts"},
 	}
 }
 

@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 func segmentNames(prefix string, n int) []string {
@@ -24,29 +22,10 @@ func segmentNames(prefix string, n int) []string {
 // Bad input is refused with ErrInvalid before any I/O: the node here does
 // not even exist.
 func TestObtainAnyBadInput(t *testing.T) {
-	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
-	defer node.Close()
-	var cmds atomic.Int32
-	node.AddHook(countCmds{&cmds})
-	c := newClient(t, []redis.UniversalClient{node})
+	c, cmds := offlineClient(t)
 	ctx := context.Background()
-	tests := []struct {
-		what  string
-		names []string
-		ttl   time.Duration
-		opts  []ObtainOption
-		want  string
-	}{
-		{"nil names", nil, time.Minute, nil, "no lock names"},
-		{"no names", []string{}, time.Minute, nil, "no lock names"},
-		{"too many names", segmentNames("n", MaxNames+1), time.Minute, nil, "at most 1024"},
-		{"an empty name", []string{"a", "", "b"}, time.Minute, nil, `obtain any: name 1 ("")`},
-		{"a duplicate", []string{"b", "a", "b"}, time.Minute, nil, `"b" given more than once (names 0 and 2)`},
-		{"a short TTL", []string{"a"}, time.Millisecond, nil, "below the minimum"},
-		{"a nil option", []string{"a"}, time.Minute, []ObtainOption{nil}, "nil obtain option"},
-		{"a bad option", []string{"a"}, time.Minute, []ObtainOption{WithMaxAttempts(-1)}, "max attempts"},
-		{"conflicting kinds", []string{"a"}, time.Minute, []ObtainOption{WithShared(), WithExclusive()}, "WithShared"},
-	}
+	tests := append(badNames(),
+		badName{"conflicting kinds", []string{"a"}, time.Minute, []ObtainOption{WithShared(), WithExclusive()}, "WithShared"})
 	for _, tt := range tests {
 		for _, try := range []bool{false, true} {
 			var (
