@@ -157,11 +157,7 @@ func TestMutants(t *testing.T) {
 		// point, 200000 random schedules did not find SealCountsAnyNode.
 		"famFinding1": {name: "famFinding1", cfg: famFinding1, random: 30000, steps: 200, prefix: finding1()[:10]},
 	}
-	tests := []struct {
-		mutant string
-		mut    Mutations
-		search string
-	}{
+	checkMutants(t, searches, []mutant{
 		{"NoSecondRound", Mutations{NoSecondRound: true}, "base"},
 		{"NoClockSeed", Mutations{NoClockSeed: true}, "restarts"},
 		{"NoRecoveryWindow", Mutations{NoRecoveryWindow: true}, "restarts"},
@@ -176,15 +172,28 @@ func TestMutants(t *testing.T) {
 		{"Rule2ExistedCounter", Mutations{Rule2ExistedCounter: true}, "famStale"},
 		{"ReseedRecordsToken", Mutations{ReseedRecordsToken: true}, "famStale"},
 		{"SealCountsAnyNode", Mutations{SealCountsAnyNode: true}, "famFinding1"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.mutant, func(t *testing.T) {
+	})
+}
+
+// mutant is a deliberate bug of the protocol and the search that must
+// find it.
+type mutant struct {
+	name   string
+	mut    Mutations
+	search string
+}
+
+// checkMutants runs each mutant's search, which must find a counterexample,
+// and every search on the protocol as implemented, which must find none.
+func checkMutants(t *testing.T, searches map[string]search, mutants []mutant) {
+	for _, m := range mutants {
+		t.Run(m.name, func(t *testing.T) {
 			t.Parallel()
-			ce, st := searches[tt.search].run(t, tt.mut)
+			ce, st := searches[m.search].run(t, m.mut)
 			if ce == nil {
-				t.Fatalf("search %s found nothing (%+v)", tt.search, st)
+				t.Fatalf("search %s found nothing (%+v)", m.search, st)
 			}
-			t.Logf("search %s: %+v\n%s", tt.search, st, ce)
+			t.Logf("search %s: %+v\n%s", m.search, st, ce)
 		})
 	}
 	for name, s := range searches {

@@ -41,36 +41,12 @@ func TestPermitMutants(t *testing.T) {
 		"semRefresh": {name: "semRefresh", cfg: semRefresh, random: 20000, steps: 300},
 		"semFaults":  {name: "semFaults", cfg: semFaults, random: 5000, steps: 500},
 	}
-	tests := []struct {
-		mutant string
-		mut    Mutations
-		search string
-	}{
+	checkMutants(t, searches, []mutant{
 		{"PermitMajority", Mutations{PermitMajority: true}, "semBase"},
 		{"PermitCapacityOffByOne", Mutations{PermitCapacityOffByOne: true}, "semBase"},
 		{"PermitPruneEarly", Mutations{PermitPruneEarly: true}, "semRefresh"},
 		{"NoSecondRound", Mutations{NoSecondRound: true}, "semRefresh"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.mutant, func(t *testing.T) {
-			t.Parallel()
-			ce, st := searches[tt.search].run(t, tt.mut)
-			if ce == nil {
-				t.Fatalf("search %s found nothing (%+v)", tt.search, st)
-			}
-			t.Logf("search %s: %+v\n%s", tt.search, st, ce)
-		})
-	}
-	for name, s := range searches {
-		t.Run("fixed/"+name, func(t *testing.T) {
-			t.Parallel()
-			ce, st := s.run(t, Mutations{})
-			if ce != nil {
-				t.Fatalf("the semaphore breaks:\n%s", ce)
-			}
-			t.Logf("search %s: %+v", name, st)
-		})
-	}
+	})
 }
 
 // reseedConfig is the configuration of the re-seed schedule: one permit
