@@ -747,8 +747,7 @@ func (e *env) check(name string) result {
 	r.staleAccepted, r.acked = staleAccepted(ops)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	r.final, r.staleRejected = e.readStore(ctx, e.store, r.acked)
-	r.lost = r.acked - r.final
+	r.final, r.lost, r.staleRejected = e.readStore(ctx, e.store, r.acked)
 	if e.w.multi {
 		// The second name: its own holds, tokens and record.
 		ops2 := make([]op, len(ops))
@@ -759,8 +758,7 @@ func (e *env) check(name string) result {
 		s := &r.second
 		s.overlaps, _, _ = conflicts(ops2, false)
 		s.staleAccepted, s.acked = staleAccepted(ops2)
-		s.final, s.staleRejected = e.readStore(ctx, e.store2, s.acked)
-		s.lost = s.acked - s.final
+		s.final, s.lost, s.staleRejected = e.readStore(ctx, e.store2, s.acked)
 	}
 	var lat []time.Duration
 	ok := 0
@@ -826,9 +824,14 @@ func staleAccepted(ops []op) (stale int, acked int64) {
 	return stale, int64(len(acc))
 }
 
-// readStore returns st's final counter and its count of rejected stale
-// operations.
-func (e *env) readStore(ctx context.Context, st *store.Store, acked int64) (final, rejected int64) {
+// readStore returns st's final counter, its count of lost updates and its
+// count of rejected stale operations. An update is lost when two accepted
+// writes wrote the same value (two holders read the same counter): the
+// final counter is then below the store's count of accepted writes. The
+// count is the store's, not the clients' acknowledgements: a write whose
+// reply a client never saw (a pause or a lost reply past the write's
+// timeout) was still accepted, and counts.
+func (e *env) readStore(ctx context.Context, st *store.Store, acked int64) (final, lost, rejected int64) {
 	v, _, err := st.Read(ctx)
 	if err != nil {
 		e.t.Fatalf("read the store: %v", err)
@@ -839,11 +842,9 @@ func (e *env) readStore(ctx context.Context, st *store.Store, acked int64) (fina
 		e.t.Fatalf("store stats: %v", err)
 	}
 	if accepted != acked {
-		// A write whose reply was lost: the store took it, the client does
-		// not count it as acknowledged.
 		e.t.Logf("store accepted %d writes, clients saw %d acknowledged", accepted, acked)
 	}
-	return final, rejected
+	return final, accepted - final, rejected
 }
 
 // conflicts sorts ops by the time they were obtained and counts the pairs
