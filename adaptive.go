@@ -73,7 +73,9 @@ const (
 type AdaptiveTTL struct {
 	// Min and Max bound every TTL picked: MinTTL ≤ Min ≤ Max ≤ the
 	// deployment's maximum TTL (WithMaxTTL). No TTL above Max is ever
-	// used.
+	// used. The one exception to Min: the last automatic refreshes
+	// before a WithMaxHold limit ask only for the time left to the limit
+	// (TTLHoldLimit), which may be below Min, down to MinTTL.
 	Min, Max time.Duration
 	// RTTMultiple: the TTL is raised to at least RTTMultiple × the p95 of
 	// the nodes' round-trip times, so that the validity stays far above a

@@ -215,6 +215,10 @@ func WithoutBreaker() Option {
 // waiters of a change, and the probe goroutine's stop signal.
 type breaker struct {
 	state atomic.Int32 // a BreakerState
+	// closings counts the breaker's changes to closed: a degraded lock
+	// records it when taken, and is not extended once it has moved, even
+	// if the breaker has opened again since (degraded.go).
+	closings atomic.Uint64
 
 	mu        sync.Mutex
 	changed   chan struct{} // closed at each change of state, then replaced
@@ -235,6 +239,9 @@ func (b *breaker) changedLocked() chan struct{} {
 
 // setLocked moves the breaker to s and wakes the waiters. b.mu must be held.
 func (b *breaker) setLocked(s BreakerState) {
+	if s == BreakerClosed && BreakerState(b.state.Load()) != BreakerClosed {
+		b.closings.Add(1)
+	}
 	b.state.Store(int32(s))
 	if b.changed != nil {
 		close(b.changed)

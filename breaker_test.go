@@ -483,3 +483,34 @@ func TestBreakerLogsJoinedHooksAndClose(t *testing.T) {
 		t.Fatal("Close did not wake an Obtain waiting for the breaker")
 	}
 }
+
+// A degraded lock is never extended once the breaker has closed after it
+// was taken, even when the breaker opens again: a refresh refused with
+// ErrDegraded is not followed by one that succeeds (lock d1), and a close
+// and reopen between two refreshes is caught too (lock d2).
+func TestDegradedLockNotExtendedAfterABreakerFlap(t *testing.T) {
+	cl, a, _, _ := degradedPair(t, NewLocalLeases())
+	ctx := context.Background()
+	d1 := obtainDegraded(t, a, "flap-1", 5*time.Second)
+	d2 := obtainDegraded(t, a, "flap-2", 5*time.Second)
+	for _, i := range []int{0, 1} {
+		if err := cl.servers[i].Restart(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "the breaker closes", func() bool { return a.BreakerState() == BreakerClosed })
+	if err := d1.Refresh(ctx, 5*time.Second); !errors.Is(err, ErrDegraded) {
+		t.Fatalf("refresh of a degraded lock after the breaker closed: %v, want ErrDegraded", err)
+	}
+	for _, i := range []int{0, 1} {
+		if err := cl.servers[i].Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	untilBreakerOpenOrDegraded(t, a)
+	for _, d := range []*Lock{d2, d1} {
+		if err := d.Refresh(ctx, 5*time.Second); !errors.Is(err, ErrDegraded) && !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("refresh of degraded lock %s once the breaker reopened: %v, want ErrDegraded", d.Key(), err)
+		}
+	}
+}

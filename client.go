@@ -156,7 +156,8 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 }
 
 // TryObtain makes one attempt to obtain the lock named key for ttl, at
-// once, even while other goroutines of this Client wait for it. It
+// once, even while other goroutines of this Client wait for it, whatever
+// WithMaxAttempts says. It
 // returns an error wrapping ErrNotObtained (inside a *QuorumError) when the
 // lock is held by another owner or no quorum agreed in time, ErrClosed after
 // Close, and ErrInvalid for an empty key or a TTL below MinTTL. When ctx
@@ -164,9 +165,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 //
 // The caller must Release the returned lock.
 func (c *Client) TryObtain(ctx context.Context, key string, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
-	o := obtainConfig{retry: c.cfg.retry}
-	o.retry.maxAttempts = 1
-	return c.obtain(ctx, key, ttl, o, opts)
+	return c.obtain(ctx, key, ttl, obtainConfig{retry: c.cfg.retry, try: true}, opts)
 }
 
 // Obtain obtains the lock named key for ttl, retrying until it succeeds,
@@ -194,6 +193,9 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		}
 		opt.applyObtain(&o)
 	}
+	if o.try {
+		o.retry.maxAttempts = 1
+	}
 	rkey, err := c.redisKey(key)
 	if err != nil {
 		return nil, err
@@ -208,13 +210,18 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 	if err := c.checkAdaptiveInterval(&o); err != nil {
 		return nil, err
 	}
+	if o.exclusive() {
+		o.wait = newValue()
+	}
 	if !c.observed() {
 		l, _, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
+		c.gaveUp(rkey, ttl, &o, err)
 		return l, err
 	}
 	start := time.Now()
 	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.obtainLoop(ctx, key, rkey, ttl, &o)
+	c.gaveUp(rkey, ttl, &o, err)
 	if h := c.cfg.hook; h != nil {
 		ev := ObtainEvent{Key: key, Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err,
 			TTL: o.ttl, TTLReason: o.ttlReason}
@@ -224,6 +231,17 @@ func (c *Client) obtain(ctx context.Context, key string, ttl time.Duration, o ob
 		h.Obtain(ctx, ev)
 	}
 	return l, err
+}
+
+// gaveUp cleans up after an obtain that ended with err: an exclusive
+// obtain of the family that did not get the lock withdraws the writer mark
+// its refusals may have left, at once, so that readers do not wait for the
+// mark's TTL behind a writer that is gone. The TTL still bounds the mark of
+// a writer that crashed.
+func (c *Client) gaveUp(key string, ttl time.Duration, o *obtainConfig, err error) {
+	if err != nil && o.exclusive() && !errors.Is(err, ErrInvalid) {
+		c.withdraw(key, o.wait, c.cfg.nodeTimeoutFor(ttl))
+	}
 }
 
 // obtainLoop makes attempts until one succeeds, ctx ends or the attempts
@@ -285,7 +303,17 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 		holderTTL time.Duration
 		err       error
 	)
-	if !c.notifyOff && o.retry.maxAttempts != 1 && c.waits.queued(key) {
+	queued, join := c.waits.queued, c.waits.join
+	if o.kind == Reentrant {
+		// A re-entry must never wait behind anyone: the head of the
+		// name's queue may be waiting for this owner's own lock. An
+		// owner's obtains queue among themselves only, and the head of
+		// such a queue re-enters at once while the owner holds the lock.
+		group := ownerGroup(key, o.owner)
+		queued = func(string) bool { return c.waits.anyQueued(group) }
+		join = func(string) (*waitQueue, *member) { return c.waits.joinAny(group, []string{key}) }
+	}
+	if !c.notifyOff && o.retry.maxAttempts != 1 && queued(key) {
 		err = ErrNotObtained
 	} else {
 		if until := c.waits.graceUntil(key, c.cfg.now); !until.IsZero() {
@@ -301,7 +329,7 @@ func (c *Client) obtainLoop(ctx context.Context, name, key string, ttl time.Dura
 
 	var wake <-chan struct{}
 	if !c.notifyOff {
-		q, m := c.waits.join(key)
+		q, m := join(key)
 		defer func() {
 			if c.waits.leave(q, m) {
 				c.unsubscribe(q)
@@ -392,9 +420,10 @@ func (c *Client) attempt(ctx context.Context, name, key string, ttl time.Duratio
 		return nil, -1, ErrClosed
 	}
 	timeout := c.cfg.nodeTimeoutFor(ttl)
+	closings := c.brk.closings.Load()
 	if berr := c.gate(ctx, timeout); berr != nil {
 		if c.degradable(o) {
-			return c.attemptDegraded(ctx, name, key, ttl, timeout, o)
+			return c.attemptDegraded(ctx, name, key, ttl, timeout, o, closings)
 		}
 		return nil, -1, berr
 	}

@@ -76,8 +76,9 @@ func IsDegradedToken(token int64) bool { return token < 0 }
 // the option.
 //
 // A degraded lock is refreshed (manually, or by WithAutoRefresh and Do)
-// in the store while the breaker is not closed. Once the breaker closes,
-// it is not extended any more, nor moved to Redis: its refreshes fail with
+// in the store until the breaker first closes after it was taken. From
+// then on, even if the breaker opens again, it is not extended any more,
+// nor moved to Redis: its refreshes fail with
 // ErrDegraded, it runs out at its validity and is then lost (its Err wraps
 // ErrLost and ErrDegraded), and its owner obtains the lock again, on the
 // nodes.
@@ -95,7 +96,12 @@ type degradedLease struct {
 	store   LeaseStore
 	name    string // the lease's name in the store: prefix and lock name
 	version int64
-	// closed is set when a refresh found the breaker closed; l.mu guards it.
+	// closings is the breaker's count of closings when the lock was taken:
+	// once the count has moved, the lock is never extended again, even if
+	// the breaker has opened again since.
+	closings uint64
+	// closed is set when a refresh found the breaker closed, or closed and
+	// opened again, since the lock was taken; l.mu guards it.
 	closed bool
 }
 
@@ -121,10 +127,13 @@ func (c *Client) degradable(o *obtainConfig) bool {
 // attemptDegraded is an acquire attempt on the lease store, made instead of
 // a round on the nodes while the breaker is open. The caller holds c.life
 // for reading.
-func (c *Client) attemptDegraded(ctx context.Context, name, key string, ttl, timeout time.Duration, o *obtainConfig) (*Lock, time.Duration, error) {
+//
+// closings is the breaker's count of closings read before the gate found
+// it open: a closing since then ends the lock's extensions.
+func (c *Client) attemptDegraded(ctx context.Context, name, key string, ttl, timeout time.Duration, o *obtainConfig, closings uint64) (*Lock, time.Duration, error) {
 	store := c.cfg.fallback
 	l := c.newLock(name, key, ttl, timeout, o)
-	l.deg = &degradedLease{store: store, name: c.cfg.prefix + name}
+	l.deg = &degradedLease{store: store, name: c.cfg.prefix + name, closings: closings}
 	start := c.cfg.now()
 	validUntil := start.Add(c.cfg.validity(ttl))
 	// Like a round's requests, the store's is not abandoned when ctx ends,
@@ -206,7 +215,7 @@ func (c *Client) releaseLease(name, owner string, version int64, timeout time.Du
 }
 
 // refreshDegraded is Refresh for a degraded lock: it extends the lease in
-// the store while the breaker is not closed. The caller holds l.op and
+// the store while the breaker has not closed since the lock was taken. The caller holds l.op and
 // c.life for reading, and has checked that the lock is still held.
 func (l *Lock) refreshDegraded(ctx context.Context, start time.Time, ttl time.Duration, reason TTLReason, timeout time.Duration, auto bool) error {
 	c := l.c
@@ -216,7 +225,7 @@ func (l *Lock) refreshDegraded(ctx context.Context, start time.Time, ttl time.Du
 	l.mu.Unlock()
 	var err error
 	won, refused := false, false
-	if c.BreakerState() == BreakerClosed {
+	if c.BreakerState() == BreakerClosed || c.brk.closings.Load() != l.deg.closings {
 		l.mu.Lock()
 		l.deg.closed = true
 		l.mu.Unlock()

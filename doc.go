@@ -79,7 +79,8 @@
 // # Adaptive TTL
 //
 // WithAdaptiveTTL makes the TTL given to Obtain (and Refresh) a base that
-// the Client adjusts for each attempt and refresh, within [Min, Max]: it is
+// the Client adjusts for each attempt and refresh, within [Min, Max] (the
+// last refreshes before a WithMaxHold limit may go below Min): it is
 // raised to cover the nodes' round-trip time (p95) and lowered while the
 // name is contended, never above Max. A sampler reads INFO from every node
 // and reports memory pressure (SampleHook, WithLogger) without shortening

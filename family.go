@@ -57,7 +57,9 @@ func (k Kind) String() string {
 var ErrWrongKind = errors.New("the name is held by a lock of another kind (plain, or read-write and reentrant)")
 
 // WithOwner makes the lock reentrant, held by owner id: an Obtain with the
-// same id while the lock is held succeeds at once, through any Client,
+// same id while the lock is held succeeds at once, through any Client, and
+// never waits behind other goroutines of its Client that wait for the
+// lock (an owner's obtains queue only behind the same owner's),
 // keeps the lock's fencing token (see docs/lock-family.md for when it
 // cannot) and counts one more hold. Two first Obtains with one id that run
 // at once, neither holding yet, may get different tokens: obtain once
@@ -124,9 +126,9 @@ func (o *obtainConfig) validateKind() error {
 func newHold(o *obtainConfig) *script.Hold {
 	switch o.kind {
 	case Reentrant:
-		return &script.Hold{Mode: 'w', Owner: o.owner, ID: newValue()}
+		return &script.Hold{Mode: 'w', Owner: o.owner, ID: newValue(), Wait: o.wait}
 	case Write:
-		return &script.Hold{Mode: 'w', Owner: newValue(), ID: newValue()}
+		return &script.Hold{Mode: 'w', Owner: newValue(), ID: newValue(), Wait: o.wait}
 	case Read:
 		return &script.Hold{Mode: 'r', ID: newValue()}
 	case Permit:
@@ -274,4 +276,35 @@ func (c *Client) familyToken(ctx context.Context, l *Lock, replies []quorum.Repl
 		}
 	}
 	return token, true, c.raise(ctx, l, replies, token, validUntil)
+}
+
+// exclusive reports whether the obtain is of an exclusive hold of the
+// family (a writer or a reentrant owner), whose refusals mark the lock as
+// waited for by a writer.
+func (o *obtainConfig) exclusive() bool { return o.kind == Write || o.kind == Reentrant }
+
+// withdraw takes back the writer mark of an exclusive obtain that gave up
+// (family.lua's refuse left it, so that readers wait behind the writer),
+// on every node, so that readers are not kept waiting for the mark's TTL.
+// It is best effort: a node that does not answer within timeout keeps the
+// mark until it expires.
+func (c *Client) withdraw(key, wait string, timeout time.Duration) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.isClosed() {
+		return
+	}
+	mark := keys.WriterWaits(key)
+	round := quorum.Round[bool]{
+		Nodes:   c.nodes,
+		Quorum:  len(c.nodes),
+		Timeout: max(timeout, minReleaseTimeout),
+		Wait:    quorum.WaitAll,
+		Now:     c.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
+			return script.Withdraw(ctx, n.Client, mark, wait)
+		},
+		Agree: func(bool) bool { return true },
+	}
+	round.Run(context.Background(), c.workers)
 }

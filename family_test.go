@@ -382,3 +382,99 @@ func TestFamilyRedisCluster(t *testing.T) {
 		t.Fatal("the names share one slot; the test needs several")
 	}
 }
+
+// A re-entry never waits behind a waiter of its own Client: here the head
+// of the name's queue is a writer waiting for the owner's own lock, and a
+// nested Do of the owner must run at once, not wait until its context ends.
+func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			c := newClient(t, cl.clients)
+			ctx := context.Background()
+			key, err := c.redisKey("nested")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Do(ctx, "nested", 30*time.Second, func(ctx context.Context) error {
+				wctx, stop := context.WithCancel(ctx)
+				defer stop()
+				writer := make(chan error, 1)
+				go func() {
+					l, err := c.Obtain(wctx, "nested", 30*time.Second, WithExclusive())
+					_ = l.Release(context.Background())
+					writer <- err
+				}()
+				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.waits.queued(key) })
+				// Generous: a re-entry takes a round trip, and the bug
+				// made it wait for this context to end.
+				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				inner := c.Do(ictx, "nested", 30*time.Second, func(context.Context) error { return nil }, WithOwner("job-1"))
+				stop()
+				if werr := <-writer; werr == nil {
+					t.Error("the writer obtained the lock while the owner held it")
+				}
+				return inner
+			}, WithOwner("job-1"))
+			if err != nil {
+				t.Fatalf("nested Do of the owner: %v", err)
+			}
+		})
+	}
+}
+
+// A writer that gives up withdraws its mark at once: readers are not kept
+// out for the writer's TTL. A writer still waiting keeps them out.
+func TestGivenUpWriterDoesNotBlockReaders(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			a := newClient(t, cl.clients)
+			b := newClient(t, cl.clients)
+			ctx := context.Background()
+			r1, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r1.Release(ctx)
+			// A refused TryObtain of the writer.
+			if _, err := b.TryObtain(ctx, "doc", time.Minute, WithExclusive()); !errors.Is(err, ErrHeld) {
+				t.Fatalf("writer's TryObtain beside a reader: %v, want ErrHeld", err)
+			}
+			r2, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+			if err != nil {
+				t.Fatalf("reader after a writer's refused TryObtain: %v", err)
+			}
+			_ = r2.Release(ctx)
+			// An Obtain of the writer that ends with its context.
+			octx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			_, err = b.Obtain(octx, "doc", time.Minute, WithExclusive())
+			cancel()
+			if !errors.Is(err, ErrNotObtained) {
+				t.Fatalf("writer's Obtain that timed out: %v", err)
+			}
+			r3, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+			if err != nil {
+				t.Fatalf("reader after a writer's Obtain ended: %v", err)
+			}
+			_ = r3.Release(ctx)
+			// A writer that still waits keeps new readers out.
+			wctx, stop := context.WithCancel(ctx)
+			defer stop()
+			writer := make(chan error, 1)
+			go func() {
+				l, err := b.Obtain(wctx, "doc", time.Minute, WithExclusive())
+				_ = l.Release(context.Background())
+				writer <- err
+			}()
+			eventually(t, "a waiting writer keeps readers out", func() bool {
+				l, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+				_ = l.Release(ctx)
+				return errors.Is(err, ErrHeld)
+			})
+			stop()
+			<-writer
+		})
+	}
+}

@@ -82,6 +82,8 @@ type config struct {
 type obtainConfig struct {
 	kind     Kind   // the lock family's options
 	owner    string // WithOwner
+	wait     string // an exclusive obtain's writer mark (script.Hold.Wait)
+	try      bool   // TryObtain: one attempt, whatever WithMaxAttempts says
 	permits  int    // ObtainPermit's k
 	kindErr  error  // conflicting family options
 	id       uint64 // ObtainID of an observed obtain
@@ -273,7 +275,8 @@ func WithRetryDelay(min, max time.Duration) RetryOption {
 // and ObtainEvent.Attempts is their number. An attempt refused at once by
 // the open circuit breaker (ErrBreakerOpen, see WithBreaker) makes no
 // round but uses up an attempt too, so that Obtain ends. 0, the
-// default, retries until the context ends; 1 is TryObtain.
+// default, retries until the context ends. TryObtain, TryObtainPermit,
+// TryObtainAll and TryObtainAny make one attempt (one pass) whatever it says.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
 }

@@ -1353,3 +1353,34 @@ func TestReleaseTimeoutIsNotErrNotHeld(t *testing.T) {
 		t.Fatalf("Release: %v; want a *QuorumError with ErrNotOwner and ErrNodeTimeout per node, not ErrNotHeld", err)
 	}
 }
+
+// TryObtain makes one attempt, whatever WithMaxAttempts says; so does
+// TryObtainPermit.
+func TestTryObtainIsOneAttempt(t *testing.T) {
+	cl := startNodes(t, 1)
+	rec := &eventRecorder{}
+	a := newClient(t, cl.clients)
+	b := newClient(t, cl.clients, WithHook(rec))
+	ctx := context.Background()
+	l, err := a.TryObtain(ctx, "one", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	p, err := a.TryObtainPermit(ctx, "sem", 1, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	if _, err := b.TryObtain(ctx, "one", 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
+		t.Fatalf("TryObtain of a held lock: %v", err)
+	}
+	if _, err := b.TryObtainPermit(ctx, "sem", 1, 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
+		t.Fatalf("TryObtainPermit of a taken permit: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if rec.attempts != 2 {
+		t.Fatalf("%d attempts for a TryObtain and a TryObtainPermit with WithMaxAttempts(3), want 2", rec.attempts)
+	}
+}

@@ -79,13 +79,23 @@ func (c *Client) obtainAny(ctx context.Context, names []string, ttl time.Duratio
 	if c.isClosed() {
 		return nil, ErrClosed
 	}
+	if o.exclusive() {
+		o.wait = newValue()
+	}
+	gaveUp := func(err error) {
+		for _, k := range rkeys {
+			c.gaveUp(k, ttl, &o, err)
+		}
+	}
 	if !c.observed() {
 		l, _, err := c.anyLoop(ctx, names, rkeys, ttl, &o)
+		gaveUp(err)
 		return l, err
 	}
 	start := time.Now()
 	o.id = obtainIDs.Add(1)
 	l, attempts, err := c.anyLoop(ctx, names, rkeys, ttl, &o)
+	gaveUp(err)
 	if h := c.cfg.hook; h != nil {
 		ev := ObtainEvent{Key: names[0], Kind: o.kind, ObtainID: o.id, Attempts: attempts, Elapsed: time.Since(start), Err: err,
 			TTL: o.ttl, TTLReason: o.ttlReason}
@@ -286,4 +296,12 @@ func anyGroup(rkeys []string) string {
 	sorted := slices.Clone(rkeys)
 	slices.Sort(sorted)
 	return "any\x00" + strings.Join(sorted, "\x00")
+}
+
+// ownerGroup is the key of the local queue of a reentrant lock's owner:
+// the owner's obtains of one lock key wait behind each other, never behind
+// other owners' (see obtainLoop). It cannot collide with a lock key, which
+// starts with '{', nor with anyGroup's.
+func ownerGroup(key, owner string) string {
+	return "owner\x00" + key + "\x00" + owner
 }

@@ -93,8 +93,7 @@ func (c *Client) ObtainPermit(ctx context.Context, name string, k int, ttl time.
 //
 // The caller must Release the returned permit.
 func (c *Client) TryObtainPermit(ctx context.Context, name string, k int, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
-	o := obtainConfig{retry: c.cfg.retry, kind: Permit, permits: k}
-	o.retry.maxAttempts = 1
+	o := obtainConfig{retry: c.cfg.retry, kind: Permit, permits: k, try: true}
 	return c.obtain(ctx, name, ttl, o, opts)
 }
 

@@ -15,6 +15,8 @@
 -- ARGV[4] ttl in milliseconds
 -- ARGV[5..9] max_ttl, delta, guard, fencing counter expiry, epoch record
 --         expiry: as in acquire.lua
+-- ARGV[10] the value of the writer's mark ('w'): one per obtain, so that
+--         a writer that gives up deletes its own mark only (withdraw.lua)
 -- Returns {1, token, existed, counter} when the hold was taken: existed is 1
 -- when the owner already held the lock exclusively on this node (a
 -- re-entry: token is the owner's token, counter the node's counter, which
@@ -43,7 +45,7 @@ local writer = lock .. ':wwait'
 local function refuse(pttl)
   redis.call('SET', lock .. ':waiters', '1', 'PX', ARGV[8])
   if mode == 'w' then
-    redis.call('SET', writer, '1', 'PX', ARGV[4])
+    redis.call('SET', writer, ARGV[10], 'PX', ARGV[4])
   end
   return {0, pttl}
 end

@@ -46,6 +46,8 @@ var (
 	permitSrc string
 	//go:embed permitrefresh.lua
 	permitRefreshSrc string
+	//go:embed withdraw.lua
+	withdrawSrc string
 	//go:embed permitrelease.lua
 	permitReleaseSrc string
 
@@ -63,6 +65,7 @@ var (
 	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
 	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(counterSrc + "\n" + sealSrc)
+	withdraw      = newScript(withdrawSrc)
 
 	// The semaphore's (ObtainPermit): a hash like the family's, one
 	// expiring field per permit.
@@ -221,6 +224,11 @@ type Hold struct {
 	ID    string // this hold's own random value
 	// Permits is the semaphore's number of permits (mode 's').
 	Permits int
+	// Wait is the value of the mark that an exclusive hold leaves when it
+	// is refused (family.lua), so that readers wait behind it: one per
+	// obtain, shared by its attempts, so that a writer that gives up
+	// withdraws its own mark (Withdraw) and no other's.
+	Wait string
 }
 
 func (h Hold) mode() string {
@@ -252,9 +260,10 @@ func PermitReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 // FamilyAcquireCall prepares the family's acquire script for a hold.
 func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
-	args := make([]any, 0, 10+len(ga))
+	args := make([]any, 0, 11+len(ga))
 	args = append(args, "evalsha", familyAcquireSha, "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
-	return Call{append(args, ga...), familyAcquire.src}
+	args = append(args, ga...)
+	return Call{append(args, h.Wait), familyAcquire.src}
 }
 
 // Acquire runs the acquire script on one node, followed in the same
@@ -347,6 +356,14 @@ func Fence(ctx context.Context, c redis.UniversalClient, fenceKey string, token 
 // family exclusively.
 func Seal(ctx context.Context, c redis.UniversalClient, k Keys, token int64, owner string, g Guard) error {
 	return seal.Run(ctx, c, []string{k.Fence, k.Lock}, token, g.FenceTTL.Milliseconds(), owner).Err()
+}
+
+// Withdraw deletes an exclusive hold's writer mark (the key mark) on one
+// node when it is still the mark of wait (Hold.Wait), and reports whether
+// it did.
+func Withdraw(ctx context.Context, c redis.UniversalClient, mark, wait string) (bool, error) {
+	n, err := withdraw.Run(ctx, c, []string{mark}, wait).Int()
+	return n == 1, err
 }
 
 // Released is the decoded reply of the release script.
