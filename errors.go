@@ -1,10 +1,10 @@
 package redlock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redlock-go/redlock/internal/quorum"
 )
@@ -29,27 +29,46 @@ var (
 	// ErrClosed is returned by every call on a closed Client.
 	ErrClosed = errors.New("redlock: client closed")
 
-	// ErrInvalid wraps every error about bad input: options, keys, TTLs.
+	// ErrInvalid wraps every error about bad input: options, names, TTLs.
 	ErrInvalid = errors.New("redlock: invalid argument")
 
+	// ErrBreakerOpen means an obtain was refused at once, without asking
+	// the nodes, because the Client's circuit breaker is open: fewer than a
+	// quorum of nodes are reachable (WithBreaker). The error is a
+	// *QuorumError that also matches ErrNotObtained and names each
+	// unreachable node.
+	ErrBreakerOpen = errors.New("redlock: circuit breaker open")
+
+	// ErrDegraded is the error of a refresh of a degraded lock once the
+	// circuit breaker has closed after the lock was taken: the lock is not
+	// extended, and runs out (see WithDegradedMode). The loss of such a
+	// lock wraps it too.
+	ErrDegraded = errors.New("redlock: degraded lock not extended: the circuit breaker closed, obtain the lock again on the nodes")
+
 	// ErrHeld is the per-node reason, inside a *QuorumError, when a node
-	// answered that another owner holds the key.
-	ErrHeld = errors.New("held by another owner")
-
-	// ErrNodeRecovering is the per-node reason when a node takes no part in
-	// locking yet because its Redis process changed (a restart, or a
-	// promoted replica): the error is a *RecoveringError that says for how
-	// long. See WithMaxTTL.
-	ErrNodeRecovering = errors.New("node is recovering")
-
-	// ErrNotReplicated is the per-node reason when a node took the lock
-	// but WAIT did not confirm the replicas asked for by WithReplicaAck.
-	ErrNotReplicated = errors.New("lock not acknowledged by the replicas (WithReplicaAck)")
+	// answered that another owner holds the lock.
+	ErrHeld = errors.New("redlock: held by another owner")
 
 	// ErrNotOwner is the per-node reason, inside a release's *QuorumError,
 	// when a node did not hold our value: its key had expired or belongs to
 	// another owner.
-	ErrNotOwner = errors.New("key expired or held by another owner")
+	ErrNotOwner = errors.New("redlock: key expired or held by another owner")
+
+	// ErrWrongKind is the per-node reason, inside an obtain's *QuorumError,
+	// when the name is held by a lock of another kind (a plain lock, the
+	// read-write and reentrant locks, a semaphore), or by a semaphore with
+	// another number of permits. An obtain does not wait for such a
+	// holder: the mix is a bug to fix.
+	ErrWrongKind = errors.New("redlock: the name is in use by a lock of another kind, or by a semaphore with another number of permits")
+
+	// ErrNodeRecovering is the per-node reason when a node takes no part in
+	// locking yet because its Redis process changed (a restart, or a
+	// promoted replica); the reason says for how long. See WithMaxTTL.
+	ErrNodeRecovering = errors.New("redlock: node is recovering")
+
+	// ErrNotReplicated is the per-node reason when a node took the lock
+	// but WAIT did not confirm the replicas asked for by WithReplicaAck.
+	ErrNotReplicated = errors.New("redlock: lock not acknowledged by the replicas (WithReplicaAck)")
 
 	// ErrNodeTimeout is the per-node reason when a node did not answer
 	// within the per-node timeout (see WithNodeTimeout).
@@ -60,14 +79,11 @@ var (
 	// or enough nodes refused that none could).
 	ErrNodePending = quorum.ErrPending
 
-	// ErrNodeSkipped is the per-node reason when a node was not asked:
-	// it timed out three times in a row and is skipped for one second
-	// before a single probe request may reach it again.
+	// ErrNodeSkipped is the per-node reason when a node was not asked: it
+	// timed out three times in a row and is skipped for one second before a
+	// single probe request may reach it again, or it already had the most
+	// requests in flight (WithMaxInFlight).
 	ErrNodeSkipped = quorum.ErrSkipped
-
-	// ErrNodeOverloaded is the per-node reason when a node already had
-	// the maximum number of requests in flight (see WithMaxInFlight).
-	ErrNodeOverloaded = quorum.ErrOverloaded
 )
 
 // errReleased is Err of a released lock.
@@ -76,71 +92,29 @@ var errReleased = fmt.Errorf("%w: it was released", ErrNotHeld)
 // errNilLock is the error of a nil *Lock's methods: no lock was obtained.
 var errNilLock = fmt.Errorf("%w: nil lock (none was obtained)", ErrNotHeld)
 
-// closedChan is Done of a nil *Lock, and of a lock that had ended before
-// Done was first called.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// RecoveringError is the per-node reason of a node that is recovering after
-// its Redis process changed. It matches ErrNodeRecovering.
-type RecoveringError struct {
-	// Remaining is how long the node still recovers (0 when unknown).
-	Remaining time.Duration
-}
-
-// Error says that the node is recovering, and for how long.
-func (e *RecoveringError) Error() string {
-	left := "for a while"
-	if e.Remaining > 0 {
-		left = "for another " + e.Remaining.Round(time.Millisecond).String()
-	}
-	return "node is recovering after a restart or failover: it takes no part in locking " + left +
-		", until every lock it may have forgotten has expired (the recovery window is WithMaxTTL; see docs/fencing.md)"
-}
-
-// Unwrap returns ErrNodeRecovering.
-func (e *RecoveringError) Unwrap() error { return ErrNodeRecovering }
-
-// NodeError is one node's reason for not agreeing in a quorum operation.
-type NodeError struct {
-	// Node is the node's index in the slice given to New.
-	Node int
-	// Addr describes the node for humans (host:port where known).
-	Addr string
-	// Err is the reason: ErrHeld, ErrNotOwner, *RecoveringError,
-	// ErrNotReplicated, ErrNodeTimeout,
-	// ErrNodePending, ErrNodeSkipped, ErrNodeOverloaded, or the error of
-	// the Redis client.
-	Err error
-}
-
-// Error names the node and its reason.
-func (e *NodeError) Error() string {
-	return fmt.Sprintf("node %d (%s): %v", e.Node, e.Addr, e.Err)
-}
-
-// Unwrap returns the node's reason.
-func (e *NodeError) Unwrap() error { return e.Err }
-
 // QuorumError reports an operation that did not reach a quorum of nodes,
 // with the reason of each node that did not agree. It wraps ErrNotObtained
-// (obtain), or ErrNotHeld when the nodes answered that the lock is no
-// longer ours; errors.Is also matches each node's reason.
+// (obtain; and ErrBreakerOpen when the breaker refused it), or ErrNotHeld
+// when the nodes answered that the lock is no longer ours; errors.Is also
+// matches each node's reason.
 type QuorumError struct {
-	// Op is "obtain", "refresh" or "release".
+	// Op is "obtain", "obtain (fencing token)", "refresh" or "release".
 	Op string
-	// Need is the quorum: N/2+1 of N nodes, or PermitQuorum for a
-	// semaphore's permit.
+	// Need is the quorum: N/2+1 of N nodes, or the quorum of a
+	// semaphore's permit (see Client.Semaphore).
 	Need int
-	// Agreed is how many nodes agreed.
+	// Agreed is how many nodes agreed; for the breaker's refusal, how many
+	// it counts as reachable.
 	Agreed int
 	// Nodes holds the reason of every node that did not agree, in node
 	// order.
-	Nodes []*NodeError
+	Nodes []NodeResult
 	// Expired is true when a quorum agreed but the validity of the lock had
 	// already run out by the time it did.
 	Expired bool
 
-	sentinel error
+	sentinels []error
+	detail    string // said after the count
 }
 
 // Error says what failed, how many nodes agreed of how many needed, and
@@ -150,35 +124,131 @@ func (e *QuorumError) Error() string {
 	b.WriteString("redlock: ")
 	b.WriteString(e.Op)
 	b.WriteString(": ")
-	if e.sentinel != nil {
-		msg := strings.TrimPrefix(e.sentinel.Error(), "redlock: ")
-		b.WriteString(msg)
+	for _, s := range e.sentinels {
+		b.WriteString(strings.TrimPrefix(s.Error(), "redlock: "))
 		b.WriteString(": ")
 	}
-	fmt.Fprintf(&b, "%d of %d needed nodes agreed", e.Agreed, e.Need)
+	verb := "agreed"
+	if errors.Is(e, ErrBreakerOpen) {
+		verb = "reachable"
+	}
+	fmt.Fprintf(&b, "%d of %d needed nodes %s", e.Agreed, e.Need, verb)
 	if e.Expired {
 		b.WriteString(", but after the lock's validity had run out")
 	}
+	b.WriteString(e.detail)
 	for _, n := range e.Nodes {
-		b.WriteString("; ")
-		b.WriteString(n.Error())
+		// Each reason is the package's own error or wraps one: its prefix
+		// is said once, at the start.
+		fmt.Fprintf(&b, "; node %d (%s): %s", n.Node, n.Addr, strings.TrimPrefix(fmt.Sprint(n.Err), "redlock: "))
 	}
 	return b.String()
 }
 
-// Unwrap returns the sentinel (ErrNotObtained or ErrNotHeld, when set)
-// followed by every node's error.
+// Unwrap returns the sentinels (ErrNotObtained, ErrBreakerOpen or
+// ErrNotHeld, as they apply) followed by every node's reason.
 func (e *QuorumError) Unwrap() []error {
-	errs := make([]error, 0, len(e.Nodes)+1)
-	if e.sentinel != nil {
-		errs = append(errs, e.sentinel)
-	}
+	errs := make([]error, 0, len(e.Nodes)+len(e.sentinels))
+	errs = append(errs, e.sentinels...)
 	for _, n := range e.Nodes {
-		errs = append(errs, n)
+		errs = append(errs, n.Err)
 	}
 	return errs
 }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// ctxErr is the error of an ended context: its Err, joined with its cause
+// when the cause says more, so that errors.Is finds both.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return errors.Join(err, cause)
+	}
+	return err
+}
+
+// reason is a node's reason as NodeResult.Reason's label.
+func reason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrHeld):
+		return "held"
+	case errors.Is(err, ErrNotOwner):
+		return "not_owner"
+	case errors.Is(err, ErrWrongKind):
+		return "wrong_kind"
+	case errors.Is(err, ErrNodeRecovering):
+		return "recovering"
+	case errors.Is(err, ErrNodeTimeout):
+		return "timeout"
+	case errors.Is(err, ErrNodePending):
+		return "pending"
+	case errors.Is(err, ErrNodeSkipped):
+		return "skipped"
+	case errors.Is(err, ErrNotReplicated):
+		return "not_replicated"
+	}
+	return "error"
+}
+
+// attemptResult is AttemptEvent.Result.
+func attemptResult(obtained bool, err error) string {
+	var qe *QuorumError
+	switch {
+	case obtained:
+		return "obtained"
+	case errors.Is(err, ErrHeld):
+		return "held"
+	case errors.As(err, &qe):
+		return "no_quorum"
+	}
+	return "error"
+}
+
+// obtainResult is ObtainEvent.Result.
+func obtainResult(err error) string {
+	var qe *QuorumError
+	switch {
+	case err == nil:
+		return "obtained"
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	case errors.Is(err, ErrHeld):
+		return "held"
+	case errors.Is(err, ErrBreakerOpen):
+		return "breaker_open"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "canceled"
+	case errors.As(err, &qe):
+		return "no_quorum"
+	}
+	return "error"
+}
+
+// refreshResult is RefreshEvent.Result.
+func refreshResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotHeld):
+		return "not_held"
+	case errors.Is(err, ErrClosed):
+		return "closed"
+	}
+	return "failed"
+}
+
+// releaseResult is ReleaseEvent.Result.
+func releaseResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, ErrNotHeld):
+		return "not_held"
+	}
+	return "failed"
 }

@@ -14,65 +14,17 @@ import (
 
 // recorder is a Hook that keeps every event, and the value of ctxKey in
 // each event's context, by method.
-type recorder struct {
-	mu       sync.Mutex
-	attempts []AttemptEvent
-	waits    []WaitEvent
-	obtains  []ObtainEvent
-	refresh  []RefreshEvent
-	releases []ReleaseEvent
-	lost     []LostEvent
-	ctxs     map[string][]any
-}
-
-// ctxKey marks a caller's context, to see it reach the hook.
-type ctxKey struct{}
-
-func (r *recorder) saw(ctx context.Context, method string) {
-	if r.ctxs == nil {
-		r.ctxs = make(map[string][]any)
-	}
-	r.ctxs[method] = append(r.ctxs[method], ctx.Value(ctxKey{}))
-}
-
-// add records an event under r.mu.
-func (r *recorder) add(ctx context.Context, method string, f func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	f()
-	r.saw(ctx, method)
-}
-
-func (r *recorder) Attempt(ctx context.Context, e AttemptEvent) {
-	r.add(ctx, "Attempt", func() { r.attempts = append(r.attempts, e) })
-}
-func (r *recorder) Wait(ctx context.Context, e WaitEvent) {
-	r.add(ctx, "Wait", func() { r.waits = append(r.waits, e) })
-}
-func (r *recorder) Obtain(ctx context.Context, e ObtainEvent) {
-	r.add(ctx, "Obtain", func() { r.obtains = append(r.obtains, e) })
-}
-func (r *recorder) Refresh(ctx context.Context, e RefreshEvent) {
-	r.add(ctx, "Refresh", func() { r.refresh = append(r.refresh, e) })
-}
-func (r *recorder) Release(ctx context.Context, e ReleaseEvent) {
-	r.add(ctx, "Release", func() { r.releases = append(r.releases, e) })
-}
-func (r *recorder) Lost(ctx context.Context, e LostEvent) {
-	r.add(ctx, "Lost", func() { r.lost = append(r.lost, e) })
-}
-
 // The automatic refreshes and the loss of Do's lock carry Do's context.
 func TestHookDoEventsCarryDosContext(t *testing.T) {
 	cl := startNodes(t, 1)
-	rec := &recorder{}
+	rec := &eventRecorder{}
 	c := newClient(t, cl.clients, WithHook(rec), WithNodeTimeout(100*time.Millisecond))
 	doCtx := context.WithValue(context.Background(), ctxKey{}, "do")
 	err := c.Do(doCtx, "do", 300*time.Millisecond, func(ctx context.Context) error {
 		eventually(t, "an automatic refresh", func() bool {
 			rec.mu.Lock()
 			defer rec.mu.Unlock()
-			return len(rec.refresh) >= 1
+			return len(rec.refreshs) >= 1
 		})
 		// Lose it: another owner's value takes the key, and the next
 		// refresh is refused.
@@ -96,7 +48,7 @@ func TestHookDoEventsCarryDosContext(t *testing.T) {
 
 func TestHookSeesTheLifeCycle(t *testing.T) {
 	cl := startNodes(t, 3)
-	rec, second := &recorder{}, &recorder{}
+	rec, second := &eventRecorder{}, &eventRecorder{}
 	c := newClient(t, cl.clients, WithHook(JoinHooks(rec, second)), WithNodeTimeout(100*time.Millisecond))
 	// Each call's context reaches the hook with its events.
 	ctx := context.WithValue(context.Background(), ctxKey{}, "holder")
@@ -157,7 +109,7 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	}
 	var byRelease bool
 	for _, w := range rec.waits {
-		byRelease = byRelease || w.WokenBy == WokenByRelease
+		byRelease = byRelease || w.WokenBy == "release"
 	}
 	if !byRelease {
 		t.Errorf("waits %+v: want one woken by the release", rec.waits)
@@ -165,8 +117,8 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	if len(rec.obtains) != 3 || rec.obtains[1].Attempts < 2 || rec.obtains[1].Err != nil {
 		t.Errorf("obtains %+v: want three, the contender's with several attempts", rec.obtains)
 	}
-	if len(rec.refresh) != 1 || rec.refresh[0].Auto || rec.refresh[0].Err != nil {
-		t.Errorf("refreshes %+v: want one manual, successful", rec.refresh)
+	if len(rec.refreshs) != 1 || rec.refreshs[0].Auto || rec.refreshs[0].Err != nil {
+		t.Errorf("refreshes %+v: want one manual, successful", rec.refreshs)
 	}
 	// The waiter, woken by the holder's release, may release (and report
 	// it) before the holder's Release has reported its own.
@@ -177,7 +129,7 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	if r := rec.releases[holderRelease]; r.Held <= r.Elapsed || r.Elapsed <= 0 {
 		t.Errorf("holder's release %+v: want the release's duration, and held longer than that", r)
 	}
-	if len(rec.lost) != 1 || rec.lost[0].Key != "short" || !errors.Is(rec.lost[0].Err, ErrLost) || rec.lost[0].Token != short.Token() {
+	if len(rec.lost) != 1 || rec.lost[0].Name != "short" || !errors.Is(rec.lost[0].Err, ErrLost) || rec.lost[0].Token != short.Token() {
 		t.Errorf("lost %+v: want the short lock, with its token", rec.lost)
 	}
 	// The attempts and waits of an obtain carry its ObtainID and context.
@@ -217,7 +169,7 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 
 func TestHookSeesAutomaticRefresh(t *testing.T) {
 	cl := startNodes(t, 1)
-	rec := &recorder{}
+	rec := &eventRecorder{}
 	c := newClient(t, cl.clients, WithHook(rec), WithNodeTimeout(100*time.Millisecond))
 	l, err := c.TryObtain(context.Background(), "auto", 600*time.Millisecond, WithAutoRefresh())
 	if err != nil {
@@ -226,7 +178,7 @@ func TestHookSeesAutomaticRefresh(t *testing.T) {
 	eventually(t, "an automatic refresh is reported", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		return len(rec.refresh) > 0 && rec.refresh[0].Auto && rec.refresh[0].Err == nil
+		return len(rec.refreshs) > 0 && rec.refreshs[0].Auto && rec.refreshs[0].Err == nil
 	})
 	_ = l.Release(context.Background())
 }
@@ -235,7 +187,7 @@ func TestLoggerReportsLossAndRecovery(t *testing.T) {
 	cl := startNodes(t, 1)
 	var buf syncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	guardedClient := newClient(t, cl.clients, WithLogger(logger), withRestartGuard())
+	guardedClient := newClient(t, cl.clients, WithLogger(logger), WithRestartGuard(GuardOn))
 	for range 3 {
 		_, _ = guardedClient.TryObtain(context.Background(), "x", time.Second)
 	}
@@ -247,7 +199,7 @@ func TestLoggerReportsLossAndRecovery(t *testing.T) {
 	<-l.Done()
 	eventually(t, "the loss is logged", func() bool {
 		out := buf.String()
-		return strings.Contains(out, "lock lost") && strings.Contains(out, "key=logged")
+		return strings.Contains(out, "lock lost") && strings.Contains(out, "name=logged")
 	})
 	if n := strings.Count(buf.String(), "node recovering"); n != 1 {
 		t.Errorf("%d lines about the recovering node after three attempts, want 1 (rate-limited):\n%s", n, buf.String())
@@ -291,7 +243,7 @@ func TestNoHookNoAllocation(t *testing.T) {
 		})
 	}
 	bare := cycle(newClient(t, cl.clients))
-	hooked := cycle(newClient(t, cl.clients, WithHook(BaseHook{})))
+	hooked := cycle(newClient(t, cl.clients, WithHook(&eventRecorder{})))
 	if bare > 80 {
 		t.Errorf("a cycle without a hook allocates %v times, more than the 80 measured before hooks", bare)
 	}

@@ -275,7 +275,7 @@ func TestManyLocksShareRefreshPipelinesAndGoroutines(t *testing.T) {
 
 func TestCloseReleasesAutoRefreshedLocks(t *testing.T) {
 	cl := startNodes(t, 3)
-	c, err := New(cl.clients, WithNodeTimeout(100*time.Millisecond), WithoutRestartGuard())
+	c, err := New(cl.clients, WithNodeTimeout(100*time.Millisecond), WithRestartGuard(GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func pausedChild() int {
 	for _, addr := range strings.Split(os.Getenv("REDLOCK_CHILD_NODES"), ",") {
 		nodes = append(nodes, redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true}))
 	}
-	c, err := New(nodes, WithNodeTimeout(100*time.Millisecond), WithoutRestartGuard())
+	c, err := New(nodes, WithNodeTimeout(100*time.Millisecond), WithRestartGuard(GuardOff))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -395,15 +395,16 @@ func TestPausedClientLearnsItLostTheLock(t *testing.T) {
 
 // refreshHook records the automatic refreshes' outcomes by lock name.
 type refreshHook struct {
-	BaseHook
 	mu   sync.Mutex
 	errs map[string][]error
 }
 
-func (h *refreshHook) Refresh(_ context.Context, e RefreshEvent) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.errs[e.Key] = append(h.errs[e.Key], e.Err)
+func (h *refreshHook) Observe(_ context.Context, ev Event) {
+	if e, ok := ev.(RefreshEvent); ok {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.errs[e.Name] = append(h.errs[e.Name], e.Err)
+	}
 }
 
 // A lock with a short TTL refreshed in one batch with a long-TTL lock must
@@ -414,7 +415,7 @@ func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
 	h := &refreshHook{errs: make(map[string][]error)}
 	// Per-node timeouts derived from the TTLs: 45 ms for 900 ms, 1 s for
 	// 30 s, above the short lock's validity (891 ms).
-	c, err := New(cl.clients, WithoutRestartGuard(), WithHook(h))
+	c, err := New(cl.clients, WithRestartGuard(GuardOff), WithHook(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -467,7 +468,7 @@ func TestBatchedRefreshKeepsShortLockAlive(t *testing.T) {
 	// Per-node timeouts derived from the TTLs: 45 ms for 900 ms, 1 s for
 	// 30 s. The short lock's validity stays below the long lock's node
 	// timeout, and 45 ms leaves a loaded machine room (20 ms did not).
-	c, err := New(cl.clients, WithoutRestartGuard())
+	c, err := New(cl.clients, WithRestartGuard(GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +491,7 @@ func TestBatchedRefreshKeepsShortLockAlive(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // the long lock's first round waits 1 s on node 4
 	for _, l := range []*Lock{short, long} {
 		if err := l.Err(); err != nil {
-			t.Errorf("%s: %v; want held, a quorum answers", l.Key(), err)
+			t.Errorf("%s: %v; want held, a quorum answers", l.Name(), err)
 		}
 	}
 }

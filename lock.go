@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keepalive"
-	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// Lock is a lock obtained from a Client. It is safe for concurrent use.
+// Lock is a lock obtained through a handle (or the Client's Obtain,
+// TryObtain and Do). It is safe for concurrent use.
 //
 // A lock is held only until it can no longer be guaranteed: Done is closed
 // and Err returns ErrLost at the loss deadline, ValidUntil less the per-node
@@ -23,33 +24,33 @@ import (
 // that, whatever the code did in between. The owner must call Release when
 // done.
 //
-// A nil *Lock, which Obtain, TryObtain and Do's obtain return with an
-// error, is a lock not held: Release, Refresh and Err return an error
-// wrapping ErrNotHeld, Done returns a closed channel, and Key, Token,
-// ValidUntil and TTL return zero values. So "defer lock.Release(ctx)" may
-// come before the error is checked.
+// A lock of several names (Client.All) is held while each of its Parts is:
+// Done is closed when any of them ends, Refresh and Release act on every
+// part, and Name and Token, which each part has of its own, are zero.
+//
+// A nil *Lock, which an obtain returns with an error, is a lock not held:
+// Release, Refresh and Err return an error wrapping ErrNotHeld, Done returns
+// a closed channel, and the other methods return zero values. So
+// "defer lock.Release(ctx)" may come before the error is checked.
 type Lock struct {
-	c     *Client
+	e     *engine
+	id    uint64 // ObtainEvent.LockID; 0 when nothing observes the Client
 	name  string
-	key   string
-	value string // the owner's secret; unused by a lock of the family
-	// args are key and value as script arguments, boxed once for the
-	// acquire and release calls of a plain lock.
-	args  script.LockArgs
-	token int64
-	kind  Kind
-	// quorum is how many nodes must agree to each round of the lock: the
-	// Client's N/2+1, or a semaphore's PermitQuorum.
+	label string // the kind's label in events
+	kind  kind
+	keys  lockKeys
+	// secret is the kind's part of the lock: its value or hold.
+	secret secret
+	// quorum is how many nodes must agree to each round of the lock.
 	quorum int
-	// hold is the lock's hold when it is of the family (read-write or
-	// reentrant); nil for a plain lock.
-	hold *script.Hold
-	// The lock's other Redis keys: its fencing counter, and on a Redis
-	// Cluster its epoch record (see keys).
-	fence, clusterEpoch string
-	// deg is set for a lock obtained in degraded mode, from the lease
-	// store of WithDegradedMode (degraded.go).
-	deg *degradedLease
+	token  int64
+	// backend holds the lock: the nodes, or the degraded mode's lease
+	// store.
+	backend backend
+	// parts are the locks of a lock of several names (Client.All), in
+	// name order; nil for a lock of one name.
+	parts    []*Lock
+	partDone chan struct{} // closed when the first part ends (parts only)
 
 	// op serializes the network operations on the lock (Refresh, Release,
 	// automatic refresh), so that a refresh cannot re-seed a key that a
@@ -58,20 +59,19 @@ type Lock struct {
 
 	// ka is the lock's place in the Client's schedule; the scheduler's
 	// mutex guards it.
-	ka keepalive.Entry[*Lock]
-
-	// done is made by the first Done call (most locks are never watched),
-	// and closed once err is set and a loss reported; doneClosed says the
-	// closing is over, so that a later Done gets a closed channel.
-	done       chan struct{}
-	doneClosed bool
+	ka keepalive.Entry[any]
 
 	obtainedAt time.Time
 
 	// mu guards the fields below.
 	mu sync.Mutex
 
-	releasing bool // Release's round is out: late yes-replies clean up after themselves
+	// done is made by the first Done call (most locks are never watched),
+	// and closed once err is set and a loss reported; doneClosed says the
+	// closing is over, so that a later Done gets a closed channel.
+	done       chan struct{}
+	doneClosed bool
+	releasing  bool // Release's round is out: late yes-replies clean up after themselves
 	// confirmed has bit i set when node i answered yes in time to an
 	// acquire or refresh round of the lock, so it held our key. Only such
 	// a node's "not ours" at Release is evidence that the lock was lost
@@ -104,41 +104,49 @@ type Lock struct {
 	doCtx                                 context.Context // set by Do: the context of its keep-alive's events
 }
 
-// newLock is a lock about to be acquired, with a new owner value (or hold,
-// for the lock family).
-func (c *Client) newLock(name, key string, ttl, nodeTimeout time.Duration, o *obtainConfig) *Lock {
-	l := &Lock{c: c, name: name, key: key, ttl: ttl, nodeTimeout: nodeTimeout, kind: o.kind, quorum: c.quorum}
-	if o.kind == Permit {
-		l.quorum = PermitQuorum(len(c.nodes), o.permits)
-	}
-	if c.adapt != nil && !o.fixedTTL {
-		l.base = o.base
-	}
-	if l.hold = newHold(o); l.hold == nil {
-		l.value = newValue()
-		l.args = script.NewLockArgs(key, l.value)
-	}
-	l.fence = keys.Fence(key)
-	if c.cluster {
-		l.clusterEpoch = keys.ClusterEpoch(key)
-	}
+// backend is where a lock is held: the nodes (the lock's own rounds, in
+// this file), or the degraded mode's lease store (degraded.go).
+type backend interface {
+	// refresh extends the lock to ttl from start. The caller holds l.op
+	// and e.life for reading, and has checked that the lock is held.
+	refresh(ctx context.Context, l *Lock, start time.Time, ttl time.Duration, why string, auto bool) error
+	// refreshBatch refreshes locks of the keep-alive, all of this backend,
+	// each with l.op held, and unlocks each.
+	refreshBatch(start time.Time, plans []refreshPlan)
+	// release gives the lock back; the caller holds l.op, and l has ended.
+	release(ctx context.Context, l *Lock, timeout time.Duration, confirmed uint64) error
+	// degraded is true for the lease store.
+	degraded() bool
+	// ranOut is why a lock that ran out could not be extended, beside its
+	// validity: nil, or ErrDegraded.
+	ranOut(l *Lock) error
+}
+
+// refreshPlan is one lock of an automatic refresh: the TTL it asks for and
+// why, its per-node timeout, and its validity before and after.
+type refreshPlan struct {
+	l        *Lock
+	ttl      time.Duration
+	why      string
+	timeout  time.Duration
+	newValid time.Time
+	oldValid time.Time
+}
+
+// newLock is a lock of kind about to be acquired under name and key, with
+// a new secret made from proto.
+func (e *engine) newLock(name, key, label string, k kind, proto *script.Hold, wait string, ttl, nodeTimeout time.Duration) *Lock {
+	l := &Lock{e: e, name: name, label: label, kind: k, keys: e.keysOf(key), ttl: ttl, nodeTimeout: nodeTimeout,
+		quorum: k.quorum(len(e.nodes), proto), backend: nodes{}}
+	l.secret = k.newSecret(key, proto, wait)
 	l.ka.Value = l
 	return l
 }
 
-// keys are the lock's Redis keys on node i. The epoch record is one per
-// node, except on a Redis Cluster, where a script may only touch the slot
-// of its lock: there each lock's hash tag has a record of its own.
-func (l *Lock) keys(i int) script.Keys {
-	k := script.Keys{Lock: l.key, Fence: l.fence, Epoch: l.c.epochKey}
-	if l.c.nodes[i].Cluster {
-		k.Epoch = l.clusterEpoch
-	}
-	return k
-}
-
-// Key returns the lock's name, as given to Obtain.
-func (l *Lock) Key() string {
+// Name returns the lock's name: the name of its handle, or for Client.Any
+// the name obtained. It is "" for a lock of several names (Client.All),
+// whose Parts have their own.
+func (l *Lock) Name() string {
 	if l == nil {
 		return ""
 	}
@@ -154,9 +162,12 @@ func (l *Lock) Key() string {
 // stops a holder that lost its lock without knowing (a long pause) from
 // writing after the next holder.
 //
-// The token of a lock obtained in degraded mode (Degraded, see
-// WithDegradedMode) is negative, DegradedTokenBase plus its lease's
-// version, and so below every token from the nodes, which are positive.
+// A reentrant lock's re-entries keep their owner's token, and readers of a
+// read-write lock are ordered against writers only (docs/lock-family.md);
+// permits obtained at the same time may share one (docs/safety.md). The
+// token of a lock obtained in degraded mode (Degraded) is negative, below
+// every token from the nodes. A lock of several names (Client.All) has
+// none: each of its Parts has its own.
 func (l *Lock) Token() int64 {
 	if l == nil {
 		return 0
@@ -164,24 +175,78 @@ func (l *Lock) Token() int64 {
 	return l.token
 }
 
+// Parts returns the locks of a lock of several names (Client.All), one per
+// name, sorted by name: the order in which they were obtained. It returns
+// nil for a lock of one name. Release and Refresh the lock itself, not its
+// parts.
+func (l *Lock) Parts() []*Lock {
+	if l == nil || l.parts == nil {
+		return nil
+	}
+	return append([]*Lock(nil), l.parts...)
+}
+
+// Degraded reports whether the lock was obtained in degraded mode, from the
+// lease store of WithDegradedMode, and not from the nodes (for a lock of
+// several names: whether any part was).
+func (l *Lock) Degraded() bool {
+	if l == nil {
+		return false
+	}
+	if l.parts != nil {
+		for _, p := range l.parts {
+			if p.Degraded() {
+				return true
+			}
+		}
+		return false
+	}
+	return l.backend.degraded()
+}
+
 // ValidUntil returns the time until which the lock is guaranteed to be held
 // (on the monotonic clock of this process): the TTL from the moment the
 // acquire or last successful refresh was sent, less the drift allowance. A
 // refresh that failed may lower it (it may have shortened the keys on some
-// nodes). After Release, or once the lock is lost, it is the zero time.
+// nodes). After Release, or once the lock is lost, it is the zero time. For
+// a lock of several names it is the earliest of its parts'.
 func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
+	}
+	if l.parts != nil {
+		var until time.Time
+		for i, p := range l.parts {
+			v := p.ValidUntil()
+			if v.IsZero() {
+				return time.Time{}
+			}
+			if i == 0 || v.Before(until) {
+				until = v
+			}
+		}
+		return until
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.validUntil
 }
 
-// TTL returns the time to live used by the last acquire or refresh.
+// TTL returns the time to live used by the last acquire or refresh (for a
+// lock of several names, the shortest of its parts'): the TTL given, or the
+// one WithAdaptiveTTL picked.
 func (l *Lock) TTL() time.Duration {
 	if l == nil {
 		return 0
+	}
+	if l.parts != nil {
+		ttl := time.Duration(0)
+		for i, p := range l.parts {
+			if t := p.TTL(); i == 0 || t < ttl {
+				ttl = t
+			}
+		}
+		return ttl
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -190,11 +255,15 @@ func (l *Lock) TTL() time.Duration {
 
 // Done returns a channel that is closed when the lock ends: when it is lost
 // (a quorum could not be confirmed in time, or its validity ran out without
-// a refresh) or released. Err then says which, and a loss has already been
-// reported to the Hook and the logger.
+// a refresh) or released; for a lock of several names, when any part ends.
+// Err then says which, and a loss has already been reported to the hook and
+// the logger.
 func (l *Lock) Done() <-chan struct{} {
 	if l == nil {
 		return closedChan
+	}
+	if l.parts != nil {
+		return l.partDone
 	}
 	l.mu.Lock()
 	watch := !l.watched && l.err == nil
@@ -214,16 +283,30 @@ func (l *Lock) Done() <-chan struct{} {
 	return done
 }
 
+// closedChan is Done of a nil *Lock, and of a lock that had ended before
+// Done was first called.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Err returns nil while the lock is held; after it ends, an error wrapping
-// ErrLost if it was lost or ran out, or ErrNotHeld after Release.
+// ErrLost if it was lost or ran out, or ErrNotHeld after Release. For a
+// lock of several names, the error of the first part in name order that
+// ended, prefixed with its name.
 func (l *Lock) Err() error {
 	if l == nil {
 		return errNilLock
 	}
+	if l.parts != nil {
+		for _, p := range l.parts {
+			if err := p.Err(); err != nil {
+				return fmt.Errorf("lock %q: %w", p.name, err)
+			}
+		}
+		return nil
+	}
 	l.mu.Lock()
 	err, deadline := l.err, l.lossDeadline()
 	l.mu.Unlock()
-	if err == nil && !l.c.cfg.now().Before(deadline) {
+	if err == nil && !l.e.cfg.now().Before(deadline) {
 		l.end(l.ranOut())
 		l.mu.Lock()
 		err = l.err
@@ -240,11 +323,11 @@ func (l *Lock) lossDeadline() time.Time {
 
 // ranOut is the error of a lock whose validity ran out without a refresh.
 func (l *Lock) ranOut() error {
+	if why := l.backend.ranOut(l); why != nil {
+		return fmt.Errorf("%w: %w", ErrLost, why)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.deg != nil && l.deg.closed {
-		return fmt.Errorf("%w: %w", ErrLost, ErrDegraded)
-	}
 	if l.capped {
 		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
 	}
@@ -267,104 +350,47 @@ func (l *Lock) ranOut() error {
 // that the key is gone or another owner's), a *QuorumError without
 // ErrNotHeld when nodes did not answer (the lock stays valid until
 // ValidUntil, which may be lowered), ErrClosed after the Client's Close, and
-// ErrInvalid for a TTL below MinTTL, above the maximum TTL, or whose
-// validity would not outlast the per-node timeout.
+// ErrInvalid for a TTL below 10 ms, above the maximum TTL, or whose
+// validity would not outlast the per-node timeout. A lock of several names
+// refreshes every part in parallel and joins the errors of those that
+// failed, each prefixed with its name.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
 	}
-	c := l.c
-	ttl, err := c.cfg.checkTTL(ttl)
+	e := l.e
+	ttl, err := e.cfg.checkTTL(ttl)
 	if err != nil {
 		return err
 	}
+	if l.parts != nil {
+		return eachPart(l.parts, func(p *Lock) error { return p.Refresh(ctx, ttl) })
+	}
 	l.op.Lock()
 	defer l.op.Unlock()
-	ttl, reason := l.adaptTTL(ttl)
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.isClosed() {
+	ttl, why := l.adaptTTL(ttl)
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.isClosed() {
 		return ErrClosed
 	}
-	start := c.cfg.now()
+	start := e.cfg.now()
 	if err := l.check(start); err != nil {
 		return err
 	}
-	if l.deg != nil {
-		return l.refreshDegraded(ctx, start, ttl, reason, c.cfg.nodeTimeoutFor(ttl), false)
-	}
-	l.mu.Lock()
-	validUntil := l.validUntil
-	l.mu.Unlock()
-	timeout := c.cfg.nodeTimeoutFor(ttl)
-	newValid := start.Add(c.cfg.validity(ttl))
-	round := quorum.Round[script.RefreshResult]{
-		Nodes:   c.nodes,
-		Quorum:  l.quorum,
-		Timeout: timeout,
-		Now:     c.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-			return l.refreshItem(n.Index, ttl).Run(ctx, n.Client, c.guard(n.Index))
-		},
-		Agree: script.RefreshResult.Agrees,
-		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
-			l.settleLate(n, r, err, late)
-		},
-		ValidUntil: minTime(validUntil, newValid),
-	}
-	res := round.Run(ctx, c.workers)
-	observeRTT(c.adapt, res.Replies, timeout)
-	return l.refreshDone(ctx, res, start, ttl, reason, timeout, newValid, false)
+	return l.backend.refresh(ctx, l, start, ttl, why, false)
 }
 
-// adaptTTL is the TTL of a manual refresh to ttl, and why: ttl becomes
-// the base of a lock whose TTL WithAdaptiveTTL picks.
-func (l *Lock) adaptTTL(ttl time.Duration) (time.Duration, TTLReason) {
+// adaptTTL is the TTL of a manual refresh to ttl, and why: ttl becomes the
+// base of a lock whose TTL WithAdaptiveTTL picks.
+func (l *Lock) adaptTTL(ttl time.Duration) (time.Duration, string) {
 	l.mu.Lock()
 	adaptive := l.base > 0
 	if adaptive {
 		l.base = ttl
 	}
 	l.mu.Unlock()
-	return l.c.ttlFor(l.key, ttl, !adaptive)
-}
-
-// refreshDone applies the round of a refresh, manual or automatic, to the
-// lock and reports it to the logger and the hook: the one place where a
-// refresh's outcome is decided (whether the nodes say the lock is no longer
-// ours: certainlyNotOurs, which Release asks too). It returns Refresh's
-// error.
-func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl time.Duration, reason TTLReason, timeout time.Duration, newValid time.Time, auto bool) error {
-	c := l.c
-	err := l.refreshed(res, start, ttl, timeout, newValid)
-	if c.observed() {
-		c.logNodes(ctx, nodeResults(c, res, disagreeRefresh))
-		if h := c.cfg.hook; h != nil {
-			h.Refresh(ctx, RefreshEvent{Key: l.name, Kind: l.kind, Token: l.token, Auto: auto, Elapsed: c.cfg.now().Sub(start), Err: err,
-				TTL: ttl, TTLReason: reason})
-		}
-	}
-	return err
-}
-
-// refreshed applies a refresh's round and returns Refresh's error.
-func (l *Lock) refreshed(res quorum.Result[script.RefreshResult], start time.Time, ttl, timeout time.Duration, newValid time.Time) error {
-	c := l.c
-	refusedBy := certainlyNotOurs(l, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
-	yes := func(i int) bool { return res.Replies[i].Yes }
-	if err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes); err != nil {
-		return err
-	}
-	if res.Won {
-		return nil
-	}
-	var sentinel error
-	if l.Err() != nil {
-		sentinel = ErrNotHeld
-	}
-	qe := quorumError(c, l.quorum, "refresh", res, sentinel, disagreeRefresh)
-	qe.Expired = res.Agreed >= l.quorum
-	return qe
+	return l.e.ttlFor(l.keys.key, ttl, !adaptive)
 }
 
 // check returns the error of a refresh that must not be sent: the lock was
@@ -391,7 +417,7 @@ func (l *Lock) check(now time.Time) error {
 // the two validities is still guaranteed. It returns an error wrapping
 // ErrNotHeld when the lock ended meanwhile.
 func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool, yes func(node int) bool) error {
-	now := l.c.cfg.now()
+	now := l.e.cfg.now()
 	l.mu.Lock()
 	if l.err != nil {
 		err := l.err
@@ -403,7 +429,7 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 		if l.base > 0 && l.ttlInterval && !l.capped {
 			l.interval = ttl / 3 // the TTL WithAdaptiveTTL picked
 		}
-		l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
+		l.refreshAt = l.e.grid(start.Add(l.interval), l.interval)
 		l.confirm(yes)
 	} else {
 		if newValid.Before(l.validUntil) {
@@ -425,22 +451,37 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 	return nil
 }
 
+// refreshed reports a refresh, manual or automatic, to the hook.
+func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
+	e := l.e
+	if e.cfg.hook != nil {
+		e.emit(ctx, RefreshEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Auto: auto,
+			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
+	}
+}
+
 // Release deletes the lock on every node where it still holds our value.
 // It runs even when ctx is already cancelled, bounded by the per-node
-// timeout (at least 100 ms), and is idempotent: later calls return the first call's result.
+// timeout (at least 100 ms), and is idempotent: later calls return the first
+// call's result.
 //
 // It returns nil as soon as a quorum of nodes confirmed the deletion (the
 // other nodes' deletes finish in the background, and Close waits for
 // them), an error wrapping ErrNotHeld (a *QuorumError) when the lock had
 // already expired or been taken, and a *QuorumError without ErrNotHeld
 // when nodes did not answer; in every case the lock is no longer held, and
-// keys left on unreachable nodes expire with their TTL.
+// keys left on unreachable nodes expire with their TTL. A lock of several
+// names releases every part in parallel and joins the errors of those that
+// failed, each prefixed with its name.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
 	}
-	c := l.c
-	releaseStart := c.cfg.now()
+	if l.parts != nil {
+		return eachPart(l.parts, func(p *Lock) error { return p.Release(ctx) })
+	}
+	e := l.e
+	releaseStart := e.cfg.now()
 	l.op.Lock()
 	defer l.op.Unlock()
 	l.mu.Lock()
@@ -462,84 +503,15 @@ func (l *Lock) Release(ctx context.Context) error {
 	confirmed := l.confirmed
 	l.mu.Unlock()
 	l.end(errReleased)
-	if l.deg != nil {
-		err := l.releaseDegraded(timeout)
-		l.mu.Lock()
-		l.released, l.releaseErr = true, err
-		l.mu.Unlock()
-		return l.releasedDone(ctx, releaseStart, err)
-	}
-
-	plain := l.releaseCall(true, false)
-	round := quorum.Round[script.Released]{
-		Nodes:   c.nodes,
-		Quorum:  l.quorum,
-		Timeout: timeout,
-		// Return once a quorum deleted the key: the other nodes' deletes
-		// finish in the background (a late one cannot delete a later
-		// owner's key: the script compares the value). A release that
-		// fails waits for every node, to report each one's reason.
-		Wait: quorum.WaitOnLoss,
-		Now:  c.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
-			// A node that had not answered the acquire when it was
-			// decided gets its delete after the answer, not before the
-			// acquire's SET: the answer then needs no clean-up of its own.
-			waited := false
-			for wait := l.awaitAcquire(n.Index); wait != nil; wait = l.awaitAcquire(n.Index) {
-				waited = true
-				select {
-				case <-wait:
-				case <-ctx.Done():
-					if l.abandonAwait(n.Index) {
-						l.releaseNode(n, timeout)
-					}
-					return script.Released{}, ctx.Err()
-				}
-			}
-			if waited {
-				// The wait may have used the request's time: it gets
-				// its own.
-				ctx = n.RequestContext(ctx, timeout)
-			}
-			call := plain
-			if n.Cluster {
-				call = l.releaseCall(true, true)
-			}
-			return call.Release(ctx, n.Client)
-		},
-		Agree: func(r script.Released) bool { return r.Deleted },
-	}
-	start := c.cfg.now()
-	rctx := ctx
-	if rctx.Done() != nil {
-		rctx = context.WithoutCancel(ctx) // a release is not abandoned halfway
-	}
-	res := round.Run(rctx, c.workers)
-	l.notSent(res.Replies, timeout)
-	c.afterRelease(l.key, res.Replies, c.cfg.now().Sub(start))
-	var err error
-	if !res.Won {
-		var sentinel error
-		if certainlyNotOurs(l, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
-			sentinel = ErrNotHeld
-		}
-		err = quorumError(c, l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
-	}
+	err := l.backend.release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
 	l.mu.Unlock()
-	return l.releasedDone(ctx, releaseStart, err)
-}
-
-// releasedDone ends a Release: the Client forgets the lock, and the hook
-// hears of it.
-func (l *Lock) releasedDone(ctx context.Context, releaseStart time.Time, err error) error {
-	c := l.c
-	c.forget(l)
-	if h := c.cfg.hook; h != nil {
-		now := c.cfg.now()
-		h.Release(ctx, ReleaseEvent{Key: l.name, Kind: l.kind, Token: l.token, Held: now.Sub(l.obtainedAt), Elapsed: now.Sub(releaseStart), Err: err})
+	e.forget(l)
+	if e.cfg.hook != nil {
+		now := e.cfg.now()
+		e.emit(ctx, ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: now.Sub(l.obtainedAt),
+			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err)})
 	}
 	return err
 }
@@ -569,22 +541,20 @@ func (l *Lock) end(err error) {
 			close(done)
 		}
 	}()
-	l.c.sched.Cancel(&l.ka)
+	e := l.e
+	e.sched.Cancel(&l.ka)
 	if !errors.Is(err, ErrLost) {
 		return
 	}
 	if onLost != nil {
 		onLost()
 	}
-	c := l.c
-	held := c.cfg.now().Sub(l.obtainedAt)
+	held := e.cfg.now().Sub(l.obtainedAt)
 	ctx := l.eventCtx()
-	if h := c.cfg.hook; h != nil {
-		h.Lost(ctx, LostEvent{Key: l.name, Kind: l.kind, Token: l.token, Held: held, Err: err})
-	}
-	if lg := c.cfg.logger; lg != nil {
+	e.emit(ctx, LostEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: held, Err: err})
+	if lg := e.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
-			slog.String("key", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
+			slog.String("name", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
 	}
 }
 
@@ -601,7 +571,7 @@ func (l *Lock) schedule() {
 		at = l.refreshAt
 	}
 	l.mu.Unlock()
-	l.c.sched.Schedule(&l.ka, at)
+	l.e.sched.Schedule(&l.ka, at)
 }
 
 // eventCtx is the context of the hook events of no call: automatic
@@ -618,6 +588,12 @@ func (l *Lock) eventCtx() context.Context {
 // bindDo makes the lock Do's: f runs when the lock is lost (at once if it
 // is lost already), and ctx is the context of its events.
 func (l *Lock) bindDo(ctx context.Context, f func()) {
+	if l.parts != nil {
+		for _, p := range l.parts {
+			p.bindDo(ctx, f)
+		}
+		return
+	}
 	l.mu.Lock()
 	l.doCtx = context.WithoutCancel(ctx)
 	if l.err == nil {
@@ -632,10 +608,350 @@ func (l *Lock) bindDo(ctx context.Context, f func()) {
 	}
 }
 
+// obtained records a won acquire, sent at start, before the lock is shared:
+// its validity, the nodes that voted yes, and its ID when the Client is
+// observed.
+func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
+	l.validUntil = validUntil
+	l.obtainedAt = start
+	l.confirm(yes)
+	if l.e.observed() {
+		l.id = lockIDs.Add(1)
+	}
+}
+
+// keepAlive turns on automatic refresh every interval (0: TTL/3), up to
+// maxHold after start (0: no limit), before the lock is shared.
+func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
+	l.auto, l.watched = true, true
+	l.interval = interval
+	if l.interval == 0 {
+		l.interval = l.ttl / 3
+		l.ttlInterval = true
+	}
+	l.refreshAt = l.e.grid(start.Add(l.interval), l.interval)
+	if maxHold > 0 {
+		l.holdUntil = start.Add(maxHold)
+	}
+}
+
+// keepAliveOff turns off the automatic refresh that Client.All turned on
+// for its wait, when its caller did not ask for it; the lock runs out from
+// its last refresh, and its loss deadline stays scheduled.
+func (l *Lock) keepAliveOff() {
+	l.mu.Lock()
+	l.auto = false
+	l.mu.Unlock()
+	l.schedule()
+}
+
+// nextRefresh is the TTL an automatic refresh sent at start asks for (and
+// why: WithAdaptiveTTL picks it anew each time), and the validity it
+// extends; ok is false when there is nothing to send: the lock ended, or
+// its hold limit (WithMaxHold) leaves less than the minimum TTL, in which
+// case automatic refresh stops and the lock runs out at its loss deadline.
+// A TTL cut short by the hold limit marks the lock capped.
+func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, why string, validUntil time.Time, ok bool) {
+	l.mu.Lock()
+	ttl, base := l.ttl, l.base
+	l.mu.Unlock()
+	why = "given"
+	if base > 0 {
+		ttl, why = l.e.ttlFor(l.keys.key, base, false)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return 0, why, time.Time{}, false
+	}
+	if !l.holdUntil.IsZero() && l.holdUntil.Sub(start) < ttl {
+		ttl, why = l.holdUntil.Sub(start).Truncate(time.Millisecond), "hold_limit"
+		l.capped = true
+		if ttl < limits.MinTTL {
+			l.auto = false
+			return 0, why, time.Time{}, false
+		}
+	}
+	return ttl, why, l.validUntil, true
+}
+
+// refreshLater moves an automatic refresh that could not start at now (an
+// operation on the lock is under way) a per-node timeout later, by which
+// time that operation has rescheduled or ended the lock; its refresh time,
+// already past, would otherwise fire again at once.
+func (l *Lock) refreshLater(now time.Time) {
+	l.mu.Lock()
+	l.refreshAt = now.Add(max(batchWindow, l.nodeTimeout))
+	l.mu.Unlock()
+	l.schedule()
+}
+
+// confirm records the nodes that answered yes in time to a round of the
+// lock. l.mu must be held (or the lock not shared yet).
+func (l *Lock) confirm(yes func(i int) bool) {
+	for i := range l.e.nodes {
+		if yes(i) {
+			l.confirmed |= 1 << i
+		}
+	}
+}
+
+func (l *Lock) nodeTimeoutNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nodeTimeout
+}
+
+// eachPart runs f on every part of a lock of several names, a bounded
+// number at a time, and joins the errors, each prefixed with its part's
+// name.
+func eachPart(parts []*Lock, f func(*Lock) error) error {
+	errs := make([]error, len(parts))
+	const parallel = 64
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(p); err != nil {
+				errs[i] = fmt.Errorf("lock %q: %w", p.name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// nodes is the backend of a lock held on the nodes: its refresh and
+// release rounds.
+type nodes struct{}
+
+func (nodes) degraded() bool     { return false }
+func (nodes) ranOut(*Lock) error { return nil }
+
+func (nodes) refresh(ctx context.Context, l *Lock, start time.Time, ttl time.Duration, why string, auto bool) error {
+	e := l.e
+	l.mu.Lock()
+	validUntil := l.validUntil
+	l.mu.Unlock()
+	timeout := e.cfg.nodeTimeoutFor(ttl)
+	newValid := start.Add(e.cfg.validity(ttl))
+	round := quorum.Round[script.RefreshResult]{
+		Nodes:   e.nodes,
+		Quorum:  l.quorum,
+		Timeout: timeout,
+		Now:     e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
+			return l.kind.refresh(l.keys.on(e, n.Index), &l.secret, ttl).Run(ctx, n.Conn, e.guard(n.Index))
+		},
+		Agree: script.RefreshResult.Agrees,
+		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
+			l.settleLate(n, r, err, late)
+		},
+		ValidUntil: minTime(validUntil, newValid),
+	}
+	res := round.Run(ctx, e.workers)
+	observeRTT(e, res.Replies, timeout)
+	return l.refreshDone(ctx, res, start, ttl, why, timeout, newValid, auto)
+}
+
+// refreshDone applies the round of a refresh on the nodes, manual or
+// automatic, to the lock and reports it to the logger and the hook: the
+// one place where a refresh's outcome is decided (whether the nodes say
+// the lock is no longer ours: certainlyNotOurs, which Release asks too).
+// It returns Refresh's error.
+func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl time.Duration, why string, timeout time.Duration, newValid time.Time, auto bool) error {
+	e := l.e
+	refusedBy := certainlyNotOurs(l, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
+	yes := func(i int) bool { return res.Replies[i].Yes }
+	err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes)
+	if err == nil && !res.Won {
+		var sentinel error
+		if l.Err() != nil {
+			sentinel = ErrNotHeld
+		}
+		qe := quorumError(e, l.quorum, "refresh", res, sentinel, disagreeRefresh)
+		qe.Expired = res.Agreed >= l.quorum
+		err = qe
+	}
+	if e.observed() {
+		e.logNodes(ctx, nodeResults(e, res, disagreeRefresh))
+		l.refreshed(ctx, start, ttl, why, auto, err)
+	}
+	return err
+}
+
+// refreshBatch refreshes the keep-alive's locks held on the nodes: one
+// pipeline per node, and a quorum decision per lock, in one round per
+// per-node timeout (a round waits for every node up to its timeout, and a
+// lock with a short TTL must not wait on a dead node for the timeout of a
+// long one).
+func (nodes) refreshBatch(start time.Time, plans []refreshPlan) {
+	var wg sync.WaitGroup
+	for len(plans) > 0 {
+		timeout := plans[0].timeout
+		var group, rest []refreshPlan
+		for _, p := range plans {
+			if p.timeout == timeout {
+				group = append(group, p)
+			} else {
+				rest = append(rest, p)
+			}
+		}
+		plans = rest
+		wg.Go(func() {
+			refreshGroup(start, timeout, group)
+			for _, p := range group {
+				p.l.op.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// refreshGroup refreshes locks that share a per-node timeout: one pipeline
+// per node, and a quorum decision per lock.
+func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
+	e := plans[0].l.e
+	type batchReply struct {
+		results []script.RefreshResult
+		errs    []error
+	}
+	round := quorum.Round[batchReply]{
+		Nodes:   e.nodes,
+		Quorum:  e.quorum,
+		Timeout: timeout,
+		Wait:    quorum.WaitAll,
+		Now:     e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
+			items := make([]script.RefreshItem, len(plans))
+			for i, p := range plans {
+				items[i] = p.l.kind.refresh(p.l.keys.on(e, n.Index), &p.l.secret, p.ttl)
+			}
+			results, errs, err := script.RefreshBatch(ctx, n.Conn, items, e.guard(n.Index))
+			return batchReply{results, errs}, err
+		},
+		Agree: func(batchReply) bool { return true },
+		Settle: func(n *quorum.Node, r batchReply, err error, _, late bool) {
+			for i, p := range plans {
+				res, ierr := script.NotOwner, err
+				if err == nil {
+					res, ierr = r.results[i], r.errs[i]
+				}
+				p.l.settleLate(n, res, ierr, late)
+			}
+		},
+	}
+	batch := round.Run(context.Background(), e.workers)
+	observeRTT(e, batch.Replies, timeout)
+	now := e.cfg.now()
+	for i, p := range plans {
+		// This lock's own round, read out of the batch: decided like a
+		// manual refresh's, by refreshDone.
+		res := quorum.Result[script.RefreshResult]{Replies: make([]quorum.Reply[script.RefreshResult], len(e.nodes))}
+		for n, rep := range batch.Replies {
+			switch {
+			case rep.Err != nil:
+				res.Replies[n].Err = rep.Err
+			case rep.Val.errs[i] != nil:
+				res.Replies[n].Err = rep.Val.errs[i]
+			default:
+				r := rep.Val.results[i]
+				res.Replies[n] = quorum.Reply[script.RefreshResult]{Val: r, Yes: r.Agrees(), Latency: rep.Latency}
+				if r.Agrees() {
+					res.Agreed++
+				}
+			}
+		}
+		res.Won = res.Agreed >= p.l.quorum && now.Before(minTime(p.oldValid, p.newValid))
+		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.why, p.timeout, p.newValid, true)
+	}
+}
+
+func (nodes) release(ctx context.Context, l *Lock, timeout time.Duration, confirmed uint64) error {
+	e := l.e
+	plain := l.kind.release(l.keys.key, &l.secret, true, false)
+	round := quorum.Round[script.Released]{
+		Nodes:   e.nodes,
+		Quorum:  l.quorum,
+		Timeout: timeout,
+		// Return once a quorum deleted the key: the other nodes' deletes
+		// finish in the background (a late one cannot delete a later
+		// owner's key: the script compares the value). A release that
+		// fails waits for every node, to report each one's reason.
+		Wait: quorum.WaitOnLoss,
+		Now:  e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (script.Released, error) {
+			// A node that had not answered the acquire when it was
+			// decided gets its delete after the answer, not before the
+			// acquire's SET: the answer then needs no clean-up of its own.
+			waited := false
+			for wait := l.awaitAcquire(n.Index); wait != nil; wait = l.awaitAcquire(n.Index) {
+				waited = true
+				select {
+				case <-wait:
+				case <-ctx.Done():
+					if l.abandonAwait(n.Index) {
+						l.releaseNode(n, timeout)
+					}
+					return script.Released{}, ctx.Err()
+				}
+			}
+			if waited {
+				// The wait may have used the request's time: it gets
+				// its own.
+				ctx = n.RequestContext(ctx, timeout)
+			}
+			call := plain
+			if n.Cluster {
+				call = l.kind.release(l.keys.key, &l.secret, true, true)
+			}
+			return call.Release(ctx, n.Conn)
+		},
+		Agree: func(r script.Released) bool { return r.Deleted },
+	}
+	start := e.cfg.now()
+	rctx := ctx
+	if rctx.Done() != nil {
+		rctx = context.WithoutCancel(ctx) // a release is not abandoned halfway
+	}
+	res := round.Run(rctx, e.workers)
+	l.notSent(res.Replies, timeout)
+	e.afterRelease(l.keys.key, res.Replies, e.cfg.now().Sub(start))
+	if res.Won {
+		return nil
+	}
+	var sentinel error
+	if certainlyNotOurs(l, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
+		sentinel = ErrNotHeld
+	}
+	return quorumError(e, l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
+}
+
+// releaseNode deletes the lock's key (its hold) on one node; used for
+// clean-up, its outcome only matters to the node's health.
+func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
+	e := l.e
+	round := quorum.Round[bool]{
+		Nodes:   []*quorum.Node{n},
+		Quorum:  1,
+		Timeout: timeout,
+		Force:   true,
+		Now:     e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
+			r, err := l.kind.release(l.keys.key, &l.secret, false, false).Release(ctx, n.Conn)
+			return r.Deleted, err
+		},
+		Agree: func(ok bool) bool { return ok },
+	}
+	round.Run(context.Background(), e.workers)
+}
+
 // disagreeRefresh is the per-node reason of a refresh's no.
 func disagreeRefresh(r script.RefreshResult) error {
 	if r == script.NotReseeded {
-		return &RecoveringError{}
+		return fmt.Errorf("%w: the key is gone and the node may not take it back yet", ErrNodeRecovering)
 	}
 	return ErrHeld
 }
@@ -649,7 +965,7 @@ const everyNode = ^uint64(0)
 // can spare, so that a quorum can no longer agree. Only the nodes whose bit
 // is set in evidence count: those whose "not ours" rules our key out. It is
 // the one rule for a lock that the nodes say is no longer held, used by a
-// refresh, manual or automatic (refreshed), and by Release:
+// refresh, manual or automatic (refreshDone), and by Release:
 //
 //   - A refresh's NotOwner means another owner's value is on the node (a
 //     missing key is re-seeded, or on a recovering node answered
@@ -664,7 +980,7 @@ func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], gone func(T) bo
 			n++
 		}
 	}
-	return n > len(l.c.nodes)-l.quorum
+	return n > len(l.e.nodes)-l.quorum
 }
 
 // settleAcquire settles a node's answer to the won acquire round: unless
@@ -743,8 +1059,8 @@ func (l *Lock) notSent(replies []quorum.Reply[script.Released], timeout time.Dur
 		return
 	}
 	for i, r := range replies {
-		if waits&(1<<i) != 0 && (errors.Is(r.Err, quorum.ErrSkipped) || errors.Is(r.Err, quorum.ErrOverloaded)) && l.abandonAwait(i) {
-			l.releaseNode(l.c.nodes[i], timeout)
+		if waits&(1<<i) != 0 && errors.Is(r.Err, quorum.ErrSkipped) && l.abandonAwait(i) {
+			l.releaseNode(l.e.nodes[i], timeout)
 		}
 	}
 }
@@ -765,90 +1081,4 @@ func (l *Lock) isReleasing() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.releasing
-}
-
-// obtained records a won acquire round, sent at start, before the lock is
-// shared: its validity and the nodes that voted yes.
-func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
-	l.validUntil = validUntil
-	l.obtainedAt = start
-	l.confirm(yes)
-}
-
-// keepAlive turns on automatic refresh every interval (0: TTL/3), up to
-// maxHold after start (0: no limit), before the lock is shared.
-func (l *Lock) keepAlive(start time.Time, interval, maxHold time.Duration) {
-	l.auto, l.watched = true, true
-	l.interval = interval
-	if l.interval == 0 {
-		l.interval = l.ttl / 3
-		l.ttlInterval = true
-	}
-	l.refreshAt = l.c.grid(start.Add(l.interval), l.interval)
-	if maxHold > 0 {
-		l.holdUntil = start.Add(maxHold)
-	}
-}
-
-// nextRefresh is the TTL an automatic refresh sent at start asks for (and
-// why: WithAdaptiveTTL picks it anew each time), and the validity it
-// extends; ok is false when there is nothing to send: the
-// lock ended, or its hold limit (WithMaxHold) leaves less than MinTTL, in
-// which case automatic refresh stops and the lock runs out at its loss
-// deadline. A TTL cut short by the hold limit marks the lock capped.
-func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, reason TTLReason, validUntil time.Time, ok bool) {
-	l.mu.Lock()
-	ttl, base := l.ttl, l.base
-	l.mu.Unlock()
-	if base > 0 {
-		ttl, reason = l.c.ttlFor(l.key, base, false)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return 0, reason, time.Time{}, false
-	}
-	if !l.holdUntil.IsZero() && l.holdUntil.Sub(start) < ttl {
-		ttl, reason = l.holdUntil.Sub(start).Truncate(time.Millisecond), TTLHoldLimit
-		l.capped = true
-		if ttl < MinTTL {
-			l.auto = false
-			return 0, reason, time.Time{}, false
-		}
-	}
-	return ttl, reason, l.validUntil, true
-}
-
-// refreshLater moves an automatic refresh that could not start at now (an
-// operation on the lock is under way) a per-node timeout later, by which
-// time that operation has rescheduled or ended the lock; its refresh time,
-// already past, would otherwise fire again at once.
-func (l *Lock) refreshLater(now time.Time) {
-	l.mu.Lock()
-	l.refreshAt = now.Add(max(batchWindow, l.nodeTimeout))
-	l.mu.Unlock()
-	l.schedule()
-}
-
-// confirm records the nodes that answered yes in time to a round of the
-// lock. l.mu must be held.
-func (l *Lock) confirm(yes func(i int) bool) {
-	for i := range l.c.nodes {
-		if yes(i) {
-			l.confirmed |= 1 << i
-		}
-	}
-}
-
-func minTime(a, b time.Time) time.Time {
-	if a.Before(b) {
-		return a
-	}
-	return b
-}
-
-func (l *Lock) nodeTimeoutNow() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.nodeTimeout
 }

@@ -1,61 +1,31 @@
 package redlock
 
 import (
+	"fmt"
 	"log/slog"
 	"math"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/adaptive"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// Defaults of the options.
-const (
-	// DefaultPrefix is prepended to every lock name to form its Redis key.
-	DefaultPrefix = "redlock:"
-	// DefaultDriftFactor is the share of the TTL set aside for clock rate
-	// drift between the client and the nodes.
-	DefaultDriftFactor = 0.01
-	// DefaultMinRetryDelay and DefaultMaxRetryDelay bound the wait between
-	// two attempts of Obtain.
-	DefaultMinRetryDelay = 10 * time.Millisecond
-	DefaultMaxRetryDelay = 500 * time.Millisecond
-	// DefaultMaxTTL is the longest TTL accepted unless WithMaxTTL says
-	// otherwise, and so the recovery window of a restarted node.
-	DefaultMaxTTL = time.Minute
-	// EpochTrust is how long a node trusts its last check of its own
-	// identity (run_id) before checking again with INFO. A deployment
-	// whose failovers are detected faster than this (Sentinel's
-	// down-after-milliseconds) is not protected against them.
-	EpochTrust = 50 * time.Millisecond
-	// MaxNodes is the most nodes a Client takes: a lock keeps one bit per
-	// node. Redlock deployments have a handful (classically five).
-	MaxNodes = 64
-	// MinTTL is the shortest TTL accepted: below it the fixed 2 ms of the
-	// drift allowance and a round trip leave no validity.
-	MinTTL = 10 * time.Millisecond
-	// hubTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write of a waiter's
-	// notification connection.
-	hubTimeout = 2 * time.Second
-	// minReleaseTimeout is the least time a release waits for a node.
-	minReleaseTimeout = 100 * time.Millisecond
-	// driftFixed is added to the drift allowance: the granularity of Redis
-	// expiry (milliseconds) plus a margin.
-	driftFixed = 2 * time.Millisecond
-)
-
-// Option configures a Client. Options are applied in order; the last one
-// wins.
+// Option configures a Client (New). Options are applied in order; the last
+// one wins.
 type Option interface {
 	applyClient(*config)
 }
 
-// ObtainOption configures one call of Obtain, TryObtain or Do.
+// ObtainOption configures one obtain: a call of Obtain, TryObtain or Do on
+// any handle, or on the Client.
 type ObtainOption interface {
 	applyObtain(*obtainConfig)
 }
 
-// RetryOption configures how Obtain retries. Given to New it sets the
-// Client's default; given to Obtain it overrides that default for one call.
+// RetryOption configures how an obtain retries. Given to New it sets the
+// Client's default; given to an obtain it overrides that default for the
+// call.
 type RetryOption interface {
 	Option
 	ObtainOption
@@ -70,49 +40,33 @@ type config struct {
 	now         func() time.Time
 	notifyOff   bool // wait on timers only (benchmark baseline)
 	maxTTL      time.Duration
-	guard       byte // '1' on, 'p' trust persistence, '0' off
+	guard       RestartGuard
 	ack         script.Ack
 	hook        Hook
 	logger      *slog.Logger
-	adaptive    *AdaptiveTTL  // WithAdaptiveTTL; nil: off
-	breaker     breakerConfig // WithBreaker, WithoutBreaker
-	fallback    LeaseStore    // WithDegradedMode
+	adaptive    *AdaptiveTTL // WithAdaptiveTTL; nil: off
+	breaker     breakerConfig
+	fallback    LeaseStore // WithDegradedMode
 }
 
+type breakerConfig struct {
+	off      bool
+	failures int           // 0: defaultBreakerFailures
+	cooldown time.Duration // 0: defaultBreakerCooldown
+}
+
+// Defaults of the circuit breaker (WithBreaker).
+const (
+	defaultBreakerFailures = 3
+	defaultBreakerCooldown = time.Second
+)
+
 type obtainConfig struct {
-	kind     Kind   // the lock family's options
-	owner    string // WithOwner
-	wait     string // an exclusive obtain's writer mark (script.Hold.Wait)
-	try      bool   // TryObtain: one attempt, whatever WithMaxAttempts says
-	permits  int    // ObtainPermit's k
-	kindErr  error  // conflicting family options
-	id       uint64 // ObtainID of an observed obtain
 	retry    retryConfig
 	auto     bool
 	interval time.Duration // 0: TTL/3
 	maxHold  time.Duration // 0: unlimited
 	fixedTTL bool          // WithFixedTTL
-	// The TTL asked for, and the TTL and reason of the last attempt
-	// (WithAdaptiveTTL), for the lock and the ObtainEvent.
-	base      time.Duration
-	ttl       time.Duration
-	ttlReason TTLReason
-}
-
-func (o *obtainConfig) validate(ttl time.Duration) error {
-	if err := o.validateKind(); err != nil {
-		return err
-	}
-	if err := o.retry.validate(); err != nil {
-		return err
-	}
-	if o.interval < 0 || (o.interval > 0 && o.interval >= ttl) {
-		return invalid("refresh interval %v must be positive and below the TTL %v", o.interval, ttl)
-	}
-	if o.maxHold < 0 {
-		return invalid("max hold %v is negative", o.maxHold)
-	}
-	return nil
 }
 
 type retryConfig struct {
@@ -123,15 +77,14 @@ type retryConfig struct {
 
 func defaultConfig() config {
 	return config{
-		prefix: DefaultPrefix,
-		drift:  DefaultDriftFactor,
+		prefix: limits.Prefix,
+		drift:  limits.DriftFactor,
 		retry: retryConfig{
-			minDelay: DefaultMinRetryDelay,
-			maxDelay: DefaultMaxRetryDelay,
+			minDelay: limits.MinRetryDelay,
+			maxDelay: limits.MaxRetryDelay,
 		},
 		now:    time.Now,
-		maxTTL: DefaultMaxTTL,
-		guard:  '1',
+		maxTTL: limits.MaxTTL,
 	}
 }
 
@@ -145,8 +98,11 @@ func (c *config) validate() error {
 	if c.maxInFlight < 0 {
 		return invalid("max in flight %d is negative", c.maxInFlight)
 	}
-	if c.maxTTL < MinTTL {
-		return invalid("max TTL %v is below the minimum TTL %v", c.maxTTL, MinTTL)
+	if c.maxTTL < limits.MinTTL {
+		return invalid("max TTL %v is below the minimum TTL %v", c.maxTTL, limits.MinTTL)
+	}
+	if c.guard < GuardOn || c.guard > GuardOff {
+		return invalid("restart guard %d is not GuardOn, GuardTrustPersistence or GuardOff", c.guard)
 	}
 	if c.ack.Replicas < 0 || (c.ack.Replicas > 0 && c.ack.Timeout <= 0) {
 		return invalid("replica ack of %d replicas within %v: need a positive timeout and no negative count", c.ack.Replicas, c.ack.Timeout)
@@ -154,8 +110,8 @@ func (c *config) validate() error {
 	if err := c.validateAdaptive(); err != nil {
 		return err
 	}
-	if err := c.breaker.validate(); err != nil {
-		return err
+	if c.breaker.failures < 0 || c.breaker.cooldown < 0 {
+		return invalid("circuit breaker of %d failures and a cooldown of %v: neither may be negative", c.breaker.failures, c.breaker.cooldown)
 	}
 	if c.fallback != nil && c.breaker.off {
 		return invalid("WithDegradedMode needs the circuit breaker, which WithoutBreaker turns off")
@@ -176,44 +132,71 @@ func (r *retryConfig) validate() error {
 	return nil
 }
 
+func (o *obtainConfig) validate(ttl time.Duration, a *AdaptiveTTL) error {
+	if err := o.retry.validate(); err != nil {
+		return err
+	}
+	if o.interval < 0 || (o.interval > 0 && o.interval >= ttl) {
+		return invalid("refresh interval %v must be positive and below the TTL %v", o.interval, ttl)
+	}
+	if a != nil && !o.fixedTTL && o.interval > 0 && o.interval >= a.Min {
+		return invalid("refresh interval %v must be below the adaptive TTL's Min %v", o.interval, a.Min)
+	}
+	if o.maxHold < 0 {
+		return invalid("max hold %v is negative", o.maxHold)
+	}
+	return nil
+}
+
 type clientOption func(*config)
 
 func (f clientOption) applyClient(c *config) { f(c) }
+
+type obtainOption func(*obtainConfig)
+
+func (f obtainOption) applyObtain(c *obtainConfig) { f(c) }
 
 type retryOption func(*retryConfig)
 
 func (f retryOption) applyClient(c *config)       { f(&c.retry) }
 func (f retryOption) applyObtain(c *obtainConfig) { f(&c.retry) }
 
-// WithPrefix sets the prefix of every lock's Redis key. Default
-// DefaultPrefix ("redlock:"). Every client of one deployment must use the
-// same prefix, or they will not see each other's locks.
+// WithPrefix sets the prefix of every lock's Redis key. Default "redlock:".
+// Every client of one deployment must use the same prefix, or they will
+// not see each other's locks.
 func WithPrefix(prefix string) Option {
 	return clientOption(func(c *config) { c.prefix = prefix })
 }
 
 // WithDriftFactor sets the share of the TTL subtracted from a lock's
 // validity to allow for clock rate drift between client and nodes (plus a
-// fixed 2 ms). Default DefaultDriftFactor (0.01); must be in [0, 0.5).
+// fixed 2 ms). Default 0.01; must be in [0, 0.5).
 func WithDriftFactor(f float64) Option {
 	return clientOption(func(c *config) { c.drift = f })
 }
 
 // WithNodeTimeout sets how long one request to one node may take before the
-// node counts as not agreeing. By default it is DefaultNodeTimeout(ttl) for
-// each call's TTL. A value set here is used for every TTL as it is. Set it
-// when the network is slower than loopback or a LAN.
+// node counts as not agreeing. By default it is derived from each call's
+// TTL: TTL/20 (500 ms for a 10 s TTL), at least 10 ms but never more than
+// TTL/4, and at most 1 s. A value set here is used for every TTL as it is.
+// Set it when the network is slower than loopback or a LAN.
+//
+// Rounds are parallel and decide as soon as a quorum agrees, so a dead or
+// frozen node does not slow a round that the others can decide, and after
+// three timeouts in a row the node is skipped for a second. Safety never
+// depends on the timeout: a lock's validity is checked when its round is
+// decided.
 //
 // A go-redis client aborts a blocked read at a context deadline only when
 // it was created with ContextTimeoutEnabled: true; set it on every node's
-// client. Without it the client still returns within the timeout, but the
-// request keeps a connection until the client's ReadTimeout.
+// client. Without it the request still ends within the timeout for the
+// lock, but keeps a connection until the client's ReadTimeout.
 func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *config) { c.nodeTimeout = d })
 }
 
 // WithMaxInFlight bounds the requests outstanding to one node; beyond it a
-// request fails at once with ErrNodeOverloaded instead of queueing behind a
+// request fails at once with ErrNodeSkipped instead of queueing behind a
 // slow node. Default 512.
 func WithMaxInFlight(n int) Option {
 	return clientOption(func(c *config) { c.maxInFlight = n })
@@ -224,29 +207,42 @@ func WithMaxInFlight(n int) Option {
 // refused with ErrInvalid. It is the recovery window of the restart guard:
 // a node whose Redis process changed (a restart, a promoted replica) takes
 // no part in locking for this long, so that every lock it may have
-// forgotten has expired. Default DefaultMaxTTL (1 minute).
+// forgotten has expired. Default 1 minute.
 func WithMaxTTL(d time.Duration) Option {
 	return clientOption(func(c *config) { c.maxTTL = d })
 }
 
-// WithTrustedPersistence tells the restart guard that every node persists
-// each write before answering (appendonly yes, appendfsync always): a node
-// that restarted with its epoch record intact kept its locks too, and needs
-// no recovery window. A node whose data is new (no record), or a promoted
-// replica without one, still recovers. Check the nodes with "redlock doctor".
-func WithTrustedPersistence() Option {
-	return clientOption(func(c *config) { c.guard = 'p' })
-}
+// RestartGuard is the mode of the restart and failover guard (see
+// WithRestartGuard).
+type RestartGuard int
 
-// WithoutRestartGuard turns the restart and failover guard off: a node that
-// restarted without its data, or a promoted replica, votes at once. This is
-// unsafe unless every node persists every write before answering, nodes are
-// never failed over, or an operator keeps a restarted node out of service
-// for the longest TTL ("delayed restart"): a forgotten lock can then be
-// given to a second holder. Fencing tokens stay monotonic only with the
-// guard on.
-func WithoutRestartGuard() Option {
-	return clientOption(func(c *config) { c.guard = '0' })
+const (
+	// GuardOn, the default: a node whose Redis process changed (a restart,
+	// a promoted replica) takes no part in locking for the maximum TTL
+	// (WithMaxTTL), so that every lock it may have forgotten has expired.
+	GuardOn RestartGuard = iota
+	// GuardTrustPersistence trusts that every node persists each write
+	// before answering (appendonly yes, appendfsync always): a node that
+	// restarted with its epoch record intact kept its locks too, and needs
+	// no recovery window. A node whose data is new (no record), or a
+	// promoted replica without one, still recovers. Check the nodes with
+	// "redlock doctor".
+	GuardTrustPersistence
+	// GuardOff turns the guard off: a node that restarted without its
+	// data, or a promoted replica, votes at once. This is unsafe unless
+	// every node persists every write before answering, nodes are never
+	// failed over, or an operator keeps a restarted node out of service
+	// for the longest TTL ("delayed restart"): a forgotten lock can then
+	// be given to a second holder. Fencing tokens stay monotonic only with
+	// the guard on.
+	GuardOff
+)
+
+// WithRestartGuard sets the mode of the restart and failover guard, which
+// the nodes enforce in the acquire scripts (docs/fencing.md). Default
+// GuardOn.
+func WithRestartGuard(g RestartGuard) Option {
+	return clientOption(func(c *config) { c.guard = g })
 }
 
 // WithReplicaAck makes a node's yes count only when WAIT confirms, within
@@ -259,44 +255,114 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return clientOption(func(c *config) { c.ack = script.Ack{Replicas: replicas, Timeout: timeout} })
 }
 
-// WithRetryDelay sets the bounds of the wait between two attempts of
-// Obtain. The n-th wait (from 0) is drawn uniformly from
+// WithHook installs a hook (JoinHooks installs several). Default none.
+func WithHook(h Hook) Option {
+	return clientOption(func(c *config) { c.hook = h })
+}
+
+// WithLogger logs what an operator must see: a lock lost, a node skipped
+// after repeated timeouts, a node recovering after a restart, the circuit
+// breaker's changes, a lock obtained in degraded mode, a node under memory
+// pressure. Each node's condition is logged at most once a minute. Default
+// none: the Client logs nothing.
+func WithLogger(l *slog.Logger) Option {
+	return clientOption(func(c *config) { c.logger = l })
+}
+
+// WithBreaker sets the Client's circuit breaker (on by default with 3
+// failures and a 1 s cooldown): a node counts as unreachable after
+// failures requests in a row without a reply, and when fewer than a quorum
+// of nodes are reachable the breaker opens. While it is open, TryObtain
+// fails at once with an error matching ErrBreakerOpen that names each
+// unreachable node, Obtain and Do wait for it to close (their context, or
+// WithMaxAttempts, bounds the wait), and every cooldown a PING to every
+// node (the half-open probe) closes it once a quorum answers. Refreshes and
+// releases are never refused by it. Zero values keep the defaults.
+func WithBreaker(failures int, cooldown time.Duration) Option {
+	return clientOption(func(c *config) {
+		c.breaker = breakerConfig{failures: failures, cooldown: cooldown}
+	})
+}
+
+// WithoutBreaker turns the Client's circuit breaker off: every obtain asks
+// the nodes, whatever their recent failures (each node's own skip after
+// three timeouts in a row stays). WithDegradedMode needs the breaker.
+func WithoutBreaker() Option {
+	return clientOption(func(c *config) { c.breaker.off = true })
+}
+
+// WithDegradedMode installs store as the fallback of the circuit breaker:
+// while the breaker is open (fewer than a quorum of nodes reachable; see
+// WithBreaker), the obtains of plain locks (Client.Mutex, and the Client's
+// own Obtain, TryObtain and Do) take a lease in store instead of failing or
+// waiting, and return a degraded lock (Lock.Degraded; Do's function sees it
+// with IsDegraded). Without this option, which is the default, no lock is
+// ever degraded. The other kinds of lock wait or fail as without it.
+//
+// The degraded mode trades safety for availability, and docs/safety.md
+// (section 7) says exactly what is left: a degraded lock excludes only the
+// other clients that fell back to the same store, not a client that still
+// reaches a quorum of the nodes. Its token is negative, below every token
+// of the nodes.
+//
+// A degraded lock is refreshed (manually, or by WithAutoRefresh and Do) in
+// the store until the breaker first closes after it was taken. From then
+// on, even if the breaker opens again, it is not extended any more, nor
+// moved to Redis: its refreshes fail with ErrDegraded, it runs out at its
+// validity and is then lost (its Err wraps ErrLost and ErrDegraded), and
+// its owner obtains the lock again, on the nodes.
+func WithDegradedMode(store LeaseStore) Option {
+	return clientOption(func(c *config) { c.fallback = store })
+}
+
+// WithClock replaces time.Now for the validity arithmetic of this Client:
+// for tests that run a client whose clock runs fast or slow (the fault
+// suite does). The times it returns must carry a monotonic reading (derive
+// them from time.Now). Production code has no reason to use it.
+func WithClock(now func() time.Time) Option {
+	return clientOption(func(c *config) { c.now = now })
+}
+
+// withoutNotify makes waiters poll on timers only, as libraries without
+// notifications do; the baseline of the contention benchmarks.
+func withoutNotify() Option {
+	return clientOption(func(c *config) { c.notifyOff = true })
+}
+
+// WithRetryDelay sets the bounds of the wait between two attempts of an
+// obtain. The n-th wait (from 0) is drawn uniformly from
 // [min, min(max, min·2ⁿ⁺¹)], and never outlasts the holder's remaining TTL
-// reported by the nodes; a release of the lock ends it early (see Obtain).
-// Defaults DefaultMinRetryDelay (10 ms) and DefaultMaxRetryDelay (500 ms).
+// reported by the nodes; a release of the lock ends it early. Defaults
+// 10 ms and 500 ms.
 func WithRetryDelay(min, max time.Duration) RetryOption {
 	return retryOption(func(r *retryConfig) { r.minDelay, r.maxDelay = min, max })
 }
 
 // WithMaxAttempts limits Obtain to n attempts, each one acquire round on
-// every node: the first, and n−1 more, each after a wait of the retry delay
-// (WithRetryDelay) that a release of the lock cuts short. It counts every
-// acquire round the call makes: the hook reports each as an AttemptEvent,
-// and ObtainEvent.Attempts is their number. An attempt refused at once by
-// the open circuit breaker (ErrBreakerOpen, see WithBreaker) makes no
-// round but uses up an attempt too, so that Obtain ends. 0, the
-// default, retries until the context ends. TryObtain, TryObtainPermit,
-// TryObtainAll and TryObtainAny make one attempt (one pass) whatever it says.
+// every node (for Client.Any, one pass over its names): the first, and
+// n−1 more, each after a wait of the retry delay (WithRetryDelay) that a
+// release of the lock cuts short. The hook reports each attempt as an
+// AttemptEvent, and ObtainEvent.Attempts is their number. An attempt
+// refused at once by the open circuit breaker (ErrBreakerOpen) makes no
+// round but uses up an attempt too. 0, the default, retries until the
+// context ends. TryObtain makes one attempt whatever it says.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
 }
-
-type obtainOption func(*obtainConfig)
-
-func (f obtainOption) applyObtain(c *obtainConfig) { f(c) }
 
 // WithAutoRefresh keeps the lock alive until it is released or lost: the
 // Client refreshes it every TTL/3 (see WithRefreshInterval), batching the
 // refreshes of all its locks into one pipeline per node. When no refresh
 // can be confirmed by a quorum before the lock's validity ends, the lock is
-// lost: Done is closed and Err returns ErrLost.
+// lost: Done is closed and Err returns ErrLost. Do turns it on.
 func WithAutoRefresh() ObtainOption {
 	return obtainOption(func(o *obtainConfig) { o.auto = true })
 }
 
 // WithRefreshInterval sets how often an auto-refreshed lock is refreshed.
-// Default TTL/3; it must be below the TTL. A failed refresh is retried after
-// a quarter of the interval (at least the per-node timeout).
+// Default TTL/3; it must be below the TTL (and below AdaptiveTTL.Min with
+// WithAdaptiveTTL). A failed refresh is retried after a quarter of the
+// interval (at least the per-node timeout).
 func WithRefreshInterval(d time.Duration) ObtainOption {
 	return obtainOption(func(o *obtainConfig) { o.interval = d })
 }
@@ -308,57 +374,140 @@ func WithMaxHold(d time.Duration) ObtainOption {
 	return obtainOption(func(o *obtainConfig) { o.maxHold = d })
 }
 
-// withoutNotify makes waiters poll on timers only, as libraries without
-// notifications do; the baseline of the contention benchmarks.
-func withoutNotify() Option {
-	return clientOption(func(c *config) { c.notifyOff = true })
+// WithFixedTTL makes one obtain, and the lock's refreshes, use the TTL as
+// given on a Client with WithAdaptiveTTL. Without WithAdaptiveTTL it changes
+// nothing.
+func WithFixedTTL() ObtainOption {
+	return obtainOption(func(o *obtainConfig) { o.fixedTTL = true })
 }
 
-// withRestartGuard turns the guard back on; for tests, whose helper turns
-// it off for freshly started servers.
-func withRestartGuard() Option {
-	return clientOption(func(c *config) { c.guard = '1' })
+// AdaptiveTTL configures WithAdaptiveTTL: the bounds of the TTLs it picks
+// and how it weighs its signals. Min and Max are required; a zero value in
+// any other field means its default.
+type AdaptiveTTL struct {
+	// Min and Max bound every TTL picked: 10 ms ≤ Min ≤ Max ≤ the
+	// deployment's maximum TTL (WithMaxTTL). No TTL above Max is ever
+	// used. The one exception to Min: the last automatic refreshes before
+	// a WithMaxHold limit ask only for the time left to the limit (reason
+	// "hold_limit"), which may be below Min, down to 10 ms.
+	Min, Max time.Duration
+	// RTTMultiple: the TTL is raised to at least RTTMultiple × the p95 of
+	// the nodes' round-trip times, so that the validity stays far above a
+	// round trip. Default 40; at least 3.
+	RTTMultiple float64
+	// ContentionHalf is the contention on a name at which the TTL is
+	// halved: the TTL is ttl / (1 + contention/ContentionHalf). Contention
+	// is this Client's goroutines waiting for the name, plus the other
+	// Clients waiting for it (counted by the sampler), plus this Client's
+	// attempts refused because another owner held it, per second. Default
+	// 4.
+	ContentionHalf float64
+	// SampleInterval is how often a goroutine of the Client reads INFO
+	// (memory and stats) from every node, to report memory pressure and
+	// measure round trips when no lock is taken, and counts the Clients
+	// waiting for its names (PUBSUB NUMSUB). Default 5 s.
+	SampleInterval time.Duration
+	// MemoryRatio: a node whose used_memory is at least MemoryRatio ×
+	// maxmemory is reported under memory pressure. In (0, 1]; default 0.9.
+	MemoryRatio float64
 }
 
-// WithClock replaces time.Now for the validity arithmetic of this Client:
-// for tests that run a client whose clock runs fast or slow (the fault
-// suite does). The times it returns must carry a monotonic reading (derive
-// them from time.Now). Production code has no reason to use it.
-func WithClock(now func() time.Time) Option {
-	return clientOption(func(c *config) { c.now = now })
+// WithAdaptiveTTL makes the Client pick the TTL of every acquire attempt
+// and every refresh, automatic or manual, within [a.Min, a.Max]: the TTL
+// given to an obtain or to Refresh becomes the base that the Client
+// adjusts. It lowers it when the name is contended (a crashed holder's lock
+// is handed over sooner) and raises it to cover the nodes' round-trip time.
+// Memory pressure on the nodes is reported (SampleEvent, the logger) and
+// changes no TTL. A shorter TTL does not weaken mutual exclusion: it only
+// makes a lock whose refreshes fail lost sooner.
+//
+// The TTL chosen and its reason are in ObtainEvent and RefreshEvent, and
+// Lock.TTL returns it. WithFixedTTL opts one obtain out. The sampler reads
+// INFO from every node every a.SampleInterval on a goroutine that starts
+// with the first obtain and that Close stops. See docs/adaptive-ttl.md.
+//
+// New returns an error wrapping ErrInvalid when a is out of range: Min or
+// Max missing, Min above Max, Min below 10 ms or too short for the
+// per-node timeout, Max above WithMaxTTL, or another field out of its
+// range.
+func WithAdaptiveTTL(a AdaptiveTTL) Option {
+	return clientOption(func(c *config) { c.adaptive = &a })
+}
+
+// validateAdaptive checks WithAdaptiveTTL's settings and fills in the
+// defaults.
+func (c *config) validateAdaptive() error {
+	a := c.adaptive
+	if a == nil {
+		return nil
+	}
+	switch {
+	case a.Min <= 0 || a.Max <= 0:
+		return invalid("adaptive TTL bounds [%v, %v]: Min and Max are required and must be positive", a.Min, a.Max)
+	case a.Min > a.Max:
+		return invalid("adaptive TTL Min %v is above Max %v", a.Min, a.Max)
+	case a.Min < limits.MinTTL:
+		return invalid("adaptive TTL Min %v is below the minimum TTL %v", a.Min, limits.MinTTL)
+	case a.Max > c.maxTTL:
+		return invalid("adaptive TTL Max %v is above the deployment's maximum TTL %v (WithMaxTTL)", a.Max, c.maxTTL)
+	case a.RTTMultiple < 0 || math.IsNaN(a.RTTMultiple) || math.IsInf(a.RTTMultiple, 0) || (a.RTTMultiple > 0 && a.RTTMultiple < 3):
+		return invalid("adaptive TTL RTTMultiple %v must be at least 3 (0: default %d)", a.RTTMultiple, adaptive.RTTMultiple)
+	case a.ContentionHalf < 0 || math.IsNaN(a.ContentionHalf) || math.IsInf(a.ContentionHalf, 0):
+		return invalid("adaptive TTL ContentionHalf %v must be positive (0: default %d)", a.ContentionHalf, adaptive.ContentionHalf)
+	case a.SampleInterval < 0 || (a.SampleInterval > 0 && a.SampleInterval < adaptive.MinSampleInterval):
+		return invalid("adaptive TTL SampleInterval %v must be at least %v (0: default %v)", a.SampleInterval, adaptive.MinSampleInterval, adaptive.SampleInterval)
+	case a.MemoryRatio < 0 || a.MemoryRatio > 1 || math.IsNaN(a.MemoryRatio):
+		return invalid("adaptive TTL MemoryRatio %v is outside (0, 1] (0: default %v)", a.MemoryRatio, adaptive.MemoryRatio)
+	}
+	if _, err := c.checkTTL(a.Min); err != nil {
+		return fmt.Errorf("adaptive TTL Min: %w", err)
+	}
+	if a.RTTMultiple == 0 {
+		a.RTTMultiple = adaptive.RTTMultiple
+	}
+	if a.ContentionHalf == 0 {
+		a.ContentionHalf = adaptive.ContentionHalf
+	}
+	if a.SampleInterval == 0 {
+		a.SampleInterval = adaptive.SampleInterval
+	}
+	if a.MemoryRatio == 0 {
+		a.MemoryRatio = adaptive.MemoryRatio
+	}
+	return nil
 }
 
 // nodeTimeoutFor is the per-node timeout for one call with this TTL.
 func (c *config) nodeTimeoutFor(ttl time.Duration) time.Duration {
 	t := c.nodeTimeout
 	if t <= 0 {
-		t = DefaultNodeTimeout(ttl)
+		t = limits.NodeTimeout(ttl)
 	}
 	return t + c.ack.Timeout
-}
-
-// DefaultNodeTimeout is the per-node timeout of a call with this TTL when
-// WithNodeTimeout is not given: TTL/20 (500 ms for a 10 s TTL), at least
-// 10 ms but never more than TTL/4, and at most 1 s.
-//
-// Rounds are parallel and decide as soon as a quorum agrees, so a dead or
-// frozen node does not slow a round that the others can decide, and after
-// three timeouts in a row the node is skipped for a second. The timeout
-// only bounds a round that needs the slow node; set generously, it keeps a
-// loaded machine's queueing (a full connection pool, a GC pause) from
-// counting as a failed node. Safety never depends on it: a lock's validity
-// is checked when the round is decided.
-func DefaultNodeTimeout(ttl time.Duration) time.Duration {
-	t := min(ttl/20, time.Second)
-	if t < 10*time.Millisecond {
-		t = min(10*time.Millisecond, ttl/4)
-	}
-	return t
 }
 
 // validity is how long a lock stays valid after the round that sets or
 // extends its keys for ttl was sent: the TTL less the clock drift
 // allowance.
 func (c *config) validity(ttl time.Duration) time.Duration {
-	return ttl - DriftAllowance(ttl, c.drift)
+	return ttl - limits.DriftAllowance(ttl, c.drift)
+}
+
+// checkTTL returns the TTL of an acquire or refresh in whole milliseconds
+// (Redis counts no less), or an error wrapping ErrInvalid: below the
+// minimum of 10 ms, above the deployment's maximum, or with no validity left
+// after one per-node timeout, so that the lock would be lost as soon as
+// obtained.
+func (c *config) checkTTL(ttl time.Duration) (time.Duration, error) {
+	if ttl < limits.MinTTL {
+		return 0, invalid("TTL %v is below the minimum %v", ttl, limits.MinTTL)
+	}
+	ttl = ttl.Truncate(time.Millisecond)
+	if ttl > c.maxTTL {
+		return 0, invalid("TTL %v is above the deployment's maximum %v (WithMaxTTL)", ttl, c.maxTTL)
+	}
+	if t, v := c.nodeTimeoutFor(ttl), c.validity(ttl); t >= v {
+		return 0, invalid("per-node timeout %v is not below the validity %v of TTL %v: the lock would be lost as soon as obtained (WithNodeTimeout, WithReplicaAck)", t, v, ttl)
+	}
+	return ttl, nil
 }

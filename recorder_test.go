@@ -2,58 +2,84 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
 )
 
-// eventRecorder is a Hook that keeps the events the tests of the adaptive
-// TTL, the circuit breaker and the degraded mode look at, and counts
-// attempts.
+// eventRecorder is a Hook that keeps the events the tests look at, and
+// counts attempts.
 type eventRecorder struct {
-	BaseHook
 	mu       sync.Mutex
-	attempts int
+	attempts []AttemptEvent
 	obtains  []ObtainEvent
 	refreshs []RefreshEvent
+	releases []ReleaseEvent
 	lost     []LostEvent
 	samples  []SampleEvent
 	changes  []BreakerEvent
-	degraded []DegradedEvent
+	waits    []WaitEvent
+	// ctxs holds, per event type, the value of ctxKey in each event's
+	// context, to see each call's context reach the hook.
+	ctxs map[string][]any
 }
 
-// record appends e to *list under r.mu.
-func record[E any](r *eventRecorder, list *[]E, e E) {
+// ctxKey marks a caller's context, to see it reach the hook.
+type ctxKey struct{}
+
+func (r *eventRecorder) Observe(ctx context.Context, e Event) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	*list = append(*list, e)
+	if r.ctxs == nil {
+		r.ctxs = make(map[string][]any)
+	}
+	kind := strings.TrimSuffix(strings.TrimPrefix(fmt.Sprintf("%T", e), "redlock."), "Event")
+	r.ctxs[kind] = append(r.ctxs[kind], ctx.Value(ctxKey{}))
+	switch e := e.(type) {
+	case AttemptEvent:
+		r.attempts = append(r.attempts, e)
+	case ObtainEvent:
+		r.obtains = append(r.obtains, e)
+	case RefreshEvent:
+		r.refreshs = append(r.refreshs, e)
+	case ReleaseEvent:
+		r.releases = append(r.releases, e)
+	case LostEvent:
+		r.lost = append(r.lost, e)
+	case SampleEvent:
+		r.samples = append(r.samples, e)
+	case BreakerEvent:
+		r.changes = append(r.changes, e)
+	case WaitEvent:
+		r.waits = append(r.waits, e)
+	}
 }
 
-func (r *eventRecorder) Attempt(context.Context, AttemptEvent) {
+// degraded is the ObtainEvents of locks obtained in degraded mode.
+func (r *eventRecorder) degraded() []ObtainEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.attempts++
+	var out []ObtainEvent
+	for _, e := range r.obtains {
+		if e.Degraded {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
-func (r *eventRecorder) Obtain(_ context.Context, e ObtainEvent)   { record(r, &r.obtains, e) }
-func (r *eventRecorder) Refresh(_ context.Context, e RefreshEvent) { record(r, &r.refreshs, e) }
-func (r *eventRecorder) Lost(_ context.Context, e LostEvent)       { record(r, &r.lost, e) }
-func (r *eventRecorder) Sample(_ context.Context, e SampleEvent)   { record(r, &r.samples, e) }
-func (r *eventRecorder) Breaker(_ context.Context, e BreakerEvent) { record(r, &r.changes, e) }
-func (r *eventRecorder) Degraded(_ context.Context, e DegradedEvent) {
-	record(r, &r.degraded, e)
-}
-
-// lastObtain is the last ObtainEvent of key.
-func (r *eventRecorder) lastObtain(t *testing.T, key string) ObtainEvent {
+// lastObtain is the last ObtainEvent of name.
+func (r *eventRecorder) lastObtain(t *testing.T, name string) ObtainEvent {
 	t.Helper()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := len(r.obtains) - 1; i >= 0; i-- {
-		if r.obtains[i].Key == key {
+		if r.obtains[i].Name == name {
 			return r.obtains[i]
 		}
 	}
-	t.Fatalf("no ObtainEvent of %s", key)
+	t.Fatalf("no ObtainEvent of %s", name)
 	return ObtainEvent{}
 }
 
@@ -63,7 +89,7 @@ func (r *eventRecorder) transitions() []string {
 	defer r.mu.Unlock()
 	var out []string
 	for _, e := range r.changes {
-		out = append(out, e.From.String()+">"+e.To.String())
+		out = append(out, e.From+">"+e.To)
 	}
 	return out
 }
@@ -71,5 +97,5 @@ func (r *eventRecorder) transitions() []string {
 func (r *eventRecorder) attemptCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.attempts
+	return len(r.attempts)
 }

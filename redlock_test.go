@@ -14,8 +14,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 func TestMain(m *testing.M) {
@@ -55,7 +57,7 @@ func startNodes(t testing.TB, n int) *cluster {
 // recover for a minute. The guard's own tests turn it on.
 func newClient(t *testing.T, nodes []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
-	defaults := []Option{WithNodeTimeout(250 * time.Millisecond), WithoutRestartGuard()}
+	defaults := []Option{WithNodeTimeout(250 * time.Millisecond), WithRestartGuard(GuardOff)}
 	c, err := New(nodes, append(defaults, opts...)...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -67,7 +69,7 @@ func newClient(t *testing.T, nodes []redis.UniversalClient, opts ...Option) *Cli
 // rawGet reads a lock's key on one node directly.
 func rawGet(t *testing.T, node redis.UniversalClient, name string) (string, bool) {
 	t.Helper()
-	v, err := node.Get(context.Background(), "{"+DefaultPrefix+name+"}").Result()
+	v, err := node.Get(context.Background(), "{"+limits.Prefix+name+"}").Result()
 	if errors.Is(err, redis.Nil) {
 		return "", false
 	}
@@ -129,8 +131,8 @@ func TestObtainReleaseCycle(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if lock.Key() != "order:42" {
-				t.Errorf("Key() = %q", lock.Key())
+			if lock.Name() != "order:42" {
+				t.Errorf("Key() = %q", lock.Name())
 			}
 			if left := time.Until(lock.ValidUntil()); left <= 9*time.Second || left > 10*time.Second {
 				t.Errorf("validity left %v, want in (9s, 10s]", left)
@@ -393,10 +395,10 @@ func TestLateYesAfterReleaseIsReleased(t *testing.T) {
 	t.Cleanup(func() { _ = late.Close() })
 	warm := script.Keys{Lock: "{redlock:warm-up}", Fence: "{redlock:warm-up}:fence", Epoch: "{redlock:}:epoch"}
 	for range 2 { // two open connections, the scripts loaded
-		if _, err := script.Acquire(ctx, late, warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
+		if _, err := script.Acquire(ctx, goredis.New(late), warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := script.Release(ctx, late, warm.Lock, "x", false, false); err != nil {
+		if _, err := script.Release(ctx, goredis.New(late), warm.Lock, "x", false, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -499,7 +501,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 		t.Fatal(err)
 	}
 	warm := script.Keys{Lock: "{redlock:warm-up}", Fence: "{redlock:warm-up}:fence", Epoch: "{redlock:}:epoch"}
-	if _, err := script.Acquire(ctx, late, warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
+	if _, err := script.Acquire(ctx, goredis.New(late), warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
 		t.Fatal(err)
 	}
 	// The acquire's reply, read after its deadline, is not reliable
@@ -875,7 +877,7 @@ func TestMaxAttemptsAreSpacedByTheRetryDelay(t *testing.T) {
 	for _, notified := range []bool{true, false} {
 		t.Run(fmt.Sprintf("notify=%v", notified), func(t *testing.T) {
 			cl := startNodes(t, 1)
-			rec := &recorder{}
+			rec := &eventRecorder{}
 			opts := []Option{WithHook(rec)}
 			if !notified {
 				opts = append(opts, withoutNotify())
@@ -934,7 +936,7 @@ func TestMaxAttemptsAreSpacedByTheRetryDelay(t *testing.T) {
 			if ob.Attempts != 2 || attempts != 2 {
 				t.Errorf("ObtainEvent.Attempts %d and %d AttemptEvents, want 2 and 2", ob.Attempts, attempts)
 			}
-			if len(waits) != 1 || waits[0].WokenBy != WokenByTimer || waits[0].Waited < delay {
+			if len(waits) != 1 || waits[0].WokenBy != "timer" || waits[0].Waited < delay {
 				t.Errorf("waits %+v, want one of the retry delay %v, ended by its timer", waits, delay)
 			}
 		})
@@ -976,7 +978,7 @@ func TestNilLock(t *testing.T) {
 	default:
 		t.Error("Done is not closed")
 	}
-	if k, tok, v, ttl := l.Key(), l.Token(), l.ValidUntil(), l.TTL(); k != "" || tok != 0 || !v.IsZero() || ttl != 0 {
+	if k, tok, v, ttl := l.Name(), l.Token(), l.ValidUntil(), l.TTL(); k != "" || tok != 0 || !v.IsZero() || ttl != 0 {
 		t.Errorf("Key %q, Token %d, ValidUntil %v, TTL %v: want zero values", k, tok, v, ttl)
 	}
 }
@@ -1020,7 +1022,7 @@ func assertReleased(t *testing.T, nodes []redis.UniversalClient, name string) {
 
 func TestCloseReleasesHeldLocks(t *testing.T) {
 	cl := startNodes(t, 3)
-	c, err := New(cl.clients, WithoutRestartGuard()) // fresh servers
+	c, err := New(cl.clients, WithRestartGuard(GuardOff)) // fresh servers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1056,7 +1058,7 @@ func TestCloseReleasesHeldLocks(t *testing.T) {
 
 func TestCloseWhileObtaining(t *testing.T) {
 	cl := startNodes(t, 5)
-	c, err := New(cl.clients, WithoutRestartGuard()) // fresh servers
+	c, err := New(cl.clients, WithRestartGuard(GuardOff)) // fresh servers
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1113,7 +1115,7 @@ func TestBadInput(t *testing.T) {
 		{"max below min delay", []redis.UniversalClient{a}, []Option{WithRetryDelay(time.Second, time.Millisecond)}},
 		{"negative attempts", []redis.UniversalClient{a}, []Option{WithMaxAttempts(-1)}},
 		{"nil option", []redis.UniversalClient{a}, []Option{nil}},
-		{"more than MaxNodes", tooMany(t), nil},
+		{"more than limits.MaxNodes", tooMany(t), nil},
 	}
 	for _, tt := range newTests {
 		t.Run("New/"+tt.name, func(t *testing.T) {
@@ -1134,7 +1136,7 @@ func TestBadInput(t *testing.T) {
 		{"empty key", "", time.Second, nil},
 		{"zero TTL", "k", 0, nil},
 		{"negative TTL", "k", -time.Second, nil},
-		{"TTL below minimum", "k", MinTTL - time.Millisecond, nil},
+		{"TTL below minimum", "k", limits.MinTTL - time.Millisecond, nil},
 		{"bad retry option", "k", time.Second, []ObtainOption{WithRetryDelay(-1, 0)}},
 		{"nil option", "k", time.Second, []ObtainOption{nil}},
 	}
@@ -1183,9 +1185,9 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
-// tooMany is MaxNodes+1 distinct clients (New does no I/O with them).
+// tooMany is limits.MaxNodes+1 distinct clients (New does no I/O with them).
 func tooMany(t *testing.T) []redis.UniversalClient {
-	nodes := make([]redis.UniversalClient, MaxNodes+1)
+	nodes := make([]redis.UniversalClient, limits.MaxNodes+1)
 	for i := range nodes {
 		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
 		t.Cleanup(func() { _ = c.Close() })
@@ -1261,7 +1263,7 @@ func TestRedisCluster(t *testing.T) {
 }
 
 func TestKeyHashTag(t *testing.T) {
-	c := &Client{cfg: defaultConfig()}
+	c := &engine{cfg: defaultConfig()}
 	tests := []struct {
 		name, want string
 		ok         bool
@@ -1367,7 +1369,7 @@ func TestTryObtainIsOneAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(ctx)
-	p, err := a.TryObtainPermit(ctx, "sem", 1, 10*time.Second)
+	p, err := a.Semaphore("sem", 1).TryObtain(ctx, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1375,12 +1377,12 @@ func TestTryObtainIsOneAttempt(t *testing.T) {
 	if _, err := b.TryObtain(ctx, "one", 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
 		t.Fatalf("TryObtain of a held lock: %v", err)
 	}
-	if _, err := b.TryObtainPermit(ctx, "sem", 1, 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
+	if _, err := b.Semaphore("sem", 1).TryObtain(ctx, 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
 		t.Fatalf("TryObtainPermit of a taken permit: %v", err)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if rec.attempts != 2 {
-		t.Fatalf("%d attempts for a TryObtain and a TryObtainPermit with WithMaxAttempts(3), want 2", rec.attempts)
+	if len(rec.attempts) != 2 {
+		t.Fatalf("%d attempts for a TryObtain and a TryObtainPermit with WithMaxAttempts(3), want 2", len(rec.attempts))
 	}
 }

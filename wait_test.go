@@ -11,8 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/keys"
-	"github.com/redlock-go/redlock/internal/notify"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/internal/transport/goredis"
+	"github.com/redlock-go/redlock/internal/waitq"
 )
 
 // slowRetry makes the timers of a waiter far longer than any test waits:
@@ -53,7 +56,7 @@ func awaitWaiter(t *testing.T, done <-chan error, failure string) {
 // release channel.
 func subscribed(t *testing.T, nodes []redis.UniversalClient, name string) bool {
 	t.Helper()
-	ch := keys.Channel("{" + DefaultPrefix + name + "}")
+	ch := keys.Channel("{" + limits.Prefix + name + "}")
 	for _, n := range nodes {
 		m, err := n.PubSubNumSub(context.Background(), ch).Result()
 		if err != nil {
@@ -181,9 +184,9 @@ func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
 	}
 	for _, c := range clients {
 		for i, h := range c.hubs {
-			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.Channels() == 0 })
+			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.(*goredis.Hub).Channels() == 0 })
 		}
-		if c.waits.queued("{redlock:many-waits-0}") {
+		if c.waits.Queued("{redlock:many-waits-0}") {
 			t.Fatal("a wait queue outlived its waiters")
 		}
 	}
@@ -259,7 +262,7 @@ func TestClusterWaiterIsNotified(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := waitFor(waiterClient, name, slowRetry)
-		ch := keys.Channel("{" + DefaultPrefix + name + "}")
+		ch := keys.Channel("{" + limits.Prefix + name + "}")
 		eventually(t, "the waiter subscribes to the shard channel", func() bool {
 			for _, s := range rc.Servers {
 				c := s.Client()
@@ -284,7 +287,7 @@ func TestClusterWaiterIsNotified(t *testing.T) {
 // thousands of wake-ups for a few dozen releases.
 func TestNoWakeStorm(t *testing.T) {
 	cl := startNodes(t, 3)
-	rec := &recorder{}
+	rec := &eventRecorder{}
 	var clients []*Client
 	for range 4 {
 		clients = append(clients, newClient(t, cl.clients, WithHook(rec)))
@@ -310,7 +313,7 @@ func TestNoWakeStorm(t *testing.T) {
 	defer rec.mu.Unlock()
 	woken := 0
 	for _, w := range rec.waits {
-		if w.WokenBy == WokenByRelease {
+		if w.WokenBy == "release" {
 			woken++
 		}
 	}
@@ -329,7 +332,7 @@ func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	cl := startNodes(t, 1)
 	c := newClient(t, cl.clients)
 	never := make(chan struct{})
-	q := &waitQueue{key: "{redlock:unconfirmed}", wake: notify.NewWaiter(), confirmed: []<-chan struct{}{never}}
+	q := &waitq.Queue{Group: "{redlock:unconfirmed}", Keys: []string{"{redlock:unconfirmed}"}, Wake: transport.NewWaiter(), Confirmed: []<-chan struct{}{never}}
 	c.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

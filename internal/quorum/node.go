@@ -8,13 +8,12 @@ package quorum
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/transport"
 )
 
 // Defaults of the per-node admission control.
@@ -29,12 +28,13 @@ const (
 )
 
 var (
-	// ErrSkipped is the per-node error when a node was not asked because it
-	// timed out TripAfter times in a row and is cooling down.
+	// ErrSkipped is the per-node error when a node was not asked: it
+	// timed out TripAfter times in a row and is cooling down, or it already
+	// has MaxInFlight requests outstanding (ErrOverloaded, which wraps it).
 	ErrSkipped = errors.New("node skipped: it timed out repeatedly")
 	// ErrOverloaded is the per-node error when the node already has
-	// MaxInFlight requests outstanding.
-	ErrOverloaded = errors.New("node skipped: too many requests in flight")
+	// MaxInFlight requests outstanding; it matches ErrSkipped.
+	ErrOverloaded error = overloaded{}
 	// ErrPending is the per-node error when a node had not answered yet
 	// when the outcome was decided without it.
 	ErrPending = errors.New("no reply yet when the outcome was decided")
@@ -45,9 +45,9 @@ var (
 
 // Node is one independent Redis deployment and its health.
 type Node struct {
-	Client redis.UniversalClient
-	Index  int
-	Addr   string
+	Conn  transport.Node
+	Index int
+	Addr  string
 	// HonoursDeadline is true when the client is known to abort a blocked
 	// read when its context's deadline passes (ContextTimeoutEnabled).
 	HonoursDeadline bool
@@ -72,30 +72,18 @@ type Node struct {
 	deadlines deadlines // the Done channels of single-node requests
 }
 
-// NewNode wraps a client. maxInFlight ≤ 0 means DefaultMaxInFlight.
-func NewNode(index int, c redis.UniversalClient, maxInFlight int) *Node {
+// NewNode wraps a node of the transport. maxInFlight ≤ 0 means
+// DefaultMaxInFlight.
+func NewNode(index int, c transport.Node, maxInFlight int) *Node {
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
-	n := &Node{Client: c, Index: index, maxInFlight: int64(maxInFlight)}
-	n.Addr, n.HonoursDeadline = describe(c)
-	_, n.Cluster = c.(*redis.ClusterClient)
-	return n
-}
-
-func describe(c redis.UniversalClient) (addr string, honours bool) {
-	switch c := c.(type) {
-	case *redis.Client:
-		o := c.Options()
-		return o.Addr, o.ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		o := c.Options()
-		return fmt.Sprintf("cluster%v", o.Addrs), o.ContextTimeoutEnabled
-	case *redis.Ring:
-		o := c.Options()
-		return "ring", o.ContextTimeoutEnabled
+	var info transport.Info
+	if c != nil { // tests of rounds that never send
+		info = c.Info()
 	}
-	return fmt.Sprintf("%T", c), false
+	return &Node{Conn: c, Index: index, Addr: info.Addr, HonoursDeadline: info.HonoursDeadline, Cluster: info.Sharded,
+		maxInFlight: int64(maxInFlight)}
 }
 
 // admit reserves a slot for one request. probe is true when this request is
@@ -161,7 +149,7 @@ func (n *Node) done(probe bool, o outcome, now time.Time) {
 // got a reply from Redis: an error reply (WRONGTYPE, NOPERM, a script's
 // error) is a reply; a timeout, a refused or broken connection is not.
 func (n *Node) observe(err error) {
-	if err == nil || isReply(err) {
+	if err == nil || transport.IsReply(err) {
 		if n.down.Load() != 0 {
 			n.down.Store(0)
 		}
@@ -170,17 +158,6 @@ func (n *Node) observe(err error) {
 	last := err // a copy: taking err's address would move every call's err to the heap
 	n.lastDown.Store(&last)
 	n.down.Add(1)
-}
-
-// isReply reports whether err is an error reply from Redis. The direct
-// assertion comes first: it answers the common case (a script's nil reply,
-// redis.Nil) without the allocation errors.As costs.
-func isReply(err error) bool {
-	if _, ok := err.(redis.Error); ok {
-		return true
-	}
-	var rerr redis.Error
-	return errors.As(err, &rerr)
 }
 
 // Unreachable returns how many requests in a row got no reply from the
@@ -226,3 +203,9 @@ func classify(err error) outcome {
 	}
 	return answered
 }
+
+// overloaded is ErrOverloaded: its own message, and ErrSkipped's identity.
+type overloaded struct{}
+
+func (overloaded) Error() string        { return "node skipped: too many requests in flight" }
+func (overloaded) Is(target error) bool { return target == ErrSkipped }

@@ -13,7 +13,7 @@ import (
 
 func takeHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Duration) Acquired {
 	t.Helper()
-	a, err := FamilyAcquireCall(k, h, ttl, off).Acquire(context.Background(), c, Ack{})
+	a, err := FamilyAcquireCall(k, h, ttl, off).Acquire(context.Background(), nodeOf(c), Ack{})
 	if err != nil {
 		t.Fatalf("family acquire %+v: %v", h, err)
 	}
@@ -22,7 +22,7 @@ func takeHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Du
 
 func giveHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold) Released {
 	t.Helper()
-	r, err := FamilyReleaseCall(k.Lock, h, "", false).Release(context.Background(), c)
+	r, err := FamilyReleaseCall(k.Lock, h, "", false).Release(context.Background(), nodeOf(c))
 	if err != nil {
 		t.Fatalf("family release %+v: %v", h, err)
 	}
@@ -31,7 +31,7 @@ func giveHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold) Released {
 
 func extendHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Duration) RefreshResult {
 	t.Helper()
-	r, err := RefreshItem{Keys: k, TTL: ttl, Hold: &h}.Run(context.Background(), c, off)
+	r, err := RefreshItem{Keys: k, TTL: ttl, Hold: &h}.Run(context.Background(), nodeOf(c), off)
 	if err != nil {
 		t.Fatalf("family refresh %+v: %v", h, err)
 	}
@@ -173,18 +173,18 @@ func TestFamilyKindsDoNotMix(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	k := keys("kind")
-	if a, err := Acquire(ctx, c, k, "plain", time.Minute, off, Ack{}); err != nil || !a.OK() {
+	if a, err := Acquire(ctx, nodeOf(c), k, "plain", time.Minute, off, Ack{}); err != nil || !a.OK() {
 		t.Fatalf("plain acquire: %+v %v", a, err)
 	}
-	_, err := FamilyAcquireCall(k, Hold{Mode: 'r', ID: "r"}, time.Minute, off).Acquire(ctx, c, Ack{})
+	_, err := FamilyAcquireCall(k, Hold{Mode: 'r', ID: "r"}, time.Minute, off).Acquire(ctx, nodeOf(c), Ack{})
 	if err == nil || !strings.Contains(err.Error(), "REDLOCK_KIND") || !strings.Contains(err.Error(), "plain lock") {
 		t.Fatalf("reader over a plain lock: %v, want REDLOCK_KIND", err)
 	}
-	if _, err := Release(ctx, c, k.Lock, "plain", false, false); err != nil {
+	if _, err := Release(ctx, nodeOf(c), k.Lock, "plain", false, false); err != nil {
 		t.Fatal(err)
 	}
 	takeHold(t, c, k, Hold{Mode: 'r', ID: "r"}, time.Minute)
-	_, err = Acquire(ctx, c, k, "plain", time.Minute, off, Ack{})
+	_, err = Acquire(ctx, nodeOf(c), k, "plain", time.Minute, off, Ack{})
 	if err == nil || !strings.Contains(err.Error(), "REDLOCK_KIND") {
 		t.Fatalf("plain acquire over a reader: %v, want REDLOCK_KIND", err)
 	}
@@ -199,21 +199,21 @@ func TestSeal(t *testing.T) {
 	k := keys("seal")
 	h := Hold{Mode: 'w', Owner: "job", ID: "h"}
 	a := takeHold(t, c, k, h, time.Minute)
-	if err := Seal(ctx, c, k, a.Token+500, "job", off); err != nil {
+	if err := Seal(ctx, nodeOf(c), k, a.Token+500, "job", off); err != nil {
 		t.Fatal(err)
 	}
 	again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h2"}, time.Minute)
 	if !again.Existed || again.Token != a.Token+500 || again.Counter != a.Token+500 {
 		t.Fatalf("re-entry after the seal: %+v, want token and counter %d", again, a.Token+500)
 	}
-	if err := Seal(ctx, c, k, a.Token+900, "other", off); err != nil {
+	if err := Seal(ctx, nodeOf(c), k, a.Token+900, "other", off); err != nil {
 		t.Fatal(err)
 	}
 	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h3"}, time.Minute); again.Token != a.Token+500 || again.Counter != a.Token+900 {
 		t.Fatalf("another owner's seal changed the token: %+v", again)
 	}
 	// A delayed seal of an older acquire does not lower the token.
-	if err := Seal(ctx, c, k, a.Token+100, "job", off); err != nil {
+	if err := Seal(ctx, nodeOf(c), k, a.Token+100, "job", off); err != nil {
 		t.Fatal(err)
 	}
 	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h4"}, time.Minute); again.Token != a.Token+500 {

@@ -1,20 +1,21 @@
 // Package script holds the Lua scripts that run on each Redis node, their
 // argument encoding and the decoding of their replies.
 //
-// Each script is wrapped once in redis.NewScript, so it runs with EVALSHA and
-// falls back to EVAL when the node answers NOSCRIPT (after SCRIPT FLUSH or a
-// restart).
+// Each script runs with EVALSHA, and falls back to EVAL when the node answers
+// NOSCRIPT (after SCRIPT FLUSH or a restart). Every call goes through the
+// node transport (internal/transport).
 package script
 
 import (
 	"context"
+	"crypto/sha1"
 	_ "embed"
-	"errors"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/redlock-go/redlock/internal/transport"
 )
 
 var (
@@ -78,24 +79,24 @@ var (
 // argument slice, and go-redis sends it as it is (Do), with no copy and no
 // boxing of its own.
 var (
-	acquireSha       = any(acquire.Hash())
-	releaseSha       = any(release.Hash())
-	fenceSha         = any(fence.Hash())
-	familyAcquireSha = any(familyAcquire.Hash())
-	familyReleaseSha = any(familyRelease.Hash())
-	permitAcquireSha = any(permitAcquire.Hash())
-	permitReleaseSha = any(permitRelease.Hash())
+	acquireSha       = any(acquire.sha)
+	releaseSha       = any(release.sha)
+	fenceSha         = any(fence.sha)
+	familyAcquireSha = any(familyAcquire.sha)
+	familyReleaseSha = any(familyRelease.sha)
+	permitAcquireSha = any(permitAcquire.sha)
+	permitReleaseSha = any(permitRelease.sha)
 )
 
 // run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
 // and EVAL with the source when the node does not have the script (after
 // SCRIPT FLUSH or a restart). args is not kept.
-func run(ctx context.Context, c redis.UniversalClient, src string, args []any) *redis.Cmd {
-	cmd := c.Do(ctx, args...)
-	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		cmd = c.Do(ctx, evalArgs(args, src)...)
+func run(ctx context.Context, n transport.Node, src string, args []any) (any, error) {
+	v, err := n.Do(ctx, args...)
+	if err != nil && transport.HasPrefix(err, "NOSCRIPT") {
+		v, err = n.Do(ctx, evalArgs(args, src)...)
 	}
-	return cmd
+	return v, err
 }
 
 // evalArgs turns EVALSHA arguments into EVAL's, in a copy: the original
@@ -107,14 +108,31 @@ func evalArgs(args []any, src string) []any {
 	return eval
 }
 
-// luaScript is a script and its source, for EVAL when EVALSHA finds no
-// script on the node.
+// luaScript is a script's source and its SHA1, for EVALSHA.
 type luaScript struct {
-	*redis.Script
 	src string
+	sha string
 }
 
-func newScript(src string) luaScript { return luaScript{redis.NewScript(src), src} }
+func newScript(src string) luaScript {
+	h := sha1.Sum([]byte(src))
+	return luaScript{src: src, sha: hex.EncodeToString(h[:])}
+}
+
+// call is the EVALSHA arguments of s with keys and argv.
+func (s luaScript) call(keys []string, argv ...any) Call {
+	args := make([]any, 0, 3+len(keys)+len(argv))
+	args = append(args, "evalsha", s.sha, strconv.Itoa(len(keys)))
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return Call{append(args, argv...), s.src}
+}
+
+// Run runs a prepared call on one node and returns its raw reply.
+func (call Call) Run(ctx context.Context, n transport.Node) (any, error) {
+	return run(ctx, n, call.src, call.args)
+}
 
 // Keys are the Redis keys of one lock on one node.
 type Keys struct {
@@ -268,52 +286,42 @@ func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 
 // Acquire runs the acquire script on one node, followed in the same
 // pipeline by WAIT when ack asks for replicas.
-func Acquire(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
-	return AcquireCall(k, NewLockArgs(k.Lock, value), ttl, g).Acquire(ctx, c, ack)
+func Acquire(ctx context.Context, n transport.Node, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
+	return AcquireCall(k, NewLockArgs(k.Lock, value), ttl, g).Acquire(ctx, n, ack)
 }
 
 // Acquire runs a prepared acquire on one node, followed in the same
 // pipeline by WAIT when ack asks for replicas.
-func (call Call) Acquire(ctx context.Context, c redis.UniversalClient, ack Ack) (Acquired, error) {
+func (call Call) Acquire(ctx context.Context, n transport.Node, ack Ack) (Acquired, error) {
 	if ack.Replicas == 0 {
-		v, err := run(ctx, c, call.src, call.args).Result()
+		v, err := run(ctx, n, call.src, call.args)
 		if err != nil {
 			return Acquired{}, err
 		}
 		return decodeAcquire(v)
 	}
-	send := func(args []any) (*redis.Cmd, *redis.Cmd, error) {
-		pipe := c.Pipeline()
-		cmd := pipe.Do(ctx, args...)
-		// WAIT on the same connection, right after the script: it counts
-		// the replicas that acknowledged the script's writes.
-		wait := pipe.Do(ctx, "WAIT", ack.Replicas, ack.Timeout.Milliseconds())
-		_, err := pipe.Exec(ctx)
-		if err != nil && !isReply(err) {
-			return nil, nil, err
-		}
-		return cmd, wait, nil
-	}
-	cmd, wait, err := send(call.args)
-	if err == nil && redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait, err = send(evalArgs(call.args, call.src))
+	// WAIT on the same connection, right after the script: it counts the
+	// replicas that acknowledged the script's writes.
+	wait := []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()}
+	replies, err := n.Pipe(ctx, [][]any{call.args, wait})
+	if err == nil && transport.HasPrefix(replies[0].Err, "NOSCRIPT") {
+		replies, err = n.Pipe(ctx, [][]any{evalArgs(call.args, call.src), wait})
 	}
 	if err != nil {
 		return Acquired{}, err
 	}
-	v, err := cmd.Result()
-	if err != nil {
-		return Acquired{}, err
+	if replies[0].Err != nil {
+		return Acquired{}, replies[0].Err
 	}
-	a, err := decodeAcquire(v)
+	a, err := decodeAcquire(replies[0].Val)
 	if err != nil || a.Status != Taken {
 		return a, err
 	}
-	n, err := wait.Int64()
+	acked, err := transport.Int64(replies[1].Val, replies[1].Err)
 	if err != nil {
 		return a, err
 	}
-	a.Unreplicated = n < int64(ack.Replicas)
+	a.Unreplicated = acked < int64(ack.Replicas)
 	return a, nil
 }
 
@@ -347,23 +355,25 @@ func decodeAcquire(v any) (Acquired, error) {
 }
 
 // Fence raises a lock's fencing counter on one node to at least token.
-func Fence(ctx context.Context, c redis.UniversalClient, fenceKey string, token int64, g Guard) error {
-	return run(ctx, c, fence.src, []any{"evalsha", fenceSha, "1", fenceKey, token, g.FenceTTL.Milliseconds()}).Err()
+func Fence(ctx context.Context, n transport.Node, fenceKey string, token int64, g Guard) error {
+	_, err := run(ctx, n, fence.src, []any{"evalsha", fenceSha, "1", fenceKey, token, g.FenceTTL.Milliseconds()})
+	return err
 }
 
 // Seal raises a lock's fencing counter on one node to at least token, as
 // Fence, and records token as the owner's where owner holds the lock of the
 // family exclusively.
-func Seal(ctx context.Context, c redis.UniversalClient, k Keys, token int64, owner string, g Guard) error {
-	return seal.Run(ctx, c, []string{k.Fence, k.Lock}, token, g.FenceTTL.Milliseconds(), owner).Err()
+func Seal(ctx context.Context, n transport.Node, k Keys, token int64, owner string, g Guard) error {
+	_, err := seal.call([]string{k.Fence, k.Lock}, token, g.FenceTTL.Milliseconds(), owner).Run(ctx, n)
+	return err
 }
 
 // Withdraw deletes an exclusive hold's writer mark (the key mark) on one
 // node when it is still the mark of wait (Hold.Wait), and reports whether
 // it did.
-func Withdraw(ctx context.Context, c redis.UniversalClient, mark, wait string) (bool, error) {
-	n, err := withdraw.Run(ctx, c, []string{mark}, wait).Int()
-	return n == 1, err
+func Withdraw(ctx context.Context, n transport.Node, mark, wait string) (bool, error) {
+	deleted, err := transport.Int64(withdraw.call([]string{mark}, wait).Run(ctx, n))
+	return deleted == 1, err
 }
 
 // Released is the decoded reply of the release script.
@@ -381,8 +391,8 @@ type Released struct {
 // failed attempt must not publish: it must not wake waiters, since the lock
 // may well be held on the other nodes (and their failed attempts' clean-ups
 // would wake others in turn).
-func Release(ctx context.Context, c redis.UniversalClient, key, value string, publish, sharded bool) (Released, error) {
-	return ReleaseCall(NewLockArgs(key, value), publish, sharded).Release(ctx, c)
+func Release(ctx context.Context, n transport.Node, key, value string, publish, sharded bool) (Released, error) {
+	return ReleaseCall(NewLockArgs(key, value), publish, sharded).Release(ctx, n)
 }
 
 // ReleaseCall prepares the release script (see Release).
@@ -408,8 +418,8 @@ func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 }
 
 // Release runs a prepared release on one node.
-func (call Call) Release(ctx context.Context, c redis.UniversalClient) (Released, error) {
-	n, err := run(ctx, c, call.src, call.args).Int64()
+func (call Call) Release(ctx context.Context, node transport.Node) (Released, error) {
+	n, err := transport.Int64(run(ctx, node, call.src, call.args))
 	if err != nil {
 		return Released{}, err
 	}
@@ -437,14 +447,14 @@ const (
 func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
 
 // Refresh runs the refresh script on one node.
-func Refresh(ctx context.Context, c redis.UniversalClient, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
-	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, c, g)
+func Refresh(ctx context.Context, n transport.Node, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
+	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, n, g)
 }
 
 // Run refreshes the item on one node.
-func (it RefreshItem) Run(ctx context.Context, c redis.UniversalClient, g Guard) (RefreshResult, error) {
-	s, keys, args := it.script(g.args())
-	n, err := s.Run(ctx, c, keys, args...).Int64()
+func (it RefreshItem) Run(ctx context.Context, node transport.Node, g Guard) (RefreshResult, error) {
+	call := it.call(g.args())
+	n, err := transport.Int64(call.Run(ctx, node))
 	if err != nil {
 		return NotOwner, err
 	}
@@ -466,71 +476,65 @@ type RefreshItem struct {
 	Hold *Hold
 }
 
-// script is the item's refresh script, keys and arguments; ga are the
-// guard's.
-func (it RefreshItem) script(ga []any) (luaScript, []string, []any) {
+// call is the item's refresh call; ga are the guard's arguments.
+func (it RefreshItem) call(ga []any) Call {
 	keys := []string{it.Keys.Lock, it.Keys.Epoch}
 	if h := it.Hold; h != nil && h.Mode == 's' {
-		args := append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)
-		return permitRefresh, keys, args
+		return permitRefresh.call(keys, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
 	}
 	if h := it.Hold; h != nil {
-		args := append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)
-		return familyRefresh, keys, args
+		return familyRefresh.call(keys, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
 	}
-	return refresh, keys, append([]any{it.Value, ms(it.TTL)}, ga...)
+	return refresh.call(keys, append([]any{it.Value, ms(it.TTL)}, ga...)...)
 }
 
 // RefreshBatch runs the refresh script for every item on one node in one
 // pipeline, re-running with EVAL those the node answered NOSCRIPT. It
 // returns each item's result and error; err is set when the node itself
 // failed (a network error or timeout), and then no item's result counts.
-func RefreshBatch(ctx context.Context, c redis.UniversalClient, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
-	cmds := make([]*redis.Cmd, len(items))
+func RefreshBatch(ctx context.Context, n transport.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
 	ga := g.args()
-	pipe := c.Pipeline()
+	calls := make([]Call, len(items))
+	cmds := make([][]any, len(items))
 	for i, it := range items {
-		s, keys, args := it.script(ga)
-		cmds[i] = s.EvalSha(ctx, pipe, keys, args...)
+		calls[i] = it.call(ga)
+		cmds[i] = calls[i].args
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
+	replies, err := n.Pipe(ctx, cmds)
+	if err != nil {
 		return nil, nil, err
 	}
 	var again []int
-	for i, cmd := range cmds {
-		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+	for i, r := range replies {
+		if transport.HasPrefix(r.Err, "NOSCRIPT") {
 			again = append(again, i)
 		}
 	}
 	if len(again) > 0 {
-		pipe = c.Pipeline()
+		cmds = cmds[:0]
 		for _, i := range again {
-			s, keys, args := items[i].script(ga)
-			cmds[i] = s.Eval(ctx, pipe, keys, args...)
+			cmds = append(cmds, evalArgs(calls[i].args, calls[i].src))
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !isReply(err) {
+		retried, err := n.Pipe(ctx, cmds)
+		if err != nil {
 			return nil, nil, err
+		}
+		for j, i := range again {
+			replies[i] = retried[j]
 		}
 	}
 	results = make([]RefreshResult, len(items))
 	errs = make([]error, len(items))
-	for i, cmd := range cmds {
-		n, err := cmd.Int64()
+	for i, r := range replies {
+		v, err := transport.Int64(r.Val, r.Err)
 		switch {
 		case err != nil:
 			errs[i] = err
-		case n < 0 || n > 3:
-			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", n)
+		case v < 0 || v > 3:
+			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", v)
 		default:
-			results[i] = RefreshResult(n)
+			results[i] = RefreshResult(v)
 		}
 	}
 	return results, errs, nil
-}
-
-// isReply reports whether err is an error reply from Redis (about one
-// command), as opposed to a failure of the connection.
-func isReply(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr)
 }

@@ -12,6 +12,8 @@ import (
 
 	lockkeys "github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -91,30 +93,30 @@ func TestScriptsOnRedis(t *testing.T) {
 	ctx := context.Background()
 	k := keys("k")
 
-	a, err := Acquire(ctx, c, k, "mine", time.Minute, off, Ack{})
+	a, err := Acquire(ctx, nodeOf(c), k, "mine", time.Minute, off, Ack{})
 	if err != nil || !a.OK() || a.Token <= 0 {
 		t.Fatalf("Acquire on a free key: %+v, %v", a, err)
 	}
 	// The same request again (a client retry after a lost reply) is a
 	// success with the same token, not "held by another owner".
-	if again, err := Acquire(ctx, c, k, "mine", time.Minute, off, Ack{}); err != nil || !again.OK() || again.Token != a.Token {
+	if again, err := Acquire(ctx, nodeOf(c), k, "mine", time.Minute, off, Ack{}); err != nil || !again.OK() || again.Token != a.Token {
 		t.Fatalf("Acquire again with our value: %+v, %v; want OK with token %d", again, err, a.Token)
 	}
-	held, err := Acquire(ctx, c, k, "theirs", time.Minute, off, Ack{})
+	held, err := Acquire(ctx, nodeOf(c), k, "theirs", time.Minute, off, Ack{})
 	if err != nil || held.Status != Held || held.HolderTTL <= 0 || held.HolderTTL > time.Minute {
 		t.Fatalf("Acquire of a held key: %+v, %v; want the holder's TTL", held, err)
 	}
-	if r, err := Release(ctx, c, k.Lock, "theirs", true, false); err != nil || r.Deleted {
+	if r, err := Release(ctx, nodeOf(c), k.Lock, "theirs", true, false); err != nil || r.Deleted {
 		t.Fatalf("Release by a non-owner: %+v, %v; want not deleted", r, err)
 	}
-	if r, err := Refresh(ctx, c, k, "theirs", time.Minute, off); err != nil || r != NotOwner {
+	if r, err := Refresh(ctx, nodeOf(c), k, "theirs", time.Minute, off); err != nil || r != NotOwner {
 		t.Fatalf("Refresh by a non-owner: %v, %v; want NotOwner", r, err)
 	}
-	if r, err := Refresh(ctx, c, k, "mine", 2*time.Minute, off); err != nil || r != Extended {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", 2*time.Minute, off); err != nil || r != Extended {
 		t.Fatalf("Refresh by the owner: %v, %v; want Extended", r, err)
 	}
 	// A shorter refresh (say an older one, delayed) never shortens the key.
-	if r, err := Refresh(ctx, c, k, "mine", time.Second, off); err != nil || r != Extended {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", time.Second, off); err != nil || r != Extended {
 		t.Fatalf("shorter Refresh: %v, %v; want Extended", r, err)
 	}
 	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= time.Minute {
@@ -125,28 +127,28 @@ func TestScriptsOnRedis(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil { // the confirmation
 		t.Fatal(err)
 	}
-	if r, err := Release(ctx, c, k.Lock, "mine", true, false); err != nil || !r.Deleted || r.Receivers != 1 {
+	if r, err := Release(ctx, nodeOf(c), k.Lock, "mine", true, false); err != nil || !r.Deleted || r.Receivers != 1 {
 		t.Fatalf("Release by the owner: %+v, %v; want deleted, heard by 1", r, err)
 	}
 	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Channel != lockkeys.Channel(k.Lock) {
 		t.Fatalf("release notification: %v, %v", m, err)
 	}
-	if r, err := Refresh(ctx, c, k, "mine", time.Minute, off); err != nil || r != Reseeded {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", time.Minute, off); err != nil || r != Reseeded {
 		t.Fatalf("Refresh of a missing key: %v, %v; want Reseeded", r, err)
 	}
 	// The next holder gets a higher token.
-	if _, err := Release(ctx, c, k.Lock, "mine", true, false); err != nil {
+	if _, err := Release(ctx, nodeOf(c), k.Lock, "mine", true, false); err != nil {
 		t.Fatal(err)
 	}
-	next, err := Acquire(ctx, c, k, "next", time.Minute, off, Ack{})
+	next, err := Acquire(ctx, nodeOf(c), k, "next", time.Minute, off, Ack{})
 	if err != nil || !next.OK() || next.Token <= a.Token {
 		t.Fatalf("next Acquire: %+v, %v; want a token above %d", next, err, a.Token)
 	}
 	// The second round raises, never lowers.
-	if err := Fence(ctx, c, k.Fence, next.Token+1000, off); err != nil {
+	if err := Fence(ctx, nodeOf(c), k.Fence, next.Token+1000, off); err != nil {
 		t.Fatal(err)
 	}
-	if err := Fence(ctx, c, k.Fence, 5, off); err != nil {
+	if err := Fence(ctx, nodeOf(c), k.Fence, 5, off); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := c.Get(ctx, k.Fence).Int64(); v != next.Token+1000 {
@@ -155,7 +157,7 @@ func TestScriptsOnRedis(t *testing.T) {
 	if err := c.RPush(ctx, "{list}", "x").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Acquire(ctx, c, keys("list"), "mine", time.Minute, off, Ack{}); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
+	if _, err := Acquire(ctx, nodeOf(c), keys("list"), "mine", time.Minute, off, Ack{}); err == nil || !strings.HasPrefix(err.Error(), "WRONGTYPE") {
 		t.Fatalf("Acquire on a list: %v, want WRONGTYPE", err)
 	}
 }
@@ -170,15 +172,15 @@ func TestEpochGuard(t *testing.T) {
 	ctx := context.Background()
 	k := keys("g")
 
-	a, err := Acquire(ctx, c, k, "mine", time.Second, on, Ack{})
+	a, err := Acquire(ctx, nodeOf(c), k, "mine", time.Second, on, Ack{})
 	if err != nil || a.Status != Recovering || a.Recovering <= 0 || a.Recovering > on.MaxTTL {
 		t.Fatalf("Acquire on a node started just now: %+v, %v; want Recovering for up to %v", a, err, on.MaxTTL)
 	}
-	if r, err := Refresh(ctx, c, k, "mine", time.Second, on); err != nil || r != NotReseeded {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", time.Second, on); err != nil || r != NotReseeded {
 		t.Fatalf("re-seed on a recovering node: %v, %v; want NotReseeded", r, err)
 	}
 	time.Sleep(a.Recovering + 100*time.Millisecond)
-	first, err := Acquire(ctx, c, k, "mine", 10*time.Second, on, Ack{})
+	first, err := Acquire(ctx, nodeOf(c), k, "mine", 10*time.Second, on, Ack{})
 	if err != nil || !first.OK() {
 		t.Fatalf("Acquire after the recovery window: %+v, %v", first, err)
 	}
@@ -192,12 +194,12 @@ func TestEpochGuard(t *testing.T) {
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	a, err = Acquire(ctx, c, k, "other", time.Second, on, Ack{})
+	a, err = Acquire(ctx, nodeOf(c), k, "other", time.Second, on, Ack{})
 	if err != nil || a.Status != Recovering {
 		t.Fatalf("Acquire after a restart: %+v, %v; want Recovering", a, err)
 	}
 	time.Sleep(a.Recovering + 100*time.Millisecond)
-	after, err := Acquire(ctx, c, k, "other", time.Second, on, Ack{})
+	after, err := Acquire(ctx, nodeOf(c), k, "other", time.Second, on, Ack{})
 	if err != nil || !after.OK() || after.Token <= first.Token {
 		t.Fatalf("Acquire after recovering: %+v, %v; want a token above %d", after, err, first.Token)
 	}
@@ -213,8 +215,8 @@ func TestEpochGuard(t *testing.T) {
 	if err := c.HSet(ctx, k.Fence, "v", "5", "e", "an-old-epoch").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = Release(ctx, c, k.Lock, "other", true, false)
-	a, err = Acquire(ctx, c, k, "third", time.Second, on, Ack{})
+	_, _ = Release(ctx, nodeOf(c), k.Lock, "other", true, false)
+	a, err = Acquire(ctx, nodeOf(c), k, "third", time.Second, on, Ack{})
 	if err != nil || a.Status != Recovering || a.Recovering < on.MaxTTL-200*time.Millisecond {
 		t.Fatalf("Acquire with another process's record: %+v, %v; want Recovering for about %v", a, err, on.MaxTTL)
 	}
@@ -224,7 +226,7 @@ func TestEpochGuard(t *testing.T) {
 	// Trusting persistence, a record written by another process needs no
 	// recovery; and a counter from an older epoch is reseeded from the
 	// clock, not continued from 5.
-	third, err := Acquire(ctx, c, k, "third", time.Second, trusting, Ack{})
+	third, err := Acquire(ctx, nodeOf(c), k, "third", time.Second, trusting, Ack{})
 	if err != nil || !third.OK() || third.Token <= after.Token {
 		t.Fatalf("Acquire trusting persistence: %+v, %v; want a token above %d", third, err, after.Token)
 	}
@@ -234,7 +236,7 @@ func TestReplicaAckOnAMasterWithoutReplicas(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	c := s.Client()
 	t.Cleanup(func() { _ = c.Close() })
-	a, err := Acquire(context.Background(), c, keys("ack"), "mine", time.Minute, off, Ack{Replicas: 1, Timeout: 50 * time.Millisecond})
+	a, err := Acquire(context.Background(), nodeOf(c), keys("ack"), "mine", time.Minute, off, Ack{Replicas: 1, Timeout: 50 * time.Millisecond})
 	if err != nil || a.Status != Taken || !a.Unreplicated || a.OK() {
 		t.Fatalf("Acquire asking one replica of a master without any: %+v, %v; want taken but unreplicated", a, err)
 	}
@@ -247,7 +249,7 @@ func TestRefreshBatch(t *testing.T) {
 	ctx := context.Background()
 	var items []RefreshItem
 	for _, name := range []string{"b1", "b2", "b3"} {
-		if _, err := Acquire(ctx, c, keys(name), "mine", time.Second, off, Ack{}); err != nil {
+		if _, err := Acquire(ctx, nodeOf(c), keys(name), "mine", time.Second, off, Ack{}); err != nil {
 			t.Fatal(err)
 		}
 		items = append(items, RefreshItem{Keys: keys(name), Value: "mine", TTL: time.Minute})
@@ -256,7 +258,7 @@ func TestRefreshBatch(t *testing.T) {
 	if err := c.ScriptFlush(ctx).Err(); err != nil { // the batch falls back to EVAL
 		t.Fatal(err)
 	}
-	results, errs, err := RefreshBatch(ctx, c, items, off)
+	results, errs, err := RefreshBatch(ctx, nodeOf(c), items, off)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +288,7 @@ func TestRecoveryRightAfterRestart(t *testing.T) {
 		var a Acquired
 		var err error
 		for range 50 { // the pool's old connections break once
-			if a, err = Acquire(context.Background(), c, keys("r"), "v", time.Second, g, Ack{}); err == nil {
+			if a, err = Acquire(context.Background(), nodeOf(c), keys("r"), "v", time.Second, g, Ack{}); err == nil {
 				break
 			}
 		}
@@ -318,12 +320,12 @@ func pastRecovery(t *testing.T, c redis.UniversalClient, g Guard) int64 {
 	t.Helper()
 	ctx := context.Background()
 	for range 100 {
-		a, err := Acquire(ctx, c, keys("warm-up"), "w", time.Second, g, Ack{})
+		a, err := Acquire(ctx, nodeOf(c), keys("warm-up"), "w", time.Second, g, Ack{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if a.OK() {
-			_, _ = Release(ctx, c, keys("warm-up").Lock, "w", false, false)
+			_, _ = Release(ctx, nodeOf(c), keys("warm-up").Lock, "w", false, false)
 			now, err := c.Time(ctx).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -352,7 +354,7 @@ func TestEpochCopyFromAClockAhead(t *testing.T) {
 	ahead := fmt.Sprint(now + 10_000)
 	otherProcess(t, c, "{}:epoch", "id", "0123456789abcdef:1",
 		"base", "0", "maxttl", "300", "until", "300", "kind", "new", "check", ahead, "trust", ahead)
-	a, err := Acquire(ctx, c, keys("copied"), "v", time.Second, g, Ack{})
+	a, err := Acquire(ctx, nodeOf(c), keys("copied"), "v", time.Second, g, Ack{})
 	if err != nil || a.Status != Recovering {
 		t.Fatalf("Acquire with a record checked in the node's future by another process: %+v, %v; want Recovering", a, err)
 	}
@@ -394,7 +396,7 @@ func TestEpochPromotedReplicaTrustingPersistence(t *testing.T) {
 	if err := master.Del(ctx, lockkeys.Trusted("{}:epoch")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := Acquire(ctx, master, keys("o"), "v", time.Second, long, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
+	if a, err := Acquire(ctx, nodeOf(master), keys("o"), "v", time.Second, long, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
 		t.Fatalf("Acquire on the master: %+v, %v", a, err)
 	}
 	if n := master.Exists(ctx, lockkeys.Trusted("{}:epoch")).Val(); n != 1 {
@@ -406,7 +408,7 @@ func TestEpochPromotedReplicaTrustingPersistence(t *testing.T) {
 	if err := master.Del(ctx, lockkeys.Trusted("{}:epoch")).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := Acquire(ctx, master, keys("p"), "v", time.Second, g, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
+	if a, err := Acquire(ctx, nodeOf(master), keys("p"), "v", time.Second, g, Ack{Replicas: 1, Timeout: time.Second}); err != nil || !a.OK() {
 		t.Fatalf("Acquire on the master: %+v, %v", a, err)
 	}
 	// A failover takes longer than delta (Sentinel's down-after-milliseconds
@@ -415,7 +417,7 @@ func TestEpochPromotedReplicaTrustingPersistence(t *testing.T) {
 	if err := replica.Do(ctx, "REPLICAOF", "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
-	a, err := Acquire(ctx, replica, keys("q"), "w", time.Second, g, Ack{})
+	a, err := Acquire(ctx, nodeOf(replica), keys("q"), "w", time.Second, g, Ack{})
 	if err != nil || a.Status != Recovering {
 		t.Fatalf("Acquire on the promoted replica, trusting persistence: %+v, %v; want Recovering", a, err)
 	}
@@ -441,16 +443,16 @@ func TestEpochRecordKeepsTheStrictestSetting(t *testing.T) {
 	}
 
 	restarted()
-	if a, err := Acquire(ctx, c, keys("s"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
+	if a, err := Acquire(ctx, nodeOf(c), keys("s"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
 		t.Fatalf("short max TTL after a restart: %+v, %v; want Recovering", a, err)
 	}
-	a, err := Acquire(ctx, c, keys("s"), "v", time.Second, long, Ack{})
+	a, err := Acquire(ctx, nodeOf(c), keys("s"), "v", time.Second, long, Ack{})
 	if err != nil || a.Status != Recovering || a.Recovering < long.MaxTTL-time.Second {
 		t.Fatalf("long max TTL right after a short one started the epoch: %+v, %v; want Recovering for about %v", a, err, long.MaxTTL)
 	}
 	// The short client now waits as long as the long one: the node may
 	// hold a lock of the long one's TTL.
-	if a, err := Acquire(ctx, c, keys("s"), "v", time.Second, short, Ack{}); err != nil || a.Recovering < long.MaxTTL-time.Second {
+	if a, err := Acquire(ctx, nodeOf(c), keys("s"), "v", time.Second, short, Ack{}); err != nil || a.Recovering < long.MaxTTL-time.Second {
 		t.Fatalf("short max TTL after a long one: %+v, %v; want Recovering for about %v", a, err, long.MaxTTL)
 	}
 
@@ -461,10 +463,10 @@ func TestEpochRecordKeepsTheStrictestSetting(t *testing.T) {
 	}
 	pastRecovery(t, c, short)
 	restarted()
-	if a, err := Acquire(ctx, c, keys("t"), "v", time.Second, trusting, Ack{}); err != nil || !a.OK() {
+	if a, err := Acquire(ctx, nodeOf(c), keys("t"), "v", time.Second, trusting, Ack{}); err != nil || !a.OK() {
 		t.Fatalf("trusting persistence after a restart with data: %+v, %v; want a vote", a, err)
 	}
-	if a, err := Acquire(ctx, c, keys("u"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
+	if a, err := Acquire(ctx, nodeOf(c), keys("u"), "v", time.Second, short, Ack{}); err != nil || a.Status != Recovering {
 		t.Fatalf("guard on, right after a client trusting persistence: %+v, %v; want Recovering", a, err)
 	}
 }
@@ -486,13 +488,13 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	}
 	take := func(value string, want Status) {
 		t.Helper()
-		if a, err := Acquire(ctx, c, k, value, 10*time.Second, off, Ack{}); err != nil || a.Status != want {
+		if a, err := Acquire(ctx, nodeOf(c), k, value, 10*time.Second, off, Ack{}); err != nil || a.Status != want {
 			t.Fatalf("Acquire(%s): %+v, %v; want status %d", value, a, err, want)
 		}
 	}
 	release := func(value string, publish, wantDeleted bool, wantReceivers int64) {
 		t.Helper()
-		r, err := Release(ctx, c, k.Lock, value, publish, false)
+		r, err := Release(ctx, nodeOf(c), k.Lock, value, publish, false)
 		if err != nil || r.Deleted != wantDeleted || r.Receivers != wantReceivers {
 			t.Fatalf("Release(%s, publish %v): %+v, %v; want deleted %v, %d receivers", value, publish, r, err, wantDeleted, wantReceivers)
 		}
@@ -512,3 +514,6 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	release("a", false, true, 0)
 	release("a", true, false, 1)
 }
+
+// nodeOf is a test server's go-redis client as a node of the transport.
+func nodeOf(c redis.UniversalClient) transport.Node { return goredis.New(c) }

@@ -48,14 +48,14 @@ func BenchmarkServerCycle(b *testing.B) {
 			name  string
 			cycle func(v string) error
 		}{g.name, func(v string) error {
-			a, err := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g).Acquire(ctx, c, Ack{})
+			a, err := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g).Acquire(ctx, nodeOf(c), Ack{})
 			if err != nil {
 				return err
 			}
 			if !a.OK() {
 				return errNotTaken(a)
 			}
-			_, err = ReleaseCall(NewLockArgs(k.Lock, v), true, false).Release(ctx, c)
+			_, err = ReleaseCall(NewLockArgs(k.Lock, v), true, false).Release(ctx, nodeOf(c))
 			return err
 		}})
 	}
@@ -80,7 +80,7 @@ func waitVoting(b *testing.B, c *redis.Client, guard Guard) {
 	ctx := context.Background()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		a, err := Acquire(ctx, c, keys("warm"), "v", time.Second, guard, Ack{})
+		a, err := Acquire(ctx, nodeOf(c), keys("warm"), "v", time.Second, guard, Ack{})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -133,9 +133,9 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   return {1, v}
 end
 return {0, 0}`)},
-		{"acquire", acquire.Hash()},
+		{"acquire", acquire.sha},
 	}
-	if err := acquire.Load(ctx, c).Err(); err != nil {
+	if err := c.ScriptLoad(ctx, acquire.src).Err(); err != nil {
 		b.Fatal(err)
 	}
 	for _, v := range variants {

@@ -1,0 +1,49 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkObtainAll is one uncontended ObtainAll and Release of two names
+// on one node, with the restart guard off and on (the default), beside
+// BenchmarkCycle's single-name cycle:
+//
+//	for i in 1 2 3 4 5; do go test -run '^$' -bench 'Cycle|ObtainAll' -count 1 . ; done | tee multi.txt
+//	benchstat -col /mode multi.txt
+func BenchmarkObtainAll(b *testing.B) {
+	cl := startNodes(b, 1)
+	ctx := context.Background()
+	names := []string{"cycle-a", "cycle-b"}
+	for _, mode := range []string{"guard-off", "guard-on"} {
+		b.Run(fmt.Sprintf("names=2/nodes=1/mode=%s", mode), func(b *testing.B) {
+			opts := []Option{WithNodeTimeout(time.Second), WithRestartGuard(GuardOff)}
+			if mode == "guard-on" {
+				opts = []Option{WithNodeTimeout(time.Second), WithMaxTTL(10 * time.Second)}
+			}
+			c, err := New(cl.clients, opts...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			// Fresh servers recover for their first window.
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			if m, err := c.ObtainAll(wctx, names, 10*time.Second); err == nil {
+				_ = m.Release(ctx)
+			}
+			cancel()
+			b.ReportAllocs()
+			for b.Loop() {
+				m, err := c.ObtainAll(ctx, names, 10*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := m.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

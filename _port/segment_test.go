@@ -1,0 +1,423 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func segmentNames(prefix string, n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s:%d", prefix, i)
+	}
+	return names
+}
+
+// Bad input is refused with ErrInvalid before any I/O: the node here does
+// not even exist.
+func TestObtainAnyBadInput(t *testing.T) {
+	c, cmds := offlineClient(t)
+	ctx := context.Background()
+	tests := append(badNames(),
+		badName{"conflicting kinds", []string{"a"}, time.Minute, []ObtainOption{WithShared(), WithExclusive()}, "WithShared"})
+	for _, tt := range tests {
+		for _, try := range []bool{false, true} {
+			var (
+				l   *Lock
+				err error
+			)
+			if try {
+				l, err = c.TryObtainAny(ctx, tt.names, tt.ttl, tt.opts...)
+			} else {
+				l, err = c.ObtainAny(ctx, tt.names, tt.ttl, tt.opts...)
+			}
+			if l != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s (try %v): %v, %v; want ErrInvalid saying %q", tt.what, try, l, err, tt.want)
+			}
+		}
+	}
+	if n := cmds.Load(); n != 0 {
+		t.Errorf("%d commands sent for bad input, want none", n)
+	}
+	_ = c.Close()
+	if _, err := c.ObtainAny(ctx, []string{"a"}, time.Minute); !errors.Is(err, ErrClosed) {
+		t.Errorf("after Close: %v, want ErrClosed", err)
+	}
+}
+
+// Free segments are handed out one each, in a random order; once all are
+// held, TryObtainAny says they are held.
+func TestTryObtainAnyTakesEachFreeSegment(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			c := newClient(t, cl.clients)
+			ctx := context.Background()
+			names := segmentNames("take", 4)
+			got := make(map[string]int64)
+			for range names {
+				l, err := c.TryObtainAny(ctx, names, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, dup := got[l.Name()]; dup {
+					t.Fatalf("segment %q handed out twice", l.Name())
+				}
+				if l.Token() <= 0 {
+					t.Errorf("segment %q: token %d", l.Name(), l.Token())
+				}
+				got[l.Name()] = l.Token()
+			}
+			if len(got) != len(names) {
+				t.Fatalf("got %v, want every one of %v", got, names)
+			}
+			l, err := c.TryObtainAny(ctx, names, time.Minute)
+			if l != nil || !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) {
+				t.Fatalf("every segment held: %v, %v; want ErrNotObtained and ErrHeld", l, err)
+			}
+			// Another client, with Obtain's waiting bounded by attempts.
+			other := newClient(t, cl.clients, WithRetryDelay(time.Millisecond, 2*time.Millisecond))
+			if _, err := other.ObtainAny(ctx, names, time.Minute, WithMaxAttempts(3)); !errors.Is(err, ErrNotObtained) {
+				t.Fatalf("ObtainAny with 3 passes, every segment held: %v", err)
+			}
+		})
+	}
+}
+
+// A random order spreads the callers over the segments: over many
+// obtain-release cycles on free segments, every segment is taken often.
+func TestObtainAnySpreadsLoad(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	names := segmentNames("spread", 4)
+	const cycles = 400
+	count := make(map[string]int)
+	for range cycles {
+		l, err := c.TryObtainAny(ctx, names, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count[l.Name()]++
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Each segment's share is binomial(400, 1/4): mean 100, sd 8.7. Below
+	// 50 is more than 5 sd away: a fixed order gives 400 and 0.
+	for _, name := range names {
+		if count[name] < 50 {
+			t.Errorf("segment %q taken %d times of %d (%v): the order is not random", name, count[name], cycles, count)
+		}
+	}
+}
+
+// Many goroutines on several Clients hammer a few segments: never two
+// holders of one segment at once, and each segment's fencing tokens
+// increase from one holder to the next.
+func TestObtainAnyExclusivePerSegment(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			names := segmentNames("hammer", 3)
+			clients := []*Client{
+				newClient(t, cl.clients, WithNodeTimeout(2*time.Second)),
+				newClient(t, cl.clients, WithNodeTimeout(2*time.Second)),
+				newClient(t, cl.clients, WithNodeTimeout(2*time.Second)),
+			}
+			type segment struct {
+				mu      sync.Mutex
+				holders int
+				token   int64
+				uses    int
+			}
+			segs := make(map[string]*segment)
+			for _, name := range names {
+				segs[name] = &segment{}
+			}
+			var (
+				wg       sync.WaitGroup
+				overlaps atomic.Int32
+				stale    atomic.Int32
+				failures = make(chan error, 100)
+			)
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			const goroutines, rounds = 8, 10 // per client
+			for _, c := range clients {
+				for range goroutines {
+					wg.Go(func() {
+						for range rounds {
+							l, err := c.ObtainAny(ctx, names, time.Minute)
+							if err != nil {
+								failures <- err
+								return
+							}
+							s := segs[l.Name()]
+							s.mu.Lock()
+							s.holders++
+							if s.holders > 1 {
+								overlaps.Add(1)
+							}
+							if l.Token() <= s.token {
+								stale.Add(1)
+							}
+							s.token = l.Token()
+							s.uses++
+							s.mu.Unlock()
+							time.Sleep(time.Millisecond) // work on the segment
+							s.mu.Lock()
+							s.holders--
+							s.mu.Unlock()
+							if err := l.Release(ctx); err != nil {
+								failures <- err
+								return
+							}
+						}
+					})
+				}
+			}
+			wg.Wait()
+			close(failures)
+			for err := range failures {
+				t.Errorf("obtain or release: %v", err)
+			}
+			if o := overlaps.Load(); o != 0 {
+				t.Errorf("%d times two holders of one segment at once", o)
+			}
+			if s := stale.Load(); s != 0 {
+				t.Errorf("%d holders got a token no higher than the previous holder's", s)
+			}
+			total := 0
+			for name, s := range segs {
+				total += s.uses
+				if s.uses == 0 {
+					t.Errorf("segment %q never used", name)
+				}
+			}
+			if want := len(clients) * goroutines * rounds; total != want && !t.Failed() {
+				t.Errorf("%d uses, want %d", total, want)
+			}
+		})
+	}
+}
+
+// With every segment held, a waiter wakes when any one of them is released,
+// through this Client or another: its own timers are a minute long.
+func TestObtainAnyWakesOnReleaseOfAnySegment(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		for _, same := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%d nodes, waiter in the same client=%v", n, same), func(t *testing.T) {
+				cl := startNodes(t, n)
+				holderClient := newClient(t, cl.clients)
+				waiterClient := holderClient
+				if !same {
+					waiterClient = newClient(t, cl.clients)
+				}
+				ctx := context.Background()
+				names := segmentNames(fmt.Sprintf("wake-any-%v", same), 4)
+				held := make(map[string]*Lock)
+				for range names {
+					l, err := holderClient.TryObtainAny(ctx, names, time.Minute)
+					if err != nil {
+						t.Fatal(err)
+					}
+					held[l.Name()] = l
+				}
+				type outcome struct {
+					l   *Lock
+					err error
+				}
+				done := make(chan outcome, 1)
+				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				go func() {
+					l, err := waiterClient.ObtainAny(wctx, names, time.Minute, slowRetry)
+					done <- outcome{l, err}
+				}()
+				for _, name := range names {
+					eventually(t, "the waiter subscribes to "+name, func() bool { return subscribed(t, cl.clients, name) })
+				}
+				// Not the first name: the one the waiter would try first on
+				// a timer is irrelevant, any segment must wake it.
+				freed := names[2]
+				if err := held[freed].Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				select {
+				case o := <-done:
+					if o.err != nil {
+						t.Fatalf("waiter: %v", o.err)
+					}
+					if o.l.Name() != freed {
+						t.Fatalf("waiter got %q, want the released %q", o.l.Name(), freed)
+					}
+					if o.l.Token() <= held[freed].Token() {
+						t.Errorf("token %d not above the previous holder's %d", o.l.Token(), held[freed].Token())
+					}
+					_ = o.l.Release(ctx)
+				case <-time.After(15 * time.Second):
+					t.Fatal("the waiter was not woken by the release of one segment (its timers are a minute long)")
+				}
+				for _, name := range names {
+					eventually(t, "the subscriptions go with the waiter", func() bool { return !subscribed(t, cl.clients, name) })
+				}
+			})
+		}
+	}
+}
+
+// A waiter whose context ends returns ErrNotObtained and the context's
+// error, and leaves no subscription and no key behind.
+func TestObtainAnyContextEnds(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			holder := newClient(t, cl.clients)
+			waiter := newClient(t, cl.clients)
+			ctx := context.Background()
+			names := segmentNames("cancel-any", 3)
+			for range names {
+				if _, err := holder.TryObtainAny(ctx, names, time.Minute); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			done := make(chan error, 1)
+			go func() {
+				l, err := waiter.ObtainAny(wctx, names, time.Minute, slowRetry)
+				if l != nil {
+					err = fmt.Errorf("obtained %q with every segment held", l.Name())
+				}
+				done <- err
+			}()
+			for _, name := range names {
+				eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, name) })
+			}
+			cancel()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
+					t.Fatalf("ObtainAny after cancel: %v; want ErrNotObtained and context.Canceled", err)
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("ObtainAny did not return when its context was cancelled")
+			}
+			for _, name := range names {
+				eventually(t, "the subscriptions go", func() bool { return !subscribed(t, cl.clients, name) })
+			}
+			// A context ended before the call: no attempt, the same errors.
+			_, err := waiter.ObtainAny(wctx, names, time.Minute)
+			if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
+				t.Fatalf("ObtainAny with an ended context: %v", err)
+			}
+		})
+	}
+}
+
+// The lock ObtainAny returns has every option of a plain lock: automatic
+// refresh keeps it past its TTL, hooks see the obtain with the name it got,
+// and a name held by a lock of another kind is refused with ErrWrongKind.
+func TestObtainAnyOptions(t *testing.T) {
+	cl := startNodes(t, 3)
+	rec := &recordHook{}
+	c := newClient(t, cl.clients, WithHook(rec))
+	ctx := context.Background()
+	names := segmentNames("opts-any", 2)
+
+	// A TTL well above the 250 ms node timeout: a loaded machine must not
+	// lose the lock for want of one refresh.
+	l, err := c.ObtainAny(ctx, names, 1200*time.Millisecond, WithAutoRefresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if err := l.Err(); err != nil {
+		t.Fatalf("auto-refreshed segment lock after 3 TTLs: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	obtains := rec.obtains()
+	if len(obtains) != 1 || obtains[0].Key != l.Name() || obtains[0].Token != l.Token() || obtains[0].Err != nil {
+		t.Fatalf("hook saw %+v; want one obtain of %q with token %d", obtains, l.Name(), l.Token())
+	}
+
+	// A reentrant lock on one of the names: the plain ObtainAny stops at
+	// once when it reaches it (and may first take the other name).
+	other := newClient(t, cl.clients)
+	if _, err := other.Obtain(ctx, names[0], time.Minute, WithOwner("job-1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Obtain(ctx, names[1], time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := c.ObtainAny(wctx, names, time.Minute); !errors.Is(err, ErrWrongKind) {
+		t.Fatalf("a name held by a reentrant lock: %v, want ErrWrongKind", err)
+	}
+}
+
+// recordHook records ObtainEvents.
+type recordHook struct {
+	BaseHook
+	mu sync.Mutex
+	ev []ObtainEvent
+}
+
+func (h *recordHook) Obtain(_ context.Context, e ObtainEvent) {
+	h.mu.Lock()
+	h.ev = append(h.ev, e)
+	h.mu.Unlock()
+}
+
+func (h *recordHook) obtains() []ObtainEvent {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]ObtainEvent(nil), h.ev...)
+}
+
+// A segment whose holder never releases it (a crash) is taken once its TTL
+// runs out: the waiter never sleeps past the shortest remaining TTL of the
+// holders, though its retry timers are a minute long and no release
+// notification comes.
+func TestObtainAnyAfterHolderExpires(t *testing.T) {
+	for _, n := range []int{1, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			holder := newClient(t, cl.clients)
+			waiter := newClient(t, cl.clients)
+			ctx := context.Background()
+			names := segmentNames("crashed-any", 3)
+			for i, name := range names {
+				ttl := time.Minute
+				if i == 1 {
+					ttl = 800 * time.Millisecond
+				}
+				if _, err := holder.TryObtain(ctx, name, ttl); err != nil {
+					t.Fatal(err)
+				}
+			}
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			start := time.Now()
+			l, err := waiter.ObtainAny(wctx, names, time.Minute, slowRetry)
+			if err != nil {
+				t.Fatalf("after %v: %v", time.Since(start), err)
+			}
+			if l.Name() != names[1] {
+				t.Fatalf("got %q, want the expired %q", l.Name(), names[1])
+			}
+			if d := time.Since(start); d > 15*time.Second {
+				t.Errorf("took %v for a holder's 800 ms TTL", d)
+			}
+		})
+	}
+}

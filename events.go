@@ -1,0 +1,261 @@
+package redlock
+
+import (
+	"context"
+	"time"
+)
+
+// Hook observes what a Client does: every acquire attempt with each node's
+// answer, waits, obtains, refreshes, releases, losses, the circuit
+// breaker's changes and the adaptive TTL's samples. Install one with
+// WithHook; the adapters in the redlockprom and redlockotel modules are
+// hooks.
+//
+// Observe receives every event, one of the types that implement Event
+// (AttemptEvent, WaitEvent, ObtainEvent, RefreshEvent, ReleaseEvent,
+// LostEvent, BreakerEvent, SampleEvent): a hook switches on the type and
+// ignores the events it does not need, so that a new kind of event never
+// changes the interface. Observe is called on the goroutine doing the work,
+// after it: it must be fast and must not block.
+//
+// ctx is the context of the call the event belongs to, so that a tracing
+// hook can make its spans children of the caller's: that of the obtain for
+// AttemptEvent, WaitEvent and ObtainEvent, that of Refresh or Release for
+// theirs. Events that belong to no call (automatic refreshes, losses,
+// breaker changes, samples) carry the context of Do (without its
+// cancellation) for a lock of Do, and context.Background() otherwise. A hook
+// must not keep ctx.
+//
+// With no hook installed, the Client builds no events and allocates nothing
+// for them.
+type Hook interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// Event is one of AttemptEvent, WaitEvent, ObtainEvent, RefreshEvent,
+// ReleaseEvent, LostEvent, BreakerEvent and SampleEvent.
+type Event interface {
+	event()
+}
+
+func (AttemptEvent) event() {}
+func (WaitEvent) event()    {}
+func (ObtainEvent) event()  {}
+func (RefreshEvent) event() {}
+func (ReleaseEvent) event() {}
+func (LostEvent) event()    {}
+func (BreakerEvent) event() {}
+func (SampleEvent) event()  {}
+
+// JoinHooks returns a Hook that passes every event to each of hooks in
+// turn: to install, say, both the Prometheus and the OpenTelemetry adapter.
+func JoinHooks(hooks ...Hook) Hook { return joined(hooks) }
+
+type joined []Hook
+
+func (j joined) Observe(ctx context.Context, e Event) {
+	for _, h := range j {
+		h.Observe(ctx, e)
+	}
+}
+
+// NodeResult is one node's part in a round: an acquire attempt's
+// (AttemptEvent), or the reason of a node that did not agree (QuorumError).
+type NodeResult struct {
+	Node int    // index in the slice given to New
+	Addr string // for humans
+	// Err is nil when the node agreed; otherwise its reason: ErrHeld,
+	// ErrNotOwner, ErrWrongKind, ErrNodeRecovering, ErrNotReplicated,
+	// ErrNodeTimeout, ErrNodePending, ErrNodeSkipped, or the error of the
+	// Redis client.
+	Err error
+	// Reason is Err as a short, stable label: "" when the node agreed,
+	// else "held", "not_owner", "wrong_kind", "recovering",
+	// "not_replicated", "timeout", "pending", "skipped", or "error" for
+	// any other failure.
+	Reason string
+	// Latency is how long the node took to answer; 0 when it had not
+	// answered by the decision.
+	Latency time.Duration
+}
+
+// AttemptEvent describes one acquire attempt: one acquire round on every
+// node (or, in degraded mode, one request to the lease store), the attempts
+// that WithMaxAttempts counts. The read of the keys that a waiter makes
+// after it subscribes to release notifications is no attempt.
+type AttemptEvent struct {
+	// Name is the lock's name.
+	Name string
+	// Kind is the lock's kind: "plain", "reentrant", "read", "write" or
+	// "permit".
+	Kind string
+	// ObtainID is that of the obtain the attempt belongs to (ObtainEvent).
+	ObtainID uint64
+	// Obtained is true when a quorum agreed in time: the lock is ours.
+	Obtained bool
+	// Degraded is true for an attempt on the degraded mode's lease store
+	// (WithDegradedMode), made while the circuit breaker was open.
+	Degraded bool
+	// Elapsed is how long the attempt took, its second round included.
+	Elapsed time.Duration
+	// Nodes holds each node's answer to the acquire round, in node order
+	// (none for an attempt in degraded mode).
+	Nodes []NodeResult
+	// Token is the lock's fencing token when obtained, 0 otherwise.
+	Token int64
+	// SecondRound is true when the yes-votes disagreed on the token and a
+	// second round raised the counters.
+	SecondRound bool
+	// Err is nil when obtained; otherwise a *QuorumError with each node's
+	// reason (errors.Is matches ErrHeld when a node has another owner).
+	Err error
+	// Result is the outcome as a label: "obtained", "held" (another owner
+	// has the lock), "no_quorum", or "error".
+	Result string
+}
+
+// WaitEvent describes one wait of an obtain: between two attempts, or for
+// its turn among the Client's waiters for the lock.
+type WaitEvent struct {
+	// Name is the lock's name; for Client.Any, which waits on all its
+	// names at once, the first of them.
+	Name string
+	// ObtainID is that of the obtain the wait belongs to (ObtainEvent).
+	ObtainID uint64
+	// Waited is how long the wait lasted.
+	Waited time.Duration
+	// WokenBy says what ended it: "release" (a release notification, or
+	// the key found gone after subscribing), "timer" (the backoff or the
+	// holder's remaining TTL), "context" (the caller's context ended), or
+	// "turn" (a waiter ahead in this Client's queue left).
+	WokenBy string
+}
+
+// ObtainEvent describes one call of Obtain or TryObtain (or Do's obtain),
+// on any handle.
+type ObtainEvent struct {
+	// Name is the lock's name. For Client.Any it is the name obtained,
+	// or, when none was, the first of the names given.
+	Name string
+	// Kind is the lock's kind: "plain", "reentrant", "read", "write" or
+	// "permit".
+	Kind string
+	// ObtainID identifies the call, unique in the process: the attempts and
+	// waits of the call, reported before it, carry the same ObtainID.
+	ObtainID uint64
+	// LockID identifies the lock obtained, unique in the process: its
+	// RefreshEvents, its ReleaseEvent and its LostEvent carry the same
+	// LockID. 0 when none was obtained.
+	LockID uint64
+	// Attempts is the number of acquire attempts the call made: its
+	// AttemptEvents, the attempts that WithMaxAttempts bounds. It is 0
+	// when the call's context ended before its first.
+	Attempts int
+	// Elapsed is how long the call took, waits included.
+	Elapsed time.Duration
+	// Token is the lock's fencing token when obtained, 0 otherwise.
+	Token int64
+	// Degraded is true for a lock obtained in degraded mode, from the
+	// lease store of WithDegradedMode: it excludes only the clients that
+	// fell back to the same store (docs/safety.md, section 7).
+	Degraded bool
+	// TTL is the TTL of the call's last attempt: the lock's when
+	// obtained. TTLReason says why it has that value: "given" (no adaptive
+	// TTL), "base" (the adaptive TTL left it as given), "contention",
+	// "rtt", "min", "max" or "hold_limit" (see WithAdaptiveTTL). 0 and ""
+	// when the call made no attempt.
+	TTL       time.Duration
+	TTLReason string
+	// Err is the call's error: nil when the lock was obtained.
+	Err error
+	// Result is the outcome as a label: "obtained", "closed" (the Client
+	// was closed), "held", "breaker_open" (refused, or still waiting when
+	// its context ended, because the circuit breaker was open),
+	// "canceled" (its context ended first), "no_quorum", or "error".
+	Result string
+}
+
+// RefreshEvent describes one refresh, manual or automatic.
+type RefreshEvent struct {
+	Name    string
+	Kind    string
+	LockID  uint64        // the lock's ObtainEvent.LockID
+	Token   int64         // the lock's fencing token
+	Auto    bool          // by the keep-alive, not a call of Refresh
+	Elapsed time.Duration // the refresh's round
+	Err     error         // Refresh's error: nil when a quorum confirmed in time
+	// TTL is the TTL the refresh asked for, and TTLReason why (see
+	// ObtainEvent.TTLReason).
+	TTL       time.Duration
+	TTLReason string
+	// Result is the outcome as a label: "ok", "not_held" (the lock is no
+	// longer this owner's), "closed", or "failed".
+	Result string
+}
+
+// ReleaseEvent describes one Release.
+type ReleaseEvent struct {
+	Name    string
+	Kind    string
+	LockID  uint64        // the lock's ObtainEvent.LockID
+	Token   int64         // the lock's fencing token
+	Held    time.Duration // from the acquire to the end of the release
+	Elapsed time.Duration // the release itself
+	Err     error         // Release's error: nil when a quorum deleted the key
+	// Result is the outcome as a label: "ok", "not_held", or "failed".
+	Result string
+}
+
+// LostEvent describes a lock lost while held. A lost lock is still released
+// by its owner (or Close) later, which reports a ReleaseEvent with the same
+// LockID.
+type LostEvent struct {
+	Name   string
+	Kind   string
+	LockID uint64        // the lock's ObtainEvent.LockID
+	Token  int64         // the lock's fencing token
+	Held   time.Duration // from the acquire to the loss
+	Err    error         // why it was lost; it wraps ErrLost
+}
+
+// BreakerEvent describes a change of the circuit breaker's state (see
+// WithBreaker and Client.BreakerState).
+type BreakerEvent struct {
+	// From and To are the states before and after: "closed", "open" or
+	// "half_open".
+	From, To string
+	// Reachable is how many nodes the breaker counted as reachable, of the
+	// Need that a quorum takes.
+	Reachable, Need int
+	// Err, when the breaker opened, says why: a *QuorumError that matches
+	// ErrBreakerOpen and names each unreachable node.
+	Err error
+}
+
+// SampleEvent is one node's sample of WithAdaptiveTTL's sampler, which
+// reads INFO from every node every AdaptiveTTL.SampleInterval: one event
+// per node and sample.
+type SampleEvent struct {
+	Node int    // index in the slice given to New
+	Addr string // for humans
+	// RTT is the p95 of the nodes' round-trip times over the last minute
+	// (acquire and refresh rounds, and the sampler's INFO); 0 when none.
+	RTT time.Duration
+	// UsedMemory and MaxMemory are INFO's used_memory and maxmemory, in
+	// bytes (on a Redis Cluster, the fullest master's); MaxMemory is 0
+	// when the node has no limit.
+	UsedMemory, MaxMemory int64
+	// Policy is the node's maxmemory-policy.
+	Policy string
+	// Evicted is how many keys the node evicted since the previous sample
+	// (on a Redis Cluster, all masters together).
+	Evicted int64
+	// Pressure is empty when the node is fine, and otherwise says what is
+	// wrong: keys evicted, or memory at AdaptiveTTL.MemoryRatio of
+	// maxmemory. An evicted lock key breaks mutual exclusion like a node
+	// that restarts without its data; no TTL prevents it.
+	Pressure string
+	// Err is the error of the node's INFO; the memory fields are then
+	// zero.
+	Err error
+}

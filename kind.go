@@ -1,0 +1,390 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/transport"
+)
+
+// A kind is what sets the primitives apart: the plain lock (Client.Mutex),
+// the lock family (Client.Reentrant and Client.RWMutex, one hash per name,
+// docs/lock-family.md) and the semaphore's permit (Client.Semaphore). It
+// gives a lock of its kind its scripts, its quorum, its vote rule, its
+// token rule, and its refresh and release calls; nothing outside this file
+// asks which kind a lock is.
+//
+// Kinds hold no state: what one handle's locks share (a reader's or a
+// writer's mode, a reentrant lock's owner, a semaphore's number of permits)
+// is its prototype hold, a script.Hold that each new lock copies and gives
+// a random ID of its own (newSecret).
+type kind interface {
+	// newSecret makes the secret of a new lock of the kind under key.
+	newSecret(key string, proto *script.Hold, wait string) secret
+	// quorum is how many of n nodes must agree to each round of a lock.
+	quorum(n int, proto *script.Hold) int
+	// acquire, refresh and release are the lock's calls on one node
+	// (release publishes on the lock's channel when publish is set; a
+	// Redis Cluster node is sharded).
+	acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call
+	refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem
+	release(key string, s *secret, publish, sharded bool) script.Call
+	// enough is the acquire round's vote rule beyond the count of
+	// yes-votes (quorum.Round.Enough); nil when the count decides.
+	enough(s *secret, q int) func([]quorum.Reply[script.Acquired]) bool
+	// token decides a won acquire's fencing token from the yes-votes, and
+	// whether a second round must raise a quorum of the yes-voters'
+	// counters to it (docs/fencing.md, docs/lock-family.md).
+	token(replies []quorum.Reply[script.Acquired], q int) (token int64, raise bool)
+	// raise is the second round's call on one node.
+	raise(ctx context.Context, n transport.Node, k script.Keys, token int64, s *secret, g script.Guard) error
+	// probe is the read of a waiter that looks for a release it may have
+	// missed (the commands after the waiters mark), and looked decodes
+	// its replies: whether a new lock of the kind could be taken on the
+	// node, else how long until the holder (or the soonest permit) runs
+	// out (-1 if unknown).
+	probe(key string) [][]any
+	looked(replies []transport.Reply, proto *script.Hold) (free bool, holder time.Duration)
+	// degradable is true when the kind's obtains may fall back to the
+	// degraded mode's lease store.
+	degradable() bool
+	// group is the key of the local queue of an obtain of the lock key:
+	// the key itself, or a reentrant owner's own queue.
+	group(key string, proto *script.Hold) string
+	// exclusive is true when the kind's refusals leave the writer mark
+	// that readers wait behind (the family's writers and owners), which
+	// an obtain that gives up withdraws.
+	exclusive(proto *script.Hold) bool
+}
+
+// secret is what makes a lock its holder's on the nodes: the random value
+// of a plain lock, or the hold of a lock of the family or of a permit,
+// with its random ID.
+type secret struct {
+	hold script.Hold     // Mode 0 for a plain lock, whose value is hold.ID
+	args script.LockArgs // a plain lock's key and value, boxed once
+}
+
+// The three kinds.
+var (
+	plainKind  kind = plain{}
+	familyKind kind = family{}
+	permitKind kind = permit{}
+)
+
+// plain is the plain lock: one exclusive holder, its random value in a
+// string key (acquire.lua); the cheapest cycle.
+type plain struct{}
+
+func (plain) newSecret(key string, _ *script.Hold, _ string) secret {
+	v := newValue()
+	return secret{hold: script.Hold{ID: v}, args: script.NewLockArgs(key, v)}
+}
+
+func (plain) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
+
+func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
+	return script.AcquireCall(k, s.args, ttl, g)
+}
+
+func (plain) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
+	return script.RefreshItem{Keys: k, Value: s.hold.ID, TTL: ttl}
+}
+
+func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {
+	return script.ReleaseCall(s.args, publish, sharded)
+}
+
+func (plain) enough(*secret, int) func([]quorum.Reply[script.Acquired]) bool { return nil }
+
+func (plain) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+	return highestToken(replies, q)
+}
+
+func (plain) raise(ctx context.Context, n transport.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+	return script.Fence(ctx, n, k.Fence, token, g)
+}
+
+func (plain) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
+
+func (plain) looked(replies []transport.Reply, _ *script.Hold) (bool, time.Duration) {
+	return pttlGone(replies[0])
+}
+
+func (plain) degradable() bool { return true }
+
+func (plain) group(key string, _ *script.Hold) string { return key }
+
+func (plain) exclusive(*script.Hold) bool { return false }
+
+// highestToken is the token rule of the plain lock and the permit: the
+// highest counter among the yes-votes; unless a quorum of them issued it,
+// a second round raises the others (docs/fencing.md).
+func highestToken(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+	token := int64(0)
+	for _, r := range replies {
+		if r.Yes && r.Val.Token > token {
+			token = r.Val.Token
+		}
+	}
+	equal := 0
+	for _, r := range replies {
+		if r.Yes && r.Val.Token == token {
+			equal++
+		}
+	}
+	return token, equal < q
+}
+
+// pttlGone reads a PTTL reply: the key is gone (-2), or has that long left.
+func pttlGone(r transport.Reply) (bool, time.Duration) {
+	ms, err := transport.Int64(r.Val, r.Err)
+	switch {
+	case err != nil:
+		return false, -1
+	case ms == -2:
+		return true, -1
+	case ms < 0:
+		return false, -1
+	}
+	return false, time.Duration(ms) * time.Millisecond
+}
+
+// family is the lock family: reentrant locks (a caller's owner ID, mode
+// 'w'), writers (a random owner, mode 'w') and readers (mode 'r'), as holds
+// in one hash per name (family.lua, docs/lock-family.md).
+type family struct{}
+
+func (family) newSecret(_ string, proto *script.Hold, wait string) secret {
+	h := *proto
+	h.ID = newValue()
+	if h.Mode == 'w' {
+		if h.Owner == "" { // a writer: an owner of its own
+			h.Owner = newValue()
+		}
+		h.Wait = wait
+	}
+	return secret{hold: h}
+}
+
+func (family) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
+
+func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
+	return script.FamilyAcquireCall(k, s.hold, ttl, g)
+}
+
+func (family) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
+	return script.RefreshItem{Keys: k, TTL: ttl, Hold: &s.hold}
+}
+
+func (family) release(key string, s *secret, publish, sharded bool) script.Call {
+	channel := ""
+	if publish {
+		channel = keys.Channel(key)
+	}
+	return script.FamilyReleaseCall(key, s.hold, channel, sharded)
+}
+
+// enough: an exclusive hold whose votes found the owner's lock waits for
+// more replies until a quorum agrees on the recorded token (token's rule
+// 1) or every node answered: the votes first in may be of nodes that
+// missed the token (a late vote of the first acquire, a re-seed), and
+// deciding on them would open a new tenure, with a new token, for nothing.
+func (family) enough(s *secret, q int) func([]quorum.Reply[script.Acquired]) bool {
+	if s.hold.Mode != 'w' {
+		return nil
+	}
+	return func(replies []quorum.Reply[script.Acquired]) bool {
+		existed := false
+		for _, r := range replies {
+			if r.Yes && r.Val.Existed {
+				existed = true
+				if agreeing(replies, r.Val.Token) >= q {
+					return true
+				}
+			}
+		}
+		return !existed
+	}
+}
+
+// token decides the token of a won acquire of the family
+// (docs/lock-family.md, "Fencing tokens"):
+//
+//  1. at least a quorum of the yes-votes found the owner's lock with one
+//     recorded token t > 0: the tenure continues, the token is t;
+//  2. otherwise the token is the largest of the counters the fresh votes
+//     issued and one more than the counter of each vote that found the
+//     owner's lock; a second round (seal) must raise a quorum of the
+//     yes-voters to it, unless no vote found the lock and a quorum issued
+//     the token itself.
+func (family) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+	// Rule 1: count the recorded tokens of the votes that found the lock.
+	// At most one value can reach a quorum.
+	for _, r := range replies {
+		if r.Yes && r.Val.Existed && agreeing(replies, r.Val.Token) >= q {
+			return r.Val.Token, false
+		}
+	}
+	token, existed := int64(0), false
+	for _, r := range replies {
+		if !r.Yes {
+			continue
+		}
+		v := r.Val.Counter
+		if r.Val.Existed {
+			v++
+			existed = true
+		}
+		token = max(token, v)
+	}
+	if !existed {
+		equal := 0
+		for _, r := range replies {
+			if r.Yes && r.Val.Counter == token {
+				equal++
+			}
+		}
+		if equal >= q {
+			return token, false
+		}
+	}
+	return token, true
+}
+
+// agreeing counts the yes-votes that found the owner's lock with recorded
+// token t > 0.
+func agreeing(replies []quorum.Reply[script.Acquired], t int64) int {
+	if t <= 0 {
+		return 0
+	}
+	n := 0
+	for _, r := range replies {
+		if r.Yes && r.Val.Existed && r.Val.Token == t {
+			n++
+		}
+	}
+	return n
+}
+
+// raise seals: it raises the counter and records the token as the owner's
+// (seal.lua).
+func (family) raise(ctx context.Context, n transport.Node, k script.Keys, token int64, s *secret, g script.Guard) error {
+	return script.Seal(ctx, n, k, token, s.hold.Owner, g)
+}
+
+func (family) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
+
+func (family) looked(replies []transport.Reply, _ *script.Hold) (bool, time.Duration) {
+	return pttlGone(replies[0])
+}
+
+func (family) degradable() bool { return false }
+
+// group: a reentrant owner's obtains queue among themselves only, never
+// behind other waiters of the name, which may be waiting for the owner's
+// own lock: a re-entry must never wait behind anyone. The group cannot
+// collide with a lock key, which starts with '{'.
+func (family) group(key string, proto *script.Hold) string {
+	if proto.Mode == 'w' && proto.Owner != "" {
+		return "owner\x00" + key + "\x00" + proto.Owner
+	}
+	return key
+}
+
+func (family) exclusive(proto *script.Hold) bool { return proto.Mode == 'w' }
+
+// permit is one permit of a semaphore of proto.Permits (permit.lua): a
+// hash like the family's, one expiring field per permit.
+type permit struct{}
+
+func (permit) newSecret(_ string, proto *script.Hold, _ string) secret {
+	h := *proto
+	h.ID = newValue()
+	return secret{hold: h}
+}
+
+// quorum is limits.PermitQuorum: floor(n·k/(k+1)) + 1 (docs/safety.md,
+// "Semaphores").
+func (permit) quorum(n int, proto *script.Hold) int { return limits.PermitQuorum(n, proto.Permits) }
+
+func (permit) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
+	return script.PermitAcquireCall(k, s.hold, ttl, g)
+}
+
+func (permit) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
+	return script.RefreshItem{Keys: k, TTL: ttl, Hold: &s.hold}
+}
+
+func (permit) release(key string, s *secret, publish, sharded bool) script.Call {
+	channel := ""
+	if publish {
+		channel = keys.Channel(key)
+	}
+	return script.PermitReleaseCall(key, s.hold, channel, sharded)
+}
+
+func (permit) enough(*secret, int) func([]quorum.Reply[script.Acquired]) bool { return nil }
+
+func (permit) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+	return highestToken(replies, q)
+}
+
+func (permit) raise(ctx context.Context, n transport.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+	return script.Fence(ctx, n, k.Fence, token, g)
+}
+
+func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIME"}} }
+
+// looked counts the semaphore's live permits at the node's time as the
+// scripts do (holds.lua): free when fewer than k are live, else the time
+// until the soonest expires.
+func (permit) looked(replies []transport.Reply, proto *script.Hold) (bool, time.Duration) {
+	fields, err := transport.Slice(replies[0].Val, replies[0].Err)
+	if err != nil {
+		return false, -1
+	}
+	now, err := transport.Slice(replies[1].Val, replies[1].Err)
+	if err != nil || len(now) != 2 {
+		return false, -1
+	}
+	secs, err1 := strconv.ParseInt(fmt.Sprint(now[0]), 10, 64)
+	micros, err2 := strconv.ParseInt(fmt.Sprint(now[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return false, -1
+	}
+	ms := secs*1000 + micros/1000
+	live, soonest := 0, int64(-1)
+	for i := 0; i+1 < len(fields); i += 2 {
+		f, _ := fields[i].(string)
+		v, _ := fields[i+1].(string)
+		if !strings.HasPrefix(f, "h:") {
+			continue
+		}
+		exp, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || exp <= ms {
+			continue
+		}
+		live++
+		if soonest < 0 || exp < soonest {
+			soonest = exp
+		}
+	}
+	if live < proto.Permits {
+		return true, -1
+	}
+	return false, time.Duration(soonest-ms) * time.Millisecond
+}
+
+func (permit) degradable() bool { return false }
+
+func (permit) group(key string, _ *script.Hold) string { return key }
+
+func (permit) exclusive(*script.Hold) bool { return false }

@@ -1,0 +1,256 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/internal/waitq"
+)
+
+// Waiting for a contended lock (docs/waiting.md).
+//
+// The goroutines of one Client that wait for the same lock (or for any of
+// the same set of locks, Client.Any) form a FIFO queue (internal/waitq).
+// Only the head of the queue attempts; the others wait for their turn. The
+// queue holds one subscription to its locks' release channels on every
+// node for as long as it exists, so a handover costs no SUBSCRIBE, and a
+// release wakes one waiter per Client instead of all of them. A release
+// through the same Client wakes the head directly. A reentrant lock's
+// owner queues only behind the same owner's obtains (kind.group).
+//
+// Across Clients, a Client that releases a lock that other Clients wait for
+// (PUBLISH reaches their subscriptions) holds back its own next attempt on
+// that lock for a grace period of three release round trips, so that a
+// notified waiter elsewhere can take it.
+
+// The bounds of the grace period after a release that other Clients heard.
+const (
+	minGrace = 500 * time.Microsecond
+	maxGrace = 20 * time.Millisecond
+)
+
+// anyGroup is the key of Client.Any's local queue for a set of lock keys:
+// the same set in any order gives the same queue. It cannot collide with a
+// lock key, which starts with '{'.
+func anyGroup(rkeys []string) string {
+	sorted := slices.Clone(rkeys)
+	slices.Sort(sorted)
+	return "any\x00" + strings.Join(sorted, "\x00")
+}
+
+// subscribe makes q's subscription on every node and waits, up to timeout,
+// for the nodes to confirm it: only then can no release be missed. Only
+// the head of q calls it. A node that has not confirmed within the first
+// head's timeout (frozen, or slow) is not waited for by the heads after
+// it, which would each lose the timeout again for as long as the queue
+// lives.
+func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Duration) {
+	if q.Confirmed == nil {
+		q.Confirmed = make([]<-chan struct{}, len(e.hubs)*len(q.Keys))
+		for i, h := range e.hubs {
+			if e.nodes[i].Skipped(e.cfg.now()) {
+				continue // its breaker is open: do not wait on it
+			}
+			for j, k := range q.Keys {
+				q.Confirmed[i*len(q.Keys)+j] = h.Subscribe(keys.Channel(k), q.Wake)
+			}
+		}
+	}
+	if q.Settled {
+		return
+	}
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for _, confirmed := range q.Confirmed {
+		if confirmed == nil {
+			continue
+		}
+		select {
+		case <-confirmed:
+		case <-timer.C:
+			q.Settled = true
+			return
+		case <-ctx.Done():
+			return // the next head waits the rest
+		}
+	}
+	q.Settled = true
+}
+
+// unsubscribe drops an empty queue's subscriptions.
+func (e *engine) unsubscribe(q *waitq.Queue) {
+	if q.Confirmed == nil {
+		return
+	}
+	for i, h := range e.hubs {
+		for j, k := range q.Keys {
+			if q.Confirmed[i*len(q.Keys)+j] != nil {
+				h.Unsubscribe(keys.Channel(k), q.Wake)
+			}
+		}
+	}
+}
+
+// lookForRelease tells a head that has just subscribed whether one of its
+// locks was released since its last attempt, which no notification will
+// say: it reads each lock's state on every node (the kind's probe), and
+// wakes w when a lock is free on enough nodes for an attempt to win. It
+// also marks each lock as waited for (keys.Waiters), so that the release
+// it waits for publishes: the mark goes first, so a release that runs
+// after it publishes, and one that runs before it leaves the lock free. It
+// is not an attempt: WithMaxAttempts does not count it and the hook does
+// not see it. It returns the shortest remaining time a node reported for a
+// holder, or holderTTL when no node did.
+func (e *engine) lookForRelease(ctx context.Context, r *request, w *transport.Waiter, holderTTL time.Duration) time.Duration {
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.isClosed() {
+		return holderTTL // the next attempt says ErrClosed
+	}
+	need := r.kind.quorum(len(e.nodes), &r.proto)
+	type look struct {
+		free   []bool
+		holder []time.Duration
+	}
+	round := quorum.Round[look]{
+		Nodes:   e.nodes,
+		Quorum:  need,
+		Timeout: e.cfg.nodeTimeoutFor(r.ttl),
+		Now:     e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (look, error) {
+			var cmds [][]any
+			var per int
+			for _, k := range r.keys {
+				probe := r.kind.probe(k)
+				per = len(probe) + 1
+				cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", e.guard(n.Index).FenceTTL.Milliseconds()})
+				cmds = append(cmds, probe...)
+			}
+			replies, err := n.Conn.Pipe(ctx, cmds)
+			if err != nil {
+				return look{}, err
+			}
+			lk := look{free: make([]bool, len(r.keys)), holder: make([]time.Duration, len(r.keys))}
+			for i := range r.keys {
+				lk.free[i], lk.holder[i] = r.kind.looked(replies[i*per+1:(i+1)*per], &r.proto)
+			}
+			return lk, nil
+		},
+		// Decided early: once enough nodes have one of the locks free
+		// (for one lock, enough for an attempt to win), or so many have
+		// none that no lock can be free on enough of them.
+		Agree: func(lk look) bool { return slices.Contains(lk.free, true) },
+	}
+	res := round.Run(ctx, e.workers)
+	shortest := time.Duration(-1)
+	for i, k := range r.keys {
+		free := 0
+		for _, rep := range res.Replies {
+			if rep.Err != nil {
+				continue
+			}
+			if rep.Val.free[i] {
+				free++
+			} else if d := rep.Val.holder[i]; d >= 0 && (shortest < 0 || d < shortest) {
+				shortest = d
+			}
+		}
+		if free >= need {
+			w.Notify(keys.Channel(k))
+			return holderTTL
+		}
+	}
+	if shortest < 0 {
+		return holderTTL
+	}
+	return shortest
+}
+
+// waitTurn blocks until m is the head of its queue, or ctx ends.
+func (e *engine) waitTurn(ctx context.Context, name string, id uint64, m *waitq.Member) error {
+	select {
+	case <-m.Turn:
+		return nil // the head: no wait to report
+	default:
+	}
+	start := time.Now()
+	why, err := "turn", error(nil)
+	select {
+	case <-m.Turn:
+	case <-ctx.Done():
+		why, err = "context", ctxErr(ctx)
+	}
+	e.waited(ctx, name, id, start, why)
+	return err
+}
+
+// waitRelease waits for the first of: a release notification, the
+// holder's remaining TTL (plus a millisecond: Redis reports 0 in a key's
+// last millisecond), the backoff delay, or the end of ctx. It says what
+// ended the wait (WaitEvent.WokenBy).
+func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <-chan struct{}, delay, holderTTL time.Duration) (string, error) {
+	if holderTTL >= 0 {
+		delay = min(delay, holderTTL+time.Millisecond)
+	}
+	start := time.Now()
+	t := time.NewTimer(delay)
+	defer t.Stop()
+	why, err := "timer", error(nil)
+	select {
+	case <-wake:
+		why = "release"
+	case <-t.C:
+	case <-ctx.Done():
+		why, err = "context", ctxErr(ctx)
+	}
+	e.waited(ctx, name, id, start, why)
+	return why, err
+}
+
+// waited reports a wait of an obtain that began at start to the hook.
+func (e *engine) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
+	if e.cfg.hook != nil {
+		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: time.Since(start), WokenBy: why})
+	}
+}
+
+// sleep waits for d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctxErr(ctx)
+	}
+}
+
+// afterRelease wakes this Client's waiters for the lock, and starts a grace
+// period when the release was heard by other Clients' waiters: PUBLISH
+// counted more receivers than this Client's own subscription.
+func (e *engine) afterRelease(key string, replies []quorum.Reply[script.Released], took time.Duration) {
+	channel := keys.Channel(key)
+	e.waits.WakeLocal(key, channel)
+	for i, r := range replies {
+		if r.Err != nil {
+			continue
+		}
+		own := int64(0)
+		if e.hubs[i].Subscribed(channel) {
+			own = 1
+		}
+		if r.Val.Receivers > own {
+			grace := min(max(3*took, minGrace), maxGrace)
+			now := e.cfg.now()
+			e.waits.SetGrace(key, now.Add(grace), now)
+			return
+		}
+	}
+}
