@@ -275,13 +275,17 @@ func TestManyLocksShareRefreshPipelinesAndGoroutines(t *testing.T) {
 
 func TestCloseReleasesAutoRefreshedLocks(t *testing.T) {
 	cl := startNodes(t, 3)
-	c, err := New(cl.clients, WithNodeTimeout(100*time.Millisecond), WithRestartGuard(GuardOff))
+	// A release's request to a node is bounded by the per-node timeout; a
+	// loaded machine (-race, 60 requests at once, new connections dialled)
+	// can miss 100 ms, and a release that misses it leaves the key to its
+	// TTL. A generous timeout makes a left key mean Close did not release.
+	c, err := New(cl.clients, WithNodeTimeout(2*time.Second), WithRestartGuard(GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var locks []*Lock
 	for i := range 20 {
-		l, err := c.TryObtain(context.Background(), fmt.Sprintf("close-auto-%d", i), time.Second, WithAutoRefresh())
+		l, err := c.TryObtain(context.Background(), fmt.Sprintf("close-auto-%d", i), 10*time.Second, WithAutoRefresh())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,15 +51,15 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 		}
 		opt.applyObtain(&r.o)
 	}
-	if try {
-		r.o.retry.maxAttempts = 1
-	}
 	var err error
 	if r.ttl, err = e.cfg.checkTTL(ttl); err != nil {
 		return err
 	}
 	if err := r.o.validate(r.ttl, e.cfg.adaptive); err != nil {
 		return err
+	}
+	if try {
+		r.o.retry.maxAttempts = 1
 	}
 	if r.proto.Mode == 'w' && r.label == "reentrant" && r.proto.Owner == "" {
 		return invalid("empty owner ID of a reentrant lock")

@@ -99,3 +99,7 @@ func (r *eventRecorder) attemptCount() int {
 	defer r.mu.Unlock()
 	return len(r.attempts)
 }
+
+// reader and writer are the handles of the read-write lock named name.
+func reader(c *Client, name string) Locker { r, _ := c.RWMutex(name); return r }
+func writer(c *Client, name string) Locker { _, w := c.RWMutex(name); return w }

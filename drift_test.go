@@ -3,6 +3,8 @@ package redlock
 import (
 	"testing"
 	"time"
+
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 func TestDriftAllowance(t *testing.T) {

@@ -43,7 +43,7 @@ func BenchmarkPermitCycle(b *testing.B) {
 					if k == 0 {
 						l, err = c.TryObtain(ctx, name, 10*time.Second)
 					} else {
-						l, err = c.TryObtainPermit(ctx, name, k, 10*time.Second)
+						l, err = c.Semaphore(name, k).TryObtain(ctx, 10*time.Second)
 					}
 					if err != nil {
 						b.Fatal(err)
@@ -116,7 +116,7 @@ func contendPermits(b *testing.B, cs []*Client, name string, k int, d time.Durat
 				if k == 0 {
 					l, err = c.Obtain(ctx, name, 10*time.Second)
 				} else {
-					l, err = c.ObtainPermit(ctx, name, k, 10*time.Second)
+					l, err = c.Semaphore(name, k).Obtain(ctx, 10*time.Second)
 				}
 				if err != nil {
 					break // the run is over

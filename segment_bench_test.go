@@ -31,7 +31,7 @@ func BenchmarkObtainAny(b *testing.B) {
 		names := segmentNames("bench-free", 8)
 		b.ReportAllocs()
 		for b.Loop() {
-			l, err := c.ObtainAny(ctx, names, 10*time.Second)
+			l, err := c.Any(names...).Obtain(ctx, 10*time.Second)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -48,7 +48,7 @@ func BenchmarkObtainAny(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					l, err := c.ObtainAny(ctx, names, 10*time.Second)
+					l, err := c.Any(names...).Obtain(ctx, 10*time.Second)
 					if err != nil {
 						b.Error(err)
 						return

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -60,7 +61,7 @@ func TestSentinelNode(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		if v, ok := rawGet(t, master, "sentinel-after"); !ok || v != l.value {
+		if v, ok := rawGet(t, master, "sentinel-after"); !ok || v != l.secret.hold.ID {
 			_ = l.Release(ctx)
 			return false
 		}
@@ -91,7 +92,7 @@ func TestSentinelFailoverGuard(t *testing.T) {
 // run_id in this mode, promotions included: the promoted replica voted at
 // once.)
 func TestSentinelFailoverGuardTrustedPersistence(t *testing.T) {
-	sentinelFailoverGuard(t, "redlock-guard-p", WithTrustedPersistence())
+	sentinelFailoverGuard(t, "redlock-guard-p", WithRestartGuard(GuardTrustPersistence))
 }
 
 // sentinelFailoverGuard runs the failover guard scenario on a new Sentinel
@@ -199,17 +200,17 @@ func TestSentinelFamily(t *testing.T) {
 		if err != nil {
 			t.Fatalf("owner: %v", err)
 		}
-		inner, err := c2.TryObtain(ctx, "job", ttl, WithOwner("job-1"))
+		inner, err := c2.Reentrant("job", "job-1").TryObtain(ctx, ttl)
 		if err != nil {
 			t.Fatalf("re-entry through another Client: %v", err)
 		}
 		if inner.Token() != outer.Token() {
 			t.Fatalf("re-entry's token %d, the owner's %d: want equal", inner.Token(), outer.Token())
 		}
-		if _, err := c.TryObtain(ctx, "job", ttl, WithShared()); !errors.Is(err, ErrNotObtained) {
+		if _, err := reader(c, "job").TryObtain(ctx, ttl); !errors.Is(err, ErrNotObtained) {
 			t.Fatalf("a reader while the owner holds: %v, want ErrNotObtained", err)
 		}
-		if _, err := c.TryObtain(ctx, "job", ttl, WithOwner("job-2")); !errors.Is(err, ErrNotObtained) {
+		if _, err := c.Reentrant("job", "job-2").TryObtain(ctx, ttl); !errors.Is(err, ErrNotObtained) {
 			t.Fatalf("another owner while the owner holds: %v, want ErrNotObtained", err)
 		}
 		if err := inner.Release(ctx); err != nil {
@@ -231,23 +232,23 @@ func TestSentinelFamily(t *testing.T) {
 		// the first reader waits behind it.
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		r1, err := c.Obtain(rctx, "job", ttl, WithShared())
+		r1, err := reader(c, "job").Obtain(rctx, ttl)
 		if err != nil {
 			t.Fatalf("reader: %v", err)
 		}
-		r2, err := c2.TryObtain(ctx, "job", ttl, WithShared())
+		r2, err := reader(c2, "job").TryObtain(ctx, ttl)
 		if err != nil {
 			t.Fatalf("second reader: %v", err)
 		}
 		if min(r1.Token(), r2.Token()) <= after {
 			t.Fatalf("readers' tokens %d, %d after a hold with %d: want larger", r1.Token(), r2.Token(), after)
 		}
-		if _, err := c.TryObtain(ctx, "job", ttl, WithExclusive()); !errors.Is(err, ErrNotObtained) {
+		if _, err := writer(c, "job").TryObtain(ctx, ttl); !errors.Is(err, ErrNotObtained) {
 			t.Fatalf("a writer while readers hold: %v, want ErrNotObtained", err)
 		}
 		_ = r1.Release(ctx)
 		_ = r2.Release(ctx)
-		w, err := c.TryObtain(ctx, "job", ttl, WithExclusive())
+		w, err := writer(c, "job").TryObtain(ctx, ttl)
 		if err != nil {
 			t.Fatalf("writer after the readers: %v", err)
 		}
@@ -260,7 +261,7 @@ func TestSentinelFamily(t *testing.T) {
 		return w.Token()
 	}
 
-	before := reentrant(func() (*Lock, error) { return c.TryObtain(ctx, "job", ttl, WithOwner("job-1")) })
+	before := reentrant(func() (*Lock, error) { return c.Reentrant("job", "job-1").TryObtain(ctx, ttl) })
 	last := readWrite(before)
 	master := d.Master.Client()
 	t.Cleanup(func() { _ = master.Close() })
@@ -281,7 +282,7 @@ func TestSentinelFamily(t *testing.T) {
 	// obtain is refused: the node recovers (the old master, until the
 	// sentinels demote it, may still answer normally: retry).
 	eventually(t, "the promoted replica answers recovering", func() bool {
-		l, err := c.TryObtain(ctx, "job", ttl, WithOwner("job-1"))
+		l, err := c.Reentrant("job", "job-1").TryObtain(ctx, ttl)
 		if err == nil {
 			_ = l.Release(ctx)
 			return false
@@ -292,7 +293,7 @@ func TestSentinelFamily(t *testing.T) {
 	defer cancel()
 	var onNew bool
 	after := reentrant(func() (*Lock, error) {
-		l, err := c.Obtain(wctx, "job", ttl, WithOwner("job-1"))
+		l, err := c.Reentrant("job", "job-1").Obtain(wctx, ttl)
 		if err == nil {
 			mode, _ := newMaster.HGet(ctx, key, "mode").Result()
 			owner, _ := newMaster.HGet(ctx, key, "o").Result()

@@ -30,13 +30,13 @@ func BenchmarkObtainAll(b *testing.B) {
 			defer c.Close()
 			// Fresh servers recover for their first window.
 			wctx, cancel := context.WithTimeout(ctx, time.Minute)
-			if m, err := c.ObtainAll(wctx, names, 10*time.Second); err == nil {
+			if m, err := c.All(names...).Obtain(wctx, 10*time.Second); err == nil {
 				_ = m.Release(ctx)
 			}
 			cancel()
 			b.ReportAllocs()
 			for b.Loop() {
-				m, err := c.ObtainAll(ctx, names, 10*time.Second)
+				m, err := c.All(names...).Obtain(ctx, 10*time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// kindOptions are the options of each kind of lock, for benchmarks.
-var kindOptions = []struct {
-	kind Kind
-	opts []ObtainOption
+// kindHandles make a handle of each kind of lock, for benchmarks.
+var kindHandles = []struct {
+	kind   string
+	handle func(c *Client, name string) Locker
 }{
-	{Plain, nil},
-	{Reentrant, []ObtainOption{WithOwner("bench")}},
-	{Write, []ObtainOption{WithExclusive()}},
-	{Read, []ObtainOption{WithShared()}},
+	{"plain", (*Client).Mutex},
+	{"reentrant", func(c *Client, name string) Locker { return c.Reentrant(name, "bench") }},
+	{"write", writer},
+	{"read", reader},
 }
 
 // BenchmarkFamilyCycle is one uncontended obtain-release cycle of each kind
@@ -38,12 +38,12 @@ func BenchmarkFamilyCycle(b *testing.B) {
 			_ = l.Release(ctx)
 		}
 		cancel()
-		for _, k := range kindOptions {
+		for _, k := range kindHandles {
 			b.Run(fmt.Sprintf("nodes=%d/kind=%s", nodes, k.kind), func(b *testing.B) {
-				name := "cycle-" + k.kind.String()
+				h := k.handle(c, "cycle-"+k.kind)
 				b.ReportAllocs()
 				for b.Loop() {
-					l, err := c.TryObtain(ctx, name, 10*time.Second, k.opts...)
+					l, err := h.TryObtain(ctx, 10*time.Second)
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -65,16 +65,16 @@ func BenchmarkFamilyCycle(b *testing.B) {
 //	go test -run '^$' -bench FamilyContended -benchtime 1x .
 func BenchmarkFamilyContended(b *testing.B) {
 	mixes := []struct {
-		name string
-		opts func(g int) []ObtainOption
+		name   string
+		handle func(c *Client, g int) Locker
 	}{
 		{"plain", nil},
-		{"writers", func(int) []ObtainOption { return []ObtainOption{WithExclusive()} }},
-		{"readers+writers", func(g int) []ObtainOption {
+		{"writers", func(c *Client, _ int) Locker { return writer(c, "contended") }},
+		{"readers+writers", func(c *Client, g int) Locker {
 			if g%4 == 0 {
-				return []ObtainOption{WithExclusive()}
+				return writer(c, "contended")
 			}
-			return []ObtainOption{WithShared()}
+			return reader(c, "contended")
 		}},
 	}
 	for _, nodes := range []int{1, 5} {
@@ -91,7 +91,7 @@ func BenchmarkFamilyContended(b *testing.B) {
 					cs[i] = c
 				}
 				for b.Loop() {
-					r := contend(b, cs, len(cs), *contendedFor, mix.opts)
+					r := contend(b, cs, len(cs), *contendedFor, mix.handle)
 					secs := contendedFor.Seconds()
 					b.ReportMetric(float64(r.acquisitions)/secs, "acq/s")
 					b.ReportMetric(float64(r.handovers)/secs, "handovers/s")

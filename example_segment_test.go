@@ -27,13 +27,13 @@ return 1`)
 
 // A flash sale of 100 items split into 4 segments of 25, each segment's
 // remaining count kept by the application in Redis and guarded by its own
-// lock, so that four buyers sell at once. ObtainAny takes whichever segment
+// lock, so that four buyers sell at once. Any takes whichever segment
 // is free; a segment that runs dry is dropped from the names the buyers
 // pass, which is the application's business, not the library's.
-func ExampleClient_ObtainAny() {
+func ExampleClient_Any() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func ExampleClient_ObtainAny() {
 				if len(names) == 0 {
 					return // sold out
 				}
-				lock, err := c.ObtainAny(ctx, names, 10*time.Second)
+				lock, err := c.Any(names...).Obtain(ctx, 10*time.Second)
 				if err != nil {
 					log.Fatal(err)
 				}

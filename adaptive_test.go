@@ -14,7 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -89,7 +91,7 @@ func TestAdaptiveTTLBadInput(t *testing.T) {
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "below the adaptive TTL's Min") {
 			t.Fatalf("error %v: want ErrInvalid about Min", err)
 		}
-		_, err = c.ObtainAll(context.Background(), []string{"interval-a", "interval-b"}, 5*time.Second, WithRefreshInterval(time.Second))
+		_, err = c.All("interval-a", "interval-b").Obtain(context.Background(), 5*time.Second, WithRefreshInterval(time.Second))
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "below the adaptive TTL's Min") {
 			t.Fatalf("ObtainAll: error %v, want ErrInvalid about Min", err)
 		}
@@ -106,9 +108,9 @@ func TestAdaptiveTTLBadInput(t *testing.T) {
 		c1 := newClient(t, cl.clients, opt)
 		c2 := newClient(t, cl.clients, opt, WithMaxTTL(20*time.Second))
 		for _, c := range []*Client{c1, c2} {
-			a := c.adapt.cfg
-			if a.RTTMultiple != DefaultRTTMultiple || a.ContentionHalf != DefaultContentionHalf ||
-				a.SampleInterval != DefaultSampleInterval || a.MemoryRatio != DefaultMemoryRatio {
+			a := c.cfg.adaptive
+			if a.RTTMultiple != adaptive.RTTMultiple || a.ContentionHalf != adaptive.ContentionHalf ||
+				a.SampleInterval != adaptive.SampleInterval || a.MemoryRatio != adaptive.MemoryRatio {
 				t.Fatalf("defaults not filled in: %+v", a)
 			}
 		}
@@ -149,8 +151,8 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	const base = 2 * time.Second
 	// Measure the round trip without latency first: the p95 counts once
 	// the window holds enough samples.
-	c.adapt.start()
-	eventuallyWithin(t, 20*time.Second, "an RTT p95 measured", func() bool { return c.adapt.rttP95(time.Now()) > 0 })
+	c.startSampler()
+	eventuallyWithin(t, 20*time.Second, "an RTT p95 measured", func() bool { return c.adapt.RTTP95(time.Now()) > 0 })
 	l, err := c.Obtain(ctx, "rtt-before", base)
 	if err != nil {
 		t.Fatal(err)
@@ -161,16 +163,16 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	if before.TTL >= 40*2*latency {
 		t.Fatalf("TTL %v (%v) before any latency was injected: loopback RTT p95 above 100 ms?", before.TTL, before.TTLReason)
 	}
-	t.Logf("before: TTL %v (%v), RTT p95 %v", before.TTL, before.TTLReason, c.adapt.rttP95(time.Now()))
+	t.Logf("before: TTL %v (%v), RTT p95 %v", before.TTL, before.TTLReason, c.adapt.RTTP95(time.Now()))
 
 	for _, p := range proxies {
 		p.SetLatency(latency)
 	}
 	for _, x := range []*Client{c, cc} {
 		// Both samplers start with the first obtain: cc's now.
-		x.adapt.start()
+		x.startSampler()
 		eventuallyWithin(t, 20*time.Second, "RTT p95 reflects the injected latency", func() bool {
-			return x.adapt.rttP95(time.Now()) >= 2*latency
+			return x.adapt.RTTP95(time.Now()) >= 2*latency
 		})
 	}
 
@@ -179,7 +181,7 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := rec.lastObtain(t, "rtt-after")
-	t.Logf("after: TTL %v (%v), RTT p95 %v", after.TTL, after.TTLReason, c.adapt.rttP95(time.Now()))
+	t.Logf("after: TTL %v (%v), RTT p95 %v", after.TTL, after.TTLReason, c.adapt.RTTP95(time.Now()))
 	inBounds(t, "after", after.TTL, a)
 	if after.TTL < 40*2*latency || after.TTLReason != "rtt" || l.TTL() != after.TTL {
 		t.Fatalf("with a %v round trip: TTL %v (%v), lock TTL %v; want at least %v, reason rtt",
@@ -256,7 +258,7 @@ func TestAdaptiveTTLFollowsContention(t *testing.T) {
 			errs <- l.Release(ctx)
 		})
 	}
-	eventuallyWithin(t, 10*time.Second, "the waiters queue", func() bool { return c.waiters(key) == waiters })
+	eventuallyWithin(t, 10*time.Second, "the waiters queue", func() bool { return c.waits.Waiting(key) == waiters })
 
 	// One more attempt, while they wait: its TTL is at most
 	// base / (1 + 6/4); with a base of 400 ms that is below Min.
@@ -288,7 +290,7 @@ func TestAdaptiveTTLFollowsContention(t *testing.T) {
 	defer rec.mu.Unlock()
 	contended := 0
 	for _, e := range rec.obtains {
-		if e.Key != "hot" || e.Err != nil {
+		if e.Name != "hot" || e.Err != nil {
 			continue
 		}
 		inBounds(t, "waiter", e.TTL, a)
@@ -320,7 +322,7 @@ func TestAdaptiveTTLMemoryPressure(t *testing.T) {
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	a := AdaptiveTTL{Min: 500 * time.Millisecond, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
 	rec := &eventRecorder{}
-	c := newClient(t, cl.clients, WithAdaptiveTTL(a), WithHook(JoinHooks(BaseHook{}, rec)), WithLogger(logger))
+	c := newClient(t, cl.clients, WithAdaptiveTTL(a), WithHook(JoinHooks(&eventRecorder{}, rec)), WithLogger(logger))
 	const base = 5 * time.Second
 	l, err := c.Obtain(ctx, "before-fill", base)
 	if err != nil {
@@ -334,12 +336,12 @@ func TestAdaptiveTTLMemoryPressure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var pressed NodeMemory
+	var pressed SampleEvent
 	eventuallyWithin(t, 10*time.Second, "a sample reports evictions", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		for _, s := range rec.samples {
-			if n := s.Nodes[0]; n.Evicted > 0 && n.Pressure != "" {
+		for _, n := range rec.samples {
+			if n.Evicted > 0 && n.Pressure != "" {
 				pressed = n
 				return true
 			}
@@ -400,18 +402,21 @@ func seedTTL(base, rttP95 time.Duration, qpsDelta, memRatio float64) time.Durati
 func TestAdaptiveTTLAgainstSeedFormula(t *testing.T) {
 	node := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New does no I/O
 	defer node.Close()
-	c, err := New([]redis.UniversalClient{node}, WithAdaptiveTTL(AdaptiveTTL{Min: limits.MinTTL, Max: time.Minute}))
-	if err != nil {
-		t.Fatal(err)
+	policy := func(t *testing.T) *adaptive.Policy {
+		c, err := New([]redis.UniversalClient{node}, WithAdaptiveTTL(AdaptiveTTL{Min: limits.MinTTL, Max: time.Minute}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		return c.adapt
 	}
-	defer c.Close()
 	cases := []struct {
 		name              string
 		base, rtt         time.Duration
 		mem               float64
 		seed, seedTimeout time.Duration
 		ours, oursTimeout time.Duration
-		reason            TTLReason
+		reason            string
 	}{
 		{"idle, fast LAN, memory at 30%", 10 * time.Second, time.Millisecond, 0.3, 28600 * time.Millisecond, time.Second, 10 * time.Second, 500 * time.Millisecond, "base"},
 		{"cross-region link", time.Second, 50 * time.Millisecond, 0.7, 700 * time.Millisecond, 35 * time.Millisecond, 2 * time.Second, 100 * time.Millisecond, "rtt"},
@@ -424,35 +429,33 @@ func TestAdaptiveTTLAgainstSeedFormula(t *testing.T) {
 			if seed != tc.seed || limits.NodeTimeout(seed) != tc.seedTimeout {
 				t.Errorf("seed: %v (node timeout %v), want %v (%v)", seed, limits.NodeTimeout(seed), tc.seed, tc.seedTimeout)
 			}
-			now := time.Now()
-			c.adapt.mu.Lock()
-			c.adapt.p95, c.adapt.p95At = tc.rtt, now
-			c.adapt.mu.Unlock()
-			ours, reason := c.adapt.choose("{redlock:seed}", tc.base, now)
+			p, now := policy(t), time.Now()
+			for range 20 { // enough samples for a p95: every one is tc.rtt
+				p.AddRTT(now, tc.rtt)
+			}
+			ours, reason, _ := p.Choose("{redlock:seed}", tc.base, 0, now)
 			if ours != tc.ours || reason != tc.reason || limits.NodeTimeout(ours) != tc.oursTimeout {
 				t.Errorf("ours: %v (%v, node timeout %v), want %v (%v, %v)", ours, reason, limits.NodeTimeout(ours), tc.ours, tc.reason, tc.oursTimeout)
 			}
 		})
 	}
 
-	// Contention: refusals at 4 a second halve the base (ContentionHalf 4).
-	now := time.Now()
-	c.adapt.mu.Lock()
-	c.adapt.p95, c.adapt.p95At = 0, now
-	c.adapt.names["{redlock:hot}"] = &nameRate{rate: 4, last: now}
-	c.adapt.mu.Unlock()
-	if ttl, reason := c.adapt.choose("{redlock:hot}", 10*time.Second, now); ttl != 5*time.Second || reason != "contention" {
+	// Contention: refusals at 4 a second halve the base (ContentionHalf 4),
+	// and decay with a time constant of 10 s.
+	p, now := policy(t), time.Now()
+	for range 40 { // each adds 1/10 s to the rate
+		p.Refused("{redlock:hot}", now)
+	}
+	if ttl, reason, _ := p.Choose("{redlock:hot}", 10*time.Second, 0, now); ttl < 5*time.Second-time.Millisecond || ttl > 5*time.Second || reason != "contention" {
 		t.Errorf("4 refusals a second: %v (%v), want 5s (contention)", ttl, reason)
 	}
-	if r := c.adapt.refusals("{redlock:hot}", now.Add(contentionTau)); r < 4/math.E-0.01 || r > 4/math.E+0.01 {
-		t.Errorf("refusal rate after one time constant: %v, want 4/e", r)
+	base := float64(10 * time.Second)
+	want := time.Duration(base / (1 + 1/math.E)).Truncate(time.Millisecond)
+	if ttl, _, _ := p.Choose("{redlock:hot}", 10*time.Second, 0, now.Add(10*time.Second)); ttl < want-time.Millisecond || ttl > want+time.Millisecond {
+		t.Errorf("after one time constant: %v, want about %v (a rate of 4/e)", ttl, want)
 	}
 }
 
-// TestAdaptiveTTLSeesOtherClientsWaiting holds a lock on one Client while
-// two other Clients wait for it: the holder's sampler counts their
-// subscriptions (PUBSUB NUMSUB), and its automatic refreshes lower the TTL
-// for contention.
 func TestAdaptiveTTLSeesOtherClientsWaiting(t *testing.T) {
 	cl := startNodes(t, 1)
 	a := AdaptiveTTL{Min: 500 * time.Millisecond, Max: 10 * time.Second, SampleInterval: 50 * time.Millisecond}
@@ -536,7 +539,7 @@ func TestAdaptiveTTLOnRedisCluster(t *testing.T) {
 		return len(rec.samples) > 0
 	})
 	rec.mu.Lock()
-	m := rec.samples[0].Nodes[0]
+	m := rec.samples[0]
 	rec.mu.Unlock()
 	if m.Err != nil || m.Policy == "" || m.UsedMemory == 0 || m.Pressure != "" {
 		t.Fatalf("cluster node sample %+v: want the masters read, no pressure", m)
@@ -549,7 +552,7 @@ func TestAdaptiveTTLOnRedisCluster(t *testing.T) {
 	eventuallyWithin(t, 10*time.Second, "the full master reported", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
-		m = rec.samples[len(rec.samples)-1].Nodes[0]
+		m = rec.samples[len(rec.samples)-1]
 		return m.Pressure != ""
 	})
 	if m.MaxMemory == 0 || !strings.Contains(m.Pressure, "of maxmemory") {
@@ -596,8 +599,8 @@ func TestSeedFormulaOnASlowLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	c.adapt.start()
-	eventuallyWithin(t, 20*time.Second, "the RTT measured", func() bool { return c.adapt.rttP95(time.Now()) >= 20*time.Millisecond })
+	c.startSampler()
+	eventuallyWithin(t, 20*time.Second, "the RTT measured", func() bool { return c.adapt.RTTP95(time.Now()) >= 20*time.Millisecond })
 	l, err := c.Obtain(ctx, "slow-link", base, WithAutoRefresh())
 	if err != nil {
 		t.Fatalf("adaptive TTL over a 20 ms round trip: %v", err)
@@ -631,13 +634,13 @@ func BenchmarkAdaptiveTTL(b *testing.B) {
 	for i := range replies {
 		replies[i].Latency = time.Duration(i+1) * 100 * time.Microsecond
 	}
-	for range rttSamples / len(replies) {
-		observeRTT(c.adapt, replies, time.Second)
+	for range 512 / len(replies) {
+		observeRTT(&c.engine, replies, time.Second)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = c.adapt.choose("{redlock:bench}", 10*time.Second, time.Now())
-		observeRTT(c.adapt, replies, time.Second)
+		_, _ = c.ttlFor("{redlock:bench}", 10*time.Second, false)
+		observeRTT(&c.engine, replies, time.Second)
 	}
 }
 

@@ -24,8 +24,7 @@ func segmentNames(prefix string, n int) []string {
 func TestObtainAnyBadInput(t *testing.T) {
 	c, cmds := offlineClient(t)
 	ctx := context.Background()
-	tests := append(badNames(),
-		badName{"conflicting kinds", []string{"a"}, time.Minute, []ObtainOption{WithShared(), WithExclusive()}, "WithShared"})
+	tests := badNames()
 	for _, tt := range tests {
 		for _, try := range []bool{false, true} {
 			var (
@@ -33,9 +32,9 @@ func TestObtainAnyBadInput(t *testing.T) {
 				err error
 			)
 			if try {
-				l, err = c.TryObtainAny(ctx, tt.names, tt.ttl, tt.opts...)
+				l, err = c.Any(tt.names...).TryObtain(ctx, tt.ttl, tt.opts...)
 			} else {
-				l, err = c.ObtainAny(ctx, tt.names, tt.ttl, tt.opts...)
+				l, err = c.Any(tt.names...).Obtain(ctx, tt.ttl, tt.opts...)
 			}
 			if l != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("%s (try %v): %v, %v; want ErrInvalid saying %q", tt.what, try, l, err, tt.want)
@@ -46,7 +45,7 @@ func TestObtainAnyBadInput(t *testing.T) {
 		t.Errorf("%d commands sent for bad input, want none", n)
 	}
 	_ = c.Close()
-	if _, err := c.ObtainAny(ctx, []string{"a"}, time.Minute); !errors.Is(err, ErrClosed) {
+	if _, err := c.Any("a").Obtain(ctx, time.Minute); !errors.Is(err, ErrClosed) {
 		t.Errorf("after Close: %v, want ErrClosed", err)
 	}
 }
@@ -62,7 +61,7 @@ func TestTryObtainAnyTakesEachFreeSegment(t *testing.T) {
 			names := segmentNames("take", 4)
 			got := make(map[string]int64)
 			for range names {
-				l, err := c.TryObtainAny(ctx, names, time.Minute)
+				l, err := c.Any(names...).TryObtain(ctx, time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -77,13 +76,13 @@ func TestTryObtainAnyTakesEachFreeSegment(t *testing.T) {
 			if len(got) != len(names) {
 				t.Fatalf("got %v, want every one of %v", got, names)
 			}
-			l, err := c.TryObtainAny(ctx, names, time.Minute)
+			l, err := c.Any(names...).TryObtain(ctx, time.Minute)
 			if l != nil || !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) {
 				t.Fatalf("every segment held: %v, %v; want ErrNotObtained and ErrHeld", l, err)
 			}
 			// Another client, with Obtain's waiting bounded by attempts.
 			other := newClient(t, cl.clients, WithRetryDelay(time.Millisecond, 2*time.Millisecond))
-			if _, err := other.ObtainAny(ctx, names, time.Minute, WithMaxAttempts(3)); !errors.Is(err, ErrNotObtained) {
+			if _, err := other.Any(names...).Obtain(ctx, time.Minute, WithMaxAttempts(3)); !errors.Is(err, ErrNotObtained) {
 				t.Fatalf("ObtainAny with 3 passes, every segment held: %v", err)
 			}
 		})
@@ -100,7 +99,7 @@ func TestObtainAnySpreadsLoad(t *testing.T) {
 	const cycles = 400
 	count := make(map[string]int)
 	for range cycles {
-		l, err := c.TryObtainAny(ctx, names, time.Minute)
+		l, err := c.Any(names...).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +153,7 @@ func TestObtainAnyExclusivePerSegment(t *testing.T) {
 				for range goroutines {
 					wg.Go(func() {
 						for range rounds {
-							l, err := c.ObtainAny(ctx, names, time.Minute)
+							l, err := c.Any(names...).Obtain(ctx, time.Minute)
 							if err != nil {
 								failures <- err
 								return
@@ -224,7 +223,7 @@ func TestObtainAnyWakesOnReleaseOfAnySegment(t *testing.T) {
 				names := segmentNames(fmt.Sprintf("wake-any-%v", same), 4)
 				held := make(map[string]*Lock)
 				for range names {
-					l, err := holderClient.TryObtainAny(ctx, names, time.Minute)
+					l, err := holderClient.Any(names...).TryObtain(ctx, time.Minute)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -238,7 +237,7 @@ func TestObtainAnyWakesOnReleaseOfAnySegment(t *testing.T) {
 				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
 				go func() {
-					l, err := waiterClient.ObtainAny(wctx, names, time.Minute, slowRetry)
+					l, err := waiterClient.Any(names...).Obtain(wctx, time.Minute, slowRetry)
 					done <- outcome{l, err}
 				}()
 				for _, name := range names {
@@ -284,14 +283,14 @@ func TestObtainAnyContextEnds(t *testing.T) {
 			ctx := context.Background()
 			names := segmentNames("cancel-any", 3)
 			for range names {
-				if _, err := holder.TryObtainAny(ctx, names, time.Minute); err != nil {
+				if _, err := holder.Any(names...).TryObtain(ctx, time.Minute); err != nil {
 					t.Fatal(err)
 				}
 			}
 			wctx, cancel := context.WithCancel(ctx)
 			done := make(chan error, 1)
 			go func() {
-				l, err := waiter.ObtainAny(wctx, names, time.Minute, slowRetry)
+				l, err := waiter.Any(names...).Obtain(wctx, time.Minute, slowRetry)
 				if l != nil {
 					err = fmt.Errorf("obtained %q with every segment held", l.Name())
 				}
@@ -313,7 +312,7 @@ func TestObtainAnyContextEnds(t *testing.T) {
 				eventually(t, "the subscriptions go", func() bool { return !subscribed(t, cl.clients, name) })
 			}
 			// A context ended before the call: no attempt, the same errors.
-			_, err := waiter.ObtainAny(wctx, names, time.Minute)
+			_, err := waiter.Any(names...).Obtain(wctx, time.Minute)
 			if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
 				t.Fatalf("ObtainAny with an ended context: %v", err)
 			}
@@ -326,14 +325,14 @@ func TestObtainAnyContextEnds(t *testing.T) {
 // and a name held by a lock of another kind is refused with ErrWrongKind.
 func TestObtainAnyOptions(t *testing.T) {
 	cl := startNodes(t, 3)
-	rec := &recordHook{}
+	rec := &eventRecorder{}
 	c := newClient(t, cl.clients, WithHook(rec))
 	ctx := context.Background()
 	names := segmentNames("opts-any", 2)
 
 	// A TTL well above the 250 ms node timeout: a loaded machine must not
 	// lose the lock for want of one refresh.
-	l, err := c.ObtainAny(ctx, names, 1200*time.Millisecond, WithAutoRefresh())
+	l, err := c.Any(names...).Obtain(ctx, 1200*time.Millisecond, WithAutoRefresh())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,15 +343,17 @@ func TestObtainAnyOptions(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	obtains := rec.obtains()
-	if len(obtains) != 1 || obtains[0].Key != l.Name() || obtains[0].Token != l.Token() || obtains[0].Err != nil {
+	rec.mu.Lock()
+	obtains := append([]ObtainEvent(nil), rec.obtains...)
+	rec.mu.Unlock()
+	if len(obtains) != 1 || obtains[0].Name != l.Name() || obtains[0].Token != l.Token() || obtains[0].Err != nil {
 		t.Fatalf("hook saw %+v; want one obtain of %q with token %d", obtains, l.Name(), l.Token())
 	}
 
 	// A reentrant lock on one of the names: the plain ObtainAny stops at
 	// once when it reaches it (and may first take the other name).
 	other := newClient(t, cl.clients)
-	if _, err := other.Obtain(ctx, names[0], time.Minute, WithOwner("job-1")); err != nil {
+	if _, err := other.Reentrant(names[0], "job-1").Obtain(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := other.Obtain(ctx, names[1], time.Minute); err != nil {
@@ -360,28 +361,9 @@ func TestObtainAnyOptions(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := c.ObtainAny(wctx, names, time.Minute); !errors.Is(err, ErrWrongKind) {
+	if _, err := c.Any(names...).Obtain(wctx, time.Minute); !errors.Is(err, ErrWrongKind) {
 		t.Fatalf("a name held by a reentrant lock: %v, want ErrWrongKind", err)
 	}
-}
-
-// recordHook records ObtainEvents.
-type recordHook struct {
-	BaseHook
-	mu sync.Mutex
-	ev []ObtainEvent
-}
-
-func (h *recordHook) Obtain(_ context.Context, e ObtainEvent) {
-	h.mu.Lock()
-	h.ev = append(h.ev, e)
-	h.mu.Unlock()
-}
-
-func (h *recordHook) obtains() []ObtainEvent {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]ObtainEvent(nil), h.ev...)
 }
 
 // A segment whose holder never releases it (a crash) is taken once its TTL
@@ -408,7 +390,7 @@ func TestObtainAnyAfterHolderExpires(t *testing.T) {
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			start := time.Now()
-			l, err := waiter.ObtainAny(wctx, names, time.Minute, slowRetry)
+			l, err := waiter.Any(names...).Obtain(wctx, time.Minute, slowRetry)
 			if err != nil {
 				t.Fatalf("after %v: %v", time.Since(start), err)
 			}

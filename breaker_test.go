@@ -84,7 +84,7 @@ func proxiedClients(t *testing.T, cl *cluster) ([]redis.UniversalClient, []*faul
 
 // untilBreakerOpen makes TryObtain attempts (at most 40, within 20 s)
 // until one is refused by the breaker, and returns that error.
-func untilBreakerOpen(t *testing.T, c *Client, name string) *BreakerError {
+func untilBreakerOpen(t *testing.T, c *Client, name string) *QuorumError {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	var err error
@@ -95,8 +95,8 @@ func untilBreakerOpen(t *testing.T, c *Client, name string) *BreakerError {
 			_ = l.Release(context.Background())
 			continue
 		}
-		var be *BreakerError
-		if errors.As(err, &be) {
+		var be *QuorumError
+		if errors.Is(err, ErrBreakerOpen) && errors.As(err, &be) {
 			return be
 		}
 	}
@@ -133,8 +133,8 @@ func TestBreakerOpensAndClosesOnRealNodes(t *testing.T) {
 			for _, n := range be.Nodes {
 				down = append(down, n.Node)
 			}
-			if !slices.Equal(down, []int{0, 1, 2}) || be.Reachable != 2 || be.Need != 3 {
-				t.Fatalf("breaker error names nodes %v, %d reachable of %d needed: want nodes [0 1 2], 2 of 3: %v", down, be.Reachable, be.Need, be)
+			if !slices.Equal(down, []int{0, 1, 2}) || be.Agreed != 2 || be.Need != 3 {
+				t.Fatalf("breaker error names nodes %v, %d reachable of %d needed: want nodes [0 1 2], 2 of 3: %v", down, be.Agreed, be.Need, be)
 			}
 			if st := c.BreakerState(); st == "closed" {
 				t.Fatalf("state %v after a refusal", st)
@@ -200,7 +200,7 @@ func TestBreakerOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClient(t, cl.clients, WithoutBreaker())
-	for range 2 * DefaultBreakerFailures {
+	for range 2 * defaultBreakerFailures {
 		_, err := c.TryObtain(context.Background(), "off", 10*time.Second)
 		if errors.Is(err, ErrBreakerOpen) || !errors.Is(err, ErrNotObtained) {
 			t.Fatalf("TryObtain with the breaker off: %v", err)
@@ -261,14 +261,11 @@ func TestDegradedLocalLeases(t *testing.T) {
 	_, a, b, rec := degradedPair(t, NewLocalLeases())
 	ctx := context.Background()
 	la := obtainDegraded(t, a, "job", 10*time.Second)
-	if tok := la.Token(); tok >= 0 || !IsDegradedToken(tok) {
+	if tok := la.Token(); tok >= 0 {
 		t.Fatalf("degraded token %d: want negative", tok)
 	}
-	rec.mu.Lock()
-	nd := len(rec.degraded)
-	rec.mu.Unlock()
-	if nd != 1 {
-		t.Fatalf("%d DegradedEvents, want 1", nd)
+	if nd := len(rec.degraded()); nd != 1 {
+		t.Fatalf("%d ObtainEvents of a degraded lock, want 1", nd)
 	}
 	// b fell back to the same store: it is excluded.
 	untilBreakerOpenOrDegraded(t, b)

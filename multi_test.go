@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -61,14 +62,14 @@ func TestMultiAllOrNothing(t *testing.T) {
 			names := []string{"aon-c", "aon-a", "aon-d", "aon-b"}
 			free := []string{"aon-a", "aon-b", "aon-c"}
 
-			m, err := c.TryObtainAll(ctx, names, time.Minute)
+			m, err := c.All(names...).TryObtain(ctx, time.Minute)
 			if m != nil || !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) || !strings.Contains(err.Error(), `"aon-d"`) {
 				t.Fatalf("TryObtainAll: %v, %v; want nil and ErrNotObtained naming aon-d", m, err)
 			}
 			assertFree(t, cl.clients, free...)
 
 			start := time.Now()
-			m, err = c.ObtainAll(ctx, names, time.Minute, WithMaxAttempts(3))
+			m, err = c.All(names...).Obtain(ctx, time.Minute, WithMaxAttempts(3))
 			if m != nil || !errors.Is(err, ErrNotObtained) || !strings.Contains(err.Error(), `"aon-d"`) {
 				t.Fatalf("ObtainAll with 3 attempts: %v, %v; want nil and ErrNotObtained naming aon-d", m, err)
 			}
@@ -79,7 +80,7 @@ func TestMultiAllOrNothing(t *testing.T) {
 
 			cctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 			defer cancel()
-			m, err = c.ObtainAll(cctx, names, time.Minute)
+			m, err = c.All(names...).Obtain(cctx, time.Minute)
 			if m != nil || !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("ObtainAll until a deadline: %v, %v; want nil, ErrNotObtained and DeadlineExceeded", m, err)
 			}
@@ -92,12 +93,12 @@ func TestMultiAllOrNothing(t *testing.T) {
 			if err := held.Release(ctx); err != nil {
 				t.Fatal(err)
 			}
-			m, err = c.TryObtainAll(ctx, names, time.Minute)
+			m, err = c.All(names...).TryObtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatalf("TryObtainAll once all are free: %v", err)
 			}
 			var got []string
-			for _, l := range m.Locks() {
+			for _, l := range m.Parts() {
 				got = append(got, l.Name())
 			}
 			if want := []string{"aon-a", "aon-b", "aon-c", "aon-d"}; !slices.Equal(got, want) {
@@ -135,7 +136,7 @@ func TestMultiWaitsForSingleNameHolder(t *testing.T) {
 				t.Fatal(err)
 			}
 			type result struct {
-				m   *MultiLock
+				m   *Lock
 				err error
 			}
 			done := make(chan result, 1)
@@ -143,7 +144,7 @@ func TestMultiWaitsForSingleNameHolder(t *testing.T) {
 				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
 				// Timers of a minute: only the release can wake it in time.
-				m, err := c.ObtainAll(ctx, []string{"w-3", "w-2", "w-1"}, time.Minute, slowRetry)
+				m, err := c.All("w-3", "w-2", "w-1").Obtain(ctx, time.Minute, slowRetry)
 				done <- result{m, err}
 			}()
 			eventually(t, "ObtainAll waits for w-2", func() bool { return subscribed(t, cl.clients, "w-2") })
@@ -168,8 +169,8 @@ func TestMultiWaitsForSingleNameHolder(t *testing.T) {
 				t.Fatalf("ObtainAll: %v", r.err)
 			}
 			for _, name := range []string{"w-1", "w-2", "w-3"} {
-				if r.m.Token(name) <= 0 {
-					t.Errorf("Token(%q) = %d", name, r.m.Token(name))
+				if partToken(r.m, name) <= 0 {
+					t.Errorf("Token(%q) = %d", name, partToken(r.m, name))
 				}
 			}
 			if err := r.m.Release(ctx); err != nil {
@@ -202,14 +203,14 @@ func TestMultiKeepsEarlierLocksAliveWhileWaiting(t *testing.T) {
 				obtainOpts = append(obtainOpts, WithAutoRefresh())
 			}
 			type result struct {
-				m   *MultiLock
+				m   *Lock
 				err error
 			}
 			done := make(chan result, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 				defer cancel()
-				m, err := c.ObtainAll(ctx, []string{"ka-1", "ka-2"}, ttl, obtainOpts...)
+				m, err := c.All("ka-1", "ka-2").Obtain(ctx, ttl, obtainOpts...)
 				done <- result{m, err}
 			}()
 			eventually(t, "ObtainAll waits for ka-2", func() bool { return subscribed(t, cl.clients, "ka-2") })
@@ -229,7 +230,7 @@ func TestMultiKeepsEarlierLocksAliveWhileWaiting(t *testing.T) {
 			if err := r.m.Err(); err != nil {
 				t.Fatalf("Err after ObtainAll: %v", err)
 			}
-			for _, l := range r.m.Locks() {
+			for _, l := range r.m.Parts() {
 				l.mu.Lock()
 				on := l.auto
 				l.mu.Unlock()
@@ -264,7 +265,7 @@ func TestMultiLostWhileWaiting(t *testing.T) {
 	go func() {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		m, err := c.ObtainAll(ctx, []string{"lw-2", "lw-1"}, 600*time.Millisecond, slowRetry)
+		m, err := c.All("lw-2", "lw-1").Obtain(ctx, 600*time.Millisecond, slowRetry)
 		if err == nil {
 			_ = m.Release(ctx)
 		}
@@ -305,7 +306,7 @@ func TestMultiCloseWhileWaiting(t *testing.T) {
 	defer holder.Release(ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.ObtainAll(ctx, []string{"cw-1", "cw-2"}, time.Minute, slowRetry)
+		_, err := c.All("cw-1", "cw-2").Obtain(ctx, time.Minute, slowRetry)
 		done <- err
 	}()
 	eventually(t, "ObtainAll waits for cw-2", func() bool { return subscribed(t, cl.clients, "cw-2") })
@@ -321,7 +322,7 @@ func TestMultiCloseWhileWaiting(t *testing.T) {
 		t.Fatal("ObtainAll still waits after Close")
 	}
 	assertFree(t, cl.clients, "cw-1")
-	if _, err := c.ObtainAll(ctx, []string{"cw-1"}, time.Minute); !errors.Is(err, ErrClosed) {
+	if _, err := c.All("cw-1").Obtain(ctx, time.Minute); !errors.Is(err, ErrClosed) {
 		t.Fatalf("ObtainAll after Close: %v, want ErrClosed", err)
 	}
 }
@@ -383,7 +384,7 @@ func TestMultiNoDeadlockRandomOrders(t *testing.T) {
 						subset := slices.Clone(names)
 						rand.Shuffle(len(subset), func(i, j int) { subset[i], subset[j] = subset[j], subset[i] })
 						subset = subset[:2+rand.IntN(3)]
-						m, err := c.ObtainAll(ctx, subset, 10*time.Second)
+						m, err := c.All(subset...).Obtain(ctx, 10*time.Second)
 						if err != nil {
 							t.Errorf("%s: ObtainAll(%v): %v", who, subset, err)
 							return
@@ -452,14 +453,14 @@ func TestMultiTokensPerName(t *testing.T) {
 						_ = l.Release(ctx)
 					}
 				}
-				m, err := c.ObtainAll(ctx, names, time.Minute)
+				m, err := c.All(names...).Obtain(ctx, time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
 				step := map[string]int64{}
-				for i, l := range m.Locks() {
+				for i, l := range m.Parts() {
 					name := names[i]
-					tok := m.Token(name)
+					tok := partToken(m, name)
 					if tok <= 0 || tok != l.Token() || l.Name() != name {
 						t.Errorf("round %d: Token(%q) = %d, Locks()[%d] is %q with %d", round, name, tok, i, l.Name(), l.Token())
 					}
@@ -479,7 +480,7 @@ func TestMultiTokensPerName(t *testing.T) {
 				case round == 1 && n == 1 && (step["tok-x"] != 1 || step["tok-y"] != 4 || step["tok-z"] != 1):
 					t.Errorf("tokens moved on by %v: want tok-y by 4, the others by 1", step)
 				}
-				if tok := m.Token("tok-w"); tok != 0 {
+				if tok := partToken(m, "tok-w"); tok != 0 {
 					t.Errorf("Token of a name not held = %d, want 0", tok)
 				}
 				if err := m.Release(ctx); err != nil {
@@ -517,20 +518,20 @@ func TestMultiBadInput(t *testing.T) {
 		for _, try := range []bool{false, true} {
 			var err error
 			if try {
-				_, err = c.TryObtainAll(ctx, tt.names, tt.ttl, tt.opts...)
+				_, err = c.All(tt.names...).TryObtain(ctx, tt.ttl, tt.opts...)
 			} else {
-				_, err = c.ObtainAll(ctx, tt.names, tt.ttl, tt.opts...)
+				_, err = c.All(tt.names...).Obtain(ctx, tt.ttl, tt.opts...)
 			}
 			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("%s (try %v): %v; want ErrInvalid saying %q", tt.what, try, err, tt.want)
 			}
 		}
-		err := c.DoAll(ctx, tt.names, tt.ttl, func(context.Context) error { return nil }, tt.opts...)
+		err := c.All(tt.names...).Do(ctx, tt.ttl, func(context.Context) error { return nil }, tt.opts...)
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("DoAll with %s: %v, want ErrInvalid", tt.what, err)
 		}
 	}
-	if err := c.DoAll(ctx, []string{"a"}, time.Minute, nil); !errors.Is(err, ErrInvalid) {
+	if err := c.All("a").Do(ctx, time.Minute, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("DoAll with a nil function: %v, want ErrInvalid", err)
 	}
 	if n := cmds.Load(); n != 0 {
@@ -577,9 +578,9 @@ func badNames() []badName {
 	}
 }
 
-// A nil *MultiLock, what a failed ObtainAll returns, is safe to use.
+// A nil *Lock, what a failed ObtainAll returns, is safe to use.
 func TestNilMultiLock(t *testing.T) {
-	var m *MultiLock
+	var m *Lock
 	ctx := context.Background()
 	if err := m.Release(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Release: %v, want ErrNotHeld", err)
@@ -595,7 +596,7 @@ func TestNilMultiLock(t *testing.T) {
 	default:
 		t.Error("Done is not closed")
 	}
-	if locks, tok, v := m.Locks(), m.Token("a"), m.ValidUntil(); locks != nil || tok != 0 || !v.IsZero() {
+	if locks, tok, v := m.Parts(), partToken(m, "a"), m.ValidUntil(); locks != nil || tok != 0 || !v.IsZero() {
 		t.Errorf("Locks %v, Token %d, ValidUntil %v: want zero values", locks, tok, v)
 	}
 }
@@ -608,7 +609,7 @@ func TestMultiLostWhileHeld(t *testing.T) {
 			cl := startNodes(t, n)
 			c := newClient(t, cl.clients)
 			ctx := context.Background()
-			m, err := c.ObtainAll(ctx, []string{"lh-q", "lh-p"}, time.Minute)
+			m, err := c.All("lh-q", "lh-p").Obtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -643,7 +644,7 @@ func TestMultiLostWhileHeld(t *testing.T) {
 			if !m.ValidUntil().IsZero() {
 				t.Errorf("ValidUntil of a lost MultiLock = %v, want zero", m.ValidUntil())
 			}
-			if err := m.Locks()[0].Err(); err != nil {
+			if err := m.Parts()[0].Err(); err != nil {
 				t.Errorf("lh-p: %v, want still held", err)
 			}
 			// Whether the release says ErrNotHeld depends on which nodes
@@ -668,7 +669,7 @@ func TestMultiDoAll(t *testing.T) {
 	ctx := context.Background()
 	names := []string{"do-b", "do-a"}
 	fnErr := errors.New("boom")
-	err := c.DoAll(ctx, names, 600*time.Millisecond, func(ctx context.Context) error {
+	err := c.All(names...).Do(ctx, 600*time.Millisecond, func(ctx context.Context) error {
 		// Past the TTL: automatic refresh keeps both.
 		time.Sleep(time.Second)
 		for _, name := range names {
@@ -684,7 +685,7 @@ func TestMultiDoAll(t *testing.T) {
 	assertFree(t, cl.clients, names...)
 
 	// A lost name cancels fn's context with cause ErrLost.
-	err = c.DoAll(ctx, names, 600*time.Millisecond, func(ctx context.Context) error {
+	err = c.All(names...).Do(ctx, 600*time.Millisecond, func(ctx context.Context) error {
 		steal(t, cl.clients, "do-b")
 		select {
 		case <-ctx.Done():
@@ -725,11 +726,11 @@ func TestMultiRedisCluster(t *testing.T) {
 	if len(slots) < 2 {
 		t.Fatalf("the names share one slot; the test needs several")
 	}
-	m, err := c.ObtainAll(ctx, names, time.Minute)
+	m, err := c.All(names...).Obtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatalf("ObtainAll across %d slots: %v", len(slots), err)
 	}
-	if _, err := other.TryObtainAll(ctx, names[3:5], time.Minute); !errors.Is(err, ErrHeld) {
+	if _, err := other.All(names[3:5]...).TryObtain(ctx, time.Minute); !errors.Is(err, ErrHeld) {
 		t.Fatalf("TryObtainAll of held names: %v, want ErrHeld", err)
 	}
 	if err := m.Refresh(ctx, time.Minute); err != nil {
@@ -738,9 +739,20 @@ func TestMultiRedisCluster(t *testing.T) {
 	if err := m.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	m, err = other.TryObtainAll(ctx, names, time.Minute)
+	m, err = other.All(names...).TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatalf("TryObtainAll after Release: %v", err)
 	}
 	_ = m.Release(ctx)
+}
+
+// partToken is the token of the part named name of a lock of several
+// names, 0 if it has no such part.
+func partToken(l *Lock, name string) int64 {
+	for _, p := range l.Parts() {
+		if p.Name() == name {
+			return p.Token()
+		}
+	}
+	return 0
 }

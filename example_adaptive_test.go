@@ -10,14 +10,15 @@ import (
 )
 
 // ttlPrinter is a hook that prints the TTL the Client chose, and why.
-type ttlPrinter struct{ redlock.BaseHook }
+type ttlPrinter struct{}
 
-func (ttlPrinter) Obtain(_ context.Context, e redlock.ObtainEvent) {
-	fmt.Printf("obtain %s: TTL %v (%v)\n", e.Key, e.TTL, e.TTLReason)
-}
-
-func (ttlPrinter) Refresh(_ context.Context, e redlock.RefreshEvent) {
-	fmt.Printf("refresh %s: TTL %v (%v)\n", e.Key, e.TTL, e.TTLReason)
+func (ttlPrinter) Observe(_ context.Context, ev redlock.Event) {
+	switch e := ev.(type) {
+	case redlock.ObtainEvent:
+		fmt.Printf("obtain %s: TTL %v (%v)\n", e.Name, e.TTL, e.TTLReason)
+	case redlock.RefreshEvent:
+		fmt.Printf("refresh %s: TTL %v (%v)\n", e.Name, e.TTL, e.TTLReason)
+	}
 }
 
 // The Client picks each TTL within [Min, Max]: the TTL given is the base,
@@ -26,7 +27,7 @@ func (ttlPrinter) Refresh(_ context.Context, e redlock.RefreshEvent) {
 func ExampleWithAdaptiveTTL() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff), // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff), // fresh example servers
 		redlock.WithAdaptiveTTL(redlock.AdaptiveTTL{Min: 2 * time.Second, Max: 30 * time.Second}),
 		redlock.WithHook(ttlPrinter{}))
 	if err != nil {

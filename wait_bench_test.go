@@ -78,7 +78,7 @@ type contention struct {
 
 // contend has goroutines loop Obtain and Release on one lock for d, each
 // with the options opts(g) gives it (nil: none).
-func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration, opts func(g int) []ObtainOption) contention {
+func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration, handle func(c *Client, g int) Locker) contention {
 	var (
 		last      atomic.Int64 // goroutine that held the lock last, +1
 		handovers atomic.Int64
@@ -91,15 +91,15 @@ func contend(b *testing.B, cs []*Client, goroutines int, d time.Duration, opts f
 	defer cancel()
 	for g := range goroutines {
 		c := cs[g%len(cs)]
-		var o []ObtainOption
-		if opts != nil {
-			o = opts(g)
+		h := c.Mutex("contended")
+		if handle != nil {
+			h = handle(c, g)
 		}
 		wg.Go(func() {
 			var mine []time.Duration
 			for ctx.Err() == nil {
 				start := time.Now()
-				l, err := c.Obtain(ctx, "contended", 10*time.Second, o...)
+				l, err := h.Obtain(ctx, 10*time.Second)
 				if err != nil {
 					break // the run is over
 				}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -24,12 +25,12 @@ func TestReentrantDepth(t *testing.T) {
 			a := newClient(t, cl.clients)
 			b := newClient(t, cl.clients)
 			ctx := context.Background()
-			first, err := a.TryObtain(ctx, "job", time.Minute, WithOwner("run-1"))
+			first, err := a.Reentrant("job", "run-1").TryObtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if first.Kind() != Reentrant || first.Token() <= 0 {
-				t.Fatalf("kind %v, token %d", first.Kind(), first.Token())
+			if first.label != "reentrant" || first.Token() <= 0 {
+				t.Fatalf("kind %v, token %d", first.label, first.Token())
 			}
 			holds := []*Lock{first}
 			for i := range 120 {
@@ -37,7 +38,7 @@ func TestReentrantDepth(t *testing.T) {
 				if i%2 == 1 {
 					c = b // re-entry through another Client
 				}
-				l, err := c.TryObtain(ctx, "job", time.Minute, WithOwner("run-1"))
+				l, err := c.Reentrant("job", "run-1").TryObtain(ctx, time.Minute)
 				if err != nil {
 					t.Fatalf("re-entry %d: %v", i, err)
 				}
@@ -46,16 +47,16 @@ func TestReentrantDepth(t *testing.T) {
 				}
 				holds = append(holds, l)
 			}
-			if _, err := b.TryObtain(ctx, "job", time.Minute, WithOwner("run-2")); !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) {
+			if _, err := b.Reentrant("job", "run-2").TryObtain(ctx, time.Minute); !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) {
 				t.Fatalf("another owner: %v, want held", err)
 			}
-			if _, err := b.TryObtain(ctx, "job", time.Minute, WithShared()); !errors.Is(err, ErrHeld) {
+			if _, err := reader(b, "job").TryObtain(ctx, time.Minute); !errors.Is(err, ErrHeld) {
 				t.Fatalf("a reader: %v, want held", err)
 			}
 			rand.Shuffle(len(holds), func(i, j int) { holds[i], holds[j] = holds[j], holds[i] })
 			for i, l := range holds {
 				if i == len(holds)-1 {
-					if _, err := b.TryObtain(ctx, "job", time.Minute, WithOwner("run-2")); !errors.Is(err, ErrHeld) {
+					if _, err := b.Reentrant("job", "run-2").TryObtain(ctx, time.Minute); !errors.Is(err, ErrHeld) {
 						t.Fatalf("another owner with one hold left: %v, want held", err)
 					}
 				}
@@ -63,7 +64,7 @@ func TestReentrantDepth(t *testing.T) {
 					t.Fatalf("release %d: %v", i, err)
 				}
 			}
-			next, err := b.TryObtain(ctx, "job", time.Minute, WithOwner("run-2"))
+			next, err := b.Reentrant("job", "run-2").TryObtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,13 +82,13 @@ func TestReentryAfterExpiry(t *testing.T) {
 	cl := startNodes(t, 3)
 	c := newClient(t, cl.clients)
 	ctx := context.Background()
-	old, err := c.TryObtain(ctx, "job", 300*time.Millisecond, WithOwner("run"))
+	old, err := c.Reentrant("job", "run").TryObtain(ctx, 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the hold's loss", func() bool { return errors.Is(old.Err(), ErrLost) })
 	time.Sleep(300 * time.Millisecond) // and its keys' expiry
-	again, err := c.TryObtain(ctx, "job", time.Minute, WithOwner("run"))
+	again, err := c.Reentrant("job", "run").TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestReentryWhenANodeLostTheLock(t *testing.T) {
 	cl := startNodes(t, 5)
 	c := newClient(t, cl.clients)
 	ctx := context.Background()
-	first, err := c.TryObtain(ctx, "job", time.Minute, WithOwner("run"))
+	first, err := c.Reentrant("job", "run").TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestReentryWhenANodeLostTheLock(t *testing.T) {
 	if err := cl.clients[0].Del(ctx, "{"+limits.Prefix+"job}").Err(); err != nil {
 		t.Fatal(err)
 	}
-	again, err := c.TryObtain(ctx, "job", time.Minute, WithOwner("run"))
+	again, err := c.Reentrant("job", "run").TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestReentryWhenANodeLostTheLock(t *testing.T) {
 	if again.Token() < first.Token() {
 		t.Fatalf("re-entry with one node lost: token %d, below %d", again.Token(), first.Token())
 	}
-	third, err := c.TryObtain(ctx, "job", time.Minute, WithOwner("run"))
+	third, err := c.Reentrant("job", "run").TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,16 +145,16 @@ func TestReadWrite(t *testing.T) {
 			cl := startNodes(t, n)
 			c := newClient(t, cl.clients)
 			ctx := context.Background()
-			r1, err := c.TryObtain(ctx, "doc", time.Minute, WithShared())
+			r1, err := reader(c, "doc").TryObtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			r2, err := c.TryObtain(ctx, "doc", time.Minute, WithShared())
+			r2, err := reader(c, "doc").TryObtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r1.Kind() != Read {
-				t.Fatalf("kind %v", r1.Kind())
+			if r1.label != "read" {
+				t.Fatalf("kind %v", r1.label)
 			}
 			type result struct {
 				l   *Lock
@@ -161,7 +162,7 @@ func TestReadWrite(t *testing.T) {
 			}
 			wch := make(chan result, 1)
 			go func() {
-				l, err := c.Obtain(ctx, "doc", 5*time.Second, WithExclusive())
+				l, err := writer(c, "doc").Obtain(ctx, 5*time.Second)
 				wch <- result{l, err}
 			}()
 			// The writer waits; a reader that comes now waits behind it.
@@ -172,12 +173,12 @@ func TestReadWrite(t *testing.T) {
 				}
 				return marked >= n/2+1
 			})
-			if _, err := c.TryObtain(ctx, "doc", time.Minute, WithShared()); !errors.Is(err, ErrNotObtained) {
+			if _, err := reader(c, "doc").TryObtain(ctx, time.Minute); !errors.Is(err, ErrNotObtained) {
 				t.Fatalf("a reader behind a waiting writer: %v, want not obtained", err)
 			}
 			rch := make(chan result, 1)
 			go func() {
-				l, err := c.Obtain(ctx, "doc", time.Minute, WithShared(), WithRetryDelay(time.Millisecond, 20*time.Millisecond))
+				l, err := reader(c, "doc").Obtain(ctx, time.Minute, WithRetryDelay(time.Millisecond, 20*time.Millisecond))
 				rch <- result{l, err}
 			}()
 			_ = r1.Release(ctx)
@@ -229,12 +230,12 @@ func TestReadWriteHammer(t *testing.T) {
 				c := newClient(t, cl.clients)
 				wg.Go(func() {
 					for i := range 25 {
-						opt := WithShared()
+						h := reader(c, "hammer")
 						write := (g+i)%3 == 0
 						if write {
-							opt = WithExclusive()
+							h = writer(c, "hammer")
 						}
-						l, err := c.Obtain(ctx, "hammer", 5*time.Second, opt, WithRetryDelay(time.Millisecond, 10*time.Millisecond))
+						l, err := h.Obtain(ctx, 5*time.Second, WithRetryDelay(time.Millisecond, 10*time.Millisecond))
 						if err != nil {
 							mu.Lock()
 							bad = append(bad, fmt.Sprintf("obtain: %v", err))
@@ -282,7 +283,7 @@ func TestReadWriteHammer(t *testing.T) {
 	}
 }
 
-// Kinds do not mix on one name, and bad family options are refused.
+// Kinds do not mix on one name, and an empty owner is refused.
 func TestFamilyBadInput(t *testing.T) {
 	cl := startNodes(t, 3)
 	c := newClient(t, cl.clients)
@@ -292,7 +293,7 @@ func TestFamilyBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	_, err = c.Obtain(ctx, "mixed", time.Minute, WithShared())
+	_, err = reader(c, "mixed").Obtain(ctx, time.Minute)
 	if !errors.Is(err, ErrWrongKind) || !errors.Is(err, ErrNotObtained) {
 		t.Fatalf("a reader over a plain lock: %v, want ErrWrongKind", err)
 	}
@@ -300,7 +301,7 @@ func TestFamilyBadInput(t *testing.T) {
 		t.Fatalf("Obtain waited %v for a holder of another kind", time.Since(start))
 	}
 	_ = plain.Release(ctx)
-	r, err := c.TryObtain(ctx, "mixed", time.Minute, WithOwner("me"))
+	r, err := c.Reentrant("mixed", "me").TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,14 +309,8 @@ func TestFamilyBadInput(t *testing.T) {
 		t.Fatalf("a plain lock over a reentrant one: %v, want ErrWrongKind", err)
 	}
 	_ = r.Release(ctx)
-	for _, opts := range [][]ObtainOption{
-		{WithOwner("")},
-		{WithOwner("a"), WithShared()},
-		{WithShared(), WithExclusive()},
-	} {
-		if _, err := c.TryObtain(ctx, "bad", time.Minute, opts...); !errors.Is(err, ErrInvalid) {
-			t.Errorf("options %d: %v, want ErrInvalid", len(opts), err)
-		}
+	if _, err := c.Reentrant("bad", "").TryObtain(ctx, time.Minute); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a reentrant lock of an empty owner: %v, want ErrInvalid", err)
 	}
 }
 
@@ -337,15 +332,15 @@ func TestFamilyRedisCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		slots[slot] = true
-		outer, err := c.TryObtain(ctx, name, time.Minute, WithOwner("job"))
+		outer, err := c.Reentrant(name, "job").TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatalf("%s: owner: %v", name, err)
 		}
-		inner, err := other.TryObtain(ctx, name, time.Minute, WithOwner("job"))
+		inner, err := other.Reentrant(name, "job").TryObtain(ctx, time.Minute)
 		if err != nil || inner.Token() != outer.Token() {
 			t.Fatalf("%s: re-entry through another Client: %v (token %d, want %d)", name, err, inner.Token(), outer.Token())
 		}
-		if _, err := other.TryObtain(ctx, name, time.Minute, WithShared()); !errors.Is(err, ErrNotObtained) {
+		if _, err := reader(other, name).TryObtain(ctx, time.Minute); !errors.Is(err, ErrNotObtained) {
 			t.Fatalf("%s: a reader while the owner holds: %v", name, err)
 		}
 		for _, l := range []*Lock{inner, outer} {
@@ -356,20 +351,20 @@ func TestFamilyRedisCluster(t *testing.T) {
 				t.Fatalf("%s: Release: %v", name, err)
 			}
 		}
-		r1, err := c.TryObtain(ctx, name, time.Minute, WithShared())
+		r1, err := reader(c, name).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatalf("%s: reader: %v", name, err)
 		}
-		r2, err := other.TryObtain(ctx, name, time.Minute, WithShared())
+		r2, err := reader(other, name).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatalf("%s: second reader: %v", name, err)
 		}
-		if _, err := c.TryObtain(ctx, name, time.Minute, WithExclusive()); !errors.Is(err, ErrNotObtained) {
+		if _, err := writer(c, name).TryObtain(ctx, time.Minute); !errors.Is(err, ErrNotObtained) {
 			t.Fatalf("%s: a writer while readers hold: %v", name, err)
 		}
 		_ = r1.Release(ctx)
 		_ = r2.Release(ctx)
-		w, err := c.TryObtain(ctx, name, time.Minute, WithExclusive())
+		w, err := writer(c, name).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatalf("%s: writer after the readers: %v", name, err)
 		}
@@ -396,27 +391,27 @@ func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = c.Do(ctx, "nested", 30*time.Second, func(ctx context.Context) error {
+			err = c.Reentrant("nested", "job-1").Do(ctx, 30*time.Second, func(ctx context.Context) error {
 				wctx, stop := context.WithCancel(ctx)
 				defer stop()
-				writer := make(chan error, 1)
+				writerDone := make(chan error, 1)
 				go func() {
-					l, err := c.Obtain(wctx, "nested", 30*time.Second, WithExclusive())
+					l, err := writer(c, "nested").Obtain(wctx, 30*time.Second)
 					_ = l.Release(context.Background())
-					writer <- err
+					writerDone <- err
 				}()
-				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.waits.queued(key) })
+				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.waits.Queued(key) })
 				// Generous: a re-entry takes a round trip, and the bug
 				// made it wait for this context to end.
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
-				inner := c.Do(ictx, "nested", 30*time.Second, func(context.Context) error { return nil }, WithOwner("job-1"))
+				inner := c.Reentrant("nested", "job-1").Do(ictx, 30*time.Second, func(context.Context) error { return nil })
 				stop()
-				if werr := <-writer; werr == nil {
+				if werr := <-writerDone; werr == nil {
 					t.Error("the writer obtained the lock while the owner held it")
 				}
 				return inner
-			}, WithOwner("job-1"))
+			})
 			if err != nil {
 				t.Fatalf("nested Do of the owner: %v", err)
 			}
@@ -433,28 +428,28 @@ func TestGivenUpWriterDoesNotBlockReaders(t *testing.T) {
 			a := newClient(t, cl.clients)
 			b := newClient(t, cl.clients)
 			ctx := context.Background()
-			r1, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+			r1, err := reader(a, "doc").TryObtain(ctx, 30*time.Second)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer r1.Release(ctx)
 			// A refused TryObtain of the writer.
-			if _, err := b.TryObtain(ctx, "doc", time.Minute, WithExclusive()); !errors.Is(err, ErrHeld) {
+			if _, err := writer(b, "doc").TryObtain(ctx, time.Minute); !errors.Is(err, ErrHeld) {
 				t.Fatalf("writer's TryObtain beside a reader: %v, want ErrHeld", err)
 			}
-			r2, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+			r2, err := reader(a, "doc").TryObtain(ctx, 30*time.Second)
 			if err != nil {
 				t.Fatalf("reader after a writer's refused TryObtain: %v", err)
 			}
 			_ = r2.Release(ctx)
 			// An Obtain of the writer that ends with its context.
 			octx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			_, err = b.Obtain(octx, "doc", time.Minute, WithExclusive())
+			_, err = writer(b, "doc").Obtain(octx, time.Minute)
 			cancel()
 			if !errors.Is(err, ErrNotObtained) {
 				t.Fatalf("writer's Obtain that timed out: %v", err)
 			}
-			r3, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+			r3, err := reader(a, "doc").TryObtain(ctx, 30*time.Second)
 			if err != nil {
 				t.Fatalf("reader after a writer's Obtain ended: %v", err)
 			}
@@ -462,19 +457,19 @@ func TestGivenUpWriterDoesNotBlockReaders(t *testing.T) {
 			// A writer that still waits keeps new readers out.
 			wctx, stop := context.WithCancel(ctx)
 			defer stop()
-			writer := make(chan error, 1)
+			writerDone := make(chan error, 1)
 			go func() {
-				l, err := b.Obtain(wctx, "doc", time.Minute, WithExclusive())
+				l, err := writer(b, "doc").Obtain(wctx, time.Minute)
 				_ = l.Release(context.Background())
-				writer <- err
+				writerDone <- err
 			}()
 			eventually(t, "a waiting writer keeps readers out", func() bool {
-				l, err := a.TryObtain(ctx, "doc", 30*time.Second, WithShared())
+				l, err := reader(a, "doc").TryObtain(ctx, 30*time.Second)
 				_ = l.Release(ctx)
 				return errors.Is(err, ErrHeld)
 			})
 			stop()
-			<-writer
+			<-writerDone
 		})
 	}
 }

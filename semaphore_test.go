@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -84,7 +85,7 @@ func TestPermitHammer(t *testing.T) {
 								mu.Lock()
 								before := maxToken
 								mu.Unlock()
-								l, err := c.ObtainPermit(ctx, "hammer", k, 10*time.Second, WithRetryDelay(time.Millisecond, 20*time.Millisecond))
+								l, err := c.Semaphore("hammer", k).Obtain(ctx, 10*time.Second, WithRetryDelay(time.Millisecond, 20*time.Millisecond))
 								if err != nil {
 									report("obtain: %v", err)
 									return
@@ -139,19 +140,19 @@ func TestPermitIsALock(t *testing.T) {
 	ctx := context.Background()
 	var held []*Lock
 	for i := range 2 {
-		l, err := c.TryObtainPermit(ctx, "sem", 2, time.Minute)
+		l, err := c.Semaphore("sem", 2).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatalf("permit %d: %v", i, err)
 		}
-		if l.Kind() != Permit || l.Token() <= 0 || l.Name() != "sem" || l.Err() != nil {
-			t.Fatalf("permit %d: kind %v, token %d, key %q, err %v", i, l.Kind(), l.Token(), l.Name(), l.Err())
+		if l.label != "permit" || l.Token() <= 0 || l.Name() != "sem" || l.Err() != nil {
+			t.Fatalf("permit %d: kind %v, token %d, key %q, err %v", i, l.label, l.Token(), l.Name(), l.Err())
 		}
 		held = append(held, l)
 	}
 	if held[1].Token() <= held[0].Token() {
 		t.Errorf("second permit's token %d, want above the first's %d", held[1].Token(), held[0].Token())
 	}
-	_, err := c.TryObtainPermit(ctx, "sem", 2, time.Minute)
+	_, err := c.Semaphore("sem", 2).TryObtain(ctx, time.Minute)
 	var qe *QuorumError
 	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrHeld) || !errors.As(err, &qe) || qe.Need != 4 {
 		t.Fatalf("third permit of two: %v, want ErrNotObtained, ErrHeld, need 4", err)
@@ -170,7 +171,7 @@ func TestPermitIsALock(t *testing.T) {
 	if !errors.Is(held[0].Err(), ErrNotHeld) {
 		t.Fatalf("Err after release: %v", held[0].Err())
 	}
-	l, err := c.TryObtainPermit(ctx, "sem", 2, time.Minute)
+	l, err := c.Semaphore("sem", 2).TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatalf("a permit after a release: %v", err)
 	}
@@ -178,16 +179,16 @@ func TestPermitIsALock(t *testing.T) {
 	_ = held[1].Release(ctx)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.obtains) == 0 || len(rec.releases) == 0 || len(rec.refresh) == 0 {
-		t.Fatalf("hook saw %d obtains, %d releases, %d refreshes", len(rec.obtains), len(rec.releases), len(rec.refresh))
+	if len(rec.obtains) == 0 || len(rec.releases) == 0 || len(rec.refreshs) == 0 {
+		t.Fatalf("hook saw %d obtains, %d releases, %d refreshes", len(rec.obtains), len(rec.releases), len(rec.refreshs))
 	}
 	for _, e := range rec.obtains {
-		if e.Kind != Permit {
+		if e.Kind != "permit" {
 			t.Errorf("obtain event of kind %v", e.Kind)
 		}
 	}
 	for _, e := range rec.releases {
-		if e.Kind != Permit {
+		if e.Kind != "permit" {
 			t.Errorf("release event of kind %v", e.Kind)
 		}
 	}
@@ -208,21 +209,19 @@ func TestPermitBadInput(t *testing.T) {
 	}{
 		{"k zero", "s", 0, time.Minute, nil, "0 permits"},
 		{"k negative", "s", -3, time.Minute, nil, "-3 permits"},
-		{"k above the maximum", "s", limits.MaxPermits + 1, time.Minute, nil, "limits.MaxPermits"},
+		{"k above the maximum", "s", limits.MaxPermits + 1, time.Minute, nil, "1024"},
 		{"empty name", "", 2, time.Minute, nil, "empty"},
 		{"TTL below the minimum", "s", 2, time.Microsecond, nil, "minimum"},
 		{"TTL above the maximum", "s", 2, 24 * time.Hour, nil, "maximum"},
-		{"WithShared", "s", 2, time.Minute, []ObtainOption{WithShared()}, "WithShared does not apply"},
-		{"WithOwner", "s", 2, time.Minute, []ObtainOption{WithOwner("x")}, "WithOwner does not apply"},
-		{"WithExclusive", "s", 2, time.Minute, []ObtainOption{WithExclusive()}, "WithExclusive does not apply"},
 		{"nil option", "s", 2, time.Minute, []ObtainOption{nil}, "nil"},
 	} {
 		for _, try := range []bool{false, true} {
-			obtain := c.ObtainPermit
+			h := c.Semaphore(tc.key, tc.k)
+			obtain := h.Obtain
 			if try {
-				obtain = c.TryObtainPermit
+				obtain = h.TryObtain
 			}
-			l, err := obtain(ctx, tc.key, tc.k, tc.ttl, tc.opts...)
+			l, err := obtain(ctx, tc.ttl, tc.opts...)
 			if l != nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("%s (try %v): %v, %v; want ErrInvalid naming %q", tc.name, try, l, err, tc.want)
 			}
@@ -252,34 +251,35 @@ func TestPermitKindsAndCount(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ObtainPermit(ctx, "mixed", 2, time.Minute)
+	_, err = c.Semaphore("mixed", 2).Obtain(ctx, time.Minute)
 	quick("a permit over a plain lock", err, ErrWrongKind)
 	_ = plain.Release(ctx)
 	// Another name: the plain lock's release and the refused permit's
 	// clean-up return at a quorum, and the other node's may still be on
 	// its way.
-	reader, err := c.TryObtain(ctx, "mixed-read", time.Minute, WithShared())
+	reader, err := reader(c, "mixed-read").TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = c.ObtainPermit(ctx, "mixed-read", 2, time.Minute)
+	_, err = c.Semaphore("mixed-read", 2).Obtain(ctx, time.Minute)
 	quick("a permit over a read lock", err, ErrWrongKind)
 	_ = reader.Release(ctx)
 
 	// A fresh name: a release returns once a quorum deleted, and the
 	// other node's delete may still be on its way.
-	p, err := c.TryObtainPermit(ctx, "sem", 2, time.Minute)
+	p, err := c.Semaphore("sem", 2).TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, err = c.Obtain(ctx, "sem", time.Minute)
 	quick("a plain lock over a permit", err, ErrWrongKind)
-	for _, opt := range []ObtainOption{WithShared(), WithExclusive(), WithOwner("o")} {
-		_, err = c.Obtain(ctx, "sem", time.Minute, opt)
+	r, w := c.RWMutex("sem")
+	for _, h := range []Locker{r, w, c.Reentrant("sem", "o")} {
+		_, err = h.Obtain(ctx, time.Minute)
 		quick("a lock of the family over a permit", err, ErrWrongKind)
 	}
-	_, err = c.ObtainPermit(ctx, "sem", 3, time.Minute)
-	quick("three permits over two", err, ErrPermitCount)
+	_, err = c.Semaphore("sem", 3).Obtain(ctx, time.Minute)
+	quick("three permits over two", err, ErrWrongKind)
 	if time.Since(start) > 20*time.Second {
 		t.Errorf("the refusals took %v: they must not wait", time.Since(start))
 	}
@@ -297,7 +297,7 @@ func TestPermitKindsAndCount(t *testing.T) {
 		return true
 	})
 	for i := range 3 {
-		l, err := c.TryObtainPermit(ctx, "sem", 3, time.Minute)
+		l, err := c.Semaphore("sem", 3).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatalf("permit %d of a new k after the last release: %v", i, err)
 		}
@@ -317,14 +317,14 @@ func TestPermitExpiryReclaim(t *testing.T) {
 			defer cancel()
 			var gone []*Lock
 			for range 2 {
-				l, err := crashed.TryObtainPermit(ctx, "reclaim", 2, 600*time.Millisecond)
+				l, err := crashed.Semaphore("reclaim", 2).TryObtain(ctx, 600*time.Millisecond)
 				if err != nil {
 					t.Fatal(err)
 				}
 				gone = append(gone, l) // never refreshed nor released
 			}
 			start := time.Now()
-			l, err := c.ObtainPermit(ctx, "reclaim", 2, time.Minute)
+			l, err := c.Semaphore("reclaim", 2).Obtain(ctx, time.Minute)
 			if err != nil {
 				t.Fatalf("waiting for an expired permit: %v", err)
 			}
@@ -365,7 +365,7 @@ func TestPermitNotifiedWait(t *testing.T) {
 	defer cancel()
 	var held []*Lock
 	for range 2 {
-		l, err := holder.TryObtainPermit(ctx, "notify", 2, time.Minute)
+		l, err := holder.Semaphore("notify", 2).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -373,7 +373,7 @@ func TestPermitNotifiedWait(t *testing.T) {
 	}
 	got := make(chan error, 1)
 	go func() {
-		l, err := c.ObtainPermit(ctx, "notify", 2, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+		l, err := c.Semaphore("notify", 2).Obtain(ctx, time.Minute, WithRetryDelay(time.Hour, time.Hour))
 		if err == nil {
 			err = l.Release(context.Background())
 		}
@@ -417,7 +417,7 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 	cl := startNodes(t, 3)
 	c := newClient(t, cl.clients)
 	ctx := context.Background()
-	l, err := c.TryObtainPermit(ctx, "alive", 1, 900*time.Millisecond, WithAutoRefresh())
+	l, err := c.Semaphore("alive", 1).TryObtain(ctx, 900*time.Millisecond, WithAutoRefresh())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -425,14 +425,14 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 	if err := l.Err(); err != nil {
 		t.Fatalf("auto-refreshed permit: %v", err)
 	}
-	if _, err := c.TryObtainPermit(ctx, "alive", 1, time.Minute); !errors.Is(err, ErrHeld) {
+	if _, err := c.Semaphore("alive", 1).TryObtain(ctx, time.Minute); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a second permit of one while it is kept alive: %v", err)
 	}
 	_ = l.Release(ctx)
 
 	// Node 0 loses our permit, and another takes its only permit there.
 	key := "{" + limits.Prefix + "reseed}"
-	p, err := c.TryObtainPermit(ctx, "reseed", 1, time.Minute)
+	p, err := c.Semaphore("reseed", 1).TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,13 +472,12 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 // refused attempt it sees: after the waiter's attempt, before its
 // subscription, so that the release's notification reaches no one.
 type releaseOnRefusal struct {
-	BaseHook
 	once sync.Once
 	p    *Lock
 }
 
-func (h *releaseOnRefusal) Attempt(_ context.Context, e AttemptEvent) {
-	if !e.Obtained {
+func (h *releaseOnRefusal) Observe(_ context.Context, ev Event) {
+	if e, ok := ev.(AttemptEvent); ok && !e.Obtained {
 		h.once.Do(func() { _ = h.p.Release(context.Background()) })
 	}
 }
@@ -496,7 +495,7 @@ func TestPermitReleaseBeforeSubscription(t *testing.T) {
 			ctx := context.Background()
 			var held []*Lock
 			for range 2 {
-				p, err := holder.TryObtainPermit(ctx, "missed", 2, time.Minute)
+				p, err := holder.Semaphore("missed", 2).TryObtain(ctx, time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -507,7 +506,7 @@ func TestPermitReleaseBeforeSubscription(t *testing.T) {
 			c := newClient(t, cl.clients, WithHook(h))
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			p, err := c.ObtainPermit(wctx, "missed", 2, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+			p, err := c.Semaphore("missed", 2).Obtain(wctx, time.Minute, WithRetryDelay(time.Hour, time.Hour))
 			if err != nil {
 				t.Fatalf("the waiter missed the free permit: %v", err)
 			}
@@ -529,18 +528,18 @@ func TestPermitOnCluster(t *testing.T) {
 	defer cancel()
 	var held []*Lock
 	for range 5 {
-		p, err := holder.TryObtainPermit(ctx, "cluster-sem", 5, time.Minute)
+		p, err := holder.Semaphore("cluster-sem", 5).TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, p)
 	}
-	if _, err := holder.TryObtainPermit(ctx, "cluster-sem", 5, time.Minute); !errors.Is(err, ErrHeld) {
+	if _, err := holder.Semaphore("cluster-sem", 5).TryObtain(ctx, time.Minute); !errors.Is(err, ErrHeld) {
 		t.Fatalf("a sixth permit of five: %v", err)
 	}
 	got := make(chan error, 1)
 	go func() {
-		p, err := waiter.ObtainPermit(ctx, "cluster-sem", 5, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+		p, err := waiter.Semaphore("cluster-sem", 5).Obtain(ctx, time.Minute, WithRetryDelay(time.Hour, time.Hour))
 		if err == nil {
 			err = p.Release(context.Background())
 		}

@@ -36,13 +36,13 @@ func deadNodes(n int) ([]redis.UniversalClient, func()) {
 
 // With two of three nodes down, the circuit breaker opens after a few
 // attempts: TryObtain then fails at once, naming the unreachable nodes.
-func ExampleBreakerError() {
+func ExampleWithBreaker() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
 	dead, closeDead := deadNodes(2)
 	defer closeDead()
 	nodes = append(nodes, dead...)
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff), redlock.WithNodeTimeout(500*time.Millisecond))
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff), redlock.WithNodeTimeout(500*time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,16 +51,16 @@ func ExampleBreakerError() {
 	ctx := context.Background()
 	for range 10 {
 		_, err = c.TryObtain(ctx, "report", 10*time.Second)
-		var be *redlock.BreakerError
-		if errors.As(err, &be) {
-			fmt.Println("breaker", c.BreakerState(), "-", be.Reachable, "of", be.Need, "nodes reachable,", len(be.Nodes), "named")
-			fmt.Println(errors.Is(err, redlock.ErrBreakerOpen), errors.Is(err, redlock.ErrNotObtained))
+		var qe *redlock.QuorumError
+		if errors.Is(err, redlock.ErrBreakerOpen) && errors.As(err, &qe) {
+			fmt.Println("breaker", c.BreakerState(), "-", qe.Agreed, "of", qe.Need, "nodes reachable,", len(qe.Nodes), "named")
+			fmt.Println(errors.Is(err, redlock.ErrNotObtained))
 			break
 		}
 	}
 	// Output:
 	// breaker open - 1 of 2 nodes reachable, 2 named
-	// true true
+	// true
 }
 
 // The degraded mode: while the breaker is open, a lock comes from the
@@ -74,7 +74,7 @@ func ExampleWithDegradedMode() {
 	defer closeDead()
 	nodes = append(nodes, dead...)
 	leases := redlock.NewLocalLeases() // or the redlocksql module's SQLite or PostgreSQL store
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff), redlock.WithNodeTimeout(500*time.Millisecond),
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff), redlock.WithNodeTimeout(500*time.Millisecond),
 		redlock.WithDegradedMode(leases))
 	if err != nil {
 		log.Fatal(err)
@@ -92,7 +92,7 @@ func ExampleWithDegradedMode() {
 		log.Fatal(err)
 	}
 	defer lock.Release(ctx)
-	fmt.Println("degraded:", lock.Degraded(), "- token below every Redis token:", redlock.IsDegradedToken(lock.Token()))
+	fmt.Println("degraded:", lock.Degraded(), "- token below every Redis token:", lock.Token() < 0)
 
 	err = c.Do(ctx, "nightly", 10*time.Second, func(ctx context.Context) error {
 		fmt.Println("Do's function sees it:", redlock.IsDegraded(ctx))

@@ -26,7 +26,7 @@ func ExampleNew() {
 
 	// The restart guard would keep the example's freshly started servers
 	// out of locking for a minute (see WithMaxTTL). In production, keep it.
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff))
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,11 +42,41 @@ func ExampleNew() {
 	// Output: holding order:42 with a fencing token: true
 }
 
-// Obtain waits for the lock until its context ends.
+// A handle names a lock; each Obtain of it returns a new *Lock. Obtain
+// waits until its context ends.
+func ExampleClient_Mutex() {
+	nodes, stop := exampleNodes(1)
+	defer stop()
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	report := c.Mutex("report:daily")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for day := range 2 {
+		lock, err := report.Obtain(ctx, time.Minute)
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println("generating report", day+1, "token increased:", lock.Token() > 0)
+		if err := lock.Release(ctx); err != nil {
+			log.Fatal(err)
+		}
+	}
+	// Output:
+	// generating report 1 token increased: true
+	// generating report 2 token increased: true
+}
+
+// Obtain is the shorthand of c.Mutex(name).Obtain: it waits for the lock
+// until its context ends.
 func ExampleClient_Obtain() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,7 +102,7 @@ func ExampleClient_Obtain() {
 func ExampleClient_TryObtain() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -99,7 +129,7 @@ func ExampleClient_TryObtain() {
 func ExampleQuorumError() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -135,7 +165,7 @@ func ExampleQuorumError() {
 func ExampleLock_Refresh() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -166,7 +196,7 @@ func ExampleLock_Release() {
 	defer stop()
 	// The 1 s lock below would get a 50 ms per-node timeout, too tight for
 	// a loaded test machine: set one.
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff), redlock.WithNodeTimeout(300*time.Millisecond)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff), redlock.WithNodeTimeout(300*time.Millisecond)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -202,7 +232,7 @@ func ExampleLock_Release() {
 func ExampleWithAutoRefresh() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -231,7 +261,7 @@ func ExampleWithAutoRefresh() {
 func ExampleClient_Do() {
 	nodes, stop := exampleNodes(3)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -257,7 +287,7 @@ func ExampleClient_Do() {
 func ExampleLock_Done() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -280,25 +310,24 @@ func ExampleLock_Done() {
 // requestID is the context key of the example's request IDs.
 type requestID struct{}
 
-// auditHook reports each obtain with the request that made it, as a
-// tracing hook would make a span a child of the request's.
-type auditHook struct {
-	redlock.BaseHook // the events it does not observe
-}
+// auditHook reports each obtain and release with the request that made
+// it, as a tracing hook would make a span a child of the request's.
+type auditHook struct{}
 
-func (auditHook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
-	fmt.Printf("request %v: obtain %s: %d attempt(s), err %v\n", ctx.Value(requestID{}), e.Key, e.Attempts, e.Err)
-}
-
-func (auditHook) Release(ctx context.Context, e redlock.ReleaseEvent) {
-	fmt.Printf("request %v: release %s: err %v\n", ctx.Value(requestID{}), e.Key, e.Err)
+func (auditHook) Observe(ctx context.Context, ev redlock.Event) {
+	switch e := ev.(type) {
+	case redlock.ObtainEvent:
+		fmt.Printf("request %v: obtain %s: %d attempt(s), err %v\n", ctx.Value(requestID{}), e.Name, e.Attempts, e.Err)
+	case redlock.ReleaseEvent:
+		fmt.Printf("request %v: release %s: err %v\n", ctx.Value(requestID{}), e.Name, e.Err)
+	}
 }
 
 // A Hook sees every event with the context of the call it belongs to.
 func ExampleWithHook() {
 	nodes, stop := exampleNodes(1)
 	defer stop()
-	c, err := redlock.New(nodes, redlock.WithHook(auditHook{}), redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithHook(auditHook{}), redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -317,11 +346,14 @@ func ExampleWithHook() {
 
 // releases counts releases: a hook must be safe for concurrent use.
 type releases struct {
-	redlock.BaseHook
 	n atomic.Int64
 }
 
-func (r *releases) Release(context.Context, redlock.ReleaseEvent) { r.n.Add(1) }
+func (r *releases) Observe(_ context.Context, ev redlock.Event) {
+	if _, ok := ev.(redlock.ReleaseEvent); ok {
+		r.n.Add(1)
+	}
+}
 
 // JoinHooks installs several hooks on one Client: the Prometheus and the
 // OpenTelemetry adapters, say, or here the audit hook above and a counter.
@@ -330,7 +362,7 @@ func ExampleJoinHooks() {
 	defer stop()
 	counted := &releases{}
 	hook := redlock.JoinHooks(auditHook{}, counted)
-	c, err := redlock.New(nodes, redlock.WithHook(hook), redlock.WithRestartGuard(GuardOff)) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithHook(hook), redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}
