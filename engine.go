@@ -2,8 +2,6 @@ package redlock
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"log/slog"
 	"sync"
@@ -446,13 +444,6 @@ type samplerState struct {
 // node: anything but an error reply from Redis itself.
 func ambiguous(err error) bool {
 	return err != nil && !transport.IsReply(err)
-}
-
-// newValue returns 128 random bits, hex-encoded: the owner's secret.
-func newValue() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails since Go 1.24
-	return hex.EncodeToString(b[:])
 }
 
 // releaseAll releases locks in parallel, a bounded number at a time, so that

@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -70,6 +72,13 @@ type kind interface {
 type secret struct {
 	hold script.Hold     // Mode 0 for a plain lock, whose value is hold.ID
 	args script.LockArgs // a plain lock's key and value, boxed once
+}
+
+// newValue returns 128 random bits, hex-encoded: the owner's secret.
+func newValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails since Go 1.24
+	return hex.EncodeToString(b[:])
 }
 
 // The three kinds.

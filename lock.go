@@ -137,7 +137,7 @@ type refreshPlan struct {
 // a new secret made from proto.
 func (e *engine) newLock(name, key, label string, k kind, proto *script.Hold, wait string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{e: e, name: name, label: label, kind: k, keys: e.keysOf(key), ttl: ttl, nodeTimeout: nodeTimeout,
-		quorum: k.quorum(len(e.nodes), proto), backend: nodes{}}
+		quorum: k.quorum(len(e.nodes), proto), backend: nodeBackend{}}
 	l.secret = k.newSecret(key, proto, wait)
 	l.ka.Value = l
 	return l
@@ -723,14 +723,14 @@ func eachPart(parts []*Lock, f func(*Lock) error) error {
 	return errors.Join(errs...)
 }
 
-// nodes is the backend of a lock held on the nodes: its refresh and
+// nodeBackend is the backend of a lock held on the nodes: its refresh and
 // release rounds.
-type nodes struct{}
+type nodeBackend struct{}
 
-func (nodes) degraded() bool     { return false }
-func (nodes) ranOut(*Lock) error { return nil }
+func (nodeBackend) degraded() bool     { return false }
+func (nodeBackend) ranOut(*Lock) error { return nil }
 
-func (nodes) refresh(ctx context.Context, l *Lock, start time.Time, ttl time.Duration, why string, auto bool) error {
+func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl time.Duration, why string, auto bool) error {
 	e := l.e
 	l.mu.Lock()
 	validUntil := l.validUntil
@@ -787,7 +787,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 // per-node timeout (a round waits for every node up to its timeout, and a
 // lock with a short TTL must not wait on a dead node for the timeout of a
 // long one).
-func (nodes) refreshBatch(start time.Time, plans []refreshPlan) {
+func (nodeBackend) refreshBatch(start time.Time, plans []refreshPlan) {
 	var wg sync.WaitGroup
 	for len(plans) > 0 {
 		timeout := plans[0].timeout
@@ -869,7 +869,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 	}
 }
 
-func (nodes) release(ctx context.Context, l *Lock, timeout time.Duration, confirmed uint64) error {
+func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, confirmed uint64) error {
 	e := l.e
 	plain := l.kind.release(l.keys.key, &l.secret, true, false)
 	round := quorum.Round[script.Released]{

@@ -538,16 +538,16 @@ func refreshed(a script.Acquired) script.RefreshResult {
 func disagreeAcquire(a script.Acquired) error {
 	switch {
 	case a.Status == script.Recovering:
-		return recovering(a.Recovering)
+		return recoveringError(a.Recovering)
 	case a.Unreplicated:
 		return ErrNotReplicated
 	}
 	return ErrHeld
 }
 
-// recovering is the per-node reason of a node that is recovering, for
+// recoveringError is the per-node reason of a node that is recovering, for
 // another d (0 when unknown).
-func recovering(d time.Duration) error {
+func recoveringError(d time.Duration) error {
 	left := "for a while"
 	if d > 0 {
 		left = "for another " + d.Round(time.Millisecond).String()

@@ -236,11 +236,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 // period when the release was heard by other Clients' waiters: PUBLISH
 // counted more receivers than this Client's own subscription.
 func (e *engine) afterRelease(key string, replies []quorum.Reply[script.Released], took time.Duration) {
-	channel := keys.Channel(key)
-	e.waits.WakeLocal(key, channel)
+	e.waits.WakeLocal(key)
+	channel := ""
 	for i, r := range replies {
-		if r.Err != nil {
+		if r.Err != nil || r.Val.Receivers == 0 {
 			continue
+		}
+		if channel == "" {
+			channel = keys.Channel(key) // formed only when someone heard
 		}
 		own := int64(0)
 		if e.hubs[i].Subscribed(channel) {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/transport"
 )
 
@@ -129,14 +130,15 @@ func (w *Queues) Waiting(key string) int {
 	return n
 }
 
-// WakeLocal wakes the head of every queue that waits for key, on channel:
-// the lock was released through this Client.
-func (w *Queues) WakeLocal(key, channel string) {
+// WakeLocal wakes the head of every queue that waits for key, as a
+// message on its release channel would: the lock was released through this
+// Client.
+func (w *Queues) WakeLocal(key string) {
 	w.mu.Lock()
 	qs := slices.Clone(w.of[key])
 	w.mu.Unlock()
 	for _, q := range qs {
-		q.Wake.Notify(channel)
+		q.Wake.Notify(keys.Channel(key))
 	}
 }
 
