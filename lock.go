@@ -334,11 +334,15 @@ func (l *Lock) ranOut() error {
 	return fmt.Errorf("%w: no refresh confirmed by a quorum before its validity ran out", ErrLost)
 }
 
-// Refresh extends the lock to ttl from now. It counts only if a quorum of
-// nodes confirms before the current validity ends; the new validity is
-// computed like an acquire's. A node that no longer has the key (it
-// restarted, or expired it early) is re-seeded with the lock's value when it
-// is free, which is safe because the lock is still valid on a quorum.
+// Refresh extends the lock to ttl from now. A round counts only if a
+// quorum of nodes confirms before the current validity ends; the new
+// validity is computed like an acquire's. A node that no longer has the key
+// (it restarted, or expired it early) is re-seeded with the lock's value
+// when it is free, which is safe because the lock is still valid on a
+// quorum. A round that fails for want of answers is tried again after the
+// retry delay (WithRetryDelay, or the Client's WithBackoff), until one
+// succeeds, ctx ends, or the lock passes its loss deadline, as the
+// automatic refresh does: bound the wait with ctx.
 //
 // A ttl shorter than the key has left moves ValidUntil earlier, but never
 // shortens the key on the nodes, so that a delayed older refresh cannot cut
@@ -347,12 +351,13 @@ func (l *Lock) ranOut() error {
 //
 // It returns an error wrapping ErrNotHeld when the lock is no longer ours
 // (lost, released, past its loss deadline, or a quorum of nodes answered
-// that the key is gone or another owner's), a *QuorumError without
-// ErrNotHeld when nodes did not answer (the lock stays valid until
-// ValidUntil, which may be lowered), ErrClosed after the Client's Close, and
-// ErrInvalid for a TTL below 10 ms, above the maximum TTL, or whose
-// validity would not outlast the per-node timeout. A lock of several names
-// refreshes every part in parallel and joins the errors of those that
+// that the key is gone or another owner's), the last round's *QuorumError
+// joined with ctx's error when ctx ends first (the lock stays valid until
+// ValidUntil, which a failed round may have lowered), ErrDegraded for a
+// degraded lock once the breaker has closed, ErrClosed after the Client's
+// Close, and ErrInvalid for a TTL below 10 ms, above the maximum TTL, or
+// whose validity would not outlast the per-node timeout. A lock of several
+// names refreshes every part in parallel and joins the errors of those that
 // failed, each prefixed with its name.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
@@ -366,6 +371,33 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.parts != nil {
 		return eachPart(l.parts, func(p *Lock) error { return p.Refresh(ctx, ttl) })
 	}
+	backoff := newBackoff(e.cfg.retry)
+	for {
+		err := l.refreshOnce(ctx, ttl)
+		if err == nil || err == ErrClosed || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrDegraded) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return errors.Join(err, ctxErr(ctx))
+		}
+		// Wait, but not past the moment from which no round could be
+		// confirmed in time: the next round then ends the lock.
+		l.mu.Lock()
+		left := l.lossDeadline().Sub(e.cfg.now())
+		l.mu.Unlock()
+		delay, more := backoff.next()
+		if !more {
+			return err // the caller's strategy ends the retries
+		}
+		if serr := sleep(ctx, max(0, min(delay, left))); serr != nil {
+			return errors.Join(err, serr)
+		}
+	}
+}
+
+// refreshOnce is one round of Refresh.
+func (l *Lock) refreshOnce(ctx context.Context, ttl time.Duration) error {
+	e := l.e
 	l.op.Lock()
 	defer l.op.Unlock()
 	ttl, why := l.adaptTTL(ttl)

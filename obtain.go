@@ -317,7 +317,11 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 		}
 	}
 	for {
-		why, werr := e.waitRelease(ctx, r.names[0], r.id, wake, backoff.next(), holderTTL)
+		delay, more := backoff.next()
+		if !more {
+			return nil, err // the caller's strategy ends the retries
+		}
+		why, werr := e.waitRelease(ctx, r.names[0], r.id, wake, delay, holderTTL)
 		if werr != nil {
 			return nil, errors.Join(err, werr)
 		}
@@ -596,29 +600,4 @@ func acquireRefused(replies []quorum.Reply[script.Acquired]) bool {
 		}
 	}
 	return false
-}
-
-// backoff yields the waits between the passes of one obtain: exponential
-// growth from the minimum, capped at the maximum, with jitter above the
-// minimum so that waiters spread out.
-type backoff struct {
-	cfg retryConfig
-	n   uint
-}
-
-func newBackoff(cfg retryConfig) backoff { return backoff{cfg: cfg} }
-
-// next is the n-th wait (from 0): uniform in [min, min(max, min·2ⁿ⁺¹)].
-func (b *backoff) next() time.Duration {
-	lo, hi := b.cfg.minDelay, b.cfg.maxDelay
-	if b.n < 32 {
-		if c := lo << (b.n + 1); c > 0 && c < hi {
-			hi = c
-		}
-		b.n++
-	}
-	if hi <= lo {
-		return lo
-	}
-	return lo + rand.N(hi-lo+1)
 }

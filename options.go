@@ -73,6 +73,10 @@ type retryConfig struct {
 	minDelay    time.Duration
 	maxDelay    time.Duration
 	maxAttempts int // 0: until the context ends
+	// strategy, when set (WithBackoff), gives the waits instead of
+	// minDelay and maxDelay.
+	strategy   func(n int) time.Duration
+	nilBackoff bool // WithBackoff(nil)
 }
 
 func defaultConfig() config {
@@ -120,6 +124,9 @@ func (c *config) validate() error {
 }
 
 func (r *retryConfig) validate() error {
+	if r.nilBackoff {
+		return invalid("nil backoff function (WithBackoff)")
+	}
 	if r.minDelay <= 0 {
 		return invalid("minimum retry delay %v must be positive", r.minDelay)
 	}
@@ -348,6 +355,17 @@ func WithRetryDelay(min, max time.Duration) RetryOption {
 // context ends. TryObtain makes one attempt whatever it says.
 func WithMaxAttempts(n int) RetryOption {
 	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
+}
+
+// WithBackoff replaces the retry delay (WithRetryDelay) with a strategy of
+// the caller's own: next(n) is the wait before the obtain's attempt n+2,
+// after n+1 attempts (n from 0), and a negative wait ends the obtain as if
+// its attempts were used up. A release notification still ends a wait
+// early, and no wait outlasts the holder's remaining TTL. It also spaces
+// the rounds of a manual Refresh. next is called on the obtaining
+// goroutine, once per wait.
+func WithBackoff(next func(n int) time.Duration) RetryOption {
+	return retryOption(func(r *retryConfig) { r.strategy, r.nilBackoff = next, next == nil })
 }
 
 // WithAutoRefresh keeps the lock alive until it is released or lost: the

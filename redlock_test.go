@@ -728,9 +728,14 @@ func TestFailedShorterRefreshLowersValidity(t *testing.T) {
 			t.Cleanup(func() { _ = cl.servers[i].Resume() })
 		}
 		before := time.Now()
-		err = lock.Refresh(ctx, 5*time.Second)
-		if err == nil || errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNodeTimeout) {
-			t.Fatalf("Refresh with two of three frozen: %v, want a *QuorumError of timeouts", err)
+		// Refresh retries until its context ends.
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		err = lock.Refresh(rctx, 5*time.Second)
+		// Its last round finds the frozen nodes timed out, or skipped
+		// after three timeouts in a row.
+		if err == nil || errors.Is(err, ErrNotHeld) || !(errors.Is(err, ErrNodeTimeout) || errors.Is(err, ErrNodeSkipped)) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Refresh with two of three frozen: %v, want a *QuorumError of timeouts and the context's end", err)
 		}
 		// Node 0 now expires the key 5 s after the refresh was sent.
 		if left := lock.ValidUntil().Sub(before); left > 5*time.Second || left <= 0 {
@@ -1287,7 +1292,10 @@ func TestKeyHashTag(t *testing.T) {
 func TestBackoffBounds(t *testing.T) {
 	b := newBackoff(retryConfig{minDelay: 10 * time.Millisecond, maxDelay: 100 * time.Millisecond})
 	for n := range 50 {
-		d := b.next()
+		d, ok := b.next()
+		if !ok {
+			t.Fatalf("wait %d: the retries ended", n)
+		}
 		hi := 100 * time.Millisecond
 		if n < 3 {
 			hi = 10 * time.Millisecond << (n + 1)
@@ -1384,5 +1392,82 @@ func TestTryObtainIsOneAttempt(t *testing.T) {
 	defer rec.mu.Unlock()
 	if len(rec.attempts) != 2 {
 		t.Fatalf("%d attempts for a TryObtain and a TryObtainPermit with WithMaxAttempts(3), want 2", len(rec.attempts))
+	}
+}
+
+// A manual Refresh retries a round that failed for want of answers, within
+// its context: a node frozen for a while does not fail a refresh that a
+// later round can confirm.
+func TestRefreshRetriesWithinItsContext(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond), WithRetryDelay(50*time.Millisecond, 100*time.Millisecond))
+	lock, err := c.TryObtain(ctx, "retried", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2} {
+		if err := cl.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.servers[i].Resume() })
+	}
+	rec := make(chan error, 1)
+	go func() {
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		rec <- lock.Refresh(rctx, time.Minute)
+	}()
+	time.Sleep(500 * time.Millisecond) // several rounds fail meanwhile
+	for _, i := range []int{1, 2} {
+		if err := cl.servers[i].Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-rec; err != nil {
+		t.Fatalf("Refresh across a pause of two of three nodes: %v, want a later round to confirm it", err)
+	}
+}
+
+// WithBackoff replaces the retry delay with the caller's strategy: its
+// waits space the attempts, and a negative one ends the obtain.
+func TestWithBackoff(t *testing.T) {
+	cl := startNodes(t, 1)
+	rec := &eventRecorder{}
+	holder := newClient(t, cl.clients)
+	c := newClient(t, cl.clients, WithHook(rec))
+	ctx := context.Background()
+	if _, err := New(cl.clients, WithBackoff(nil)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("New with a nil backoff: %v, want ErrInvalid", err)
+	}
+	if _, err := c.Obtain(ctx, "x", time.Minute, WithBackoff(nil)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Obtain with a nil backoff: %v, want ErrInvalid", err)
+	}
+	l, err := holder.TryObtain(ctx, "strategy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	var asked []int
+	linear := WithBackoff(func(n int) time.Duration {
+		asked = append(asked, n)
+		if n == 2 {
+			return -1 // stop after three attempts
+		}
+		return time.Duration(n+1) * 20 * time.Millisecond
+	})
+	start := time.Now()
+	_, err = c.Obtain(ctx, "strategy", time.Minute, linear)
+	if !errors.Is(err, ErrHeld) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Obtain ended by its backoff: %v, want the last attempt's ErrHeld", err)
+	}
+	if !slices.Equal(asked, []int{0, 1, 2}) {
+		t.Fatalf("the strategy was asked for waits %v, want [0 1 2]", asked)
+	}
+	if n := rec.attemptCount(); n != 3 {
+		t.Fatalf("%d attempts, want 3", n)
+	}
+	if d := time.Since(start); d < 60*time.Millisecond {
+		t.Fatalf("three attempts took %v, less than the strategy's waits (20 ms + 40 ms)", d)
 	}
 }

@@ -220,18 +220,6 @@ func (e *engine) waited(ctx context.Context, name string, id uint64, start time.
 	}
 }
 
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctxErr(ctx)
-	}
-}
-
 // afterRelease wakes this Client's waiters for the lock, and starts a grace
 // period when the release was heard by other Clients' waiters: PUBLISH
 // counted more receivers than this Client's own subscription.
