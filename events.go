@@ -202,7 +202,9 @@ type ReleaseEvent struct {
 	Held    time.Duration // from the acquire to the end of the release
 	Elapsed time.Duration // the release itself
 	Err     error         // Release's error: nil when a quorum deleted the key
-	// Result is the outcome as a label: "ok", "not_held", or "failed".
+	// Result is the outcome as a label: "ok", "not_held", "failed", or
+	// "handed_off" for a lock this process handed to another
+	// (Lock.Handoff), which it no longer holds and did not release.
 	Result string
 }
 

@@ -54,6 +54,11 @@ type kind interface {
 	// out (-1 if unknown).
 	probe(key string) [][]any
 	looked(replies []transport.Reply, proto *script.Hold) (free bool, holder time.Duration)
+	// check is the read that tells whether a node holds the lock of s
+	// (Client.Resume), and holding decodes its replies: whether it does,
+	// and for how much longer.
+	check(key string, s *secret) [][]any
+	holding(replies []transport.Reply, s *secret) (bool, time.Duration)
 	// degradable is true when the kind's obtains may fall back to the
 	// degraded mode's lease store.
 	degradable() bool
@@ -125,6 +130,22 @@ func (plain) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
 
 func (plain) looked(replies []transport.Reply, _ *script.Hold) (bool, time.Duration) {
 	return pttlGone(replies[0])
+}
+
+func (plain) check(key string, _ *secret) [][]any { return [][]any{{"GET", key}, {"PTTL", key}} }
+
+// holding: the key holds the value (a hash of another kind answers
+// WRONGTYPE, no holding either).
+func (plain) holding(replies []transport.Reply, s *secret) (bool, time.Duration) {
+	v, err := transport.String(replies[0].Val, replies[0].Err)
+	if err != nil || v != s.hold.ID {
+		return false, 0
+	}
+	ms, err := transport.Int64(replies[1].Val, replies[1].Err)
+	if err != nil || ms <= 0 {
+		return false, 0
+	}
+	return true, time.Duration(ms) * time.Millisecond
 }
 
 func (plain) degradable() bool { return true }
@@ -295,6 +316,49 @@ func (family) looked(replies []transport.Reply, _ *script.Hold) (bool, time.Dura
 	return pttlGone(replies[0])
 }
 
+func (family) check(key string, s *secret) [][]any { return holdCheck(key, s) }
+
+func (family) holding(replies []transport.Reply, s *secret) (bool, time.Duration) {
+	return holdLeft(replies)
+}
+
+// holdCheck reads the expiry of a hold (holds.lua: a hash field h:ID whose
+// value is its expiry on the node's clock) and the node's time.
+func holdCheck(key string, s *secret) [][]any {
+	return [][]any{{"HGET", key, "h:" + s.hold.ID}, {"TIME"}}
+}
+
+// holdLeft decodes holdCheck's replies: the hold is live, for that long.
+func holdLeft(replies []transport.Reply) (bool, time.Duration) {
+	v, err := transport.String(replies[0].Val, replies[0].Err)
+	if err != nil {
+		return false, 0
+	}
+	exp, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return false, 0
+	}
+	now, ok := nodeTime(replies[1])
+	if !ok || exp <= now {
+		return false, 0
+	}
+	return true, time.Duration(exp-now) * time.Millisecond
+}
+
+// nodeTime reads a TIME reply as milliseconds.
+func nodeTime(r transport.Reply) (int64, bool) {
+	now, err := transport.Slice(r.Val, r.Err)
+	if err != nil || len(now) != 2 {
+		return 0, false
+	}
+	secs, err1 := strconv.ParseInt(fmt.Sprint(now[0]), 10, 64)
+	micros, err2 := strconv.ParseInt(fmt.Sprint(now[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return secs*1000 + micros/1000, true
+}
+
 func (family) degradable() bool { return false }
 
 // group: a reentrant owner's obtains queue among themselves only, never
@@ -360,16 +424,10 @@ func (permit) looked(replies []transport.Reply, proto *script.Hold) (bool, time.
 	if err != nil {
 		return false, -1
 	}
-	now, err := transport.Slice(replies[1].Val, replies[1].Err)
-	if err != nil || len(now) != 2 {
+	ms, ok := nodeTime(replies[1])
+	if !ok {
 		return false, -1
 	}
-	secs, err1 := strconv.ParseInt(fmt.Sprint(now[0]), 10, 64)
-	micros, err2 := strconv.ParseInt(fmt.Sprint(now[1]), 10, 64)
-	if err1 != nil || err2 != nil {
-		return false, -1
-	}
-	ms := secs*1000 + micros/1000
 	live, soonest := 0, int64(-1)
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, _ := fields[i].(string)
@@ -390,6 +448,12 @@ func (permit) looked(replies []transport.Reply, proto *script.Hold) (bool, time.
 		return true, -1
 	}
 	return false, time.Duration(soonest-ms) * time.Millisecond
+}
+
+func (permit) check(key string, s *secret) [][]any { return holdCheck(key, s) }
+
+func (permit) holding(replies []transport.Reply, s *secret) (bool, time.Duration) {
+	return holdLeft(replies)
 }
 
 func (permit) degradable() bool { return false }

@@ -23,8 +23,11 @@ import (
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; tests kill nodes on purpose.
 	redis.SetLogger(quietLogger{})
-	if os.Getenv("REDLOCK_CHILD") == "paused" {
+	switch os.Getenv("REDLOCK_CHILD") {
+	case "paused":
 		os.Exit(pausedChild())
+	case "resume":
+		os.Exit(resumeChild())
 	}
 	goleak.VerifyTestMain(m)
 }

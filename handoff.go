@@ -1,0 +1,215 @@
+package redlock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// Handing a held lock to another process: a scheduler takes the lock and
+// gives the work, with the lock, to a worker, which refreshes and releases
+// it (docs/handoff.md).
+
+// errHandedOff is Err of a lock this process handed off.
+var errHandedOff = fmt.Errorf("%w: it was handed off (Lock.Handoff)", ErrNotHeld)
+
+// handoffForm is the serialized form of a held lock.
+type handoffForm struct {
+	Version int    `json:"v"`
+	Prefix  string `json:"prefix"`
+	Nodes   int    `json:"nodes"`
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	// Secret is the plain lock's value, or the hold's ID: whoever has it
+	// holds the lock.
+	Secret  string `json:"secret"`
+	Mode    string `json:"mode,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	Permits int    `json:"permits,omitempty"`
+	Token   int64  `json:"token"`
+	TTL     int64  `json:"ttl_ms"`
+}
+
+// Handoff ends this Lock here without releasing it on the nodes, and
+// returns it in a form that another process gives to Client.Resume: its
+// name, kind, token and TTL, and its secret. From then on this Lock is not
+// held (Err wraps ErrNotHeld), it is not refreshed, and neither Release nor
+// the Client's Close touches the nodes for it: the lock is the resuming
+// process's, or expires with its TTL. A lock with automatic refresh stops
+// being refreshed here, so resume it well within its validity.
+//
+// The form carries the lock's secret: whoever has it can refresh and
+// release the lock. Send it only over an authenticated, confidential
+// channel, and never log it.
+//
+// It returns an error wrapping ErrNotHeld when the lock is no longer held,
+// and an error for a lock obtained in degraded mode (its lease lives in a
+// lease store) or of several names (hand off each part).
+func (l *Lock) Handoff() ([]byte, error) {
+	if l == nil {
+		return nil, errNilLock
+	}
+	if l.parts != nil {
+		return nil, errors.New("redlock: handoff: a lock of several names (Client.All) is handed off part by part (Lock.Parts)")
+	}
+	if l.backend.degraded() {
+		return nil, errors.New("redlock: handoff: a lock obtained in degraded mode lives in a lease store of this process's deployment and cannot be handed off")
+	}
+	e := l.e
+	l.op.Lock()
+	defer l.op.Unlock()
+	if err := l.check(e.cfg.now()); err != nil {
+		return nil, err
+	}
+	h := l.secret.hold
+	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.name, Kind: l.label,
+		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Token: l.token, TTL: l.TTL().Milliseconds()}
+	if h.Mode != 0 {
+		form.Mode = string(h.Mode)
+	}
+	data, err := json.Marshal(form)
+	if err != nil {
+		return nil, fmt.Errorf("redlock: handoff: %w", err)
+	}
+	l.mu.Lock()
+	l.released, l.releaseErr = true, errHandedOff
+	l.mu.Unlock()
+	l.end(errHandedOff)
+	e.forget(l)
+	if e.cfg.hook != nil {
+		now := e.cfg.now()
+		e.emit(context.Background(), ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token,
+			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: "handed_off"})
+	}
+	return data, nil
+}
+
+// Resume takes over a lock that another process handed off (Lock.Handoff):
+// it checks on the nodes that a quorum still holds the lock's secret, and
+// returns the lock, valid until the time the nodes say it has left (less
+// the drift allowance), with the token, TTL and kind it had. It trusts
+// nothing else of the form: a forged secret, or that of a lock released or
+// expired since, is refused. The options are those of an obtain that apply
+// to a held lock: WithAutoRefresh, WithRefreshInterval, WithMaxHold.
+//
+// The Client must be of the same deployment as the one that handed the
+// lock off: the same nodes, in the same order, and the same prefix.
+//
+// It returns an error wrapping ErrInvalid for a form that cannot be read or
+// comes from a Client of another prefix or number of nodes, an error
+// wrapping ErrNotHeld (a *QuorumError) when a quorum does not hold the
+// lock, or holds it for less than a per-node timeout, ErrClosed after
+// Close, and ctx's error when ctx ends first. The caller must Release the
+// returned lock.
+func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOption) (*Lock, error) {
+	e := &c.engine
+	var f handoffForm
+	if err := json.Unmarshal(handoff, &f); err != nil {
+		return nil, invalid("handoff: %v", err)
+	}
+	r := request{label: f.Kind}
+	switch {
+	case f.Version != 1:
+		return nil, invalid("handoff: version %d, want 1", f.Version)
+	case f.Prefix != e.cfg.prefix:
+		return nil, invalid("handoff: a lock of prefix %q, this Client's is %q (WithPrefix)", f.Prefix, e.cfg.prefix)
+	case f.Nodes != len(e.nodes):
+		return nil, invalid("handoff: a lock of a Client of %d nodes, this one has %d", f.Nodes, len(e.nodes))
+	case f.Secret == "":
+		return nil, invalid("handoff: no secret")
+	}
+	switch f.Kind {
+	case "plain":
+		r.kind = plainKind
+	case "reentrant", "read", "write":
+		r.kind = familyKind
+		r.proto = script.Hold{Mode: 'w', Owner: f.Owner}
+		if f.Kind == "read" {
+			r.proto = script.Hold{Mode: 'r'}
+		}
+	case "permit":
+		r.kind = permitKind
+		r.proto = script.Hold{Mode: 's', Permits: f.Permits}
+	default:
+		return nil, invalid("handoff: unknown kind %q", f.Kind)
+	}
+	if f.Mode != "" && (len(f.Mode) != 1 || f.Mode[0] != r.proto.Mode) {
+		return nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
+	}
+	r.one[0] = f.Name
+	r.names = r.one[:]
+	if err := e.prepare(&r, time.Duration(f.TTL)*time.Millisecond, opts, false); err != nil {
+		return nil, fmt.Errorf("redlock: handoff: %w", err)
+	}
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if e.isClosed() {
+		return nil, ErrClosed
+	}
+	timeout := e.cfg.nodeTimeoutFor(r.ttl)
+	l := e.newLock(f.Name, r.keys[0], r.label, r.kind, &r.proto, "", r.ttl, timeout)
+	l.secret.hold.ID = f.Secret
+	if f.Kind == "plain" {
+		l.secret.args = script.NewLockArgs(r.keys[0], f.Secret)
+	} else if r.proto.Mode == 'w' && f.Owner == "" {
+		return nil, invalid("handoff: a %s lock without its owner", f.Kind)
+	}
+	start := e.cfg.now()
+	round := quorum.Round[time.Duration]{
+		Nodes:   e.nodes,
+		Quorum:  l.quorum,
+		Timeout: timeout,
+		Wait:    quorum.WaitAll,
+		Now:     e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (time.Duration, error) {
+			replies, err := n.Conn.Pipe(ctx, l.kind.check(l.keys.key, &l.secret))
+			if err != nil {
+				return 0, err
+			}
+			if ok, left := l.kind.holding(replies, &l.secret); ok {
+				return left, nil
+			}
+			return 0, nil
+		},
+		Agree: func(left time.Duration) bool { return left > 0 },
+	}
+	res := round.Run(ctx, e.workers)
+	// The lock is held while a quorum holds it: until the quorum-th
+	// longest of the nodes' remaining times, less the drift allowance.
+	var lefts []time.Duration
+	for _, rep := range res.Replies {
+		if rep.Yes {
+			lefts = append(lefts, rep.Val)
+		}
+	}
+	slices.Sort(lefts)
+	validUntil := time.Time{}
+	if res.Agreed >= l.quorum {
+		left := lefts[len(lefts)-l.quorum]
+		validUntil = start.Add(left - limits.DriftAllowance(left, e.cfg.drift))
+	}
+	if !res.Won || !e.cfg.now().Before(validUntil.Add(-timeout)) {
+		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, func(time.Duration) error { return ErrNotOwner })
+		qe.Expired = res.Agreed >= l.quorum
+		return nil, qe
+	}
+	l.token = f.Token
+	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
+	if r.o.auto {
+		l.keepAlive(start, r.o.interval, r.o.maxHold)
+	}
+	e.register(l)
+	l.schedule()
+	if e.cfg.hook != nil {
+		e.emit(ctx, ObtainEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Elapsed: e.cfg.now().Sub(start),
+			TTL: l.ttl, TTLReason: "given", Result: "obtained"})
+	}
+	return l, nil
+}
