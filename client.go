@@ -29,6 +29,12 @@ type Client struct {
 // lock; five independent nodes the classic Redlock deployment. Give each
 // node's client ContextTimeoutEnabled: true (see WithNodeTimeout).
 //
+// A node that refuses connections (a closed port, a stopped server) is
+// reported per node with the refusal, and is dialled at most once a second
+// until it accepts again, so that go-redis, which logs each failed dial
+// through its process-wide logger (redis.SetLogger), logs at most that
+// often for it.
+//
 // New does no I/O. It returns an error wrapping ErrInvalid when nodes is
 // empty or has more than 64, holds a nil client or the same client (or
 // address) twice, or when an option is out of range.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -1472,5 +1475,40 @@ func TestWithBackoff(t *testing.T) {
 	}
 	if d := time.Since(start); d < 60*time.Millisecond {
 		t.Fatalf("three attempts took %v, less than the strategy's waits (20 ms + 40 ms)", d)
+	}
+}
+
+// A node whose port is closed is reported as refusing connections, not as
+// a timeout, once it has refused one; and it is dialled at most once a
+// second meanwhile, so that go-redis's log of failed dials stays quiet.
+func TestRefusedConnectionIsReportedAsRefused(t *testing.T) {
+	cl := startNodes(t, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	_ = ln.Close() // nobody listens there now
+	dead := redis.NewClient(&redis.Options{Addr: closed, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = dead.Close() })
+	c := newClient(t, []redis.UniversalClient{cl.clients[0], dead}, WithoutBreaker())
+	ctx := context.Background()
+	var last error
+	for i := range 5 {
+		l, err := c.TryObtain(ctx, fmt.Sprintf("refused-%d", i), 10*time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+			t.Fatal("obtained with one of two nodes down")
+		}
+		last = err
+	}
+	var qe *QuorumError
+	if !errors.As(last, &qe) {
+		t.Fatalf("TryObtain: %v, want a *QuorumError", last)
+	}
+	for _, n := range qe.Nodes {
+		if n.Node == 1 && (!errors.Is(n.Err, syscall.ECONNREFUSED) || !strings.Contains(n.Err.Error(), "connection refused") || n.Reason != "error") {
+			t.Fatalf("the closed port's reason: %v (%s), want connection refused", n.Err, n.Reason)
+		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -24,6 +26,63 @@ const hubTimeout = 2 * time.Second
 type Node struct {
 	c    redis.UniversalClient
 	info transport.Info
+	// refusedUntil (unix nanoseconds) is set when the node refused a
+	// connection: until then requests fail at once with refused, without
+	// reaching go-redis, whose dial retries would outlast the engine's
+	// per-node timeout and log each failed dial; then one request goes
+	// through, and sets it again if refused.
+	refusedUntil atomic.Int64
+	refused      atomic.Pointer[error]
+}
+
+// refusedFor is how long a node that refused a connection is not dialled
+// again.
+const refusedFor = time.Second
+
+// errRefused wraps the dial error of a node that refused connections.
+type errRefused struct {
+	since time.Time
+	err   error
+}
+
+func (e *errRefused) Error() string {
+	return fmt.Sprintf("connection refused: the node refused a connection %v ago, and is dialled again at most once a second: %v",
+		time.Since(e.since).Round(time.Millisecond), e.err)
+}
+
+func (e *errRefused) Unwrap() error { return e.err }
+
+// gate fails a request at once while the node refuses connections, but
+// for one request each refusedFor, which goes through.
+func (n *Node) gate() error {
+	until := n.refusedUntil.Load()
+	if until == 0 {
+		return nil
+	}
+	now := time.Now().UnixNano()
+	if now >= until && n.refusedUntil.CompareAndSwap(until, now+int64(refusedFor)) {
+		return nil // this request probes the node
+	}
+	if p := n.refused.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// observe records whether a request found the node refusing connections.
+func (n *Node) observe(err error) {
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		var already *errRefused
+		if !errors.As(err, &already) {
+			var e error = &errRefused{since: time.Now(), err: err}
+			n.refused.Store(&e)
+			n.refusedUntil.Store(time.Now().Add(refusedFor).UnixNano())
+		}
+		return
+	}
+	if n.refusedUntil.Load() != 0 {
+		n.refusedUntil.Store(0)
+	}
 }
 
 var _ transport.Node = (*Node)(nil)
@@ -58,23 +117,32 @@ func (n *Node) Info() transport.Info { return n.info }
 // Do implements transport.Node. Redis's nil reply is returned as nil, not
 // as redis.Nil.
 func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
+	if err := n.gate(); err != nil {
+		return nil, err
+	}
 	v, err := n.c.Do(ctx, args...).Result()
 	if err == redis.Nil {
 		return nil, nil
 	}
+	n.observe(err)
 	return plain(v), err
 }
 
 // Pipe implements transport.Node.
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]transport.Reply, error) {
+	if err := n.gate(); err != nil {
+		return nil, err
+	}
 	p := n.c.Pipeline()
 	out := make([]*redis.Cmd, len(cmds))
 	for i, args := range cmds {
 		out[i] = p.Do(ctx, args...)
 	}
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !transport.IsReply(err) {
+		n.observe(err)
 		return nil, err
 	}
+	n.observe(nil)
 	replies := make([]transport.Reply, len(cmds))
 	for i, cmd := range out {
 		v, err := cmd.Result()
