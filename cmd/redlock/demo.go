@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -65,8 +66,14 @@ each under a lock of its own: a buyer takes whichever segment is free
 (ObtainAny) and moves on to another when its segment has run dry, so up to
 N purchases run at once. --compare runs the same sale with one lock and with
 N segments on the same nodes, one after the other, and prints throughput
-and latency side by side; it checks that neither oversold. Each run ends
-when every buyer has bought, found no stock, or waited --wait.`,
+and latency side by side. Each run ends when every buyer has bought, found
+no stock, or waited --wait; buyers still waiting when the last item is sold
+stop waiting and find no stock.
+
+Exit status: 0 when every sale sold out without overselling; 1 when one did
+not sell out (buyers waited --wait in vain) or oversold, with the reason on
+stderr. With --unsafe, overselling is what the run shows, not a failure: it
+exits 0 when every item was sold, oversold or not.`,
 	}
 	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
 		return code
@@ -114,6 +121,8 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--stock %d: need at least one item", c.stock)
 	case c.buyers < 1:
 		return fmt.Errorf("--buyers %d: need at least one buyer", c.buyers)
+	case c.buyers < c.stock:
+		return fmt.Errorf("--buyers %d: fewer buyers than items (--stock %d), the sale could not sell out", c.buyers, c.stock)
 	case c.instances < 1:
 		return fmt.Errorf("--instances %d: need at least one instance", c.instances)
 	case c.ttl < redlock.MinTTL:
@@ -285,10 +294,10 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		if !cfg.unsafe && r.oversold > 0 {
-			return fmt.Errorf("oversold %d items under the lock", r.oversold)
+		if cfg.unsafe && r.oversold > 0 {
+			fmt.Fprintf(out, "\nWithout the lock, buyers sold %d items that were already sold.\n", r.oversold)
 		}
-		return nil
+		return r.verdict(ctx, cfg, "the sale")
 	}
 
 	// The comparison: the same sale, with one lock and with segments, on
@@ -320,11 +329,30 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	if one.throughput() > 0 {
 		fmt.Fprintf(out, "\n%d segments sold %.1f times as fast as one lock.\n", cfg.segments, seg.throughput()/one.throughput())
 	}
-	if one.oversold > 0 || seg.oversold > 0 {
-		return fmt.Errorf("oversold under the lock: %d with one lock, %d with %d segments", one.oversold, seg.oversold, cfg.segments)
+	return errors.Join(one.verdict(ctx, cfg, "the sale with one lock"),
+		seg.verdict(ctx, cfg, fmt.Sprintf("the sale with %d segments", cfg.segments)))
+}
+
+// verdict is nil when the sale did what it shows: under the lock, sold
+// every item and not one more; without it (--unsafe), sold every item,
+// oversold or not. Otherwise it says what went wrong, and why.
+func (r saleResult) verdict(ctx context.Context, cfg demoConfig, what string) error {
+	switch {
+	case ctx.Err() != nil && r.left > 0:
+		return fmt.Errorf("%s was interrupted: sold %d of %d", what, r.sold, cfg.stock)
+	case !cfg.unsafe && r.oversold > 0:
+		return fmt.Errorf("%s oversold %d items under the lock", what, r.oversold)
+	case r.left > 0 && r.failed > 0:
+		return fmt.Errorf("%s did not sell out: sold %d of %d, %d buyers did not obtain the lock within --wait %v",
+			what, r.sold, cfg.stock, r.failed, cfg.wait)
+	case r.left > 0:
+		return fmt.Errorf("%s did not sell out: sold %d of %d, %d items left", what, r.sold, cfg.stock, r.left)
 	}
 	return nil
 }
+
+// errSoldOut closes a sale: its last item is sold.
+var errSoldOut = errors.New("sold out")
 
 // saleResult is what one run of the sale measured.
 type saleResult struct {
@@ -376,6 +404,10 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s (TTL %v).\n",
 		cfg.stock, cfg.buyers, cfg.instances, mode, cfg.ttl)
 
+	// The sale closes when the last item is sold: buyers still waiting for
+	// a lock stop waiting, and find no stock.
+	open, closeSale := context.WithCancelCause(ctx)
+	defer closeSale(nil)
 	var (
 		sh       = newShop(cfg.stock, segments)
 		soldOut  atomic.Int64
@@ -417,8 +449,12 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		}
 		time.Sleep(cfg.think) // the service thinks
 		sh.write(seg, stock-1)
-		if sh.left() <= cfg.stock/2 {
+		left := sh.left()
+		if left <= cfg.stock/2 {
 			injectFaults()
+		}
+		if left <= 0 {
+			closeSale(errSoldOut)
 		}
 		return true
 	}
@@ -449,7 +485,7 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 				}
 				return
 			}
-			wctx, cancel := context.WithTimeout(ctx, cfg.wait)
+			wctx, cancel := context.WithTimeout(open, cfg.wait)
 			defer cancel()
 			for {
 				names := liveNames()
@@ -460,7 +496,11 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 				t0 := time.Now()
 				lock, err := obtain(wctx, c, names)
 				if err != nil {
-					failed.Add(1)
+					if context.Cause(wctx) == errSoldOut {
+						soldOut.Add(1)
+					} else {
+						failed.Add(1)
+					}
 					return
 				}
 				latMu.Lock()

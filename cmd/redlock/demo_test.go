@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -73,6 +76,90 @@ func TestDemoCompare(t *testing.T) {
 	for _, bad := range [][]string{{"--segments", "0"}, {"--segments", "30", "--stock", "20"}, {"--compare", "--unsafe"}, {"--think", "-1s"}} {
 		if r := runCLI(t, append([]string{"demo"}, bad...)...); r.code != exitUsage {
 			t.Errorf("demo %v: exit %d, want %d (usage)", bad, r.code, exitUsage)
+		}
+	}
+}
+
+// The in-process demo, as a user runs it (its defaults: 100 items, 300
+// buyers, 5 nodes, a node killed midway) while another process keeps every
+// core busy, sells out and exits 0. It used to sell nothing in 30 s and
+// exit 0 all the same: miniredis kept the keys of failed attempts forever.
+// One run, bounded: the burner by a minute, the demo by --wait 30s and a
+// kill at 2 minutes.
+func TestInProcessDemoSellsOutOnABusyMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command and saturates the CPU for up to a minute")
+	}
+	bin := buildCLI(t)
+	startBurner(t, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out, errb syncBuffer
+	cmd := exec.CommandContext(ctx, bin, "demo", "--in-process")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	if err != nil || r.code != exitOK {
+		t.Fatalf("demo --in-process on a busy machine: %v\n%v", err, r)
+	}
+	for _, want := range []string{`sold\s+100 of 100`, `oversold\s+0\b`, `stock left\s+0\b`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}
+
+// A sale that cannot sell out (another owner holds the sale's lock for
+// longer than the buyers wait) exits 1 and says why.
+func TestDemoThatDoesNotSellOutFails(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	holdLock(t, "sale:item-1", time.Minute, servers...)
+	r := runCLI(t, "demo", "--nodes", nodesFlag(servers...), noGuard,
+		"--stock", "5", "--buyers", "8", "--ttl", "1s", "--wait", "1s")
+	if r.code != exitError {
+		t.Fatalf("demo on a lock held elsewhere: exit %d, want %d\n%v", r.code, exitError, r)
+	}
+	want := "redlock demo: the sale did not sell out: sold 0 of 5, 8 buyers did not obtain the lock within --wait 1s"
+	if !strings.Contains(r.stderr, want) {
+		t.Errorf("stderr lacks %q:\n%v", want, r)
+	}
+	if r := runCLI(t, "demo", "--stock", "10", "--buyers", "9"); r.code != exitUsage ||
+		!strings.Contains(r.stderr, "fewer buyers than items") {
+		t.Errorf("demo with fewer buyers than items: %v", r)
+	}
+}
+
+// What each outcome of a sale means for the exit status.
+func TestSaleVerdict(t *testing.T) {
+	safe := demoConfig{stock: 10, wait: time.Second}
+	unsafe := safe
+	unsafe.unsafe = true
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		cfg  demoConfig
+		r    saleResult
+		want string // "" for success
+	}{
+		{"sold out", context.Background(), safe, saleResult{sold: 10}, ""},
+		{"sold out, some buyers gave up", context.Background(), safe, saleResult{sold: 10, failed: 3}, ""},
+		{"oversold under the lock", context.Background(), safe, saleResult{sold: 11, oversold: 1}, "oversold 1 items under the lock"},
+		{"buyers waited in vain", context.Background(), safe, saleResult{sold: 4, left: 6, failed: 20},
+			"did not sell out: sold 4 of 10, 20 buyers did not obtain the lock within --wait 1s"},
+		{"items left", context.Background(), safe, saleResult{sold: 9, left: 1}, "did not sell out: sold 9 of 10, 1 items left"},
+		{"interrupted", cancelled, safe, saleResult{sold: 2, left: 8}, "was interrupted: sold 2 of 10"},
+		{"unsafe oversold", context.Background(), unsafe, saleResult{sold: 14, oversold: 4}, ""},
+		{"unsafe sold out", context.Background(), unsafe, saleResult{sold: 10}, ""},
+		{"unsafe with items left", context.Background(), unsafe, saleResult{sold: 12, oversold: 2, left: 3}, "did not sell out"},
+	} {
+		err := tc.r.verdict(tc.ctx, tc.cfg, "the sale")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want success", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
 	}
 }
