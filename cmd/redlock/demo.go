@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -33,6 +34,8 @@ type demoConfig struct {
 	think     time.Duration // the purchase's work between its read and its write
 	segments  int           // >1: the stock split into segments, each under its own lock
 	compare   bool          // run with one lock, then with segments, side by side
+	maxTTL    time.Duration // the deployment's longest TTL (WithMaxTTL)
+	guard     bool          // the demo's own nodes: the restart guard is on
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -70,14 +73,22 @@ and latency side by side. Each run ends when every buyer has bought, found
 no stock, or waited --wait; buyers still waiting when the last item is sold
 stop waiting and find no stock.
 
+On the demo's own nodes (without --nodes), --max-ttl is --ttl unless given,
+so that the restart guard keeps the fresh nodes out for one TTL;
+--restart-guard is on or off (the nodes do not persist their writes, so
+persistent does not apply), and off on in-process nodes, which cannot run
+it. --unsafe takes no lock: it starts and waits for no node.
+
 Exit status: 0 when every sale sold out without overselling; 1 when one did
 not sell out (buyers waited --wait in vain) or oversold, with the reason on
-stderr. With --unsafe, overselling is what the run shows, not a failure: it
-exits 0 when every item was sold, oversold or not.`,
+stderr. With --unsafe, overselling, and stock the shop lost track of, are
+what the run shows, not failures: it exits 0 when the sale ran to its end.`,
 	}
 	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
 		return code
 	}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if nf.given() {
 		specs, _, err := nf.resolve()
 		if err != nil {
@@ -95,6 +106,13 @@ exits 0 when every item was sold, oversold or not.`,
 		}
 		// The demo does not own these nodes: it injects no fault.
 		cfg.external, cfg.extOpts, cfg.timeout, cfg.faults = specs, opts, nf.timeout, false
+		cfg.maxTTL = gf.maxTTL
+	} else if err := cfg.ownGuard(gf, given); err != nil {
+		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		return exitUsage
+	}
+	if cfg.unsafe {
+		cfg.faults = false // no lock, so no node to fault
 	}
 	if cfg.compare {
 		cfg.faults = false
@@ -111,6 +129,37 @@ exits 0 when every item was sold, oversold or not.`,
 		return exitError
 	}
 	return exitOK
+}
+
+// ownGuard sets the restart guard of the demo's own nodes from the flags:
+// the longest TTL is --max-ttl when given, else the sale's --ttl, so that
+// the guard keeps the fresh nodes out for one TTL. The nodes do not persist
+// their writes, so --restart-guard persistent does not apply; in-process
+// nodes cannot run the guard (no INFO server), so it is off there, and
+// asking for it is an error.
+func (c *demoConfig) ownGuard(gf guardFlags, given map[string]bool) error {
+	if _, err := gf.options(); err != nil {
+		return err
+	}
+	c.maxTTL = c.ttl
+	if given["max-ttl"] {
+		if err := gf.checkTTL(c.ttl); err != nil {
+			return err
+		}
+		c.maxTTL = gf.maxTTL
+	}
+	switch gf.mode {
+	case guardPersistent:
+		return usagef("--restart-guard %s: the demo's own nodes do not persist every write (appendonly no); use on or off", gf.mode)
+	case guardOn:
+		c.guard = !inProcessNodes(c.inProcess)
+		if !c.guard && given["restart-guard"] {
+			return usagef("--restart-guard %s: in-process nodes cannot run the restart guard (no INFO server); use off", gf.mode)
+		}
+	default:
+		c.guard = false
+	}
+	return nil
 }
 
 func (c demoConfig) validate() error {
@@ -192,6 +241,14 @@ func (s *shop) left() int {
 }
 
 func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	if cfg.unsafe {
+		fmt.Fprintln(out, "With --unsafe the sale takes no lock: the demo starts, uses and waits for no node.")
+		r, err := sale(ctx, cfg, cfg.segments, nil, nil, out)
+		if err != nil {
+			return err
+		}
+		return r.report(ctx, cfg, out)
+	}
 	var (
 		servers []demoNode
 		real    = true
@@ -247,11 +304,14 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			defer rc.Close()
 			nodes[j] = rc
 		}
-		// The restart guard is on, as in production, with the demo's TTL as
-		// the deployment's longest.
-		opts := []redlock.Option{redlock.WithMaxTTL(cfg.ttl)}
+		// The restart guard is on unless the flags or in-process nodes say
+		// otherwise (ownGuard).
+		opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL)}
+		if !cfg.guard {
+			opts = append(opts, redlock.WithoutRestartGuard())
+		}
 		if !real {
-			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(inProcessTimeout(cfg.ttl)))
+			opts = append(opts, redlock.WithNodeTimeout(inProcessTimeout(cfg.ttl)))
 		}
 		c, err := redlock.New(nodes, opts...)
 		if err != nil {
@@ -263,10 +323,14 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 
 	// The nodes were just started: the guard keeps them out of locking
 	// until every lock they could have forgotten has expired.
-	if real && cfg.external == nil {
-		fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.ttl)
+	switch {
+	case cfg.external != nil:
+	case cfg.guard:
+		fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.maxTTL)
+	case real:
+		fmt.Fprintln(out, "\nThe restart guard is off (--restart-guard=off): the fresh nodes vote at once.")
 	}
-	wctx, cancel := context.WithTimeout(ctx, 3*cfg.ttl+10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 3*max(cfg.ttl, cfg.maxTTL)+10*time.Second)
 	warm, err := instances[0].Obtain(wctx, "sale:warm-up", cfg.ttl)
 	cancel()
 	if err != nil {
@@ -280,28 +344,36 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "\nsold\t%d of %d\n", r.sold, cfg.stock)
-		fmt.Fprintf(tw, "oversold\t%d\n", r.oversold)
-		fmt.Fprintf(tw, "stock left\t%d\n", r.left)
-		fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", r.soldOut)
-		fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", r.failed, cfg.wait)
-		fmt.Fprintf(tw, "duration\t%v\n", r.elapsed.Round(time.Millisecond))
-		if len(r.lat) > 0 {
-			fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
-				pct(r.lat, 0.50), pct(r.lat, 0.99), r.lat[len(r.lat)-1].Round(time.Microsecond))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if cfg.unsafe && r.oversold > 0 {
-			fmt.Fprintf(out, "\nWithout the lock, buyers sold %d items that were already sold.\n", r.oversold)
-		}
-		return r.verdict(ctx, cfg, "the sale")
+		return r.report(ctx, cfg, out)
 	}
+	return compare(ctx, cfg, instances, servers, out)
+}
 
-	// The comparison: the same sale, with one lock and with segments, on
-	// the same nodes and instances, one after the other.
+// report prints what one sale measured, and returns its verdict.
+func (r saleResult) report(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nsold\t%d of %d\n", r.sold, cfg.stock)
+	fmt.Fprintf(tw, "oversold\t%d\n", r.oversold)
+	fmt.Fprintf(tw, "stock left\t%d\n", r.left)
+	fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", r.soldOut)
+	fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", r.failed, cfg.wait)
+	fmt.Fprintf(tw, "duration\t%v\n", r.elapsed.Round(time.Millisecond))
+	if len(r.lat) > 0 {
+		fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
+			pct(r.lat, 0.50), pct(r.lat, 0.99), r.lat[len(r.lat)-1].Round(time.Microsecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cfg.unsafe && r.oversold > 0 {
+		fmt.Fprintf(out, "\nWithout the lock, buyers sold %d items that were already sold.\n", r.oversold)
+	}
+	return r.verdict(ctx, cfg, "the sale")
+}
+
+// compare runs the same sale with one lock and with segments, on the same
+// nodes and instances, one after the other, and prints both side by side.
+func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, servers []demoNode, out io.Writer) error {
 	one, err := sale(ctx, cfg, 1, instances, servers, out)
 	if err != nil {
 		return err
@@ -334,13 +406,17 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 }
 
 // verdict is nil when the sale did what it shows: under the lock, sold
-// every item and not one more; without it (--unsafe), sold every item,
-// oversold or not. Otherwise it says what went wrong, and why.
+// every item and not one more; without it (--unsafe), ran to its end,
+// whatever it oversold or lost track of (concurrent read-modify-writes
+// overwrite each other's sales: "stock left" can stay above 0 after more
+// than the stock was sold). Otherwise it says what went wrong, and why.
 func (r saleResult) verdict(ctx context.Context, cfg demoConfig, what string) error {
 	switch {
 	case ctx.Err() != nil && r.left > 0:
 		return fmt.Errorf("%s was interrupted: sold %d of %d", what, r.sold, cfg.stock)
-	case !cfg.unsafe && r.oversold > 0:
+	case cfg.unsafe:
+		return nil
+	case r.oversold > 0:
 		return fmt.Errorf("%s oversold %d items under the lock", what, r.oversold)
 	case r.left > 0 && r.failed > 0:
 		return fmt.Errorf("%s did not sell out: sold %d of %d, %d buyers did not obtain the lock within --wait %v",
@@ -401,8 +477,12 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	case segments > 1:
 		mode = fmt.Sprintf("the stock in %d segments, each purchase under its segment's lock (\"sale:item-1:segment-N\", ObtainAny)", segments)
 	}
-	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s (TTL %v).\n",
-		cfg.stock, cfg.buyers, cfg.instances, mode, cfg.ttl)
+	ttl := fmt.Sprintf(" (TTL %v)", cfg.ttl)
+	if cfg.unsafe {
+		ttl = ""
+	}
+	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s%s.\n",
+		cfg.stock, cfg.buyers, cfg.instances, mode, ttl)
 
 	// The sale closes when the last item is sold: buyers still waiting for
 	// a lock stop waiting, and find no stock.
@@ -476,7 +556,10 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	}
 	began := time.Now()
 	for b := range cfg.buyers {
-		c := instances[b%len(instances)]
+		var c *redlock.Client // none with --unsafe
+		if len(instances) > 0 {
+			c = instances[b%len(instances)]
+		}
 		wg.Go(func() {
 			<-start
 			if cfg.unsafe {

@@ -152,7 +152,8 @@ func TestSaleVerdict(t *testing.T) {
 		{"interrupted", cancelled, safe, saleResult{sold: 2, left: 8}, "was interrupted: sold 2 of 10"},
 		{"unsafe oversold", context.Background(), unsafe, saleResult{sold: 14, oversold: 4}, ""},
 		{"unsafe sold out", context.Background(), unsafe, saleResult{sold: 10}, ""},
-		{"unsafe with items left", context.Background(), unsafe, saleResult{sold: 12, oversold: 2, left: 3}, "did not sell out"},
+		{"unsafe with items left", context.Background(), unsafe, saleResult{sold: 12, oversold: 2, left: 3}, ""},
+		{"unsafe interrupted", cancelled, unsafe, saleResult{sold: 2, left: 8}, "was interrupted"},
 	} {
 		err := tc.r.verdict(tc.ctx, tc.cfg, "the sale")
 		switch {
@@ -160,6 +161,47 @@ func TestSaleVerdict(t *testing.T) {
 			t.Errorf("%s: %v, want success", tc.name, err)
 		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// On the demo's own nodes, --max-ttl sets the restart guard's window and
+// --restart-guard turns it off; flags that cannot apply are refused.
+// --unsafe takes no lock, so it starts no node and waits for none.
+func TestDemoGuardFlagsOnOwnNodes(t *testing.T) {
+	sale := []string{"--local", "3", "--faults=false", "--stock", "10", "--buyers", "20", "--ttl", "1s", "--wait", "20s"}
+	start := time.Now()
+	r := runCLI(t, append([]string{"demo", "--max-ttl", "3s"}, sale...)...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "the restart guard keeps them out of locking for\nthe longest TTL (3s)") {
+		t.Fatalf("demo --max-ttl 3s: %v", r)
+	}
+	// Fresh nodes recover for --max-ttl: no sale before it has passed.
+	if d := time.Since(start); d < 3*time.Second {
+		t.Errorf("demo --max-ttl 3s returned after %v: the guard did not wait 3s", d)
+	}
+
+	r = runCLI(t, append([]string{"demo", "--restart-guard=off"}, sale...)...)
+	if r.code != exitOK || !strings.Contains(r.stdout, "The restart guard is off") || strings.Contains(r.stdout, "keeps them out") {
+		t.Errorf("demo --restart-guard=off: %v", r)
+	}
+
+	r = runCLI(t, "demo", "--unsafe", "--stock", "10", "--buyers", "20")
+	if r.code != exitOK || !strings.Contains(r.stdout, "starts, uses and waits for no node") ||
+		strings.Contains(r.stdout, "Started") || strings.Contains(r.stdout, "restart guard") {
+		t.Errorf("demo --unsafe: %v", r)
+	}
+
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--restart-guard", "persistent"}, "do not persist every write"},
+		{[]string{"--in-process", "--restart-guard", "on"}, "in-process nodes cannot run the restart guard"},
+		{[]string{"--max-ttl", "1s", "--ttl", "2s"}, "--ttl 2s: above --max-ttl 1s"},
+		{[]string{"--restart-guard", "maybe"}, `--restart-guard "maybe": want on, persistent or off`},
+	} {
+		if r := runCLI(t, append([]string{"demo"}, bad.args...)...); r.code != exitUsage || !strings.Contains(r.stderr, bad.want) {
+			t.Errorf("demo %v: %v, want exit %d and %q", bad.args, r, exitUsage, bad.want)
 		}
 	}
 }

@@ -36,8 +36,7 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 			_ = nd.Stop()
 		}
 	}
-	_, lookErr := exec.LookPath("redis-server")
-	real = lookErr == nil && !inProcess
+	real = !inProcessNodes(inProcess)
 	for range n {
 		var nd demoNode
 		if real {
@@ -62,6 +61,13 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 		nodes = append(nodes, nd)
 	}
 	return nodes, real, nil
+}
+
+// inProcessNodes reports whether the demo's own nodes run in this process:
+// when asked (--in-process), or when redis-server is not on the PATH.
+func inProcessNodes(inProcess bool) bool {
+	_, err := exec.LookPath("redis-server")
+	return inProcess || err != nil
 }
 
 type processNode struct{ *redisproc.Server }
