@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 type demoConfig struct {
@@ -162,6 +163,16 @@ func (c *demoConfig) ownGuard(gf guardFlags, given map[string]bool) error {
 	return nil
 }
 
+// faultNodes is how many own nodes --faults needs so that a quorum is left:
+// 5 when it kills one and freezes another (5-2 is a quorum of 5, 4-2 is not
+// one of 4), 3 when nodes cannot be frozen and it only kills one.
+func (c demoConfig) faultNodes() int {
+	if !inProcessNodes(c.inProcess) && redisproc.FreezeSupported() {
+		return 5
+	}
+	return 3
+}
+
 func (c demoConfig) validate() error {
 	switch {
 	case c.external == nil && c.local < 1:
@@ -186,8 +197,9 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--segments %d: more segments than items (--stock %d)", c.segments, c.stock)
 	case c.compare && c.unsafe:
 		return fmt.Errorf("--compare and --unsafe: the comparison is of two safe designs")
-	case c.faults && c.external == nil && c.local < 3:
-		return fmt.Errorf("--faults needs at least 3 nodes (one killed and one frozen must leave a quorum); use --faults=false")
+	case c.faults && c.external == nil && c.local < c.faultNodes():
+		return fmt.Errorf("--local %d: --faults needs at least %d nodes, so that the nodes it kills or freezes leave a quorum; use --local %d or --faults=false",
+			c.local, c.faultNodes(), c.faultNodes())
 	}
 	return nil
 }

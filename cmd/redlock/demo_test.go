@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/redisproc"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -203,5 +204,23 @@ func TestDemoGuardFlagsOnOwnNodes(t *testing.T) {
 		if r := runCLI(t, append([]string{"demo"}, bad.args...)...); r.code != exitUsage || !strings.Contains(r.stderr, bad.want) {
 			t.Errorf("demo %v: %v, want exit %d and %q", bad.args, r, exitUsage, bad.want)
 		}
+	}
+}
+
+// --faults on fewer own nodes than it needs to leave a quorum is refused:
+// on 3 redis-server nodes, one killed and one frozen left one, and the
+// sale stalled.
+func TestDemoFaultsNeedAQuorumLeft(t *testing.T) {
+	// Without SIGSTOP (Windows) --faults only kills a node.
+	if redisproc.FreezeSupported() {
+		r := runCLI(t, "demo", "--local", "3", "--stock", "10", "--buyers", "20", "--ttl", "1s", "--wait", "5s")
+		if want := "--local 3: --faults needs at least 5 nodes"; r.code != exitUsage || !strings.Contains(r.stderr, want) {
+			t.Errorf("demo --local 3: %v, want exit %d and %q", r, exitUsage, want)
+		}
+	}
+	// In-process nodes cannot be frozen: one killed of 3 leaves a quorum.
+	r := runCLI(t, "demo", "--in-process", "--local", "3", "--stock", "10", "--buyers", "20", "--ttl", "2s", "--wait", "20s")
+	if r.code != exitOK || !strings.Contains(r.stdout, "killed node 2") {
+		t.Errorf("demo --in-process --local 3: %v", r)
 	}
 }
