@@ -41,7 +41,7 @@ type demoConfig struct {
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg demoConfig
-	fs := newFlagSet("demo", stderr)
+	fs := newFlagSet("demo")
 	var (
 		nf nodeFlags
 		gf guardFlags
@@ -93,23 +93,23 @@ what the run shows, not failures: it exits 0 when the sale ran to its end.`,
 	if nf.given() {
 		specs, _, err := nf.resolve()
 		if err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			say(stderr, "demo", "%v", err)
 			return exitUsage
 		}
 		opts, err := gf.options()
 		if err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			say(stderr, "demo", "%v", err)
 			return exitUsage
 		}
 		if err := gf.checkTTL(cfg.ttl); err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			say(stderr, "demo", "%v", err)
 			return exitUsage
 		}
 		// The demo does not own these nodes: it injects no fault.
 		cfg.external, cfg.extOpts, cfg.timeout, cfg.faults = specs, opts, nf.timeout, false
 		cfg.maxTTL = gf.maxTTL
 	} else if err := cfg.ownGuard(gf, given); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		say(stderr, "demo", "%v", err)
 		return exitUsage
 	}
 	if cfg.unsafe {
@@ -122,11 +122,11 @@ what the run shows, not failures: it exits 0 when the sale ran to its end.`,
 		}
 	}
 	if err := cfg.validate(); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		say(stderr, "demo", "%v", err)
 		return exitUsage
 	}
 	if err := demo(ctx, cfg, stdout); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		say(stderr, "demo", "%v", err)
 		return exitError
 	}
 	return exitOK
@@ -279,17 +279,17 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	}()
 	switch {
 	case cfg.external != nil:
-		fmt.Fprintf(out, "Using the %d given nodes (no fault is injected into nodes the demo does not own):\n", len(cfg.external))
+		fmt.Fprintf(out, "Using the %d given node%s (no fault is injected into nodes the demo does not own):\n", len(cfg.external), plural(len(cfg.external)))
 		for i, n := range cfg.external {
 			fmt.Fprintf(out, "  node %d: %s\n", i, n)
 		}
 	case real:
-		fmt.Fprintf(out, "Started %d local nodes: real redis-server processes.\n", cfg.local)
+		fmt.Fprintf(out, "Started %d local node%s: real redis-server processes.\n", cfg.local, plural(cfg.local))
 	default:
-		fmt.Fprintf(out, "Started %d local nodes: in-process Redis-compatible servers (miniredis), since\n"+
+		fmt.Fprintf(out, "Started %d local node%s: in-process Redis-compatible servers (miniredis), since\n"+
 			"redis-server is not installed (or --in-process was given). They cannot run the\n"+
 			"restart guard (no INFO) or be frozen: the guard is off, no node is frozen, and\n"+
-			"nodes get %v to answer (they run Lua slowly).\n", cfg.local, inProcessTimeout(cfg.ttl))
+			"nodes get %v to answer (they run Lua slowly).\n", cfg.local, plural(cfg.local), inProcessTimeout(cfg.ttl))
 	}
 	for i, s := range servers {
 		fmt.Fprintf(out, "  node %d: %s\n", i, s.Describe())
