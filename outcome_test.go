@@ -106,7 +106,8 @@ func TestHeldLocks(t *testing.T) {
 	// Two holds of a reentrant owner share a token: each end counts once.
 	h.Obtained("r", 5)
 	h.Obtained("r", 5)
-	if !h.Ended("r", 5) || !h.Ended("r", 5) || h.Ended("r", 5) {
+	first, second, third := h.Ended("r", 5), h.Ended("r", 5), h.Ended("r", 5)
+	if !first || !second || third {
 		t.Error("two holds with one token did not end twice, and only twice")
 	}
 	if len(h.held) != 0 {
