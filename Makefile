@@ -7,7 +7,7 @@ GO ?= go
 # (CLI, adapters, SQL lease store, comparative benchmarks, examples), each with its own go.mod.
 MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
 
-.PHONY: demo test deps vet cross lean oldest model
+.PHONY: demo test deps vet lint cross lean oldest model
 
 deps:
 	@./scripts/install-redis.sh
@@ -19,6 +19,10 @@ demo: deps
 
 vet:
 	@for m in $(MODULES); do echo "== go vet $$m"; (cd $$m && $(GO) vet ./...) || exit 1; done
+
+# staticcheck (version pinned in the script, fetched from the module proxy) on every module.
+lint:
+	@GO=$(GO) ./scripts/staticcheck.sh $(MODULES)
 
 # Build and vet every module for linux, darwin and windows on amd64 and arm64.
 cross:
@@ -39,5 +43,5 @@ model:
 	@$(GO) test -count=1 -run 'TestExhaustiveFindsFinding1|TestExhaustiveFamily' ./internal/model
 
 # deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
-test: deps vet lean cross oldest model
+test: deps vet lint lean cross oldest model
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && REDLOCK_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done

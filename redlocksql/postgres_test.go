@@ -2,7 +2,6 @@ package redlocksql_test
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -150,16 +149,4 @@ func freePort(t *testing.T) int {
 func tail(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.Join(lines[max(0, len(lines)-20):], "\n")
-}
-
-// openPostgres starts a server and returns a *sql.DB on it, closed when
-// the test ends.
-func openPostgres(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := redlocksql.OpenPostgres(startPostgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
 }

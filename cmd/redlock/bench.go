@@ -26,8 +26,9 @@ var benchHelp = helpText{
   parallel     --parallel workers, each on its own lock
   contended    --parallel workers compete for one lock
 It prints a table of throughput and latency percentiles (a progress bar when
-stdout is a terminal) and, with --svg, writes a chart of acquire latency by
-percentile.
+stdout is a terminal), or with --json one JSON object (latencies in
+nanoseconds; null for a scenario that obtained no lock), and, with --svg,
+writes a chart of acquire latency by percentile.
 
 Without nodes (--nodes or REDLOCK_NODES) it starts --embedded local
 redis-server processes, with the restart guard off unless --restart-guard
@@ -43,6 +44,7 @@ type benchConfig struct {
 	svg       string
 	scenarios string
 	prefix    string
+	json      bool
 }
 
 type scenario struct {
@@ -76,6 +78,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.StringVar(&cfg.svg, "svg", "", "write a latency chart (SVG) to this file")
 	fs.StringVar(&cfg.scenarios, "scenarios", "uncontended,parallel,contended", "scenarios to run, comma-separated")
 	fs.StringVar(&cfg.prefix, "prefix", "redlock-bench:", "prefix of the benchmark's Redis keys")
+	fs.BoolVar(&cfg.json, "json", false, "print the results as JSON instead of a table")
 	nf.register(fs)
 	gf.register(fs)
 	if code, ok := cmd.parse(benchHelp, args); !ok {
@@ -102,7 +105,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return cmd.fail(exitUsage, "%v", err)
 		}
 		cmd.hide(secrets)
-		where = fmt.Sprintf("%d nodes from %s", len(specs), nf.source())
+		where = fmt.Sprintf("%d node%s from %s", len(specs), plural(len(specs)), nf.source())
 	} else {
 		servers, err := startEmbedded(cfg.embedded)
 		defer func() {
@@ -120,7 +123,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if specs, err = parseNodes(strings.Join(urls, ",")); err != nil {
 			return cmd.fail(exitError, "%v", err)
 		}
-		where = fmt.Sprintf("%d embedded redis-server nodes", len(servers))
+		where = fmt.Sprintf("%d embedded redis-server node%s", len(servers), plural(len(servers)))
 		if !explicit["restart-guard"] {
 			gf.mode = guardOff
 			where += " (restart guard off: they are fresh)"
@@ -136,9 +139,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	defer done()
 
-	fmt.Fprintf(cmd.stdout, "redlock bench: %s, TTL %v, %v per scenario\n", where, cfg.ttl, cfg.duration)
+	if !cfg.json {
+		say(cmd.stdout, "bench", "%s, TTL %v, %v per scenario", where, cfg.ttl, cfg.duration)
+	}
 	runID := randomID()
-	tty := isTerminal(stdout)
+	tty := isTerminal(stdout) && !cfg.json
 	var results []benchResult
 	for _, sc := range scenarios {
 		var bar *progressBar
@@ -152,17 +157,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			break
 		}
 	}
-	printResults(cmd.stdout, results)
+	if cfg.json {
+		if !cmd.printJSON(benchReport(where, cfg, results, ctx.Err() != nil)) {
+			return exitError
+		}
+	} else {
+		printResults(cmd.stdout, results)
+	}
 	for _, r := range results {
 		if r.firstErr != nil {
-			fmt.Fprintf(cmd.stderr, "redlock bench: %s: %d errors, the first: %v\n", r.name, r.errors, r.firstErr)
+			say(cmd.stderr, "bench", "%s: %d errors, the first: %v", r.name, r.errors, r.firstErr)
 		}
 	}
 	if cfg.svg != "" {
 		if err := writeChartFile(cfg.svg, cfg, results); err != nil {
 			return cmd.fail(exitError, "%v", err)
 		}
-		fmt.Fprintf(cmd.stdout, "latency chart written to %s\n", cfg.svg)
+		if !cfg.json {
+			fmt.Fprintf(cmd.stdout, "latency chart written to %s\n", cfg.svg)
+		}
 	}
 	if ctx.Err() != nil {
 		return cmd.fail(exitError, "interrupted")
@@ -282,6 +295,61 @@ func printResults(w io.Writer, results []benchResult) {
 			quantile(r.release, 0.50), quantile(r.release, 0.99), r.errors)
 	}
 	_ = tw.Flush()
+}
+
+// benchJSON is the report of bench --json.
+type benchJSON struct {
+	Nodes       string         `json:"nodes"` // which nodes, as the table's first line says
+	TTLMs       int64          `json:"ttl_ms"`
+	DurationMs  int64          `json:"duration_ms"` // per scenario
+	Interrupted bool           `json:"interrupted"` // the run was cut short: later scenarios are missing
+	Scenarios   []scenarioJSON `json:"scenarios"`
+}
+
+type scenarioJSON struct {
+	Name           string       `json:"name"`
+	Workers        int          `json:"workers"`
+	Locks          int          `json:"locks"` // obtained and released
+	ElapsedNs      int64        `json:"elapsed_ns"`
+	LocksPerSecond float64      `json:"locks_per_second"`
+	Acquire        *latencyJSON `json:"acquire_ns"` // null when no lock was obtained
+	Release        *latencyJSON `json:"release_ns"`
+	Errors         int          `json:"errors"`
+	FirstError     string       `json:"first_error,omitempty"`
+}
+
+// latencyJSON are percentiles of latencies, in nanoseconds.
+type latencyJSON struct {
+	P50 int64 `json:"p50"`
+	P90 int64 `json:"p90"`
+	P99 int64 `json:"p99"`
+	Max int64 `json:"max"`
+}
+
+func benchReport(where string, cfg benchConfig, results []benchResult, interrupted bool) benchJSON {
+	rep := benchJSON{Nodes: where, TTLMs: cfg.ttl.Milliseconds(), DurationMs: cfg.duration.Milliseconds(),
+		Interrupted: interrupted, Scenarios: []scenarioJSON{}}
+	for _, r := range results {
+		sc := scenarioJSON{
+			Name: r.name, Workers: r.workers, Locks: r.ops, ElapsedNs: r.elapsed.Nanoseconds(),
+			LocksPerSecond: float64(r.ops) / r.elapsed.Seconds(),
+			Acquire:        latencies(r.acquire), Release: latencies(r.release), Errors: r.errors,
+		}
+		if r.firstErr != nil {
+			sc.FirstError = r.firstErr.Error()
+		}
+		rep.Scenarios = append(rep.Scenarios, sc)
+	}
+	return rep
+}
+
+// latencies are the percentiles of sorted, or nil when it is empty.
+func latencies(sorted []time.Duration) *latencyJSON {
+	if len(sorted) == 0 {
+		return nil
+	}
+	q := func(q float64) int64 { return sorted[int(q*float64(len(sorted)-1))].Nanoseconds() }
+	return &latencyJSON{P50: q(0.50), P90: q(0.90), P99: q(0.99), Max: q(1)}
 }
 
 // quantile formats the q-quantile of sorted durations; "-" when empty.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -87,5 +88,58 @@ func TestLatencySVG(t *testing.T) {
 	b.Reset()
 	if err := writeLatencySVG(&b, "none", nil); err != nil || checkSVG(t, b.Bytes()) != 0 {
 		t.Errorf("empty chart: %v", err)
+	}
+}
+
+// bench --json prints one JSON object and nothing else on stdout: every
+// scenario, with its counts and latency percentiles in order.
+func TestBenchJSON(t *testing.T) {
+	t.Setenv(envNodes, "")
+	r := runCLI(t, "bench", "--json", "--embedded", "1", "--duration", "300ms", "--parallel", "3", "--ttl", "2s")
+	if r.code != exitOK || r.stderr != "" {
+		t.Fatalf("bench --json: %v", r)
+	}
+	var rep benchJSON
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&rep); err != nil {
+		t.Fatalf("stdout is not the report: %v\n%s", err, r.stdout)
+	}
+	if dec.More() {
+		t.Errorf("more than the report on stdout:\n%s", r.stdout)
+	}
+	if rep.Nodes != "1 embedded redis-server node (restart guard off: they are fresh)" ||
+		rep.TTLMs != 2000 || rep.DurationMs != 300 || rep.Interrupted {
+		t.Errorf("report header: %+v", rep)
+	}
+	want := []struct {
+		name    string
+		workers int
+	}{{"uncontended", 1}, {"parallel", 3}, {"contended", 3}}
+	if len(rep.Scenarios) != len(want) {
+		t.Fatalf("%d scenarios, want %d: %+v", len(rep.Scenarios), len(want), rep.Scenarios)
+	}
+	for i, sc := range rep.Scenarios {
+		if sc.Name != want[i].name || sc.Workers != want[i].workers {
+			t.Errorf("scenario %d: %s with %d workers, want %s with %d", i, sc.Name, sc.Workers, want[i].name, want[i].workers)
+		}
+		if sc.Locks < 1 || sc.Errors != 0 || sc.FirstError != "" || sc.Acquire == nil || sc.Release == nil {
+			t.Errorf("%s: %+v", sc.Name, sc)
+			continue
+		}
+		if rate := float64(sc.Locks) / (float64(sc.ElapsedNs) / 1e9); sc.LocksPerSecond < rate*0.999 || sc.LocksPerSecond > rate*1.001 {
+			t.Errorf("%s: %v locks/s, but %d locks in %v ns", sc.Name, sc.LocksPerSecond, sc.Locks, sc.ElapsedNs)
+		}
+		for _, l := range []*latencyJSON{sc.Acquire, sc.Release} {
+			if l.P50 <= 0 || l.P50 > l.P90 || l.P90 > l.P99 || l.P99 > l.Max {
+				t.Errorf("%s: percentiles out of order: %+v", sc.Name, *l)
+			}
+		}
+	}
+	// A scenario that obtained no lock has null latencies.
+	empty := benchReport("x", benchConfig{}, []benchResult{{scenario: scenario{name: "contended", workers: 2}, elapsed: time.Second}}, true)
+	b, err := json.Marshal(empty.Scenarios[0])
+	if err != nil || !strings.Contains(string(b), `"acquire_ns":null`) || !empty.Interrupted {
+		t.Errorf("no lock obtained: %s, %v", b, err)
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
 type demoConfig struct {
@@ -32,11 +35,13 @@ type demoConfig struct {
 	think     time.Duration // the purchase's work between its read and its write
 	segments  int           // >1: the stock split into segments, each under its own lock
 	compare   bool          // run with one lock, then with segments, side by side
+	maxTTL    time.Duration // the deployment's longest TTL (WithMaxTTL)
+	guard     bool          // the demo's own nodes: the restart guard is on
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var cfg demoConfig
-	fs := newFlagSet("demo", stderr)
+	fs := newFlagSet("demo")
 	var (
 		nf nodeFlags
 		gf guardFlags
@@ -65,29 +70,50 @@ each under a lock of its own: a buyer takes whichever segment is free
 (ObtainAny) and moves on to another when its segment has run dry, so up to
 N purchases run at once. --compare runs the same sale with one lock and with
 N segments on the same nodes, one after the other, and prints throughput
-and latency side by side; it checks that neither oversold. Each run ends
-when every buyer has bought, found no stock, or waited --wait.`,
+and latency side by side. Each run ends when every buyer has bought, found
+no stock, or waited --wait; buyers still waiting when the last item is sold
+stop waiting and find no stock.
+
+On the demo's own nodes (without --nodes), --max-ttl is --ttl unless given,
+so that the restart guard keeps the fresh nodes out for one TTL;
+--restart-guard is on or off (the nodes do not persist their writes, so
+persistent does not apply), and off on in-process nodes, which cannot run
+it. --unsafe takes no lock: it starts and waits for no node.
+
+Exit status: 0 when every sale sold out without overselling; 1 when one did
+not sell out (buyers waited --wait in vain) or oversold, with the reason on
+stderr. With --unsafe, overselling, and stock the shop lost track of, are
+what the run shows, not failures: it exits 0 when the sale ran to its end.`,
 	}
 	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
 		return code
 	}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	if nf.given() {
 		specs, _, err := nf.resolve()
 		if err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			say(stderr, "demo", "%v", err)
 			return exitUsage
 		}
 		opts, err := gf.options()
 		if err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			say(stderr, "demo", "%v", err)
 			return exitUsage
 		}
 		if err := gf.checkTTL(cfg.ttl); err != nil {
-			fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+			say(stderr, "demo", "%v", err)
 			return exitUsage
 		}
 		// The demo does not own these nodes: it injects no fault.
 		cfg.external, cfg.extOpts, cfg.timeout, cfg.faults = specs, opts, nf.timeout, false
+		cfg.maxTTL = gf.maxTTL
+	} else if err := cfg.ownGuard(gf, given); err != nil {
+		say(stderr, "demo", "%v", err)
+		return exitUsage
+	}
+	if cfg.unsafe {
+		cfg.faults = false // no lock, so no node to fault
 	}
 	if cfg.compare {
 		cfg.faults = false
@@ -96,14 +122,55 @@ when every buyer has bought, found no stock, or waited --wait.`,
 		}
 	}
 	if err := cfg.validate(); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		say(stderr, "demo", "%v", err)
 		return exitUsage
 	}
 	if err := demo(ctx, cfg, stdout); err != nil {
-		fmt.Fprintf(stderr, "redlock demo: %v\n", err)
+		say(stderr, "demo", "%v", err)
 		return exitError
 	}
 	return exitOK
+}
+
+// ownGuard sets the restart guard of the demo's own nodes from the flags:
+// the longest TTL is --max-ttl when given, else the sale's --ttl, so that
+// the guard keeps the fresh nodes out for one TTL. The nodes do not persist
+// their writes, so --restart-guard persistent does not apply; in-process
+// nodes cannot run the guard (no INFO server), so it is off there, and
+// asking for it is an error.
+func (c *demoConfig) ownGuard(gf guardFlags, given map[string]bool) error {
+	if _, err := gf.options(); err != nil {
+		return err
+	}
+	c.maxTTL = c.ttl
+	if given["max-ttl"] {
+		if err := gf.checkTTL(c.ttl); err != nil {
+			return err
+		}
+		c.maxTTL = gf.maxTTL
+	}
+	switch gf.mode {
+	case guardPersistent:
+		return usagef("--restart-guard %s: the demo's own nodes do not persist every write (appendonly no); use on or off", gf.mode)
+	case guardOn:
+		c.guard = !inProcessNodes(c.inProcess)
+		if !c.guard && given["restart-guard"] {
+			return usagef("--restart-guard %s: in-process nodes cannot run the restart guard (no INFO server); use off", gf.mode)
+		}
+	default:
+		c.guard = false
+	}
+	return nil
+}
+
+// faultNodes is how many own nodes --faults needs so that a quorum is left:
+// 5 when it kills one and freezes another (5-2 is a quorum of 5, 4-2 is not
+// one of 4), 3 when nodes cannot be frozen and it only kills one.
+func (c demoConfig) faultNodes() int {
+	if !inProcessNodes(c.inProcess) && redisproc.FreezeSupported() {
+		return 5
+	}
+	return 3
 }
 
 func (c demoConfig) validate() error {
@@ -114,6 +181,8 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--stock %d: need at least one item", c.stock)
 	case c.buyers < 1:
 		return fmt.Errorf("--buyers %d: need at least one buyer", c.buyers)
+	case c.buyers < c.stock:
+		return fmt.Errorf("--buyers %d: fewer buyers than items (--stock %d), the sale could not sell out", c.buyers, c.stock)
 	case c.instances < 1:
 		return fmt.Errorf("--instances %d: need at least one instance", c.instances)
 	case c.ttl < redlock.MinTTL:
@@ -128,8 +197,9 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--segments %d: more segments than items (--stock %d)", c.segments, c.stock)
 	case c.compare && c.unsafe:
 		return fmt.Errorf("--compare and --unsafe: the comparison is of two safe designs")
-	case c.faults && c.external == nil && c.local < 3:
-		return fmt.Errorf("--faults needs at least 3 nodes (one killed and one frozen must leave a quorum); use --faults=false")
+	case c.faults && c.external == nil && c.local < c.faultNodes():
+		return fmt.Errorf("--local %d: --faults needs at least %d nodes, so that the nodes it kills or freezes leave a quorum; use --local %d or --faults=false",
+			c.local, c.faultNodes(), c.faultNodes())
 	}
 	return nil
 }
@@ -183,6 +253,14 @@ func (s *shop) left() int {
 }
 
 func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	if cfg.unsafe {
+		fmt.Fprintln(out, "With --unsafe the sale takes no lock: the demo starts, uses and waits for no node.")
+		r, err := sale(ctx, cfg, cfg.segments, nil, nil, out)
+		if err != nil {
+			return err
+		}
+		return r.report(ctx, cfg, out)
+	}
 	var (
 		servers []demoNode
 		real    = true
@@ -201,17 +279,17 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	}()
 	switch {
 	case cfg.external != nil:
-		fmt.Fprintf(out, "Using the %d given nodes (no fault is injected into nodes the demo does not own):\n", len(cfg.external))
+		fmt.Fprintf(out, "Using the %d given node%s (no fault is injected into nodes the demo does not own):\n", len(cfg.external), plural(len(cfg.external)))
 		for i, n := range cfg.external {
 			fmt.Fprintf(out, "  node %d: %s\n", i, n)
 		}
 	case real:
-		fmt.Fprintf(out, "Started %d local nodes: real redis-server processes.\n", cfg.local)
+		fmt.Fprintf(out, "Started %d local node%s: real redis-server processes.\n", cfg.local, plural(cfg.local))
 	default:
-		fmt.Fprintf(out, "Started %d local nodes: in-process Redis-compatible servers (miniredis), since\n"+
+		fmt.Fprintf(out, "Started %d local node%s: in-process Redis-compatible servers (miniredis), since\n"+
 			"redis-server is not installed (or --in-process was given). They cannot run the\n"+
 			"restart guard (no INFO) or be frozen: the guard is off, no node is frozen, and\n"+
-			"nodes get %v to answer (they run Lua slowly).\n", cfg.local, inProcessTimeout(cfg.ttl))
+			"nodes get %v to answer (they run Lua slowly).\n", cfg.local, plural(cfg.local), inProcessTimeout(cfg.ttl))
 	}
 	for i, s := range servers {
 		fmt.Fprintf(out, "  node %d: %s\n", i, s.Describe())
@@ -238,11 +316,14 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 			defer rc.Close()
 			nodes[j] = rc
 		}
-		// The restart guard is on, as in production, with the demo's TTL as
-		// the deployment's longest.
-		opts := []redlock.Option{redlock.WithMaxTTL(cfg.ttl)}
+		// The restart guard is on unless the flags or in-process nodes say
+		// otherwise (ownGuard).
+		opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL)}
+		if !cfg.guard {
+			opts = append(opts, redlock.WithoutRestartGuard())
+		}
 		if !real {
-			opts = append(opts, redlock.WithoutRestartGuard(), redlock.WithNodeTimeout(inProcessTimeout(cfg.ttl)))
+			opts = append(opts, redlock.WithNodeTimeout(inProcessTimeout(cfg.ttl)))
 		}
 		c, err := redlock.New(nodes, opts...)
 		if err != nil {
@@ -254,10 +335,14 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 
 	// The nodes were just started: the guard keeps them out of locking
 	// until every lock they could have forgotten has expired.
-	if real && cfg.external == nil {
-		fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.ttl)
+	switch {
+	case cfg.external != nil:
+	case cfg.guard:
+		fmt.Fprintf(out, "\nThe nodes just started, so the restart guard keeps them out of locking for\nthe longest TTL (%v): no lock they might have forgotten can still be valid.\n", cfg.maxTTL)
+	case real:
+		fmt.Fprintln(out, "\nThe restart guard is off (--restart-guard=off): the fresh nodes vote at once.")
 	}
-	wctx, cancel := context.WithTimeout(ctx, 3*cfg.ttl+10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 3*max(cfg.ttl, cfg.maxTTL)+10*time.Second)
 	warm, err := instances[0].Obtain(wctx, "sale:warm-up", cfg.ttl)
 	cancel()
 	if err != nil {
@@ -271,28 +356,36 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "\nsold\t%d of %d\n", r.sold, cfg.stock)
-		fmt.Fprintf(tw, "oversold\t%d\n", r.oversold)
-		fmt.Fprintf(tw, "stock left\t%d\n", r.left)
-		fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", r.soldOut)
-		fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", r.failed, cfg.wait)
-		fmt.Fprintf(tw, "duration\t%v\n", r.elapsed.Round(time.Millisecond))
-		if len(r.lat) > 0 {
-			fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
-				pct(r.lat, 0.50), pct(r.lat, 0.99), r.lat[len(r.lat)-1].Round(time.Microsecond))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		if !cfg.unsafe && r.oversold > 0 {
-			return fmt.Errorf("oversold %d items under the lock", r.oversold)
-		}
-		return nil
+		return r.report(ctx, cfg, out)
 	}
+	return compare(ctx, cfg, instances, servers, out)
+}
 
-	// The comparison: the same sale, with one lock and with segments, on
-	// the same nodes and instances, one after the other.
+// report prints what one sale measured, and returns its verdict.
+func (r saleResult) report(ctx context.Context, cfg demoConfig, out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "\nsold\t%d of %d\n", r.sold, cfg.stock)
+	fmt.Fprintf(tw, "oversold\t%d\n", r.oversold)
+	fmt.Fprintf(tw, "stock left\t%d\n", r.left)
+	fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", r.soldOut)
+	fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", r.failed, cfg.wait)
+	fmt.Fprintf(tw, "duration\t%v\n", r.elapsed.Round(time.Millisecond))
+	if len(r.lat) > 0 {
+		fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
+			pct(r.lat, 0.50), pct(r.lat, 0.99), r.lat[len(r.lat)-1].Round(time.Microsecond))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if cfg.unsafe && r.oversold > 0 {
+		fmt.Fprintf(out, "\nWithout the lock, buyers sold %d items that were already sold.\n", r.oversold)
+	}
+	return r.verdict(ctx, cfg, "the sale")
+}
+
+// compare runs the same sale with one lock and with segments, on the same
+// nodes and instances, one after the other, and prints both side by side.
+func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, servers []demoNode, out io.Writer) error {
 	one, err := sale(ctx, cfg, 1, instances, servers, out)
 	if err != nil {
 		return err
@@ -320,11 +413,34 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	if one.throughput() > 0 {
 		fmt.Fprintf(out, "\n%d segments sold %.1f times as fast as one lock.\n", cfg.segments, seg.throughput()/one.throughput())
 	}
-	if one.oversold > 0 || seg.oversold > 0 {
-		return fmt.Errorf("oversold under the lock: %d with one lock, %d with %d segments", one.oversold, seg.oversold, cfg.segments)
+	return errors.Join(one.verdict(ctx, cfg, "the sale with one lock"),
+		seg.verdict(ctx, cfg, fmt.Sprintf("the sale with %d segments", cfg.segments)))
+}
+
+// verdict is nil when the sale did what it shows: under the lock, sold
+// every item and not one more; without it (--unsafe), ran to its end,
+// whatever it oversold or lost track of (concurrent read-modify-writes
+// overwrite each other's sales: "stock left" can stay above 0 after more
+// than the stock was sold). Otherwise it says what went wrong, and why.
+func (r saleResult) verdict(ctx context.Context, cfg demoConfig, what string) error {
+	switch {
+	case ctx.Err() != nil && r.left > 0:
+		return fmt.Errorf("%s was interrupted: sold %d of %d", what, r.sold, cfg.stock)
+	case cfg.unsafe:
+		return nil
+	case r.oversold > 0:
+		return fmt.Errorf("%s oversold %d items under the lock", what, r.oversold)
+	case r.left > 0 && r.failed > 0:
+		return fmt.Errorf("%s did not sell out: sold %d of %d, %d buyers did not obtain the lock within --wait %v",
+			what, r.sold, cfg.stock, r.failed, cfg.wait)
+	case r.left > 0:
+		return fmt.Errorf("%s did not sell out: sold %d of %d, %d items left", what, r.sold, cfg.stock, r.left)
 	}
 	return nil
 }
+
+// errSoldOut closes a sale: its last item is sold.
+var errSoldOut = errors.New("sold out")
 
 // saleResult is what one run of the sale measured.
 type saleResult struct {
@@ -373,9 +489,17 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	case segments > 1:
 		mode = fmt.Sprintf("the stock in %d segments, each purchase under its segment's lock (\"sale:item-1:segment-N\", ObtainAny)", segments)
 	}
-	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s (TTL %v).\n",
-		cfg.stock, cfg.buyers, cfg.instances, mode, cfg.ttl)
+	ttl := fmt.Sprintf(" (TTL %v)", cfg.ttl)
+	if cfg.unsafe {
+		ttl = ""
+	}
+	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s%s.\n",
+		cfg.stock, cfg.buyers, cfg.instances, mode, ttl)
 
+	// The sale closes when the last item is sold: buyers still waiting for
+	// a lock stop waiting, and find no stock.
+	open, closeSale := context.WithCancelCause(ctx)
+	defer closeSale(nil)
 	var (
 		sh       = newShop(cfg.stock, segments)
 		soldOut  atomic.Int64
@@ -417,8 +541,12 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		}
 		time.Sleep(cfg.think) // the service thinks
 		sh.write(seg, stock-1)
-		if sh.left() <= cfg.stock/2 {
+		left := sh.left()
+		if left <= cfg.stock/2 {
 			injectFaults()
+		}
+		if left <= 0 {
+			closeSale(errSoldOut)
 		}
 		return true
 	}
@@ -440,7 +568,10 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	}
 	began := time.Now()
 	for b := range cfg.buyers {
-		c := instances[b%len(instances)]
+		var c *redlock.Client // none with --unsafe
+		if len(instances) > 0 {
+			c = instances[b%len(instances)]
+		}
 		wg.Go(func() {
 			<-start
 			if cfg.unsafe {
@@ -449,7 +580,7 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 				}
 				return
 			}
-			wctx, cancel := context.WithTimeout(ctx, cfg.wait)
+			wctx, cancel := context.WithTimeout(open, cfg.wait)
 			defer cancel()
 			for {
 				names := liveNames()
@@ -460,7 +591,11 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 				t0 := time.Now()
 				lock, err := obtain(wctx, c, names)
 				if err != nil {
-					failed.Add(1)
+					if context.Cause(wctx) == errSoldOut {
+						soldOut.Add(1)
+					} else {
+						failed.Add(1)
+					}
 					return
 				}
 				latMu.Lock()

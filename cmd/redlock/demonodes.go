@@ -36,8 +36,7 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 			_ = nd.Stop()
 		}
 	}
-	_, lookErr := exec.LookPath("redis-server")
-	real = lookErr == nil && !inProcess
+	real = !inProcessNodes(inProcess)
 	for range n {
 		var nd demoNode
 		if real {
@@ -49,6 +48,10 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 			nd = processNode{s}
 		} else {
 			m := miniredis.NewMiniRedis()
+			// miniredis leaves TTLs alone unless told: a lock key that a
+			// failed attempt left on a node would never expire, and would
+			// block every buyer for the rest of the sale.
+			m.ClockTTL(true)
 			if err := m.Start(); err != nil {
 				stopAll()
 				return nil, real, fmt.Errorf("start an in-process server: %w", err)
@@ -58,6 +61,13 @@ func startDemoNodes(n int, inProcess bool) (nodes []demoNode, real bool, err err
 		nodes = append(nodes, nd)
 	}
 	return nodes, real, nil
+}
+
+// inProcessNodes reports whether the demo's own nodes run in this process:
+// when asked (--in-process), or when redis-server is not on the PATH.
+func inProcessNodes(inProcess bool) bool {
+	_, err := exec.LookPath("redis-server")
+	return inProcess || err != nil
 }
 
 type processNode struct{ *redisproc.Server }
@@ -71,9 +81,9 @@ func (p processNode) Describe() string {
 	return fmt.Sprintf("redis-server pid %d on %s", p.Pid(), p.Addr())
 }
 
-// inProcessNode is a miniredis server in this process. It runs the lock
-// scripts, but has no INFO server (the restart guard needs it), and cannot
-// be frozen.
+// inProcessNode is a miniredis server in this process, with keys that
+// expire by the wall clock as on redis-server. It runs the lock scripts, but
+// has no INFO server (the restart guard needs it), and cannot be frozen.
 type inProcessNode struct{ m *miniredis.Miniredis }
 
 func (n inProcessNode) Describe() string { return "in-process server (miniredis) on " + n.m.Addr() }

@@ -35,7 +35,8 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 	case n == 1:
 		add("nodes", "all", verdictOK, "one node: the single-instance lock, no tolerance of a node failure")
 	case n%2 == 0:
-		add("nodes", "all", verdictWarn, "%d nodes, quorum %d: tolerates %d failures, like %d nodes, and two contenders can split the votes; use an odd number", n, q, n-q, n-1)
+		add("nodes", "all", verdictWarn, "%d nodes, quorum %d: tolerates %d failure%s, like %d node%s, and two contenders can split the votes; use an odd number",
+			n, q, n-q, plural(n-q), n-1, plural(n-1))
 	default:
 		add("nodes", "all", verdictOK, "%d nodes, quorum %d: tolerates %d failed node%s", n, q, n-q, plural(n-q))
 	}

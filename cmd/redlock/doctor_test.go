@@ -99,6 +99,11 @@ func TestDoctorMisconfigured(t *testing.T) {
 		if r.code != exitError || v["reachable 1"] != verdictFail || v["nodes all"] != verdictWarn {
 			t.Errorf("one of two nodes down: %v", r)
 		}
+		for _, c := range rep.Checks {
+			if want := "2 nodes, quorum 2: tolerates 0 failures, like 1 node, "; c.Check == "nodes" && !strings.HasPrefix(c.Detail, want) {
+				t.Errorf("nodes check: %q, want it to start with %q", c.Detail, want)
+			}
+		}
 	})
 }
 

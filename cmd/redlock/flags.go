@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -29,7 +31,7 @@ type invocation struct {
 func newInvocation(name string, stdout, stderr io.Writer) *invocation {
 	cmd := &invocation{name: name, out: newOutputs(stdout, stderr)}
 	cmd.stdout, cmd.stderr = cmd.out.own(nil)
-	cmd.fs = newFlagSet(name, cmd.stderr)
+	cmd.fs = newFlagSet(name)
 	return cmd
 }
 
@@ -44,22 +46,34 @@ func (cmd *invocation) hide(secrets []string) { cmd.stdout, cmd.stderr = cmd.out
 // fail prints "redlock NAME: " and the message on the command's stderr,
 // and returns code.
 func (cmd *invocation) fail(code int, format string, args ...any) int {
-	fmt.Fprintf(cmd.stderr, "redlock "+cmd.name+": "+format+"\n", args...)
+	say(cmd.stderr, cmd.name, format, args...)
 	return code
 }
 
-// newFlagSet returns a flag set whose errors go to stderr and whose help is
-// printed by parseFlags, not by the flag package.
-func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("redlock "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// say prints one message of the command name on w: "redlock NAME: " and
+// the message, without the "redlock: " that the library's errors start
+// with (the line says it already).
+func say(w io.Writer, name, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	msg = strings.ReplaceAll(strings.TrimPrefix(msg, libPrefix), ": "+libPrefix, ": ")
+	fmt.Fprintf(w, "redlock %s: %s\n", name, msg)
+}
+
+// libPrefix starts the library's error messages.
+const libPrefix = "redlock: "
+
+// newFlagSet returns a flag set whose help and errors are printed by
+// parseFlags, not by the flag package.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	return fs
 }
 
 // parseFlags parses args. It returns ok when the command should go on;
 // otherwise the exit code: exitOK after --help (printed to stdout), or
-// exitUsage after a bad flag (the flag package has said which).
+// exitUsage after a bad flag (said on stderr).
 func parseFlags(fs *flag.FlagSet, help helpText, args []string, stdout, stderr io.Writer) (code int, ok bool) {
 	err := fs.Parse(args)
 	if err == nil {
@@ -69,8 +83,67 @@ func parseFlags(fs *flag.FlagSet, help helpText, args []string, stdout, stderr i
 		printHelp(stdout, fs, help)
 		return exitOK, false
 	}
-	fmt.Fprintf(stderr, "Run \"%s --help\" for usage.\n", fs.Name())
+	say(stderr, fs.Name(), "%s", flagError(fs, err))
+	fmt.Fprintf(stderr, "Run \"redlock %s --help\" for usage.\n", fs.Name())
 	return exitUsage, false
+}
+
+// The flag package's errors (Go 1.26, flag/flag.go), which name a flag with
+// one dash and, for numbers and durations, give "parse error" as the reason.
+var (
+	flagInvalid    = regexp.MustCompile(`^invalid (?:boolean )?value (".*") for (?:flag )?-(\S+): (.*)$`)
+	flagUndefined  = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+	flagNeedsValue = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+)
+
+// flagError rewords an error of fs.Parse: flags named as they are written
+// (--ttl), and the reason a value was refused.
+func flagError(fs *flag.FlagSet, err error) string {
+	msg := err.Error()
+	if m := flagInvalid.FindStringSubmatch(msg); m != nil {
+		value, uerr := strconv.Unquote(m[1])
+		if uerr != nil {
+			value = m[1]
+		}
+		return fmt.Sprintf("--%s %q: %s", m[2], value, valueError(fs.Lookup(m[2]), value, m[3]))
+	}
+	if m := flagUndefined.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("unknown flag --%s", m[1])
+	}
+	if m := flagNeedsValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Sprintf("flag --%s needs a value", m[1])
+	}
+	return msg
+}
+
+// valueError is why value is not one of f's: the parser's own error where
+// the flag package replaced it with "parse error" or "value out of range",
+// else reason.
+func valueError(f *flag.Flag, value, reason string) string {
+	if f == nil {
+		return reason
+	}
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return reason
+	}
+	var err error
+	switch g.Get().(type) {
+	case time.Duration:
+		_, err = time.ParseDuration(value)
+	case bool:
+		_, err = strconv.ParseBool(value)
+	case int, int64:
+		_, err = strconv.ParseInt(value, 0, 64)
+	case uint, uint64:
+		_, err = strconv.ParseUint(value, 0, 64)
+	case float64:
+		_, err = strconv.ParseFloat(value, 64)
+	}
+	if err == nil {
+		return reason
+	}
+	return err.Error()
 }
 
 // printHelp prints the usage line, the description and every flag with its
@@ -116,6 +189,33 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// endedByDashes reports whether fs.Parse(args) stopped at a "--" (which
+// the flag package drops), rather than at the first argument that is not a
+// flag. It follows the flag package's rules: a "--" that is the value of
+// the flag before it (--owner --) does not end the flags.
+func endedByDashes(fs *flag.FlagSet, args []string) bool {
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			return true
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return false
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		if strings.Contains(name, "=") {
+			continue
+		}
+		if f := fs.Lookup(name); f != nil {
+			if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+				continue
+			}
+		}
+		i++ // the flag's value
+	}
+	return false
 }
 
 // positive checks that a duration flag is above zero.

@@ -13,7 +13,8 @@
 // Exit codes:
 //
 //	0    success; for run, the command's own status when it ran
-//	1    the command failed (doctor: a check failed)
+//	1    the command failed (doctor: a check failed; demo: the sale did not
+//	     sell out, or oversold under the lock)
 //	2    usage: bad flags, arguments, node URLs or password file
 //	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE)
 //	75   run: the lock was not obtained within --wait (sysexits EX_TEMPFAIL)

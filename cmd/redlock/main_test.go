@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -26,6 +27,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(envBurn) != "" {
+		burnCPU(os.Getenv(envBurn))
+		return
+	}
 	redis.SetLogger(quietLogger{})
 	// The demo kills a node: go-redis then redials it from a goroutine of
 	// its own pool, which sleeps up to a second and ends by itself.

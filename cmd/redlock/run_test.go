@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -231,8 +232,14 @@ func TestRunUsageErrors(t *testing.T) {
 		{[]string{"run"}, "missing lock NAME"},
 		{[]string{"run", nodes, "job"}, "missing COMMAND"},
 		{[]string{"run", nodes, "job", "--ttl", "5s", "--", "true"}, "flags go before NAME"},
-		{[]string{"run", "--bogus", "job", "--", "true"}, "flag provided but not defined: -bogus"},
-		{[]string{"run", "--ttl", "soon", "job", "--", "true"}, "invalid value"},
+		{[]string{"run", "--", "true"}, `redlock run: missing lock NAME before "--"`},
+		{[]string{"run", nodes, "--ttl=2s", "--", "true"}, `missing lock NAME before "--"`},
+		{[]string{"run", "--bogus", "job", "--", "true"}, "redlock run: unknown flag --bogus\n"},
+		{[]string{"run", "--ttl", "soon", "job", "--", "true"}, `redlock run: --ttl "soon": time: invalid duration "soon"` + "\n"},
+		{[]string{"run", "--ttl"}, "redlock run: flag --ttl needs a value\n"},
+		{[]string{"run", "--shared=maybe", "job", "--", "true"}, `--shared "maybe": strconv.ParseBool: parsing "maybe": invalid syntax`},
+		{[]string{"demo", "--stock", "many"}, `redlock demo: --stock "many": strconv.ParseInt: parsing "many": invalid syntax`},
+		{[]string{"run", nodes, noGuard, "", "--", "true"}, "redlock run: invalid argument: empty lock name\n"},
 		{[]string{"run", "job", "--", "true"}, "no nodes: give --nodes or set REDLOCK_NODES"},
 		{[]string{"run", nodes, "--ttl", "5ms", "job", "--", "true"}, "below the minimum"},
 		{[]string{"run", nodes, "--ttl", "2m", "job", "--", "true"}, "above --max-ttl"},
@@ -256,6 +263,38 @@ func TestRunUsageErrors(t *testing.T) {
 		r := runCLI(t, tt.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, tt.want) {
 			t.Errorf("redlock %q: want exit %d and %q: %v", tt.args, exitUsage, tt.want, r)
+		}
+		// The line names the command; the library's own "redlock: " is
+		// not repeated after it, and a flag has two dashes.
+		if strings.Contains(r.stderr, ": redlock: ") || regexp.MustCompile(`(^|\s)-[a-z]`).MatchString(r.stderr) {
+			t.Errorf("redlock %q: %q", tt.args, r.stderr)
+		}
+	}
+}
+
+// The flags end at the first argument that is not a flag, or at a "--"
+// that is not a flag's value.
+func TestEndedByDashes(t *testing.T) {
+	fs := newFlagSet("t")
+	fs.Bool("shared", false, "")
+	fs.String("owner", "", "")
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--", "true"}, true},
+		{[]string{"--shared", "--", "true"}, true},
+		{[]string{"--shared=true", "--", "true"}, true},
+		{[]string{"--owner", "me", "--", "true"}, true},
+		{[]string{"--owner=me", "--", "true"}, true},
+		{[]string{"--owner", "--", "job", "--", "true"}, false}, // "--" is the owner
+		{[]string{"job", "--", "true"}, false},
+		{[]string{"--shared", "job", "--", "true"}, false},
+		{[]string{"-", "--", "true"}, false},
+		{nil, false},
+	} {
+		if got := endedByDashes(fs, tc.args); got != tc.want {
+			t.Errorf("endedByDashes(%q) = %v, want %v", tc.args, got, tc.want)
 		}
 	}
 }

@@ -89,8 +89,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if code, ok := cmd.parse(runHelp, args); !ok {
 		return code
 	}
-	if err := cfg.parseArgs(fset.Args()); err != nil {
-		fmt.Fprintf(cmd.stderr, "redlock run: %v\nRun \"redlock run --help\" for usage.\n", err)
+	if err := cfg.parseArgs(fset.Args(), endedByDashes(fset, args)); err != nil {
+		cmd.fail(exitUsage, "%v", err)
+		fmt.Fprintln(cmd.stderr, `Run "redlock run --help" for usage.`)
 		return exitUsage
 	}
 	graceSet := false
@@ -134,9 +135,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // parseArgs takes NAME -- COMMAND [ARGS...] (the "--" may be left out).
-func (cfg *runConfig) parseArgs(args []string) error {
+// afterDashes is set when the flags ended at a "--", which the flag package
+// dropped: no NAME came before it.
+func (cfg *runConfig) parseArgs(args []string, afterDashes bool) error {
 	if len(args) == 0 {
 		return errors.New("missing lock NAME and COMMAND")
+	}
+	if afterDashes {
+		return errors.New(`missing lock NAME before "--"`)
 	}
 	cfg.name, args = args[0], args[1:]
 	if cfg.name == "--" || strings.HasPrefix(cfg.name, "-") {
@@ -277,9 +283,9 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 		case errors.Is(err, redlock.ErrNotHeld):
 			// It never ran out here, yet the nodes no longer held it: an
 			// assumption of the safety model was broken (docs/safety.md).
-			fmt.Fprintf(stderr, "redlock run: the nodes no longer held the lock when the command ended: %v\n", err)
+			say(stderr, "run", "the nodes no longer held the lock when the command ended: %v", err)
 		case err != nil:
-			fmt.Fprintf(stderr, "redlock run: release (keys left behind expire with their TTL): %v\n", err)
+			say(stderr, "run", "release (keys left behind expire with their TTL): %v", err)
 		}
 	}()
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
@@ -298,7 +304,7 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			code = exitNotFound
 		}
-		fmt.Fprintf(stderr, "redlock run: %v\n", err)
+		say(stderr, "run", "%v", err)
 		return code
 	}
 	if fg {
@@ -325,14 +331,14 @@ loop:
 			held = nil
 			if err := lock.Err(); errors.Is(err, redlock.ErrLost) {
 				lost = true
-				fmt.Fprintf(stderr, "redlock run: %v: sending SIGTERM to the command, SIGKILL in %v\n", err, cfg.grace)
+				say(stderr, "run", "%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
 				job.terminate()
 				kill = time.NewTimer(cfg.grace)
 				killC = kill.C
 			}
 		case <-killC:
 			killC = nil
-			fmt.Fprintf(stderr, "redlock run: the command outlived --grace %v: sending SIGKILL\n", cfg.grace)
+			say(stderr, "run", "the command outlived --grace %v: sending SIGKILL", cfg.grace)
 			job.kill()
 		}
 	}
@@ -343,7 +349,7 @@ loop:
 			waitGroupGone(job, killC)
 		}
 		kill.Stop()
-		fmt.Fprintf(stderr, "redlock run: lock %q lost while the command ran\n", cfg.name)
+		say(stderr, "run", "lock %q lost while the command ran", cfg.name)
 		return exitLost
 	}
 	return exitStatus(waitErr, stderr)
@@ -379,7 +385,7 @@ func exitStatus(err error, stderr io.Writer) int {
 		}
 		return ee.ExitCode()
 	}
-	fmt.Fprintf(stderr, "redlock run: %v\n", err)
+	say(stderr, "run", "%v", err)
 	return exitError
 }
 

@@ -99,7 +99,7 @@ func TestEveryTickRunsExactlyOnce(t *testing.T) {
 	// Kill an instance on time while it runs a tick, halfway through.
 	half := from.Add(ticks / 2 * every).UnixMilli()
 	killed := -1
-	timeout := time.NewTimer(from.Add(ticks*every).Sub(time.Now()) + 10*time.Second)
+	timeout := time.NewTimer(time.Until(from.Add(ticks*every)) + 10*time.Second)
 	defer timeout.Stop()
 	running := map[int]int{}
 	for killed < 0 {
