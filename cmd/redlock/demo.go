@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
@@ -58,7 +59,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.unsafe, "unsafe", false, "sell without the lock, to see what the lock prevents")
 	fs.BoolVar(&cfg.inProcess, "in-process", false, "use in-process Redis-compatible servers even when redis-server is installed")
 	fs.DurationVar(&cfg.think, "think", 200*time.Microsecond, "how long a purchase works between reading the stock and writing it\n(its time under the lock)")
-	fs.IntVar(&cfg.segments, "segments", 1, "split the stock into this many segments, each under its own lock\n(ObtainAny takes a free one); 1 is one lock for the whole stock")
+	fs.IntVar(&cfg.segments, "segments", 1, "split the stock into this many segments, each under its own lock\n(Client.Any takes a free one); 1 is one lock for the whole stock")
 	fs.BoolVar(&cfg.compare, "compare", false, "run the sale twice on the same nodes, with one lock and with --segments\nsegments (8 if --segments is 1), and print both side by side; injects no fault")
 	help := helpText{
 		usage: "demo [flags]",
@@ -67,7 +68,7 @@ each purchase a read-modify-write under one distributed lock.
 
 With --segments N the stock is split into N segments of about stock/N items,
 each under a lock of its own: a buyer takes whichever segment is free
-(ObtainAny) and moves on to another when its segment has run dry, so up to
+(Client.Any) and moves on to another when its segment has run dry, so up to
 N purchases run at once. --compare runs the same sale with one lock and with
 N segments on the same nodes, one after the other, and prints throughput
 and latency side by side. Each run ends when every buyer has bought, found
@@ -185,14 +186,14 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--buyers %d: fewer buyers than items (--stock %d), the sale could not sell out", c.buyers, c.stock)
 	case c.instances < 1:
 		return fmt.Errorf("--instances %d: need at least one instance", c.instances)
-	case c.ttl < redlock.MinTTL:
-		return fmt.Errorf("--ttl %v: below the minimum %v", c.ttl, redlock.MinTTL)
+	case c.ttl < limits.MinTTL:
+		return fmt.Errorf("--ttl %v: below the minimum %v", c.ttl, limits.MinTTL)
 	case c.think < 0:
 		return fmt.Errorf("--think %v: must not be negative", c.think)
 	case c.wait <= 0:
 		return fmt.Errorf("--wait %v: must be positive", c.wait)
-	case c.segments < 1 || c.segments > redlock.MaxNames:
-		return fmt.Errorf("--segments %d: must be between 1 and %d", c.segments, redlock.MaxNames)
+	case c.segments < 1 || c.segments > limits.MaxNames:
+		return fmt.Errorf("--segments %d: must be between 1 and %d", c.segments, limits.MaxNames)
 	case c.segments > c.stock:
 		return fmt.Errorf("--segments %d: more segments than items (--stock %d)", c.segments, c.stock)
 	case c.compare && c.unsafe:
@@ -320,7 +321,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		// otherwise (ownGuard).
 		opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL)}
 		if !cfg.guard {
-			opts = append(opts, redlock.WithoutRestartGuard())
+			opts = append(opts, redlock.WithRestartGuard(redlock.GuardOff))
 		}
 		if !real {
 			opts = append(opts, redlock.WithNodeTimeout(inProcessTimeout(cfg.ttl)))
@@ -470,7 +471,7 @@ func (r saleResult) latency(q float64) string {
 // sale runs one flash sale: cfg.buyers buyers on the instances race for
 // cfg.stock items, split into segments segments, each segment under its own
 // lock (one lock for the whole stock when segments is 1). Buyers of a
-// segmented sale take any segment that may still have stock (ObtainAny) and
+// segmented sale take any segment that may still have stock (Client.Any) and
 // try another when theirs has run dry. Faults are injected as cfg says,
 // into servers.
 func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redlock.Client, servers []demoNode, out io.Writer) (saleResult, error) {
@@ -487,7 +488,7 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	case cfg.unsafe:
 		mode = "WITHOUT a lock (--unsafe)"
 	case segments > 1:
-		mode = fmt.Sprintf("the stock in %d segments, each purchase under its segment's lock (\"sale:item-1:segment-N\", ObtainAny)", segments)
+		mode = fmt.Sprintf("the stock in %d segments, each purchase under its segment's lock (\"sale:item-1:segment-N\", Client.Any)", segments)
 	}
 	ttl := fmt.Sprintf(" (TTL %v)", cfg.ttl)
 	if cfg.unsafe {
@@ -564,7 +565,7 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		if segments == 1 {
 			return c.Obtain(ctx, "sale:item-1", cfg.ttl)
 		}
-		return c.ObtainAny(ctx, names, cfg.ttl)
+		return c.Any(names...).Obtain(ctx, cfg.ttl)
 	}
 	began := time.Now()
 	for b := range cfg.buyers {
@@ -601,10 +602,10 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 				latMu.Lock()
 				lat = append(lat, time.Since(t0))
 				latMu.Unlock()
-				seg := index[lock.Key()]
+				seg := index[lock.Name()]
 				bought := buy(seg)
 				if !bought {
-					dry(lock.Key())
+					dry(lock.Name())
 				}
 				_ = lock.Release(ctx)
 				if bought || segments == 1 {

@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 var doctorHelp = helpText{
@@ -61,9 +61,9 @@ type doctorConfig struct {
 }
 
 // budget is the clock drift allowance of a lock with the TTL
-// (redlock.DriftAllowance).
+// (limits.DriftAllowance).
 func (c doctorConfig) budget() time.Duration {
-	return redlock.DriftAllowance(c.ttl, c.drift)
+	return limits.DriftAllowance(c.ttl, c.drift)
 }
 
 func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -74,7 +74,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		cfg doctorConfig
 	)
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "the shortest lock TTL your clients use (for the strictest checks)")
-	fs.Float64Var(&cfg.drift, "drift", redlock.DefaultDriftFactor, "the drift factor your clients use (WithDriftFactor)")
+	fs.Float64Var(&cfg.drift, "drift", limits.DriftFactor, "the drift factor your clients use (WithDriftFactor)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	nf.register(fs)
 	cfg.guard.register(fs)

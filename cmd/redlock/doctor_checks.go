@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 // diagnose turns the probes into checks.
@@ -340,7 +340,7 @@ func persistence(cfg doctorConfig, sp serverProbe) (string, string) {
 		return verdictFail, what + ", and with the restart guard off it votes again at once: keep a restarted node out for --max-ttl by hand, or turn the guard on"
 	case guardPersistent:
 		if durable {
-			return verdictOK, what + ": the guard may trust persistence (WithTrustedPersistence)"
+			return verdictOK, what + ": the guard may trust persistence (GuardTrustPersistence)"
 		}
 		return verdictFail, what + ", but --restart-guard persistent trusts it: use --restart-guard on"
 	}
@@ -391,7 +391,7 @@ func versionBelow(v string, want [3]int) bool {
 }
 
 func latency(cfg doctorConfig, sp serverProbe) (string, string) {
-	t := redlock.DefaultNodeTimeout(cfg.ttl)
+	t := limits.NodeTimeout(cfg.ttl)
 	d := fmt.Sprintf("round trip %v; per-node timeout %v for TTL %v", round(sp.rtt), t, cfg.ttl)
 	switch {
 	case sp.rtt >= t:
@@ -462,8 +462,8 @@ func pick(cond bool, a, b string) string {
 }
 
 func checkEpochDelta(downAfter time.Duration) (string, string) {
-	d := fmt.Sprintf("down-after-milliseconds %d; epoch guard δ %v", downAfter.Milliseconds(), redlock.EpochTrust)
-	if downAfter <= redlock.EpochTrust {
+	d := fmt.Sprintf("down-after-milliseconds %d; epoch guard δ %v", downAfter.Milliseconds(), limits.EpochTrust)
+	if downAfter <= limits.EpochTrust {
 		return verdictFail, d + ": a failover can complete before the guard notices the new master"
 	}
 	return verdictOK, d

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -195,7 +195,7 @@ func TestCheckEpochDelta(t *testing.T) {
 	for _, tt := range []struct {
 		downAfter time.Duration
 		want      string
-	}{{30 * time.Second, verdictOK}, {51 * time.Millisecond, verdictOK}, {redlock.EpochTrust, verdictFail}, {10 * time.Millisecond, verdictFail}} {
+	}{{30 * time.Second, verdictOK}, {51 * time.Millisecond, verdictOK}, {limits.EpochTrust, verdictFail}, {10 * time.Millisecond, verdictFail}} {
 		if v, d := checkEpochDelta(tt.downAfter); v != tt.want {
 			t.Errorf("down-after %v: %s (%s), want %s", tt.downAfter, v, d, tt.want)
 		}
@@ -270,7 +270,7 @@ func TestSplitBrain(t *testing.T) {
 // A Cluster master promoted during its process's life makes every new lock
 // name recover on first use: doctor says so.
 func TestDoctorReportsPromotedClusterMaster(t *testing.T) {
-	cfg := doctorConfig{ttl: 10 * time.Second, drift: redlock.DefaultDriftFactor, guard: guardFlags{maxTTL: time.Minute, mode: guardOn}}
+	cfg := doctorConfig{ttl: 10 * time.Second, drift: limits.DriftFactor, guard: guardFlags{maxTTL: time.Minute, mode: guardOn}}
 	node := func(replid2 string) nodeProbe {
 		return nodeProbe{spec: &nodeSpec{kind: cluster, label: "c"}, servers: []serverProbe{
 			{addr: "a", info: map[string]string{"role": "master", "master_replid2": "0000000000000000000000000000000000000000"}},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 // Restart guard modes, as given to --restart-guard.
@@ -24,22 +25,22 @@ type guardFlags struct {
 }
 
 func (g *guardFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&g.maxTTL, "max-ttl", redlock.DefaultMaxTTL, "the deployment's longest TTL (WithMaxTTL): a restarted node\nstays out of locking this long; every client must use the same")
-	fs.StringVar(&g.mode, "restart-guard", guardOn, "restart and failover guard: on, persistent (WithTrustedPersistence:\nonly with appendonly yes and appendfsync always) or off\n(WithoutRestartGuard: unsafe unless restarted nodes are kept out)")
+	fs.DurationVar(&g.maxTTL, "max-ttl", limits.MaxTTL, "the deployment's longest TTL (WithMaxTTL): a restarted node\nstays out of locking this long; every client must use the same")
+	fs.StringVar(&g.mode, "restart-guard", guardOn, "restart and failover guard: on, persistent (GuardTrustPersistence:\nonly with appendonly yes and appendfsync always) or off\n(GuardOff: unsafe unless restarted nodes are kept out)")
 }
 
 // options returns the Client options for the flags, or a usage error.
 func (g *guardFlags) options() ([]redlock.Option, error) {
-	if g.maxTTL < redlock.MinTTL {
-		return nil, usagef("--max-ttl %v: below the minimum TTL %v", g.maxTTL, redlock.MinTTL)
+	if g.maxTTL < limits.MinTTL {
+		return nil, usagef("--max-ttl %v: below the minimum TTL %v", g.maxTTL, limits.MinTTL)
 	}
 	opts := []redlock.Option{redlock.WithMaxTTL(g.maxTTL)}
 	switch g.mode {
 	case guardOn:
 	case guardPersistent:
-		opts = append(opts, redlock.WithTrustedPersistence())
+		opts = append(opts, redlock.WithRestartGuard(redlock.GuardTrustPersistence))
 	case guardOff:
-		opts = append(opts, redlock.WithoutRestartGuard())
+		opts = append(opts, redlock.WithRestartGuard(redlock.GuardOff))
 	default:
 		return nil, usagef("--restart-guard %q: want on, persistent or off", g.mode)
 	}
@@ -48,8 +49,8 @@ func (g *guardFlags) options() ([]redlock.Option, error) {
 
 // checkTTL checks a lock TTL against --max-ttl.
 func (g *guardFlags) checkTTL(ttl time.Duration) error {
-	if ttl < redlock.MinTTL {
-		return usagef("--ttl %v: below the minimum %v", ttl, redlock.MinTTL)
+	if ttl < limits.MinTTL {
+		return usagef("--ttl %v: below the minimum %v", ttl, limits.MinTTL)
 	}
 	if ttl > g.maxTTL {
 		return usagef("--ttl %v: above --max-ttl %v", ttl, g.maxTTL)

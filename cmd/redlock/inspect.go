@@ -15,8 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 var inspectHelp = helpText{
@@ -33,7 +33,7 @@ come wait behind it). The owner of a write lock is a fingerprint too, unless
 --show-owner: a reentrant owner's ID re-enters the lock, and a writer's is its
 secret. Hold IDs are never shown.
 
-For a semaphore (the library's ObtainPermit) the kind is "permit" and HOLDS
+For a semaphore (Client.Semaphore) the kind is "permit" and HOLDS
 counts its live permits of k on each node.
 
 Exit status: 0 when a quorum of nodes answered, 69 when fewer did, 2 for a
@@ -47,8 +47,8 @@ type inspectNode struct {
 	PTTL  int64  `json:"pttl_ms"` // -1: no expiry; -2: no key
 	Owner string `json:"owner,omitempty"`
 	// The lock's kind: "plain", or for a lock of the family "read" or
-	// "write" (WithExclusive or WithOwner: the node cannot tell which), or
-	// "permit" for a semaphore (ObtainPermit), whose Holds are its live
+	// "write" (a writer or a reentrant owner: the node cannot tell which), or
+	// "permit" for a semaphore (Client.Semaphore), whose Holds are its live
 	// permits of Permits.
 	Kind    string `json:"kind,omitempty"`
 	Permits string `json:"permits,omitempty"`
@@ -81,7 +81,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cmd := newInvocation("inspect", stdout, stderr)
 	fs := cmd.fs
 	var nf nodeFlags
-	prefix := fs.String("prefix", redlock.DefaultPrefix, "prefix of the lock's Redis key (WithPrefix)")
+	prefix := fs.String("prefix", limits.Prefix, "prefix of the lock's Redis key (WithPrefix)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	showOwner := fs.Bool("show-owner", false, "show the owner ID of a read-write or reentrant lock in clear, not a fingerprint")
 	nf.register(fs)

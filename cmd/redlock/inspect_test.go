@@ -151,9 +151,8 @@ func inspectJSON(t *testing.T, args ...string) inspectReport {
 func TestInspectFamily(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	nodes := "--nodes=" + nodesFlag(servers...)
-	shared := []redlock.ObtainOption{redlock.WithShared()}
-	holdLockWith(t, "data", 10*time.Second, shared, servers...)
-	holdLockWith(t, "data", 10*time.Second, shared, servers...)
+	holdLockWith(t, "data", 10*time.Second, reader, servers...)
+	holdLockWith(t, "data", 10*time.Second, reader, servers...)
 	// The second reader's vote may land on the last node after Obtain.
 	var rep inspectReport
 	waitFor(t, "two readers on every node", func() bool {
@@ -180,7 +179,8 @@ func TestInspectFamily(t *testing.T) {
 	wctx, stopWriter := context.WithCancel(context.Background())
 	writer := make(chan error, 1)
 	go func() {
-		_, err := c.Obtain(wctx, "data", 10*time.Second, redlock.WithExclusive())
+		_, w := c.RWMutex("data")
+		_, err := w.Obtain(wctx, 10*time.Second)
 		writer <- err
 	}()
 	waitFor(t, "the writer's mark on a quorum", func() bool {
@@ -206,9 +206,8 @@ func TestInspectFamily(t *testing.T) {
 
 	// A reentrant owner with two holds: its kind, holds and recorded token;
 	// its ID only with --show-owner.
-	owner := []redlock.ObtainOption{redlock.WithOwner("job-7")}
-	l := holdLockWith(t, "job", 10*time.Second, owner, servers...)
-	holdLockWith(t, "job", 10*time.Second, owner, servers...)
+	l := holdLockWith(t, "job", 10*time.Second, owner("job-7"), servers...)
+	holdLockWith(t, "job", 10*time.Second, owner("job-7"), servers...)
 	waitFor(t, "two holds on every node", func() bool {
 		rep = inspectJSON(t, nodes, "job")
 		for _, n := range rep.Nodes {
@@ -293,7 +292,7 @@ func newLibClient(t *testing.T, servers ...*redistest.Server) *redlock.Client {
 		t.Cleanup(func() { _ = rc.Close() })
 		nodes[i] = rc
 	}
-	c, err := redlock.New(nodes, redlock.WithoutRestartGuard())
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}

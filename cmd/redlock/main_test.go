@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -122,11 +123,12 @@ func nodesFlag(servers ...*redistest.Server) string {
 // another process would, and releases it when the test ends.
 func holdLock(t *testing.T, name string, ttl time.Duration, servers ...*redistest.Server) *redlock.Lock {
 	t.Helper()
-	return holdLockWith(t, name, ttl, nil, servers...)
+	return holdLockWith(t, name, ttl, (*redlock.Client).Mutex, servers...)
 }
 
-// holdLockWith is holdLock with obtain options: a lock of the family.
-func holdLockWith(t *testing.T, name string, ttl time.Duration, opts []redlock.ObtainOption, servers ...*redistest.Server) *redlock.Lock {
+// holdLockWith is holdLock with a handle of another kind: a lock of the
+// family.
+func holdLockWith(t *testing.T, name string, ttl time.Duration, handle func(c *redlock.Client, name string) redlock.Locker, servers ...*redistest.Server) *redlock.Lock {
 	t.Helper()
 	nodes := make([]redis.UniversalClient, len(servers))
 	for i, s := range servers {
@@ -134,7 +136,7 @@ func holdLockWith(t *testing.T, name string, ttl time.Duration, opts []redlock.O
 		t.Cleanup(func() { _ = rc.Close() })
 		nodes[i] = rc
 	}
-	c, err := redlock.New(nodes, redlock.WithoutRestartGuard())
+	c, err := redlock.New(nodes, redlock.WithRestartGuard(redlock.GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,14 +145,14 @@ func holdLockWith(t *testing.T, name string, ttl time.Duration, opts []redlock.O
 	// timeout once.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	l, err := c.Obtain(ctx, name, ttl, opts...)
+	l, err := handle(c, name).Obtain(ctx, ttl)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Obtain returns at quorum; the other nodes' yes lands just after.
 	// Wait for it (up to 2 s, best effort: a test may hold a node down), so
 	// that what inspect sees does not depend on that race.
-	key := "{" + redlock.DefaultPrefix + name + "}"
+	key := "{" + limits.Prefix + name + "}"
 	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
 		all := true
 		for _, n := range nodes {
@@ -205,4 +207,11 @@ func closedAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	_ = l.Close()
 	return addr
+}
+
+// reader and owner make the handles of the lock family for holdLockWith.
+func reader(c *redlock.Client, name string) redlock.Locker { r, _ := c.RWMutex(name); return r }
+
+func owner(id string) func(c *redlock.Client, name string) redlock.Locker {
+	return func(c *redlock.Client, name string) redlock.Locker { return c.Reentrant(name, id) }
 }

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -198,7 +197,7 @@ func TestRunSharedAndExclusive(t *testing.T) {
 func TestRunOwner(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	nodes := "--nodes=" + nodesFlag(servers...)
-	held := holdLockWith(t, "job", 10*time.Second, []redlock.ObtainOption{redlock.WithOwner("run-42")}, servers...)
+	held := holdLockWith(t, "job", 10*time.Second, owner("run-42"), servers...)
 	r := runCLI(t, "run", noGuard, wait, nodes, "--owner", "run-42", "job", "--", "sh", "-c", `echo "token=$REDLOCK_TOKEN"`)
 	if r.code != 0 || r.stdout != fmt.Sprintf("token=%d\n", held.Token()) {
 		t.Errorf("re-entry by the same owner: want exit 0 and the holder's token %d: %v", held.Token(), r)

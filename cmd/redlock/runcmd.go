@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 var runHelp = helpText{
@@ -77,7 +78,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fset.DurationVar(&cfg.ttl, "ttl", 30*time.Second, "lock TTL; the lock is refreshed every TTL/3")
 	fset.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 makes a single attempt")
 	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "after the lock is lost, time from SIGTERM to SIGKILL; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
-	fset.StringVar(&cfg.prefix, "prefix", redlock.DefaultPrefix, "prefix of the lock's Redis key (WithPrefix)")
+	fset.StringVar(&cfg.prefix, "prefix", limits.Prefix, "prefix of the lock's Redis key (WithPrefix)")
 	fset.BoolVar(&cfg.shared, "shared", false, "take a shared (read) lock: readers of NAME run at once, writers wait")
 	fset.BoolVar(&cfg.exclusive, "exclusive", false, "take the exclusive (write) lock of a read-write lock: no reader or other writer")
 	fset.Func("owner", "take a reentrant lock held by owner `ID`: other runs with the same ID get it too\n(a job or request ID, never one shared by jobs that must exclude each other)", func(v string) error {
@@ -193,18 +194,19 @@ func (cfg *runConfig) validate(gf *guardFlags) error {
 	return nil
 }
 
-// kindOptions are the obtain options of the lock's kind: none for a plain
-// lock.
-func (cfg *runConfig) kindOptions() []redlock.ObtainOption {
+// handle is the handle of the lock's kind.
+func (cfg *runConfig) handle(c *redlock.Client) redlock.Locker {
 	switch {
 	case cfg.shared:
-		return []redlock.ObtainOption{redlock.WithShared()}
+		r, _ := c.RWMutex(cfg.name)
+		return r
 	case cfg.exclusive:
-		return []redlock.ObtainOption{redlock.WithExclusive()}
+		_, w := c.RWMutex(cfg.name)
+		return w
 	case cfg.ownerSet:
-		return []redlock.ObtainOption{redlock.WithOwner(cfg.owner)}
+		return c.Reentrant(cfg.name, cfg.owner)
 	}
-	return nil
+	return c.Mutex(cfg.name)
 }
 
 // obtainLock obtains the lock with automatic refresh, within cfg.wait. A
@@ -222,11 +224,11 @@ func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-ch
 	done := make(chan result, 1)
 	go func() {
 		var r result
-		opts := append(cfg.kindOptions(), redlock.WithAutoRefresh())
+		h := cfg.handle(c)
 		if cfg.wait > 0 {
-			r.lock, r.err = c.Obtain(octx, cfg.name, cfg.ttl, opts...)
+			r.lock, r.err = h.Obtain(octx, cfg.ttl, redlock.WithAutoRefresh())
 		} else {
-			r.lock, r.err = c.TryObtain(octx, cfg.name, cfg.ttl, opts...)
+			r.lock, r.err = h.TryObtain(octx, cfg.ttl, redlock.WithAutoRefresh())
 		}
 		done <- r
 	}()
