@@ -8,6 +8,7 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redlock-go/redlock v0.0.0
+	go.uber.org/goleak v1.3.0
 	golang.org/x/sys v0.48.0
 )
 

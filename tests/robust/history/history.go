@@ -91,11 +91,13 @@ type Event struct {
 	Prev       int64  `json:"prev,omitempty"`
 	Result     string `json:"result,omitempty"`
 
-	// TypeFault: what, on what, from Start to Stop.
+	// TypeFault: what, on what, from Start to Stop; for a failpoint, how
+	// many times it fired.
 	Fault  string `json:"fault,omitempty"`
 	Target string `json:"target,omitempty"`
 	Start  int64  `json:"start,omitempty"`
 	Stop   int64  `json:"stop,omitempty"`
+	Count  int64  `json:"count,omitempty"`
 
 	// TypeFinal: the store's counter, and its own counts of accepted
 	// writes and refused operations.

@@ -35,7 +35,11 @@ func Timeline(w io.Writer, events []Event) {
 		case TypeStore:
 			fmt.Fprintf(w, "%10s %-4s store %s token %d (lock %d) value %d prev %d → %s at %s\n", ms(e.Inv), e.Client, e.Op, e.StoreToken, e.LockToken, e.Value, e.Prev, e.Result, ms(e.Resp))
 		case TypeFault:
-			fmt.Fprintf(w, "%10s      fault %s on %s until %s %s\n", ms(e.Start), e.Fault, e.Target, ms(e.Stop), e.Text)
+			fmt.Fprintf(w, "%10s %-4s fault %s on %s until %s %s", ms(e.Start), e.Client, e.Fault, e.Target, ms(e.Stop), e.Text)
+			if e.Count > 0 {
+				fmt.Fprintf(w, " (fired %d times)", e.Count)
+			}
+			fmt.Fprintln(w)
 		case TypeFinal:
 			fmt.Fprintf(w, "           final counter %d, store accepted %d, rejected %d\n", e.Final, e.Accepted, e.Rejected)
 		case TypeNote:
