@@ -300,7 +300,8 @@ func delayScenario(name string, nodeTimeout time.Duration) netScenario {
 
 // delayControl is the delay scenarios' control: c0's links are slower
 // (100 ms + up to 50 ms each way, the others' as in delayScenario), the
-// node timeout 400 ms and the TTL 1 s, and c0 believes it holds its lock
+// node timeout 400 ms and the TTL 1 s, the others pause 300 ms between
+// holds (else the faster clients take every turn), and c0 believes it holds its lock
 // for the whole TTL from Obtain's return, ignoring the time the attempt
 // took, and keeps it that long.
 func delayControl() netScenario {
@@ -308,9 +309,9 @@ func delayControl() netScenario {
 		name: "control-delay-client-believes-ttl", clients: 3, control: true,
 		setup: func(l *lab, cs []clientConfig) {
 			for i := range cs {
-				cs[i].FastRetry, cs[i].NodeTimeout, cs[i].TTL = true, 400*time.Millisecond, time.Second
+				cs[i].FastRetry, cs[i].NodeTimeout, cs[i].TTL, cs[i].Think = true, 400*time.Millisecond, time.Second, 300*time.Millisecond
 			}
-			cs[0].Belief, cs[0].HoldFull = beliefTTL, true
+			cs[0].Belief, cs[0].HoldFull, cs[0].Think = beliefTTL, true, 0
 		},
 		inject: func(ctx context.Context, l *lab) {
 			sleepCtx(ctx, warmUp)

@@ -47,8 +47,9 @@ type clientConfig struct {
 	TTL         time.Duration    `json:"ttl"`
 	MaxTTL      time.Duration    `json:"max_ttl"`
 	NodeTimeout time.Duration    `json:"node_timeout"`
-	Hold        time.Duration    `json:"hold"`  // between the read and the write
-	Bound       time.Duration    `json:"bound"` // an Obtain call's bound
+	Hold        time.Duration    `json:"hold"`            // between the read and the write
+	Think       time.Duration    `json:"think,omitempty"` // after each release, before the next attempt
+	Bound       time.Duration    `json:"bound"`           // an Obtain call's bound
 	Auto        bool             `json:"auto,omitempty"`
 	Fenced      bool             `json:"fenced"`
 	Guard       bool             `json:"guard"`
@@ -198,6 +199,7 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 		h.End = min(time.Now().UnixNano(), end.UnixNano())
 		_ = l.Release()
 		out.ev(h)
+		sleepUntil(time.Now().Add(cfg.Think), stop)
 	}
 }
 
