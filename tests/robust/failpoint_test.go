@@ -28,15 +28,15 @@ func TestFailpoints(t *testing.T) {
 	}
 	for _, sc := range []netScenario{
 		{
-			// A majority's replies to an acquire are held back 250
-			// ms (less than the node timeout, here 300 ms: a reply
-			// held longer counts as none; the TTL is 1 s): the quorum
-			// waits for them, and the validity shrinks by as much;
-			// clients hold the lock for all of it.
+			// A majority's replies to an acquire are held back 70 ms
+			// (less than the node timeout, 100 ms: a reply held
+			// longer counts as none): the quorum waits for them, and
+			// the validity shrinks by as much; clients hold the lock
+			// for all of it.
 			name: "failpoint-acquire-reply-delay", clients: 3,
 			setup: failpoints(func(cs []clientConfig, i int) {
-				cs[i].HoldFull, cs[i].TTL, cs[i].NodeTimeout = true, time.Second, 300*time.Millisecond
-				cs[i].Failpoints = []failpoint.Spec{fp(failpoint.AcquireReply, majority, 1, 250*time.Millisecond, false)}
+				cs[i].HoldFull = true
+				cs[i].Failpoints = []failpoint.Spec{fp(failpoint.AcquireReply, majority, 1, 70*time.Millisecond, false)}
 			}),
 			needs: fired(failpoint.AcquireReply),
 		},
@@ -45,15 +45,14 @@ func TestFailpoints(t *testing.T) {
 			// all held back (so that its quorum waits), believes
 			// it holds the lock for the whole TTL from Obtain's
 			// return. (The others' replies are not held back: their
-			// own delays would cancel c0's; and they pause 300 ms
-			// between holds, else the faster clients take every turn.)
-			name: "control-failpoint-acquire-reply-delay-client-believes-ttl", clients: 3, control: true,
+			// own delays would cancel c0's; and c1 pauses 300 ms
+			// between holds, else the faster client takes every turn.)
+			name: "control-failpoint-acquire-reply-delay-client-believes-ttl", clients: 2, control: true,
 			setup: failpoints(func(cs []clientConfig, i int) {
 				cs[i].HoldFull, cs[i].FastRetry, cs[i].Think = true, true, 300*time.Millisecond
-				cs[i].TTL, cs[i].NodeTimeout = time.Second, 300*time.Millisecond
 				if i == 0 {
 					cs[i].Belief, cs[i].Think = beliefTTL, 0
-					cs[i].Failpoints = []failpoint.Spec{fp(failpoint.AcquireReply, majority, 1, 250*time.Millisecond, false)}
+					cs[i].Failpoints = []failpoint.Spec{fp(failpoint.AcquireReply, majority, 1, 70*time.Millisecond, false)}
 				}
 			}),
 		},
