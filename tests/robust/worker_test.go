@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
 
 	"github.com/redlock-go/redlock/examples/fenced-storage/store"
 	"github.com/redlock-go/redlock/tests/robust/failpoint"
@@ -33,6 +34,10 @@ const (
 	beliefValidity = "validity" // the library's ValidUntil (and, refreshed, its loss)
 	beliefTTL      = "ttl"      // a control: TTL from when Obtain returned
 	beliefForever  = "forever"  // a control: until it is done, whatever happens
+	// A control: the validity's end in real time worked out from a
+	// CLOCK_MONOTONIC reading of another process (the parent's, MonoBase
+	// at WallBase), as a deadline handed between processes would be.
+	beliefSharedMono = "shared-monotonic"
 )
 
 // clientConfig is one client process's configuration (JSON, in the child's
@@ -59,6 +64,10 @@ type clientConfig struct {
 	ClockOffset time.Duration    `json:"clock_offset,omitempty"`
 	ClockRate   float64          `json:"clock_rate,omitempty"` // 0: 1
 	Failpoints  []failpoint.Spec `json:"failpoints,omitempty"`
+	// The parent's CLOCK_MONOTONIC and wall clock read at one instant
+	// (beliefSharedMono).
+	MonoBase int64 `json:"mono_base,omitempty"`
+	WallBase int64 `json:"wall_base,omitempty"`
 }
 
 // maxIterations bounds a client's loop, whatever its time bound.
@@ -122,6 +131,9 @@ func runClient(raw string) int {
 		return 2
 	}
 	out := &emitter{w: bufio.NewWriter(os.Stdout)}
+	// The process's own clocks, for the parent to see a time namespace's
+	// offset: CLOCK_MONOTONIC (Value) read with the wall clock (Inv).
+	out.ev(history.Event{Type: history.TypeNote, Client: cfg.ID, Inv: time.Now().UnixNano(), Value: monoNow(), Text: "clock"})
 	fps := failpoint.NewSet(cfg.Failpoints, cfg.Seed)
 	var nodes []redis.UniversalClient
 	var rcs []*redis.Client
@@ -189,6 +201,9 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 				return resp.Add(cfg.TTL)
 			case beliefForever:
 				return resp.Add(24 * time.Hour)
+			case beliefSharedMono:
+				now := time.Unix(0, cfg.WallBase+monoNow()-cfg.MonoBase)
+				return now.Add(clk.real(l.ValidUntil()).Sub(time.Now()))
 			}
 			return clk.real(l.ValidUntil())
 		}
@@ -296,6 +311,14 @@ func sleepUntil(t, limit time.Time) {
 	if d := time.Until(t); d > 0 {
 		time.Sleep(d)
 	}
+}
+
+// monoNow reads CLOCK_MONOTONIC itself, in nanoseconds (time.Now's
+// monotonic reading is relative to the process's start).
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
 }
 
 func atoi(s string) int64 {
