@@ -248,14 +248,19 @@ func restart(ctx context.Context, l *lab, nodes ...int) {
 }
 
 // lossScenario loses p of the packets on every link between a client and
-// a node, both ways. Its control's first client keeps working for 1.2 s
-// (more than twice the TTL) whatever its lock's validity.
+// a node, both ways. Above 10%, the TTL is 1 s and the node timeout 300 ms,
+// so that a request may survive one TCP retransmission (200 ms at least):
+// with 100 ms nearly no attempt succeeds. Its control's first client keeps
+// working for 1.2 s (more than twice the TTL) whatever its lock's validity.
 func lossScenario(name string, p float64, control bool) netScenario {
 	return netScenario{
 		name: name, clients: 3, control: control,
 		setup: func(l *lab, cs []clientConfig) {
 			for i := range cs {
 				cs[i].FastRetry = true
+				if p > 0.1 {
+					cs[i].TTL, cs[i].MaxTTL, cs[i].NodeTimeout = time.Second, 2*time.Second, 300*time.Millisecond
+				}
 			}
 			if control {
 				cs[0].Belief, cs[0].Hold = beliefForever, 1200*time.Millisecond
@@ -267,7 +272,7 @@ func lossScenario(name string, p float64, control bool) netScenario {
 			<-ctx.Done()
 			l.fault("loss", "every client-node link", start, time.Now(), fmt.Sprintf("%.0f%% of packets", 100*p))
 		},
-		needs: heldBy("c0"),
+		needs: heldBy(),
 	}
 }
 
