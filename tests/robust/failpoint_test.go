@@ -84,8 +84,8 @@ func TestFailpoints(t *testing.T) {
 		{
 			// The control: c0, whose fences are held back, believes
 			// it holds the lock for the whole TTL from Obtain's
-			// return, fence or not.
-			name: "control-failpoint-fence-delay-client-believes-ttl", clients: 3, control: true,
+			// return, fence or not; c1 pauses 300 ms between holds.
+			name: "control-failpoint-fence-delay-client-believes-ttl", clients: 2, control: true,
 			setup: failpoints(func(cs []clientConfig, i int) {
 				cs[i].HoldFull, cs[i].FastRetry, cs[i].Think = true, true, 300*time.Millisecond
 				if i == 0 {

@@ -25,6 +25,9 @@ type netScenario struct {
 	inject func(ctx context.Context, l *lab)
 	// control: must show a violation.
 	control bool
+	// d, when set, is how long the clients run, in place of
+	// -robust.duration.
+	d time.Duration
 	// needs, when set, checks that the run exercised what it is about
 	// (both clients held the lock...); the run is repeated otherwise.
 	needs func(events []history.Event) bool
@@ -181,7 +184,11 @@ func runNet(t *testing.T, sc netScenario) {
 			if cs[0].Guard {
 				l.waitRecovered(cs[0].MaxTTL)
 			}
-			s := spec{name: sc.name, seed: int64(try), d: *flagDuration, clients: cs, inject: sc.inject, control: sc.control}
+			d := *flagDuration
+			if sc.d > 0 {
+				d = sc.d
+			}
+			s := spec{name: sc.name, seed: int64(try), d: d, clients: cs, inject: sc.inject, control: sc.control}
 			r, events := l.run(s)
 			problem := verdict(s, r)
 			retriable := sc.control && problem != ""
@@ -314,7 +321,7 @@ func delayScenario(name string, nodeTimeout time.Duration) netScenario {
 // time the attempt took, and keeps it that long.
 func delayControl() netScenario {
 	return netScenario{
-		name: "control-delay-client-believes-ttl", clients: 2, control: true,
+		name: "control-delay-client-believes-ttl", clients: 2, control: true, d: 6 * time.Second,
 		setup: func(l *lab, cs []clientConfig) {
 			for i := range cs {
 				cs[i].FastRetry, cs[i].NodeTimeout, cs[i].TTL, cs[i].Think = true, 500*time.Millisecond, time.Second, 700*time.Millisecond
