@@ -90,11 +90,13 @@ func TestPartitions(t *testing.T) {
 		{
 			// The control: the node the two majorities share
 			// restarts empty, without the restart guard, while one
-			// of them holds the lock.
+			// of them holds the lock (for all of a 2 s TTL, so that
+			// the restart is done before it ends).
 			name: "control-two-majorities-restart-shared-guard-off", clients: 2, control: true,
 			setup: func(l *lab, cs []clientConfig) {
 				for i := range cs {
 					cs[i].Guard, cs[i].HoldFull, cs[i].FastRetry = false, true, true
+					cs[i].TTL, cs[i].MaxTTL = 2*time.Second, 2*time.Second
 				}
 			},
 			inject: func(ctx context.Context, l *lab) {
@@ -129,12 +131,14 @@ func TestPartitions(t *testing.T) {
 			needs: heldBy("c0", "c1", "c2"),
 		},
 		{
-			// The control: while c0 holds with n2, n3 and n4, n2 and
-			// n3 restart empty without the restart guard.
+			// The control: while c0 holds with n2, n3 and n4 (for
+			// all of a 2 s TTL), n2 and n3 restart empty without the
+			// restart guard.
 			name: "control-node-seen-by-one-restart-guard-off", clients: 3, control: true,
 			setup: func(l *lab, cs []clientConfig) {
 				for i := range cs {
 					cs[i].Guard, cs[i].FastRetry = false, true
+					cs[i].TTL, cs[i].MaxTTL = 2*time.Second, 2*time.Second
 				}
 				cs[0].HoldFull = true
 			},
