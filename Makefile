@@ -12,6 +12,7 @@ MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
 deps:
 	@./scripts/install-redis.sh
 	@./scripts/install-postgres.sh
+	@./scripts/install-netns.sh
 
 # The CLI is a module of its own (cmd/redlock/go.mod).
 demo: deps

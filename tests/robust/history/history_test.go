@@ -87,6 +87,20 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+func TestReentrantSameToken(t *testing.T) {
+	hold := func(c string, tok, from, to int64) Event {
+		return Event{Type: TypeHold, Client: c, Kind: "reentrant", Token: tok, Obtained: from, End: to}
+	}
+	// One owner's holds with one token: one hold on the nodes.
+	if _, inv := Conflicts([]Event{hold("a", 5, 1, 2), hold("a", 5, 3, 4), hold("a", 5, 5, 6)}); inv != 0 {
+		t.Errorf("one owner's holds with one token: %d inversions", inv)
+	}
+	// Another owner's later hold with that token is an inversion.
+	if _, inv := Conflicts([]Event{hold("a", 5, 1, 2), hold("b", 5, 3, 4)}); inv != 1 {
+		t.Errorf("two owners, one token: %d inversions, want 1", inv)
+	}
+}
+
 func TestSharedReads(t *testing.T) {
 	ev := []Event{
 		{Type: TypeHold, Client: "r1", Kind: "read", Token: 5, Obtained: 1, End: 50},
