@@ -7,11 +7,12 @@ GO ?= go
 # (CLI, adapters, SQL lease store, comparative benchmarks, examples), each with its own go.mod.
 MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
 
-.PHONY: demo test deps vet lint cross lean oldest model
+.PHONY: demo test deps vet lint cross lean oldest model soak
 
 deps:
 	@./scripts/install-redis.sh
 	@./scripts/install-postgres.sh
+	@./scripts/install-netns.sh
 
 # The CLI is a module of its own (cmd/redlock/go.mod).
 demo: deps
@@ -45,3 +46,16 @@ model:
 # deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps vet lint lean cross oldest model
 	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && REDLOCK_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
+
+# The robustness suite's randomized runs for a long budget (tests/robust,
+# docs/fault-testing.md, "Robustness tests"): SOAK_BUDGET of runs drawn from
+# a fresh seed (SOAK_SEED replays one), every history saved in SOAK_DIR.
+# Needs root (network namespaces). make test runs the same for 30 s.
+SOAK_BUDGET ?= 30m
+SOAK_SEED ?= 0
+SOAK_DIR ?= /tmp/redlock-soak
+soak:
+	@echo "== soak: randomized robustness runs for $(SOAK_BUDGET), histories in $(SOAK_DIR)"
+	@mkdir -p $(SOAK_DIR)
+	@cd tests/robust && $(GO) test -race -count=1 -v -run 'TestRandomized$$' -timeout 0 . \
+		-args -robust.budget=$(SOAK_BUDGET) -robust.seed=$(SOAK_SEED) -robust.save=$(SOAK_DIR) -robust.report=$(SOAK_DIR)/rows.md

@@ -1,0 +1,346 @@
+//go:build linux
+
+package robust
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/tests/robust/history"
+	"github.com/redlock-go/redlock/tests/robust/netlab"
+)
+
+// attempts is how many runs a scenario that must show something (a
+// control's violation, a fault that reached a holder) gets.
+const attempts = 3
+
+// netScenario is one scenario of real network faults between namespaces.
+type netScenario struct {
+	name    string
+	clients int
+	// setup adjusts the clients' configuration.
+	setup  func(l *lab, cs []clientConfig)
+	inject func(ctx context.Context, l *lab)
+	// control: must show a violation.
+	control bool
+	// d, when set, is how long the clients run, in place of
+	// -robust.duration.
+	d time.Duration
+	// needs, when set, checks that the run exercised what it is about
+	// (both clients held the lock...); the run is repeated otherwise.
+	needs func(events []history.Event) bool
+}
+
+// TestPartitions runs the scenarios of real network partitions, losses and
+// delays: nodes and clients in namespaces of their own, packets dropped or
+// delayed between them by the lab's switch.
+func TestPartitions(t *testing.T) {
+	majority := []int{0, 1, 2}
+	for _, sc := range []netScenario{
+		{
+			// A client cut off from a majority while it holds the
+			// lock (its whole validity): it cannot refresh or
+			// release; the others wait for the expiry.
+			name: "cut-off-holder", clients: 3,
+			setup: func(l *lab, cs []clientConfig) { cs[0].HoldFull = true },
+			inject: func(ctx context.Context, l *lab) {
+				for ctx.Err() == nil {
+					if l.whenHolding(ctx, "c0", 1500*time.Millisecond) {
+						l.partition(ctx, "c0", majority, time.Second)
+					}
+					sleepCtx(ctx, 300*time.Millisecond)
+				}
+			},
+			needs: heldBy("c0", "c1"),
+		},
+		{
+			// The control: the cut-off client keeps working past its
+			// validity, on a store without fencing.
+			name: "control-cut-off-holder-ignores-validity-unfenced", clients: 3, control: true,
+			setup: func(l *lab, cs []clientConfig) {
+				for i := range cs {
+					cs[i].Fenced = false
+				}
+				cs[0].Belief, cs[0].Hold = beliefForever, 1200*time.Millisecond
+			},
+			inject: func(ctx context.Context, l *lab) {
+				for ctx.Err() == nil {
+					if l.whenHolding(ctx, "c0", 1500*time.Millisecond) {
+						l.partition(ctx, "c0", majority, time.Second)
+					}
+					sleepCtx(ctx, 300*time.Millisecond)
+				}
+			},
+		},
+		{
+			// Two clients each see a different majority, for the
+			// whole run: c0 sees n0, n1, n2; c1 sees n2, n3, n4. The
+			// majorities share n2.
+			name: "two-majorities", clients: 2,
+			inject: func(ctx context.Context, l *lab) {
+				start := time.Now()
+				twoMajorities(l)
+				<-ctx.Done()
+				l.fault("partition", "c0 | nodes [3 4]; c1 | nodes [0 1]", start, time.Now(), "two majorities sharing n2")
+			},
+			needs: heldBy("c0", "c1"),
+		},
+		{
+			// The control: the node the two majorities share
+			// restarts empty, without the restart guard, while one
+			// of them holds the lock (for all of a 2 s TTL, so that
+			// the restart is done before it ends).
+			name: "control-two-majorities-restart-shared-guard-off", clients: 2, control: true,
+			setup: func(l *lab, cs []clientConfig) {
+				for i := range cs {
+					cs[i].Guard, cs[i].HoldFull, cs[i].FastRetry = false, true, true
+					cs[i].TTL, cs[i].MaxTTL = 2*time.Second, 2*time.Second
+				}
+			},
+			inject: func(ctx context.Context, l *lab) {
+				start := time.Now()
+				twoMajorities(l)
+				for ctx.Err() == nil {
+					if l.whenHolding(ctx, "", time.Second) {
+						restart(ctx, l, 2)
+					}
+					sleepCtx(ctx, 200*time.Millisecond)
+				}
+				l.fault("partition", "c0 | nodes [3 4]; c1 | nodes [0 1]", start, time.Now(), "two majorities sharing n2")
+			},
+		},
+		{
+			// A node seen by one client and not by the others: n4
+			// is cut off from c1 and c2 for the whole run, and c0
+			// loses n0 and n1 now and then, so that its quorum then
+			// needs n4.
+			name: "node-seen-by-one", clients: 3,
+			inject: func(ctx context.Context, l *lab) {
+				start := time.Now()
+				seenByOne(l)
+				for ctx.Err() == nil {
+					if l.whenHolding(ctx, "c0", time.Second) {
+						l.partition(ctx, "c0", []int{0, 1}, 600*time.Millisecond)
+					}
+					sleepCtx(ctx, 300*time.Millisecond)
+				}
+				l.fault("partition", "c1, c2 | node 4", start, time.Now(), "n4 seen by c0 only")
+			},
+			needs: heldBy("c0", "c1", "c2"),
+		},
+		{
+			// The control: while c0 holds with n2, n3 and n4 (for
+			// all of a 2 s TTL), n2 and n3 restart empty without the
+			// restart guard.
+			name: "control-node-seen-by-one-restart-guard-off", clients: 3, control: true,
+			setup: func(l *lab, cs []clientConfig) {
+				for i := range cs {
+					cs[i].Guard, cs[i].FastRetry = false, true
+					cs[i].TTL, cs[i].MaxTTL = 2*time.Second, 2*time.Second
+				}
+				cs[0].HoldFull = true
+			},
+			inject: func(ctx context.Context, l *lab) {
+				start := time.Now()
+				seenByOne(l)
+				for ctx.Err() == nil {
+					for _, n := range []int{0, 1} {
+						_ = l.net.SetBoth("c0", l.nodes[n].name, netlab.Policy{Drop: true})
+					}
+					if l.whenHolding(ctx, "c0", 1500*time.Millisecond) {
+						restart(ctx, l, 2, 3)
+					}
+					for _, n := range []int{0, 1} {
+						_ = l.net.SetBoth("c0", l.nodes[n].name, netlab.Policy{})
+					}
+					sleepCtx(ctx, 300*time.Millisecond)
+				}
+				l.fault("partition", "c1, c2 | node 4; c0 | nodes [0 1] while it obtains", start, time.Now(), "n4 seen by c0 only")
+			},
+		},
+		lossScenario("loss-30pct-every-link", 0.30, false),
+		lossScenario("control-loss-5pct-client-ignores-validity", 0.05, true),
+		delayScenario("delay-10ms-jitter-60ms-every-link", 100*time.Millisecond),
+		delayControl(),
+	} {
+		t.Run(sc.name, func(t *testing.T) { runNet(t, sc) })
+	}
+}
+
+// runNet runs a scenario on a fresh lab, up to attempts times when it must
+// show something and did not (a control without a violation, a run that
+// did not exercise the scenario); a violation outside a control fails at
+// once.
+func runNet(t *testing.T, sc netScenario) {
+	for try := 1; try <= attempts; try++ {
+		again := false
+		t.Run(fmt.Sprintf("try%d", try), func(t *testing.T) {
+			l := newLab(t, sc.clients, int64(try))
+			var cs []clientConfig
+			for _, c := range l.clients {
+				cs = append(cs, baseClient(c, l))
+			}
+			if sc.setup != nil {
+				sc.setup(l, cs)
+			}
+			if cs[0].Guard {
+				l.waitRecovered(cs[0].MaxTTL)
+			}
+			d := *flagDuration
+			if sc.d > 0 {
+				d = sc.d
+			}
+			s := spec{name: sc.name, seed: int64(try), d: d, clients: cs, inject: sc.inject, control: sc.control}
+			r, events := l.run(s)
+			problem := verdict(s, r)
+			retriable := sc.control && problem != ""
+			if problem == "" && sc.needs != nil && !sc.needs(events) {
+				problem, retriable = sc.name+": the run did not exercise the scenario", true
+			}
+			again = retriable && try < attempts
+			l.conclude(s, r, events, problem, !again)
+		})
+		if !again {
+			return
+		}
+	}
+}
+
+// heldBy checks that each of the clients held the lock at least once (with
+// none given: that some client did).
+func heldBy(clients ...string) func([]history.Event) bool {
+	return func(events []history.Event) bool {
+		held := map[string]bool{}
+		for _, e := range events {
+			if e.Type == history.TypeHold {
+				held[e.Client], held[""] = true, true
+			}
+		}
+		if len(clients) == 0 {
+			return held[""]
+		}
+		for _, c := range clients {
+			if !held[c] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// twoMajorities cuts c0 from n3 and n4 and c1 from n0 and n1.
+func twoMajorities(l *lab) {
+	for _, n := range []string{"n3", "n4"} {
+		_ = l.net.SetBoth("c0", n, netlab.Policy{Drop: true})
+	}
+	for _, n := range []string{"n0", "n1"} {
+		_ = l.net.SetBoth("c1", n, netlab.Policy{Drop: true})
+	}
+}
+
+// seenByOne cuts n4 from every client but c0.
+func seenByOne(l *lab) {
+	for _, c := range l.clients[1:] {
+		_ = l.net.SetBoth(c, "n4", netlab.Policy{Drop: true})
+	}
+}
+
+// restart crashes the nodes and starts them again, empty, and records it.
+func restart(ctx context.Context, l *lab, nodes ...int) {
+	start := time.Now()
+	for _, n := range nodes {
+		if err := l.nodes[n].restart(); err != nil {
+			l.t.Errorf("restart n%d: %v", n, err)
+		}
+	}
+	l.fault("restart", fmt.Sprintf("nodes %v", nodes), start, time.Now(), "")
+}
+
+// lossScenario loses p of the packets on every link between a client and
+// a node, both ways. Above 10%, the TTL is 1 s and the node timeout 300 ms,
+// so that a request may survive one TCP retransmission (200 ms at least):
+// with 100 ms nearly no attempt succeeds. Its control's first client keeps
+// working for 1.2 s (more than twice the TTL) whatever its lock's validity.
+func lossScenario(name string, p float64, control bool) netScenario {
+	return netScenario{
+		name: name, clients: 3, control: control,
+		setup: func(l *lab, cs []clientConfig) {
+			for i := range cs {
+				cs[i].FastRetry = true
+				if p > 0.1 {
+					cs[i].TTL, cs[i].MaxTTL, cs[i].NodeTimeout = time.Second, 2*time.Second, 300*time.Millisecond
+				}
+			}
+			if control {
+				cs[0].Belief, cs[0].Hold = beliefForever, 1200*time.Millisecond
+			}
+		},
+		inject: func(ctx context.Context, l *lab) {
+			start := time.Now()
+			l.everyLink(netlab.Policy{Loss: p})
+			<-ctx.Done()
+			l.fault("loss", "every client-node link", start, time.Now(), fmt.Sprintf("%.0f%% of packets", 100*p))
+		},
+		needs: heldBy(),
+	}
+}
+
+// warmUp is how long the delay scenarios run before their delays start,
+// so that the clients' connections exist: a new connection costs a TCP
+// handshake and go-redis's HELLO, three round trips, which delays near the
+// node timeout rarely allow.
+const warmUp = time.Second
+
+// delayScenario delays every packet between a client and a node by 10 ms
+// plus up to 60 ms of jitter, each way: a round trip of 20 to 140 ms
+// against the node timeout (100 ms: about a fifth of the requests time
+// out), and packets reordered.
+func delayScenario(name string, nodeTimeout time.Duration) netScenario {
+	return netScenario{
+		name: name, clients: 3,
+		setup: func(l *lab, cs []clientConfig) {
+			for i := range cs {
+				cs[i].FastRetry, cs[i].NodeTimeout = true, nodeTimeout
+			}
+		},
+		inject: func(ctx context.Context, l *lab) {
+			sleepCtx(ctx, warmUp)
+			start := time.Now()
+			l.everyLink(netlab.Policy{Delay: 10 * time.Millisecond, Jitter: 60 * time.Millisecond})
+			<-ctx.Done()
+			l.fault("delay", "every client-node link", start, time.Now(), "10ms + jitter up to 60ms, each way")
+		},
+		needs: heldBy(),
+	}
+}
+
+// delayControl is the delay scenarios' control, with two clients: c0's
+// links are slower (150 ms each way, without jitter: reordered packets cost
+// TCP retransmissions, which would exceed the node timeout; c1's as in
+// delayScenario), the node timeout 500 ms and the TTL 1 s, c1 pauses 700 ms
+// between holds (else the faster client takes every turn), and c0 believes
+// it holds its lock for the whole TTL from Obtain's return, ignoring the
+// time the attempt took, and keeps it that long.
+func delayControl() netScenario {
+	return netScenario{
+		name: "control-delay-client-believes-ttl", clients: 2, control: true, d: 6 * time.Second,
+		setup: func(l *lab, cs []clientConfig) {
+			for i := range cs {
+				cs[i].FastRetry, cs[i].NodeTimeout, cs[i].TTL, cs[i].Think = true, 500*time.Millisecond, time.Second, 700*time.Millisecond
+			}
+			cs[0].Belief, cs[0].HoldFull, cs[0].Think = beliefTTL, true, 0
+		},
+		inject: func(ctx context.Context, l *lab) {
+			sleepCtx(ctx, warmUp)
+			start := time.Now()
+			l.everyLink(netlab.Policy{Delay: 10 * time.Millisecond, Jitter: 60 * time.Millisecond})
+			for _, n := range l.nodes {
+				_ = l.net.SetBoth("c0", n.name, netlab.Policy{Delay: 150 * time.Millisecond})
+			}
+			<-ctx.Done()
+			l.fault("delay", "every client-node link; c0's slower", start, time.Now(), "10ms + jitter up to 60ms, each way; c0's 150ms")
+		},
+	}
+}

@@ -1,0 +1,327 @@
+//go:build linux
+
+package robust
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
+
+	"github.com/redlock-go/redlock/examples/fenced-storage/store"
+	"github.com/redlock-go/redlock/tests/robust/failpoint"
+	"github.com/redlock-go/redlock/tests/robust/history"
+	"github.com/redlock-go/redlock/tests/robust/lockclient"
+)
+
+// lockName is the one lock every client takes; the store's record is
+// storeName.
+const (
+	lockName  = "robust:counter"
+	storeName = "counter"
+)
+
+// What a client believes about how long it holds its lock.
+const (
+	beliefValidity = "validity" // the library's ValidUntil (and, refreshed, its loss)
+	beliefTTL      = "ttl"      // a control: TTL from when Obtain returned
+	beliefForever  = "forever"  // a control: until it is done, whatever happens
+	// A control: the validity's end in real time worked out from a
+	// CLOCK_MONOTONIC reading of another process (the parent's, MonoBase
+	// at WallBase), as a deadline handed between processes would be.
+	beliefSharedMono = "shared-monotonic"
+)
+
+// clientConfig is one client process's configuration (JSON, in the child's
+// environment).
+type clientConfig struct {
+	ID          string           `json:"id"`
+	Nodes       []string         `json:"nodes"` // host:port of each lock node
+	Store       string           `json:"store"`
+	Stop        int64            `json:"stop"` // Unix ns: no attempt starts after it
+	Seed        uint64           `json:"seed"`
+	Kind        lockclient.Kind  `json:"kind"`
+	TTL         time.Duration    `json:"ttl"`
+	MaxTTL      time.Duration    `json:"max_ttl"`
+	NodeTimeout time.Duration    `json:"node_timeout"`
+	Hold        time.Duration    `json:"hold"`            // between the read and the write
+	Think       time.Duration    `json:"think,omitempty"` // after each release, before the next attempt
+	Bound       time.Duration    `json:"bound"`           // an Obtain call's bound
+	Auto        bool             `json:"auto,omitempty"`
+	Fenced      bool             `json:"fenced"`
+	Guard       bool             `json:"guard"`
+	FastRetry   bool             `json:"fast_retry,omitempty"`
+	Belief      string           `json:"belief"`
+	HoldFull    bool             `json:"hold_full,omitempty"` // hold until 5 ms before the believed end
+	ClockOffset time.Duration    `json:"clock_offset,omitempty"`
+	ClockRate   float64          `json:"clock_rate,omitempty"` // 0: 1
+	Failpoints  []failpoint.Spec `json:"failpoints,omitempty"`
+	// The parent's CLOCK_MONOTONIC and wall clock read at one instant
+	// (beliefSharedMono).
+	MonoBase int64 `json:"mono_base,omitempty"`
+	WallBase int64 `json:"wall_base,omitempty"`
+}
+
+// maxIterations bounds a client's loop, whatever its time bound.
+const maxIterations = 100000
+
+// emitter writes a child's records to its parent, one line each: "ev" and
+// a history event, or "in" and 1 or 0 when the client starts or ends its
+// work under the lock.
+type emitter struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+func (e *emitter) line(kind string, v any) {
+	b, _ := json.Marshal(v)
+	e.mu.Lock()
+	fmt.Fprintf(e.w, "%s %s\n", kind, b)
+	_ = e.w.Flush()
+	e.mu.Unlock()
+}
+
+func (e *emitter) ev(ev history.Event) { e.line("ev", ev) }
+func (e *emitter) in(v int)            { e.line("in", v) }
+
+// nodeClient is a go-redis client for a lock node, with timeouts short
+// enough that an unreachable node costs little.
+func nodeClient(addr string) *redis.Client {
+	return redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		DialTimeout:           200 * time.Millisecond,
+		ReadTimeout:           500 * time.Millisecond,
+		WriteTimeout:          500 * time.Millisecond,
+		MaxRetries:            -1,
+	})
+}
+
+// clientClock is a client's clock: offset from real time and running at
+// rate, with a monotonic reading (derived from time.Now).
+type clientClock struct {
+	base   time.Time
+	offset time.Duration
+	rate   float64
+}
+
+func (c clientClock) now() time.Time {
+	return c.base.Add(c.offset + time.Duration(float64(time.Since(c.base))*c.rate))
+}
+
+// real maps a time read on this clock back to real time.
+func (c clientClock) real(t time.Time) time.Time {
+	return c.base.Add(time.Duration(float64(t.Sub(c.base)-c.offset) / c.rate))
+}
+
+// runClient is a child process's main: one client running its workload
+// until cfg.Stop.
+func runClient(raw string) int {
+	var cfg clientConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "client config:", err)
+		return 2
+	}
+	out := &emitter{w: bufio.NewWriter(os.Stdout)}
+	// The process's own clocks, for the parent to see a time namespace's
+	// offset: CLOCK_MONOTONIC (Value) read with the wall clock (Inv).
+	out.ev(history.Event{Type: history.TypeNote, Client: cfg.ID, Inv: time.Now().UnixNano(), Value: monoNow(), Text: "clock"})
+	fps := failpoint.NewSet(cfg.Failpoints, cfg.Seed)
+	var nodes []redis.UniversalClient
+	var rcs []*redis.Client
+	for i, a := range cfg.Nodes {
+		rc := nodeClient(a)
+		if len(cfg.Failpoints) > 0 {
+			rc.AddHook(fps.Hook(i))
+		}
+		rcs = append(rcs, rc)
+		nodes = append(nodes, rc)
+	}
+	clk := clientClock{base: time.Now(), offset: cfg.ClockOffset, rate: cfg.ClockRate}
+	lc := lockclient.Config{NodeTimeout: cfg.NodeTimeout, MaxTTL: cfg.MaxTTL, NoGuard: !cfg.Guard, FastRetry: cfg.FastRetry}
+	if clk.rate == 0 {
+		clk.rate = 1
+	}
+	if clk.offset != 0 || clk.rate != 1 {
+		lc.Now = clk.now
+	}
+	c, err := lockclient.New(nodes, lc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	sdb := redis.NewClient(&redis.Options{Addr: cfg.Store, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer func() {
+		_ = c.Close()
+		for _, rc := range rcs {
+			_ = rc.Close()
+		}
+		_ = sdb.Close()
+	}()
+	work(cfg, c, store.New(sdb, storeName), clk, out)
+	for i, n := range fps.Fired() {
+		sp := fps.Specs()[i]
+		out.ev(history.Event{Type: history.TypeFault, Client: cfg.ID, Fault: "failpoint " + sp.Point,
+			Target: fmt.Sprintf("nodes %v", sp.Nodes), Start: sp.Start, Stop: sp.Stop, Count: n, Text: sp.String()})
+	}
+	return 0
+}
+
+// work runs the client's loop: obtain, a fenced read-modify-write of the
+// counter (a reader: a shared read) held as the client believes it may,
+// release.
+func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClock, out *emitter) {
+	stop := time.Unix(0, cfg.Stop)
+	for n := 0; n < maxIterations && time.Now().Before(stop); n++ {
+		inv := time.Now()
+		octx, cancel := context.WithTimeout(context.Background(), cfg.Bound)
+		l, err := c.Obtain(octx, lockName, cfg.Kind, cfg.TTL, cfg.ID, cfg.Auto)
+		cancel()
+		resp := time.Now()
+		at := history.Event{Type: history.TypeAttempt, Client: cfg.ID, Inv: inv.UnixNano(), Resp: resp.UnixNano(), OK: err == nil}
+		if err != nil {
+			at.Err = err.Error()
+			out.ev(at)
+			sleepUntil(time.Now().Add(10*time.Millisecond), stop)
+			continue
+		}
+		out.ev(at)
+		h := history.Event{Type: history.TypeHold, Client: cfg.ID, Kind: string(cfg.Kind), Token: l.Token(), Obtained: resp.UnixNano()}
+		believed := func() time.Time {
+			switch cfg.Belief {
+			case beliefTTL:
+				return resp.Add(cfg.TTL)
+			case beliefForever:
+				return resp.Add(24 * time.Hour)
+			case beliefSharedMono:
+				now := time.Unix(0, cfg.WallBase+monoNow()-cfg.MonoBase)
+				return now.Add(clk.real(l.ValidUntil()).Sub(time.Now()))
+			}
+			return clk.real(l.ValidUntil())
+		}
+		end := believed()
+		out.in(1)
+		h.Lost = !hold(cfg, l, st, clk, believed, &end, out)
+		out.in(0)
+		h.End = min(time.Now().UnixNano(), end.UnixNano())
+		_ = l.Release()
+		out.ev(h)
+		sleepUntil(time.Now().Add(cfg.Think), stop)
+	}
+}
+
+// hold is the work under the lock; it reports false when the work was
+// given up because the lock was lost (an automatically refreshed lock whose
+// refresh failed: the library says so). end is the believed end of the
+// hold, moved on by refreshes.
+func hold(cfg clientConfig, l *lockclient.Lock, st *store.Store, clk clientClock, believed func() time.Time, end *time.Time, out *emitter) bool {
+	token := l.Token()
+	storeToken := token
+	if !cfg.Fenced {
+		storeToken = 1
+	}
+	ev := func(op string, inv, resp time.Time, value, prev int64, err error) string {
+		res := history.OK
+		switch {
+		case errors.Is(err, store.ErrStale):
+			res = history.Stale
+		case err != nil:
+			res = history.Unknown
+		}
+		out.ev(history.Event{Type: history.TypeStore, Client: cfg.ID, Op: op, StoreToken: storeToken, LockToken: token,
+			Inv: inv.UnixNano(), Resp: resp.UnixNano(), Value: value, Prev: prev, Result: res})
+		return res
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	heeds := cfg.Belief == beliefValidity
+	if cfg.Auto && heeds && l.Lost() {
+		return false
+	}
+	if cfg.Kind == lockclient.Read {
+		inv := time.Now()
+		v, err := st.ReadShared(sctx, storeToken)
+		ev(history.OpShared, inv, time.Now(), atoi(v), 0, err)
+		return wait(cfg, l, believed, end, cfg.Hold, heeds)
+	}
+	inv := time.Now()
+	v, err := st.ReadFenced(sctx, storeToken)
+	if ev(history.OpRead, inv, time.Now(), atoi(v), 0, err) != history.OK {
+		return true // refused or unknown: nothing to write
+	}
+	prev := atoi(v)
+	d := cfg.Hold
+	if cfg.HoldFull && cfg.Belief != beliefForever {
+		d = time.Until(*end) - 5*time.Millisecond
+	}
+	if !wait(cfg, l, believed, end, d, heeds) {
+		return false
+	}
+	inv = time.Now()
+	err = st.Write(sctx, storeToken, strconv.FormatInt(prev+1, 10))
+	ev(history.OpWrite, inv, time.Now(), prev+1, prev, err)
+	return true
+}
+
+// wait waits d under the lock. A client that heeds its lock gives up when
+// an automatically refreshed lock is lost; it notes each refresh's new
+// validity in end.
+func wait(cfg clientConfig, l *lockclient.Lock, believed func() time.Time, end *time.Time, d time.Duration, heeds bool) bool {
+	if d <= 0 {
+		return !(heeds && cfg.Auto && l.Lost())
+	}
+	if !cfg.Auto {
+		sleepUntil(time.Now().Add(d), time.Time{})
+		return true
+	}
+	until := time.Now().Add(d)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(until) {
+		select {
+		case <-l.Done():
+			if heeds {
+				return false
+			}
+			sleepUntil(until, time.Time{})
+			return true
+		case <-tick.C:
+			if u := believed(); heeds && u.After(*end) {
+				*end = u
+			}
+		}
+	}
+	return !(heeds && l.Lost())
+}
+
+// sleepUntil sleeps until t, or until limit when it is earlier (zero: no
+// limit).
+func sleepUntil(t, limit time.Time) {
+	if !limit.IsZero() && limit.Before(t) {
+		t = limit
+	}
+	if d := time.Until(t); d > 0 {
+		time.Sleep(d)
+	}
+}
+
+// monoNow reads CLOCK_MONOTONIC itself, in nanoseconds (time.Now's
+// monotonic reading is relative to the process's start).
+func monoNow() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+func atoi(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
