@@ -53,7 +53,7 @@ type Client struct {
 func New(nodes []redis.UniversalClient, cfg Config) (*Client, error) {
 	opts := []redlock.Option{redlock.WithNodeTimeout(cfg.NodeTimeout), redlock.WithMaxTTL(cfg.MaxTTL)}
 	if cfg.NoGuard {
-		opts = append(opts, redlock.WithoutRestartGuard())
+		opts = append(opts, redlock.WithRestartGuard(redlock.GuardOff))
 	}
 	if cfg.Now != nil {
 		opts = append(opts, redlock.WithClock(cfg.Now))
@@ -86,18 +86,20 @@ func (c *Client) Obtain(ctx context.Context, name string, kind Kind, ttl time.Du
 	if auto {
 		opts = append(opts, redlock.WithAutoRefresh())
 	}
+	var h redlock.Locker
 	switch kind {
 	case Plain:
+		h = c.c.Mutex(name)
 	case Write:
-		opts = append(opts, redlock.WithExclusive())
+		_, h = c.c.RWMutex(name)
 	case Read:
-		opts = append(opts, redlock.WithShared())
+		h, _ = c.c.RWMutex(name)
 	case Reentrant:
-		opts = append(opts, redlock.WithOwner(owner))
+		h = c.c.Reentrant(name, owner)
 	default:
 		return nil, fmt.Errorf("lockclient: unknown lock kind %q", kind)
 	}
-	l, err := c.c.Obtain(ctx, name, ttl, opts...)
+	l, err := h.Obtain(ctx, ttl, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +107,7 @@ func (c *Client) Obtain(ctx context.Context, name string, kind Kind, ttl time.Du
 	if kind == Reentrant {
 		// The owner re-enters once; the first hold stays the one
 		// that is checked and fenced with.
-		lk.inner, _ = c.c.TryObtain(ctx, name, ttl, redlock.WithOwner(owner))
+		lk.inner, _ = h.TryObtain(ctx, ttl)
 	}
 	return lk, nil
 }
