@@ -25,23 +25,25 @@
 // WithParent, or a root span.
 //
 // Span attributes: redlock.outcome (the values below), redlock.kind (the
-// lock's kind, redlock.Kind.String(): "plain", "reentrant" (WithOwner),
-// "write" (WithExclusive), "read" (WithShared) or "permit" (a semaphore's,
-// ObtainPermit)), redlock.attempts,
+// lock's kind, the events' Kind: "plain" (Client.Obtain, Mutex, All, Any),
+// "reentrant" (Reentrant), "write" and "read" (the writer and the reader of
+// RWMutex) or "permit" (a Semaphore's)), redlock.attempts,
 // redlock.token and redlock.degraded (of an obtained lock: true when it came
 // from the degraded mode's lease store), redlock.nodes and redlock.quorum (of
 // an obtain, from its attempts; of a failed refresh or release, the quorum
 // and redlock.agreed), redlock.auto (refresh), redlock.held_ms (release,
 // lost), redlock.ttl_ms and redlock.ttl.reason (obtain, refresh: the TTL
-// asked of the nodes and why, redlock.TTLReason.String()). Lock names are attributes (redlock.key) only with WithKeyAttribute.
+// asked of the nodes and why, redlock.ObtainEvent.TTLReason). Lock names
+// are attributes (redlock.key) only with WithKeyAttribute.
 // A span whose operation failed has status Error with the error's message.
 //
 // An obtain span has an event per attempt ("redlock.attempt": its number,
 // outcome, whether it took a second round), per wait between attempts
 // ("redlock.wait": what ended it and how long it took), and per node of
 // each attempt ("redlock.node": redlock.attempt, redlock.node (the node's
-// index), redlock.node.addr, redlock.node.outcome ("agreed" or the kind of
-// its refusal) and redlock.node.latency_ms), at the time the node answered.
+// index), redlock.node.addr, redlock.node.outcome ("agreed" or the reason of
+// its refusal, redlock.NodeResult.Reason) and redlock.node.latency_ms), at
+// the time the node answered.
 // A failed refresh or release has a "redlock.node" event per node that did
 // not agree. The attempts and waits are matched to their obtain by the
 // events' ObtainID.
@@ -57,12 +59,12 @@
 //	redlock.lost              counter: redlock.kind
 //	redlock.node.errors       counter: redlock.op, redlock.node, redlock.node.error_kind
 //	redlock.locks.held        up-down counter: redlock.kind; locks obtained and neither released nor lost
-//	redlock.breaker.state     gauge: the circuit breaker, 0 closed, 1 open, 2 half-open (redlock.BreakerState)
+//	redlock.breaker.state     gauge: the circuit breaker, 0 closed, 1 open, 2 half-open (redlock.Client.BreakerState)
 //	redlock.breaker.transitions counter: redlock.breaker.state, the state entered ("closed", "open", "half_open")
 //	redlock.locks.degraded    up-down counter: degraded locks (from redlock.WithDegradedMode's lease store) held
 //	redlock.ttl.chosen        histogram, s: redlock.op ("obtain", "refresh"), redlock.ttl.reason; each lock obtained and successful refresh
 //
-// With redlock.WithAdaptiveTTL, from its sampler (redlock.SampleHook):
+// With redlock.WithAdaptiveTTL, from its sampler (redlock.SampleEvent):
 //
 //	redlock.rtt.p95                 gauge, s: the nodes' round-trip time (p95) the adaptive TTL uses
 //	redlock.node.memory.used_ratio  gauge: redlock.node; used_memory / maxmemory (0: no maxmemory)
@@ -74,9 +76,13 @@
 // ended), "closed", "error"; of an attempt,
 // "obtained", "held", "no_quorum", "error"; of a refresh, "ok",
 // "not_held", "closed", "failed"; of a release, "ok", "not_held",
-// "failed". Node error kinds: "held", "not_owner", "recovering", "timeout",
-// "pending", "skipped", "overloaded", "not_replicated", "error". The
-// redlockprom package documents them.
+// "failed". Node error kinds (redlock.NodeResult.Reason): "held",
+// "not_owner", "wrong_kind", "recovering", "timeout", "pending", "skipped",
+// "not_replicated", "error". The redlockprom package documents them.
+//
+// redlock.locks.held, redlock.locks.degraded and redlock.hold.duration
+// follow each lock by its LockID: a lock counts from its ObtainEvent to its
+// LostEvent or its ReleaseEvent, whichever comes first.
 //
 // Metrics never carry lock names; WithLockAttribute adds a redlock.lock
 // attribute from a function that maps names to a small fixed set.

@@ -105,15 +105,11 @@ type Hook struct {
 	memPressure metric.Int64Gauge
 	evicted     metric.Int64Counter
 
-	held    redlock.HeldLocks
+	held    heldSet
 	journal journal
 }
 
-var (
-	_ redlock.Hook        = (*Hook)(nil)
-	_ redlock.SampleHook  = (*Hook)(nil)
-	_ redlock.BreakerHook = (*Hook)(nil)
-)
+var _ redlock.Hook = (*Hook)(nil)
 
 // New returns a Hook. It returns an error when the meter refuses an
 // instrument.
@@ -175,7 +171,7 @@ func New(opts ...Option) (*Hook, error) {
 	errs = append(errs, err)
 	h.evicted = counter("redlock.node.evicted_keys", "{key}", "Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.")
 	h.breakerState, err = meter.Int64Gauge("redlock.breaker.state", metric.WithUnit("1"),
-		metric.WithDescription("State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState)."))
+		metric.WithDescription("State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.Client.BreakerState)."))
 	errs = append(errs, err)
 	h.breakerTransitions = counter("redlock.breaker.transitions", "{change}", "Changes of the circuit breaker's state, by the state entered.")
 	h.degradedLocks, err = meter.Int64UpDownCounter("redlock.locks.degraded", metric.WithUnit("{lock}"),
@@ -252,47 +248,71 @@ func end(span trace.Span, at time.Time, err error) {
 	span.End(trace.WithTimestamp(at))
 }
 
-// Attempt counts the attempt and keeps it for its obtain's span.
-func (h *Hook) Attempt(ctx context.Context, e redlock.AttemptEvent) {
-	h.attempts.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(e.Result()), kindKey.String(e.Kind.String())))
+// Observe records the event (redlock.Hook).
+func (h *Hook) Observe(ctx context.Context, e redlock.Event) {
+	switch e := e.(type) {
+	case redlock.AttemptEvent:
+		h.attempt(ctx, e)
+	case redlock.WaitEvent:
+		h.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Name, wokenKey.String(e.WokenBy)))
+		h.journal.add(e.ObtainID, record{at: time.Now(), wait: &e})
+	case redlock.ObtainEvent:
+		h.obtain(ctx, e)
+	case redlock.RefreshEvent:
+		h.refresh(ctx, e)
+	case redlock.ReleaseEvent:
+		h.release(ctx, e)
+	case redlock.LostEvent:
+		h.lose(ctx, e)
+	case redlock.BreakerEvent:
+		if s, ok := breakerStates[e.To]; ok {
+			h.breakerState.Record(ctx, s)
+		}
+		h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(e.To)))
+	case redlock.SampleEvent:
+		h.sample(ctx, e)
+	}
+}
+
+// breakerStates are the values of redlock.breaker.state.
+var breakerStates = map[string]int64{"closed": 0, "open": 1, "half_open": 2}
+
+// attempt counts the attempt and keeps it for its obtain's span.
+func (h *Hook) attempt(ctx context.Context, e redlock.AttemptEvent) {
+	h.attempts.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(e.Result), kindKey.String(e.Kind)))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
-			h.nodeError(ctx, "acquire", n.Node, n.Err)
+			h.nodeError(ctx, "acquire", n)
 		}
 	}
 	e.Nodes = append([]redlock.NodeResult(nil), e.Nodes...)
 	h.journal.add(e.ObtainID, record{at: time.Now(), attempt: &e})
 }
 
-// Wait measures the wait and keeps it for its obtain's span.
-func (h *Hook) Wait(ctx context.Context, e redlock.WaitEvent) {
-	h.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Key, wokenKey.String(e.WokenBy.String())))
-	h.journal.add(e.ObtainID, record{at: time.Now(), wait: &e})
-}
-
-// Obtain makes the redlock.obtain span, with the obtain's attempts and
-// waits.
-func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
+// obtain makes the redlock.obtain span, with the obtain's attempts and
+// waits, and counts the lock obtained as held.
+func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
-	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
-	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Key, outcomeKey.String(outcome), kind))
+	kind := kindKey.String(e.Kind)
+	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Name, outcomeKey.String(e.Result), kind))
 	if e.Err == nil {
-		h.held.Obtained(e.Key, e.Token)
-		h.heldLocks.Add(ctx, 1, h.measure(e.Key, kind))
-		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Key, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason.String())))
-		if redlock.IsDegradedToken(e.Token) {
-			h.degradedLocks.Add(ctx, 1, h.measure(e.Key))
+		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason)))
+		if e.LockID != 0 && h.held.obtained(e.LockID, e.Degraded) {
+			h.heldLocks.Add(ctx, 1, h.measure(e.Name, kind))
+			if e.Degraded {
+				h.degradedLocks.Add(ctx, 1, h.measure(e.Name))
+			}
 		}
 	}
 
 	records := h.journal.take(e.ObtainID)
-	attrs := []attribute.KeyValue{outcomeKey.String(outcome), kind, attemptsKey.Int(e.Attempts)}
+	attrs := []attribute.KeyValue{outcomeKey.String(e.Result), kind, attemptsKey.Int(e.Attempts)}
 	if e.TTL > 0 {
-		attrs = append(attrs, ttlKey.Float64(ms(e.TTL)), ttlReasonKey.String(e.TTLReason.String()))
+		attrs = append(attrs, ttlKey.Float64(ms(e.TTL)), ttlReasonKey.String(e.TTLReason))
 	}
 	if e.Err == nil {
-		attrs = append(attrs, tokenKey.Int64(e.Token), degradedKey.Bool(redlock.IsDegradedToken(e.Token)))
+		attrs = append(attrs, tokenKey.Int64(e.Token), degradedKey.Bool(e.Degraded))
 	}
 	for _, r := range records {
 		if r.attempt != nil && len(r.attempt.Nodes) > 0 {
@@ -301,13 +321,13 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 			break
 		}
 	}
-	span := h.start(ctx, "redlock.obtain", e.Key, began, attrs...)
+	span := h.start(ctx, "redlock.obtain", e.Name, began, attrs...)
 	if span.IsRecording() {
 		number := 0
 		for _, r := range records {
 			if r.wait != nil {
 				span.AddEvent("redlock.wait", trace.WithTimestamp(r.at), trace.WithAttributes(
-					wokenKey.String(r.wait.WokenBy.String()), waitedKey.Float64(ms(r.wait.Waited))))
+					wokenKey.String(r.wait.WokenBy), waitedKey.Float64(ms(r.wait.Waited))))
 				continue
 			}
 			number++
@@ -319,13 +339,13 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 					at = attemptStart.Add(n.Latency)
 				}
 				if n.Err != nil {
-					outcome = redlock.NodeErrorKind(n.Err)
+					outcome = n.Reason
 				}
 				span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
 					attemptKey.Int(number), nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr),
 					nodeOutcomeKey.String(outcome), nodeLatencyKey.Float64(ms(n.Latency))))
 			}
-			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(a.Result()), secondKey.Bool(a.SecondRound)}
+			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(a.Result), secondKey.Bool(a.SecondRound)}
 			if a.Obtained {
 				attempt = append(attempt, tokenKey.Int64(a.Token))
 			}
@@ -335,43 +355,43 @@ func (h *Hook) Obtain(ctx context.Context, e redlock.ObtainEvent) {
 	end(span, now, e.Err)
 }
 
-// Refresh makes the redlock.refresh span.
-func (h *Hook) Refresh(ctx context.Context, e redlock.RefreshEvent) {
+// refresh makes the redlock.refresh span.
+func (h *Hook) refresh(ctx context.Context, e redlock.RefreshEvent) {
 	now := time.Now()
-	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
+	kind := kindKey.String(e.Kind)
 	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
-		h.measure(e.Key, outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind))
+		h.measure(e.Name, outcomeKey.String(e.Result), autoKey.Bool(e.Auto), kind))
 	h.quorumNodes(ctx, "refresh", e.Err)
-	ttlReason := ttlReasonKey.String(e.TTLReason.String())
+	ttlReason := ttlReasonKey.String(e.TTLReason)
 	if e.Err == nil {
-		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Key, opKey.String("refresh"), ttlReason))
+		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("refresh"), ttlReason))
 	}
-	span := h.start(ctx, "redlock.refresh", e.Key, now.Add(-e.Elapsed), outcomeKey.String(outcome), autoKey.Bool(e.Auto), kind,
+	span := h.start(ctx, "redlock.refresh", e.Name, now.Add(-e.Elapsed), outcomeKey.String(e.Result), autoKey.Bool(e.Auto), kind,
 		ttlKey.Float64(ms(e.TTL)), ttlReason)
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
 
-// Release makes the redlock.release span and, unless the lock was lost
+// release makes the redlock.release span and, unless the lock was lost
 // before, ends its hold.
-func (h *Hook) Release(ctx context.Context, e redlock.ReleaseEvent) {
+func (h *Hook) release(ctx context.Context, e redlock.ReleaseEvent) {
 	now := time.Now()
-	outcome, kind := e.Result(), kindKey.String(e.Kind.String())
-	h.releases.Add(ctx, 1, h.measure(e.Key, outcomeKey.String(outcome), kind))
+	kind := kindKey.String(e.Kind)
+	h.releases.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(e.Result), kind))
 	h.quorumNodes(ctx, "release", e.Err)
-	h.ended(ctx, e.Key, e.Token, kind, "released", e.Held)
-	span := h.start(ctx, "redlock.release", e.Key, now, outcomeKey.String(outcome), kind, heldKey.Float64(ms(e.Held)))
+	h.ended(ctx, e.LockID, true, e.Name, kind, "released", e.Held)
+	span := h.start(ctx, "redlock.release", e.Name, now, outcomeKey.String(e.Result), kind, heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
 
-// Lost makes the redlock.lost span and ends the lock's hold.
-func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
+// lose makes the redlock.lost span and ends the lock's hold.
+func (h *Hook) lose(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
-	kind := kindKey.String(e.Kind.String())
-	h.lost.Add(ctx, 1, h.measure(e.Key, kind))
-	h.ended(ctx, e.Key, e.Token, kind, "lost", e.Held)
-	span := h.start(ctx, "redlock.lost", e.Key, now, kind, heldKey.Float64(ms(e.Held)))
+	kind := kindKey.String(e.Kind)
+	h.lost.Add(ctx, 1, h.measure(e.Name, kind))
+	h.ended(ctx, e.LockID, false, e.Name, kind, "lost", e.Held)
+	span := h.start(ctx, "redlock.lost", e.Name, now, kind, heldKey.Float64(ms(e.Held)))
 	err := e.Err
 	if err == nil {
 		err = redlock.ErrLost
@@ -379,51 +399,43 @@ func (h *Hook) Lost(ctx context.Context, e redlock.LostEvent) {
 	end(span, now, err)
 }
 
-// Sample records the adaptive TTL's sample: the RTT p95, and each node's
-// memory, pressure and evictions (redlock.SampleHook).
-func (h *Hook) Sample(ctx context.Context, e redlock.SampleEvent) {
+// sample records one node's sample of the adaptive TTL's sampler: the RTT
+// p95, and the node's memory, pressure and evictions.
+func (h *Hook) sample(ctx context.Context, e redlock.SampleEvent) {
 	h.rttP95.Record(ctx, e.RTT.Seconds())
-	for _, n := range e.Nodes {
-		if n.Err != nil {
-			continue
-		}
-		node := metric.WithAttributes(nodeKey.Int(n.Node))
-		ratio := 0.0
-		if n.MaxMemory > 0 {
-			ratio = float64(n.UsedMemory) / float64(n.MaxMemory)
-		}
-		h.memRatio.Record(ctx, ratio, node)
-		var pressure int64
-		if n.Pressure != "" {
-			pressure = 1
-		}
-		h.memPressure.Record(ctx, pressure, node)
-		h.evicted.Add(ctx, n.Evicted, node)
-	}
-}
-
-// ended counts the end of a lock's hold, once: by its loss, or by its
-// release when it was not lost before.
-func (h *Hook) ended(ctx context.Context, key string, token int64, kind attribute.KeyValue, outcome string, held time.Duration) {
-	if !h.held.Ended(key, token) {
+	if e.Err != nil {
 		return
 	}
-	h.heldLocks.Add(ctx, -1, h.measure(key, kind))
-	h.holdTime.Record(ctx, held.Seconds(), h.measure(key, outcomeKey.String(outcome), kind))
-	if redlock.IsDegradedToken(token) {
-		h.degradedLocks.Add(ctx, -1, h.measure(key))
+	node := metric.WithAttributes(nodeKey.Int(e.Node))
+	ratio := 0.0
+	if e.MaxMemory > 0 {
+		ratio = float64(e.UsedMemory) / float64(e.MaxMemory)
+	}
+	h.memRatio.Record(ctx, ratio, node)
+	var pressure int64
+	if e.Pressure != "" {
+		pressure = 1
+	}
+	h.memPressure.Record(ctx, pressure, node)
+	h.evicted.Add(ctx, e.Evicted, node)
+}
+
+// ended counts the end of lock id's hold, once: by its loss, or by its
+// release when it was not lost before.
+func (h *Hook) ended(ctx context.Context, id uint64, released bool, name string, kind attribute.KeyValue, outcome string, held time.Duration) {
+	first, counted, degraded := h.held.ended(id, released)
+	if !first {
+		return
+	}
+	h.holdTime.Record(ctx, held.Seconds(), h.measure(name, outcomeKey.String(outcome), kind))
+	if !counted {
+		return
+	}
+	h.heldLocks.Add(ctx, -1, h.measure(name, kind))
+	if degraded {
+		h.degradedLocks.Add(ctx, -1, h.measure(name))
 	}
 }
-
-// Breaker records the breaker's state and counts the change.
-func (h *Hook) Breaker(ctx context.Context, e redlock.BreakerEvent) {
-	h.breakerState.Record(ctx, int64(e.To))
-	h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(e.To.String())))
-}
-
-// Degraded does nothing more: Obtain counts the degraded lock, whose token
-// is negative, and marks its span redlock.degraded.
-func (h *Hook) Degraded(context.Context, redlock.DegradedEvent) {}
 
 // nodeEvents adds the quorum and an event per node that did not agree in
 // the failed round of err.
@@ -435,7 +447,7 @@ func (h *Hook) nodeEvents(span trace.Span, at time.Time, err error) {
 	span.SetAttributes(quorumKey.Int(qe.Need), agreedKey.Int(qe.Agreed))
 	for _, n := range qe.Nodes {
 		span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
-			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(redlock.NodeErrorKind(n.Err))))
+			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(n.Reason)))
 	}
 }
 
@@ -446,13 +458,15 @@ func (h *Hook) quorumNodes(ctx context.Context, op string, err error) {
 		return
 	}
 	for _, n := range qe.Nodes {
-		h.nodeError(ctx, op, n.Node, n.Err)
+		if n.Err != nil {
+			h.nodeError(ctx, op, n)
+		}
 	}
 }
 
-func (h *Hook) nodeError(ctx context.Context, op string, node int, err error) {
+func (h *Hook) nodeError(ctx context.Context, op string, n redlock.NodeResult) {
 	h.nodeErrors.Add(ctx, 1, metric.WithAttributes(
-		opKey.String(op), nodeKey.Int(node), errorKindKey.String(redlock.NodeErrorKind(err))))
+		opKey.String(op), nodeKey.Int(n.Node), errorKindKey.String(n.Reason)))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -50,7 +50,7 @@ func newTelemetry(t *testing.T) *telemetry {
 
 func newClient(t *testing.T, nodes []redis.UniversalClient, h redlock.Hook) *redlock.Client {
 	t.Helper()
-	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard())
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithRestartGuard(redlock.GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,9 +310,9 @@ func TestKindAttribute(t *testing.T) {
 	}
 	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
-	cycle := func(name string, opts ...redlock.ObtainOption) {
+	cycle := func(lk redlock.Locker) {
 		t.Helper()
-		l, err := c.TryObtain(ctx, name, time.Minute, opts...)
+		l, err := lk.TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,15 +322,16 @@ func TestKindAttribute(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		short, err := c.TryObtain(ctx, name, 200*time.Millisecond, opts...)
+		short, err := lk.TryObtain(ctx, 200*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-short.Done()
 		_ = short.Release(ctx)
 	}
-	cycle("plain")
-	cycle("shared", redlock.WithShared())
+	reader, _ := c.RWMutex("shared")
+	cycle(c.Mutex("plain"))
+	cycle(reader)
 
 	for _, name := range []string{"redlock.obtain", "redlock.refresh", "redlock.release", "redlock.lost"} {
 		counts := map[string]int{}
@@ -392,7 +393,7 @@ func TestReentrantHolds(t *testing.T) {
 	reentrant := attribute.String("redlock.kind", "reentrant")
 	var locks []*redlock.Lock
 	for range 2 {
-		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
+		l, err := c.Reentrant("job", "job-7").TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,7 +466,7 @@ func TestDefaultsToTheGlobalProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Lost(context.Background(), redlock.LostEvent{Key: "k", Held: time.Second, Err: redlock.ErrLost})
+	h.Observe(context.Background(), redlock.LostEvent{Name: "k", Kind: "plain", LockID: 1, Held: time.Second, Err: redlock.ErrLost})
 	if got := len(tel.ended("redlock.lost")); got != 1 {
 		t.Errorf("%d lost spans through the global provider, want 1", got)
 	}
@@ -568,7 +569,7 @@ func TestAdaptiveTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := redistest.Clients(t, 1)
-	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithRestartGuard(redlock.GuardOff),
 		redlock.WithAdaptiveTTL(redlock.AdaptiveTTL{Min: time.Second, Max: 20 * time.Second, SampleInterval: 50 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -638,7 +639,7 @@ func TestBreakerAndDegradedMetrics(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		nodes = append(nodes, c)
 	}
-	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithRestartGuard(redlock.GuardOff),
 		redlock.WithNodeTimeout(150*time.Millisecond), redlock.WithBreaker(2, 200*time.Millisecond),
 		redlock.WithDegradedMode(redlock.NewLocalLeases()))
 	if err != nil {
@@ -660,8 +661,8 @@ func TestBreakerAndDegradedMetrics(t *testing.T) {
 	if l == nil || !l.Degraded() {
 		t.Fatalf("no degraded lock: %v", err)
 	}
-	if got := tel.sum(t, "redlock.breaker.state"); got != int64(redlock.BreakerOpen) {
-		t.Errorf("redlock.breaker.state = %d with the breaker open, want %d", got, redlock.BreakerOpen)
+	if got := tel.sum(t, "redlock.breaker.state"); got != 1 {
+		t.Errorf("redlock.breaker.state = %d with the breaker open, want 1", got)
 	}
 	if got := tel.sum(t, "redlock.breaker.transitions", attribute.String("redlock.breaker.state", "open")); got != 1 {
 		t.Errorf("transitions to open = %d, want 1", got)
@@ -683,5 +684,60 @@ func TestBreakerAndDegradedMetrics(t *testing.T) {
 	}
 	if got := tel.sum(t, "redlock.locks.degraded"); got != 0 {
 		t.Errorf("redlock.locks.degraded = %d after the release, want 0", got)
+	}
+}
+
+// TestHeldOrder feeds a Hook the events of locks in the orders that
+// concurrent goroutines can report them (the events are built here, not
+// observed on a Client: the races that produce the rarer orders cannot be
+// provoked on demand). redlock.locks.held returns to 0 and each lock's hold
+// is recorded once, by its first end.
+func TestHeldOrder(t *testing.T) {
+	obtain := func(id uint64, degraded bool) redlock.Event {
+		return redlock.ObtainEvent{Name: "x", Kind: "plain", LockID: id, Result: "obtained", Degraded: degraded}
+	}
+	lost := func(id uint64) redlock.Event { return redlock.LostEvent{Name: "x", Kind: "plain", LockID: id} }
+	release := func(id uint64) redlock.Event {
+		return redlock.ReleaseEvent{Name: "x", Kind: "plain", LockID: id, Result: "ok"}
+	}
+	tests := []struct {
+		name     string
+		events   []redlock.Event
+		held     []int64 // redlock.locks.held after each event
+		lost     int64   // redlock.hold.duration{outcome=lost} samples
+		released int64
+	}{
+		{"released", []redlock.Event{obtain(1, false), release(1)}, []int64{1, 0}, 0, 1},
+		{"lost then released", []redlock.Event{obtain(1, false), lost(1), release(1)}, []int64{1, 0, 0}, 1, 0},
+		{"lost before its obtain event", []redlock.Event{lost(1), obtain(1, false), release(1)}, []int64{0, 0, 0}, 1, 0},
+		{"released before its obtain event", []redlock.Event{release(1), obtain(1, false)}, []int64{0, 0}, 0, 1},
+		{"lost and released before its obtain event", []redlock.Event{lost(1), release(1), obtain(1, false)}, []int64{0, 0, 0}, 1, 0},
+		{"two locks", []redlock.Event{obtain(1, false), obtain(2, true), lost(2), release(1), release(2)}, []int64{1, 2, 1, 0, 0}, 1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tel := newTelemetry(t)
+			h, err := redlockotel.New(redlockotel.WithTracerProvider(tel.tp), redlockotel.WithMeterProvider(tel.mp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range tt.events {
+				h.Observe(context.Background(), e)
+				if got := tel.sum(t, "redlock.locks.held"); got != tt.held[i] {
+					t.Errorf("redlock.locks.held = %d after event %d (%T), want %d", got, i, e, tt.held[i])
+				}
+				if got := tel.sum(t, "redlock.locks.degraded"); got < 0 || got > 1 {
+					t.Errorf("redlock.locks.degraded = %d after event %d", got, i)
+				}
+			}
+			if got := tel.sum(t, "redlock.locks.degraded"); got != 0 {
+				t.Errorf("redlock.locks.degraded = %d at the end, want 0", got)
+			}
+			for outcome, want := range map[string]int64{"lost": tt.lost, "released": tt.released} {
+				if got := tel.sum(t, "redlock.hold.duration", attribute.String("redlock.outcome", outcome)); got != want {
+					t.Errorf("redlock.hold.duration{outcome=%s} has %d samples, want %d", outcome, got, want)
+				}
+			}
+		})
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// The classification of outcomes is the core's (AttemptEvent.Result,
-// redlock.NodeErrorKind, …), shared with redlockprom, so that both adapters
+// The classification of outcomes is the core's (the events' Result,
+// NodeResult.Reason, …), shared with redlockprom, so that both adapters
 // speak of the same things.
 
 // A record is an attempt or a wait kept for the span of its obtain, which

@@ -38,15 +38,15 @@
 //
 // ttl_chosen_seconds is recorded without WithAdaptiveTTL too, with reason
 // "given". The other four come from the adaptive TTL's sampler
-// (redlock.SampleHook) and exist only on a Client that has one.
+// (redlock.SampleEvent) and exist only on a Client that has one.
 //
 // Label values, all from small fixed sets:
 //
 //   - lock_kind, on every metric but wait_duration_seconds and
-//     node_errors_total: the lock's kind, redlock.Kind.String(): "plain"
-//     (Obtain without a family option), "reentrant" (WithOwner), "write"
-//     (WithExclusive), "read" (WithShared), "permit" (a semaphore's,
-//     ObtainPermit). Without WithLockLabel, lost_total and held_locks show a
+//     node_errors_total: the lock's kind, the events' Kind: "plain"
+//     (Client.Obtain, Mutex, All, Any), "reentrant" (Reentrant), "write"
+//     and "read" (the writer and the reader of RWMutex), "permit" (a
+//     Semaphore's). Without WithLockLabel, lost_total and held_locks show a
 //     series at 0 for each of the five from the start.
 //   - result of acquire_total and acquire_duration_seconds: "obtained";
 //     "held" (the last attempt found the lock held by another owner on some
@@ -59,12 +59,16 @@
 //     closed); "error" (anything else).
 //   - result of attempts_total: "obtained", "held", "no_quorum", "error".
 //   - to of breaker_transitions_total: "closed", "open", "half_open"
-//     (redlock.BreakerState). breaker_state is the state after the last
+//     (redlock.BreakerEvent.To). breaker_state is the state after the last
 //     change this Hook saw: give each Client its own Hook (WithConstLabels)
 //     to tell their breakers apart. It is 0 until a first change.
 //   - degraded_locks counts the locks of redlock.WithDegradedMode's lease
-//     store: they are in held_locks too, and their tokens are negative.
-//   - woken_by: "release", "timer", "context", "turn" (see redlock.WakeReason).
+//     store (redlock.ObtainEvent.Degraded): they are in held_locks too.
+//   - held_locks and hold_duration_seconds follow each lock by its
+//     LockID: a lock counts from its ObtainEvent to its LostEvent or its
+//     ReleaseEvent, whichever comes first.
+//   - woken_by: "release", "timer", "context", "turn" (see
+//     redlock.WaitEvent.WokenBy).
 //   - outcome of hold_duration_seconds: "released" (held until Release) or
 //     "lost" (held until the loss; the later Release is not counted again).
 //   - result of refresh_total: "ok"; "not_held" (the lock is no longer
@@ -74,14 +78,17 @@
 //     "failed" (nodes did not answer; their keys expire with their TTL).
 //   - op of ttl_chosen_seconds: "obtain", "refresh". reason: "given" (no
 //     adaptive TTL, or redlock.WithFixedTTL), "base" (kept as asked),
-//     "contention", "rtt", "min", "max", "hold_limit" (redlock.TTLReason).
+//     "contention", "rtt", "min", "max", "hold_limit"
+//     (redlock.ObtainEvent.TTLReason).
 //   - op: "acquire", "refresh", "release". node: the node's index in the
 //     slice given to redlock.New, "0" to "N-1". kind, on node_errors_total,
-//     is the kind of the node's error (lock_kind is the lock's), from the per-node
-//     sentinels of package redlock: "held", "not_owner", "recovering",
-//     "timeout", "pending" (not answered when the outcome was already
-//     decided), "skipped", "overloaded", "not_replicated", and "error" for
-//     any other failure (a Redis error, a refused connection).
+//     is the kind of the node's error (lock_kind is the lock's), its
+//     redlock.NodeResult.Reason: "held", "not_owner", "wrong_kind" (the
+//     name is a lock of another kind), "recovering", "timeout", "pending"
+//     (not answered when the outcome was already decided), "skipped" (not
+//     asked: after timeouts in a row, or too many requests in flight),
+//     "not_replicated", and "error" for any other failure (a Redis error,
+//     a refused connection).
 //
 // Node errors of acquire attempts come from every attempt's node results;
 // those of refreshes and releases come from the *redlock.QuorumError of a

@@ -27,7 +27,7 @@ func ExampleNew() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := redlock.New(nodes, redlock.WithHook(hook), redlock.WithoutRestartGuard()) // fresh example servers
+	c, err := redlock.New(nodes, redlock.WithHook(hook), redlock.WithRestartGuard(redlock.GuardOff)) // fresh example servers
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -18,7 +18,7 @@ var (
 	// to an hour.
 	DefaultHoldBuckets = []float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 300, 900, 3600}
 	// DefaultTTLBuckets are the buckets of redlock_ttl_chosen_seconds:
-	// from 10 ms (redlock.MinTTL) to 5 minutes.
+	// from 10 ms (the shortest TTL redlock accepts) to 5 minutes.
 	DefaultTTLBuckets = []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 15, 30, 60, 120, 300}
 )
 
@@ -81,7 +81,7 @@ type Hook struct {
 	lost        *prometheus.CounterVec
 	nodeErrors  *prometheus.CounterVec
 	heldLocks   *prometheus.GaugeVec
-	held        redlock.HeldLocks
+	held        heldSet
 
 	breakerState       prometheus.Gauge
 	breakerTransitions *prometheus.CounterVec
@@ -94,11 +94,7 @@ type Hook struct {
 	evicted     *prometheus.CounterVec
 }
 
-var (
-	_ redlock.Hook        = (*Hook)(nil)
-	_ redlock.SampleHook  = (*Hook)(nil)
-	_ redlock.BreakerHook = (*Hook)(nil)
-)
+var _ redlock.Hook = (*Hook)(nil)
 
 // New returns a Hook whose metrics are registered on reg. It returns an
 // error when reg is nil or refuses the metrics (names already registered:
@@ -158,7 +154,7 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 		}, labels("lock_kind")),
 		breakerState: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "redlock", Name: "breaker_state", ConstLabels: cfg.constLabels,
-			Help: "State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.BreakerState).",
+			Help: "State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.Client.BreakerState).",
 		}),
 		breakerTransitions: counter("breaker_transitions_total",
 			"Changes of the circuit breaker's state, by the state entered (closed, open, half_open).", "to"),
@@ -200,8 +196,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 		}
 		h.degradedLocks.WithLabelValues()
 	}
-	for _, s := range []redlock.BreakerState{redlock.BreakerClosed, redlock.BreakerOpen, redlock.BreakerHalfOpen} {
-		h.breakerTransitions.WithLabelValues(s.String())
+	for _, s := range []string{"closed", "open", "half_open"} {
+		h.breakerTransitions.WithLabelValues(s)
 	}
 	if err := reg.Register(all); err != nil {
 		return nil, err
@@ -209,12 +205,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	return h, nil
 }
 
-// kinds are the values of the lock_kind label: redlock.Kind.String() of each
-// kind, a fixed set.
-var kinds = []string{
-	redlock.Plain.String(), redlock.Reentrant.String(), redlock.Write.String(), redlock.Read.String(),
-	redlock.Permit.String(),
-}
+// kinds are the values of the lock_kind label: the events' Kind, a fixed
+// set.
+var kinds = []string{"plain", "reentrant", "write", "read", "permit"}
 
 // collectors registers every metric of a Hook at once, so that New
 // registers all of them or none.
@@ -240,107 +233,111 @@ func (h *Hook) values(name string, vals ...string) []string {
 	return vals
 }
 
-// Attempt counts the attempt and each node's refusal or failure.
-func (h *Hook) Attempt(_ context.Context, e redlock.AttemptEvent) {
-	h.attempts.WithLabelValues(h.values(e.Key, e.Result(), e.Kind.String())...).Inc()
+// Observe records the event (redlock.Hook).
+func (h *Hook) Observe(_ context.Context, e redlock.Event) {
+	switch e := e.(type) {
+	case redlock.AttemptEvent:
+		h.attempt(e)
+	case redlock.WaitEvent:
+		h.waitTime.WithLabelValues(h.values(e.Name, e.WokenBy)...).Observe(e.Waited.Seconds())
+	case redlock.ObtainEvent:
+		h.obtain(e)
+	case redlock.RefreshEvent:
+		h.refresh(e)
+	case redlock.ReleaseEvent:
+		h.releases.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
+		h.quorumNodes("release", e.Err)
+		h.ended(e.LockID, true, e.Name, e.Kind, "released", e.Held.Seconds())
+	case redlock.LostEvent:
+		h.lost.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
+		h.ended(e.LockID, false, e.Name, e.Kind, "lost", e.Held.Seconds())
+	case redlock.BreakerEvent:
+		if s, ok := breakerStates[e.To]; ok {
+			h.breakerState.Set(s)
+		}
+		h.breakerTransitions.WithLabelValues(e.To).Inc()
+	case redlock.SampleEvent:
+		h.sample(e)
+	}
+}
+
+// breakerStates are the values of redlock_breaker_state.
+var breakerStates = map[string]float64{"closed": 0, "open": 1, "half_open": 2}
+
+// attempt counts the attempt and each node's refusal or failure.
+func (h *Hook) attempt(e redlock.AttemptEvent) {
+	h.attempts.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
-			h.nodeError("acquire", n.Node, n.Err)
+			h.nodeError("acquire", n)
 		}
 	}
 }
 
-// Wait observes the wait.
-func (h *Hook) Wait(_ context.Context, e redlock.WaitEvent) {
-	h.waitTime.WithLabelValues(h.values(e.Key, e.WokenBy.String())...).Observe(e.Waited.Seconds())
-}
-
-// Obtain counts the call and, when it obtained the lock, the lock as held.
-func (h *Hook) Obtain(_ context.Context, e redlock.ObtainEvent) {
-	result, kind := e.Result(), e.Kind.String()
-	h.acquires.WithLabelValues(h.values(e.Key, result, kind)...).Inc()
-	h.acquireTime.WithLabelValues(h.values(e.Key, result, kind)...).Observe(e.Elapsed.Seconds())
-	if e.Err == nil {
-		h.held.Obtained(e.Key, e.Token)
-		h.heldLocks.WithLabelValues(h.values(e.Key, kind)...).Inc()
-		h.ttlChosen.WithLabelValues(h.values(e.Key, "obtain", e.TTLReason.String())...).Observe(e.TTL.Seconds())
-		if redlock.IsDegradedToken(e.Token) {
-			h.degradedLocks.WithLabelValues(h.values(e.Key)...).Inc()
-		}
-	}
-}
-
-// Breaker sets the breaker's state and counts the change.
-func (h *Hook) Breaker(_ context.Context, e redlock.BreakerEvent) {
-	h.breakerState.Set(float64(e.To))
-	h.breakerTransitions.WithLabelValues(e.To.String()).Inc()
-}
-
-// Degraded does nothing more: Obtain counts the degraded lock, whose token
-// is negative.
-func (h *Hook) Degraded(context.Context, redlock.DegradedEvent) {}
-
-// ended counts the end of a lock's hold, once: by its loss, or by its
-// release when it was not lost before.
-func (h *Hook) ended(key string, token int64, kind, outcome string, held float64) {
-	if !h.held.Ended(key, token) {
+// obtain counts the call and, when it obtained a lock, the lock as held.
+func (h *Hook) obtain(e redlock.ObtainEvent) {
+	h.acquires.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
+	h.acquireTime.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Observe(e.Elapsed.Seconds())
+	if e.Err != nil {
 		return
 	}
-	h.heldLocks.WithLabelValues(h.values(key, kind)...).Dec()
-	h.holdTime.WithLabelValues(h.values(key, outcome, kind)...).Observe(held)
-	if redlock.IsDegradedToken(token) {
-		h.degradedLocks.WithLabelValues(h.values(key)...).Dec()
+	h.ttlChosen.WithLabelValues(h.values(e.Name, "obtain", e.TTLReason)...).Observe(e.TTL.Seconds())
+	if e.LockID == 0 || !h.held.obtained(e.LockID, e.Degraded) {
+		return
+	}
+	h.heldLocks.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
+	if e.Degraded {
+		h.degradedLocks.WithLabelValues(h.values(e.Name)...).Inc()
 	}
 }
 
-// Refresh counts the refresh and the nodes that refused or failed in it.
-func (h *Hook) Refresh(_ context.Context, e redlock.RefreshEvent) {
-	auto, kind := strconv.FormatBool(e.Auto), e.Kind.String()
-	h.refreshes.WithLabelValues(h.values(e.Key, e.Result(), auto, kind)...).Inc()
-	h.refreshTime.WithLabelValues(h.values(e.Key, auto, kind)...).Observe(e.Elapsed.Seconds())
+// ended counts the end of lock id's hold, once: by its loss, or by its
+// release when it was not lost before.
+func (h *Hook) ended(id uint64, released bool, name, kind, outcome string, held float64) {
+	first, counted, degraded := h.held.ended(id, released)
+	if !first {
+		return
+	}
+	h.holdTime.WithLabelValues(h.values(name, outcome, kind)...).Observe(held)
+	if !counted {
+		return
+	}
+	h.heldLocks.WithLabelValues(h.values(name, kind)...).Dec()
+	if degraded {
+		h.degradedLocks.WithLabelValues(h.values(name)...).Dec()
+	}
+}
+
+// refresh counts the refresh and the nodes that refused or failed in it.
+func (h *Hook) refresh(e redlock.RefreshEvent) {
+	auto := strconv.FormatBool(e.Auto)
+	h.refreshes.WithLabelValues(h.values(e.Name, e.Result, auto, e.Kind)...).Inc()
+	h.refreshTime.WithLabelValues(h.values(e.Name, auto, e.Kind)...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
 	if e.Err == nil {
-		h.ttlChosen.WithLabelValues(h.values(e.Key, "refresh", e.TTLReason.String())...).Observe(e.TTL.Seconds())
+		h.ttlChosen.WithLabelValues(h.values(e.Name, "refresh", e.TTLReason)...).Observe(e.TTL.Seconds())
 	}
 }
 
-// Sample records the adaptive TTL's sample: the RTT p95, and each node's
-// memory, pressure and evictions (redlock.SampleHook).
-func (h *Hook) Sample(_ context.Context, e redlock.SampleEvent) {
+// sample records one node's sample of the adaptive TTL's sampler: the RTT
+// p95, and the node's memory, pressure and evictions.
+func (h *Hook) sample(e redlock.SampleEvent) {
 	h.rttP95.Set(e.RTT.Seconds())
-	for _, n := range e.Nodes {
-		if n.Err != nil {
-			continue
-		}
-		node := strconv.Itoa(n.Node)
-		ratio := 0.0
-		if n.MaxMemory > 0 {
-			ratio = float64(n.UsedMemory) / float64(n.MaxMemory)
-		}
-		h.memRatio.WithLabelValues(node).Set(ratio)
-		pressure := 0.0
-		if n.Pressure != "" {
-			pressure = 1
-		}
-		h.memPressure.WithLabelValues(node).Set(pressure)
-		h.evicted.WithLabelValues(node).Add(float64(n.Evicted))
+	if e.Err != nil {
+		return
 	}
-}
-
-// Release counts the release and, unless the lock was lost before, ends
-// its hold.
-func (h *Hook) Release(_ context.Context, e redlock.ReleaseEvent) {
-	kind := e.Kind.String()
-	h.releases.WithLabelValues(h.values(e.Key, e.Result(), kind)...).Inc()
-	h.quorumNodes("release", e.Err)
-	h.ended(e.Key, e.Token, kind, "released", e.Held.Seconds())
-}
-
-// Lost counts the loss and ends the lock's hold.
-func (h *Hook) Lost(_ context.Context, e redlock.LostEvent) {
-	kind := e.Kind.String()
-	h.lost.WithLabelValues(h.values(e.Key, kind)...).Inc()
-	h.ended(e.Key, e.Token, kind, "lost", e.Held.Seconds())
+	node := strconv.Itoa(e.Node)
+	ratio := 0.0
+	if e.MaxMemory > 0 {
+		ratio = float64(e.UsedMemory) / float64(e.MaxMemory)
+	}
+	h.memRatio.WithLabelValues(node).Set(ratio)
+	pressure := 0.0
+	if e.Pressure != "" {
+		pressure = 1
+	}
+	h.memPressure.WithLabelValues(node).Set(pressure)
+	h.evicted.WithLabelValues(node).Add(float64(e.Evicted))
 }
 
 // quorumNodes counts the node errors of a failed refresh or release.
@@ -350,17 +347,12 @@ func (h *Hook) quorumNodes(op string, err error) {
 		return
 	}
 	for _, n := range qe.Nodes {
-		h.nodeError(op, n.Node, n.Err)
+		if n.Err != nil {
+			h.nodeError(op, n)
+		}
 	}
 }
 
-func (h *Hook) nodeError(op string, node int, err error) {
-	h.nodeErrors.WithLabelValues(op, strconv.Itoa(node), redlock.NodeErrorKind(err)).Inc()
+func (h *Hook) nodeError(op string, n redlock.NodeResult) {
+	h.nodeErrors.WithLabelValues(op, strconv.Itoa(n.Node), n.Reason).Inc()
 }
-
-// NodeErrorKind is the kind label of a node's reason in a round: "held",
-// "not_owner", "recovering", "timeout", "pending", "skipped",
-// "overloaded", "not_replicated", or "error" for any other failure.
-//
-// Deprecated: use redlock.NodeErrorKind, which it calls.
-func NodeErrorKind(err error) string { return redlock.NodeErrorKind(err) }

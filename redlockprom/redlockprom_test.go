@@ -23,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // ends (before the nodes stop).
 func newClient(t *testing.T, nodes []redis.UniversalClient, h redlock.Hook) *redlock.Client {
 	t.Helper()
-	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard())
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithRestartGuard(redlock.GuardOff))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,9 +265,9 @@ func TestKindLabel(t *testing.T) {
 	}
 	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
-	cycle := func(name string, opts ...redlock.ObtainOption) {
+	cycle := func(lk redlock.Locker) {
 		t.Helper()
-		l, err := c.TryObtain(ctx, name, time.Minute, opts...)
+		l, err := lk.TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -278,21 +278,22 @@ func TestKindLabel(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Lose one by letting it run out.
-		short, err := c.TryObtain(ctx, name, 200*time.Millisecond, opts...)
+		short, err := lk.TryObtain(ctx, 200*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
 		<-short.Done()
 		_ = short.Release(ctx)
 	}
-	cycle("plain")
-	cycle("shared", redlock.WithShared())
+	reader, _ := c.RWMutex("shared")
+	cycle(c.Mutex("plain"))
+	cycle(reader)
 	// Two readers at once: both obtained, counted as reads.
-	r1, err := c.TryObtain(ctx, "shared", time.Minute, redlock.WithShared())
+	r1, err := reader.TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := c.TryObtain(ctx, "shared", time.Minute, redlock.WithShared())
+	r2, err := reader.TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestReentrantHolds(t *testing.T) {
 	}
 	var locks []*redlock.Lock
 	for range 2 {
-		l, err := c.TryObtain(ctx, "job", time.Minute, redlock.WithOwner("job-7"))
+		l, err := c.Reentrant("job", "job-7").TryObtain(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -442,25 +443,33 @@ func TestRegistration(t *testing.T) {
 	}
 }
 
-func TestNodeErrorKind(t *testing.T) {
-	tests := []struct {
-		err  error
-		want string
-	}{
-		{redlock.ErrHeld, "held"},
-		{redlock.ErrNotOwner, "not_owner"},
-		{&redlock.RecoveringError{Remaining: time.Second}, "recovering"},
-		{redlock.ErrNodeTimeout, "timeout"},
-		{redlock.ErrNodePending, "pending"},
-		{redlock.ErrNodeSkipped, "skipped"},
-		{redlock.ErrNodeOverloaded, "overloaded"},
-		{redlock.ErrNotReplicated, "not_replicated"},
-		{&redlock.NodeError{Node: 1, Err: redlock.ErrNodeTimeout}, "timeout"},
-		{errors.New("NOPERM this user has no permissions"), "error"},
+// TestNodeErrorKindLabel: node_errors_total's kind is each node's
+// redlock.NodeResult.Reason, here "wrong_kind" for a plain lock asked on the
+// name of a semaphore.
+func TestNodeErrorKindLabel(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h, err := redlockprom.New(reg)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tt := range tests {
-		if got := redlockprom.NodeErrorKind(tt.err); got != tt.want {
-			t.Errorf("NodeErrorKind(%v) = %q, want %q", tt.err, got, tt.want)
+	c := newClient(t, redistest.Clients(t, 3), h)
+	ctx := context.Background()
+	p, err := c.Semaphore("exports", 2).TryObtain(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(ctx)
+	if _, err := c.TryObtain(ctx, "exports", time.Minute); !errors.Is(err, redlock.ErrWrongKind) {
+		t.Fatalf("TryObtain on a semaphore's name: %v, want ErrWrongKind", err)
+	}
+	// Two of three nodes refuse before the outcome is decided; the third
+	// may still be pending.
+	if got := value(t, reg, "redlock_node_errors_total", map[string]string{"op": "acquire", "kind": "wrong_kind"}); got < 2 || got > 3 {
+		t.Errorf("node_errors_total{op=acquire,kind=wrong_kind} = %v, want 2 or 3", got)
+	}
+	for kind := range labelValues(t, reg, "redlock_node_errors_total", "kind", nil) {
+		if kind != "wrong_kind" && kind != "pending" {
+			t.Errorf("node_errors_total has kind %q, want wrong_kind or pending", kind)
 		}
 	}
 }
@@ -475,11 +484,11 @@ func TestPermitKindLabel(t *testing.T) {
 	}
 	c := newClient(t, redistest.Clients(t, 1), h)
 	ctx := context.Background()
-	p1, err := c.TryObtainPermit(ctx, "exports", 2, time.Minute)
+	p1, err := c.Semaphore("exports", 2).TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p2, err := c.TryObtainPermit(ctx, "exports", 2, time.Minute)
+	p2, err := c.Semaphore("exports", 2).TryObtain(ctx, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -506,7 +515,7 @@ func TestAdaptiveTTLMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodes := redistest.Clients(t, 1)
-	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithRestartGuard(redlock.GuardOff),
 		redlock.WithAdaptiveTTL(redlock.AdaptiveTTL{Min: time.Second, Max: 20 * time.Second, SampleInterval: 50 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
@@ -565,7 +574,7 @@ func TestBreakerAndDegradedMetrics(t *testing.T) {
 		t.Cleanup(func() { _ = c.Close() })
 		nodes = append(nodes, c)
 	}
-	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithoutRestartGuard(),
+	c, err := redlock.New(nodes, redlock.WithHook(h), redlock.WithRestartGuard(redlock.GuardOff),
 		redlock.WithNodeTimeout(150*time.Millisecond), redlock.WithBreaker(2, 200*time.Millisecond),
 		redlock.WithDegradedMode(redlock.NewLocalLeases()))
 	if err != nil {
@@ -587,8 +596,8 @@ func TestBreakerAndDegradedMetrics(t *testing.T) {
 	if l == nil || !l.Degraded() {
 		t.Fatalf("no degraded lock: %v", err)
 	}
-	if got := value(t, reg, "redlock_breaker_state", nil); got != float64(redlock.BreakerOpen) {
-		t.Errorf("redlock_breaker_state = %v with the breaker open, want %d", got, redlock.BreakerOpen)
+	if got := value(t, reg, "redlock_breaker_state", nil); got != 1 {
+		t.Errorf("redlock_breaker_state = %v with the breaker open, want 1", got)
 	}
 	if got := value(t, reg, "redlock_breaker_transitions_total", map[string]string{"to": "open"}); got != 1 {
 		t.Errorf("transitions to open = %v, want 1", got)

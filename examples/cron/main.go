@@ -46,6 +46,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 func main() {
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.skew, "skew", 50*time.Millisecond, "the most the instances' clocks differ")
 	from := fs.Int64("from", 0, "the first tick, in Unix milliseconds (0: the next tick)")
 	fs.IntVar(&cfg.ticks, "ticks", 0, "how many ticks to run (0: until interrupted)")
-	fs.DurationVar(&cfg.maxTTL, "max-ttl", redlock.DefaultMaxTTL, "the deployment's longest TTL (WithMaxTTL): the restart guard's window")
+	fs.DurationVar(&cfg.maxTTL, "max-ttl", 0, "the deployment's longest TTL (WithMaxTTL): the restart guard's window (0: WithMaxTTL's default)")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", 0, "per-node timeout (WithNodeTimeout; 0: derived from the TTL)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -101,8 +102,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case *nodes == "" || cfg.store == "":
 		fmt.Fprintln(stderr, "cron: -nodes and -store are required")
 		return 2
-	case cfg.every <= 0 || cfg.ttl > cfg.every || cfg.ttl < redlock.MinTTL:
-		fmt.Fprintf(stderr, "cron: -ttl %v must be within [%v, -every %v]\n", cfg.ttl, redlock.MinTTL, cfg.every)
+	case cfg.every <= 0 || cfg.ttl > cfg.every || cfg.ttl < limits.MinTTL:
+		fmt.Fprintf(stderr, "cron: -ttl %v must be within [%v, -every %v]\n", cfg.ttl, limits.MinTTL, cfg.every)
 		return 2
 	}
 	cfg.nodes = strings.Split(*nodes, ",")
@@ -124,7 +125,10 @@ func schedule(ctx context.Context, cfg config, out io.Writer) error {
 		defer n.Close()
 		nodes = append(nodes, n)
 	}
-	opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL)}
+	var opts []redlock.Option
+	if cfg.maxTTL > 0 {
+		opts = append(opts, redlock.WithMaxTTL(cfg.maxTTL))
+	}
 	if cfg.nodeTimeout > 0 {
 		opts = append(opts, redlock.WithNodeTimeout(cfg.nodeTimeout))
 	}
@@ -169,7 +173,7 @@ func runTick(ctx context.Context, cfg config, c *redlock.Client, st *redis.Clien
 	// obtained them at the tick or later, on its clock). An obtain that
 	// ends before that, on every instance's clock, found them, if there
 	// were any.
-	deadline := tick.Add(cfg.ttl - redlock.DriftAllowance(cfg.ttl, redlock.DefaultDriftFactor) - cfg.skew)
+	deadline := tick.Add(cfg.ttl - limits.DriftAllowance(cfg.ttl, limits.DriftFactor) - cfg.skew)
 	if !time.Now().Before(deadline) {
 		fmt.Fprintf(out, "tick %d: too late\n", tick.UnixMilli())
 		return heldUntil

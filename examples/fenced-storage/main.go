@@ -50,7 +50,7 @@ func run() error {
 	db := store.New(nodes[3], "account:7")
 	// The servers were just started: the restart guard would keep them
 	// out of locking for the recovery window. Keep it on in production.
-	c, err := redlock.New(nodes[:3], redlock.WithoutRestartGuard())
+	c, err := redlock.New(nodes[:3], redlock.WithRestartGuard(redlock.GuardOff))
 	if err != nil {
 		return err
 	}

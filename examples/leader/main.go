@@ -68,7 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.name, "lock", "leader", "the lock's name")
 	fs.DurationVar(&cfg.ttl, "ttl", 5*time.Second, "the lock's TTL: how long a crashed leader blocks the others")
 	fs.DurationVar(&cfg.every, "every", 200*time.Millisecond, "how often the leader does a step of work")
-	fs.DurationVar(&cfg.maxTTL, "max-ttl", redlock.DefaultMaxTTL, "the deployment's longest TTL (WithMaxTTL): the restart guard's window")
+	fs.DurationVar(&cfg.maxTTL, "max-ttl", 0, "the deployment's longest TTL (WithMaxTTL): the restart guard's window (0: WithMaxTTL's default)")
 	fs.DurationVar(&cfg.nodeTimeout, "node-timeout", 0, "per-node timeout (WithNodeTimeout; 0: derived from the TTL)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -94,7 +94,10 @@ func elect(ctx context.Context, cfg config, out io.Writer) error {
 		defer n.Close()
 		nodes = append(nodes, n)
 	}
-	opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL)}
+	var opts []redlock.Option
+	if cfg.maxTTL > 0 {
+		opts = append(opts, redlock.WithMaxTTL(cfg.maxTTL))
+	}
 	if cfg.nodeTimeout > 0 {
 		opts = append(opts, redlock.WithNodeTimeout(cfg.nodeTimeout))
 	}

@@ -79,7 +79,7 @@ func serve(ctx context.Context, addr, nodeList string, workers, locks int, durat
 		addrs = servers.addrs
 		// The servers were just started: the restart guard would keep them
 		// out of locking for its recovery window. Keep it on in production.
-		opts = append(opts, redlock.WithoutRestartGuard())
+		opts = append(opts, redlock.WithRestartGuard(redlock.GuardOff))
 	}
 	var nodes []redis.UniversalClient
 	for _, a := range addrs {

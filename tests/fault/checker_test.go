@@ -32,7 +32,7 @@ func TestConflicts(t *testing.T) {
 	}
 }
 
-// TestMultiOrder checks that the multi-name workload passes ObtainAll the
+// TestMultiOrder checks that the multi-name workload passes Client.All the
 // same names in opposite orders at once: at each iteration, two workers
 // (of the three the multi scenarios run) give lockName and multiNames[0]
 // in opposite orders, and both two- and three-name obtains occur.

@@ -51,22 +51,25 @@ type workload struct {
 	// auto obtains with WithAutoRefresh, and gives up its work when the
 	// lock is lost (Err, Done), as a function run by Do would.
 	auto bool
-	// kind is the lock's kind (docs/lock-family.md): Plain, Write
-	// (WithExclusive), or Reentrant (WithOwner, each worker its own
-	// owner, re-entering once while it holds the lock).
-	kind redlock.Kind
+	// kind is the lock's kind (docs/lock-family.md), as the events name
+	// it: plain (Client.Mutex), write (the writer of Client.RWMutex), or
+	// reentrant (Client.Reentrant, each worker its own owner, re-entering
+	// once while it holds the lock). The handle is chosen per worker
+	// (workload.locker).
+	kind string
 	// readers is how many of the goroutine workers (the last ones) take
-	// the shared lock (WithShared) instead: a reader reads the counter
-	// with its token (ReadShared), keeps the lock for hold, writes
-	// nothing and releases. The others take kind.
+	// the shared lock (the reader of Client.RWMutex) instead: a reader
+	// reads the counter with its token (ReadShared), keeps the lock for
+	// hold, writes nothing and releases. The others take kind.
 	readers int
 	// permits > 0 makes each client take one permit of a semaphore of
-	// that many (ObtainPermit) instead of the lock, and hold it for hold
-	// without touching the store: up to permits holders at once are the
-	// semaphore's promise, and the checker counts the holders beyond it.
+	// that many (Client.Semaphore) instead of the lock, and hold it for
+	// hold without touching the store: up to permits holders at once are
+	// the semaphore's promise, and the checker counts the holders beyond
+	// it.
 	permits int
-	// multi makes each goroutine worker obtain several names as one
-	// MultiLock (ObtainAll): lockName and multiNames[0] on every obtain,
+	// multi makes each goroutine worker obtain several names as one lock
+	// (Client.All): lockName and multiNames[0] on every obtain,
 	// multiNames[1] too on every other one, passed in an order that
 	// varies with the worker and the iteration (multiOrder). It does the
 	// fenced read-modify-write on the store with lockName's token and on
@@ -206,7 +209,7 @@ func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*
 	}
 	opts := []redlock.Option{redlock.WithNodeTimeout(nodeTimeout), redlock.WithMaxTTL(w.maxTTL)}
 	if !w.guard {
-		opts = append(opts, redlock.WithoutRestartGuard())
+		opts = append(opts, redlock.WithRestartGuard(redlock.GuardOff))
 	}
 	if w.fastRetry {
 		opts = append(opts, redlock.WithRetryDelay(5*time.Millisecond, 20*time.Millisecond))
@@ -227,6 +230,24 @@ func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*
 	return c, rcs, nil
 }
 
+// locker is the handle of lockName that worker id takes: a permit of the
+// semaphore, or the lock of the workload's kind.
+func (w workload) locker(c *redlock.Client, id string) redlock.Locker {
+	switch {
+	case w.permits > 0:
+		return c.Semaphore(lockName, w.permits)
+	case w.kind == "write":
+		_, writer := c.RWMutex(lockName)
+		return writer
+	case w.kind == "read":
+		reader, _ := c.RWMutex(lockName)
+		return reader
+	case w.kind == "reentrant":
+		return c.Reentrant(lockName, id)
+	}
+	return c.Mutex(lockName)
+}
+
 // runWorker runs the workload until ctx ends. clk is the client's clock
 // (nil: real time); worker0 enables the workload's per-worker knobs.
 func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Store, w workload, clk *clock, worker0 bool, out sink) {
@@ -234,33 +255,20 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 	if clk != nil {
 		toReal = clk.real
 	}
+	h := w.locker(c, id)
+	var opts []redlock.ObtainOption
+	if w.auto {
+		opts = append(opts, redlock.WithAutoRefresh())
+	}
 	for n := 1; ctx.Err() == nil; n++ {
 		start := time.Now()
 		octx, cancel := context.WithTimeout(ctx, w.bound)
-		var opts []redlock.ObtainOption
-		if w.auto {
-			opts = append(opts, redlock.WithAutoRefresh())
-		}
-		switch w.kind {
-		case redlock.Write:
-			opts = append(opts, redlock.WithExclusive())
-		case redlock.Reentrant:
-			opts = append(opts, redlock.WithOwner(id))
-		case redlock.Read:
-			opts = append(opts, redlock.WithShared())
-		}
-		var l *redlock.Lock
-		var err error
-		if w.permits > 0 {
-			l, err = c.ObtainPermit(octx, lockName, w.permits, w.ttl, opts...)
-		} else {
-			l, err = c.Obtain(octx, lockName, w.ttl, opts...)
-		}
+		l, err := h.Obtain(octx, w.ttl, opts...)
 		var inner *redlock.Lock
-		if err == nil && w.kind == redlock.Reentrant {
+		if err == nil && w.kind == "reentrant" {
 			// Re-enter once: the owner's second hold. The first hold
 			// stays the one the work checks and fences with.
-			inner, _ = c.TryObtain(octx, lockName, w.ttl, redlock.WithOwner(id))
+			inner, _ = h.TryObtain(octx, w.ttl)
 		}
 		cancel()
 		if ctx.Err() != nil {
@@ -276,7 +284,7 @@ func runWorker(ctx context.Context, id string, c *redlock.Client, st *store.Stor
 		if err != nil {
 			continue
 		}
-		o := op{Holder: id, Token: l.Token(), Obtained: time.Now().UnixNano(), Read: w.kind == redlock.Read}
+		o := op{Holder: id, Token: l.Token(), Obtained: time.Now().UnixNano(), Read: w.kind == "read"}
 		val := &validity{l: l}
 		val.see()
 		out.hold(1)
@@ -304,7 +312,7 @@ var multiNames = []string{"fault:multi:b", "fault:multi:c"}
 // multiNames[0], in opposite orders for even and odd workers (and swapped
 // every other pair of iterations), and on every other obtain multiNames[1]
 // too, at a place that varies: so workers pass overlapping sets of names
-// in opposite orders at the same time. (ObtainAll sorts them: the order
+// in opposite orders at the same time. (Client.All sorts them: the order
 // given must not matter.)
 func multiOrder(worker, n int) []string {
 	names := []string{lockName, multiNames[0]}
@@ -318,7 +326,7 @@ func multiOrder(worker, n int) []string {
 }
 
 // runMultiWorker is runWorker for workload.multi: each obtain is one
-// ObtainAll of multiOrder's names, and the work is a fenced
+// Client.All of multiOrder's names, and the work is a fenced
 // read-modify-write on st with lockName's token and on st2 with
 // multiNames[0]'s, both read before the hold and written after it.
 func runMultiWorker(ctx context.Context, worker int, c *redlock.Client, st, st2 *store.Store, w workload, out sink) {
@@ -326,11 +334,11 @@ func runMultiWorker(ctx context.Context, worker int, c *redlock.Client, st, st2 
 	for n := 1; ctx.Err() == nil; n++ {
 		start := time.Now()
 		octx, cancel := context.WithTimeout(ctx, w.bound)
-		m, err := c.ObtainAll(octx, multiOrder(worker, n), w.ttl)
+		m, err := c.All(multiOrder(worker, n)...).Obtain(octx, w.ttl)
 		cancel()
 		if ctx.Err() != nil {
 			if m != nil {
-				releaseAll(m)
+				release(m)
 			}
 			return // the run ended during the attempt: not counted
 		}
@@ -339,8 +347,8 @@ func runMultiWorker(ctx context.Context, worker int, c *redlock.Client, st, st2 
 			continue
 		}
 		var la, lb *redlock.Lock
-		for _, l := range m.Locks() {
-			switch l.Key() {
+		for _, l := range m.Parts() {
+			switch l.Name() {
 			case lockName:
 				la = l
 			case multiNames[0]:
@@ -384,15 +392,9 @@ func runMultiWorker(ctx context.Context, worker int, c *redlock.Client, st, st2 
 		releaseAt := time.Now().UnixNano()
 		o.End = min(releaseAt, va.last.UnixNano())
 		o.End2 = min(releaseAt, vb.last.UnixNano())
-		releaseAll(m)
+		release(m)
 		out.addOp(o)
 	}
-}
-
-func releaseAll(m *redlock.MultiLock) {
-	rctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_ = m.Release(rctx)
-	cancel()
 }
 
 func release(l *redlock.Lock) {
@@ -635,7 +637,7 @@ func (e *env) run(name string, workers int, rates []float64, children int, injec
 		})
 		w := e.w
 		if i >= workers-e.w.readers {
-			w.kind = redlock.Read
+			w.kind = "read"
 		}
 		wg.Add(1)
 		if w.multi {

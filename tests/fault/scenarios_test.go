@@ -171,21 +171,21 @@ var (
 	holdFull = with(func(w *workload) { w.holdFull = true })
 	// The lock family: a writer of a read-write lock, and a reentrant
 	// owner that re-enters once per hold.
-	writeKind     = with(func(w *workload) { w.kind = redlock.Write })
-	reentrantKind = with(func(w *workload) { w.kind = redlock.Reentrant })
-	// Three of the workers read (WithShared), the others write
-	// (WithExclusive). With two writers that re-acquire at once, a writer
+	writeKind     = with(func(w *workload) { w.kind = "write" })
+	reentrantKind = with(func(w *workload) { w.kind = "reentrant" })
+	// Three of the workers read (the reader of RWMutex), the others write
+	// (its writer). With two writers that re-acquire at once, a writer
 	// nearly always waits, and readers wait behind it (docs/lock-family.md,
 	// "Writers do not starve"): in a 4 s run no reader got in.
-	readWrite = with(func(w *workload) { w.kind, w.readers = redlock.Write, 3 })
-	// multi: each worker obtains two or three names as one MultiLock, in
+	readWrite = with(func(w *workload) { w.kind, w.readers = "write", 3 })
+	// multi: each worker obtains two or three names as one lock (All), in
 	// varying order, and fences both of its stores.
 	multi = with(func(w *workload) { w.multi = true })
 	// auto holds each lock for two TTLs, kept by automatic refresh.
 	auto = with(func(w *workload) { w.auto, w.hold = true, 2*w.ttl })
 	// permits2 and permits3: each client takes one permit of a semaphore of
 	// two (three), held 100 ms; on five nodes each permit needs four of
-	// them (redlock.PermitQuorum).
+	// them (the permit quorum of Client.Semaphore).
 	permits2 = with(func(w *workload) { w.permits, w.hold = 2, 100*time.Millisecond })
 	permits3 = with(func(w *workload) { w.permits, w.hold = 3, 100*time.Millisecond })
 	// longPermit holds a 2 s permit for 1.5 s, and waiters retry fast: the
@@ -262,7 +262,7 @@ var scenarios = []scenario{
 	{name: "read-write-freeze-minority-longer-than-ttl", w: readWrite, workers: 4, inject: freeze(3*base.ttl, 0, 1), want: safe, mixed: true},
 	{name: "read-write-crash-majority-guard-on", w: chain(longHold, readWrite), workers: 4, inject: crash(0, 1, 2), want: safe, mixed: true},
 	{name: "read-write-partition-majority", w: readWrite, proxied: true, workers: 4, inject: netFault(time.Second, blackhole, 0, 1, 2), want: safe, mixed: true},
-	// Multi-name locks (ObtainAll): two or three names per obtain, given in
+	// Multi-name locks (Client.All): two or three names per obtain, given in
 	// orders that vary between workers and iterations; each name checked
 	// on its own: overlaps, stale writes and lost updates of both stores.
 	{name: "multi-baseline", w: multi, workers: 3, want: safe, bothNames: true},

@@ -77,11 +77,11 @@ func (s *Store) ReadFenced(ctx context.Context, token int64) (string, error) {
 }
 
 // ReadShared returns the stored value for the holder of a shared (read)
-// lock with token (redlock.WithShared). Readers overlap and their tokens
-// are not ordered among themselves, so a read is refused only when a
-// holder of the exclusive lock with a higher token has read or written
-// (its reader was overtaken): it returns an error wrapping ErrStale then.
-// The store remembers the highest reader token: a writer with a lower
+// lock with token (the reader of redlock.Client.RWMutex). Readers overlap
+// and their tokens are not ordered among themselves, so a read is refused
+// only when a holder of the exclusive lock with a higher token has read or
+// written (its reader was overtaken): it returns an error wrapping ErrStale
+// then. The store remembers the highest reader token: a writer with a lower
 // token (one that lost its lock) can no longer write or read with
 // ReadFenced.
 func (s *Store) ReadShared(ctx context.Context, token int64) (string, error) {
