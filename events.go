@@ -16,7 +16,8 @@ import (
 // LostEvent, BreakerEvent, SampleEvent): a hook switches on the type and
 // ignores the events it does not need, so that a new kind of event never
 // changes the interface. Observe is called on the goroutine doing the work,
-// after it: it must be fast and must not block.
+// after it: it must be fast and must not block (so it must not obtain,
+// refresh or release locks itself).
 //
 // ctx is the context of the call the event belongs to, so that a tracing
 // hook can make its spans children of the caller's: that of the obtain for
@@ -210,7 +211,7 @@ type ReleaseEvent struct {
 
 // LostEvent describes a lock lost while held. A lost lock is still released
 // by its owner (or Close) later, which reports a ReleaseEvent with the same
-// LockID.
+// LockID, always after the LostEvent.
 type LostEvent struct {
 	Name   string
 	Kind   string

@@ -63,6 +63,11 @@ type Lock struct {
 
 	obtainedAt time.Time
 
+	// reporting counts the end being reported (the loss to Do's function,
+	// the hook and the logger): a Release that comes meanwhile waits for
+	// it, so that the hook hears of a lock's loss before its release.
+	reporting sync.WaitGroup
+
 	// mu guards the fields below.
 	mu sync.Mutex
 
@@ -535,6 +540,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	confirmed := l.confirmed
 	l.mu.Unlock()
 	l.end(errReleased)
+	l.reporting.Wait() // a loss being reported goes first
 	err := l.backend.release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
@@ -561,6 +567,7 @@ func (l *Lock) end(err error) {
 	l.validUntil = time.Time{}
 	onLost := l.onLost
 	l.onLost = nil
+	l.reporting.Add(1)
 	l.mu.Unlock()
 	// Done is closed last, so that whoever waits on it finds the loss
 	// already reported to Do's function, the hook and the logger.
@@ -572,6 +579,7 @@ func (l *Lock) end(err error) {
 		if done != nil {
 			close(done)
 		}
+		l.reporting.Done()
 	}()
 	e := l.e
 	e.sched.Cancel(&l.ka)
