@@ -35,13 +35,26 @@ func BenchmarkCycle(b *testing.B) {
 				})
 			}
 		})
-		for _, mode := range []string{"guard-off", "guard-on"} {
+		// go-redis's default options: ContextTimeoutEnabled false, which
+		// most services run.
+		var plainClients []redis.UniversalClient
+		for _, s := range cl.servers {
+			pc := redis.NewClient(&redis.Options{Addr: s.Addr()})
+			b.Cleanup(func() { _ = pc.Close() })
+			plainClients = append(plainClients, pc)
+		}
+		for _, mode := range []string{"guard-off", "guard-on", "go-redis-defaults"} {
 			b.Run(fmt.Sprintf("nodes=%d/mode=%s", nodes, mode), func(b *testing.B) {
+				clients := cl.clients
 				opts := []Option{WithNodeTimeout(time.Second), WithRestartGuard(GuardOff)}
-				if mode == "guard-on" {
+				switch mode {
+				case "guard-on":
+					opts = []Option{WithNodeTimeout(time.Second), WithMaxTTL(10 * time.Second)}
+				case "go-redis-defaults":
+					clients = plainClients
 					opts = []Option{WithNodeTimeout(time.Second), WithMaxTTL(10 * time.Second)}
 				}
-				c, err := New(cl.clients, opts...)
+				c, err := New(clients, opts...)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -33,6 +33,10 @@ type deadlineBucket struct {
 	done chan struct{}
 }
 
+// roundDeadlines serves the ends of the waits of the rounds of several
+// nodes.
+var roundDeadlines deadlines
+
 // slack is how late a request's Done may close after its deadline.
 func slack(timeout time.Duration) time.Duration {
 	return max(timeout/16, time.Millisecond)
@@ -53,6 +57,18 @@ func (ds *deadlines) context(parent context.Context, now time.Time, timeout time
 		b = ds.bucket(d, s)
 	}
 	return &sharedDeadlineCtx{Context: parent, deadline: d, b: b}
+}
+
+// expiry returns a channel closed at now+timeout or at most
+// slack(timeout) after it: the end of a wait, shared with other waits that
+// end at about the same time.
+func (ds *deadlines) expiry(now time.Time, timeout time.Duration) <-chan struct{} {
+	d, s := now.Add(timeout), slack(timeout)
+	b := ds.cur.Load()
+	if !b.fits(d, s) {
+		b = ds.bucket(d, s)
+	}
+	return b.done
 }
 
 func (ds *deadlines) bucket(d time.Time, s time.Duration) *deadlineBucket {

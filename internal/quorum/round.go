@@ -107,14 +107,17 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // run on its node after a clean-up sent on another connection.)
 //
 // A round of one node whose client honours deadlines runs on the caller's
-// goroutine.
+// goroutine; one whose client does not, on one goroutine of wg's.
 func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	now := r.Now
 	if now == nil {
 		now = time.Now
 	}
-	if len(r.Nodes) == 1 && r.Nodes[0].HonoursDeadline {
-		return r.runInline(ctx, wg, now)
+	if len(r.Nodes) == 1 {
+		if r.Nodes[0].HonoursDeadline {
+			return r.runInline(ctx, wg, now)
+		}
+		return r.runSolo(ctx, wg, now)
 	}
 
 	n := len(r.Nodes)
@@ -137,7 +140,6 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 		waitFor uint64 // Settle that Run waits for; written before decided closes
 		settled sync.WaitGroup
 		active  atomic.Int32 // admitted requests not yet settled
-		running atomic.Int32 // requests not yet answered, and the spawner
 	}{
 		ch:      make(chan msg, n),
 		decided: make(chan struct{}),
@@ -147,21 +149,16 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	st.active.Store(1)
 	var answered uint64
 
-	// One deadline for the whole round. Nodes that honour deadlines need
-	// no timer; otherwise the last request out cancels the context.
-	nodeCtx, cancel := withDeadline(detach(ctx), time.Now().Add(r.Timeout)), context.CancelFunc(nil)
-	for _, node := range r.Nodes {
-		if !node.HonoursDeadline {
-			nodeCtx, cancel = context.WithTimeout(detach(ctx), r.Timeout)
-			break
-		}
-	}
-	st.running.Store(1)
-	leave := func() {
-		if st.running.Add(-1) == 0 && cancel != nil {
-			cancel()
-		}
-	}
+	// One deadline for the whole round, without a Done channel: a client
+	// that honours deadlines sets its socket deadlines from it, and a dial
+	// that the node refused reports the refusal (go-redis retries a refused
+	// dial until the context is done, and then reports only that). The
+	// round's own wait ends at a channel shared with other rounds, closed
+	// at the deadline or a little after (roundDeadlines), which costs no
+	// timer.
+	sent := time.Now()
+	nodeCtx := withDeadline(detach(ctx), sent.Add(r.Timeout))
+	expired := roundDeadlines.expiry(sent, r.Timeout)
 	pending := 0
 	for i, node := range r.Nodes {
 		probe, err := r.admit(node, now)
@@ -171,7 +168,6 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 			continue
 		}
 		pending++
-		st.running.Add(1)
 		st.active.Add(1)
 		wg.Go(func() {
 			defer func() {
@@ -189,7 +185,6 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 			default:
 			}
 			err = r.finish(node, probe, err, now)
-			leave()
 			st.ch <- msg{i, v, err, lat}
 			if r.Settle != nil {
 				<-st.decided
@@ -200,14 +195,11 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 			}
 		})
 	}
-	// The spawner's own counts, held until every request has started.
-	leave()
+	// The spawner's own count, held until every request has started.
 	if st.active.Add(-1) == 0 {
 		close(st.done)
 	}
 
-	timer := time.NewTimer(r.Timeout)
-	defer timer.Stop()
 	timedOut := false
 wait:
 	for pending > 0 && !r.decided(res.Agreed, pending, res.Replies) {
@@ -220,7 +212,7 @@ wait:
 			if yes {
 				res.Agreed++
 			}
-		case <-timer.C:
+		case <-expired:
 			timedOut = true
 			break wait
 		case <-ctx.Done():
@@ -310,14 +302,80 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 	return res
 }
 
-// deadlineCtx is a context with a deadline and no timer. A client that
-// honours deadlines (go-redis with ContextTimeoutEnabled) sets its socket
-// deadlines from Deadline, so a request sent under it ends by then. A wait
-// for a pooled connection is not cut short by it: it lasts until a
-// connection is free or go-redis's PoolTimeout. Run uses it for the
-// requests of a round, whose decision its own timer bounds: only the
-// request's goroutine (and its in-flight slot) waits longer, when the
-// node's pool is exhausted.
+// runSolo is a round of one node whose client does not honour deadlines (a
+// go-redis client without ContextTimeoutEnabled, which reads until its own
+// ReadTimeout): the request runs on a goroutine of wg's, and the caller
+// waits for its reply up to the deadline. It costs the request's
+// goroutine hand-off and a channel more than runInline; a reply that comes
+// after the deadline is settled by a goroutine started only then.
+func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
+	node := r.Nodes[0]
+	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
+	probe, err := r.admit(node, now)
+	if err != nil {
+		res.Replies[0].Err = err
+		return res
+	}
+	if err := ctx.Err(); err != nil {
+		res.Replies[0].Err = err
+		node.done(probe, answered, now())
+		return res
+	}
+	type reply struct {
+		v   T
+		err error
+		lat time.Duration
+	}
+	sent := time.Now()
+	rctx := withDeadline(detach(ctx), sent.Add(r.Timeout))
+	expired := node.deadlines.expiry(sent, r.Timeout)
+	// Unbuffered, so that it is one allocation: the caller, or the
+	// late reply's goroutine, always receives.
+	ch := make(chan reply)
+	wg.Go(func() {
+		v, err := r.Call(rctx, node)
+		lat := time.Since(sent)
+		ch <- reply{v, r.finish(node, probe, err, now), lat}
+	})
+	var m reply
+	select {
+	case m = <-ch:
+	case <-expired:
+		err = fmt.Errorf("%w within %v", ErrTimeout, r.Timeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err != nil {
+		// Undecided: the reply, when it comes, is late.
+		res.Replies[0].Err = err
+		res.Pending = 1
+		done := make(chan struct{})
+		res.Done = done
+		wg.Go(func() {
+			defer close(done)
+			m := <-ch
+			if r.Settle != nil {
+				r.Settle(node, m.v, m.err, false, true)
+			}
+		})
+		return res
+	}
+	yes := m.err == nil && r.Agree(m.v)
+	res.Replies[0] = Reply[T]{Val: m.v, Err: m.err, Yes: yes, Latency: m.lat}
+	if yes {
+		res.Agreed = 1
+	}
+	res.Won = r.won(res.Agreed, now)
+	if r.Settle != nil {
+		r.Settle(node, m.v, m.err, res.Won, false)
+	}
+	return res
+}
+
+// deadlineCtx is a context with a deadline and no Done channel: a client
+// that honours deadlines sets its socket deadlines from Deadline, so a
+// request sent under it ends by then; a wait for a pooled connection is not
+// cut short by it (the caller's own wait is bounded by the round).
 type deadlineCtx struct {
 	context.Context
 	deadline time.Time

@@ -17,6 +17,19 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // from a script per node. They exercise the decision logic and the node
 // health, which do not depend on Redis.
 
+// atDeadline is a channel that a fake client honouring deadlines waits on:
+// closed at ctx's deadline (a round's requests carry a deadline, not a Done
+// channel), or when ctx is done.
+func atDeadline(ctx context.Context) (<-chan struct{}, func()) {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return ctx.Done(), func() {}
+	}
+	ch := make(chan struct{})
+	t := time.AfterFunc(time.Until(d), func() { close(ch) })
+	return ch, func() { t.Stop() }
+}
+
 func nodes(n int) []*Node {
 	ns := make([]*Node, n)
 	for i := range ns {
@@ -41,10 +54,12 @@ func fakeRound(ns []*Node, answers []answer) *Round[bool] {
 		Call: func(ctx context.Context, n *Node) (bool, error) {
 			a := answers[n.Index]
 			if a.release != nil {
+				expired, stop := atDeadline(ctx)
+				defer stop()
 				select {
 				case <-a.release:
-				case <-ctx.Done():
-					return false, ctx.Err()
+				case <-expired:
+					return false, context.DeadlineExceeded
 				}
 			}
 			return a.yes, a.err
@@ -268,8 +283,10 @@ func TestBreakerSkipsANodeThatKeepsTimingOut(t *testing.T) {
 			if healthy.Load() {
 				return true, nil
 			}
-			<-ctx.Done()
-			return false, ctx.Err()
+			expired, stop := atDeadline(ctx)
+			defer stop()
+			<-expired
+			return false, context.DeadlineExceeded
 		},
 		Agree: func(v bool) bool { return v },
 	}
