@@ -306,9 +306,11 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s: recovering for %d", head, x)
 		case ReqFence:
-			old, lock := d.Fence.V, d.Lock
+			lock := d.Lock
 			d.expire(env)
-			return fmt.Sprintf("%s %d: counter %d -> %d (lock key: %s)", head, q.Arg, old, max(old, q.Arg), m.owner(s, d.Lock, lock))
+			old := counterName(d.Fence)
+			d.Raise(env, q.Arg, m.guard(q.Actor), c.Mut)
+			return fmt.Sprintf("%s %d: counter %s -> %d (lock key: %s)", head, q.Arg, old, d.Fence.V, m.owner(s, d.Lock, lock))
 		case ReqRefresh:
 			r := d.Refresh(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
 			return fmt.Sprintf("%s: %s", head, []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded"}[r])
@@ -431,9 +433,10 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		}
 		return fmt.Sprintf("%s: recovering for %d", head, x)
 	case ReqFence:
-		old := d.Fence.V
+		d.expire(env)
+		old := counterName(d.Fence)
 		d.Seal(env, q.Arg, owner, g, c.Mut)
-		return fmt.Sprintf("%s %d on %s: counter %d -> %d, now %s", head, q.Arg, before, old, d.Fence.V, famState(d, env))
+		return fmt.Sprintf("%s %d on %s: counter %s -> %d, now %s", head, q.Arg, before, old, d.Fence.V, famState(d, env))
 	case ReqRefresh:
 		r := d.FamRefresh(env, mode, owner, q.Value, q.Arg, q.Tok, g, c.Mut)
 		if r == ScriptError {
@@ -445,6 +448,14 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		return fmt.Sprintf("%s on %s: deleted %v -> %s", head, before, deleted, famState(d, env))
 	}
 	return head
+}
+
+// counterName shows a counter's value, or that it is missing (expired).
+func counterName(c Counter) string {
+	if !c.OK {
+		return "missing"
+	}
+	return fmt.Sprint(c.V)
 }
 
 func holdName(mode byte, owner, hold int) string {

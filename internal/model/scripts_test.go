@@ -323,9 +323,15 @@ func (d *diff) fence() {
 		return "ok"
 	}, func(m *Data, env Env) (string, string) {
 		m.expire(env)
-		raised := !m.Fence.OK || m.Fence.V < token
-		m.Raise(env, token, g)
-		return "ok", fmt.Sprintf("fence: raised %v", raised)
+		branch := "fence: counter kept"
+		switch {
+		case !m.Fence.OK:
+			branch = "fence: missing counter seeded"
+		case m.Fence.V < token:
+			branch = "fence: counter raised"
+		}
+		m.Raise(env, token, g, Mutations{})
+		return "ok", branch
 	})
 }
 

@@ -590,7 +590,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			rep.Status, rep.N = n.Data.PermAcquire(env, c.Permits, req.Value, req.Arg, g, c.Mut)
 			voted = rep.Status == Taken
 		case ReqFence:
-			n.Data.Raise(env, req.Arg, g)
+			n.Data.Raise(env, req.Arg, g, c.Mut)
 			rep.Status = 1
 		case ReqRefresh:
 			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, g, c.Mut)
@@ -623,7 +623,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 		rep.Status, rep.N = n.Data.Acquire(env, req.Value, req.Arg, g, c.Mut)
 		voted = rep.Status == Taken
 	case req.Kind == ReqFence:
-		n.Data.Raise(env, req.Arg, g)
+		n.Data.Raise(env, req.Arg, g, c.Mut)
 		rep.Status = 1
 	case req.Kind == ReqRefresh:
 		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, g, c.Mut)
@@ -858,8 +858,11 @@ func FamilyToken(q int, yes []FamVote, mut Mutations) (int64, bool) {
 		if v.Existed {
 			existed = true
 			x = v.Counter + 1
-			if mut.Rule2ExistedCounter {
+			switch {
+			case mut.Rule2ExistedCounter:
 				x = v.Counter
+			case mut.Rule2RecordedToken:
+				x = v.Token + 1
 			}
 		}
 		token = max(token, x)
