@@ -62,6 +62,12 @@ type Mutations struct {
 	// is, 0 when missing, without the seed or the floor (issue 24's
 	// finding 1).
 	ReentryRawCounter bool
+	// DecideAtQuorum: the first round of a write hold of the family
+	// decides at the first quorum of yes-votes, without enoughVotes' wait
+	// for a quorum that agrees on the recorded token. Not a bug: a
+	// re-entry then opens new tenures more often. The explorer runs with
+	// it to compare (TestEnoughWait).
+	DecideAtQuorum bool
 	// SealOverwrites: seal.lua records the token as the owner's t even
 	// when t is higher.
 	SealOverwrites bool

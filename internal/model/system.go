@@ -479,18 +479,57 @@ func (m *Model) counts(c *Client) (yes, pending int) {
 	return
 }
 
+// decidable: the round's loop has stopped reading replies, every node
+// answered, or the node timeout has passed.
 func (m *Model) decidable(s *State, ci int) bool {
 	c := &s.Clients[ci]
-	yes, pending := m.counts(c)
-	q := m.quorum(ci)
-	return yes >= q || yes+pending < q || s.T >= c.Start+m.Cfg.NodeTimeout
+	_, pending := m.counts(c)
+	return m.countsDecided(s, ci) || pending == 0 || s.T >= c.Start+m.Cfg.NodeTimeout
 }
 
-// countsDecided: the round's loop has stopped reading replies.
+// countsDecided: the round's loop has stopped reading replies (quorum.Round's
+// decided): a quorum agreed and, for the first round of a write hold of the
+// family, the votes are enough (enough); or a quorum can no longer agree.
 func (m *Model) countsDecided(s *State, ci int) bool {
-	yes, pending := m.counts(&s.Clients[ci])
+	cl := &s.Clients[ci]
+	yes, pending := m.counts(cl)
 	q := m.quorum(ci)
-	return yes >= q || yes+pending < q
+	if yes+pending < q {
+		return true
+	}
+	return yes >= q && m.enough(ci, cl)
+}
+
+// enough is family.go's enoughVotes, the Enough of the first round of a
+// write hold (reentrant or exclusive): when a yes-vote found the owner's
+// lock, the round waits for more replies (up to every node's, or the node
+// timeout) until a quorum of them agree on one recorded token t > 0
+// (FamilyToken's rule 1). Every other round decides on the count of
+// yes-votes. With the DecideAtQuorum mutant, no round waits.
+func (m *Model) enough(ci int, cl *Client) bool {
+	if cl.Phase != Acquiring || !m.family(ci) || m.Cfg.Clients[ci].Kind == Shared || m.Cfg.Mut.DecideAtQuorum {
+		return true
+	}
+	existed := false
+	for i, v := range cl.Votes {
+		if v != Yes || !cl.Existed[i] {
+			continue
+		}
+		existed = true
+		if cl.Tokens[i] <= 0 {
+			continue
+		}
+		same := 0
+		for j, w := range cl.Votes {
+			if w == Yes && cl.Existed[j] && cl.Tokens[j] == cl.Tokens[i] {
+				same++
+			}
+		}
+		if same >= m.quorum(ci) {
+			return true
+		}
+	}
+	return !existed
 }
 
 // send queues msg from client ci to every node.
