@@ -147,13 +147,12 @@ func (p *famDiff) step(name string, real func() string, model func(d *Data, now 
 // The replies (status, token, whether the owner's lock was there, the
 // counter a re-entry reports) and the hash (mode, owner, recorded token,
 // live holds), the writer's mark and the counter must agree. The guard is
-// off (floor 0): TestModelMatchesScripts covers the guard. Seeded with
-// -args -diffseed N.
+// off (floor 0): TestModelMatchesScripts covers the guard.
 func TestFamilyModelMatchesScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0].Client()
 	defer srv.Close()
 	p := &famDiff{t: t, ctx: context.Background(), c: srv}
-	rng := rand.New(rand.NewPCG(*diffSeed, 0xfa))
+	rng := rand.New(rand.NewPCG(diffSeedOf(t), 0xfa))
 	cover := map[string]int{}
 	const ttl = 60_000 // holds expire only when aged
 	for range 3000 {

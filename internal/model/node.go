@@ -350,6 +350,17 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 	return Held, d.Lock.Exp - kt
 }
 
+// CounterRead is the lock's fencing counter as the scripts read it at node
+// time now, without the epoch's floor: its value while the key is there,
+// now x TokenSeed when it is missing or expired (token.lua's seen with
+// floor 0). Property (f) says it never decreases, but by data loss.
+func (d *Data) CounterRead(now int64) int64 {
+	if d.Fence.OK && now <= d.Fence.Exp {
+		return d.Fence.V
+	}
+	return now * TokenSeed
+}
+
 // seen is token.lua's seen(): the counter as a token's issue sees it
 // (missing: the node's time x TokenSeed; below floor: floor), and whether
 // that differs from the key. With the NoClockSeed mutant, the old value

@@ -135,7 +135,7 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0].Client()
 	defer srv.Close()
 	p := &permitDiff{t: t, ctx: context.Background(), c: srv}
-	rng := rand.New(rand.NewPCG(*diffSeed, 15))
+	rng := rand.New(rand.NewPCG(diffSeedOf(t), 15))
 	cover := map[string]int{}
 	for range 600 {
 		id := 1 + rng.IntN(6)

@@ -18,7 +18,19 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-var diffSeed = flag.Uint64("diffseed", 1, "seed of TestModelMatchesScripts")
+var diffSeed = flag.Uint64("diffseed", 0, "seed of TestModelMatchesScripts and TestPermitModelMatchesScripts (0: the run's, $REDLOCK_MODEL_SEED or drawn at random)")
+
+// diffSeedOf returns the differential tests' seed: -diffseed, else the
+// run's (runSeed), logged so that a failure can be replayed.
+func diffSeedOf(t *testing.T) uint64 {
+	t.Helper()
+	seed := *diffSeed
+	if seed == 0 {
+		seed = seedOf(t)
+	}
+	t.Logf("seed %d (replay: -args -diffseed %d, or %s=%d)", seed, seed, seedEnv, seed)
+	return seed
+}
 
 // diffKeys are the keys of the one lock the differential test uses.
 var diffKeys = script.Keys{Lock: "{d}", Fence: "{d}:fence", Epoch: "{d}:epoch"}
@@ -469,7 +481,8 @@ func TestModelMatchesScripts(t *testing.T) {
 	// without writing dump.rdb, which a later restart would load.
 	servers := redistest.Start(t, 2, redistest.Options{Args: []string{
 		"--repl-diskless-sync-delay", "0", "--repl-diskless-load", "swapdb"}})
-	d := &diff{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(*diffSeed, 0xd1ff)),
+	seed := diffSeedOf(t)
+	d := &diff{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 0xd1ff)),
 		runs: map[string]int{}, cover: map[string]int{}}
 	for i, s := range servers {
 		c := s.Client()
@@ -517,7 +530,7 @@ func TestModelMatchesScripts(t *testing.T) {
 	for _, k := range names {
 		fmt.Fprintf(&b, "\n  %5d  %s", d.cover[k], k)
 	}
-	t.Logf("%d operations, seed %d; branches covered:%s", ops, *diffSeed, b.String())
+	t.Logf("%d operations, seed %d; branches covered:%s", ops, seed, b.String())
 	if ops < 200 {
 		t.Errorf("only %d operations before the deadline", ops)
 	}
