@@ -37,11 +37,12 @@ lean:
 oldest:
 	@GO=$(GO) ./scripts/oldest-go.sh $(MODULES)
 
-# The model checker's exhaustive searches (review finding 1, the lock family), which the race
-# detector would slow tenfold (internal/model/exhaustive_test.go).
+# The model checker's searches, which the race detector would slow tenfold: the exhaustive ones
+# (internal/model/exhaustive_test.go) and the random ones in full, from a fresh seed (under -race
+# they replay their regression seeds only). Replay a failure with REDLOCK_MODEL_SEED=N make model.
 model:
-	@echo "== go test ./internal/model (exhaustive, without -race)"
-	@$(GO) test -count=1 -run 'TestExhaustiveFindsFinding1|TestExhaustiveFamily' ./internal/model
+	@echo "== go test ./internal/model (searches, without -race)"
+	@$(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants' ./internal/model
 
 # deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps vet lint lean cross oldest model

@@ -17,6 +17,7 @@ import (
 // these bounds does not finish within 40 million states; the seeded
 // searches of TestMutants and TestFinding1Schedule check the fix.)
 func TestExhaustiveFindsFinding1(t *testing.T) {
+	t.Parallel()
 	cfg := base()
 	cfg.Horizon = 14
 	for i := range cfg.Clients {
@@ -64,6 +65,7 @@ func famExhaustive(horizon int64, kinds ...byte) Config {
 // reentrant owner's re-entries, the stale-seal schedules) do not finish
 // within minutes: TestMutants' seeded searches cover those.
 func TestExhaustiveFamily(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		cfg  Config
@@ -89,6 +91,56 @@ func TestExhaustiveFamily(t *testing.T) {
 			case ce != nil:
 				t.Logf("%s", ce)
 			}
+		})
+	}
+}
+
+// reseedExhaustive is famReseed (model_test.go) for the exhaustive search:
+// an exclusive writer, then a reentrant owner that refreshes once and
+// acquires twice; TTL 2, node timeout 1, no clock offsets, the guard off,
+// FenceTTL 3 (Config.FenceTTL: MaxTTL), up to horizon.
+func reseedExhaustive(horizon int64) Config {
+	return Config{Nodes: 3, Clients: []ClientSpec{
+		{Kind: Exclusive, Acquires: 1, Release: true, Mode: '0'},
+		{Kind: Reentrant, Owner: 1, Acquires: 2, Refresh: 1, Mode: '0'},
+	}, TTL: 2, MaxTTL: 3, NodeTimeout: 1, Delta: 1, Horizon: horizon, Global: true}
+}
+
+// TestExhaustiveFindsReentryMutants searches the schedules of
+// reseedExhaustive depth first, from the initial state, for two of issue
+// 24's mutants, and must find a token inversion for each ((b); property
+// (f), which finds ReentryRawCounter at once, is off for it):
+//
+//   - ReentryRawCounter (finding 1: a re-entry reports an expired counter
+//     as 0) up to t=14: the owner's late refresh re-seeds its hash after
+//     its hold expired, the counters expire, its re-entry gets token 1,
+//     below the writer's (about 2.9 million states, 17 s);
+//   - Rule2RecordedToken (rule 2 counts one more than the recorded token,
+//     not the counter) up to t=13: the same re-seeded re-entry, token 1
+//     (about 660,000 states, 4 s).
+//
+// The fixed protocol's search at these bounds does not finish (more than
+// 20 million states): the random searches of TestMutants cover it.
+func TestExhaustiveFindsReentryMutants(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		horizon int64
+		mut     Mutations
+	}{
+		{"ReentryRawCounter", 14, Mutations{ReentryRawCounter: true}},
+		{"Rule2RecordedToken", 13, Mutations{Rule2RecordedToken: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := reseedExhaustive(tc.horizon)
+			cfg.EndToEndOnly = true
+			cfg.Mut = tc.mut
+			ce, st := New(cfg).Exhaustive(10_000_000, time.Now().Add(5*time.Minute))
+			t.Logf("%+v", st)
+			if ce == nil || ce.Violation.Prop != "token" {
+				t.Fatalf("no token inversion (truncated: %v): %v", st.Truncated, ce)
+			}
+			t.Logf("%s", ce)
 		})
 	}
 }

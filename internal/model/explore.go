@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"time"
@@ -119,22 +120,30 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 		rng := rand.New(rand.NewPCG(seed+uint64(i), 0x5eed))
 		s := init.Clone()
 		steps := append([]Step(nil), pre...)
-		// Half the schedules choose uniformly; the other half give each
+		// A third of the schedules choose uniformly; a third give each
 		// actor (connection, client, clock, fault) a random priority and
 		// run the highest enabled one, changing the priority of the one
 		// that ran now and then (PCT-like): that delays one connection for
-		// long while others proceed, which uniform choice rarely does.
+		// long while others proceed, which uniform choice rarely does; a
+		// third give each actor a random weight, spread over three orders
+		// of magnitude, and choose among the enabled steps in proportion
+		// (swarm-like): slow actors still move, a step now and then, so
+		// that a request delayed past many others still runs before the
+		// end.
 		prio := map[Step]float64{}
-		pct := i%2 == 1
+		mode := i % 3
 		for range maxSteps {
 			en := m.Enabled(s)
 			if len(en) == 0 {
 				break
 			}
 			var step Step
-			if pct {
+			switch mode {
+			case 1:
 				step = pickPrio(rng, en, prio)
-			} else {
+			case 2:
+				step = pickWeighted(rng, en, prio)
+			default:
 				step = pick(rng, en)
 			}
 			steps = append(steps, step)
@@ -142,6 +151,9 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 			if v := m.Apply(s, step); v != nil {
 				st.Schedules++
 				st.Elapsed = time.Since(start)
+				if m.NoShrink {
+					return &Counterexample{Violation: v, Steps: steps}, st
+				}
 				steps = m.Shrink(steps, v.Prop, deadline.Add(30*time.Second))
 				_, v2 := m.Replay(steps)
 				return m.Explain(steps, v2), st
@@ -184,6 +196,33 @@ func pickPrio(rng *rand.Rand, en []Step, prio map[Step]float64) Step {
 		prio[actor(best)] = rng.Float64()
 	}
 	return best
+}
+
+// pickWeighted chooses among en in proportion to each actor's weight,
+// drawn the first time the actor is seen: log-uniform in [0.001, 1],
+// faults a quarter of that.
+func pickWeighted(rng *rand.Rand, en []Step, weight map[Step]float64) Step {
+	total := 0.0
+	for _, s := range en {
+		a := actor(s)
+		w, ok := weight[a]
+		if !ok {
+			w = math.Pow(10, -3*rng.Float64())
+			if s.Kind >= StepRestart {
+				w /= 4
+			}
+			weight[a] = w
+		}
+		total += w
+	}
+	x := rng.Float64() * total
+	for _, s := range en {
+		x -= weight[actor(s)]
+		if x < 0 {
+			return s
+		}
+	}
+	return en[len(en)-1]
 }
 
 // pick chooses a step, favouring node and client work over ticks so that
@@ -306,9 +345,11 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s: recovering for %d", head, x)
 		case ReqFence:
-			old, lock := d.Fence.V, d.Lock
+			lock := d.Lock
 			d.expire(env)
-			return fmt.Sprintf("%s %d: counter %d -> %d (lock key: %s)", head, q.Arg, old, max(old, q.Arg), m.owner(s, d.Lock, lock))
+			old := counterName(d.Fence)
+			d.Raise(env, q.Arg, m.guard(q.Actor), c.Mut)
+			return fmt.Sprintf("%s %d: counter %s -> %d (lock key: %s)", head, q.Arg, old, d.Fence.V, m.owner(s, d.Lock, lock))
 		case ReqRefresh:
 			r := d.Refresh(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
 			return fmt.Sprintf("%s: %s", head, []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded"}[r])
@@ -431,9 +472,10 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		}
 		return fmt.Sprintf("%s: recovering for %d", head, x)
 	case ReqFence:
-		old := d.Fence.V
+		d.expire(env)
+		old := counterName(d.Fence)
 		d.Seal(env, q.Arg, owner, g, c.Mut)
-		return fmt.Sprintf("%s %d on %s: counter %d -> %d, now %s", head, q.Arg, before, old, d.Fence.V, famState(d, env))
+		return fmt.Sprintf("%s %d on %s: counter %s -> %d, now %s", head, q.Arg, before, old, d.Fence.V, famState(d, env))
 	case ReqRefresh:
 		r := d.FamRefresh(env, mode, owner, q.Value, q.Arg, q.Tok, g, c.Mut)
 		if r == ScriptError {
@@ -445,6 +487,14 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		return fmt.Sprintf("%s on %s: deleted %v -> %s", head, before, deleted, famState(d, env))
 	}
 	return head
+}
+
+// counterName shows a counter's value, or that it is missing (expired).
+func counterName(c Counter) string {
+	if !c.OK {
+		return "missing"
+	}
+	return fmt.Sprint(c.V)
 }
 
 func holdName(mode byte, owner, hold int) string {

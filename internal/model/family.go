@@ -165,14 +165,13 @@ func (d *Data) FamAcquire(env Env, mode byte, owner, hold int, ttl int64, g Guar
 	if cur {
 		switch {
 		case f.Mode == 'w' && mode == 'w' && f.Owner == owner:
-			// Re-entry.
+			// Re-entry: the counter as an issue would see it.
 			f.setHold(hold, now+ttl)
 			f.pexpire(now, ttl)
-			c := int64(0)
-			if d.Fence.OK {
-				c = d.Fence.V
+			if m.ReentryRawCounter {
+				return Taken, f.T, true, d.Fence.V // 0 when missing
 			}
-			return Taken, f.T, true, c
+			return Taken, f.T, true, d.current(env, floor, g, m)
 		case f.Mode == 'w' && !(mode == 'r' && m.ReaderJoinsWriter):
 			return refuse(f.Exp - now)
 		case f.Mode == 'r' && mode == 'w':
@@ -187,16 +186,7 @@ func (d *Data) FamAcquire(env Env, mode byte, owner, hold int, ttl int64, g Guar
 			return refuse(w)
 		}
 	}
-	v := d.Fence.V
-	switch {
-	case m.NoClockSeed:
-	case !d.Fence.OK:
-		v = now * TokenSeed
-	case v < floor:
-		v = floor
-	}
-	v++
-	d.Fence = Counter{OK: true, V: v, Exp: now + g.FenceTTL}
+	v := d.issue(env, floor, g, m)
 	if !cur {
 		*f = Family{OK: true, Mode: mode}
 		if mode == 'w' {
@@ -216,7 +206,7 @@ func (d *Data) FamAcquire(env Env, mode byte, owner, hold int, ttl int64, g Guar
 // records token as owner's t where owner holds the hash in mode 'w' and t
 // is lower (owner 0: a reader, nothing recorded). It does not prune holds.
 func (d *Data) Seal(env Env, token int64, owner int, g Guard, m Mutations) {
-	d.Raise(env, token, g)
+	d.Raise(env, token, g, m)
 	f := &d.Fam
 	if owner != 0 && f.OK && f.Mode == 'w' && f.Owner == owner && ((f.T > 0 && f.T < token) || (m.SealRecordsUnrecorded && f.T < token) || m.SealOverwrites) {
 		f.T = token

@@ -2,6 +2,11 @@ package model
 
 import (
 	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,17 +69,22 @@ type search struct {
 	prefix []Step
 }
 
-func (s search) run(t *testing.T, mut Mutations) (*Counterexample, Stats) {
+// run plays the search with mut from seed: n random schedules (0: the
+// search's own number), or the exhaustive search.
+func (s search) run(mut Mutations, seed uint64, n int) (*Counterexample, Stats) {
 	cfg := s.cfg()
 	cfg.Mut = mut
 	m := New(cfg)
-	budget := 60 * time.Second
-	n, states := s.random, s.maxStates
+	budget := 3 * time.Minute
+	if n == 0 {
+		n = s.random
+	}
+	states := s.maxStates
 	if *long {
 		n, states, budget = n*20, states*20, 20*time.Minute
 	}
 	if s.random > 0 {
-		return m.RandomFrom(s.prefix, 1, n, s.steps, time.Now().Add(budget))
+		return m.RandomFrom(s.prefix, seed, n, s.steps, time.Now().Add(budget))
 	}
 	return m.Exhaustive(states, time.Now().Add(budget))
 }
@@ -82,6 +92,11 @@ func (s search) run(t *testing.T, mut Mutations) (*Counterexample, Stats) {
 // Each mutant is found by its search; the protocol as implemented passes
 // every search.
 func TestMutants(t *testing.T) {
+	checkMutants(t, searchTable(), mutantTable())
+}
+
+// searchTable is TestMutants' searches, by name.
+func searchTable() map[string]search {
 	// Finding 2's premise: a promoted replica whose clock is far behind
 	// (15 ticks, below max TTL 20) the old master's; the failover (2
 	// ticks) is slower than delta but not than delta plus that offset, so
@@ -135,8 +150,37 @@ func TestMutants(t *testing.T) {
 		}
 		return c
 	}
+	// famExpiry: issue 24's finding 1 in the model: a reentrant owner that
+	// holds long (three refreshes) while the counters expire (FenceTTL is
+	// MaxTTL here, 4 ticks: Config.FenceTTL), a second client of the owner
+	// that re-enters, and an exclusive writer.
+	famExpiry := func() Config {
+		return Config{Nodes: 3, Clients: []ClientSpec{
+			{Kind: Reentrant, Owner: 1, Acquires: 1, Refresh: 3},
+			{Kind: Reentrant, Owner: 1, Acquires: 2},
+			{Kind: Exclusive, Acquires: 1, Release: true},
+		}, TTL: 3, MaxTTL: 4, NodeTimeout: 2, Delta: 1, Horizon: 30, Offsets: []int64{0, 1, -1}, Global: true}
+	}
+	// famReseed: a reentrant owner whose refresh may arrive after its
+	// hold expired (re-seeding a hash with no token) and which then
+	// re-enters, and an exclusive writer; TTL 2, node timeout 1, no clock
+	// offsets and the guard off keep schedules short, so that random ones
+	// reach the re-seeded re-entry often.
+	famReseed := func() Config {
+		return Config{Nodes: 3, Clients: []ClientSpec{
+			{Kind: Exclusive, Acquires: 1, Release: true, Mode: '0'},
+			{Kind: Reentrant, Owner: 1, Acquires: 2, Refresh: 1, Mode: '0'},
+		}, TTL: 2, MaxTTL: 3, NodeTimeout: 1, Delta: 1, Horizon: 14, Global: true}
+	}
+	// famRWEnd: famRW with property (f) off, so that a broken counter is
+	// found only by the token inversion it leads to.
+	famRWEnd := func() Config {
+		c := famRW()
+		c.EndToEndOnly = true
+		return c
+	}
 	_, staleSteps := staleSeal()
-	searches := map[string]search{
+	return map[string]search{
 		"base":      {name: "base", cfg: base, random: 40000, steps: 200},
 		"faults":    {name: "faults", cfg: faults, random: 20000, steps: 400},
 		"restarts":  {name: "restarts", cfg: restarts, random: 20000, steps: 400},
@@ -144,66 +188,147 @@ func TestMutants(t *testing.T) {
 		"promote":   {name: "promote", cfg: promote, random: 5000, steps: 400},
 		"mixed":     {name: "mixed", cfg: mixed, random: 5000, steps: 300},
 		"famRW":     {name: "famRW", cfg: famRW, random: 10000, steps: 400},
+		"famRWEnd":  {name: "famRWEnd", cfg: famRWEnd, random: 10000, steps: 400},
 		"famTokens": {name: "famTokens", cfg: famTokens, random: 10000, steps: 400},
+		"famExpiry": {name: "famExpiry", cfg: famExpiry, random: 20000, steps: 400},
+		"famReseed": {name: "famReseed", cfg: famReseed, random: 40000, steps: 300},
 		// Targeted: every schedule begins as the stale-seal
-		// counterexample does, up to B's seal being sent (19 steps, all
-		// at t=10: A granted, B won with a seal to send); what follows is
-		// random. From the initial state, 200000 random schedules did not
-		// find SealRecordsUnrecorded, and exhaustive searches of this
+		// counterexample does, up to A's refresh being sent (23 steps, all
+		// at t=10: A granted, B's acquire on n1 and n2 and its seal
+		// pending; B waits for n3 at its round, enoughVotes, so the
+		// prefix's decision of B is skipped); what follows is random.
+		// From the initial state, 200,000 random schedules did not find
+		// SealRecordsUnrecorded, and exhaustive searches of this
 		// configuration stopped unfinished at about a million states.
-		"famStale": {name: "famStale", cfg: famTokens, random: 20000, steps: 400, prefix: staleSteps[:19]},
-		// Targeted: finding 1's start, up to B's acquire being sent at
-		// t=12 while A's seal is in flight (10 steps); from an earlier
-		// point, 200000 random schedules did not find SealCountsAnyNode.
-		"famFinding1": {name: "famFinding1", cfg: famFinding1, random: 30000, steps: 200, prefix: finding1()[:10]},
+		"famStale": {name: "famStale", cfg: famTokens, random: 20000, steps: 400, prefix: staleSteps[:23]},
+		// Targeted: finding 1's start, up to B's first vote (13 steps: A's
+		// seal in flight, B's acquire sent at t=12); from the initial
+		// state random schedules do not find SealCountsAnyNode (the
+		// exhaustive search does, TestExhaustiveFamily).
+		"famFinding1": {name: "famFinding1", cfg: famFinding1, random: 30000, steps: 200, prefix: finding1()[:13]},
 	}
-	checkMutants(t, searches, []mutant{
-		{"NoSecondRound", Mutations{NoSecondRound: true}, "base"},
-		{"NoClockSeed", Mutations{NoClockSeed: true}, "restarts"},
-		{"NoRecoveryWindow", Mutations{NoRecoveryWindow: true}, "restarts"},
-		{"TrustWithoutLowerBound", Mutations{TrustWithoutLowerBound: true}, "behind"},
-		{"PersistenceWaivesPromotion", Mutations{PersistenceWaivesPromotion: true}, "promote"},
-		{"PerRequestMaxTTL", Mutations{PerRequestMaxTTL: true}, "mixed"},
-		{"OkKeyReplicated", Mutations{OkKeyReplicated: true}, "behind"},
-		{"ReaderJoinsWriter", Mutations{ReaderJoinsWriter: true}, "famRW"},
-		{"Rule1AnyExisted", Mutations{Rule1AnyExisted: true}, "famRW"},
-		{"SealOverwrites", Mutations{SealOverwrites: true}, "famTokens"},
-		{"SealRecordsUnrecorded", Mutations{SealRecordsUnrecorded: true}, "famStale"},
-		{"Rule2ExistedCounter", Mutations{Rule2ExistedCounter: true}, "famStale"},
-		{"ReseedRecordsToken", Mutations{ReseedRecordsToken: true}, "famStale"},
-		{"SealCountsAnyNode", Mutations{SealCountsAnyNode: true}, "famFinding1"},
-	})
+}
+
+// mutantTable is TestMutants' mutants, each with the search that must
+// find it. Budgets are at least fifteen times the mean number of schedules
+// the search needs (measured by TestSearchPower over 40 fresh seeds; see
+// docs/fencing.md), so that a fresh seed misses with a probability below
+// 1e-6. Each regression seed found its mutant once (the fastest of those
+// 40) and is replayed on every run, alone under -race; a change to the
+// model that changes what a seed plays needs new ones:
+//
+//	go test ./internal/model -run TestSearchPower -args -power 'NAME' -powerseeds 40
+func mutantTable() []mutant {
+	return []mutant{
+		{name: "NoSecondRound", mut: Mutations{NoSecondRound: true}, search: "base", seeds: []uint64{4394430945733612005}},
+		{name: "NoClockSeed", mut: Mutations{NoClockSeed: true}, search: "restarts", seeds: []uint64{2088781249918376544}},
+		{name: "NoRecoveryWindow", mut: Mutations{NoRecoveryWindow: true}, search: "restarts", seeds: []uint64{1056863129688703774}},
+		{name: "TrustWithoutLowerBound", mut: Mutations{TrustWithoutLowerBound: true}, search: "behind", seeds: []uint64{1355593322235642026}},
+		{name: "PersistenceWaivesPromotion", mut: Mutations{PersistenceWaivesPromotion: true}, search: "promote", seeds: []uint64{5771838755591251981}},
+		{name: "PerRequestMaxTTL", mut: Mutations{PerRequestMaxTTL: true}, search: "mixed", seeds: []uint64{9217632275363446107}},
+		{name: "OkKeyReplicated", mut: Mutations{OkKeyReplicated: true}, search: "behind", seeds: []uint64{3635441849298218962}},
+		{name: "ReaderJoinsWriter", mut: Mutations{ReaderJoinsWriter: true}, search: "famRW", seeds: []uint64{6816838366880486555}},
+		{name: "Rule1AnyExisted", mut: Mutations{Rule1AnyExisted: true}, search: "famRW", seeds: []uint64{4522957543836347084}},
+		{name: "SealOverwrites", mut: Mutations{SealOverwrites: true}, search: "famTokens", seeds: []uint64{7369143787168503716}},
+		{name: "SealRecordsUnrecorded", mut: Mutations{SealRecordsUnrecorded: true}, search: "famStale", budget: 300000, seeds: []uint64{5632444249729780857}},
+		{name: "Rule2ExistedCounter", mut: Mutations{Rule2ExistedCounter: true}, search: "famStale", budget: 150000, seeds: []uint64{5982600933007544753}},
+		{name: "ReseedRecordsToken", mut: Mutations{ReseedRecordsToken: true}, search: "famStale", budget: 50000, seeds: []uint64{2778395991797548491}},
+		{name: "SealCountsAnyNode", mut: Mutations{SealCountsAnyNode: true}, search: "famFinding1", budget: 300000, seeds: []uint64{3298890106829798513}},
+		// Issue 24: finding 1, its hardening, and the reviewer's rule-2
+		// variant, each from the initial state.
+		{name: "ReentryRawCounter", mut: Mutations{ReentryRawCounter: true}, search: "famExpiry", seeds: []uint64{2077517015605691279}},
+		{name: "RaiseUnseeded", mut: Mutations{RaiseUnseeded: true}, search: "famRW", seeds: []uint64{3925096356500295844}},
+		{name: "RaiseUnseeded/end-to-end", mut: Mutations{RaiseUnseeded: true}, search: "famRWEnd", budget: 50000, seeds: []uint64{1624464415709628229}},
+		{name: "Rule2RecordedToken", mut: Mutations{Rule2RecordedToken: true}, search: "famReseed", seeds: []uint64{2518716641999151733}},
+	}
+}
+
+// seedEnv names the environment variable that replays a run's random
+// searches: REDLOCK_MODEL_SEED=N go test ./internal/model -run ...
+const seedEnv = "REDLOCK_MODEL_SEED"
+
+// runSeed is the seed of this run's random searches (schedule i of a
+// search plays seed+i): $REDLOCK_MODEL_SEED when set, else drawn at random,
+// so that every run explores other schedules. Each search logs it.
+var runSeed = sync.OnceValues(func() (uint64, error) {
+	if v := os.Getenv(seedEnv); v != "" {
+		return strconv.ParseUint(v, 10, 64)
+	}
+	return rand.Uint64() >> 1, nil
+})
+
+// seedOf returns this run's seed, failing t on a bad $REDLOCK_MODEL_SEED.
+func seedOf(t *testing.T) uint64 {
+	t.Helper()
+	seed, err := runSeed()
+	if err != nil {
+		t.Fatalf("%s: %v", seedEnv, err)
+	}
+	return seed
 }
 
 // mutant is a deliberate bug of the protocol and the search that must
-// find it.
+// find it: from this run's seed, and from each of its regression seeds
+// (seeds that found it once, replayed as they were).
 type mutant struct {
 	name   string
 	mut    Mutations
 	search string
+	// budget is how many schedules the search may play before it must
+	// have found the mutant (0: the search's own).
+	budget int
+	seeds  []uint64
 }
 
 // checkMutants runs each mutant's search, which must find a counterexample,
 // and every search on the protocol as implemented, which must find none.
+// Random searches play this run's seed (runSeed), and each mutant's
+// regression seeds; a failure says how to replay it. With -race (about
+// ten times slower), the mutants play only their regression seeds and the
+// protocol's searches a tenth of their schedules: make model runs them in
+// full, without -race.
 func checkMutants(t *testing.T, searches map[string]search, mutants []mutant) {
+	seed := seedOf(t)
+	t.Logf("random searches from seed %d (replay: %s=%d)", seed, seedEnv, seed)
 	for _, m := range mutants {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			ce, st := searches[m.search].run(t, m.mut)
-			if ce == nil {
-				t.Fatalf("search %s found nothing (%+v)", m.search, st)
+		s, ok := searches[m.search]
+		if !ok {
+			t.Fatalf("mutant %s: no search %s", m.name, m.search)
+		}
+		seeds := append([]uint64{seed}, m.seeds...)
+		if raceDetector {
+			seeds = m.seeds
+		}
+		for _, sd := range seeds {
+			name := m.name
+			if sd != seed {
+				name = fmt.Sprintf("%s/seed=%d", m.name, sd)
 			}
-			t.Logf("search %s: %+v\n%s", m.search, st, ce)
-		})
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				ce, st := s.run(m.mut, sd, m.budget)
+				if ce == nil {
+					t.Fatalf("search %s from seed %d found nothing (%+v); replay: %s=%d", m.search, sd, st, seedEnv, sd)
+				}
+				t.Logf("search %s from seed %d: %+v\n%s", m.search, sd, st, ce)
+			})
+			if s.random == 0 {
+				break // exhaustive: no seed
+			}
+		}
 	}
 	for name, s := range searches {
 		t.Run("fixed/"+name, func(t *testing.T) {
 			t.Parallel()
-			ce, st := s.run(t, Mutations{})
-			if ce != nil {
-				t.Fatalf("the protocol breaks:\n%s", ce)
+			n := s.random
+			if raceDetector {
+				n = max(n/10, 1)
 			}
-			t.Logf("search %s: %+v", name, st)
+			ce, st := s.run(Mutations{}, seed, n)
+			if ce != nil {
+				t.Fatalf("the protocol breaks (search %s from seed %d; replay: %s=%d):\n%s", name, seed, seedEnv, seed, ce)
+			}
+			t.Logf("search %s from seed %d: %+v", name, seed, st)
 		})
 	}
 }

@@ -40,6 +40,10 @@ type Mutations struct {
 	// key (no redis.set_repl(REPL_NONE)): a promoted replica whose clock is
 	// behind its old master's then trusts the copy without any check.
 	OkKeyReplicated bool
+	// RaiseUnseeded: fence.lua and seal.lua set a missing counter to the
+	// token, without seeding it from the node's time first: a raise
+	// delayed past the counter's expiry writes an old token into it.
+	RaiseUnseeded bool
 
 	// The lock family (family.go, docs/lock-family.md).
 
@@ -50,6 +54,20 @@ type Mutations struct {
 	// Rule2ExistedCounter: rule 2 counts a vote that found the owner's
 	// lock as its counter, not one more than it.
 	Rule2ExistedCounter bool
+	// Rule2RecordedToken: rule 2 counts a vote that found the owner's
+	// lock as one more than its recorded token, not one more than its
+	// counter (a reviewer's variant).
+	Rule2RecordedToken bool
+	// ReentryRawCounter: family.lua's re-entry reports the counter as it
+	// is, 0 when missing, without the seed or the floor (issue 24's
+	// finding 1).
+	ReentryRawCounter bool
+	// DecideAtQuorum: the first round of a write hold of the family
+	// decides at the first quorum of yes-votes, without enoughVotes' wait
+	// for a quorum that agrees on the recorded token. Not a bug: a
+	// re-entry then opens new tenures more often. The explorer runs with
+	// it to compare (TestEnoughWait).
+	DecideAtQuorum bool
 	// SealOverwrites: seal.lua records the token as the owner's t even
 	// when t is higher.
 	SealOverwrites bool
@@ -323,36 +341,80 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 	}
 	if d.Lock.Owner == 0 {
 		d.Lock = Key{Owner: value, Exp: kt + ttl}
-		v := d.Fence.V
-		switch {
-		case m.NoClockSeed:
-			// continue from the old value, or 0
-		case !d.Fence.OK:
-			v = env.Now * TokenSeed
-		case v < floor:
-			v = floor
-		}
-		v++
-		d.Fence = Counter{OK: true, V: v, Exp: kt + g.FenceTTL}
-		return Taken, v
+		return Taken, d.issue(env, floor, g, m)
 	}
 	if d.Lock.Owner == value {
-		if d.Fence.OK {
-			return Taken, d.Fence.V
-		}
-		return Taken, 0
+		return Taken, d.current(env, floor, g, m)
 	}
 	d.Waiters = Mark{OK: true, Exp: kt + g.FenceTTL}
 	return Held, d.Lock.Exp - kt
 }
 
-// Raise is fence.lua: it raises the counter to at least token (and sets
-// its expiry only when it writes).
-func (d *Data) Raise(env Env, token int64, g Guard) {
-	d.expire(env)
-	if !d.Fence.OK || d.Fence.V < token {
-		d.Fence = Counter{OK: true, V: token, Exp: env.Now + g.FenceTTL}
+// CounterRead is the lock's fencing counter as the scripts read it at node
+// time now, without the epoch's floor: its value while the key is there,
+// now x TokenSeed when it is missing or expired (token.lua's seen with
+// floor 0). Property (f) says it never decreases, but by data loss.
+func (d *Data) CounterRead(now int64) int64 {
+	if d.Fence.OK && now <= d.Fence.Exp {
+		return d.Fence.V
 	}
+	return now * TokenSeed
+}
+
+// seen is token.lua's seen(): the counter as a token's issue sees it
+// (missing: the node's time x TokenSeed; below floor: floor), and whether
+// that differs from the key. With the NoClockSeed mutant, the old value
+// (0 when missing) as it is.
+func (d *Data) seen(env Env, floor int64, m Mutations) (int64, bool) {
+	switch {
+	case m.NoClockSeed:
+		return d.Fence.V, false
+	case !d.Fence.OK:
+		return env.Now * TokenSeed, true
+	case d.Fence.V < floor:
+		return floor, true
+	}
+	return d.Fence.V, false
+}
+
+// issue is token.lua's issue(): one more than seen(), written with the
+// counter's expiry.
+func (d *Data) issue(env Env, floor int64, g Guard, m Mutations) int64 {
+	v, _ := d.seen(env, floor, m)
+	v++
+	d.Fence = Counter{OK: true, V: v, Exp: env.Now + g.FenceTTL}
+	return v
+}
+
+// current is token.lua's current(): seen(), written only when it differs
+// from the key, for a vote that issues nothing (a re-entry, a retried
+// request).
+func (d *Data) current(env Env, floor int64, g Guard, m Mutations) int64 {
+	v, changed := d.seen(env, floor, m)
+	if changed {
+		d.Fence = Counter{OK: true, V: v, Exp: env.Now + g.FenceTTL}
+	}
+	return v
+}
+
+// Raise is fence.lua (token.lua's raise): it raises the counter to at
+// least token, seeding a missing counter from the node's time first, and
+// sets its expiry only when it writes. With the RaiseUnseeded mutant, a
+// missing counter is set to token.
+func (d *Data) Raise(env Env, token int64, g Guard, m Mutations) {
+	d.expire(env)
+	v := d.Fence.V
+	switch {
+	case !d.Fence.OK && m.RaiseUnseeded:
+		v = token
+	case !d.Fence.OK:
+		v = max(env.Now*TokenSeed, token)
+	case v < token:
+		v = token
+	default:
+		return
+	}
+	d.Fence = Counter{OK: true, V: v, Exp: env.Now + g.FenceTTL}
 }
 
 // Refresh is refresh.lua (ScriptError: WRONGTYPE on the family's hash).

@@ -46,7 +46,7 @@ func (d *Data) PermAcquire(env Env, k, hold int, ttl int64, g Guard, m Mutations
 			return PermitsError, 0
 		}
 		if _, ok := f.Hold(hold); ok {
-			return Taken, d.Fence.V // a retried request (not modelled: never sent twice)
+			return Taken, d.current(env, floor, g, m) // a retried request (not modelled: never sent twice)
 		}
 		capacity := k
 		if m.PermitCapacityOffByOne {
@@ -63,16 +63,7 @@ func (d *Data) PermAcquire(env Env, k, hold int, ttl int64, g Guard, m Mutations
 			return Held, soonest - now
 		}
 	}
-	v := d.Fence.V
-	switch {
-	case m.NoClockSeed:
-	case !d.Fence.OK:
-		v = now * TokenSeed
-	case v < floor:
-		v = floor
-	}
-	v++
-	d.Fence = Counter{OK: true, V: v, Exp: now + g.FenceTTL}
+	v := d.issue(env, floor, g, m)
 	if !cur {
 		*f = Family{OK: true, Mode: 's', K: k}
 		f.setHold(hold, now+ttl)
@@ -171,8 +162,10 @@ func (m *Model) describePermit(q Msg, d Data, env Env, head string) string {
 		}
 		return fmt.Sprintf("%s: error %d", head, status)
 	case ReqFence:
-		old := d.Fence.V
-		return fmt.Sprintf("%s %d: counter %d -> %d", head, q.Arg, old, max(old, q.Arg))
+		d.expire(env)
+		old := counterName(d.Fence)
+		d.Raise(env, q.Arg, g, c.Mut)
+		return fmt.Sprintf("%s %d: counter %s -> %d", head, q.Arg, old, d.Fence.V)
 	case ReqRefresh:
 		r := d.PermRefresh(env, c.Permits, q.Value, q.Arg, g, c.Mut)
 		if r == ScriptError {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 // permitDiff drives the permit scripts on a real node and the model
@@ -135,7 +136,7 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0].Client()
 	defer srv.Close()
 	p := &permitDiff{t: t, ctx: context.Background(), c: srv}
-	rng := rand.New(rand.NewPCG(*diffSeed, 15))
+	rng := rand.New(rand.NewPCG(diffSeedOf(t), 15))
 	cover := map[string]int{}
 	for range 600 {
 		id := 1 + rng.IntN(6)
@@ -148,7 +149,7 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 		switch op := rng.IntN(20); {
 		case op < 8:
 			p.step(fmt.Sprintf("acquire %s of %d", hold.ID, k), func() string {
-				a, err := script.PermitAcquireCall(permitKeys, hold, permitTTL*time.Millisecond, permitGuard).Acquire(p.ctx, p.c, script.Ack{})
+				a, err := script.PermitAcquireCall(permitKeys, hold, permitTTL*time.Millisecond, permitGuard).Acquire(p.ctx, goredis.New(p.c), script.Ack{})
 				switch {
 				case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
 					cover["kind"]++
@@ -178,7 +179,7 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 			})
 		case op < 12:
 			p.step(fmt.Sprintf("refresh %s of %d", hold.ID, k), func() string {
-				r, err := script.RefreshItem{Keys: permitKeys, TTL: permitTTL * time.Millisecond, Hold: &hold}.Run(p.ctx, p.c, permitGuard)
+				r, err := script.RefreshItem{Keys: permitKeys, TTL: permitTTL * time.Millisecond, Hold: &hold}.Run(p.ctx, goredis.New(p.c), permitGuard)
 				if err != nil {
 					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
 						return "kind"
@@ -196,7 +197,7 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 			})
 		case op < 16:
 			p.step("release "+hold.ID, func() string {
-				r, err := script.PermitReleaseCall(permitKeys.Lock, hold, "", false).Release(p.ctx, p.c)
+				r, err := script.PermitReleaseCall(permitKeys.Lock, hold, "", false).Release(p.ctx, goredis.New(p.c))
 				if err != nil {
 					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
 						return "kind"

@@ -16,9 +16,22 @@ import (
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
-var diffSeed = flag.Uint64("diffseed", 1, "seed of TestModelMatchesScripts")
+var diffSeed = flag.Uint64("diffseed", 0, "seed of TestModelMatchesScripts and TestPermitModelMatchesScripts (0: the run's, $REDLOCK_MODEL_SEED or drawn at random)")
+
+// diffSeedOf returns the differential tests' seed: -diffseed, else the
+// run's (runSeed), logged so that a failure can be replayed.
+func diffSeedOf(t *testing.T) uint64 {
+	t.Helper()
+	seed := *diffSeed
+	if seed == 0 {
+		seed = seedOf(t)
+	}
+	t.Logf("seed %d (replay: -args -diffseed %d, or %s=%d)", seed, seed, seedEnv, seed)
+	return seed
+}
 
 // diffKeys are the keys of the one lock the differential test uses.
 var diffKeys = script.Keys{Lock: "{d}", Fence: "{d}:fence", Epoch: "{d}:epoch"}
@@ -254,7 +267,7 @@ func (d *diff) acquire() {
 	name := fmt.Sprintf("acquire v%d ttl %d guard %c maxttl %d delta %d fencettl %d", v, ttl, g.Mode, g.MaxTTL, g.Delta, g.FenceTTL)
 	var held int64 = -1 // the node's holder TTL, when held
 	d.step(name, func(c *redis.Client) string {
-		a, err := script.Acquire(d.ctx, c, diffKeys, "v"+strconv.Itoa(v), time.Duration(ttl)*time.Millisecond, sg, script.Ack{})
+		a, err := script.Acquire(d.ctx, goredis.New(c), diffKeys, "v"+strconv.Itoa(v), time.Duration(ttl)*time.Millisecond, sg, script.Ack{})
 		if err != nil {
 			d.t.Fatal(err)
 		}
@@ -317,15 +330,21 @@ func (d *diff) fence() {
 	n := &d.nodes[0].data
 	token := []int64{n.Fence.V - 1, n.Fence.V, n.Fence.V + 1, n.Fence.V + 5000, 7}[d.rng.IntN(5)]
 	d.step(fmt.Sprintf("fence %d fencettl %d", token, g.FenceTTL), func(c *redis.Client) string {
-		if err := script.Fence(d.ctx, c, diffKeys.Fence, token, sg); err != nil {
+		if err := script.Fence(d.ctx, goredis.New(c), diffKeys.Fence, token, sg); err != nil {
 			d.t.Fatal(err)
 		}
 		return "ok"
 	}, func(m *Data, env Env) (string, string) {
 		m.expire(env)
-		raised := !m.Fence.OK || m.Fence.V < token
-		m.Raise(env, token, g)
-		return "ok", fmt.Sprintf("fence: raised %v", raised)
+		branch := "fence: counter kept"
+		switch {
+		case !m.Fence.OK:
+			branch = "fence: missing counter seeded"
+		case m.Fence.V < token:
+			branch = "fence: counter raised"
+		}
+		m.Raise(env, token, g, Mutations{})
+		return "ok", branch
 	})
 }
 
@@ -334,7 +353,7 @@ func (d *diff) refresh() {
 	v := 1 + d.rng.IntN(3)
 	ttl := []int64{30, 80, 250}[d.rng.IntN(3)]
 	d.step(fmt.Sprintf("refresh v%d ttl %d guard %c maxttl %d delta %d", v, ttl, g.Mode, g.MaxTTL, g.Delta), func(c *redis.Client) string {
-		r, err := script.Refresh(d.ctx, c, diffKeys, "v"+strconv.Itoa(v), time.Duration(ttl)*time.Millisecond, sg)
+		r, err := script.Refresh(d.ctx, goredis.New(c), diffKeys, "v"+strconv.Itoa(v), time.Duration(ttl)*time.Millisecond, sg)
 		if err != nil {
 			d.t.Fatal(err)
 		}
@@ -349,7 +368,7 @@ func (d *diff) release() {
 	v := 1 + d.rng.IntN(3)
 	publish := d.rng.IntN(2) == 1
 	d.step(fmt.Sprintf("release v%d publish %v", v, publish), func(c *redis.Client) string {
-		r, err := script.Release(d.ctx, c, diffKeys.Lock, "v"+strconv.Itoa(v), publish, false)
+		r, err := script.Release(d.ctx, goredis.New(c), diffKeys.Lock, "v"+strconv.Itoa(v), publish, false)
 		if err != nil {
 			d.t.Fatal(err)
 		}
@@ -463,7 +482,8 @@ func TestModelMatchesScripts(t *testing.T) {
 	// without writing dump.rdb, which a later restart would load.
 	servers := redistest.Start(t, 2, redistest.Options{Args: []string{
 		"--repl-diskless-sync-delay", "0", "--repl-diskless-load", "swapdb"}})
-	d := &diff{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(*diffSeed, 0xd1ff)),
+	seed := diffSeedOf(t)
+	d := &diff{t: t, ctx: context.Background(), rng: rand.New(rand.NewPCG(seed, 0xd1ff)),
 		runs: map[string]int{}, cover: map[string]int{}}
 	for i, s := range servers {
 		c := s.Client()
@@ -511,7 +531,7 @@ func TestModelMatchesScripts(t *testing.T) {
 	for _, k := range names {
 		fmt.Fprintf(&b, "\n  %5d  %s", d.cover[k], k)
 	}
-	t.Logf("%d operations, seed %d; branches covered:%s", ops, *diffSeed, b.String())
+	t.Logf("%d operations, seed %d; branches covered:%s", ops, seed, b.String())
 	if ops < 200 {
 		t.Errorf("only %d operations before the deadline", ops)
 	}

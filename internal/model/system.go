@@ -43,9 +43,13 @@ type Config struct {
 	Drift       int64
 	NodeTimeout int64
 	Delta       int64 // EpochTrust
-	FenceTTL    int64 // counter expiry; 0: 100 x MaxTTL
-	Horizon     int64 // real time bound
-	Offsets     []int64
+	// FenceTTL is the counters' expiry; 0: MaxTTL. The real one is an
+	// hour or ten times maxTTL; the model's is short so that searches
+	// meet expired counters. Lemma 1 (docs/fencing.md) needs it no
+	// shorter than the spread of the clock offsets (fill checks).
+	FenceTTL int64
+	Horizon  int64 // real time bound
+	Offsets  []int64
 	// Second is the node time of a second, for uptime_in_seconds.
 	Second int64
 
@@ -78,6 +82,10 @@ type Config struct {
 	// script: readers never wait, which allows every schedule the mark
 	// allows and more (the mark is a liveness device only).
 	WriterMark bool
+	// EndToEndOnly turns property (f) off: the searches then find a
+	// broken counter only through its consequence, a token inversion
+	// ((b)), which takes longer schedules (TestSearchPower measures both).
+	EndToEndOnly bool
 	// Permits is the k of the semaphore that Permit clients share.
 	Permits int
 	Mut     Mutations
@@ -100,7 +108,14 @@ func (c *Config) fill() {
 		}
 	}
 	if c.FenceTTL == 0 {
-		c.FenceTTL = 100 * c.MaxTTL
+		c.FenceTTL = c.MaxTTL
+	}
+	lo, hi := int64(0), int64(0)
+	for _, o := range append(slices.Clone(c.Offsets), c.ReplicaOffsets...) {
+		lo, hi = min(lo, o), max(hi, o)
+	}
+	if c.Global && c.FenceTTL < hi-lo {
+		panic("model: FenceTTL below the spread of the clock offsets, outside Lemma 1's assumption")
 	}
 	if c.Second == 0 {
 		c.Second = 1
@@ -273,6 +288,9 @@ func (v *Violation) Error() string { return v.Prop + ": " + v.Msg }
 // Model is a configured model.
 type Model struct {
 	Cfg Config
+	// NoShrink makes Random return a failing schedule as it was played,
+	// without shrinking it (to measure how fast a search finds a bug).
+	NoShrink bool
 }
 
 // New returns a model of cfg.
@@ -479,18 +497,57 @@ func (m *Model) counts(c *Client) (yes, pending int) {
 	return
 }
 
+// decidable: the round's loop has stopped reading replies, every node
+// answered, or the node timeout has passed.
 func (m *Model) decidable(s *State, ci int) bool {
 	c := &s.Clients[ci]
-	yes, pending := m.counts(c)
-	q := m.quorum(ci)
-	return yes >= q || yes+pending < q || s.T >= c.Start+m.Cfg.NodeTimeout
+	_, pending := m.counts(c)
+	return m.countsDecided(s, ci) || pending == 0 || s.T >= c.Start+m.Cfg.NodeTimeout
 }
 
-// countsDecided: the round's loop has stopped reading replies.
+// countsDecided: the round's loop has stopped reading replies (quorum.Round's
+// decided): a quorum agreed and, for the first round of a write hold of the
+// family, the votes are enough (enough); or a quorum can no longer agree.
 func (m *Model) countsDecided(s *State, ci int) bool {
-	yes, pending := m.counts(&s.Clients[ci])
+	cl := &s.Clients[ci]
+	yes, pending := m.counts(cl)
 	q := m.quorum(ci)
-	return yes >= q || yes+pending < q
+	if yes+pending < q {
+		return true
+	}
+	return yes >= q && m.enough(ci, cl)
+}
+
+// enough is family.go's enoughVotes, the Enough of the first round of a
+// write hold (reentrant or exclusive): when a yes-vote found the owner's
+// lock, the round waits for more replies (up to every node's, or the node
+// timeout) until a quorum of them agree on one recorded token t > 0
+// (FamilyToken's rule 1). Every other round decides on the count of
+// yes-votes. With the DecideAtQuorum mutant, no round waits.
+func (m *Model) enough(ci int, cl *Client) bool {
+	if cl.Phase != Acquiring || !m.family(ci) || m.Cfg.Clients[ci].Kind == Shared || m.Cfg.Mut.DecideAtQuorum {
+		return true
+	}
+	existed := false
+	for i, v := range cl.Votes {
+		if v != Yes || !cl.Existed[i] {
+			continue
+		}
+		existed = true
+		if cl.Tokens[i] <= 0 {
+			continue
+		}
+		same := 0
+		for j, w := range cl.Votes {
+			if w == Yes && cl.Existed[j] && cl.Tokens[j] == cl.Tokens[i] {
+				same++
+			}
+		}
+		if same >= m.quorum(ci) {
+			return true
+		}
+	}
+	return !existed
 }
 
 // send queues msg from client ci to every node.
@@ -510,6 +567,7 @@ func (m *Model) Apply(s *State, st Step) *Violation {
 	switch st.Kind {
 	case StepTick:
 		s.T++
+		return m.countersKept(s)
 	case StepProcess:
 		return m.process(s, st.Client, st.Node)
 	case StepDeliver:
@@ -569,6 +627,23 @@ func (m *Model) replicated(d Data) Data {
 	return d
 }
 
+// countersKept checks (f) after time passed: no node's counter reads lower
+// than a tick before (an expired counter reads as the node's time x
+// TokenSeed: above every value it held, docs/fencing.md, Lemma 1).
+func (m *Model) countersKept(s *State) *Violation {
+	if !m.Cfg.Global || m.Cfg.EndToEndOnly {
+		return nil
+	}
+	for ni := range s.Nodes {
+		n := &s.Nodes[ni]
+		now := s.T + n.Offset
+		if before, after := n.Data.CounterRead(now-1), n.Data.CounterRead(now); after < before {
+			return &Violation{"counter", fmt.Sprintf("n%d's counter reads %d at node time %d, %d before", ni+1, after, now, before)}
+		}
+	}
+	return nil
+}
+
 // process runs the request at the head of connection ci to node ni.
 func (m *Model) process(s *State, conn, ni int) *Violation {
 	c := &m.Cfg
@@ -579,6 +654,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 	cs := c.Clients[ci]
 	n := &s.Nodes[ni]
 	env := n.env(s.T, c.Second)
+	before := n.Data.CounterRead(env.Now)
 	g := m.guard(ci)
 	rep := Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value}
 	voted := false
@@ -590,7 +666,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			rep.Status, rep.N = n.Data.PermAcquire(env, c.Permits, req.Value, req.Arg, g, c.Mut)
 			voted = rep.Status == Taken
 		case ReqFence:
-			n.Data.Raise(env, req.Arg, g)
+			n.Data.Raise(env, req.Arg, g, c.Mut)
 			rep.Status = 1
 		case ReqRefresh:
 			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, g, c.Mut)
@@ -623,7 +699,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 		rep.Status, rep.N = n.Data.Acquire(env, req.Value, req.Arg, g, c.Mut)
 		voted = rep.Status == Taken
 	case req.Kind == ReqFence:
-		n.Data.Raise(env, req.Arg, g)
+		n.Data.Raise(env, req.Arg, g, c.Mut)
 		rep.Status = 1
 	case req.Kind == ReqRefresh:
 		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, g, c.Mut)
@@ -634,6 +710,25 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 		}
 	}
 	cn.Rep = append(cn.Rep, rep)
+	// (f) counters: the script leaves the counter reading no lower, and a
+	// vote reports at least what it read: one more for a token it issued,
+	// as much for a counter beside a re-entry.
+	if c.Global && !c.EndToEndOnly {
+		reported := int64(-1)
+		switch {
+		case !voted || req.Kind != ReqAcquire:
+		case rep.Existed:
+			reported = rep.Counter
+		default:
+			reported = rep.N - 1
+		}
+		if after := n.Data.CounterRead(env.Now); after < before {
+			return &Violation{"counter", fmt.Sprintf("n%d's counter reads %d after c%d's %s, %d before", ni+1, after, ci, kindName[req.Kind], before)}
+		}
+		if reported >= 0 && reported < before {
+			return &Violation{"counter", fmt.Sprintf("n%d reports counter %d to c%d, below the %d it reads", ni+1, reported, ci, before)}
+		}
+	}
 	// (e) recovery: a guarded node votes only maxTTL after it may have
 	// lost writes (a 'p' client trusts a restart that kept the data).
 	if voted && cs.Mode != '0' && n.Lost && env.Now < n.LostAt+cs.MaxTTL && !(cs.Mode == 'p' && n.LostKept) {
@@ -858,8 +953,11 @@ func FamilyToken(q int, yes []FamVote, mut Mutations) (int64, bool) {
 		if v.Existed {
 			existed = true
 			x = v.Counter + 1
-			if mut.Rule2ExistedCounter {
+			switch {
+			case mut.Rule2ExistedCounter:
 				x = v.Counter
+			case mut.Rule2RecordedToken:
+				x = v.Token + 1
 			}
 		}
 		token = max(token, x)

@@ -34,9 +34,10 @@ if t ~= 'string' then
 end
 -- Our own value: this request was already applied once (a client retry
 -- after a lost reply). Its expiry was set by that first run, no earlier
--- than this attempt began, and so was the counter.
+-- than this attempt began, and so was the counter, which it reports as an
+-- issue would see it (token.lua's current).
 if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return {1, counter(KEYS[2]) or 0}
+  return {1, current(KEYS[2], pre[2], now, floor, ARGV[6])}
 end
 -- Held by another owner: mark the lock as waited for, so that its release
 -- publishes (release.lua). The mark outlives any wait between two attempts

@@ -19,9 +19,9 @@
 --         a writer that gives up deletes its own mark only (withdraw.lua)
 -- Returns {1, token, existed, counter} when the hold was taken: existed is 1
 -- when the owner already held the lock exclusively on this node (a
--- re-entry: token is the owner's token, counter the node's counter, which
--- this call did not increment), 0 when this call issued token (counter ==
--- token). Returns {0, pttl} when refused (held in a conflicting mode, or a
+-- re-entry: token is the owner's recorded token, counter the node's
+-- counter as an issue would see it, seeded or raised to the floor but not
+-- incremented), 0 when this call issued token (counter == token). Returns {0, pttl} when refused (held in a conflicting mode, or a
 -- reader behind a waiting writer; pttl is how long that lasts at most), or
 -- {2, ms} when the node is recovering. A plain lock (a string) or a
 -- semaphore (permit.lua) on the name is an error reply starting with
@@ -58,7 +58,11 @@ if cur ~= nil then
       if redis.call('PTTL', lock) < ttl then
         redis.call('PEXPIRE', lock, ttl)
       end
-      return {1, tonumber(cur.t) or 0, 1, counter(KEYS[2], pre[2]) or 0}
+      -- The counter as a token's issue would see it (token.lua's
+      -- current): an expired counter reported as 0, or one below the
+      -- floor as it is, would make the client's rule 2 issue a token
+      -- below those issued before (docs/lock-family.md).
+      return {1, tonumber(cur.t) or 0, 1, current(KEYS[2], pre[2], now, floor, ARGV[8])}
     end
     return refuse(redis.call('PTTL', lock))
   end

@@ -41,8 +41,9 @@ if cur ~= nil then
   end
   if redis.call('HEXISTS', lock, hold) == 1 then
     -- Our own permit: this request was already applied once (a client
-    -- retry after a lost reply), and so was the counter.
-    return {1, counter(KEYS[2], pre[2]) or 0}
+    -- retry after a lost reply), and so was the counter, reported as an
+    -- issue would see it (token.lua's current).
+    return {1, current(KEYS[2], pre[2], now, floor, ARGV[7])}
   end
   if cur.holds >= k then
     -- Full: mark the semaphore as waited for, so that the next release

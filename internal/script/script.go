@@ -53,19 +53,20 @@ var (
 	permitReleaseSrc string
 
 	// The scripts that can vote carry the epoch guard's functions; those
-	// that read a fencing counter, the counter's; those that issue a
-	// token, token.lua's issue.
+	// that read or raise a fencing counter, the counter's and token.lua's
+	// (issue, current, raise: a missing counter is seeded from the node's
+	// time, epoch.lua's node_now).
 	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + acquireSrc)
 	refresh = newScript(epochSrc + "\n" + refreshSrc)
 	release = newScript(releaseSrc)
-	fence   = newScript(counterSrc + "\n" + fenceSrc)
+	fence   = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + fenceSrc)
 
 	// The lock family's (read-write and reentrant locks): they read the
 	// node's time (epoch.lua's node_now) to expire each hold on its own.
 	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familySrc)
 	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
 	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
-	seal          = newScript(counterSrc + "\n" + sealSrc)
+	seal          = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + sealSrc)
 	withdraw      = newScript(withdrawSrc)
 
 	// The semaphore's (ObtainPermit): a hash like the family's, one

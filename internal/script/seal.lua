@@ -1,6 +1,7 @@
 -- seal: the second round of an acquire of the lock family (family.lua)
 -- whose yes-votes did not already agree on the token. Raises the lock's
--- fencing counter to at least the token, as fence.lua, and records the
+-- fencing counter to at least the token, as fence.lua (token.lua's raise:
+-- a missing counter is seeded from the node's time first), and records the
 -- token as the exclusive owner's where the owner holds the lock, so that
 -- its re-entries find it (docs/lock-family.md). The recorded token never
 -- decreases either: a delayed seal of an older acquire of the owner leaves
@@ -12,10 +13,7 @@
 -- ARGV[3] owner ('' for a reader: nothing to record)
 -- Returns 1.
 local token = tonumber(ARGV[1])
-local v = counter(KEYS[1])
-if v == nil or v < token then
-  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-end
+raise(KEYS[1], token, ARGV[2])
 if ARGV[3] ~= '' and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then
   local cur = redis.call('HMGET', KEYS[2], 'mode', 'o')
   local t = tonumber(redis.call('HGET', KEYS[2], 't')) or 0

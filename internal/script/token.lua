@@ -1,27 +1,69 @@
--- token: issue a lock's next fencing token (acquire.lua, family.lua,
--- permit.lua). Needs epoch.lua (node_now) and counter.lua.
+-- token: a lock's fencing counter as every script reads and raises it
+-- (acquire.lua, family.lua, permit.lua; fence.lua and seal.lua). Needs
+-- epoch.lua (node_now) and counter.lua.
 --
 -- The counter never runs backwards. Missing (a new lock, or expired after
 -- its whole expiry of disuse), it starts from the node's time x 1024.
 -- Below the epoch's floor (written before the node's epoch began: restored
 -- from disk, or replicated from an old master, so it may lack increments),
--- it is raised to the floor, the end of the epoch's recovery x 1024. Either
+-- it counts as the floor, the end of the epoch's recovery x 1024. Either
 -- is above every token issued before, as long as clocks are within max_ttl
 -- of each other and no lock is taken 1024 times a ms (docs/fencing.md,
--- Lemma 2).
---
--- key is the counter, cur its value as read (counter.lua), now the node's
--- time in ms when the caller read it already (nil: read TIME only if the
--- counter is missing), floor the epoch's (epoch.lua), ttl the counter's
--- expiry in ms, renewed by every issue. Returns the token.
-local function issue(key, cur, now, floor, ttl)
+-- Lemma 2). Every script that reports a counter or issues a token reads it
+-- through seen(), so that no path reports a raw counter.
+
+-- seen returns the counter as a token's issue sees it: missing, seeded
+-- from the node's time; below floor, the floor. key is the counter, cur
+-- its value as read (counter.lua), now the node's time in ms when the
+-- caller read it already (nil: read TIME only if the counter is missing),
+-- floor the epoch's (epoch.lua). The second result is true when that
+-- differs from what the key holds.
+local function seen(key, cur, now, floor)
   local v = counter(key, cur)
   if v == nil then
-    v = (now or node_now()) * 1024
-  elseif v < floor then
-    v = floor
+    return (now or node_now()) * 1024, true
   end
-  v = v + 1
+  if v < floor then
+    return floor, true
+  end
+  return v, false
+end
+
+-- issue issues the lock's next token: one more than seen(), written with
+-- the counter's expiry ttl (ms), which every issue renews. Returns it.
+local function issue(key, cur, now, floor, ttl)
+  local v = seen(key, cur, now, floor) + 1
   redis.call('SET', key, string.format('%d', v), 'PX', ttl)
   return v
+end
+
+-- current returns seen() without issuing, for a vote that issues nothing
+-- (a re-entry, a retried request): what it reports is written when it
+-- differs from the key (a seeded or raised counter, with the counter's
+-- expiry ttl), so that a node's counter is never below a value it
+-- reported. A counter as it is stays as it is, its expiry too.
+local function current(key, cur, now, floor, ttl)
+  local v, changed = seen(key, cur, now, floor)
+  if changed then
+    redis.call('SET', key, string.format('%d', v), 'PX', ttl)
+  end
+  return v
+end
+
+-- raise is the second round's (fence.lua, seal.lua): the counter to at
+-- least token. A missing counter is seeded from the node's time first, so
+-- that a raise delayed past the counter's expiry cannot write an old
+-- token into it (the next issue would count on from there). Only a write
+-- sets the expiry ttl. The floor is not applied: every read applies it
+-- (seen), and a raise needs no guard arguments.
+local function raise(key, token, ttl)
+  local v = counter(key)
+  if v == nil then
+    v = math.max(node_now() * 1024, token)
+  elseif v < token then
+    v = token
+  else
+    return
+  end
+  redis.call('SET', key, string.format('%d', v), 'PX', ttl)
 end

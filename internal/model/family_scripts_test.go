@@ -1,0 +1,296 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
+	"github.com/redlock-go/redlock/internal/transport/goredis"
+)
+
+var famKeys = script.Keys{Lock: "{f}", Fence: "{f}:fence", Epoch: "{f}:epoch"}
+
+// famDiff drives the lock family's scripts on a real node and the model
+// (family.go) side by side.
+type famDiff struct {
+	t   *testing.T
+	ctx context.Context
+	c   *redis.Client
+	m   Data
+	log []string
+}
+
+func (p *famDiff) now() int64 {
+	tm, err := p.c.Time(p.ctx).Result()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return tm.UnixMilli()
+}
+
+// famStateOf shows the hash (mode, owner, recorded token, live holds at
+// now), the waiting-writer mark and the counter.
+func famStateOf(plain bool, mode, owner, t string, fields map[string]int64, wwait bool, counter string, now int64) string {
+	var hs []string
+	for id, exp := range fields {
+		if exp > now {
+			hs = append(hs, id)
+		}
+	}
+	slices.Sort(hs)
+	return fmt.Sprintf("plain=%v mode=%q o=%q t=%q holds=%v wwait=%v counter=%s", plain, mode, owner, t, hs, wwait, counter)
+}
+
+func (p *famDiff) real(now int64) string {
+	typ, err := p.c.Type(p.ctx, famKeys.Lock).Result()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	counter, _ := p.c.Get(p.ctx, famKeys.Fence).Result()
+	wwait := p.c.Exists(p.ctx, famKeys.Lock+":wwait").Val() == 1
+	if typ == "string" {
+		return famStateOf(true, "", "", "", nil, wwait, counter, now)
+	}
+	all, err := p.c.HGetAll(p.ctx, famKeys.Lock).Result()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	fields := map[string]int64{}
+	for f, v := range all {
+		if id, ok := strings.CutPrefix(f, "h:"); ok {
+			fields[id], _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return famStateOf(false, all["mode"], all["o"], all["t"], fields, wwait, counter, now)
+}
+
+// famOwner is the owner string of model owner o: P1, P2, or an exclusive
+// writer's own (1<<20 + hold).
+func famOwner(o int) string {
+	switch {
+	case o == 0:
+		return ""
+	case o < 1<<20:
+		return "P" + strconv.Itoa(o)
+	}
+	return "x" + strconv.Itoa(o-1<<20)
+}
+
+func famModelState(d Data, now int64) string {
+	counter := ""
+	if d.Fence.OK && now <= d.Fence.Exp {
+		counter = strconv.FormatInt(d.Fence.V, 10)
+	}
+	wwait := d.WWait.OK && now <= d.WWait.Exp
+	if d.Lock.Owner != 0 {
+		return famStateOf(true, "", "", "", nil, wwait, counter, now)
+	}
+	fields := map[string]int64{}
+	mode, owner, t := "", "", ""
+	if f := d.Fam; f.OK {
+		mode, owner = string(f.Mode), famOwner(f.Owner)
+		if f.T > 0 {
+			t = strconv.FormatInt(f.T, 10)
+		}
+		for _, h := range f.Holds {
+			if h.ID != 0 {
+				fields["h"+strconv.Itoa(h.ID)] = h.Exp
+			}
+		}
+	}
+	return famStateOf(false, mode, owner, t, fields, wwait, counter, now)
+}
+
+// step runs op on the node, then the model at every node time the script
+// may have read, and keeps the first whose reply and state match.
+func (p *famDiff) step(name string, real func() string, model func(d *Data, now int64) string) {
+	t0 := p.now()
+	got := real()
+	t1 := p.now()
+	after := p.real(t1)
+	p.log = append(p.log, fmt.Sprintf("t=[%d,%d] %s: %s -> %s", t0, t1, name, got, after))
+	if len(p.log) > 12 {
+		p.log = p.log[1:]
+	}
+	for now := t0; now <= min(t1, t0+50); now++ {
+		d := p.m
+		if want := model(&d, now); want != got {
+			continue
+		}
+		if famModelState(d, t1) != after {
+			continue
+		}
+		p.m = d
+		return
+	}
+	d := p.m
+	want := model(&d, t0)
+	p.t.Fatalf("model and scripts disagree on %s\nnode:  %s, %s\nmodel: %s, %s\nlast operations:\n  %s",
+		name, got, after, want, famModelState(d, t1), strings.Join(p.log, "\n  "))
+}
+
+// TestFamilyModelMatchesScripts runs random operations of the lock family
+// on a real redis-server through internal/script and on the model's node
+// (family.go) side by side: write holds of two reentrant owners and of
+// exclusive writers, read holds, seals with tokens around the counter and
+// for either owner, refreshes (re-seeds included), releases, holds aged
+// past their expiry, counters gone (expired) and plain locks on the name.
+// The replies (status, token, whether the owner's lock was there, the
+// counter a re-entry reports) and the hash (mode, owner, recorded token,
+// live holds), the writer's mark and the counter must agree. The guard is
+// off (floor 0): TestModelMatchesScripts covers the guard.
+func TestFamilyModelMatchesScripts(t *testing.T) {
+	srv := redistest.Start(t, 1)[0].Client()
+	defer srv.Close()
+	p := &famDiff{t: t, ctx: context.Background(), c: srv}
+	rng := rand.New(rand.NewPCG(diffSeedOf(t), 0xfa))
+	cover := map[string]int{}
+	const ttl = 60_000 // holds expire only when aged
+	for range 3000 {
+		id := 1 + rng.IntN(5)
+		mode, owner := byte('w'), 1+rng.IntN(2)
+		switch rng.IntN(4) {
+		case 0:
+			mode, owner = 'r', 0
+		case 1:
+			owner = 1<<20 + id // an exclusive writer
+		}
+		hold := script.Hold{Mode: mode, Owner: famOwner(owner), ID: "h" + strconv.Itoa(id)}
+		label := fmt.Sprintf("%c %s %s", mode, hold.Owner, hold.ID)
+		switch op := rng.IntN(25); {
+		case op < 9:
+			p.step("acquire "+label, func() string {
+				a, err := script.FamilyAcquireCall(famKeys, hold, ttl*time.Millisecond, permitGuard).Acquire(p.ctx, goredis.New(p.c), script.Ack{})
+				switch {
+				case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
+					cover["kind"]++
+					return "kind"
+				case err != nil:
+					t.Fatal(err)
+				case a.Status == script.Taken && a.Existed:
+					cover["re-entry"]++
+					if !p.m.Fence.OK {
+						cover["re-entry, counter missing"]++
+					}
+					return fmt.Sprintf("re-entry t=%d counter %d", a.Token, a.Counter)
+				case a.Status == script.Taken:
+					cover["taken"]++
+					return fmt.Sprintf("taken %d", a.Token)
+				}
+				cover["held"]++
+				return "held"
+			}, func(d *Data, now int64) string {
+				status, token, existed, counter := d.FamAcquire(Env{Now: now}, mode, owner, id, ttl, modelGuard, Mutations{})
+				switch {
+				case status == KindError:
+					return "kind"
+				case status == Taken && existed:
+					return fmt.Sprintf("re-entry t=%d counter %d", token, counter)
+				case status == Taken:
+					return fmt.Sprintf("taken %d", token)
+				}
+				return "held"
+			})
+		case op < 12:
+			v := p.m.Fence.V
+			token := []int64{v - 1, v, v + 1, v + 5000, 7}[rng.IntN(5)]
+			p.step(fmt.Sprintf("seal %d for %q", token, hold.Owner), func() string {
+				if !p.m.Fence.OK {
+					cover["seal onto a missing counter"]++
+				}
+				if err := script.Seal(p.ctx, goredis.New(p.c), famKeys, token, hold.Owner, permitGuard); err != nil {
+					t.Fatal(err)
+				}
+				return "ok"
+			}, func(d *Data, now int64) string {
+				d.Seal(Env{Now: now}, token, owner, modelGuard, Mutations{})
+				return "ok"
+			})
+		case op < 16:
+			p.step("refresh "+label, func() string {
+				r, err := script.RefreshItem{Keys: famKeys, TTL: ttl * time.Millisecond, Hold: &hold}.Run(p.ctx, goredis.New(p.c), permitGuard)
+				if err != nil {
+					if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
+						return "kind"
+					}
+					t.Fatal(err)
+				}
+				cover[fmt.Sprintf("refresh %d", r)]++
+				return strconv.Itoa(int(r))
+			}, func(d *Data, now int64) string {
+				r := d.FamRefresh(Env{Now: now}, mode, owner, id, ttl, 0, modelGuard, Mutations{})
+				if r == ScriptError {
+					return "kind"
+				}
+				return strconv.Itoa(r)
+			})
+		case op < 20:
+			p.step("release "+label, func() string {
+				r, err := script.FamilyReleaseCall(famKeys.Lock, hold, "", false).Release(p.ctx, goredis.New(p.c))
+				if err != nil {
+					if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
+						return "kind"
+					}
+					t.Fatal(err)
+				}
+				return fmt.Sprint(r.Deleted)
+			}, func(d *Data, now int64) string {
+				deleted, _, ok := d.FamRelease(Env{Now: now}, mode, owner, id, false)
+				if !ok {
+					return "kind"
+				}
+				return fmt.Sprint(deleted)
+			})
+		case op < 22:
+			// A hold expires: its field is aged on both sides.
+			now := p.now()
+			if _, ok := p.m.Fam.Hold(id); !ok || p.m.Lock.Owner != 0 {
+				continue
+			}
+			if err := p.c.HSet(p.ctx, famKeys.Lock, "h:"+hold.ID, now-1000).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p.m.Fam.setHold(id, now-1000)
+			cover["aged"]++
+		case op < 24:
+			// The counter expires.
+			if err := p.c.Del(p.ctx, famKeys.Fence).Err(); err != nil {
+				t.Fatal(err)
+			}
+			p.m.Fence = Counter{}
+			cover["counter expired"]++
+		default:
+			// Everything on the name goes (the holds, the marks), and now
+			// and then a plain lock takes it.
+			if err := p.c.Del(p.ctx, famKeys.Lock, keys.Waiters(famKeys.Lock), famKeys.Lock+":wwait").Err(); err != nil {
+				t.Fatal(err)
+			}
+			plain := p.m.Lock.Owner != 0
+			p.m.Lock, p.m.Fam, p.m.Waiters, p.m.WWait = Key{}, Family{}, Mark{}, Mark{}
+			if !plain && rng.IntN(3) == 0 {
+				now := p.now()
+				if err := p.c.Set(p.ctx, famKeys.Lock, "v", time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				p.m.Lock = Key{Owner: 1, Exp: now + 60_000}
+				cover["plain"]++
+			}
+		}
+	}
+	t.Logf("coverage: %v", cover)
+	for _, branch := range []string{"taken", "held", "re-entry", "aged", "plain", "kind", "counter expired", "re-entry, counter missing", "seal onto a missing counter", "refresh 0", "refresh 1", "refresh 2"} {
+		if cover[branch] == 0 {
+			t.Errorf("branch %q never taken", branch)
+		}
+	}
+}
