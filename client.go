@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/transport"
 	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
@@ -147,20 +146,20 @@ type Locker interface {
 	Do(ctx context.Context, ttl time.Duration, fn func(context.Context) error, opts ...ObtainOption) error
 }
 
-// handle is every Locker: its names, its kind and the kind's prototype
-// hold (a reader's or writer's mode, an owner, a number of permits).
+// handle is every Locker: its names and the spec of its kind (a reader's
+// or writer's mode, an owner, a number of permits); err, when set, is what
+// its maker got wrong, which every obtain returns.
 type handle struct {
 	c     *Client
 	one   [1]string // the name of a handle of one name: names points here
 	names []string
-	label string
-	kind  kind
-	proto script.Hold
-	all   bool // Client.All: every name, as one lock
+	spec
+	err error
+	all bool // Client.All: every name, as one lock
 }
 
-func (c *Client) handle(label string, k kind, proto script.Hold, names ...string) *handle {
-	h := &handle{c: c, label: label, kind: k, proto: proto}
+func (c *Client) handle(sp spec, err error, names ...string) *handle {
+	h := &handle{c: c, spec: sp, err: err}
 	if len(names) == 1 {
 		h.one[0] = names[0]
 		h.names = h.one[:]
@@ -174,7 +173,7 @@ func (c *Client) handle(label string, k kind, proto script.Hold, names ...string
 // holder at a time, the cheapest cycle. While the circuit breaker is open,
 // a plain lock may fall back to the degraded mode (WithDegradedMode).
 func (c *Client) Mutex(name string) Locker {
-	return c.handle("plain", plainKind, script.Hold{}, name)
+	return c.handle(plainSpec, nil, name)
 }
 
 // Reentrant returns the handle of the reentrant lock named name, held by
@@ -194,7 +193,8 @@ func (c *Client) Mutex(name string) Locker {
 // processes that must exclude each other. The owner is stored in Redis in
 // clear. An empty owner makes every obtain fail with ErrInvalid.
 func (c *Client) Reentrant(name, owner string) Locker {
-	return c.handle("reentrant", familyKind, script.Hold{Mode: 'w', Owner: owner}, name)
+	sp, err := reentrantSpec(owner)
+	return c.handle(sp, err, name)
 }
 
 // RWMutex returns the handles of the read-write lock named name, like
@@ -207,8 +207,7 @@ func (c *Client) Reentrant(name, owner string) Locker {
 // among themselves. A reentrant lock of the same name contends with them
 // as a writer (docs/lock-family.md).
 func (c *Client) RWMutex(name string) (reader, writer Locker) {
-	return c.handle("read", familyKind, script.Hold{Mode: 'r'}, name),
-		c.handle("write", familyKind, script.Hold{Mode: 'w'}, name)
+	return c.handle(readerSpec, nil, name), c.handle(writerSpec, nil, name)
 }
 
 // Semaphore returns the handle of the semaphore named name with k permits:
@@ -228,7 +227,8 @@ func (c *Client) RWMutex(name string) (reader, writer Locker) {
 // same for every user of the name while any permit is live: another k is
 // refused with ErrWrongKind, without waiting.
 func (c *Client) Semaphore(name string, k int) Locker {
-	return c.handle("permit", permitKind, script.Hold{Mode: 's', Permits: k}, name)
+	sp, err := permitSpec(k)
+	return c.handle(sp, err, name)
 }
 
 // All returns the handle of the plain locks named names, obtained as one
@@ -251,7 +251,7 @@ func (c *Client) Semaphore(name string, k int) Locker {
 // fails with ErrInvalid, before any I/O, for no names, more than 1024, an
 // invalid name or a name given twice.
 func (c *Client) All(names ...string) Locker {
-	h := c.handle("plain", plainKind, script.Hold{}, names...)
+	h := c.handle(plainSpec, nil, names...)
 	h.all = true
 	return h
 }
@@ -269,7 +269,7 @@ func (c *Client) All(names ...string) Locker {
 // any I/O, for no names, more than 1024, an invalid name or a name given
 // twice.
 func (c *Client) Any(names ...string) Locker {
-	return c.handle("plain", plainKind, script.Hold{}, names...)
+	return c.handle(plainSpec, nil, names...)
 }
 
 func (h *handle) Obtain(ctx context.Context, ttl time.Duration, opts ...ObtainOption) (*Lock, error) {
@@ -292,11 +292,14 @@ func (h *handle) Do(ctx context.Context, ttl time.Duration, fn func(context.Cont
 }
 
 func (h *handle) obtain(ctx context.Context, ttl time.Duration, opts []ObtainOption, try bool) (*Lock, error) {
+	if h.err != nil {
+		return nil, h.err
+	}
 	e := &h.c.engine
 	if h.all {
 		return e.obtainAll(ctx, h.names, ttl, opts, try)
 	}
-	r := request{names: h.names, label: h.label, kind: h.kind, proto: h.proto}
+	r := request{names: h.names, spec: h.spec}
 	if err := e.prepare(&r, ttl, opts, try); err != nil {
 		return nil, err
 	}
@@ -332,7 +335,7 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 // plain obtains the plain lock named name, as a Mutex handle would, without
 // making one.
 func (c *Client) plain(ctx context.Context, name string, ttl time.Duration, opts []ObtainOption, try bool) (*Lock, error) {
-	r := request{label: "plain", kind: plainKind}
+	r := request{spec: plainSpec}
 	r.one[0] = name
 	r.names = r.one[:]
 	if err := c.prepare(&r, ttl, opts, try); err != nil {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
-	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Handing a held lock to another process: a scheduler takes the lock and
@@ -114,7 +113,6 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	if err := json.Unmarshal(handoff, &f); err != nil {
 		return nil, invalid("handoff: %v", err)
 	}
-	r := request{label: f.Kind}
 	switch {
 	case f.Version != 1:
 		return nil, invalid("handoff: version %d, want 1", f.Version)
@@ -125,24 +123,14 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	case f.Secret == "":
 		return nil, invalid("handoff: no secret")
 	}
-	switch f.Kind {
-	case "plain":
-		r.kind = plainKind
-	case "reentrant", "read", "write":
-		r.kind = familyKind
-		r.proto = script.Hold{Mode: 'w', Owner: f.Owner}
-		if f.Kind == "read" {
-			r.proto = script.Hold{Mode: 'r'}
-		}
-	case "permit":
-		r.kind = permitKind
-		r.proto = script.Hold{Mode: 's', Permits: f.Permits}
-	default:
-		return nil, invalid("handoff: unknown kind %q", f.Kind)
+	sp, err := specOf(f.Kind, f.Owner, f.Permits)
+	if err != nil {
+		return nil, fmt.Errorf("redlock: handoff: %w", err)
 	}
-	if f.Mode != "" && (len(f.Mode) != 1 || f.Mode[0] != r.proto.Mode) {
+	if f.Mode != "" && (len(f.Mode) != 1 || f.Mode[0] != sp.proto.Mode) {
 		return nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
 	}
+	r := request{spec: sp}
 	r.one[0] = f.Name
 	r.names = r.one[:]
 	if err := e.prepare(&r, time.Duration(f.TTL)*time.Millisecond, opts, false); err != nil {
@@ -154,13 +142,8 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
-	l := e.newLock(f.Name, r.keys[0], r.label, r.kind, &r.proto, "", r.ttl, timeout)
-	l.secret.hold.ID = f.Secret
-	if f.Kind == "plain" {
-		l.secret.args = script.NewLockArgs(r.keys[0], f.Secret)
-	} else if r.proto.Mode == 'w' && f.Owner == "" {
-		return nil, invalid("handoff: a %s lock without its owner", f.Kind)
-	}
+	l := e.newLock(f.Name, r.keys[0], &r.spec, "", r.ttl, timeout)
+	l.secret = r.kind.newSecret(r.keys[0], &r.proto, f.Secret, "")
 	start := e.cfg.now()
 	round := quorum.Round[time.Duration]{
 		Nodes:   e.nodes,

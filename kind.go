@@ -28,8 +28,9 @@ import (
 // is its prototype hold, a script.Hold that each new lock copies and gives
 // a random ID of its own (newSecret).
 type kind interface {
-	// newSecret makes the secret of a new lock of the kind under key.
-	newSecret(key string, proto *script.Hold, wait string) secret
+	// newSecret makes the secret of a lock of the kind under key, its
+	// value (or its hold's ID) id.
+	newSecret(key string, proto *script.Hold, id, wait string) secret
 	// quorum is how many of n nodes must agree to each round of a lock.
 	quorum(n int, proto *script.Hold) int
 	// acquire, refresh and release are the lock's calls on one node
@@ -86,6 +87,55 @@ func newValue() string {
 	return hex.EncodeToString(b[:])
 }
 
+// spec is what a handle asks for: a kind, its prototype hold, and the
+// label that events name it by. The functions below make the spec of each
+// handle, and check what a handle's maker can get wrong.
+type spec struct {
+	label string
+	kind  kind
+	proto script.Hold
+}
+
+var (
+	plainSpec  = spec{"plain", plainKind, script.Hold{}}
+	readerSpec = spec{"read", familyKind, script.Hold{Mode: 'r'}}
+	writerSpec = spec{"write", familyKind, script.Hold{Mode: 'w'}}
+)
+
+// reentrantSpec is the spec of a reentrant lock held by owner.
+func reentrantSpec(owner string) (spec, error) {
+	if owner == "" {
+		return spec{}, invalid("empty owner of a reentrant lock")
+	}
+	return spec{"reentrant", familyKind, script.Hold{Mode: 'w', Owner: owner}}, nil
+}
+
+// permitSpec is the spec of a permit of a semaphore of k permits.
+func permitSpec(k int) (spec, error) {
+	if k < 1 || k > limits.MaxPermits {
+		return spec{}, invalid("%d permits: a semaphore has 1 to %d", k, limits.MaxPermits)
+	}
+	return spec{"permit", permitKind, script.Hold{Mode: 's', Permits: k}}, nil
+}
+
+// specOf is the spec of a lock of this label (Client.Resume): owner is a
+// reentrant lock's or a writer's owner, permits a permit's semaphore's.
+func specOf(label, owner string, permits int) (spec, error) {
+	switch label {
+	case "plain":
+		return plainSpec, nil
+	case "read":
+		return readerSpec, nil
+	case "write", "reentrant":
+		s, err := reentrantSpec(owner)
+		s.label = label
+		return s, err
+	case "permit":
+		return permitSpec(permits)
+	}
+	return spec{}, invalid("unknown kind %q", label)
+}
+
 // The three kinds.
 var (
 	plainKind  kind = plain{}
@@ -97,9 +147,8 @@ var (
 // string key (acquire.lua); the cheapest cycle.
 type plain struct{}
 
-func (plain) newSecret(key string, _ *script.Hold, _ string) secret {
-	v := newValue()
-	return secret{hold: script.Hold{ID: v}, args: script.NewLockArgs(key, v)}
+func (plain) newSecret(key string, _ *script.Hold, id, _ string) secret {
+	return secret{hold: script.Hold{ID: id}, args: script.NewLockArgs(key, id)}
 }
 
 func (plain) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
@@ -192,9 +241,9 @@ func pttlGone(r transport.Reply) (bool, time.Duration) {
 // in one hash per name (family.lua, docs/lock-family.md).
 type family struct{}
 
-func (family) newSecret(_ string, proto *script.Hold, wait string) secret {
+func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 	h := *proto
-	h.ID = newValue()
+	h.ID = id
 	if h.Mode == 'w' {
 		if h.Owner == "" { // a writer: an owner of its own
 			h.Owner = newValue()
@@ -378,9 +427,9 @@ func (family) exclusive(proto *script.Hold) bool { return proto.Mode == 'w' }
 // hash like the family's, one expiring field per permit.
 type permit struct{}
 
-func (permit) newSecret(_ string, proto *script.Hold, _ string) secret {
+func (permit) newSecret(_ string, proto *script.Hold, id, _ string) secret {
 	h := *proto
-	h.ID = newValue()
+	h.ID = id
 	return secret{hold: h}
 }
 

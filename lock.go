@@ -138,12 +138,12 @@ type refreshPlan struct {
 	oldValid time.Time
 }
 
-// newLock is a lock of kind about to be acquired under name and key, with
-// a new secret made from proto.
-func (e *engine) newLock(name, key, label string, k kind, proto *script.Hold, wait string, ttl, nodeTimeout time.Duration) *Lock {
-	l := &Lock{e: e, name: name, label: label, kind: k, keys: e.keysOf(key), ttl: ttl, nodeTimeout: nodeTimeout,
-		quorum: k.quorum(len(e.nodes), proto), backend: nodeBackend{}}
-	l.secret = k.newSecret(key, proto, wait)
+// newLock is a lock of the spec's kind about to be acquired under name and
+// key, with a new secret made from the spec's prototype hold.
+func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
+	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key), ttl: ttl, nodeTimeout: nodeTimeout,
+		quorum: sp.kind.quorum(len(e.nodes), &sp.proto), backend: nodeBackend{}}
+	l.secret = sp.kind.newSecret(key, &sp.proto, newValue(), wait)
 	l.ka.Value = l
 	return l
 }

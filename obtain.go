@@ -23,9 +23,7 @@ type request struct {
 	one, oneKey [1]string
 	names       []string
 	keys        []string
-	label       string
-	kind        kind
-	proto       script.Hold
+	spec                      // the kind asked for
 	ttl         time.Duration // the TTL asked for, checked
 	o           obtainConfig
 	id          uint64 // ObtainID, when observed
@@ -60,12 +58,6 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 	}
 	if try {
 		r.o.retry.maxAttempts = 1
-	}
-	if r.proto.Mode == 'w' && r.label == "reentrant" && r.proto.Owner == "" {
-		return invalid("empty owner ID of a reentrant lock")
-	}
-	if r.proto.Mode == 's' && (r.proto.Permits < 1 || r.proto.Permits > limits.MaxPermits) {
-		return invalid("%d permits: a semaphore has 1 to %d", r.proto.Permits, limits.MaxPermits)
 	}
 	switch {
 	case len(r.names) == 0:
@@ -413,7 +405,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 // second round when the token needs one. The caller holds e.life for
 // reading.
 func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout time.Duration) (*Lock, time.Duration, error) {
-	l := e.newLock(r.names[i], r.keys[i], r.label, r.kind, &r.proto, r.wait, ttl, timeout)
+	l := e.newLock(r.names[i], r.keys[i], &r.spec, r.wait, ttl, timeout)
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
 	// The call of every node that is not a Redis Cluster: their keys and
