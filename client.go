@@ -6,9 +6,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 // Client obtains locks on one Redis node (the single-instance lock) or on N
@@ -49,7 +49,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	conns := make([]transport.Node, len(nodes))
+	conns := make([]driver.Node, len(nodes))
 	for i, n := range nodes {
 		if n == nil {
 			return nil, invalid("node %d is nil", i)

@@ -17,10 +17,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 func TestMain(m *testing.M) {
