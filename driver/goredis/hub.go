@@ -213,6 +213,11 @@ func (h *hub) subscribe(ctx context.Context, name string, ch *channel) error {
 			return err
 		}
 		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			_ = ps.Close()
+			return errHubClosed
+		}
 		ch.ps = ps
 		h.mu.Unlock()
 		h.startLoop(ps)
@@ -221,6 +226,10 @@ func (h *hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	h.mu.Lock()
 	ps := h.shared
 	if ps == nil {
+		if h.closed {
+			h.mu.Unlock()
+			return errHubClosed
+		}
 		ps = h.client.Subscribe(ctx)
 		h.shared = ps
 		h.mu.Unlock()
@@ -230,6 +239,8 @@ func (h *hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	}
 	return ps.Subscribe(ctx, name)
 }
+
+var errHubClosed = errors.New("redlock: the notifier is closed")
 
 // unsubscribe undoes subscribe: it closes a sharded subscription's
 // connection ps, or sends the UNSUBSCRIBE on the shared one. h.cmd is held.
@@ -371,12 +382,15 @@ func (h *hub) isClosed() bool {
 
 // Close closes every connection and waits for the receive loops. Waiters
 // still registered are woken.
+//
+// It does not wait for the subscription work in flight (h.cmd): that work
+// ends with the connections, or at its timeout, and the work queued behind
+// it sees the hub closed, so that a frozen node costs Close one timeout at
+// most, not one per queued change.
 func (h *hub) Close() {
-	h.cmd.Lock()
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		h.cmd.Unlock()
 		return
 	}
 	h.closed = true
@@ -394,7 +408,6 @@ func (h *hub) Close() {
 		}
 	}
 	h.mu.Unlock()
-	h.cmd.Unlock()
 	for _, ps := range conns {
 		_ = ps.Close()
 	}
