@@ -1,6 +1,7 @@
 package goredis_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -36,6 +37,21 @@ func TestConformance(t *testing.T) {
 				},
 				Sentinel: func(t testing.TB, master string, sentinels []string) driver.Node {
 					rc := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: master, SentinelAddrs: sentinels, ContextTimeoutEnabled: c.deadline})
+					t.Cleanup(func() { _ = rc.Close() })
+					return goredis.New(rc)
+				},
+			})
+		})
+	}
+}
+
+func BenchmarkDriver(b *testing.B) {
+	for _, deadline := range []bool{true, false} {
+		b.Run(fmt.Sprintf("ContextTimeoutEnabled=%v", deadline), func(b *testing.B) {
+			drivertest.Benchmark(b, drivertest.Driver{
+				Name: "go-redis",
+				Standalone: func(t testing.TB, addr string) driver.Node {
+					rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: deadline})
 					t.Cleanup(func() { _ = rc.Close() })
 					return goredis.New(rc)
 				},
