@@ -83,8 +83,12 @@ var _ driver.Node = (*Node)(nil)
 // New wraps a rueidis client: standalone (ForceSingleClient, or a single
 // InitAddress that is not a cluster), Sentinel (ClientOption.Sentinel) or
 // Redis Cluster. It does no I/O. The caller keeps the client, and closes
-// it after the redlock Client that uses the node.
+// it after the redlock Client that uses the node. A nil client gives a nil
+// node, which redlock.NewFromNodes refuses with ErrInvalid.
 func New(c rueidis.Client) *Node {
+	if c == nil {
+		return nil
+	}
 	return &Node{c: c, info: describe(c)}
 }
 
