@@ -2,12 +2,14 @@ package redigo_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/driver/drivertest"
 	redigodriver "github.com/redlock-go/redlock/driver/redigo"
@@ -62,4 +64,14 @@ func TestConformanceWithDialOnly(t *testing.T) {
 
 func BenchmarkDriver(b *testing.B) {
 	drivertest.Benchmark(b, redigoDriver)
+}
+
+// A nil pool is a nil node, which NewFromNodes refuses.
+func TestNilPool(t *testing.T) {
+	if n := redigodriver.New(nil, "127.0.0.1:6379"); n != nil {
+		t.Fatalf("New(nil): %v, want nil", n)
+	}
+	if _, err := redlock.NewFromNodes([]driver.Node{redigodriver.New(nil, "")}); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("NewFromNodes with New(nil): %v, want ErrInvalid", err)
+	}
 }

@@ -2,6 +2,7 @@ package rueidis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -150,5 +151,15 @@ func TestNodeDownAtStart(t *testing.T) {
 			t.Fatalf("the node does not answer after its server started: %v, %v", v, err)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A nil client is a nil node, which NewFromNodes refuses.
+func TestNilClient(t *testing.T) {
+	if n := rueidisdriver.New(nil); n != nil {
+		t.Fatalf("New(nil): %v, want nil", n)
+	}
+	if _, err := redlock.NewFromNodes([]driver.Node{rueidisdriver.New(nil)}); !errors.Is(err, redlock.ErrInvalid) {
+		t.Fatalf("NewFromNodes with New(nil): %v, want ErrInvalid", err)
 	}
 }
