@@ -72,7 +72,7 @@ type Node struct {
 	deadlines deadlines // the Done channels of single-node requests
 }
 
-// NewNode wraps a node of the driver. maxInFlight ≤ 0 means
+// NewNode wraps a driver's node. maxInFlight ≤ 0 means
 // DefaultMaxInFlight.
 func NewNode(index int, c driver.Node, maxInFlight int) *Node {
 	if maxInFlight <= 0 {
