@@ -136,9 +136,16 @@ var _ Notifier = (*Hub)(nil)
 
 // NewHub returns a Hub that opens its connections with dial. sharded
 // selects sharded pub/sub (SSUBSCRIBE, a connection per channel), for a
-// Redis Cluster. timeout bounds each dial, SUBSCRIBE and UNSUBSCRIBE; it
-// must be positive. NewHub does no I/O: the first Subscribe dials.
+// Redis Cluster. timeout bounds each dial, SUBSCRIBE and UNSUBSCRIBE; 0 or
+// less means 2 s. A nil dial makes a Hub that never confirms (its waiters
+// wait on their timers). NewHub does no I/O: the first Subscribe dials.
 func NewHub(dial Dialer, sharded bool, timeout time.Duration) *Hub {
+	if timeout <= 0 {
+		timeout = defaultHubTimeout
+	}
+	if dial == nil {
+		dial = func(context.Context, string) (PubSubConn, error) { return nil, errNoDialer }
+	}
 	return &Hub{
 		dial:     dial,
 		sharded:  sharded,
@@ -302,7 +309,13 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *hubChannel) error 
 	return nil
 }
 
-var errClosedHub = errors.New("redlock: the notifier is closed")
+var (
+	errClosedHub = errors.New("redlock: the notifier is closed")
+	errNoDialer  = errors.New("redlock: the notifier has no dialer")
+)
+
+// defaultHubTimeout is NewHub's timeout when it is given none.
+const defaultHubTimeout = 2 * time.Second
 
 // closeConn closes c once.
 func (h *Hub) closeConn(c *hubConn) {

@@ -98,3 +98,23 @@ func TestHubConformance(t *testing.T) {
 		},
 	})
 }
+
+// A Hub without a dialer or a timeout does not panic: it never confirms,
+// and closes.
+func TestHubWithoutDialer(t *testing.T) {
+	h := driver.NewHub(nil, false, 0)
+	w := driver.NewWaiter()
+	confirmed := h.Subscribe("ch", w)
+	timer := time.NewTimer(200 * time.Millisecond)
+	defer timer.Stop()
+	select {
+	case <-confirmed:
+		t.Fatal("a hub without a dialer confirmed a subscription")
+	case <-timer.C:
+	}
+	if h.Subscribed("ch") {
+		t.Error("Subscribed without a connection")
+	}
+	h.Unsubscribe("ch", w)
+	h.Close()
+}
