@@ -2,12 +2,13 @@ package redlock
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/internal/transport"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 // Client obtains locks on one Redis node (the single-instance lock) or on N
@@ -21,12 +22,14 @@ type Client struct {
 	engine
 }
 
-// New returns a Client over the given nodes. Each node is an independent
+// New returns a Client over the given nodes, each a go-redis client (the
+// go-redis driver, package driver/goredis). Each node is an independent
 // Redis deployment: a standalone server (redis.NewClient), a
 // Sentinel-managed master (redis.NewFailoverClient) or a Redis Cluster
 // (redis.NewClusterClient). One node gives the classic single-instance
 // lock; five independent nodes the classic Redlock deployment. Give each
-// node's client ContextTimeoutEnabled: true (see WithNodeTimeout).
+// node's client ContextTimeoutEnabled: true (see WithNodeTimeout). For the
+// clients of other libraries (rueidis, redigo), see NewFromNodes.
 //
 // A node that refuses connections (a closed port, a stopped server) is
 // reported per node with the refusal, and is dialled at most once a second
@@ -38,17 +41,7 @@ type Client struct {
 // empty or has more than 64, holds a nil client or the same client (or
 // address) twice, or when an option is out of range.
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
-	cfg := defaultConfig()
-	for _, o := range opts {
-		if o == nil {
-			return nil, invalid("nil option")
-		}
-		o.applyClient(&cfg)
-	}
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	conns := make([]transport.Node, len(nodes))
+	conns := make([]driver.Node, len(nodes))
 	for i, n := range nodes {
 		if n == nil {
 			return nil, invalid("node %d is nil", i)
@@ -60,11 +53,58 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 		}
 		conns[i] = goredis.New(n)
 	}
+	return NewFromNodes(conns, opts...)
+}
+
+// NewFromNodes returns a Client over nodes of any driver (package driver):
+// go-redis (driver/goredis), rueidis (the module driver/rueidis), redigo
+// (the module driver/redigo), or a driver of the caller's own. Nodes of
+// different drivers may be mixed. Everything New says of nodes holds here.
+//
+// NewFromNodes does no I/O, and calls each node's Notifier once; Close
+// closes those notifiers, not the nodes or their clients. It returns an
+// error wrapping ErrInvalid when nodes is empty or has more than 64, holds
+// a nil node, the same node twice or two nodes whose Info names the same
+// server, or when an option is out of range.
+func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return nil, invalid("nil option")
+		}
+		o.applyClient(&cfg)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	for i, n := range nodes {
+		if n == nil || isNilPointer(n) {
+			return nil, invalid("node %d is nil", i)
+		}
+		for j := range i {
+			if sameNode(nodes[j], n) {
+				return nil, invalid("node %d is the same node as node %d", i, j)
+			}
+		}
+	}
 	c := &Client{}
-	if err := c.init(conns, cfg, c.fire); err != nil {
+	if err := c.init(nodes, cfg, c.fire); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// sameNode reports whether a and b are one node: equal values of a
+// comparable type (a pointer, as drivers' nodes are).
+func sameNode(a, b driver.Node) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// isNilPointer reports whether n is a nil pointer in a non-nil interface.
+func isNilPointer(n driver.Node) bool {
+	v := reflect.ValueOf(n)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 // Close releases every lock still held through this Client, stops its

@@ -9,13 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
 
@@ -30,7 +30,7 @@ type engine struct {
 	cfg    config
 	nodes  []*quorum.Node
 	quorum int // a lock's: N/2+1
-	hubs   []transport.Notifier
+	hubs   []driver.Notifier
 	// guards are each node's guard setting, encoded once. epochKey is the
 	// epoch record of a standalone node; cluster is set when some node is a
 	// Redis Cluster (see lockKeys.on). plainNode is the first node that is
@@ -92,7 +92,7 @@ const minReleaseTimeout = 100 * time.Millisecond
 // init checks the nodes and builds the engine over them in place (its
 // goroutines' owner is its own WaitGroup); fire is the keep-alive's handler
 // of due locks. It does no I/O.
-func (e *engine) init(nodes []transport.Node, cfg config, fire func(due []*keepalive.Entry[any])) error {
+func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepalive.Entry[any])) error {
 	if len(nodes) == 0 {
 		return invalid("no nodes given")
 	}
@@ -444,7 +444,7 @@ type samplerState struct {
 // ambiguous reports whether a failed request may still have run on the
 // node: anything but an error reply from Redis itself.
 func ambiguous(err error) bool {
-	return err != nil && !transport.IsReply(err)
+	return err != nil && !driver.IsReply(err)
 }
 
 // releaseAll releases locks in parallel, a bounded number at a time, so that

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/reply"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport"
 )
 
 // A kind is what sets the primitives apart: the plain lock (Client.Mutex),
@@ -47,19 +48,19 @@ type kind interface {
 	// counters to it (docs/fencing.md, docs/lock-family.md).
 	token(replies []quorum.Reply[script.Acquired], q int) (token int64, raise bool)
 	// raise is the second round's call on one node.
-	raise(ctx context.Context, n transport.Node, k script.Keys, token int64, s *secret, g script.Guard) error
+	raise(ctx context.Context, n driver.Node, k script.Keys, token int64, s *secret, g script.Guard) error
 	// probe is the read of a waiter that looks for a release it may have
 	// missed (the commands after the waiters mark), and looked decodes
 	// its replies: whether a new lock of the kind could be taken on the
 	// node, else how long until the holder (or the soonest permit) runs
 	// out (-1 if unknown).
 	probe(key string) [][]any
-	looked(replies []transport.Reply, proto *script.Hold) (free bool, holder time.Duration)
+	looked(replies []driver.Reply, proto *script.Hold) (free bool, holder time.Duration)
 	// check is the read that tells whether a node holds the lock of s
 	// (Client.Resume), and holding decodes its replies: whether it does,
 	// and for how much longer.
 	check(key string, s *secret) [][]any
-	holding(replies []transport.Reply, s *secret) (bool, time.Duration)
+	holding(replies []driver.Reply, s *secret) (bool, time.Duration)
 	// degradable is true when the kind's obtains may fall back to the
 	// degraded mode's lease store.
 	degradable() bool
@@ -171,13 +172,13 @@ func (plain) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool)
 	return highestToken(replies, q)
 }
 
-func (plain) raise(ctx context.Context, n transport.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+func (plain) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
 	return script.Fence(ctx, n, k.Fence, token, g)
 }
 
 func (plain) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
 
-func (plain) looked(replies []transport.Reply, _ *script.Hold) (bool, time.Duration) {
+func (plain) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
 	return pttlGone(replies[0])
 }
 
@@ -185,12 +186,12 @@ func (plain) check(key string, _ *secret) [][]any { return [][]any{{"GET", key},
 
 // holding: the key holds the value (a hash of another kind answers
 // WRONGTYPE, no holding either).
-func (plain) holding(replies []transport.Reply, s *secret) (bool, time.Duration) {
-	v, err := transport.String(replies[0].Val, replies[0].Err)
+func (plain) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
+	v, err := reply.String(replies[0].Val, replies[0].Err)
 	if err != nil || v != s.hold.ID {
 		return false, 0
 	}
-	ms, err := transport.Int64(replies[1].Val, replies[1].Err)
+	ms, err := reply.Int64(replies[1].Val, replies[1].Err)
 	if err != nil || ms <= 0 {
 		return false, 0
 	}
@@ -223,8 +224,8 @@ func highestToken(replies []quorum.Reply[script.Acquired], q int) (int64, bool) 
 }
 
 // pttlGone reads a PTTL reply: the key is gone (-2), or has that long left.
-func pttlGone(r transport.Reply) (bool, time.Duration) {
-	ms, err := transport.Int64(r.Val, r.Err)
+func pttlGone(r driver.Reply) (bool, time.Duration) {
+	ms, err := reply.Int64(r.Val, r.Err)
 	switch {
 	case err != nil:
 		return false, -1
@@ -355,19 +356,19 @@ func agreeing(replies []quorum.Reply[script.Acquired], t int64) int {
 
 // raise seals: it raises the counter and records the token as the owner's
 // (seal.lua).
-func (family) raise(ctx context.Context, n transport.Node, k script.Keys, token int64, s *secret, g script.Guard) error {
+func (family) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, s *secret, g script.Guard) error {
 	return script.Seal(ctx, n, k, token, s.hold.Owner, g)
 }
 
 func (family) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
 
-func (family) looked(replies []transport.Reply, _ *script.Hold) (bool, time.Duration) {
+func (family) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
 	return pttlGone(replies[0])
 }
 
 func (family) check(key string, s *secret) [][]any { return holdCheck(key, s) }
 
-func (family) holding(replies []transport.Reply, s *secret) (bool, time.Duration) {
+func (family) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
 	return holdLeft(replies)
 }
 
@@ -378,8 +379,8 @@ func holdCheck(key string, s *secret) [][]any {
 }
 
 // holdLeft decodes holdCheck's replies: the hold is live, for that long.
-func holdLeft(replies []transport.Reply) (bool, time.Duration) {
-	v, err := transport.String(replies[0].Val, replies[0].Err)
+func holdLeft(replies []driver.Reply) (bool, time.Duration) {
+	v, err := reply.String(replies[0].Val, replies[0].Err)
 	if err != nil {
 		return false, 0
 	}
@@ -395,8 +396,8 @@ func holdLeft(replies []transport.Reply) (bool, time.Duration) {
 }
 
 // nodeTime reads a TIME reply as milliseconds.
-func nodeTime(r transport.Reply) (int64, bool) {
-	now, err := transport.Slice(r.Val, r.Err)
+func nodeTime(r driver.Reply) (int64, bool) {
+	now, err := reply.Slice(r.Val, r.Err)
 	if err != nil || len(now) != 2 {
 		return 0, false
 	}
@@ -459,7 +460,7 @@ func (permit) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool
 	return highestToken(replies, q)
 }
 
-func (permit) raise(ctx context.Context, n transport.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+func (permit) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
 	return script.Fence(ctx, n, k.Fence, token, g)
 }
 
@@ -468,8 +469,8 @@ func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIM
 // looked counts the semaphore's live permits at the node's time as the
 // scripts do (holds.lua): free when fewer than k are live, else the time
 // until the soonest expires.
-func (permit) looked(replies []transport.Reply, proto *script.Hold) (bool, time.Duration) {
-	fields, err := transport.Slice(replies[0].Val, replies[0].Err)
+func (permit) looked(replies []driver.Reply, proto *script.Hold) (bool, time.Duration) {
+	fields, err := reply.Slice(replies[0].Val, replies[0].Err)
 	if err != nil {
 		return false, -1
 	}
@@ -501,7 +502,7 @@ func (permit) looked(replies []transport.Reply, proto *script.Hold) (bool, time.
 
 func (permit) check(key string, s *secret) [][]any { return holdCheck(key, s) }
 
-func (permit) holding(replies []transport.Reply, s *secret) (bool, time.Duration) {
+func (permit) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
 	return holdLeft(replies)
 }
 

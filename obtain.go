@@ -8,11 +8,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/reply"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport"
 )
 
 // request is one obtain: what a handle asks for, and the state of the call.
@@ -170,7 +171,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 	// wakes this waiter (its refusal marked it as waited for). Zero:
 	// unknown.
 	heldUntil := make([]time.Time, n)
-	var heard *transport.Waiter // the queue's waiter, once joined
+	var heard *driver.Waiter // the queue's waiter, once joined
 	// pass makes one attempt on each candidate, in the order of arrange,
 	// until one is obtained. A pass after a release notification
 	// (onlyLikely) skips the candidates known to be held that were not
@@ -333,7 +334,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 // (rank 0: they are likely free), and a name in its grace period last
 // (rank 2: this Client released it and others were notified: let their
 // waiters have it). A single name needs no order; its rank is nil.
-func (e *engine) arrange(r *request, order []int, heard *transport.Waiter) (rank []int) {
+func (e *engine) arrange(r *request, order []int, heard *driver.Waiter) (rank []int) {
 	if len(order) == 1 {
 		return nil
 	}
@@ -555,7 +556,7 @@ func recoveringError(d time.Duration) error {
 // ErrWrongKind, keeping the reply in the chain (it is a definite answer, not
 // an ambiguous failure).
 func kindError(err error) error {
-	if transport.HasPrefix(err, "REDLOCK_KIND") || transport.HasPrefix(err, "REDLOCK_PERMITS") {
+	if reply.HasPrefix(err, "REDLOCK_KIND") || reply.HasPrefix(err, "REDLOCK_PERMITS") {
 		return fmt.Errorf("%w: %w", ErrWrongKind, err)
 	}
 	return err

@@ -17,10 +17,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 func TestMain(m *testing.M) {
@@ -1133,6 +1134,29 @@ func TestBadInput(t *testing.T) {
 			c, err := New(tt.nodes, tt.opts...)
 			if !errors.Is(err, ErrInvalid) || c != nil {
 				t.Fatalf("New: %v, %v; want nil and ErrInvalid", c, err)
+			}
+		})
+	}
+
+	// NewFromNodes: the nodes of any driver.
+	na, nb := goredis.New(a), goredis.New(b)
+	var nilNode *goredis.Node
+	fromNodesTests := []struct {
+		name  string
+		nodes []driver.Node
+	}{
+		{"no nodes", nil},
+		{"nil node", []driver.Node{na, nil}},
+		{"nil pointer", []driver.Node{na, nilNode}},
+		{"same node twice", []driver.Node{na, nb, na}},
+		{"same address twice", []driver.Node{na, goredis.New(sameAddr)}},
+		{"one client in two nodes", []driver.Node{na, goredis.New(a)}},
+	}
+	for _, tt := range fromNodesTests {
+		t.Run("NewFromNodes/"+tt.name, func(t *testing.T) {
+			c, err := NewFromNodes(tt.nodes)
+			if !errors.Is(err, ErrInvalid) || c != nil {
+				t.Fatalf("NewFromNodes: %v, %v; want nil and ErrInvalid", c, err)
 			}
 		})
 	}

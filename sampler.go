@@ -9,9 +9,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
-	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/internal/reply"
 )
 
 // The adaptive TTL's sampler (WithAdaptiveTTL): a goroutine of the Client
@@ -171,7 +172,7 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 				defer cancel()
-				subs, err := transport.Slice(n.Conn.Do(ctx, channels...))
+				subs, err := reply.Slice(n.Conn.Do(ctx, channels...))
 				if err != nil {
 					return
 				}
@@ -214,7 +215,7 @@ func pressure(m *SampleEvent, ratio float64) string {
 // evictions.
 func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 	m := SampleEvent{Node: n.Index, Addr: n.Addr}
-	read := func(ctx context.Context, c transport.Node) (SampleEvent, error) {
+	read := func(ctx context.Context, c driver.Node) (SampleEvent, error) {
 		ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 		defer cancel()
 		start := time.Now()
@@ -224,7 +225,7 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 		}
 		var info strings.Builder
 		for _, r := range replies {
-			s, err := transport.String(r.Val, r.Err)
+			s, err := reply.String(r.Val, r.Err)
 			if err != nil {
 				return SampleEvent{}, err
 			}

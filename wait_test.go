@@ -10,11 +10,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/internal/transport"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
 
@@ -184,7 +183,7 @@ func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
 	}
 	for _, c := range clients {
 		for i, h := range c.hubs {
-			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.(*goredis.Hub).Channels() == 0 })
+			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.(interface{ Channels() int }).Channels() == 0 })
 		}
 		if c.waits.Queued("{redlock:many-waits-0}") {
 			t.Fatal("a wait queue outlived its waiters")
@@ -332,7 +331,7 @@ func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	cl := startNodes(t, 1)
 	c := newClient(t, cl.clients)
 	never := make(chan struct{})
-	q := &waitq.Queue{Group: "{redlock:unconfirmed}", Keys: []string{"{redlock:unconfirmed}"}, Wake: transport.NewWaiter(), Confirmed: []<-chan struct{}{never}}
+	q := &waitq.Queue{Group: "{redlock:unconfirmed}", Keys: []string{"{redlock:unconfirmed}"}, Wake: driver.NewWaiter(), Confirmed: []<-chan struct{}{never}}
 	c.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport"
 	"github.com/redlock-go/redlock/internal/waitq"
 )
 
@@ -107,7 +107,7 @@ func (e *engine) unsubscribe(q *waitq.Queue) {
 // is not an attempt: WithMaxAttempts does not count it and the hook does
 // not see it. It returns the shortest remaining time a node reported for a
 // holder, or holderTTL when no node did.
-func (e *engine) lookForRelease(ctx context.Context, r *request, w *transport.Waiter, holderTTL time.Duration) time.Duration {
+func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waiter, holderTTL time.Duration) time.Duration {
 	e.life.RLock()
 	defer e.life.RUnlock()
 	if e.isClosed() {

@@ -2,8 +2,9 @@
 # Checks that importing the library pulls in only what the library needs:
 # a fresh module that imports github.com/redlock-go/redlock (this checkout,
 # through a replace) must not have the CLI's dependencies (miniredis,
-# gopher-lua) or the adapters' (Prometheus, OpenTelemetry) in its module
-# graph. go list -m all is the graph a user's go.mod and go.sum get.
+# gopher-lua), the adapters' (Prometheus, OpenTelemetry) or the drivers'
+# (rueidis, redigo) in its module graph. go list -m all is the graph a
+# user's go.mod and go.sum get.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 GO=${GO:-go}
@@ -29,7 +30,7 @@ SRC
 GOFLAGS=-mod=mod $GO mod tidy >/dev/null
 graph=$($GO list -m all)
 echo "$graph" | sed 's/^/  /'
-if bad=$(echo "$graph" | grep -E 'miniredis|gopher-lua|prometheus|opentelemetry|redsync|bsm/redislock|modernc|jackc'); then
+if bad=$(echo "$graph" | grep -E 'miniredis|gopher-lua|prometheus|opentelemetry|redsync|bsm/redislock|modernc|jackc|rueidis|redigo'); then
   echo "lean-module: importing the library pulls in: $bad" >&2
   exit 1
 fi

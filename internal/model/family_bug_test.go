@@ -9,7 +9,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
+	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 // staleSeal is the counterexample the model checker found in the lock

@@ -15,7 +15,7 @@ import (
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
+	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 var famKeys = script.Keys{Lock: "{f}", Fence: "{f}:fence", Epoch: "{f}:epoch"}

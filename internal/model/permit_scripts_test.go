@@ -14,7 +14,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
+	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 // permitDiff drives the permit scripts on a real node and the model

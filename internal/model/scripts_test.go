@@ -16,7 +16,7 @@ import (
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
+	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 var diffSeed = flag.Uint64("diffseed", 0, "seed of TestModelMatchesScripts and TestPermitModelMatchesScripts (0: the run's, $REDLOCK_MODEL_SEED or drawn at random)")

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/driver"
 )
 
 // Defaults of the per-node admission control.
@@ -45,7 +45,7 @@ var (
 
 // Node is one independent Redis deployment and its health.
 type Node struct {
-	Conn  transport.Node
+	Conn  driver.Node
 	Index int
 	Addr  string
 	// HonoursDeadline is true when the client is known to abort a blocked
@@ -72,13 +72,13 @@ type Node struct {
 	deadlines deadlines // the Done channels of single-node requests
 }
 
-// NewNode wraps a node of the transport. maxInFlight ≤ 0 means
+// NewNode wraps a driver's node. maxInFlight ≤ 0 means
 // DefaultMaxInFlight.
-func NewNode(index int, c transport.Node, maxInFlight int) *Node {
+func NewNode(index int, c driver.Node, maxInFlight int) *Node {
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
-	var info transport.Info
+	var info driver.Info
 	if c != nil { // tests of rounds that never send
 		info = c.Info()
 	}
@@ -149,7 +149,7 @@ func (n *Node) done(probe bool, o outcome, now time.Time) {
 // got a reply from Redis: an error reply (WRONGTYPE, NOPERM, a script's
 // error) is a reply; a timeout, a refused or broken connection is not.
 func (n *Node) observe(err error) {
-	if err == nil || transport.IsReply(err) {
+	if err == nil || driver.IsReply(err) {
 		if n.down.Load() != 0 {
 			n.down.Store(0)
 		}

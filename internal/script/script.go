@@ -15,7 +15,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/reply"
 )
 
 var (
@@ -92,9 +93,9 @@ var (
 // run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
 // and EVAL with the source when the node does not have the script (after
 // SCRIPT FLUSH or a restart). args is not kept.
-func run(ctx context.Context, n transport.Node, src string, args []any) (any, error) {
+func run(ctx context.Context, n driver.Node, src string, args []any) (any, error) {
 	v, err := n.Do(ctx, args...)
-	if err != nil && transport.HasPrefix(err, "NOSCRIPT") {
+	if err != nil && reply.HasPrefix(err, "NOSCRIPT") {
 		v, err = n.Do(ctx, evalArgs(args, src)...)
 	}
 	return v, err
@@ -131,7 +132,7 @@ func (s luaScript) call(keys []string, argv ...any) Call {
 }
 
 // Run runs a prepared call on one node and returns its raw reply.
-func (call Call) Run(ctx context.Context, n transport.Node) (any, error) {
+func (call Call) Run(ctx context.Context, n driver.Node) (any, error) {
 	return run(ctx, n, call.src, call.args)
 }
 
@@ -287,13 +288,13 @@ func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 
 // Acquire runs the acquire script on one node, followed in the same
 // pipeline by WAIT when ack asks for replicas.
-func Acquire(ctx context.Context, n transport.Node, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
+func Acquire(ctx context.Context, n driver.Node, k Keys, value string, ttl time.Duration, g Guard, ack Ack) (Acquired, error) {
 	return AcquireCall(k, NewLockArgs(k.Lock, value), ttl, g).Acquire(ctx, n, ack)
 }
 
 // Acquire runs a prepared acquire on one node, followed in the same
 // pipeline by WAIT when ack asks for replicas.
-func (call Call) Acquire(ctx context.Context, n transport.Node, ack Ack) (Acquired, error) {
+func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired, error) {
 	if ack.Replicas == 0 {
 		v, err := run(ctx, n, call.src, call.args)
 		if err != nil {
@@ -305,7 +306,7 @@ func (call Call) Acquire(ctx context.Context, n transport.Node, ack Ack) (Acquir
 	// replicas that acknowledged the script's writes.
 	wait := []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()}
 	replies, err := n.Pipe(ctx, [][]any{call.args, wait})
-	if err == nil && transport.HasPrefix(replies[0].Err, "NOSCRIPT") {
+	if err == nil && reply.HasPrefix(replies[0].Err, "NOSCRIPT") {
 		replies, err = n.Pipe(ctx, [][]any{evalArgs(call.args, call.src), wait})
 	}
 	if err != nil {
@@ -318,7 +319,7 @@ func (call Call) Acquire(ctx context.Context, n transport.Node, ack Ack) (Acquir
 	if err != nil || a.Status != Taken {
 		return a, err
 	}
-	acked, err := transport.Int64(replies[1].Val, replies[1].Err)
+	acked, err := reply.Int64(replies[1].Val, replies[1].Err)
 	if err != nil {
 		return a, err
 	}
@@ -356,7 +357,7 @@ func decodeAcquire(v any) (Acquired, error) {
 }
 
 // Fence raises a lock's fencing counter on one node to at least token.
-func Fence(ctx context.Context, n transport.Node, fenceKey string, token int64, g Guard) error {
+func Fence(ctx context.Context, n driver.Node, fenceKey string, token int64, g Guard) error {
 	_, err := run(ctx, n, fence.src, []any{"evalsha", fenceSha, "1", fenceKey, token, g.FenceTTL.Milliseconds()})
 	return err
 }
@@ -364,7 +365,7 @@ func Fence(ctx context.Context, n transport.Node, fenceKey string, token int64, 
 // Seal raises a lock's fencing counter on one node to at least token, as
 // Fence, and records token as the owner's where owner holds the lock of the
 // family exclusively.
-func Seal(ctx context.Context, n transport.Node, k Keys, token int64, owner string, g Guard) error {
+func Seal(ctx context.Context, n driver.Node, k Keys, token int64, owner string, g Guard) error {
 	_, err := seal.call([]string{k.Fence, k.Lock}, token, g.FenceTTL.Milliseconds(), owner).Run(ctx, n)
 	return err
 }
@@ -372,8 +373,8 @@ func Seal(ctx context.Context, n transport.Node, k Keys, token int64, owner stri
 // Withdraw deletes an exclusive hold's writer mark (the key mark) on one
 // node when it is still the mark of wait (Hold.Wait), and reports whether
 // it did.
-func Withdraw(ctx context.Context, n transport.Node, mark, wait string) (bool, error) {
-	deleted, err := transport.Int64(withdraw.call([]string{mark}, wait).Run(ctx, n))
+func Withdraw(ctx context.Context, n driver.Node, mark, wait string) (bool, error) {
+	deleted, err := reply.Int64(withdraw.call([]string{mark}, wait).Run(ctx, n))
 	return deleted == 1, err
 }
 
@@ -392,7 +393,7 @@ type Released struct {
 // failed attempt must not publish: it must not wake waiters, since the lock
 // may well be held on the other nodes (and their failed attempts' clean-ups
 // would wake others in turn).
-func Release(ctx context.Context, n transport.Node, key, value string, publish, sharded bool) (Released, error) {
+func Release(ctx context.Context, n driver.Node, key, value string, publish, sharded bool) (Released, error) {
 	return ReleaseCall(NewLockArgs(key, value), publish, sharded).Release(ctx, n)
 }
 
@@ -419,8 +420,8 @@ func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 }
 
 // Release runs a prepared release on one node.
-func (call Call) Release(ctx context.Context, node transport.Node) (Released, error) {
-	n, err := transport.Int64(run(ctx, node, call.src, call.args))
+func (call Call) Release(ctx context.Context, node driver.Node) (Released, error) {
+	n, err := reply.Int64(run(ctx, node, call.src, call.args))
 	if err != nil {
 		return Released{}, err
 	}
@@ -448,14 +449,14 @@ const (
 func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
 
 // Refresh runs the refresh script on one node.
-func Refresh(ctx context.Context, n transport.Node, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
+func Refresh(ctx context.Context, n driver.Node, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
 	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, n, g)
 }
 
 // Run refreshes the item on one node.
-func (it RefreshItem) Run(ctx context.Context, node transport.Node, g Guard) (RefreshResult, error) {
+func (it RefreshItem) Run(ctx context.Context, node driver.Node, g Guard) (RefreshResult, error) {
 	call := it.call(g.args())
-	n, err := transport.Int64(call.Run(ctx, node))
+	n, err := reply.Int64(call.Run(ctx, node))
 	if err != nil {
 		return NotOwner, err
 	}
@@ -493,7 +494,7 @@ func (it RefreshItem) call(ga []any) Call {
 // pipeline, re-running with EVAL those the node answered NOSCRIPT. It
 // returns each item's result and error; err is set when the node itself
 // failed (a network error or timeout), and then no item's result counts.
-func RefreshBatch(ctx context.Context, n transport.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
+func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
 	ga := g.args()
 	calls := make([]Call, len(items))
 	cmds := make([][]any, len(items))
@@ -507,7 +508,7 @@ func RefreshBatch(ctx context.Context, n transport.Node, items []RefreshItem, g 
 	}
 	var again []int
 	for i, r := range replies {
-		if transport.HasPrefix(r.Err, "NOSCRIPT") {
+		if reply.HasPrefix(r.Err, "NOSCRIPT") {
 			again = append(again, i)
 		}
 	}
@@ -527,7 +528,7 @@ func RefreshBatch(ctx context.Context, n transport.Node, items []RefreshItem, g 
 	results = make([]RefreshResult, len(items))
 	errs = make([]error, len(items))
 	for i, r := range replies {
-		v, err := transport.Int64(r.Val, r.Err)
+		v, err := reply.Int64(r.Val, r.Err)
 		switch {
 		case err != nil:
 			errs[i] = err

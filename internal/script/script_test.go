@@ -10,10 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	lockkeys "github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/internal/transport"
-	"github.com/redlock-go/redlock/internal/transport/goredis"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -515,5 +515,5 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	release("a", true, false, 1)
 }
 
-// nodeOf is a test server's go-redis client as a node of the transport.
-func nodeOf(c redis.UniversalClient) transport.Node { return goredis.New(c) }
+// nodeOf is a test server's go-redis client as a node of the driver.
+func nodeOf(c redis.UniversalClient) driver.Node { return goredis.New(c) }

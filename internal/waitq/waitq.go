@@ -12,8 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
-	"github.com/redlock-go/redlock/internal/transport"
 )
 
 // Queue is the local queue of waiters for one group: a lock, an owner's
@@ -24,7 +24,7 @@ type Queue struct {
 	Keys  []string
 	// Wake is woken by a release of any of Keys: a notification of the
 	// node, or a release through this Client.
-	Wake *transport.Waiter
+	Wake *driver.Waiter
 	// Confirmed holds each node's confirmation of the subscription to each
 	// of Keys (node-major), once the first head has subscribed; Settled is
 	// set once a head has waited for them until they came or its timeout
@@ -65,9 +65,9 @@ func (w *Queues) Join(group string, keys []string) (*Queue, *Member) {
 	defer w.mu.Unlock()
 	q := w.groups[group]
 	if q == nil {
-		wake := transport.NewWaiter()
+		wake := driver.NewWaiter()
 		if len(keys) > 1 {
-			wake = transport.NewTrackingWaiter()
+			wake = driver.NewTrackingWaiter()
 		}
 		q = &Queue{Group: group, Keys: keys, Wake: wake}
 		if w.groups == nil {

@@ -10,8 +10,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/redistest"
-	"github.com/redlock-go/redlock/internal/transport"
 )
 
 func TestMain(m *testing.M) {
@@ -29,7 +29,7 @@ const patience = 2 * time.Second
 // waiter, and one that comes too early lets it miss a release. With fresh,
 // each cycle subscribes to a new channel; without, each goroutine
 // subscribes to one channel again and again, right after unsubscribing.
-func churn(t *testing.T, h *Hub, publish func(ctx context.Context, name string) error, goroutines, cycles int, fresh bool) {
+func churn(t *testing.T, h *hub, publish func(ctx context.Context, name string) error, goroutines, cycles int, fresh bool) {
 	t.Helper()
 	budget := time.Now().Add(8 * time.Second)
 	var (
@@ -54,7 +54,7 @@ func churn(t *testing.T, h *Hub, publish func(ctx context.Context, name string) 
 				if fresh {
 					name += fmt.Sprintf("-%d", i)
 				}
-				w := transport.NewWaiter()
+				w := driver.NewWaiter()
 				if !wait(h.Subscribe(name, w)) {
 					t.Errorf("%s, cycle %d: the subscription was not confirmed within %v", name, i, patience)
 					h.Unsubscribe(name, w)
@@ -91,7 +91,7 @@ func TestConfirmationsUnderChurn(t *testing.T) {
 	publish := func(ctx context.Context, name string) error { return c.Publish(ctx, name, "released").Err() }
 	for _, fresh := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fresh=%v", fresh), func(t *testing.T) {
-			h := NewHub(c, false, patience)
+			h := newHub(c, false, patience)
 			defer h.Close()
 			churn(t, h, publish, 4, 500, fresh)
 		})
@@ -107,7 +107,7 @@ func TestShardedConfirmationsUnderChurn(t *testing.T) {
 	publish := func(ctx context.Context, name string) error { return c.SPublish(ctx, name, "released").Err() }
 	for _, fresh := range []bool{true, false} {
 		t.Run(fmt.Sprintf("fresh=%v", fresh), func(t *testing.T) {
-			h := NewHub(c, true, patience)
+			h := newHub(c, true, patience)
 			defer h.Close()
 			churn(t, h, publish, 4, 150, fresh)
 		})
@@ -121,9 +121,9 @@ func TestHubForgetsIdleChannels(t *testing.T) {
 	s := redistest.Start(t, 1)[0]
 	c := s.Client()
 	defer c.Close()
-	h := NewHub(c, false, patience)
+	h := newHub(c, false, patience)
 	defer h.Close()
-	a, b := transport.NewWaiter(), transport.NewWaiter()
+	a, b := driver.NewWaiter(), driver.NewWaiter()
 	select {
 	case <-h.Subscribe("idle", a):
 	case <-time.After(patience):

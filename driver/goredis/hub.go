@@ -1,6 +1,6 @@
 package goredis
 
-// The notification side of a node (transport.Notifier): a shared pub/sub
+// The notification side of a node (driver.Notifier): a shared pub/sub
 // connection per node (per channel on a Redis Cluster, where sharded
 // subscriptions are tied to a shard), with reference-counted channels so
 // that no subscription outlives its waiters.
@@ -17,11 +17,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redlock-go/redlock/internal/transport"
+	"github.com/redlock-go/redlock/driver"
 )
 
-// Hub is the notification side of one node.
-type Hub struct {
+// hub is the notification side of one node.
+type hub struct {
 	client  redis.UniversalClient
 	sharded bool          // Redis Cluster: SSUBSCRIBE, one PubSub per channel
 	timeout time.Duration // bounds each SUBSCRIBE or UNSUBSCRIBE write
@@ -57,7 +57,7 @@ type Hub struct {
 //     arrives from then on gets a channel that only the next
 //     subscription's confirmation closes, never the old, closed one.
 //   - A confirmation read while an UNSUBSCRIBE of the name is in flight
-//     (Hub.draining) answers a SUBSCRIBE written before that UNSUBSCRIBE:
+//     (hub.draining) answers a SUBSCRIBE written before that UNSUBSCRIBE:
 //     the server may have dropped the subscription since, and the reply is
 //     ignored. Replies on one connection come in the order of the commands,
 //     so once the UNSUBSCRIBE's reply is read, the next confirmation is the
@@ -72,17 +72,17 @@ type Hub struct {
 //     taken for a later subscription's: a hint lost, as with any broken
 //     connection.)
 type channel struct {
-	waiters   map[*transport.Waiter]struct{}
+	waiters   map[*driver.Waiter]struct{}
 	want      bool          // someone waits: should be subscribed
 	active    bool          // SUBSCRIBE written or being written, and no UNSUBSCRIBE since
 	confirmed chan struct{} // closed when the server confirmed the active subscription
 	ps        *redis.PubSub // sharded only
 }
 
-// NewHub returns a Hub for a node's client. sharded selects SSUBSCRIBE
+// newHub returns a hub for a node's client. sharded selects SSUBSCRIBE
 // (Redis Cluster, Redis 7+). timeout bounds each subscription write.
-func NewHub(c redis.UniversalClient, sharded bool, timeout time.Duration) *Hub {
-	return &Hub{
+func newHub(c redis.UniversalClient, sharded bool, timeout time.Duration) *hub {
+	return &hub{
 		client:   c,
 		sharded:  sharded,
 		timeout:  timeout,
@@ -94,13 +94,13 @@ func NewHub(c redis.UniversalClient, sharded bool, timeout time.Duration) *Hub {
 
 // Subscribe registers w for name and returns a channel that is closed once
 // the server has confirmed the subscription: from then on a message on name
-// wakes w. A Hub that is closed, or a node that cannot be reached, never
+// wakes w. A hub that is closed, or a node that cannot be reached, never
 // confirms; the caller bounds its wait.
-func (h *Hub) Subscribe(name string, w *transport.Waiter) <-chan struct{} {
+func (h *hub) Subscribe(name string, w *driver.Waiter) <-chan struct{} {
 	h.mu.Lock()
 	ch := h.channels[name]
 	if ch == nil {
-		ch = &channel{waiters: make(map[*transport.Waiter]struct{}), confirmed: make(chan struct{})}
+		ch = &channel{waiters: make(map[*driver.Waiter]struct{}), confirmed: make(chan struct{})}
 		h.channels[name] = ch
 	}
 	ch.waiters[w] = struct{}{}
@@ -112,7 +112,7 @@ func (h *Hub) Subscribe(name string, w *transport.Waiter) <-chan struct{} {
 }
 
 // Unsubscribe removes w from name; the last waiter out unsubscribes.
-func (h *Hub) Unsubscribe(name string, w *transport.Waiter) {
+func (h *hub) Unsubscribe(name string, w *driver.Waiter) {
 	h.mu.Lock()
 	ch := h.channels[name]
 	if ch == nil {
@@ -128,7 +128,7 @@ func (h *Hub) Unsubscribe(name string, w *transport.Waiter) {
 // reconcileLocked starts a reconcile of name on a goroutine of the hub:
 // the network write may block (a node that does not answer a dial), and no
 // waiter should wait on it longer than its own bound. h.mu must be held.
-func (h *Hub) reconcileLocked(name string) {
+func (h *hub) reconcileLocked(name string) {
 	if h.closed {
 		return
 	}
@@ -138,7 +138,7 @@ func (h *Hub) reconcileLocked(name string) {
 // Subscribed reports whether this hub is subscribed to name on its node, so
 // that a caller can tell its own subscription from other clients' in
 // PUBLISH's count of receivers.
-func (h *Hub) Subscribed(name string) bool {
+func (h *hub) Subscribed(name string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ch := h.channels[name]
@@ -146,7 +146,7 @@ func (h *Hub) Subscribed(name string) bool {
 }
 
 // Channels is the number of channels with waiters or a subscription.
-func (h *Hub) Channels() int {
+func (h *hub) Channels() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.channels)
@@ -155,7 +155,7 @@ func (h *Hub) Channels() int {
 // reconcile brings the server's subscription for name in line with whether
 // anyone waits for it. Each change of state is decided under h.mu before its
 // command is written (see channel).
-func (h *Hub) reconcile(name string) {
+func (h *hub) reconcile(name string) {
 	h.cmd.Lock()
 	defer h.cmd.Unlock()
 	for {
@@ -202,7 +202,7 @@ func (h *Hub) reconcile(name string) {
 // subscription that fails leaves the channel inactive; a failed SUBSCRIBE on
 // the shared connection leaves it active, as go-redis subscribes again when
 // it reconnects.
-func (h *Hub) subscribe(ctx context.Context, name string, ch *channel) error {
+func (h *hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	if h.sharded {
 		ps := h.client.SSubscribe(ctx)
 		if err := ps.SSubscribe(ctx, name); err != nil {
@@ -213,6 +213,11 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *channel) error {
 			return err
 		}
 		h.mu.Lock()
+		if h.closed {
+			h.mu.Unlock()
+			_ = ps.Close()
+			return errHubClosed
+		}
 		ch.ps = ps
 		h.mu.Unlock()
 		h.startLoop(ps)
@@ -221,6 +226,10 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	h.mu.Lock()
 	ps := h.shared
 	if ps == nil {
+		if h.closed {
+			h.mu.Unlock()
+			return errHubClosed
+		}
 		ps = h.client.Subscribe(ctx)
 		h.shared = ps
 		h.mu.Unlock()
@@ -231,9 +240,11 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *channel) error {
 	return ps.Subscribe(ctx, name)
 }
 
+var errHubClosed = errors.New("redlock: the notifier is closed")
+
 // unsubscribe undoes subscribe: it closes a sharded subscription's
 // connection ps, or sends the UNSUBSCRIBE on the shared one. h.cmd is held.
-func (h *Hub) unsubscribe(ctx context.Context, name string, ps *redis.PubSub) {
+func (h *hub) unsubscribe(ctx context.Context, name string, ps *redis.PubSub) {
 	if h.sharded {
 		if ps != nil {
 			_ = ps.Close() // its loop ends with it
@@ -253,7 +264,7 @@ func (h *Hub) unsubscribe(ctx context.Context, name string, ps *redis.PubSub) {
 }
 
 // undrain counts an UNSUBSCRIBE of name as answered. h.mu must be held.
-func (h *Hub) undrain(name string) {
+func (h *hub) undrain(name string) {
 	if n := h.draining[name]; n > 1 {
 		h.draining[name] = n - 1
 	} else {
@@ -264,7 +275,7 @@ func (h *Hub) undrain(name string) {
 // startLoop starts the receive loop of a new connection; called from a
 // reconcile goroutine, which the loops WaitGroup counts, so it never adds
 // to it while Close waits.
-func (h *Hub) startLoop(ps *redis.PubSub) {
+func (h *hub) startLoop(ps *redis.PubSub) {
 	h.loops.Go(func() { h.receive(ps) })
 }
 
@@ -272,7 +283,7 @@ func (h *Hub) startLoop(ps *redis.PubSub) {
 // the channel's waiters, confirmations mark the channel confirmed, and a
 // broken connection wakes every waiter before go-redis reconnects and
 // resubscribes.
-func (h *Hub) receive(ps *redis.PubSub) {
+func (h *hub) receive(ps *redis.PubSub) {
 	backoff := 10 * time.Millisecond
 	timer := time.NewTimer(0)
 	<-timer.C
@@ -318,7 +329,7 @@ func (h *Hub) receive(ps *redis.PubSub) {
 // confirm handles a confirmation of name read from ps: it closes the
 // channel's confirmed when it answers the current subscription (see
 // channel).
-func (h *Hub) confirm(ps *redis.PubSub, name string) {
+func (h *hub) confirm(ps *redis.PubSub, name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	ch := h.channels[name]
@@ -335,7 +346,7 @@ func (h *Hub) confirm(ps *redis.PubSub, name string) {
 	}
 }
 
-func (h *Hub) deliver(name string) {
+func (h *hub) deliver(name string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if ch := h.channels[name]; ch != nil {
@@ -347,7 +358,7 @@ func (h *Hub) deliver(name string) {
 
 // broken wakes the waiters of every channel served by ps: messages may have
 // been lost while the connection was down.
-func (h *Hub) broken(ps *redis.PubSub) {
+func (h *hub) broken(ps *redis.PubSub) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.sharded {
@@ -363,7 +374,7 @@ func (h *Hub) broken(ps *redis.PubSub) {
 	}
 }
 
-func (h *Hub) isClosed() bool {
+func (h *hub) isClosed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed
@@ -371,12 +382,15 @@ func (h *Hub) isClosed() bool {
 
 // Close closes every connection and waits for the receive loops. Waiters
 // still registered are woken.
-func (h *Hub) Close() {
-	h.cmd.Lock()
+//
+// It does not wait for the subscription work in flight (h.cmd): that work
+// ends with the connections, or at its timeout, and the work queued behind
+// it sees the hub closed, so that a frozen node costs Close one timeout at
+// most, not one per queued change.
+func (h *hub) Close() {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
-		h.cmd.Unlock()
 		return
 	}
 	h.closed = true
@@ -394,7 +408,6 @@ func (h *Hub) Close() {
 		}
 	}
 	h.mu.Unlock()
-	h.cmd.Unlock()
 	for _, ps := range conns {
 		_ = ps.Close()
 	}
