@@ -18,10 +18,15 @@ import (
 	"github.com/redlock-go/redlock"
 )
 
-// A contender is one way of taking a lock on a set of nodes. Its workers
-// are used by one goroutine each.
+// A contender is one way of taking a lock on a set of nodes, on one client
+// configuration. Its workers are used by one goroutine each.
 type contender struct {
+	// name is the row's name: the library, then "/ctx" or "/defaults" for
+	// the go-redis configuration it runs on (rueidislock has none).
 	name string
+	// lib is the library alone: floor, redlock, redsync, redislock or
+	// rueidislock.
+	lib string
 	// newWorker returns a worker for one goroutine and one lock key; nil
 	// when the contender has no implementation for this many nodes.
 	newWorker func(key string) worker
@@ -41,16 +46,38 @@ type worker interface {
 
 var errNotObtained = errors.New("not obtained")
 
-// newClients returns one go-redis client per address, with the options
-// every contender shares.
-func newClients(addrs []string) []*redis.Client {
+// A conf is one go-redis configuration. Every contender on go-redis runs
+// on each, as a row of its own.
+type conf string
+
+const (
+	// confCtx is what this module's README recommends:
+	// ContextTimeoutEnabled, so that a context's deadline aborts a blocked
+	// read, and no go-redis retries (the lock client retries itself).
+	confCtx conf = "ctx"
+	// confDefaults is go-redis's default options, which most services run:
+	// ContextTimeoutEnabled false (a socket read or write ends at its
+	// timeout, 5 s, whatever the context's deadline), MaxRetries 3.
+	confDefaults conf = "defaults"
+)
+
+var confs = []conf{confCtx, confDefaults}
+
+func (c conf) options(addr string) *redis.Options {
+	if c == confCtx {
+		return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1}
+	}
+	return &redis.Options{Addr: addr}
+}
+
+func rowName(lib string, c conf) string { return lib + "/" + string(c) }
+
+// newClients returns one go-redis client per address, with the options of
+// configuration c.
+func newClients(addrs []string, c conf) []*redis.Client {
 	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		cs[i] = redis.NewClient(&redis.Options{
-			Addr:                  a,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-		})
+		cs[i] = redis.NewClient(c.options(a))
 	}
 	return cs
 }
@@ -76,9 +103,13 @@ var unlockScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] the
 // several nodes, each request goes to every node in parallel and each phase
 // returns as soon as a quorum said yes (what a Redlock cycle cannot beat);
 // the stragglers finish in the background, bounded by nodeTimeout.
-func newFloor(clients []*redis.Client, ttl, nodeTimeout time.Duration) *contender {
+// With go-redis's default options the floor's deadlines bound its waits
+// for a pooled connection and its retries but not its reads, which end at
+// go-redis's ReadTimeout.
+func newFloor(clients []*redis.Client, c conf, ttl, nodeTimeout time.Duration) *contender {
 	return &contender{
-		name: "floor",
+		name: rowName("floor", c),
+		lib:  "floor",
 		newWorker: func(key string) worker {
 			if len(clients) == 1 {
 				return &floorOne{c: clients[0], key: key, ttl: ttl}
@@ -221,17 +252,20 @@ func (f *floorFan) count(answers <-chan bool) int {
 
 // ---- this library ----
 
-func newRedlock(clients []*redis.Client, ttl time.Duration) (*contender, error) {
+// newRedlock uses redlock with its default options unless opts are given
+// (the harness gives none; its test turns the restart guard off).
+func newRedlock(clients []*redis.Client, cf conf, ttl time.Duration, opts ...redlock.Option) (*contender, error) {
 	nodes := make([]redis.UniversalClient, len(clients))
 	for i, c := range clients {
 		nodes[i] = c
 	}
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &contender{
-		name:      "redlock",
+		name:      rowName("redlock", cf),
+		lib:       "redlock",
 		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() { _ = c.Close() },
 	}, nil
@@ -262,14 +296,18 @@ func (w *redlockWorker) Unlock(ctx context.Context) error { return w.lock.Releas
 
 // newRedsync uses redsync with its default options (expiry 8 s, 32 tries
 // 50–250 ms apart, per-node acquire timeout 5% of the expiry, no fail-fast).
-func newRedsync(clients []*redis.Client) *contender {
+// The per-node timeout is a context deadline: with go-redis's default
+// options it bounds a request's wait for a connection and its retries, but
+// not a blocked read.
+func newRedsync(clients []*redis.Client, cf conf) *contender {
 	pools := make([]redsyncredis.Pool, len(clients))
 	for i, c := range clients {
 		pools[i] = goredis.NewPool(c)
 	}
 	rs := redsync.New(pools...)
 	return &contender{
-		name:      "redsync",
+		name:      rowName("redsync", cf),
+		lib:       "redsync",
 		newWorker: func(key string) worker { return &redsyncWorker{m: rs.NewMutex(key)} },
 		close:     func() {},
 	}
@@ -292,13 +330,14 @@ func (w *redsyncWorker) Unlock(ctx context.Context) error {
 
 // newRedislock returns nil for more than one node: redislock is a
 // single-instance lock.
-func newRedislock(clients []*redis.Client, ttl time.Duration) *contender {
+func newRedislock(clients []*redis.Client, cf conf, ttl time.Duration) *contender {
 	if len(clients) != 1 {
 		return nil
 	}
 	c := redislock.New(clients[0])
 	return &contender{
-		name:      "redislock",
+		name:      rowName("redislock", cf),
+		lib:       "redislock",
 		newWorker: func(key string) worker { return &redislockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() {},
 	}

@@ -1,12 +1,18 @@
 // Command compare measures this module's lock against go-redsync/redsync
 // and bsm/redislock, and against a raw floor with no library, on the same
-// local redis-server nodes and the same go-redis client options.
+// local redis-server nodes.
 //
 //	go run ./cmd/compare -d 3s -passes 5 -out results
 //
+// Every contender on go-redis (floor, redlock, redsync, redislock) runs on
+// two client configurations, each a row of its own: "/ctx" with
+// ContextTimeoutEnabled and no go-redis retries, as the README recommends,
+// and "/defaults" with go-redis's default options.
+//
 // Cases run interleaved (every contender of a scenario once per pass, the
 // order rotated between passes) and are reported as ratios to the raw floor
-// of the same pass, because a shared machine drifts from minute to minute.
+// on the same go-redis configuration in the same pass, because a shared
+// machine drifts from minute to minute.
 // It writes results.json, tables.md and the SVG charts to -out.
 package main
 
@@ -135,26 +141,11 @@ func run(ctx context.Context, cfg config) error {
 		serverPids = append(serverPids, s.Pid())
 	}
 
-	// Each contender has its own clients (same options), so that one's
-	// connection pools and subscriptions do not serve another.
+	// Each contender has its own clients, so that one's connection pools
+	// and subscriptions do not serve another. Every contender on go-redis
+	// runs on each configuration of confs, as a row of its own.
 	sets := map[int][]*contender{}
 	var all []*redis.Client
-	for _, n := range []int{1, 5} {
-		clients := func() []*redis.Client {
-			cs := newClients(addrs[:n])
-			all = append(all, cs...)
-			return cs
-		}
-		rl, err := newRedlock(clients(), cfg.ttl)
-		if err != nil {
-			return err
-		}
-		set := []*contender{newFloor(clients(), cfg.ttl, cfg.nodeTimeout), rl, newRedsync(clients())}
-		if c := newRedislock(clients(), cfg.ttl); c != nil {
-			set = append(set, c)
-		}
-		sets[n] = set
-	}
 	defer func() {
 		for _, set := range sets {
 			for _, c := range set {
@@ -163,6 +154,24 @@ func run(ctx context.Context, cfg config) error {
 		}
 		closeClients(all)
 	}()
+	for _, n := range []int{1, 5} {
+		for _, cf := range confs {
+			clients := func() []*redis.Client {
+				cs := newClients(addrs[:n], cf)
+				all = append(all, cs...)
+				return cs
+			}
+			sets[n] = append(sets[n], newFloor(clients(), cf, cfg.ttl, cfg.nodeTimeout))
+			rl, err := newRedlock(clients(), cf, cfg.ttl)
+			if err != nil {
+				return err
+			}
+			sets[n] = append(sets[n], rl, newRedsync(clients(), cf))
+			if n == 1 {
+				sets[n] = append(sets[n], newRedislock(clients(), cf, cfg.ttl))
+			}
+		}
+	}
 
 	b := &bench{cfg: cfg, ctx: ctx}
 	if b.wantRedlock() {
@@ -186,12 +195,18 @@ func run(ctx context.Context, cfg config) error {
 }
 
 func (b *bench) wantRedlock() bool {
-	for _, sc := range scenarios {
-		if b.want(sc.name, "redlock") {
+	for _, cf := range confs {
+		name := rowName("redlock", cf)
+		for _, sc := range scenarios {
+			if b.want(sc.name, name) {
+				return true
+			}
+		}
+		if b.want("healthy n=5", name) || b.want("frozen 1 of 5", name) {
 			return true
 		}
 	}
-	return b.want("healthy n=5", "redlock") || b.want("frozen 1 of 5", "redlock")
+	return false
 }
 
 // waitNodes waits until redlock takes a lock on each node alone. With a
@@ -201,8 +216,8 @@ func (b *bench) wantRedlock() bool {
 func (b *bench) waitNodes(addrs []string) error {
 	start := time.Now()
 	for _, a := range addrs {
-		cs := newClients([]string{a})
-		c, err := newRedlock(cs, b.cfg.ttl)
+		cs := newClients([]string{a}, confCtx)
+		c, err := newRedlock(cs, confCtx, b.cfg.ttl)
 		if err != nil {
 			return err
 		}
@@ -275,7 +290,7 @@ func (b *bench) add(r result) {
 	if r.Handovers > 0 || r.MinShare > 0 {
 		extra = fmt.Sprintf(" handovers/s=%.0f min-share=%.2f", float64(r.Handovers)/r.Seconds, r.MinShare)
 	}
-	b.logf("%-16s %-9s pass %d: %9.0f/s p50 %8.1fµs p99 %9.1fµs allocs %6.1f cpu %6.1fµs server %6.1fµs errors %d%s",
+	b.logf("%-16s %-18s pass %d: %9.0f/s p50 %8.1fµs p99 %9.1fµs allocs %6.1f cpu %6.1fµs server %6.1fµs errors %d%s",
 		r.Scenario, r.Contender, r.Pass, r.rate(), r.P50us, r.P99us, r.Allocs, r.CPUus, r.SrvCPUus, r.Errors, extra)
 	if r.FirstErr != "" {
 		b.logf("  first error: %s", r.FirstErr)
@@ -311,7 +326,7 @@ func (b *bench) scenario(sc scenario, set []*contender) {
 			warmKey := func(g int) string { return keyOf(c.name, sc.name+":warm", pass, g) }
 			var r result
 			switch {
-			case sc.kind == serial || (sc.kind == contended && c.name == "floor"):
+			case sc.kind == serial || (sc.kind == contended && c.lib == "floor"):
 				// The floor of a contended scenario is the serial
 				// cycle on the same nodes: one holder at a time is
 				// the most a contended lock can hand out.
@@ -338,14 +353,15 @@ func settle() { time.Sleep(100 * time.Millisecond) }
 
 // frozen measures the serial 5-node cycle with one node frozen by SIGSTOP,
 // each pass right after the same contender's healthy cycle. A contender
-// whose frozen cycle takes seconds (redsync waits for the frozen node) runs
-// in the first pass only, for at most -frozen-max-cycles cycles.
+// whose frozen cycle takes seconds (redsync, on either configuration, waits
+// for the frozen node) runs in the first pass only, for at most
+// -frozen-max-cycles cycles.
 func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 	const healthy, frozen = "healthy n=5", "frozen 1 of 5"
 	for pass := range b.cfg.passes {
 		var run []*contender
 		for _, c := range set {
-			if (c.name != "redsync" || pass == 0) && (b.want(frozen, c.name) || b.want(healthy, c.name)) {
+			if (c.lib != "redsync" || pass == 0) && (b.want(frozen, c.name) || b.want(healthy, c.name)) {
 				run = append(run, c)
 			}
 		}
@@ -370,7 +386,7 @@ func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 				break
 			}
 			lim := limits{d: b.cfg.d}
-			if c.name == "redsync" {
+			if c.lib == "redsync" {
 				lim = limits{d: b.cfg.frozenMax, max: b.cfg.frozenMaxN}
 			}
 			r := runCycles(workers(c, func(g int) string { return keyOf(c.name, frozen, pass, g) }, 1), lim)
@@ -383,7 +399,7 @@ func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 		}
 		b.logf("thawed node %s", node.Addr())
 		// Drop what the queued requests set when the node woke up.
-		cl := newClients([]string{node.Addr()})[0]
+		cl := newClients([]string{node.Addr()}, confCtx)[0]
 		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := cl.FlushAll(fctx).Err(); err != nil {
 			b.logf("flush %s: %v", node.Addr(), err)
@@ -411,6 +427,9 @@ func replotFrom(path, out string) error {
 	var rs results
 	if err := json.Unmarshal(b, &rs); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range rs.Results {
+		rs.Results[i].Contender = legacyName(rs.Results[i].Contender)
 	}
 	return writeReport(rs.Results, out)
 }
