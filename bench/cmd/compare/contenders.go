@@ -14,6 +14,8 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/redlock-go/redlock"
 )
@@ -328,13 +330,10 @@ func (w *redsyncWorker) Unlock(ctx context.Context) error {
 
 // ---- bsm/redislock ----
 
-// newRedislock returns nil for more than one node: redislock is a
-// single-instance lock.
-func newRedislock(clients []*redis.Client, cf conf, ttl time.Duration) *contender {
-	if len(clients) != 1 {
-		return nil
-	}
-	c := redislock.New(clients[0])
+// newRedislock locks on the one node of client: redislock is a
+// single-instance lock, so it has no 5-node rows.
+func newRedislock(client *redis.Client, cf conf, ttl time.Duration) *contender {
+	c := redislock.New(client)
 	return &contender{
 		name:      rowName("redislock", cf),
 		lib:       "redislock",
@@ -367,3 +366,73 @@ func (w *redislockWorker) Lock(ctx context.Context) error {
 }
 
 func (w *redislockWorker) Unlock(ctx context.Context) error { return w.lock.Release(ctx) }
+
+// ---- redis/rueidis rueidislock ----
+
+// newRueidislock locks on the one node at addr. rueidislock takes one
+// rueidis client, that is one deployment; KeyMajority k makes it set 2k-1
+// keys there, which on Redis Cluster may land on different shards, but it
+// cannot take a lock across independent masters as Redlock does (rueidis
+// refuses several addresses that are not a cluster). So it has no 5-node
+// rows.
+//
+// KeyMajority 1 and NoLoopTracking are its README's setting for one Redis
+// of version 7.0.5 or later; the other options are its defaults
+// (TryNextAfter, the timeout of one key's request: 20 ms), and KeyValidity
+// is the harness's TTL.
+func newRueidislock(addr string, ttl time.Duration) (*contender, error) {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
+		KeyMajority:    1,
+		NoLoopTracking: true,
+		KeyValidity:    ttl,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rueidislock: %w", err)
+	}
+	return &contender{
+		name:      "rueidislock",
+		lib:       "rueidislock",
+		newWorker: func(key string) worker { return &rueidislockWorker{l: l, name: key} },
+		close:     l.Close,
+	}, nil
+}
+
+// rueidislockWorker maps the worker's calls onto rueidislock's: TryLock is
+// TryWithContext (one attempt that does not wait), Lock is WithContext
+// (waits, retrying when an invalidation says the key changed), Unlock calls
+// the cancel function they return. That cancel deletes the key with a
+// compare-and-delete script and waits for it, but reports no error and
+// takes no context, so Unlock always returns nil.
+type rueidislockWorker struct {
+	l      rueidislock.Locker
+	name   string
+	cancel context.CancelFunc
+}
+
+func (w *rueidislockWorker) TryLock(ctx context.Context) error {
+	_, cancel, err := w.l.TryWithContext(ctx, w.name)
+	if err != nil {
+		return err
+	}
+	w.cancel = cancel
+	return nil
+}
+
+func (w *rueidislockWorker) Lock(ctx context.Context) error {
+	_, cancel, err := w.l.WithContext(ctx, w.name)
+	if err != nil {
+		return err
+	}
+	w.cancel = cancel
+	return nil
+}
+
+func (w *rueidislockWorker) Unlock(context.Context) error {
+	if w.cancel == nil {
+		return errors.New("rueidislock: unlock without a lock")
+	}
+	w.cancel()
+	w.cancel = nil
+	return nil
+}

@@ -1,13 +1,14 @@
-// Command compare measures this module's lock against go-redsync/redsync
-// and bsm/redislock, and against a raw floor with no library, on the same
-// local redis-server nodes.
+// Command compare measures this module's lock against go-redsync/redsync,
+// bsm/redislock and redis/rueidis's rueidislock, and against a raw floor
+// with no library, on the same local redis-server nodes.
 //
 //	go run ./cmd/compare -d 3s -passes 5 -out results
 //
 // Every contender on go-redis (floor, redlock, redsync, redislock) runs on
 // two client configurations, each a row of its own: "/ctx" with
 // ContextTimeoutEnabled and no go-redis retries, as the README recommends,
-// and "/defaults" with go-redis's default options.
+// and "/defaults" with go-redis's default options. rueidislock runs on its
+// own rueidis client, on one node only.
 //
 // Cases run interleaved (every contender of a scenario once per pass, the
 // order rotated between passes) and are reported as ratios to the raw floor
@@ -34,6 +35,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
@@ -141,9 +143,6 @@ func run(ctx context.Context, cfg config) error {
 		serverPids = append(serverPids, s.Pid())
 	}
 
-	// Each contender has its own clients, so that one's connection pools
-	// and subscriptions do not serve another. Every contender on go-redis
-	// runs on each configuration of confs, as a row of its own.
 	sets := map[int][]*contender{}
 	var all []*redis.Client
 	defer func() {
@@ -155,21 +154,10 @@ func run(ctx context.Context, cfg config) error {
 		closeClients(all)
 	}()
 	for _, n := range []int{1, 5} {
-		for _, cf := range confs {
-			clients := func() []*redis.Client {
-				cs := newClients(addrs[:n], cf)
-				all = append(all, cs...)
-				return cs
-			}
-			sets[n] = append(sets[n], newFloor(clients(), cf, cfg.ttl, cfg.nodeTimeout))
-			rl, err := newRedlock(clients(), cf, cfg.ttl)
-			if err != nil {
-				return err
-			}
-			sets[n] = append(sets[n], rl, newRedsync(clients(), cf))
-			if n == 1 {
-				sets[n] = append(sets[n], newRedislock(clients(), cf, cfg.ttl))
-			}
+		set, err := newSet(addrs[:n], cfg.ttl, cfg.nodeTimeout, &all)
+		sets[n] = set
+		if err != nil {
+			return err
 		}
 	}
 
@@ -192,6 +180,40 @@ func run(ctx context.Context, cfg config) error {
 		return err
 	}
 	return ctx.Err()
+}
+
+// newSet returns the contenders on the nodes at addrs, and appends the
+// go-redis clients it made to *all; on an error, the contenders made so far.
+// Each contender has its own clients, so that one's connection pools and
+// subscriptions do not serve another. Every contender on go-redis runs on
+// each configuration of confs, as a row of its own; redislock and
+// rueidislock run on one node only. redlockOpts are for tests.
+func newSet(addrs []string, ttl, nodeTimeout time.Duration, all *[]*redis.Client, redlockOpts ...redlock.Option) ([]*contender, error) {
+	var set []*contender
+	for _, cf := range confs {
+		clients := func() []*redis.Client {
+			cs := newClients(addrs, cf)
+			*all = append(*all, cs...)
+			return cs
+		}
+		set = append(set, newFloor(clients(), cf, ttl, nodeTimeout))
+		rl, err := newRedlock(clients(), cf, ttl, redlockOpts...)
+		if err != nil {
+			return set, err
+		}
+		set = append(set, rl, newRedsync(clients(), cf))
+		if len(addrs) == 1 {
+			set = append(set, newRedislock(clients()[0], cf, ttl))
+		}
+	}
+	if len(addrs) == 1 {
+		rl, err := newRueidislock(addrs[0], ttl)
+		if err != nil {
+			return set, err
+		}
+		set = append(set, rl)
+	}
+	return set, nil
 }
 
 func (b *bench) wantRedlock() bool {
