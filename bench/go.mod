@@ -10,6 +10,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/redlock-go/redlock v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (
