@@ -374,64 +374,74 @@ func (b *bench) scenario(sc scenario, set []*contender) {
 func settle() { time.Sleep(100 * time.Millisecond) }
 
 // frozen measures the serial 5-node cycle with one node frozen by SIGSTOP,
-// each pass right after the same contender's healthy cycle. A contender
-// whose frozen cycle takes seconds (redsync, on either configuration, waits
-// for the frozen node) runs in the first pass only, for at most
-// -frozen-max-cycles cycles.
+// each contender's right after its healthy cycle of the same pass. The node
+// is frozen for one contender at a time and thawed and flushed after it:
+// a frozen node's kernel keeps accepting connections until its accept
+// queue is full, so a contender that met a node frozen for another before
+// it would meet dial timeouts where the first met read timeouts. The order
+// is rotated between passes. A contender whose frozen cycle takes seconds
+// (redsync, on either configuration, waits for the frozen node) runs in
+// the first pass only, for at most -frozen-max-cycles cycles.
 func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 	const healthy, frozen = "healthy n=5", "frozen 1 of 5"
 	for pass := range b.cfg.passes {
 		var run []*contender
-		for _, c := range set {
+		for _, c := range rotate(set, pass) {
 			if (c.lib != "redsync" || pass == 0) && (b.want(frozen, c.name) || b.want(healthy, c.name)) {
 				run = append(run, c)
 			}
 		}
-		if len(run) == 0 || b.ctx.Err() != nil {
+		if len(run) == 0 {
 			return
 		}
 		for _, c := range run {
+			if b.ctx.Err() != nil {
+				return
+			}
 			key := func(g int) string { return keyOf(c.name, healthy, pass, g) }
 			runCycles(workers(c, func(g int) string { return key(g) + ":warm" }, 1), limits{d: min(b.cfg.d/10, 300*time.Millisecond)})
 			r := runCycles(workers(c, key, 1), limits{d: b.cfg.d})
 			r.Scenario, r.Contender, r.Pass = healthy, c.name, pass
 			b.add(r)
-		}
-		settle()
-		if err := node.Pause(); err != nil {
-			b.logf("freeze: %v", err)
-			return
-		}
-		b.logf("froze node %s", node.Addr())
-		for _, c := range run {
-			if b.ctx.Err() != nil {
-				break
+			settle()
+
+			if err := node.Pause(); err != nil {
+				b.logf("freeze: %v", err)
+				return
 			}
+			b.logf("froze node %s", node.Addr())
 			lim := limits{d: b.cfg.d}
 			if c.lib == "redsync" {
 				lim = limits{d: b.cfg.frozenMax, max: b.cfg.frozenMaxN}
 			}
-			r := runCycles(workers(c, func(g int) string { return keyOf(c.name, frozen, pass, g) }, 1), lim)
+			r = runCycles(workers(c, func(g int) string { return keyOf(c.name, frozen, pass, g) }, 1), lim)
 			r.Scenario, r.Contender, r.Pass = frozen, c.name, pass
 			b.add(r)
+			if err := b.thaw(node); err != nil {
+				b.logf("thaw: %v", err)
+				return
+			}
 		}
-		if err := node.Resume(); err != nil {
-			b.logf("thaw: %v", err)
-			return
-		}
-		b.logf("thawed node %s", node.Addr())
-		// Drop what the queued requests set when the node woke up.
-		cl := newClients([]string{node.Addr()}, confCtx)[0]
-		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := cl.FlushAll(fctx).Err(); err != nil {
-			b.logf("flush %s: %v", node.Addr(), err)
-		}
-		cancel()
-		_ = cl.Close()
-		// Let the contenders' breakers close again: redlock probes a
-		// skipped node after a second.
-		time.Sleep(1500 * time.Millisecond)
 	}
+}
+
+// thaw resumes a frozen node, drops what the requests queued while it was
+// frozen set when it woke up, and waits for the contenders' breakers to
+// close again (redlock probes a skipped node after a second).
+func (b *bench) thaw(node *redisproc.Server) error {
+	if err := node.Resume(); err != nil {
+		return err
+	}
+	b.logf("thawed node %s", node.Addr())
+	cl := newClients([]string{node.Addr()}, confCtx)[0]
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := cl.FlushAll(fctx).Err(); err != nil {
+		b.logf("flush %s: %v", node.Addr(), err)
+	}
+	cancel()
+	_ = cl.Close()
+	time.Sleep(1500 * time.Millisecond)
+	return nil
 }
 
 type results struct {
