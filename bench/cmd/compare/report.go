@@ -59,7 +59,6 @@ type row struct {
 	handovers, minShare float64
 	errors              float64
 	ratio               float64 // to the floor on the same configuration, same pass
-	hoVsRedsync         float64 // handovers/s over redsync's on the same configuration, same pass
 	frozenVsHealthy     float64 // mean frozen cycle over mean healthy cycle, same pass
 	p99VsHealthy        float64
 }
@@ -141,7 +140,6 @@ func summarize(results []result) *summary {
 			errors:    col(func(r result) float64 { return float64(r.Errors) }),
 		}
 		w.ratio = s.passRatio(k[0], k[1], k[0], sameConf("floor", k[1]), rateOf)
-		w.hoVsRedsync = s.passRatio(k[0], k[1], k[0], sameConf("redsync", k[1]), handoversOf)
 		if k[0] == "frozen 1 of 5" {
 			w.frozenVsHealthy = s.passRatio(k[0], k[1], "healthy n=5", k[1], func(r result) float64 { return r.MeanUs })
 			w.p99VsHealthy = s.passRatio(k[0], k[1], "healthy n=5", k[1], func(r result) float64 { return r.P99us })
