@@ -8,7 +8,9 @@ require (
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
 	github.com/redlock-go/redlock v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

@@ -14,14 +14,21 @@ import (
 	redsyncredis "github.com/go-redsync/redsync/v4/redis"
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/redlock-go/redlock"
 )
 
-// A contender is one way of taking a lock on a set of nodes. Its workers
-// are used by one goroutine each.
+// A contender is one way of taking a lock on a set of nodes, on one client
+// configuration. Its workers are used by one goroutine each.
 type contender struct {
+	// name is the row's name: the library, then "/ctx" or "/defaults" for
+	// the go-redis configuration it runs on (rueidislock has none).
 	name string
+	// lib is the library alone: floor, redlock, redsync, redislock or
+	// rueidislock.
+	lib string
 	// newWorker returns a worker for one goroutine and one lock key; nil
 	// when the contender has no implementation for this many nodes.
 	newWorker func(key string) worker
@@ -41,16 +48,38 @@ type worker interface {
 
 var errNotObtained = errors.New("not obtained")
 
-// newClients returns one go-redis client per address, with the options
-// every contender shares.
-func newClients(addrs []string) []*redis.Client {
+// A conf is one go-redis configuration. Every contender on go-redis runs
+// on each, as a row of its own.
+type conf string
+
+const (
+	// confCtx is what this module's README recommends:
+	// ContextTimeoutEnabled, so that a context's deadline aborts a blocked
+	// read, and no go-redis retries (the lock client retries itself).
+	confCtx conf = "ctx"
+	// confDefaults is go-redis's default options, which most services run:
+	// ContextTimeoutEnabled false (a socket read or write ends at its
+	// timeout, 5 s, whatever the context's deadline), MaxRetries 3.
+	confDefaults conf = "defaults"
+)
+
+var confs = []conf{confCtx, confDefaults}
+
+func (c conf) options(addr string) *redis.Options {
+	if c == confCtx {
+		return &redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1}
+	}
+	return &redis.Options{Addr: addr}
+}
+
+func rowName(lib string, c conf) string { return lib + "/" + string(c) }
+
+// newClients returns one go-redis client per address, with the options of
+// configuration c.
+func newClients(addrs []string, c conf) []*redis.Client {
 	cs := make([]*redis.Client, len(addrs))
 	for i, a := range addrs {
-		cs[i] = redis.NewClient(&redis.Options{
-			Addr:                  a,
-			ContextTimeoutEnabled: true,
-			MaxRetries:            -1,
-		})
+		cs[i] = redis.NewClient(c.options(a))
 	}
 	return cs
 }
@@ -76,9 +105,13 @@ var unlockScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] the
 // several nodes, each request goes to every node in parallel and each phase
 // returns as soon as a quorum said yes (what a Redlock cycle cannot beat);
 // the stragglers finish in the background, bounded by nodeTimeout.
-func newFloor(clients []*redis.Client, ttl, nodeTimeout time.Duration) *contender {
+// With go-redis's default options the floor's deadlines bound its waits
+// for a pooled connection and its retries but not its reads, which end at
+// go-redis's ReadTimeout.
+func newFloor(clients []*redis.Client, c conf, ttl, nodeTimeout time.Duration) *contender {
 	return &contender{
-		name: "floor",
+		name: rowName("floor", c),
+		lib:  "floor",
 		newWorker: func(key string) worker {
 			if len(clients) == 1 {
 				return &floorOne{c: clients[0], key: key, ttl: ttl}
@@ -221,17 +254,20 @@ func (f *floorFan) count(answers <-chan bool) int {
 
 // ---- this library ----
 
-func newRedlock(clients []*redis.Client, ttl time.Duration) (*contender, error) {
+// newRedlock uses redlock with its default options unless opts are given
+// (the harness gives none; its test turns the restart guard off).
+func newRedlock(clients []*redis.Client, cf conf, ttl time.Duration, opts ...redlock.Option) (*contender, error) {
 	nodes := make([]redis.UniversalClient, len(clients))
 	for i, c := range clients {
 		nodes[i] = c
 	}
-	c, err := redlock.New(nodes)
+	c, err := redlock.New(nodes, opts...)
 	if err != nil {
 		return nil, err
 	}
 	return &contender{
-		name:      "redlock",
+		name:      rowName("redlock", cf),
+		lib:       "redlock",
 		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() { _ = c.Close() },
 	}, nil
@@ -262,14 +298,18 @@ func (w *redlockWorker) Unlock(ctx context.Context) error { return w.lock.Releas
 
 // newRedsync uses redsync with its default options (expiry 8 s, 32 tries
 // 50–250 ms apart, per-node acquire timeout 5% of the expiry, no fail-fast).
-func newRedsync(clients []*redis.Client) *contender {
+// The per-node timeout is a context deadline: with go-redis's default
+// options it bounds a request's wait for a connection and its retries, but
+// not a blocked read.
+func newRedsync(clients []*redis.Client, cf conf) *contender {
 	pools := make([]redsyncredis.Pool, len(clients))
 	for i, c := range clients {
 		pools[i] = goredis.NewPool(c)
 	}
 	rs := redsync.New(pools...)
 	return &contender{
-		name:      "redsync",
+		name:      rowName("redsync", cf),
+		lib:       "redsync",
 		newWorker: func(key string) worker { return &redsyncWorker{m: rs.NewMutex(key)} },
 		close:     func() {},
 	}
@@ -290,15 +330,13 @@ func (w *redsyncWorker) Unlock(ctx context.Context) error {
 
 // ---- bsm/redislock ----
 
-// newRedislock returns nil for more than one node: redislock is a
-// single-instance lock.
-func newRedislock(clients []*redis.Client, ttl time.Duration) *contender {
-	if len(clients) != 1 {
-		return nil
-	}
-	c := redislock.New(clients[0])
+// newRedislock locks on the one node of client: redislock is a
+// single-instance lock, so it has no 5-node rows.
+func newRedislock(client *redis.Client, cf conf, ttl time.Duration) *contender {
+	c := redislock.New(client)
 	return &contender{
-		name:      "redislock",
+		name:      rowName("redislock", cf),
+		lib:       "redislock",
 		newWorker: func(key string) worker { return &redislockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() {},
 	}
@@ -328,3 +366,73 @@ func (w *redislockWorker) Lock(ctx context.Context) error {
 }
 
 func (w *redislockWorker) Unlock(ctx context.Context) error { return w.lock.Release(ctx) }
+
+// ---- redis/rueidis rueidislock ----
+
+// newRueidislock locks on the one node at addr. rueidislock takes one
+// rueidis client, that is one deployment; KeyMajority k makes it set 2k-1
+// keys there, which on Redis Cluster may land on different shards, but it
+// cannot take a lock across independent masters as Redlock does (rueidis
+// refuses several addresses that are not a cluster). So it has no 5-node
+// rows.
+//
+// KeyMajority 1 and NoLoopTracking are its README's setting for one Redis
+// of version 7.0.5 or later; the other options are its defaults
+// (TryNextAfter, the timeout of one key's request: 20 ms), and KeyValidity
+// is the harness's TTL.
+func newRueidislock(addr string, ttl time.Duration) (*contender, error) {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
+		KeyMajority:    1,
+		NoLoopTracking: true,
+		KeyValidity:    ttl,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rueidislock: %w", err)
+	}
+	return &contender{
+		name:      "rueidislock",
+		lib:       "rueidislock",
+		newWorker: func(key string) worker { return &rueidislockWorker{l: l, name: key} },
+		close:     l.Close,
+	}, nil
+}
+
+// rueidislockWorker maps the worker's calls onto rueidislock's: TryLock is
+// TryWithContext (one attempt that does not wait), Lock is WithContext
+// (waits, retrying when an invalidation says the key changed), Unlock calls
+// the cancel function they return. That cancel deletes the key with a
+// compare-and-delete script and waits for it, but reports no error and
+// takes no context, so Unlock always returns nil.
+type rueidislockWorker struct {
+	l      rueidislock.Locker
+	name   string
+	cancel context.CancelFunc
+}
+
+func (w *rueidislockWorker) TryLock(ctx context.Context) error {
+	_, cancel, err := w.l.TryWithContext(ctx, w.name)
+	if err != nil {
+		return err
+	}
+	w.cancel = cancel
+	return nil
+}
+
+func (w *rueidislockWorker) Lock(ctx context.Context) error {
+	_, cancel, err := w.l.WithContext(ctx, w.name)
+	if err != nil {
+		return err
+	}
+	w.cancel = cancel
+	return nil
+}
+
+func (w *rueidislockWorker) Unlock(context.Context) error {
+	if w.cancel == nil {
+		return errors.New("rueidislock: unlock without a lock")
+	}
+	w.cancel()
+	w.cancel = nil
+	return nil
+}

@@ -1,12 +1,19 @@
-// Command compare measures this module's lock against go-redsync/redsync
-// and bsm/redislock, and against a raw floor with no library, on the same
-// local redis-server nodes and the same go-redis client options.
+// Command compare measures this module's lock against go-redsync/redsync,
+// bsm/redislock and redis/rueidis's rueidislock, and against a raw floor
+// with no library, on the same local redis-server nodes.
 //
 //	go run ./cmd/compare -d 3s -passes 5 -out results
 //
+// Every contender on go-redis (floor, redlock, redsync, redislock) runs on
+// two client configurations, each a row of its own: "/ctx" with
+// ContextTimeoutEnabled and no go-redis retries, as the README recommends,
+// and "/defaults" with go-redis's default options. rueidislock runs on its
+// own rueidis client, on one node only.
+//
 // Cases run interleaved (every contender of a scenario once per pass, the
 // order rotated between passes) and are reported as ratios to the raw floor
-// of the same pass, because a shared machine drifts from minute to minute.
+// on the same go-redis configuration in the same pass, because a shared
+// machine drifts from minute to minute.
 // It writes results.json, tables.md and the SVG charts to -out.
 package main
 
@@ -28,6 +35,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
@@ -135,26 +143,8 @@ func run(ctx context.Context, cfg config) error {
 		serverPids = append(serverPids, s.Pid())
 	}
 
-	// Each contender has its own clients (same options), so that one's
-	// connection pools and subscriptions do not serve another.
 	sets := map[int][]*contender{}
 	var all []*redis.Client
-	for _, n := range []int{1, 5} {
-		clients := func() []*redis.Client {
-			cs := newClients(addrs[:n])
-			all = append(all, cs...)
-			return cs
-		}
-		rl, err := newRedlock(clients(), cfg.ttl)
-		if err != nil {
-			return err
-		}
-		set := []*contender{newFloor(clients(), cfg.ttl, cfg.nodeTimeout), rl, newRedsync(clients())}
-		if c := newRedislock(clients(), cfg.ttl); c != nil {
-			set = append(set, c)
-		}
-		sets[n] = set
-	}
 	defer func() {
 		for _, set := range sets {
 			for _, c := range set {
@@ -163,6 +153,13 @@ func run(ctx context.Context, cfg config) error {
 		}
 		closeClients(all)
 	}()
+	for _, n := range []int{1, 5} {
+		set, err := newSet(addrs[:n], cfg.ttl, cfg.nodeTimeout, &all)
+		sets[n] = set
+		if err != nil {
+			return err
+		}
+	}
 
 	b := &bench{cfg: cfg, ctx: ctx}
 	if b.wantRedlock() {
@@ -185,13 +182,53 @@ func run(ctx context.Context, cfg config) error {
 	return ctx.Err()
 }
 
+// newSet returns the contenders on the nodes at addrs, and appends the
+// go-redis clients it made to *all; on an error, the contenders made so far.
+// Each contender has its own clients, so that one's connection pools and
+// subscriptions do not serve another. Every contender on go-redis runs on
+// each configuration of confs, as a row of its own; redislock and
+// rueidislock run on one node only. redlockOpts are for tests.
+func newSet(addrs []string, ttl, nodeTimeout time.Duration, all *[]*redis.Client, redlockOpts ...redlock.Option) ([]*contender, error) {
+	var set []*contender
+	for _, cf := range confs {
+		clients := func() []*redis.Client {
+			cs := newClients(addrs, cf)
+			*all = append(*all, cs...)
+			return cs
+		}
+		set = append(set, newFloor(clients(), cf, ttl, nodeTimeout))
+		rl, err := newRedlock(clients(), cf, ttl, redlockOpts...)
+		if err != nil {
+			return set, err
+		}
+		set = append(set, rl, newRedsync(clients(), cf))
+		if len(addrs) == 1 {
+			set = append(set, newRedislock(clients()[0], cf, ttl))
+		}
+	}
+	if len(addrs) == 1 {
+		rl, err := newRueidislock(addrs[0], ttl)
+		if err != nil {
+			return set, err
+		}
+		set = append(set, rl)
+	}
+	return set, nil
+}
+
 func (b *bench) wantRedlock() bool {
-	for _, sc := range scenarios {
-		if b.want(sc.name, "redlock") {
+	for _, cf := range confs {
+		name := rowName("redlock", cf)
+		for _, sc := range scenarios {
+			if b.want(sc.name, name) {
+				return true
+			}
+		}
+		if b.want("healthy n=5", name) || b.want("frozen 1 of 5", name) {
 			return true
 		}
 	}
-	return b.want("healthy n=5", "redlock") || b.want("frozen 1 of 5", "redlock")
+	return false
 }
 
 // waitNodes waits until redlock takes a lock on each node alone. With a
@@ -201,8 +238,8 @@ func (b *bench) wantRedlock() bool {
 func (b *bench) waitNodes(addrs []string) error {
 	start := time.Now()
 	for _, a := range addrs {
-		cs := newClients([]string{a})
-		c, err := newRedlock(cs, b.cfg.ttl)
+		cs := newClients([]string{a}, confCtx)
+		c, err := newRedlock(cs, confCtx, b.cfg.ttl)
 		if err != nil {
 			return err
 		}
@@ -275,7 +312,7 @@ func (b *bench) add(r result) {
 	if r.Handovers > 0 || r.MinShare > 0 {
 		extra = fmt.Sprintf(" handovers/s=%.0f min-share=%.2f", float64(r.Handovers)/r.Seconds, r.MinShare)
 	}
-	b.logf("%-16s %-9s pass %d: %9.0f/s p50 %8.1fµs p99 %9.1fµs allocs %6.1f cpu %6.1fµs server %6.1fµs errors %d%s",
+	b.logf("%-16s %-18s pass %d: %9.0f/s p50 %8.1fµs p99 %9.1fµs allocs %6.1f cpu %6.1fµs server %6.1fµs errors %d%s",
 		r.Scenario, r.Contender, r.Pass, r.rate(), r.P50us, r.P99us, r.Allocs, r.CPUus, r.SrvCPUus, r.Errors, extra)
 	if r.FirstErr != "" {
 		b.logf("  first error: %s", r.FirstErr)
@@ -311,7 +348,7 @@ func (b *bench) scenario(sc scenario, set []*contender) {
 			warmKey := func(g int) string { return keyOf(c.name, sc.name+":warm", pass, g) }
 			var r result
 			switch {
-			case sc.kind == serial || (sc.kind == contended && c.name == "floor"):
+			case sc.kind == serial || (sc.kind == contended && c.lib == "floor"):
 				// The floor of a contended scenario is the serial
 				// cycle on the same nodes: one holder at a time is
 				// the most a contended lock can hand out.
@@ -337,63 +374,74 @@ func (b *bench) scenario(sc scenario, set []*contender) {
 func settle() { time.Sleep(100 * time.Millisecond) }
 
 // frozen measures the serial 5-node cycle with one node frozen by SIGSTOP,
-// each pass right after the same contender's healthy cycle. A contender
-// whose frozen cycle takes seconds (redsync waits for the frozen node) runs
-// in the first pass only, for at most -frozen-max-cycles cycles.
+// each contender's right after its healthy cycle of the same pass. The node
+// is frozen for one contender at a time and thawed and flushed after it:
+// a frozen node's kernel keeps accepting connections until its accept
+// queue is full, so a contender that met a node frozen for another before
+// it would meet dial timeouts where the first met read timeouts. The order
+// is rotated between passes. A contender whose frozen cycle takes seconds
+// (redsync, on either configuration, waits for the frozen node) runs in
+// the first pass only, for at most -frozen-max-cycles cycles.
 func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 	const healthy, frozen = "healthy n=5", "frozen 1 of 5"
 	for pass := range b.cfg.passes {
 		var run []*contender
-		for _, c := range set {
-			if (c.name != "redsync" || pass == 0) && (b.want(frozen, c.name) || b.want(healthy, c.name)) {
+		for _, c := range rotate(set, pass) {
+			if (c.lib != "redsync" || pass == 0) && (b.want(frozen, c.name) || b.want(healthy, c.name)) {
 				run = append(run, c)
 			}
 		}
-		if len(run) == 0 || b.ctx.Err() != nil {
+		if len(run) == 0 {
 			return
 		}
 		for _, c := range run {
+			if b.ctx.Err() != nil {
+				return
+			}
 			key := func(g int) string { return keyOf(c.name, healthy, pass, g) }
 			runCycles(workers(c, func(g int) string { return key(g) + ":warm" }, 1), limits{d: min(b.cfg.d/10, 300*time.Millisecond)})
 			r := runCycles(workers(c, key, 1), limits{d: b.cfg.d})
 			r.Scenario, r.Contender, r.Pass = healthy, c.name, pass
 			b.add(r)
-		}
-		settle()
-		if err := node.Pause(); err != nil {
-			b.logf("freeze: %v", err)
-			return
-		}
-		b.logf("froze node %s", node.Addr())
-		for _, c := range run {
-			if b.ctx.Err() != nil {
-				break
+			settle()
+
+			if err := node.Pause(); err != nil {
+				b.logf("freeze: %v", err)
+				return
 			}
+			b.logf("froze node %s", node.Addr())
 			lim := limits{d: b.cfg.d}
-			if c.name == "redsync" {
+			if c.lib == "redsync" {
 				lim = limits{d: b.cfg.frozenMax, max: b.cfg.frozenMaxN}
 			}
-			r := runCycles(workers(c, func(g int) string { return keyOf(c.name, frozen, pass, g) }, 1), lim)
+			r = runCycles(workers(c, func(g int) string { return keyOf(c.name, frozen, pass, g) }, 1), lim)
 			r.Scenario, r.Contender, r.Pass = frozen, c.name, pass
 			b.add(r)
+			if err := b.thaw(node); err != nil {
+				b.logf("thaw: %v", err)
+				return
+			}
 		}
-		if err := node.Resume(); err != nil {
-			b.logf("thaw: %v", err)
-			return
-		}
-		b.logf("thawed node %s", node.Addr())
-		// Drop what the queued requests set when the node woke up.
-		cl := newClients([]string{node.Addr()})[0]
-		fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		if err := cl.FlushAll(fctx).Err(); err != nil {
-			b.logf("flush %s: %v", node.Addr(), err)
-		}
-		cancel()
-		_ = cl.Close()
-		// Let the contenders' breakers close again: redlock probes a
-		// skipped node after a second.
-		time.Sleep(1500 * time.Millisecond)
 	}
+}
+
+// thaw resumes a frozen node, drops what the requests queued while it was
+// frozen set when it woke up, and waits for the contenders' breakers to
+// close again (redlock probes a skipped node after a second).
+func (b *bench) thaw(node *redisproc.Server) error {
+	if err := node.Resume(); err != nil {
+		return err
+	}
+	b.logf("thawed node %s", node.Addr())
+	cl := newClients([]string{node.Addr()}, confCtx)[0]
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := cl.FlushAll(fctx).Err(); err != nil {
+		b.logf("flush %s: %v", node.Addr(), err)
+	}
+	cancel()
+	_ = cl.Close()
+	time.Sleep(1500 * time.Millisecond)
+	return nil
 }
 
 type results struct {
@@ -411,6 +459,9 @@ func replotFrom(path, out string) error {
 	var rs results
 	if err := json.Unmarshal(b, &rs); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	for i := range rs.Results {
+		rs.Results[i].Contender = legacyName(rs.Results[i].Contender)
 	}
 	return writeReport(rs.Results, out)
 }

@@ -9,7 +9,43 @@ import (
 	"strings"
 )
 
-var contenderOrder = []string{"floor", "redlock", "redsync", "redislock"}
+// contenderOrder is the order of the rows: the go-redis contenders on the
+// recommended configuration, then on go-redis's defaults, then rueidislock.
+var contenderOrder = []string{
+	"floor/ctx", "redlock/ctx", "redsync/ctx", "redislock/ctx",
+	"floor/defaults", "redlock/defaults", "redsync/defaults", "redislock/defaults",
+	"rueidislock",
+}
+
+// singleNode are the contenders that have no rows on several nodes, and why.
+var singleNode = map[string]string{
+	"redislock/ctx":      "n/a (single node only)",
+	"redislock/defaults": "n/a (single node only)",
+	"rueidislock":        "n/a (one deployment only)",
+}
+
+// confOf is the go-redis configuration of a row: "ctx" or "defaults", and
+// "ctx" for rueidislock, which is compared with the go-redis rows on the
+// recommended configuration.
+func confOf(contender string) string {
+	if _, cf, ok := strings.Cut(contender, "/"); ok {
+		return cf
+	}
+	return string(confCtx)
+}
+
+// sameConf is library lib's row on contender's go-redis configuration.
+func sameConf(lib, contender string) string { return lib + "/" + confOf(contender) }
+
+// legacyName maps the names of results.json files written before the
+// harness ran two go-redis configurations: they all ran on "/ctx".
+func legacyName(contender string) string {
+	switch contender {
+	case "floor", "redlock", "redsync", "redislock":
+		return contender + "/" + string(confCtx)
+	}
+	return contender
+}
 
 // row is the summary of one contender in one scenario: medians over the
 // passes.
@@ -22,15 +58,21 @@ type row struct {
 	srvCPU              float64
 	handovers, minShare float64
 	errors              float64
-	ratio               float64 // to the floor of the same pass
-	hoVsRedsync         float64 // handovers/s over redsync's, same pass
+	ratio               float64 // to the floor on the same configuration, same pass
 	frozenVsHealthy     float64 // mean frozen cycle over mean healthy cycle, same pass
 	p99VsHealthy        float64
 }
 
+type passKey struct {
+	scenario, contender string
+	pass                int
+}
+
 type summary struct {
-	scenarios []string
-	rows      map[string]map[string]*row // scenario → contender
+	scenarios  []string
+	contenders []string                   // in contenderOrder, then any other in order of appearance
+	rows       map[string]map[string]*row // scenario → contender
+	by         map[passKey]result
 }
 
 func median(xs []float64) float64 {
@@ -45,21 +87,35 @@ func median(xs []float64) float64 {
 	return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
 }
 
+func rateOf(r result) float64      { return r.rate() }
+func handoversOf(r result) float64 { return float64(r.Handovers) / r.Seconds }
+func allocsOf(r result) float64    { return r.Allocs }
+func srvCPUOf(r result) float64    { return r.SrvCPUus }
+
 func summarize(results []result) *summary {
-	s := &summary{rows: map[string]map[string]*row{}}
-	type pk struct {
-		scenario, contender string
-		pass                int
-	}
-	by := map[pk]result{}
+	s := &summary{rows: map[string]map[string]*row{}, by: map[passKey]result{}}
 	group := map[[2]string][]result{}
+	var seen []string
 	for _, r := range results {
 		if !slices.Contains(s.scenarios, r.Scenario) {
 			s.scenarios = append(s.scenarios, r.Scenario)
 		}
-		by[pk{r.Scenario, r.Contender, r.Pass}] = r
+		if !slices.Contains(seen, r.Contender) {
+			seen = append(seen, r.Contender)
+		}
+		s.by[passKey{r.Scenario, r.Contender, r.Pass}] = r
 		k := [2]string{r.Scenario, r.Contender}
 		group[k] = append(group[k], r)
+	}
+	for _, c := range contenderOrder {
+		if slices.Contains(seen, c) {
+			s.contenders = append(s.contenders, c)
+		}
+	}
+	for _, c := range seen {
+		if !slices.Contains(contenderOrder, c) {
+			s.contenders = append(s.contenders, c)
+		}
 	}
 	for k, rs := range group {
 		col := func(f func(result) float64) float64 {
@@ -69,39 +125,24 @@ func summarize(results []result) *summary {
 			}
 			return median(xs)
 		}
-		same := func(scenario, contender string, f func(r, o result) float64) float64 {
-			return col(func(r result) float64 {
-				o, ok := by[pk{scenario, contender, r.Pass}]
-				if !ok {
-					return math.NaN()
-				}
-				return f(r, o)
-			})
-		}
-		perSec := func(r result) float64 { return float64(r.Handovers) / r.Seconds }
 		w := &row{
 			scenario: k[0], contender: k[1], passes: len(rs),
-			rate:      col(result.rate),
+			rate:      col(rateOf),
 			p50:       col(func(r result) float64 { return r.P50us }),
 			p99:       col(func(r result) float64 { return r.P99us }),
 			mean:      col(func(r result) float64 { return r.MeanUs }),
-			allocs:    col(func(r result) float64 { return r.Allocs }),
+			allocs:    col(allocsOf),
 			bytes:     col(func(r result) float64 { return r.Bytes }),
 			cpu:       col(func(r result) float64 { return r.CPUus }),
-			srvCPU:    col(func(r result) float64 { return r.SrvCPUus }),
-			handovers: col(perSec),
+			srvCPU:    col(srvCPUOf),
+			handovers: col(handoversOf),
 			minShare:  col(func(r result) float64 { return r.MinShare }),
 			errors:    col(func(r result) float64 { return float64(r.Errors) }),
 		}
-		floorScenario := k[0]
+		w.ratio = s.passRatio(k[0], k[1], k[0], sameConf("floor", k[1]), rateOf)
 		if k[0] == "frozen 1 of 5" {
-			floorScenario = "frozen 1 of 5"
-		}
-		w.ratio = same(floorScenario, "floor", func(r, o result) float64 { return r.rate() / o.rate() })
-		w.hoVsRedsync = same(k[0], "redsync", func(r, o result) float64 { return perSec(r) / perSec(o) })
-		if k[0] == "frozen 1 of 5" {
-			w.frozenVsHealthy = same("healthy n=5", k[1], func(r, o result) float64 { return r.MeanUs / o.MeanUs })
-			w.p99VsHealthy = same("healthy n=5", k[1], func(r, o result) float64 { return r.P99us / o.P99us })
+			w.frozenVsHealthy = s.passRatio(k[0], k[1], "healthy n=5", k[1], func(r result) float64 { return r.MeanUs })
+			w.p99VsHealthy = s.passRatio(k[0], k[1], "healthy n=5", k[1], func(r result) float64 { return r.P99us })
 		}
 		if s.rows[k[0]] == nil {
 			s.rows[k[0]] = map[string]*row{}
@@ -109,6 +150,22 @@ func summarize(results []result) *summary {
 		s.rows[k[0]][k[1]] = w
 	}
 	return s
+}
+
+// passRatio is the median over the passes of f(a's case) / f(b's case) of
+// the same pass, where a is contender a in scenario sa and b contender b in
+// scenario sb; NaN when no pass has both.
+func (s *summary) passRatio(sa, a, sb, b string, f func(result) float64) float64 {
+	var xs []float64
+	for k, r := range s.by {
+		if k.scenario != sa || k.contender != a {
+			continue
+		}
+		if o, ok := s.by[passKey{sb, b, k.pass}]; ok {
+			xs = append(xs, f(r)/f(o))
+		}
+	}
+	return median(xs)
 }
 
 func (s *summary) get(scenario, contender string) *row {
@@ -139,23 +196,23 @@ func lat(us float64) string {
 func (s *summary) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### Uncontended and contended cycles\n\n")
-	fmt.Fprintf(&b, "Medians over the passes. For contended scenarios, cycles/s are acquisitions/s, latency is a waiter's time to acquire, and the floor is the serial raw cycle on the same nodes (one holder at a time is the most a lock can hand out). \"×floor\" is the median over passes of the ratio to the floor of the same pass.\n\n")
+	fmt.Fprintf(&b, "Medians over the passes. A go-redis contender's row is named by its client configuration: \"/ctx\" is `ContextTimeoutEnabled: true, MaxRetries: -1`, \"/defaults\" is go-redis's default options; rueidislock runs on its own rueidis client. For contended scenarios, cycles/s are acquisitions/s, latency is a waiter's time to acquire, and the floor is the serial raw cycle on the same nodes (one holder at a time is the most a lock can hand out). \"×floor\" is the median over passes of the ratio to the floor on the same go-redis configuration in the same pass (rueidislock's: to floor/ctx).\n\n")
 	fmt.Fprintf(&b, "| scenario | contender | cycles/s | ×floor | p50 | p99 | allocs/cycle | B/cycle | client CPU µs/cycle | server CPU µs/cycle | handovers/s | min share | errors |\n")
 	fmt.Fprintf(&b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, sc := range s.scenarios {
 		if strings.HasPrefix(sc, "healthy") || strings.HasPrefix(sc, "frozen") {
 			continue
 		}
-		for _, c := range contenderOrder {
+		for _, c := range s.contenders {
 			r := s.get(sc, c)
 			if r == nil {
-				if c == "redislock" && strings.HasSuffix(sc, "n=5") {
-					fmt.Fprintf(&b, "| %s | %s | n/a (single node only) | | | | | | | | | | |\n", sc, c)
+				if why, ok := singleNode[c]; ok && strings.HasSuffix(sc, "n=5") {
+					fmt.Fprintf(&b, "| %s | %s | %s | | | | | | | | | | |\n", sc, c, why)
 				}
 				continue
 			}
 			ho, share := "", ""
-			if strings.HasPrefix(sc, "contended") && c != "floor" {
+			if strings.HasPrefix(sc, "contended") && !strings.HasPrefix(c, "floor") {
 				ho, share = num(r.handovers, "%.0f"), num(r.minShare, "%.2f")
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
@@ -168,7 +225,7 @@ func (s *summary) markdown() string {
 		fmt.Fprintf(&b, "Serial lock-and-unlock cycles; each pass measures the healthy cycle right before freezing the node. Ratios are medians over passes of frozen ÷ healthy of the same pass.\n\n")
 		fmt.Fprintf(&b, "| contender | passes | healthy mean | frozen mean | frozen ÷ healthy (mean) | healthy p99 | frozen p99 | frozen ÷ healthy (p99) | frozen cycles/s | errors |\n")
 		fmt.Fprintf(&b, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-		for _, c := range contenderOrder {
+		for _, c := range s.contenders {
 			f, h := s.get("frozen 1 of 5", c), s.get("healthy n=5", c)
 			if f == nil || h == nil {
 				continue
@@ -178,7 +235,9 @@ func (s *summary) markdown() string {
 				num(f.p99VsHealthy, "%.2f"), num(f.rate, "%.1f"), num(f.errors, "%.0f"))
 		}
 	}
-	fmt.Fprintf(&b, "\n### Targets\n\n| target | measured | |\n|---|---|---|\n")
+	fmt.Fprintf(&b, "\n### Targets (issue 26)\n\n")
+	fmt.Fprintf(&b, "Each target is checked for redlock on each go-redis configuration. Ratios are medians over passes of the ratio of two cases of the same pass; \"peers\" are redsync, redislock and rueidislock on every configuration.\n\n")
+	fmt.Fprintf(&b, "| target | measured | |\n|---|---|---|\n")
 	for _, t := range s.targets() {
 		mark := "met"
 		if !t.met {
@@ -197,106 +256,182 @@ type target struct {
 	met, na        bool
 }
 
+// compare checks that contender a's f in scenario sc is at least (or at
+// most, with atMost) factor × contender b's, as the median over passes of
+// the ratio of the two cases of the same pass.
+func (s *summary) compare(sc, a, b string, factor float64, atMost bool, what string, f func(result) float64, med func(*row) float64) target {
+	rel := "≥"
+	if atMost {
+		rel = "≤"
+	}
+	fac := ""
+	if factor != 1 {
+		fac = fmt.Sprintf("%g × ", factor)
+	}
+	t := target{name: fmt.Sprintf("%s: %s %s %s %s%s's", sc, a, what, rel, fac, b)}
+	ra, rb := s.get(sc, a), s.get(sc, b)
+	x := s.passRatio(sc, a, sc, b, f)
+	if ra == nil || rb == nil || math.IsNaN(x) {
+		t.na = true
+		return t
+	}
+	t.measured = fmt.Sprintf("%s against %s (%s)", value(med(ra)), value(med(rb)), ratioText(x))
+	if atMost {
+		t.met = x <= factor
+	} else {
+		t.met = x >= factor
+	}
+	return t
+}
+
+// value formats a measured figure: whole above 100, else to a tenth.
+func value(x float64) string {
+	if math.Abs(x) >= 100 {
+		return fmt.Sprintf("%.0f", x)
+	}
+	return fmt.Sprintf("%.1f", x)
+}
+
+func ratioText(x float64) string {
+	if math.IsInf(x, 1) {
+		return "the other's is 0"
+	}
+	return fmt.Sprintf("%.2f×", x)
+}
+
+// targets are issue 26's, for redlock on each go-redis configuration, and
+// its goal for go-redis's default options: as cheap as the recommended
+// configuration.
 func (s *summary) targets() []target {
 	var ts []target
-	ratio := func(sc string, want float64) {
-		r := s.get(sc, "redlock")
-		t := target{name: fmt.Sprintf("%s: redlock ≥ %.2f × floor cycles/s", sc, want)}
-		if r == nil || math.IsNaN(r.ratio) {
-			t.na = true
+	rateRow := func(r *row) float64 { return r.rate }
+	hoRow := func(r *row) float64 { return r.handovers }
+	uncontended := []string{"serial n=1", "parallel64 n=1", "serial n=5", "parallel64 n=5"}
+	for _, cf := range confs {
+		rl := rowName("redlock", cf)
+		for _, sc := range uncontended[:2] {
+			ts = append(ts, s.compare(sc, rl, rowName("floor", cf), 0.9, false, "cycles/s", rateOf, rateRow))
+			ts = append(ts, s.abovePeers(sc, rl))
+		}
+		for _, sc := range uncontended[2:] {
+			ts = append(ts, s.compare(sc, rl, rowName("redsync", cf), 1, false, "cycles/s", rateOf, rateRow))
+		}
+		for _, sc := range uncontended[2:] {
+			ts = append(ts, s.compare(sc, rl, rowName("redsync", cf), 1.2, true, "server CPU/cycle", srvCPUOf, func(r *row) float64 { return r.srvCPU }))
+		}
+		for _, sc := range uncontended {
+			ts = append(ts, s.allocsBelowPeers(sc, rl))
+		}
+		for _, sc := range []string{"contended8 n=1", "contended64 n=1"} {
+			ts = append(ts, s.compare(sc, rl, "rueidislock", 1, false, "handovers/s", handoversOf, hoRow))
+			ts = append(ts, s.compare(sc, rl, rowName("redsync", cf), 50, false, "handovers/s", handoversOf, hoRow))
+		}
+		t := target{name: "one frozen node of five: " + rl + " cycle ≤ 1.2 × healthy 5-node cycle (mean)"}
+		if f := s.get("frozen 1 of 5", rl); f != nil && !math.IsNaN(f.frozenVsHealthy) {
+			t.measured = fmt.Sprintf("%.2f (p99 %.2f)", f.frozenVsHealthy, f.p99VsHealthy)
+			t.met = f.frozenVsHealthy <= 1.2
 		} else {
-			t.measured = fmt.Sprintf("%.3f", r.ratio)
-			t.met = r.ratio >= want
+			t.na = true
 		}
 		ts = append(ts, t)
 	}
-	// Issue 13's targets for the plain cycle.
-	ratio("serial n=1", 0.90)
-	ratio("parallel64 n=1", 0.80)
-	ratio("serial n=5", 0.80)
-	ratio("parallel64 n=5", 0.80)
-	// Against the peers (ratios of the median rates): more cycles/s than
-	// every peer on five nodes, within 10% of redislock on one.
-	peers := func(sc, peer string, want float64, what string) {
-		r, o := s.get(sc, "redlock"), s.get(sc, peer)
-		t := target{name: fmt.Sprintf("%s: redlock cycles/s %s %s's", sc, what, peer)}
-		if r == nil || o == nil || o.rate == 0 {
+	// What to build, 2: go-redis's default options as cheap as
+	// ContextTimeoutEnabled.
+	d, c := rowName("redlock", confDefaults), rowName("redlock", confCtx)
+	for _, sc := range uncontended {
+		ts = append(ts, s.compare(sc, d, c, 0.95, false, "cycles/s", rateOf, rateRow))
+		t := target{name: fmt.Sprintf("%s: %s allocs/cycle ≤ %s's + 5", sc, d, c)}
+		rd, rc := s.get(sc, d), s.get(sc, c)
+		if rd == nil || rc == nil {
 			t.na = true
 		} else {
-			t.measured = fmt.Sprintf("%.0f against %.0f (%.2f×)", r.rate, o.rate, r.rate/o.rate)
-			t.met = r.rate/o.rate >= want
+			t.measured = fmt.Sprintf("%.1f against %.1f", rd.allocs, rc.allocs)
+			t.met = rd.allocs <= rc.allocs+5
 		}
-		ts = append(ts, t)
-	}
-	peers("serial n=5", "redsync", 1, "above")
-	peers("parallel64 n=5", "redsync", 1, "above")
-	peers("serial n=1", "redislock", 0.9, "within 10% of")
-	peers("parallel64 n=1", "redislock", 0.9, "within 10% of")
-	for _, sc := range []string{"serial n=1", "parallel64 n=1", "serial n=5", "parallel64 n=5"} {
-		r, f := s.get(sc, "redlock"), s.get(sc, "floor")
-		t := target{name: sc + ": redlock server CPU/cycle ≤ 1.3 × floor's"}
-		if r == nil || f == nil || f.srvCPU == 0 {
-			t.na = true
-		} else {
-			t.measured = fmt.Sprintf("%.1f against %.1f µs (%.2f×)", r.srvCPU, f.srvCPU, r.srvCPU/f.srvCPU)
-			t.met = r.srvCPU <= 1.3*f.srvCPU
-		}
-		ts = append(ts, t)
-	}
-	if f := s.get("frozen 1 of 5", "redlock"); f != nil {
-		ts = append(ts, target{
-			name:     "one frozen node of five: redlock cycle ≤ 1.2 × healthy 5-node cycle (mean)",
-			measured: fmt.Sprintf("%.2f (p99 %.2f)", f.frozenVsHealthy, f.p99VsHealthy),
-			met:      f.frozenVsHealthy <= 1.2,
-		})
-	} else {
-		ts = append(ts, target{name: "one frozen node of five", na: true})
-	}
-	for _, sc := range s.scenarios {
-		if !strings.HasPrefix(sc, "contended") {
-			continue
-		}
-		r := s.get(sc, "redlock")
-		t := target{name: sc + ": redlock handovers/s ≥ 50 × redsync's"}
-		if r == nil || math.IsNaN(r.hoVsRedsync) {
-			t.na = true
-			if r != nil && r.handovers > 0 {
-				t.measured = fmt.Sprintf("%.0f/s against 0/s", r.handovers)
-				t.na, t.met = false, true
-			}
-		} else {
-			t.measured = fmt.Sprintf("%.0f×", r.hoVsRedsync)
-			t.met = r.hoVsRedsync >= 50
-		}
-		ts = append(ts, t)
-	}
-	for _, sc := range s.scenarios {
-		if strings.HasPrefix(sc, "contended") || strings.HasPrefix(sc, "frozen") || strings.HasPrefix(sc, "healthy") {
-			continue
-		}
-		r := s.get(sc, "redlock")
-		if r == nil {
-			continue
-		}
-		t := target{name: sc + ": redlock allocs/cycle ≤ redsync's", met: true}
-		parts := []string{fmt.Sprintf("redlock %.1f", r.allocs)}
-		for _, c := range []string{"redsync", "redislock"} {
-			if o := s.get(sc, c); o != nil {
-				parts = append(parts, fmt.Sprintf("%s %.1f", c, o.allocs))
-				if c == "redsync" {
-					t.met = t.met && r.allocs <= o.allocs
-				}
-			}
-		}
-		t.measured = strings.Join(parts, ", ")
 		ts = append(ts, t)
 	}
 	return ts
 }
 
+// peers are the rows redlock is compared with on cycles/s.
+var peers = []string{"redsync/ctx", "redsync/defaults", "redislock/ctx", "redislock/defaults", "rueidislock"}
+
+// abovePeers checks that rl's cycles/s are at least every peer row's in
+// scenario sc, each as the median of the ratios of the same pass.
+func (s *summary) abovePeers(sc, rl string) target {
+	t := target{name: fmt.Sprintf("%s: %s cycles/s ≥ every peer's", sc, rl)}
+	r := s.get(sc, rl)
+	if r == nil {
+		t.na = true
+		return t
+	}
+	worst, worstPeer, n := math.Inf(1), "", 0
+	for _, p := range peers {
+		x := s.passRatio(sc, rl, sc, p, rateOf)
+		if math.IsNaN(x) {
+			continue
+		}
+		n++
+		if x < worst {
+			worst, worstPeer = x, p
+		}
+	}
+	if n == 0 {
+		t.na = true
+		return t
+	}
+	t.measured = fmt.Sprintf("%s against %s's %s (%s), the lowest ratio of %d peers", value(r.rate), worstPeer, value(s.get(sc, worstPeer).rate), ratioText(worst), n)
+	t.met = worst >= 1
+	return t
+}
+
+// allocsBelowPeers checks that rl allocates no more per cycle than the
+// peers on the same go-redis configuration (redsync, redislock);
+// rueidislock's figure, on another client, is shown but not compared.
+func (s *summary) allocsBelowPeers(sc, rl string) target {
+	t := target{name: fmt.Sprintf("%s: %s allocs/cycle ≤ every peer's on the same client", sc, rl), met: true}
+	r := s.get(sc, rl)
+	if r == nil {
+		t.na = true
+		return t
+	}
+	parts := []string{fmt.Sprintf("%s %.1f", rl, r.allocs)}
+	n := 0
+	for _, p := range []string{sameConf("redsync", rl), sameConf("redislock", rl), "rueidislock"} {
+		o := s.get(sc, p)
+		if o == nil {
+			continue
+		}
+		if p == "rueidislock" {
+			parts = append(parts, fmt.Sprintf("(%s %.1f)", p, o.allocs))
+			continue
+		}
+		n++
+		parts = append(parts, fmt.Sprintf("%s %.1f", p, o.allocs))
+		t.met = t.met && r.allocs <= o.allocs
+	}
+	t.na = n == 0
+	t.measured = strings.Join(parts, ", ")
+	return t
+}
+
 // ---- charts ----
 
-var colors = map[string]string{"floor": "#8c8c8c", "redlock": "#1f77b4", "redsync": "#d62728", "redislock": "#2ca02c"}
+// colors give each library a hue, dark on "/ctx" and light on "/defaults".
+var colors = map[string]string{
+	"floor/ctx": "#7f7f7f", "floor/defaults": "#c7c7c7",
+	"redlock/ctx": "#1f77b4", "redlock/defaults": "#aec7e8",
+	"redsync/ctx": "#d62728", "redsync/defaults": "#ff9896",
+	"redislock/ctx": "#2ca02c", "redislock/defaults": "#98df8a",
+	"rueidislock": "#9467bd",
+}
+
+func colorOf(contender string) string {
+	if c, ok := colors[contender]; ok {
+		return c
+	}
+	return "#000000"
+}
 
 func (s *summary) charts(dir string) error {
 	var groups []string
@@ -320,16 +455,16 @@ func (s *summary) charts(dir string) error {
 	}
 	charts := map[string]string{
 		"throughput.svg": barChart(chart{
-			title:  "Cycles/s as a ratio to the raw floor of the same pass (median over passes; contended: acquisitions/s over the serial floor)",
-			groups: groups, series: contenderOrder,
-			vals:   vals(groups, contenderOrder, func(r *row) float64 { return r.ratio }),
+			title:  "Cycles/s as a ratio to the raw floor on the same go-redis configuration, same pass (median over passes; contended: acquisitions/s over the serial floor)",
+			groups: groups, series: s.contenders,
+			vals:   vals(groups, s.contenders, func(r *row) float64 { return r.ratio }),
 			yLabel: "× floor", format: func(x float64) string { return fmt.Sprintf("%.2f", x) },
 			ref: 1,
 		}),
 		"p99.svg": barChart(chart{
 			title:  "p99 latency: a whole cycle, or a waiter's time to acquire when contended (log scale)",
-			groups: groups, series: contenderOrder,
-			vals: vals(groups, contenderOrder, func(r *row) float64 { return r.p99 }),
+			groups: groups, series: s.contenders,
+			vals: vals(groups, s.contenders, func(r *row) float64 { return r.p99 }),
 			log:  true, yLabel: "p99 latency", format: lat,
 		}),
 	}
@@ -340,7 +475,7 @@ func (s *summary) charts(dir string) error {
 		}
 	}
 	if len(contendedGroups) > 0 {
-		libs := contenderOrder[1:]
+		libs := slices.DeleteFunc(slices.Clone(s.contenders), func(c string) bool { return strings.HasPrefix(c, "floor") })
 		charts["handovers.svg"] = barChart(chart{
 			title:  "Contended: handovers to another goroutine per second (log scale)",
 			groups: contendedGroups, series: libs,
@@ -421,8 +556,8 @@ func barChart(c chart) string {
 	// Legend.
 	x := left
 	for _, s := range c.series {
-		fmt.Fprintf(&b, `<rect x="%.0f" y="32" width="12" height="12" fill="%s"/><text x="%.0f" y="42">%s</text>`+"\n", x, colors[s], x+16, s)
-		x += 90
+		fmt.Fprintf(&b, `<rect x="%.0f" y="32" width="12" height="12" fill="%s"/><text x="%.0f" y="42">%s</text>`+"\n", x, colorOf(s), x+16, s)
+		x += 30 + 6.5*float64(len(s))
 	}
 	// Axis and grid.
 	for _, t := range ticks {
@@ -452,7 +587,7 @@ func barChart(c chart) string {
 				by = base
 			}
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`+"\n",
-				bx+1, by, barW-2, base-by, colors[s], esc(g), s, esc(c.format(v)))
+				bx+1, by, barW-2, base-by, colorOf(s), esc(g), s, esc(c.format(v)))
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="start" font-size="9" transform="rotate(-90 %.1f %.1f)">%s</text>`+"\n",
 				bx+barW/2+3, by-3, bx+barW/2+3, by-3, esc(c.format(v)))
 		}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// res is a case of one pass with the given cycles/s over one second.
+func res(scenario, contender string, pass int, rate float64) result {
+	return result{Scenario: scenario, Contender: contender, Pass: pass, Cycles: uint64(rate), Seconds: 1}
+}
+
+func TestRatioIsToTheFloorOnTheSameConfiguration(t *testing.T) {
+	const sc = "serial n=1"
+	var rs []result
+	for pass := range 3 {
+		rs = append(rs,
+			res(sc, "floor/ctx", pass, 1000),
+			res(sc, "floor/defaults", pass, 500),
+			res(sc, "redlock/ctx", pass, 800),
+			res(sc, "redlock/defaults", pass, 400),
+			res(sc, "rueidislock", pass, 1200),
+		)
+	}
+	s := summarize(rs)
+	for c, want := range map[string]float64{
+		"redlock/ctx":      0.8,
+		"redlock/defaults": 0.8,
+		"rueidislock":      1.2, // against floor/ctx
+		"floor/defaults":   1,
+	} {
+		if got := s.get(sc, c).ratio; math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s: ratio %v, want %v", c, got, want)
+		}
+	}
+}
+
+func TestPassRatioPairsCasesOfTheSamePass(t *testing.T) {
+	const sc = "serial n=1"
+	// The machine slows down pass by pass; redlock is 0.9 × the floor in
+	// each pass, which the ratio of the medians (600/1000) would hide.
+	rs := []result{
+		res(sc, "floor/ctx", 0, 1000), res(sc, "redlock/ctx", 0, 900),
+		res(sc, "floor/ctx", 1, 600), res(sc, "redlock/ctx", 1, 540),
+		res(sc, "floor/ctx", 2, 200), res(sc, "redlock/ctx", 2, 180),
+		res(sc, "redlock/ctx", 3, 100), // no floor in pass 3: not paired
+	}
+	s := summarize(rs)
+	if got := s.passRatio(sc, "redlock/ctx", sc, "floor/ctx", rateOf); math.Abs(got-0.9) > 1e-9 {
+		t.Errorf("passRatio %v, want 0.9", got)
+	}
+	if got := s.passRatio(sc, "redlock/ctx", sc, "redsync/ctx", rateOf); !math.IsNaN(got) {
+		t.Errorf("passRatio against a contender that did not run: %v, want NaN", got)
+	}
+}
+
+func TestLegacyNamesAreTheCtxConfiguration(t *testing.T) {
+	for in, want := range map[string]string{
+		"floor": "floor/ctx", "redlock": "redlock/ctx", "redsync": "redsync/ctx", "redislock": "redislock/ctx",
+		"redlock/defaults": "redlock/defaults", "rueidislock": "rueidislock",
+	} {
+		if got := legacyName(in); got != want {
+			t.Errorf("legacyName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestTargetsPerConfiguration(t *testing.T) {
+	var rs []result
+	for pass := range 5 {
+		for _, sc := range []string{"serial n=1", "parallel64 n=1"} {
+			rs = append(rs,
+				res(sc, "floor/ctx", pass, 1000), res(sc, "redlock/ctx", pass, 950),
+				res(sc, "floor/defaults", pass, 1000), res(sc, "redlock/defaults", pass, 800),
+				res(sc, "redsync/ctx", pass, 900), res(sc, "rueidislock", pass, 1100),
+			)
+		}
+	}
+	s := summarize(rs)
+	got := map[string]target{}
+	for _, tg := range s.targets() {
+		got[tg.name] = tg
+	}
+	for name, want := range map[string]bool{
+		"serial n=1: redlock/ctx cycles/s ≥ 0.9 × floor/ctx's":           true,
+		"serial n=1: redlock/defaults cycles/s ≥ 0.9 × floor/defaults's": false,
+		"serial n=1: redlock/ctx cycles/s ≥ every peer's":                false, // rueidislock is faster
+		"serial n=1: redlock/defaults cycles/s ≥ 0.95 × redlock/ctx's":   false,
+	} {
+		tg, ok := got[name]
+		if !ok {
+			t.Errorf("no target %q", name)
+			continue
+		}
+		if tg.na || tg.met != want {
+			t.Errorf("%q: met %v, not measured %v (%s); want met %v", name, tg.met, tg.na, tg.measured, want)
+		}
+	}
+	if tg := got["serial n=1: redlock/ctx cycles/s ≥ every peer's"]; !strings.Contains(tg.measured, "rueidislock") {
+		t.Errorf("every peer: %q does not name the peer that is faster", tg.measured)
+	}
+	if tg := got["serial n=5: redlock/ctx cycles/s ≥ redsync/ctx's"]; !tg.na {
+		t.Errorf("a scenario that did not run is measured: %+v", tg)
+	}
+}
