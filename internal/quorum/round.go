@@ -155,7 +155,8 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	// dial until the context is done, and then reports only that). The
 	// round's own wait ends at a channel shared with other rounds, closed
 	// at the deadline or a little after (roundDeadlines), which costs no
-	// timer.
+	// timer. A node whose client does not honour deadlines gets a Done
+	// channel too (its node's deadlines).
 	sent := time.Now()
 	nodeCtx := withDeadline(detach(ctx), sent.Add(r.Timeout))
 	expired := roundDeadlines.expiry(sent, r.Timeout)
@@ -176,7 +177,14 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				}
 			}()
 			sent := time.Now()
-			v, err := r.Call(nodeCtx, node)
+			rctx := nodeCtx
+			if !node.HonoursDeadline {
+				// Its requests end only at the client's own timeouts:
+				// a Done channel at least ends its waits for a pooled
+				// connection and between retries.
+				rctx = node.deadlines.context(nodeCtx, sent, r.Timeout)
+			}
+			v, err := r.Call(rctx, node)
 			lat := time.Since(sent)
 			late := false
 			select {
@@ -327,8 +335,13 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		lat time.Duration
 	}
 	sent := time.Now()
-	rctx := withDeadline(detach(ctx), sent.Add(r.Timeout))
-	expired := node.deadlines.expiry(sent, r.Timeout)
+	// A Done channel, though the caller does not wait on the call: the
+	// client's own timeouts end its reads, and Done its waits for a
+	// pooled connection and between retries (go-redis's MaxRetries), so
+	// that the request's goroutine, which Close waits for, ends near the
+	// deadline rather than retries of ReadTimeout later.
+	rctx := node.deadlines.context(detach(ctx), sent, r.Timeout)
+	expired := rctx.Done()
 	// Unbuffered, so that it is one allocation: the caller, or the
 	// late reply's goroutine, always receives.
 	ch := make(chan reply)
