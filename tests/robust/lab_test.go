@@ -299,13 +299,6 @@ func (k *kid) pause(d time.Duration) {
 	_ = k.cmd.Process.Signal(syscall.SIGCONT)
 }
 
-// holds reports whether client id is inside its work under the lock.
-func (l *lab) holds(id string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.holding[id]
-}
-
 // whenHolding waits until client id (any client when "") holds the lock,
 // at most max; it reports whether it does.
 func (l *lab) whenHolding(ctx context.Context, id string, max time.Duration) bool {

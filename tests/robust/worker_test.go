@@ -203,7 +203,7 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 				return resp.Add(24 * time.Hour)
 			case beliefSharedMono:
 				now := time.Unix(0, cfg.WallBase+monoNow()-cfg.MonoBase)
-				return now.Add(clk.real(l.ValidUntil()).Sub(time.Now()))
+				return now.Add(time.Until(clk.real(l.ValidUntil())))
 			}
 			return clk.real(l.ValidUntil())
 		}
