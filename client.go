@@ -32,10 +32,12 @@ type Client struct {
 // clients of other libraries (rueidis, redigo), see NewFromNodes.
 //
 // A node that refuses connections (a closed port, a stopped server) is
-// reported per node with the refusal, and is dialled at most once a second
-// until it accepts again, so that go-redis, which logs each failed dial
-// through its process-wide logger (redis.SetLogger), logs at most that
-// often for it.
+// reported per node with the refusal; until it accepts again, each request
+// dials it once outside go-redis's pool and fails at once if refused, so
+// that go-redis, which logs each failed series of dials through its
+// process-wide logger (redis.SetLogger), logs it once per outage. For
+// this New adds a dial hook to each *redis.Client it is given (package
+// driver/goredis); the hook stays on the client.
 //
 // New does no I/O. It returns an error wrapping ErrInvalid when nodes is
 // empty or has more than 64, holds a nil client or the same client (or

@@ -198,6 +198,14 @@ func WithDriftFactor(f float64) Option {
 // it was created with ContextTimeoutEnabled: true; set it on every node's
 // client. Without it the request still ends within the timeout for the
 // lock, but keeps a connection until the client's ReadTimeout.
+//
+// A node that refuses connections is reported as refusing them (an error
+// that errors.Is syscall.ECONNREFUSED), and then at once, after one dial
+// outside go-redis (package driver/goredis). go-redis learns of the first refusal
+// only after its series of dials (DialerRetries, 5, DialerRetryTimeout,
+// 100 ms, apart): with a timeout shorter than that series, the first
+// request after the node went down reads as a timeout. DialerRetries: 1
+// in the client's options shortens the series.
 func WithNodeTimeout(d time.Duration) Option {
 	return clientOption(func(c *config) { c.nodeTimeout = d })
 }
@@ -361,9 +369,12 @@ func WithMaxAttempts(n int) RetryOption {
 // the caller's own: next(n) is the wait before the obtain's attempt n+2,
 // after n+1 attempts (n from 0), and a negative wait ends the obtain as if
 // its attempts were used up. A release notification still ends a wait
-// early, and no wait outlasts the holder's remaining TTL. It also spaces
-// the rounds of a manual Refresh. next is called on the obtaining
-// goroutine, once per wait.
+// early, and no wait outlasts the holder's remaining TTL. Given to New, it
+// also spaces the rounds of a manual Refresh of the Client's locks (given
+// to an obtain, it does not), and a negative wait ends that Refresh with
+// its last round's error. next is called on the obtaining (or refreshing)
+// goroutine, once per wait; it may be called from several goroutines at
+// once when several obtains or refreshes run at once.
 func WithBackoff(next func(n int) time.Duration) RetryOption {
 	return retryOption(func(r *retryConfig) { r.strategy, r.nilBackoff = next, next == nil })
 }

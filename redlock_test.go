@@ -1432,7 +1432,11 @@ func TestRefreshRetriesWithinItsContext(t *testing.T) {
 	cl := startNodes(t, 3)
 	ctx := context.Background()
 	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond), WithRetryDelay(50*time.Millisecond, 100*time.Millisecond))
-	lock, err := c.TryObtain(ctx, "retried", time.Minute)
+	// Obtain, not TryObtain: a first round on fresh connections may not
+	// answer within 100 ms on a loaded machine.
+	octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ocancel()
+	lock, err := c.Obtain(octx, "retried", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1456,6 +1460,57 @@ func TestRefreshRetriesWithinItsContext(t *testing.T) {
 	}
 	if err := <-rec; err != nil {
 		t.Fatalf("Refresh across a pause of two of three nodes: %v, want a later round to confirm it", err)
+	}
+}
+
+// A Client's WithBackoff spaces the rounds of a manual Refresh too, and a
+// negative wait ends the Refresh with its last round's error, well before
+// its context ends.
+func TestRefreshFollowsTheClientsBackoff(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	var (
+		mu    sync.Mutex
+		asked []int
+	)
+	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond), WithBackoff(func(n int) time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		asked = append(asked, n)
+		if n == 2 {
+			return -1 // three rounds
+		}
+		return 50 * time.Millisecond
+	}))
+	// Obtain, not TryObtain: a first round on fresh connections may not
+	// answer within 100 ms on a loaded machine.
+	octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
+	defer ocancel()
+	lock, err := c.Obtain(octx, "refresh-strategy", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []int{1, 2} {
+		if err := cl.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.servers[i].Resume() })
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = lock.Refresh(rctx, time.Minute)
+	if err == nil || rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Refresh on one of three nodes: %v, want the last round's error, before the context ends", err)
+	}
+	mu.Lock()
+	got := slices.Clone(asked)
+	mu.Unlock()
+	if !slices.Equal(got, []int{0, 1, 2}) {
+		t.Fatalf("the strategy was asked for waits %v, want [0 1 2]", got)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("three rounds took %v, less than the strategy's two waits of 50 ms", d)
 	}
 }
 
@@ -1503,8 +1558,9 @@ func TestWithBackoff(t *testing.T) {
 }
 
 // A node whose port is closed is reported as refusing connections, not as
-// a timeout, once it has refused one; and it is dialled at most once a
-// second meanwhile, so that go-redis's log of failed dials stays quiet.
+// a timeout, from the first attempt on, on go-redis's default options
+// (whose dial retries would outlast the node timeout); the driver's
+// TestRefusingNodeIsGated checks what go-redis logs.
 func TestRefusedConnectionIsReportedAsRefused(t *testing.T) {
 	cl := startNodes(t, 1)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -1513,26 +1569,26 @@ func TestRefusedConnectionIsReportedAsRefused(t *testing.T) {
 	}
 	closed := ln.Addr().String()
 	_ = ln.Close() // nobody listens there now
-	dead := redis.NewClient(&redis.Options{Addr: closed, ContextTimeoutEnabled: true, MaxRetries: -1})
+	dead := redis.NewClient(&redis.Options{Addr: closed, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = dead.Close() })
-	c := newClient(t, []redis.UniversalClient{cl.clients[0], dead}, WithoutBreaker())
+	// A node timeout longer than go-redis's series of dials (5, 100 ms
+	// apart); with a shorter one the first attempt reads as a timeout.
+	c := newClient(t, []redis.UniversalClient{cl.clients[0], dead}, WithoutBreaker(), WithNodeTimeout(2*time.Second))
 	ctx := context.Background()
-	var last error
 	for i := range 5 {
 		l, err := c.TryObtain(ctx, fmt.Sprintf("refused-%d", i), 10*time.Second)
 		if err == nil {
 			_ = l.Release(ctx)
 			t.Fatal("obtained with one of two nodes down")
 		}
-		last = err
-	}
-	var qe *QuorumError
-	if !errors.As(last, &qe) {
-		t.Fatalf("TryObtain: %v, want a *QuorumError", last)
-	}
-	for _, n := range qe.Nodes {
-		if n.Node == 1 && (!errors.Is(n.Err, syscall.ECONNREFUSED) || !strings.Contains(n.Err.Error(), "connection refused") || n.Reason != "error") {
-			t.Fatalf("the closed port's reason: %v (%s), want connection refused", n.Err, n.Reason)
+		var qe *QuorumError
+		if !errors.As(err, &qe) {
+			t.Fatalf("TryObtain %d: %v, want a *QuorumError", i, err)
+		}
+		for _, n := range qe.Nodes {
+			if n.Node == 1 && (!errors.Is(n.Err, syscall.ECONNREFUSED) || !strings.Contains(n.Err.Error(), "connection refused") || n.Reason != "error") {
+				t.Fatalf("TryObtain %d: the closed port's reason: %v (%s), want connection refused", i, n.Err, n.Reason)
+			}
 		}
 	}
 }
