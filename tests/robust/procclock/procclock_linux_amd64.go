@@ -19,13 +19,17 @@ var vdsoClockgettimeSym uintptr
 
 // Read by clockGettime (procclock_linux_amd64.s).
 var (
+	//lint:ignore U1000 read by procclock_linux_amd64.s
 	realClockGettime uintptr // the vDSO's own clock_gettime
 	offsetRealtime   int64   // nanoseconds added to CLOCK_REALTIME
 	offsetMonotonic  int64   // nanoseconds added to CLOCK_MONOTONIC
 )
 
 // clockGettime is the vDSO's clock_gettime with the offsets added; it
-// follows the C calling convention, as the runtime calls it.
+// follows the C calling convention, as the runtime calls it (its address
+// is taken in assembly, by clockGettimeAddr).
+//
+//lint:ignore U1000 called by the runtime, through vdsoClockgettimeSym
 func clockGettime()
 
 // clockGettimeAddr is clockGettime's address (its assembly entry).
