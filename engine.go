@@ -23,9 +23,9 @@ import (
 // rounds, the settings, the owner of every background goroutine, the
 // registry of held locks, the keep-alive's schedule, the circuit breaker's
 // state, the adaptive TTL's policy, the local wait queues and the
-// observers. Everything above it in this package (the kinds, the lock, the
-// obtain loop, the keep-alive, the Client) works through it; it knows none
-// of them.
+// observers. Everything above it in this package (the lock, the obtain
+// loop, the keep-alive, the Client) works through it; it knows none of
+// them, nor the kinds (docs/engine.md, Layers).
 type engine struct {
 	cfg    config
 	nodes  []*quorum.Node
