@@ -69,8 +69,10 @@ type kind interface {
 	group(key string, proto *script.Hold) string
 	// exclusive is true when the kind's refusals leave the writer mark
 	// that readers wait behind (the family's writers and owners), which
-	// an obtain that gives up withdraws.
+	// an obtain that gives up withdraws: withdraw deletes the writer mark
+	// wait from the lock key on one node.
 	exclusive(proto *script.Hold) bool
+	withdraw(ctx context.Context, n driver.Node, key, wait string) error
 }
 
 // secret is what makes a lock its holder's on the nodes: the random value
@@ -203,6 +205,9 @@ func (plain) degradable() bool { return true }
 func (plain) group(key string, _ *script.Hold) string { return key }
 
 func (plain) exclusive(*script.Hold) bool { return false }
+
+// withdraw: a plain lock leaves no writer mark.
+func (plain) withdraw(context.Context, driver.Node, string, string) error { return nil }
 
 // highestToken is the token rule of the plain lock and the permit: the
 // highest counter among the yes-votes; unless a quorum of them issued it,
@@ -424,6 +429,11 @@ func (family) group(key string, proto *script.Hold) string {
 
 func (family) exclusive(proto *script.Hold) bool { return proto.Mode == 'w' }
 
+func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) error {
+	_, err := script.Withdraw(ctx, n, keys.WriterWaits(key), wait)
+	return err
+}
+
 // permit is one permit of a semaphore of proto.Permits (permit.lua): a
 // hash like the family's, one expiring field per permit.
 type permit struct{}
@@ -511,3 +521,6 @@ func (permit) degradable() bool { return false }
 func (permit) group(key string, _ *script.Hold) string { return key }
 
 func (permit) exclusive(*script.Hold) bool { return false }
+
+// withdraw: a permit leaves no writer mark.
+func (permit) withdraw(context.Context, driver.Node, string, string) error { return nil }

@@ -115,7 +115,7 @@ func (e *engine) gaveUp(r *request, err error) {
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
 			for _, k := range r.keys {
-				if _, err := script.Withdraw(ctx, n.Conn, keys.WriterWaits(k), r.wait); err != nil {
+				if err := r.kind.withdraw(ctx, n.Conn, k, r.wait); err != nil {
 					return false, err
 				}
 			}
