@@ -69,10 +69,7 @@ func (l *Lock) Handoff() ([]byte, error) {
 	}
 	h := l.secret.hold
 	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.name, Kind: l.label,
-		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Token: l.token, TTL: l.TTL().Milliseconds()}
-	if h.Mode != 0 {
-		form.Mode = string(h.Mode)
-	}
+		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: handoff: %w", err)
@@ -127,7 +124,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	if err != nil {
 		return nil, fmt.Errorf("redlock: handoff: %w", err)
 	}
-	if f.Mode != "" && (len(f.Mode) != 1 || f.Mode[0] != sp.proto.Mode) {
+	if f.Mode != "" && f.Mode != modeOf(&sp.proto) {
 		return nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
 	}
 	r := request{spec: sp}

@@ -146,6 +146,15 @@ var (
 	permitKind kind = permit{}
 )
 
+// modeOf is the mode of a hold as Lock.Handoff's form writes it: "w" or
+// "r" for the family, "s" for a permit, "" for a plain lock.
+func modeOf(h *script.Hold) string {
+	if h.Mode == 0 {
+		return ""
+	}
+	return string(h.Mode)
+}
+
 // plain is the plain lock: one exclusive holder, its random value in a
 // string key (acquire.lua); the cheapest cycle.
 type plain struct{}
