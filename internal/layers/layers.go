@@ -1,7 +1,7 @@
 // Package layers measures the shape of the root package: its exported
 // surface, and its files drawn as boxes on floors, one arrow per file whose
 // code uses a name declared in another file. Its test holds the layering
-// that docs/engine.md draws to the code, and cmd/layers prints the figures
+// that docs/engine.md draws to the code, and scripts/layers prints the figures
 // for any checkout.
 package layers
 
