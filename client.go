@@ -132,6 +132,7 @@ func (c *Client) Close() error {
 	c.sched.Stop()
 	c.stopBreaker()
 	c.stopSampler()
+	c.stopRecorder()
 	releaseAll(held)
 	for _, h := range c.hubs {
 		h.Close()

@@ -13,6 +13,13 @@
 //	{PREFIX}:epoch          the restart guard's epoch record, one per node
 //	{PREFIX+NAME}:epoch     the epoch record on a Redis Cluster, one per lock
 //	EPOCH:ok                the guard's fast path beside each epoch record
+//	{PREFIX}:configs        the configuration records of the Clients that
+//	                        lock on the node, one hash per node (record.lua,
+//	                        docs/reconfiguration.md); its fields:
+//	  c:FP                  a Client on node set FP alone
+//	  j:FPA:FPB             a Client in joint configuration, from FPA to FPB
+//	  s:FP                  a joint Client saw a Client on FP alone (relayed)
+//	  m:FP                  the move floor of a move to FP
 //
 // The scripts derive the last two, the release channel of a plain lock and
 // the lock family's :wwait from the keys they are given (acquire.lua,
@@ -64,6 +71,17 @@ func (l Layout) Epoch(lockKey string, cluster bool) string {
 	}
 	return l.NodeEpoch()
 }
+
+// Configs is the hash of the configuration records of the Clients that
+// lock under the prefix on a node (docs/reconfiguration.md).
+func (l Layout) Configs() string { return "{" + l.Prefix + "}:configs" }
+
+// The fields of the configuration records (Configs): fp, a and b are node
+// set fingerprints.
+func ConfigSingle(fp string) string  { return "c:" + fp }
+func ConfigJoint(a, b string) string { return "j:" + a + ":" + b }
+func ConfigSeen(fp string) string    { return "s:" + fp }
+func ConfigFloor(fp string) string   { return "m:" + fp }
 
 // Fence is the fencing counter of the lock of key lockKey (from Lock).
 func Fence(lockKey string) string { return lockKey + ":fence" }

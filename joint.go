@@ -1,0 +1,447 @@
+package redlock
+
+// This file holds the joint configuration (a move from one set of nodes to
+// another, docs/reconfiguration.md): the option, the sets and their
+// quorum rule, and the configuration records that make the move's step 2
+// checkable.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// ErrConfigConflict is returned by an obtain of a Client on one set of nodes
+// that sees, on its nodes, that a Client of another set alone is alive or
+// was within the max TTL: the two could hold one lock at once. During a
+// move, it means step 2 of the runbook was cut short
+// (docs/reconfiguration.md). The error names the other configuration.
+var ErrConfigConflict = errors.New("redlock: another node configuration is in use on these nodes")
+
+// WithNextNodes puts the Client in joint configuration, moving from the
+// nodes given to New (or NewFromNodes), the current set, to next: every
+// acquire and refresh needs the quorum of its kind in the current set and
+// in next, releases go to both, and the Client records the move on the
+// nodes (docs/reconfiguration.md). A node of both sets is given in both:
+// the same driver.Node, or, for a driver whose Info is Unique, a node with
+// the same address (so New's go-redis clients and goredis.New of a client
+// of the same address match). A node of next whose Info is not Unique (a
+// Sentinel client) must be the same driver.Node as in the current set to
+// count as the same node.
+//
+// New returns an error wrapping ErrInvalid when next is empty, holds a nil
+// node or a node twice, or the two sets together have more than 64 nodes.
+// Default: no next set.
+func WithNextNodes(next ...driver.Node) Option {
+	return clientOption(func(c *config) {
+		c.next = next
+		c.nextSet = true
+	})
+}
+
+// nodeSets are the node sets of a Client: the current set, and in joint
+// configuration the next, as masks of the engine's nodes, with their
+// fingerprints (configuration records).
+type nodeSets struct {
+	cur, next     uint64 // next is 0 unless joint
+	curFP, nextFP string
+}
+
+func (s *nodeSets) joint() bool { return s.next != 0 }
+
+// joinNodes returns the nodes of a Client (the current set, followed by
+// the nodes of next not in it) and its node sets.
+func joinNodes(cur, next []driver.Node, nextSet bool) ([]driver.Node, nodeSets, error) {
+	all := slices.Clone(cur)
+	sets := nodeSets{cur: quorum.Mask(len(cur), func(int) bool { return true })}
+	if nextSet {
+		if len(next) == 0 {
+			return nil, sets, invalid("WithNextNodes with no nodes")
+		}
+		for i, n := range next {
+			if n == nil || isNilPointer(n) {
+				return nil, sets, invalid("next node %d is nil", i)
+			}
+			j := slices.IndexFunc(all, func(m driver.Node) bool { return oneNode(m, n) })
+			if j < 0 {
+				j = len(all)
+				all = append(all, n)
+			}
+			if j >= limits.MaxNodes {
+				return nil, sets, invalid("the current and next nodes are more than %d together", limits.MaxNodes)
+			}
+			if sets.next&(1<<j) != 0 {
+				return nil, sets, invalid("next node %d is given twice", i)
+			}
+			sets.next |= 1 << j
+		}
+		sets.nextFP = fingerprint(all, sets.next)
+	}
+	sets.curFP = fingerprint(all, sets.cur)
+	return all, sets, nil
+}
+
+// oneNode reports whether a and b are one node: the same driver node, or
+// the same address of a driver that names servers by address.
+func oneNode(a, b driver.Node) bool {
+	if sameNode(a, b) {
+		return true
+	}
+	ia, ib := a.Info(), b.Info()
+	return ia.Unique && ib.Unique && ia.Addr == ib.Addr
+}
+
+// fingerprint names a set of nodes in configuration records: the first 16
+// hex digits of the SHA-256 of its sorted addresses.
+func fingerprint(nodes []driver.Node, set uint64) string {
+	var addrs []string
+	for i, n := range nodes {
+		if set&(1<<i) != 0 {
+			addrs = append(addrs, n.Info().Addr)
+		}
+	}
+	slices.Sort(addrs)
+	h := sha256.Sum256([]byte(strings.Join(addrs, "\n")))
+	return hex.EncodeToString(h[:8])
+}
+
+// Fingerprint returns the fingerprint of a node set as configuration
+// records name it (docs/reconfiguration.md): for the command line tool's
+// doctor, which reads the records.
+func Fingerprint(nodes []driver.Node) string {
+	return fingerprint(nodes, quorum.Mask(len(nodes), func(int) bool { return true }))
+}
+
+// rule is the quorum rule of a lock of kind k: the kind's quorum of the
+// nodes, or in a joint configuration the kind's quorum of each set. Every
+// round of a lock decides with it.
+func (e *engine) rule(k kind, proto *script.Hold) quorum.Rule {
+	s := &e.sets
+	if !s.joint() {
+		return quorum.Count(k.quorum(len(e.nodes), proto))
+	}
+	a, b := bits.OnesCount64(s.cur), bits.OnesCount64(s.next)
+	return quorum.Joint(s.cur, k.quorum(a, proto), s.next, k.quorum(b, proto))
+}
+
+// ruleDetail is what a QuorumError says of a joint rule after its count.
+func ruleDetail(r quorum.Rule) string {
+	if !r.IsJoint() {
+		return ""
+	}
+	return " (joint configuration: " + r.String() + ")"
+}
+
+// recorder keeps the Client's configuration record on its nodes.
+type recorder struct {
+	mu       sync.Mutex // held during a record round
+	state    sync.Mutex // guards the fields below
+	started  bool
+	stopped  bool
+	last     time.Time // the last record that reached a node
+	conflict error     // ErrConfigConflict, from the last record
+	floor    int64     // the move floor x 1024; 0: none
+	cancel   context.CancelFunc
+	finished chan struct{}
+}
+
+// recordTTL is how long a configuration record outlives its write: a lock
+// obtained before the next record (within recordStale) has expired before
+// it does.
+func (e *engine) recordTTL() time.Duration { return e.cfg.maxTTL + e.recordStale() }
+
+// recordStale is the age past which an obtain records before it locks;
+// the recording goroutine records twice as often.
+func (e *engine) recordStale() time.Duration { return e.cfg.maxTTL / 2 }
+
+// checkConfig is asked before each acquire round on the nodes: it records
+// the Client's configuration when its last record is stale (the first
+// obtain, or a recording goroutine that fell behind), starts the recording
+// goroutine, and returns the last record's ErrConfigConflict, if any. The
+// caller holds e.life for reading.
+func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
+	r := &e.rec
+	r.state.Lock()
+	if !r.started && !r.stopped {
+		r.started = true
+		rctx, cancel := context.WithCancel(context.Background())
+		r.cancel, r.finished = cancel, make(chan struct{})
+		e.bg.Go(func() { e.recordLoop(rctx) })
+	}
+	stale := e.cfg.now().Sub(r.last) >= e.recordStale()
+	r.state.Unlock()
+	if stale {
+		e.record(ctx, timeout, false)
+	}
+	r.state.Lock()
+	defer r.state.Unlock()
+	return r.conflict
+}
+
+// stopRecorder stops the recording goroutine and waits for it; none starts
+// after it.
+func (e *engine) stopRecorder() {
+	r := &e.rec
+	r.state.Lock()
+	r.stopped = true
+	started := r.started
+	r.state.Unlock()
+	if started {
+		r.cancel()
+		<-r.finished
+	}
+}
+
+func (e *engine) recordLoop(ctx context.Context) {
+	defer close(e.rec.finished)
+	t := time.NewTicker(e.recordStale() / 2)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
+	}
+}
+
+// moveFloor applies the move floor to a won acquire's token: a token below
+// it is raised to it, by the second round (docs/reconfiguration.md,
+// "Tokens across the move").
+func (e *engine) moveFloor(token int64, second bool) (int64, bool) {
+	r := &e.rec
+	r.state.Lock()
+	floor := r.floor
+	r.state.Unlock()
+	if token < floor {
+		return floor, true
+	}
+	return token, second
+}
+
+// record is one record round: it writes the Client's own field on every
+// node and reads the live fields back, then writes what they call for (a
+// joint Client's relays and move floor, a Client's move floor on the set
+// a move went to), and updates the recorder's conflict and floor. The
+// recording goroutine's rounds (all) wait for every node up to timeout;
+// an obtain's return once the kind's quorum rule is met, and a node that
+// answers later can still report a conflict.
+func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
+	r := &e.rec
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := &e.sets
+	own := keys.ConfigSingle(s.curFP)
+	if s.joint() {
+		own = keys.ConfigJoint(s.curFP, s.nextFP)
+	}
+	ttl := e.recordTTL()
+	started := e.cfg.now()
+	var late func(*script.Records)
+	if !s.joint() {
+		late = func(rc *script.Records) {
+			if err := otherLones([]*script.Records{rc}, s.curFP); err != nil {
+				r.state.Lock()
+				r.conflict = err
+				r.state.Unlock()
+			}
+		}
+	}
+	recs := e.recordRound(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.RecordField) {
+		return []script.RecordField{{Name: own, TTL: ttl}}, nil
+	})
+	answered := 0
+	for _, rc := range recs {
+		if rc != nil {
+			answered++
+		}
+	}
+	if answered == 0 {
+		return
+	}
+	every := answered == len(e.nodes)
+	fenceTTL := e.guards[0].FenceTTL
+	var conflict error
+	if s.joint() {
+		// Relay each set's lone Clients to the other set's nodes (their
+		// own records only: a relay of a relay would outlive the record by
+		// the rounds' latencies), and once no Client of the current set
+		// alone is seen anywhere, write the move floor of the next set.
+		leftCur := lonesLeft(recs, false, s.curFP)
+		leftNext := lonesLeft(recs, false, s.nextFP)
+		seenCur := lonesLeft(recs, true, s.curFP)
+		extra := func(i int) ([]script.RecordField, []script.RecordField) {
+			var keep, first []script.RecordField
+			if leftCur > 0 && s.next&(1<<i) != 0 && s.cur&(1<<i) == 0 {
+				keep = append(keep, script.RecordField{Name: keys.ConfigSeen(s.curFP), TTL: leftCur})
+			}
+			if leftNext > 0 && s.cur&(1<<i) != 0 && s.next&(1<<i) == 0 {
+				keep = append(keep, script.RecordField{Name: keys.ConfigSeen(s.nextFP), TTL: leftNext})
+			}
+			if every && seenCur == 0 && s.next&(1<<i) != 0 {
+				first = append(first, script.RecordField{Name: keys.ConfigFloor(s.nextFP), TTL: fenceTTL})
+			}
+			return keep, first
+		}
+		if leftCur > 0 || leftNext > 0 || (every && seenCur == 0) {
+			e.recordRound(ctx, timeout, true, nil, extra)
+		}
+	} else {
+		conflict = otherLones(recs, s.curFP)
+		if conflict == nil {
+			floor := moveFloorOf(recs, s.curFP)
+			if floor == 0 && every && movedTo(recs, s.curFP) {
+				more := e.recordRound(ctx, timeout, true, nil, func(int) ([]script.RecordField, []script.RecordField) {
+					return nil, []script.RecordField{{Name: keys.ConfigFloor(s.curFP), TTL: fenceTTL}}
+				})
+				floor = moveFloorOf(more, s.curFP)
+			}
+			r.state.Lock()
+			r.floor = max(r.floor, floor)
+			r.state.Unlock()
+		}
+	}
+	r.state.Lock()
+	r.last, r.conflict = started, conflict
+	r.state.Unlock()
+}
+
+// recordRound runs record.lua on every node with the fields fields gives
+// for it, waiting for every node up to timeout (all) or until the plain
+// lock's quorum rule is met, and returns each node's records (nil for a
+// node that did not answer by then). late, if set, gets the records of a
+// node that answered after that.
+func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all bool, late func(*script.Records), fields func(i int) (keep, first []script.RecordField)) []*script.Records {
+	key := keys.Layout{Prefix: e.cfg.prefix}.Configs()
+	round := quorum.Round[*script.Records]{
+		Nodes:   e.nodes,
+		Quorum:  e.majority,
+		Timeout: timeout,
+		Wait:    quorum.WaitOnLoss,
+		Now:     e.cfg.now,
+		Call: func(ctx context.Context, n *quorum.Node) (*script.Records, error) {
+			keep, first := fields(n.Index)
+			rc, err := script.Record(ctx, n.Conn, key, keep, first)
+			if err != nil {
+				return nil, err
+			}
+			return &rc, nil
+		},
+		Agree: func(rc *script.Records) bool { return rc != nil },
+	}
+	if all {
+		round.Quorum, round.Wait = quorum.Count(len(e.nodes)), quorum.WaitAll
+	}
+	if late != nil {
+		round.Settle = func(_ *quorum.Node, rc *script.Records, err error, _, isLate bool) {
+			if isLate && err == nil && rc != nil {
+				late(rc)
+			}
+		}
+	}
+	res := round.Run(ctx, e.workers)
+	out := make([]*script.Records, len(e.nodes))
+	for i, rep := range res.Replies {
+		if rep.Yes {
+			out[i] = rep.Val
+		}
+	}
+	return out
+}
+
+// lonesLeft is how long the evidence of a Client on set fp alone (its own
+// field, and with relays a relay of it) lasts at the most on the nodes that
+// answered.
+func lonesLeft(recs []*script.Records, relays bool, fp string) time.Duration {
+	fields := []string{keys.ConfigSingle(fp)}
+	if relays {
+		fields = append(fields, keys.ConfigSeen(fp))
+	}
+	left := time.Duration(0)
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for _, f := range fields {
+			if v, ok := rc.Fields[f]; ok && v.Left > left {
+				left = v.Left
+			}
+		}
+	}
+	return left
+}
+
+// otherLones returns ErrConfigConflict when a node shows a live Client of a
+// set other than fp alone, or its relay.
+func otherLones(recs []*script.Records, fp string) error {
+	for i, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			var other string
+			switch {
+			case strings.HasPrefix(f, "c:"):
+				other = f[2:]
+			case strings.HasPrefix(f, "s:"):
+				other = f[2:]
+			default:
+				continue
+			}
+			if other == fp {
+				continue
+			}
+			how := "records a Client"
+			if f[0] == 's' {
+				how = "holds a joint Client's report of a Client"
+			}
+			return fmt.Errorf("%w: node %d %s on node set %s alone, alive or holding locks for another %v; this Client's set is %s: finish step 2 of the move (docs/reconfiguration.md) before locking here",
+				ErrConfigConflict, i, how, other, v.Left.Round(time.Millisecond), fp)
+		}
+	}
+	return nil
+}
+
+// movedTo reports whether a node shows a live joint Client moving to fp.
+func movedTo(recs []*script.Records, fp string) bool {
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f := range rc.Fields {
+			if strings.HasPrefix(f, "j:") && strings.HasSuffix(f, ":"+fp) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// moveFloorOf is the move floor of a move to fp (x 1024), the largest the
+// nodes show; 0 when none.
+func moveFloorOf(recs []*script.Records, fp string) int64 {
+	var m int64
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		if v, ok := rc.Fields[keys.ConfigFloor(fp)]; ok {
+			m = max(m, v.First*script.TokenSeed)
+		}
+	}
+	return m
+}
