@@ -52,6 +52,19 @@ func WithNextNodes(next ...driver.Node) Option {
 	})
 }
 
+// WithConfigRecords turns the configuration records on or off
+// (docs/reconfiguration.md): with them on, the Client records its node
+// configuration on its nodes at its first obtain and every max TTL / 4
+// after (one script call per node, on a goroutine that Close stops), and
+// an obtain returns ErrConfigConflict while the nodes show a move between
+// this Client's set and another whose Clients alone are still alive. With
+// them off, the Client neither records nor checks, and a move to this
+// Client's set gets no move floor from it: a deployment that changes its
+// nodes needs them on in every Client. Default on.
+func WithConfigRecords(on bool) Option {
+	return clientOption(func(c *config) { c.noRecords = !on })
+}
+
 // nodeSets are the node sets of a Client: the current set, and in joint
 // configuration the next, as masks of the engine's nodes, with their
 // fingerprints (configuration records).
@@ -173,6 +186,9 @@ func (e *engine) recordStale() time.Duration { return e.cfg.maxTTL / 2 }
 // goroutine, and returns the last record's ErrConfigConflict, if any. The
 // caller holds e.life for reading.
 func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
+	if e.cfg.noRecords {
+		return nil
+	}
 	r := &e.rec
 	r.state.Lock()
 	if !r.started && !r.stopped {
@@ -181,7 +197,7 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 		r.cancel, r.finished = cancel, make(chan struct{})
 		e.bg.Go(func() { e.recordLoop(rctx) })
 	}
-	stale := e.cfg.now().Sub(r.last) >= e.recordStale()
+	stale := time.Since(r.last) >= e.recordStale()
 	r.state.Unlock()
 	if stale {
 		e.record(ctx, timeout, false)
@@ -250,7 +266,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 		own = keys.ConfigJoint(s.curFP, s.nextFP)
 	}
 	ttl := e.recordTTL()
-	started := e.cfg.now()
+	started := time.Now()
 	var late func(*script.Records)
 	if !s.joint() {
 		late = func(rc *script.Records) {
@@ -332,7 +348,6 @@ func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all boo
 		Quorum:  e.majority,
 		Timeout: timeout,
 		Wait:    quorum.WaitOnLoss,
-		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (*script.Records, error) {
 			keep, first := fields(n.Index)
 			rc, err := script.Record(ctx, n.Conn, key, keep, first)
@@ -385,24 +400,38 @@ func lonesLeft(recs []*script.Records, relays bool, fp string) time.Duration {
 	return left
 }
 
-// otherLones returns ErrConfigConflict when a node shows a live Client of a
-// set other than fp alone, or its relay.
+// otherLones returns ErrConfigConflict when the nodes show a move between
+// set fp and another set (a joint Client's record) and a live Client of
+// that other set alone (its record, or a joint Client's relay of it). A
+// Client of another set that shares a node without a move between the two
+// is not a conflict: nothing says the two are one deployment.
 func otherLones(recs []*script.Records, fp string) error {
+	moves := map[string]bool{}
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f := range rc.Fields {
+			if a, b, ok := strings.Cut(strings.TrimPrefix(f, "j:"), ":"); ok && strings.HasPrefix(f, "j:") {
+				switch fp {
+				case a:
+					moves[b] = true
+				case b:
+					moves[a] = true
+				}
+			}
+		}
+	}
 	for i, rc := range recs {
 		if rc == nil {
 			continue
 		}
 		for f, v := range rc.Fields {
-			var other string
-			switch {
-			case strings.HasPrefix(f, "c:"):
-				other = f[2:]
-			case strings.HasPrefix(f, "s:"):
-				other = f[2:]
-			default:
+			if !strings.HasPrefix(f, "c:") && !strings.HasPrefix(f, "s:") {
 				continue
 			}
-			if other == fp {
+			other := f[2:]
+			if other == fp || !moves[other] {
 				continue
 			}
 			how := "records a Client"

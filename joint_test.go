@@ -58,8 +58,8 @@ func TestJointExcludesBothSides(t *testing.T) {
 		t.Run(mv.name, func(t *testing.T) {
 			for side, alone := range map[string][]int{"current": mv.cur, "next": mv.next} {
 				prefix := fmt.Sprintf("joint%d%s:", mi, side)
-				joint := newClient(t, pick(cl, mv.cur), WithPrefix(prefix), WithNodeTimeout(time.Second), nextOf(cl, mv.next))
-				single := newClient(t, pick(cl, alone), WithPrefix(prefix), WithNodeTimeout(time.Second))
+				joint := newClient(t, pick(cl, mv.cur), WithPrefix(prefix), WithNodeTimeout(time.Second), WithConfigRecords(true), nextOf(cl, mv.next))
+				single := newClient(t, pick(cl, alone), WithPrefix(prefix), WithNodeTimeout(time.Second), WithConfigRecords(true))
 				lockers := map[string]func(c *Client) Locker{
 					"plain":  func(c *Client) Locker { return c.Mutex("x") },
 					"writer": func(c *Client) Locker { _, w := c.RWMutex("y"); return w },
@@ -95,7 +95,7 @@ func TestJointRefreshNeedsBothQuorums(t *testing.T) {
 	cl := startNodes(t, 6)
 	ctx := context.Background()
 	mv := moves[3] // {0,1,2} to {3,4,5}
-	c := newClient(t, pick(cl, mv.cur), WithPrefix("jref:"), WithNodeTimeout(time.Second), nextOf(cl, mv.next))
+	c := newClient(t, pick(cl, mv.cur), WithPrefix("jref:"), WithNodeTimeout(time.Second), WithConfigRecords(true), nextOf(cl, mv.next))
 	l, err := c.TryObtain(ctx, "r", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +129,7 @@ func TestTokensIncreaseAcrossTheMove(t *testing.T) {
 	for mi, mv := range moves {
 		t.Run(mv.name, func(t *testing.T) {
 			prefix := fmt.Sprintf("jtok%d:", mi)
-			opts := []Option{WithPrefix(prefix), WithMaxTTL(maxTTL), WithNodeTimeout(time.Second)}
+			opts := []Option{WithPrefix(prefix), WithMaxTTL(maxTTL), WithNodeTimeout(time.Second), WithConfigRecords(true)}
 			var last int64
 			take := func(c *Client, who string) {
 				t.Helper()
@@ -190,7 +190,7 @@ func TestMoveFloor(t *testing.T) {
 	cl := startNodes(t, 5)
 	ctx := context.Background()
 	const maxTTL = 3 * time.Second
-	opts := []Option{WithPrefix("jfloor:"), WithMaxTTL(maxTTL), WithNodeTimeout(time.Second)}
+	opts := []Option{WithPrefix("jfloor:"), WithMaxTTL(maxTTL), WithNodeTimeout(time.Second), WithConfigRecords(true)}
 	cur, next := []int{0, 1, 2, 3, 4}, []int{0, 1, 2}
 	key := "{jfloor:f}"
 	fence := keys.Fence(key)

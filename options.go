@@ -50,6 +50,7 @@ type config struct {
 	fallback    LeaseStore    // WithDegradedMode
 	next        []driver.Node // WithNextNodes
 	nextSet     bool
+	noRecords   bool // WithConfigRecords(false)
 }
 
 type breakerConfig struct {
