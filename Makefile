@@ -42,7 +42,7 @@ oldest:
 # they replay their regression seeds only). Replay a failure with REDLOCK_MODEL_SEED=N make model.
 model:
 	@echo "== go test ./internal/model (searches, without -race)"
-	@$(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants' ./internal/model
+	@$(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants' ./internal/model
 
 # deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps vet lint lean cross oldest model
