@@ -43,7 +43,7 @@ oldest:
 model:
 	@seed=$${REDLOCK_MODEL_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
 	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
-	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants' ./internal/model
+	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants' ./internal/model
 
 # deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps vet lint lean cross oldest model

@@ -37,13 +37,15 @@ func TestDocumentedLayers(t *testing.T) {
 }
 
 // TestSurface holds the root package to at most 100 exported names, as
-// docs/engine.md counts them.
+// docs/engine.md counts them: what go doc -all lists, methods of types
+// included, and struct fields and the methods of interfaces, listed inside
+// their type, aside.
 func TestSurface(t *testing.T) {
 	p, err := Load("../..", module)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := p.Surface(true); len(s) > 100 {
+	if s := p.Surface(false); len(s) > 100 {
 		t.Errorf("the root package exports %d names, more than 100: %s", len(s), strings.Join(s, " "))
 	}
 }
