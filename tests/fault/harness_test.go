@@ -199,7 +199,7 @@ func nodeClient(addr string) *redis.Client {
 	})
 }
 
-func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*redis.Client, error) {
+func newLockClient(addrs []string, w workload, clk *clock, extra ...redlock.Option) (*redlock.Client, []*redis.Client, error) {
 	var rcs []*redis.Client
 	var nodes []redis.UniversalClient
 	for _, a := range addrs {
@@ -220,7 +220,7 @@ func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*
 	if w.leases != nil {
 		opts = append(opts, redlock.WithDegradedMode(w.leases), redlock.WithBreaker(2, 200*time.Millisecond))
 	}
-	c, err := redlock.New(nodes, opts...)
+	c, err := redlock.New(nodes, append(opts, extra...)...)
 	if err != nil {
 		for _, rc := range rcs {
 			_ = rc.Close()
