@@ -32,26 +32,15 @@ var faultDriver = fault.Driver{
 	},
 }
 
-// TestFaults runs a representative part of the fault suite on redigo:
-// a baseline, client pauses (a goroutine's and a whole client process's,
-// each with its unfenced control), crashes of a majority and of a
-// minority, freezes, partitions, lost replies, connection resets and the
-// keep-alive cut off. -fault.all runs every scenario (redigo has no
-// Sentinel: those are skipped).
+// TestFaults runs a representative part of the fault suite on redigo
+// (fault.Representative: pauses, crashes, freezes, resets, with controls),
+// and the proxy's partition, lost replies and the keep-alive cut off.
+// -fault.all runs every scenario (redigo has no Sentinel: those are
+// skipped).
 func TestFaults(t *testing.T) {
-	fault.Run(t,
-		"baseline",
-		"control-unfenced-gc-pause",
-		"gc-pause",
-		"control-unfenced-process-pause",
-		"process-pause",
-		"crash-minority-guard-on",
-		"crash-majority-guard-on",
-		"freeze-minority-longer-than-ttl",
-		"freeze-majority-longer-than-ttl",
+	fault.Run(t, append(fault.Representative(),
 		"partition-majority",
 		"replies-lost-majority",
-		"reset-majority",
 		"auto-refresh-partition-majority",
-	)
+	)...)
 }

@@ -37,10 +37,9 @@ func faultNode(o rueidis.ClientOption) (driver.Node, func(), error) {
 	return rueidisdriver.New(c), c.Close, nil
 }
 
-// TestFaults runs a representative part of the fault suite on rueidis: a
-// baseline, client pauses (a goroutine's and a whole client process's,
-// each with its unfenced control), crashes of a majority and of a
-// minority, freezes, connection resets and a Sentinel failover.
+// TestFaults runs a representative part of the fault suite on rueidis
+// (fault.Representative: pauses, crashes, freezes, resets, with
+// controls), and a Sentinel failover.
 //
 // Not the proxy's blackholes and lost replies: the fault proxy drops the
 // bytes it holds back inside a connection that stays open, and lets later
@@ -53,17 +52,5 @@ func faultNode(o rueidis.ClientOption) (driver.Node, func(), error) {
 // message handled out of order", in its reading goroutine). -fault.all
 // runs every scenario, those included.
 func TestFaults(t *testing.T) {
-	fault.Run(t,
-		"baseline",
-		"control-unfenced-gc-pause",
-		"gc-pause",
-		"control-unfenced-process-pause",
-		"process-pause",
-		"crash-minority-guard-on",
-		"crash-majority-guard-on",
-		"freeze-minority-longer-than-ttl",
-		"freeze-majority-longer-than-ttl",
-		"reset-majority",
-		"sentinel-failover",
-	)
+	fault.Run(t, append(fault.Representative(), "sentinel-failover")...)
 }

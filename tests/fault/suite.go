@@ -112,6 +112,26 @@ func Scenarios() []string {
 	return names
 }
 
+// Representative names the part of the suite that a driver's own tests
+// run at least: a baseline, client pauses (a goroutine's and a whole
+// client process's, each with its unfenced control), crashes of a
+// minority and of a majority, freezes of a minority and of a majority,
+// and connection resets.
+func Representative() []string {
+	return []string{
+		"baseline",
+		"control-unfenced-gc-pause",
+		"gc-pause",
+		"control-unfenced-process-pause",
+		"process-pause",
+		"crash-minority-guard-on",
+		"crash-majority-guard-on",
+		"freeze-minority-longer-than-ttl",
+		"freeze-majority-longer-than-ttl",
+		"reset-majority",
+	}
+}
+
 // Run runs the named scenarios (every one when names is empty, or with
 // -fault.all), each as a subtest named after it, on the driver given to
 // Main. A scenario that needs what the driver lacks (Sentinel) is skipped
