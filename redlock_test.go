@@ -1394,8 +1394,9 @@ func TestReleaseTimeoutIsNotErrNotHeld(t *testing.T) {
 	}
 }
 
-// TryObtain makes one attempt, whatever WithMaxAttempts says; so does
-// TryObtainPermit.
+// TryObtain makes one attempt, whatever WithMaxAttempts says, on every
+// handle: the Client's shorthand, a semaphore, a reentrant lock, a writer,
+// and one pass of All and Any.
 func TestTryObtainIsOneAttempt(t *testing.T) {
 	cl := startNodes(t, 1)
 	rec := &eventRecorder{}
@@ -1412,16 +1413,38 @@ func TestTryObtainIsOneAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Release(ctx)
-	if _, err := b.TryObtain(ctx, "one", 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
-		t.Fatalf("TryObtain of a held lock: %v", err)
+	f, err := a.Reentrant("fam", "job-a").TryObtain(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := b.Semaphore("sem", 1).TryObtain(ctx, 10*time.Second, WithMaxAttempts(3)); !errors.Is(err, ErrHeld) {
-		t.Fatalf("TryObtainPermit of a taken permit: %v", err)
+	defer f.Release(ctx)
+	_, writer := b.RWMutex("fam")
+	tries := []struct {
+		name string
+		h    Locker
+	}{
+		{"the Client's TryObtain", nil},
+		{"a semaphore", b.Semaphore("sem", 1)},
+		{"a reentrant lock", b.Reentrant("fam", "job-b")},
+		{"a writer", writer},
+		{"All", b.All("one")},
+		{"Any", b.Any("one")},
+	}
+	for _, tc := range tries {
+		var err error
+		if tc.h == nil {
+			_, err = b.TryObtain(ctx, "one", 10*time.Second, WithMaxAttempts(3))
+		} else {
+			_, err = tc.h.TryObtain(ctx, 10*time.Second, WithMaxAttempts(3))
+		}
+		if !errors.Is(err, ErrHeld) {
+			t.Fatalf("TryObtain of %s, held: %v, want ErrHeld", tc.name, err)
+		}
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.attempts) != 2 {
-		t.Fatalf("%d attempts for a TryObtain and a TryObtainPermit with WithMaxAttempts(3), want 2", len(rec.attempts))
+	if len(rec.attempts) != len(tries) {
+		t.Fatalf("%d attempts for %d TryObtains with WithMaxAttempts(3), want %d", len(rec.attempts), len(tries), len(tries))
 	}
 }
 

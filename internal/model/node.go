@@ -63,7 +63,7 @@ type Mutations struct {
 	// finding 1).
 	ReentryRawCounter bool
 	// DecideAtQuorum: the first round of a write hold of the family
-	// decides at the first quorum of yes-votes, without enoughVotes' wait
+	// decides at the first quorum of yes-votes, without family.enough's wait
 	// for a quorum that agrees on the recorded token. Not a bug: a
 	// re-entry then opens new tenures more often. The explorer runs with
 	// it to compare (TestEnoughWait).

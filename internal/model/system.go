@@ -518,7 +518,7 @@ func (m *Model) countsDecided(s *State, ci int) bool {
 	return yes >= q && m.enough(ci, cl)
 }
 
-// enough is family.go's enoughVotes, the Enough of the first round of a
+// enough is family.enough (kind.go), the Enough of the first round of a
 // write hold (reentrant or exclusive): when a yes-vote found the owner's
 // lock, the round waits for more replies (up to every node's, or the node
 // timeout) until a quorum of them agree on one recorded token t > 0
