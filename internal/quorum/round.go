@@ -159,11 +159,15 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	// dial until the context is done, and then reports only that). The
 	// round's own wait ends at a channel shared with other rounds, closed
 	// at the deadline or a little after (roundDeadlines), which costs no
-	// timer. A node whose client does not honour deadlines gets a Done
-	// channel too (its node's deadlines).
+	// timer. The nodes whose client does not honour deadlines share one
+	// context with that channel as its Done: one allocation per round,
+	// not one per request.
 	sent := time.Now()
-	nodeCtx := withDeadline(detach(ctx), sent.Add(r.Timeout))
-	expired := roundDeadlines.expiry(sent, r.Timeout)
+	values := detach(ctx)
+	nodeCtx := withDeadline(values, sent.Add(r.Timeout))
+	bucket := roundDeadlines.at(sent, r.Timeout)
+	expired := bucket.done
+	var doneCtx context.Context // made for the first such node
 	pending := 0
 	var waiting uint64 // admitted, not answered
 	for i, node := range r.Nodes {
@@ -176,6 +180,16 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 		pending++
 		waiting |= 1 << i
 		st.active.Add(1)
+		rctx := nodeCtx
+		if !node.HonoursDeadline {
+			// Its requests end only at the client's own timeouts: a
+			// Done channel at least ends its waits for a pooled
+			// connection and between retries.
+			if doneCtx == nil {
+				doneCtx = &sharedDeadlineCtx{Context: values, deadline: sent.Add(r.Timeout), b: bucket}
+			}
+			rctx = doneCtx
+		}
 		wg.Go(func() {
 			defer func() {
 				if st.active.Add(-1) == 0 {
@@ -183,13 +197,6 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				}
 			}()
 			sent := time.Now()
-			rctx := nodeCtx
-			if !node.HonoursDeadline {
-				// Its requests end only at the client's own timeouts:
-				// a Done channel at least ends its waits for a pooled
-				// connection and between retries.
-				rctx = node.deadlines.context(nodeCtx, sent, r.Timeout)
-			}
 			v, err := r.Call(rctx, node)
 			lat := time.Since(sent)
 			late := false

@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -28,30 +25,37 @@ type phase struct {
 // newMoveClient is newLockClient's Client on the nodes cur, in joint
 // configuration when next is given; records false turns the configuration
 // records off (the control, which also skips the joint configuration).
-func newMoveClient(addrs []string, cur, next []int, w workload, records bool) (*redlock.Client, []*redis.Client, error) {
+func newMoveClient(addrs []string, cur, next []int, w workload, records bool) (*redlock.Client, func(), error) {
 	var curAddrs []string
 	for _, i := range cur {
 		curAddrs = append(curAddrs, addrs[i])
 	}
 	opts := []redlock.Option{redlock.WithConfigRecords(records)}
-	var nextRcs []*redis.Client
+	var closers []func()
+	closeNext := func() {
+		for _, f := range closers {
+			f()
+		}
+	}
 	if len(next) > 0 {
 		var ns []driver.Node
 		for _, i := range next {
-			rc := nodeClient(addrs[i])
-			nextRcs = append(nextRcs, rc)
-			ns = append(ns, goredis.New(rc))
+			n, closeFn, err := suiteDriver.node(addrs[i])
+			if err != nil {
+				closeNext()
+				return nil, nil, err
+			}
+			ns = append(ns, n)
+			closers = append(closers, closeFn)
 		}
 		opts = append(opts, redlock.WithNextNodes(ns...))
 	}
-	c, rcs, err := newLockClient(curAddrs, w, nil, opts...)
+	c, closeFn, err := newLockClient(curAddrs, w, nil, opts...)
 	if err != nil {
-		for _, rc := range nextRcs {
-			_ = rc.Close()
-		}
+		closeNext()
 		return nil, nil, err
 	}
-	return c, append(rcs, nextRcs...), nil
+	return c, func() { closeFn(); closeNext() }, nil
 }
 
 // rollingPlan is each worker's phases for the moves, following the
@@ -108,7 +112,7 @@ func (e *env) runRolling(name string, addrs []string, plan [][]phase, settle tim
 				if d := time.Until(start.Add(ph.at)); d > 0 {
 					time.Sleep(d)
 				}
-				c, rcs, err := newMoveClient(addrs, ph.cur, ph.next, e.w, records)
+				c, closeFn, err := newMoveClient(addrs, ph.cur, ph.next, e.w, records)
 				if err != nil {
 					e.t.Error(err)
 					return
@@ -116,10 +120,7 @@ func (e *env) runRolling(name string, addrs []string, plan [][]phase, settle tim
 				pctx, pcancel := context.WithDeadline(ctx, start.Add(end))
 				runWorker(pctx, fmt.Sprintf("g%d", wi), c, e.store, e.w, nil, false, &refusals{sink: e.rec, mu: &mu, n: &refused})
 				pcancel()
-				_ = c.Close()
-				for _, rc := range rcs {
-					_ = rc.Close()
-				}
+				closeFn()
 			}
 		})
 	}
