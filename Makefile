@@ -41,8 +41,9 @@ oldest:
 # (internal/model/exhaustive_test.go) and the random ones in full, from a fresh seed (under -race
 # they replay their regression seeds only). Replay a failure with REDLOCK_MODEL_SEED=N make model.
 model:
-	@echo "== go test ./internal/model (searches, without -race)"
-	@$(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants' ./internal/model
+	@seed=$${REDLOCK_MODEL_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
+	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
+	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants' ./internal/model
 
 # deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps vet lint lean cross oldest model

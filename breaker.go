@@ -33,13 +33,14 @@ func (e *engine) breakerCooldown() time.Duration {
 
 // reachable counts the nodes the breaker counts as reachable, and returns
 // the reason of each other one when detail is set.
-func (e *engine) reachable(detail bool) (n int, down []NodeResult) {
+func (e *engine) reachable(detail bool) (n int, up uint64, down []NodeResult) {
 	limit := e.breakerFailures()
 	now := e.cfg.now()
 	for _, node := range e.nodes {
 		count, last := node.Unreachable()
 		if count < limit {
 			n++
+			up |= 1 << node.Index
 			continue
 		}
 		if detail {
@@ -53,7 +54,7 @@ func (e *engine) reachable(detail bool) (n int, down []NodeResult) {
 			down = append(down, NodeResult{Node: node.Index, Addr: node.Addr, Err: err, Reason: reason(err)})
 		}
 	}
-	return n, down
+	return n, up, down
 }
 
 // gate is asked before each acquire round: it returns nil when the round
@@ -67,7 +68,7 @@ func (e *engine) gate(ctx context.Context, timeout time.Duration) *QuorumError {
 		return nil
 	}
 	if e.brk.current() == breakerClosed {
-		if n, _ := e.reachable(false); n >= e.quorum {
+		if _, up, _ := e.reachable(false); e.majority.Met(up) {
 			return nil
 		}
 		e.openBreaker(ctx, timeout)
@@ -78,7 +79,7 @@ func (e *engine) gate(ctx context.Context, timeout time.Duration) *QuorumError {
 // breakerError describes the breaker as it is now: the error of an obtain
 // it refused.
 func (e *engine) breakerError() *QuorumError {
-	n, down := e.reachable(true)
+	n, _, down := e.reachable(true)
 	e.brk.mu.Lock()
 	st := e.brk.current()
 	next := time.Duration(0)
@@ -90,8 +91,8 @@ func (e *engine) breakerError() *QuorumError {
 	if st == breakerOpen {
 		detail = fmt.Sprintf(" (next probe in %v)", next.Round(time.Millisecond))
 	}
-	return &QuorumError{Op: "obtain", Need: e.quorum, Agreed: n, Nodes: down,
-		sentinels: []error{ErrBreakerOpen, ErrNotObtained}, detail: detail}
+	return &QuorumError{Op: "obtain", Need: e.majority.Need(), Agreed: n, Nodes: down,
+		sentinels: []error{ErrBreakerOpen, ErrNotObtained}, detail: ruleDetail(e.majority) + detail}
 }
 
 // refusedByBreaker reports whether an attempt's error is the breaker's
@@ -140,7 +141,7 @@ func (e *engine) probeLoop(stop <-chan struct{}) {
 		b.mu.Unlock()
 		e.breakerChanged(context.Background(), breakerOpen, breakerHalfOpen, -1, nil)
 		won := e.probe(timeout)
-		n, _ := e.reachable(false)
+		n, _, _ := e.reachable(false)
 		b.mu.Lock()
 		if won {
 			b.setLocked(breakerClosed)
@@ -169,7 +170,7 @@ const minProbeTimeout = 500 * time.Millisecond
 func (e *engine) probe(timeout time.Duration) bool {
 	round := quorum.Round[bool]{
 		Nodes:   e.nodes,
-		Quorum:  e.quorum,
+		Quorum:  e.majority,
 		Timeout: max(timeout, minProbeTimeout),
 		Force:   true,
 		Now:     e.cfg.now,
@@ -233,10 +234,10 @@ func (e *engine) breakerChanged(ctx context.Context, from, to string, reachable 
 		return
 	}
 	if reachable < 0 {
-		reachable, _ = e.reachable(false)
+		reachable, _, _ = e.reachable(false)
 	}
 	if e.cfg.hook != nil {
-		ev := BreakerEvent{From: from, To: to, Reachable: reachable, Need: e.quorum}
+		ev := BreakerEvent{From: from, To: to, Reachable: reachable, Need: e.majority.Need()}
 		if berr != nil {
 			ev.Err = berr
 		}
@@ -253,9 +254,9 @@ func (e *engine) breakerChanged(ctx context.Context, from, to string, reachable 
 			mode = "obtains of plain locks use the degraded mode's lease store"
 		}
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: circuit breaker open: fewer than a quorum of nodes reachable; "+mode,
-			slog.Int("reachable", reachable), slog.Int("need", e.quorum), slog.String("reason", berr.Error()))
+			slog.Int("reachable", reachable), slog.Int("need", e.majority.Need()), slog.String("reason", berr.Error()))
 	case to == breakerClosed:
 		lg.LogAttrs(ctx, slog.LevelInfo, "redlock: circuit breaker closed: a quorum of nodes answered a probe",
-			slog.Int("reachable", reachable), slog.Int("need", e.quorum))
+			slog.Int("reachable", reachable), slog.Int("need", e.majority.Need()))
 	}
 }

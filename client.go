@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -96,19 +95,6 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-// sameNode reports whether a and b are one node: equal values of a
-// comparable type (a pointer, as drivers' nodes are).
-func sameNode(a, b driver.Node) bool {
-	ta := reflect.TypeOf(a)
-	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
-}
-
-// isNilPointer reports whether n is a nil pointer in a non-nil interface.
-func isNilPointer(n driver.Node) bool {
-	v := reflect.ValueOf(n)
-	return v.Kind() == reflect.Pointer && v.IsNil()
-}
-
 // Close releases every lock still held through this Client, stops its
 // background work and waits for it. Calls after Close return ErrClosed. It
 // does not close the Redis clients. Close is idempotent and returns nil.
@@ -134,6 +120,7 @@ func (c *Client) Close() error {
 	c.sched.Stop()
 	c.stopBreaker()
 	c.stopSampler()
+	c.stopRecorder()
 	releaseAll(held)
 	for _, h := range c.hubs {
 		h.Close()

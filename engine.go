@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -23,14 +24,18 @@ import (
 // rounds, the settings, the owner of every background goroutine, the
 // registry of held locks, the keep-alive's schedule, the circuit breaker's
 // state, the adaptive TTL's policy, the local wait queues and the
-// observers. Everything above it in this package (the kinds, the lock, the
-// obtain loop, the keep-alive, the Client) works through it; it knows none
-// of them.
+// observers. Everything above it in this package (the lock, the obtain
+// loop, the keep-alive, the Client) works through it; it knows none of
+// them, nor the kinds (docs/engine.md, Layers).
 type engine struct {
-	cfg    config
-	nodes  []*quorum.Node
-	quorum int // a lock's: N/2+1
-	hubs   []driver.Notifier
+	cfg   config
+	nodes []*quorum.Node
+	// majority is the plain lock's quorum rule: N/2+1, or in a joint
+	// configuration a majority of each set (joint.go).
+	majority quorum.Rule
+	sets     nodeSets // the current and next node sets (joint.go)
+	rec      recorder // the configuration records (joint.go)
+	hubs     []driver.Notifier
 	// guards are each node's guard setting, encoded once. epochKey is the
 	// epoch record of a standalone node; cluster is set when some node is a
 	// Redis Cluster (see lockKeys.on). plainNode is the first node that is
@@ -96,12 +101,17 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	if len(nodes) == 0 {
 		return invalid("no nodes given")
 	}
+	nodes, sets, err := joinNodes(nodes, cfg.next, cfg.nextSet)
+	if err != nil {
+		return err
+	}
+	e.sets = sets
 	if len(nodes) > limits.MaxNodes {
 		return invalid("%d nodes given; at most %d", len(nodes), limits.MaxNodes)
 	}
 	e.cfg = cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
-	e.quorum = limits.Majority(len(nodes))
+	e.majority = e.rule(plainKind, &plainSpec.proto)
 	e.held = make(map[releaser]struct{})
 	e.plainNode = -1
 	e.closeDone = make(chan struct{})
@@ -297,8 +307,8 @@ func nodeResults[T any](e *engine, res quorum.Result[T], disagree func(T) error)
 
 // quorumError describes a round that did not win. disagree gives the
 // reason of a node that answered without error but did not agree.
-func quorumError[T any](e *engine, need int, op string, res quorum.Result[T], sentinel error, disagree func(T) error) *QuorumError {
-	qe := &QuorumError{Op: op, Need: need, Agreed: res.Agreed}
+func quorumError[T any](e *engine, need quorum.Rule, op string, res quorum.Result[T], sentinel error, disagree func(T) error) *QuorumError {
+	qe := &QuorumError{Op: op, Need: need.Need(), Agreed: res.Agreed, detail: ruleDetail(need)}
 	if sentinel != nil {
 		qe.sentinels = []error{sentinel}
 	}
@@ -514,4 +524,16 @@ func (b *backoff) next() (d time.Duration, ok bool) {
 		return lo, true
 	}
 	return lo + rand.N(hi-lo+1), true
+}
+
+// rule is the quorum rule of a lock of kind k: the kind's quorum of the
+// nodes, or in a joint configuration the kind's quorum of each set. Every
+// round of a lock decides with it.
+func (e *engine) rule(k kind, proto *script.Hold) quorum.Rule {
+	s := &e.sets
+	if !s.joint() {
+		return quorum.Count(k.quorum(len(e.nodes), proto))
+	}
+	a, b := bits.OnesCount64(s.cur), bits.OnesCount64(s.next)
+	return quorum.Joint(s.cur, k.quorum(a, proto), s.next, k.quorum(b, proto))
 }

@@ -90,7 +90,7 @@ func TestNodeReason(t *testing.T) {
 // are evidence; errors and the answers of nodes outside the evidence do not
 // count. A permit's quorum (limits.PermitQuorum) is the lock's own.
 func TestCertainlyNotOurs(t *testing.T) {
-	e := &engine{nodes: make([]*quorum.Node, 5), quorum: 3}
+	e := &engine{nodes: make([]*quorum.Node, 5), majority: quorum.Count(3)}
 	gone := func(v bool) bool { return v }
 	reply := func(notOurs bool, err error) quorum.Reply[bool] { return quorum.Reply[bool]{Val: notOurs, Err: err} }
 	timeout := errors.New("timeout")
@@ -106,13 +106,13 @@ func TestCertainlyNotOurs(t *testing.T) {
 		{"unconfirmed nodes do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil)}, 0b00011, false},
 		{"three confirmed", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, 0b00111, true},
 	} {
-		if got := certainlyNotOurs(&Lock{e: e, quorum: e.quorum}, tc.replies, gone, tc.evidence); got != tc.want {
+		if got := certainlyNotOurs(&Lock{e: e, quorum: e.majority}, tc.replies, gone, tc.evidence); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A permit of a semaphore of two permits needs four of five nodes: two
 	// "not ours" already leave fewer than four that could agree.
-	permit := &Lock{e: e, quorum: limits.PermitQuorum(5, 2)}
+	permit := &Lock{e: e, quorum: quorum.Count(limits.PermitQuorum(5, 2))}
 	two := []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil), reply(false, nil)}
 	if !certainlyNotOurs(permit, two, gone, everyNode) {
 		t.Error("permit of 2 on 5 nodes: two of five not ours is not certain")

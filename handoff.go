@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/limits"
@@ -69,10 +68,7 @@ func (l *Lock) Handoff() ([]byte, error) {
 	}
 	h := l.secret.hold
 	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.name, Kind: l.label,
-		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Token: l.token, TTL: l.TTL().Milliseconds()}
-	if h.Mode != 0 {
-		form.Mode = string(h.Mode)
-	}
+		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
 	if err != nil {
 		return nil, fmt.Errorf("redlock: handoff: %w", err)
@@ -127,7 +123,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	if err != nil {
 		return nil, fmt.Errorf("redlock: handoff: %w", err)
 	}
-	if f.Mode != "" && (len(f.Mode) != 1 || f.Mode[0] != sp.proto.Mode) {
+	if f.Mode != "" && f.Mode != modeOf(&sp.proto) {
 		return nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
 	}
 	r := request{spec: sp}
@@ -166,21 +162,18 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	res := round.Run(ctx, e.workers)
 	// The lock is held while a quorum holds it: until the quorum-th
 	// longest of the nodes' remaining times, less the drift allowance.
-	var lefts []time.Duration
-	for _, rep := range res.Replies {
-		if rep.Yes {
-			lefts = append(lefts, rep.Val)
-		}
+	lefts := make([]int64, len(res.Replies))
+	for i, rep := range res.Replies {
+		lefts[i] = int64(rep.Val)
 	}
-	slices.Sort(lefts)
 	validUntil := time.Time{}
-	if res.Agreed >= l.quorum {
-		left := lefts[len(lefts)-l.quorum]
+	if v, ok := l.quorum.Largest(lefts, res.Yes); ok {
+		left := time.Duration(v)
 		validUntil = start.Add(left - limits.DriftAllowance(left, e.cfg.drift))
 	}
 	if !res.Won || !e.cfg.now().Before(validUntil.Add(-timeout)) {
 		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, func(time.Duration) error { return ErrNotOwner })
-		qe.Expired = res.Agreed >= l.quorum
+		qe.Expired = l.quorum.Met(res.Yes)
 		return nil, qe
 	}
 	l.token = f.Token

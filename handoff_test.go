@@ -202,3 +202,50 @@ func (l *Lock) formForTest(secret string) ([]byte, error) {
 	return json.Marshal(handoffForm{Version: 1, Prefix: l.e.cfg.prefix, Nodes: len(l.e.nodes), Name: l.name, Kind: l.label,
 		Secret: secret, Token: 1, TTL: l.ttl.Milliseconds()})
 }
+
+// A handoff's mode must be its kind's: a reader's form that says it is a
+// writer, or a plain lock's that names a mode, is refused before any I/O;
+// the forms as Handoff writes them resume.
+func TestResumeChecksTheMode(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		handle Locker
+		mode   string // the form's mode as Handoff writes it
+		forged string // another mode, refused
+	}{
+		{c.Mutex("mode:plain"), "", "r"},
+		{reader(c, "mode:rw"), "r", "w"},
+		{c.Reentrant("mode:owned", "job-1"), "w", "r"},
+		{c.Semaphore("mode:sem", 2), "s", "w"},
+	} {
+		l, err := tc.handle.Obtain(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := l.Handoff()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var form map[string]any
+		if err := json.Unmarshal(data, &form); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := form["mode"].(string); got != tc.mode {
+			t.Errorf("%s: the form's mode is %q, want %q", form["kind"], got, tc.mode)
+		}
+		form["mode"] = tc.forged
+		forged, _ := json.Marshal(form)
+		if _, err := c.Resume(ctx, forged); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Resume of a form of mode %q: %v, want ErrInvalid", form["kind"], tc.forged, err)
+		}
+		l, err = c.Resume(ctx, data)
+		if err != nil {
+			t.Fatalf("%s: Resume of the form as written: %v", form["kind"], err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -42,11 +42,11 @@ type kind interface {
 	release(key string, s *secret, publish, sharded bool) script.Call
 	// enough is the acquire round's vote rule beyond the count of
 	// yes-votes (quorum.Round.Enough); nil when the count decides.
-	enough(s *secret, q int) func([]quorum.Reply[script.Acquired]) bool
+	enough(s *secret, q quorum.Rule) func([]quorum.Reply[script.Acquired]) bool
 	// token decides a won acquire's fencing token from the yes-votes, and
 	// whether a second round must raise a quorum of the yes-voters'
 	// counters to it (docs/fencing.md, docs/lock-family.md).
-	token(replies []quorum.Reply[script.Acquired], q int) (token int64, raise bool)
+	token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (token int64, raise bool)
 	// raise is the second round's call on one node.
 	raise(ctx context.Context, n driver.Node, k script.Keys, token int64, s *secret, g script.Guard) error
 	// probe is the read of a waiter that looks for a release it may have
@@ -69,8 +69,10 @@ type kind interface {
 	group(key string, proto *script.Hold) string
 	// exclusive is true when the kind's refusals leave the writer mark
 	// that readers wait behind (the family's writers and owners), which
-	// an obtain that gives up withdraws.
+	// an obtain that gives up withdraws: withdraw deletes the writer mark
+	// wait from the lock key on one node.
 	exclusive(proto *script.Hold) bool
+	withdraw(ctx context.Context, n driver.Node, key, wait string) error
 }
 
 // secret is what makes a lock its holder's on the nodes: the random value
@@ -144,6 +146,15 @@ var (
 	permitKind kind = permit{}
 )
 
+// modeOf is the mode of a hold as Lock.Handoff's form writes it: "w" or
+// "r" for the family, "s" for a permit, "" for a plain lock.
+func modeOf(h *script.Hold) string {
+	if h.Mode == 0 {
+		return ""
+	}
+	return string(h.Mode)
+}
+
 // plain is the plain lock: one exclusive holder, its random value in a
 // string key (acquire.lua); the cheapest cycle.
 type plain struct{}
@@ -166,9 +177,9 @@ func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {
 	return script.ReleaseCall(s.args, publish, sharded)
 }
 
-func (plain) enough(*secret, int) func([]quorum.Reply[script.Acquired]) bool { return nil }
+func (plain) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
 
-func (plain) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+func (plain) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
 	return highestToken(replies, q)
 }
 
@@ -204,23 +215,26 @@ func (plain) group(key string, _ *script.Hold) string { return key }
 
 func (plain) exclusive(*script.Hold) bool { return false }
 
+// withdraw: a plain lock leaves no writer mark.
+func (plain) withdraw(context.Context, driver.Node, string, string) error { return nil }
+
 // highestToken is the token rule of the plain lock and the permit: the
 // highest counter among the yes-votes; unless a quorum of them issued it,
 // a second round raises the others (docs/fencing.md).
-func highestToken(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+func highestToken(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
 	token := int64(0)
 	for _, r := range replies {
 		if r.Yes && r.Val.Token > token {
 			token = r.Val.Token
 		}
 	}
-	equal := 0
-	for _, r := range replies {
+	var equal uint64
+	for i, r := range replies {
 		if r.Yes && r.Val.Token == token {
-			equal++
+			equal |= 1 << i
 		}
 	}
-	return token, equal < q
+	return token, !q.Met(equal)
 }
 
 // pttlGone reads a PTTL reply: the key is gone (-2), or has that long left.
@@ -277,7 +291,7 @@ func (family) release(key string, s *secret, publish, sharded bool) script.Call 
 // 1) or every node answered: the votes first in may be of nodes that
 // missed the token (a late vote of the first acquire, a re-seed), and
 // deciding on them would open a new tenure, with a new token, for nothing.
-func (family) enough(s *secret, q int) func([]quorum.Reply[script.Acquired]) bool {
+func (family) enough(s *secret, q quorum.Rule) func([]quorum.Reply[script.Acquired]) bool {
 	if s.hold.Mode != 'w' {
 		return nil
 	}
@@ -286,7 +300,7 @@ func (family) enough(s *secret, q int) func([]quorum.Reply[script.Acquired]) boo
 		for _, r := range replies {
 			if r.Yes && r.Val.Existed {
 				existed = true
-				if agreeing(replies, r.Val.Token) >= q {
+				if q.Met(agreeing(replies, r.Val.Token)) {
 					return true
 				}
 			}
@@ -305,11 +319,11 @@ func (family) enough(s *secret, q int) func([]quorum.Reply[script.Acquired]) boo
 //     owner's lock; a second round (seal) must raise a quorum of the
 //     yes-voters to it, unless no vote found the lock and a quorum issued
 //     the token itself.
-func (family) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+func (family) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
 	// Rule 1: count the recorded tokens of the votes that found the lock.
 	// At most one value can reach a quorum.
 	for _, r := range replies {
-		if r.Yes && r.Val.Existed && agreeing(replies, r.Val.Token) >= q {
+		if r.Yes && r.Val.Existed && q.Met(agreeing(replies, r.Val.Token)) {
 			return r.Val.Token, false
 		}
 	}
@@ -326,32 +340,32 @@ func (family) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool
 		token = max(token, v)
 	}
 	if !existed {
-		equal := 0
-		for _, r := range replies {
+		var equal uint64
+		for i, r := range replies {
 			if r.Yes && r.Val.Counter == token {
-				equal++
+				equal |= 1 << i
 			}
 		}
-		if equal >= q {
+		if q.Met(equal) {
 			return token, false
 		}
 	}
 	return token, true
 }
 
-// agreeing counts the yes-votes that found the owner's lock with recorded
-// token t > 0.
-func agreeing(replies []quorum.Reply[script.Acquired], t int64) int {
+// agreeing is the set of the yes-votes that found the owner's lock with
+// recorded token t > 0.
+func agreeing(replies []quorum.Reply[script.Acquired], t int64) uint64 {
 	if t <= 0 {
 		return 0
 	}
-	n := 0
-	for _, r := range replies {
+	var m uint64
+	for i, r := range replies {
 		if r.Yes && r.Val.Existed && r.Val.Token == t {
-			n++
+			m |= 1 << i
 		}
 	}
-	return n
+	return m
 }
 
 // raise seals: it raises the counter and records the token as the owner's
@@ -424,6 +438,11 @@ func (family) group(key string, proto *script.Hold) string {
 
 func (family) exclusive(proto *script.Hold) bool { return proto.Mode == 'w' }
 
+func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) error {
+	_, err := script.Withdraw(ctx, n, keys.WriterWaits(key), wait)
+	return err
+}
+
 // permit is one permit of a semaphore of proto.Permits (permit.lua): a
 // hash like the family's, one expiring field per permit.
 type permit struct{}
@@ -454,9 +473,9 @@ func (permit) release(key string, s *secret, publish, sharded bool) script.Call 
 	return script.PermitReleaseCall(key, s.hold, channel, sharded)
 }
 
-func (permit) enough(*secret, int) func([]quorum.Reply[script.Acquired]) bool { return nil }
+func (permit) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
 
-func (permit) token(replies []quorum.Reply[script.Acquired], q int) (int64, bool) {
+func (permit) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
 	return highestToken(replies, q)
 }
 
@@ -511,3 +530,6 @@ func (permit) degradable() bool { return false }
 func (permit) group(key string, _ *script.Hold) string { return key }
 
 func (permit) exclusive(*script.Hold) bool { return false }
+
+// withdraw: a permit leaves no writer mark.
+func (permit) withdraw(context.Context, driver.Node, string, string) error { return nil }

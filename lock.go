@@ -41,8 +41,8 @@ type Lock struct {
 	keys  lockKeys
 	// secret is the kind's part of the lock: its value or hold.
 	secret secret
-	// quorum is how many nodes must agree to each round of the lock.
-	quorum int
+	// quorum is which nodes must agree to each round of the lock.
+	quorum quorum.Rule
 	token  int64
 	// backend holds the lock: the nodes, or the degraded mode's lease
 	// store.
@@ -142,7 +142,7 @@ type refreshPlan struct {
 // key, with a new secret made from the spec's prototype hold.
 func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key), ttl: ttl, nodeTimeout: nodeTimeout,
-		quorum: sp.kind.quorum(len(e.nodes), &sp.proto), backend: nodeBackend{}}
+		quorum: e.rule(sp.kind, &sp.proto), backend: nodeBackend{}}
 	l.secret = sp.kind.newSecret(key, &sp.proto, newValue(), wait)
 	l.ka.Value = l
 	return l
@@ -812,7 +812,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 			sentinel = ErrNotHeld
 		}
 		qe := quorumError(e, l.quorum, "refresh", res, sentinel, disagreeRefresh)
-		qe.Expired = res.Agreed >= l.quorum
+		qe.Expired = l.quorum.Met(res.Yes)
 		err = qe
 	}
 	if e.observed() {
@@ -860,7 +860,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 	}
 	round := quorum.Round[batchReply]{
 		Nodes:   e.nodes,
-		Quorum:  e.quorum,
+		Quorum:  e.majority,
 		Timeout: timeout,
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
@@ -901,10 +901,11 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 				res.Replies[n] = quorum.Reply[script.RefreshResult]{Val: r, Yes: r.Agrees(), Latency: rep.Latency}
 				if r.Agrees() {
 					res.Agreed++
+					res.Yes |= 1 << n
 				}
 			}
 		}
-		res.Won = res.Agreed >= p.l.quorum && now.Before(minTime(p.oldValid, p.newValid))
+		res.Won = p.l.quorum.Met(res.Yes) && now.Before(minTime(p.oldValid, p.newValid))
 		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.why, p.timeout, p.newValid, true)
 	}
 }
@@ -975,7 +976,7 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 	e := l.e
 	round := quorum.Round[bool]{
 		Nodes:   []*quorum.Node{n},
-		Quorum:  1,
+		Quorum:  quorum.Count(1),
 		Timeout: timeout,
 		Force:   true,
 		Now:     e.cfg.now,
@@ -1013,14 +1014,15 @@ const everyNode = ^uint64(0)
 //   - A release's "not deleted" also covers a missing key, which a node
 //     whose acquire or refresh had not answered in time may simply not have
 //     received yet: only the nodes that confirmed the lock count.
-func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], gone func(T) bool, evidence uint64) bool {
-	n := 0
+func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], isGone func(T) bool, evidence uint64) bool {
+	var gone uint64
 	for i, r := range replies {
-		if r.Err == nil && evidence&(1<<i) != 0 && gone(r.Val) {
-			n++
+		if r.Err == nil && evidence&(1<<i) != 0 && isGone(r.Val) {
+			gone |= 1 << i
 		}
 	}
-	return n > len(l.e.nodes)-l.quorum
+	nodes := quorum.Mask(len(l.e.nodes), func(int) bool { return true })
+	return !l.quorum.Met(nodes &^ gone)
 }
 
 // settleAcquire settles a node's answer to the won acquire round: unless

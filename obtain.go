@@ -16,30 +16,6 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// request is one obtain: what a handle asks for, and the state of the call.
-type request struct {
-	// names are the candidates: one name, or Client.Any's names; keys are
-	// their Redis keys. one holds a single name and its key, for names and
-	// keys to point at without a slice of their own.
-	one, oneKey [1]string
-	names       []string
-	keys        []string
-	spec                      // the kind asked for
-	ttl         time.Duration // the TTL asked for, checked
-	o           obtainConfig
-	id          uint64 // ObtainID, when observed
-	// wait is the value of an exclusive obtain's writer mark, one per call.
-	wait string
-	// attempts are the acquire attempts made (ObtainEvent.Attempts);
-	// passes the passes over the candidates (one attempt each for a single
-	// name), which WithMaxAttempts counts, those the breaker refused
-	// included.
-	attempts, passes int
-	// The TTL of the last attempt, and why (ObtainEvent).
-	lastTTL time.Duration
-	why     string
-}
-
 // prepare checks an obtain before any I/O: the names, the TTL and the
 // options; try makes one attempt whatever WithMaxAttempts says.
 func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try bool) error {
@@ -133,13 +109,13 @@ func (e *engine) gaveUp(r *request, err error) {
 	}
 	round := quorum.Round[bool]{
 		Nodes:   e.nodes,
-		Quorum:  len(e.nodes),
+		Quorum:  quorum.Count(len(e.nodes)),
 		Timeout: max(e.cfg.nodeTimeoutFor(r.ttl), minReleaseTimeout),
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
 			for _, k := range r.keys {
-				if _, err := script.Withdraw(ctx, n.Conn, keys.WriterWaits(k), r.wait); err != nil {
+				if err := r.kind.withdraw(ctx, n.Conn, k, r.wait); err != nil {
 					return false, err
 				}
 			}
@@ -207,7 +183,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 				continue
 			}
 			l, after, err := e.attempt(ctx, r, i)
-			if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) {
+			if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) {
 				return l, 0, err
 			}
 			if refusedByBreaker(err) {
@@ -241,7 +217,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
 			(r.o.retry.maxAttempts > 0 && r.passes >= r.o.retry.maxAttempts) ||
-			errors.Is(err, ErrWrongKind) // waiting would not help
+			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) // waiting would not help
 	}
 	fail := func(err error) error {
 		if err != nil && err != ErrClosed && ctx.Err() != nil {
@@ -380,6 +356,9 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		err       error
 	)
 	if berr := e.gate(ctx, timeout); berr == nil {
+		if err := e.checkConfig(ctx, timeout); err != nil {
+			return nil, -1, err
+		}
 		r.attempts++
 		l, holderTTL, err = e.acquire(ctx, r, i, ttl, timeout)
 	} else if r.kind.degradable() && e.cfg.fallback != nil {
@@ -452,7 +431,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	}
 	if !res.Won {
 		qe := quorumError(e, l.quorum, "obtain", res, ErrNotObtained, disagreeAcquire)
-		qe.Expired = res.Agreed >= l.quorum
+		qe.Expired = l.quorum.Met(res.Yes)
 		if e.observed() {
 			e.attempted(ctx, l, r.id, start, res, false, qe, 0)
 		}
@@ -462,7 +441,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if res.Pending != 0 {
 		l.expectLate(res.Pending)
 	}
-	token, second := l.kind.token(res.Replies, l.quorum)
+	token, second := e.moveFloor(l.kind.token(res.Replies, l.quorum))
 	var err error
 	if second {
 		err = e.raise(ctx, l, res.Replies, token, validUntil)
@@ -505,7 +484,7 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	res := round.Run(ctx, e.workers)
 	if !res.Won {
 		qe := quorumError(e, l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
-		qe.Expired = res.Agreed >= l.quorum
+		qe.Expired = l.quorum.Met(res.Yes)
 		return qe
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/script"
@@ -46,7 +47,10 @@ type config struct {
 	logger      *slog.Logger
 	adaptive    *AdaptiveTTL // WithAdaptiveTTL; nil: off
 	breaker     breakerConfig
-	fallback    LeaseStore // WithDegradedMode
+	fallback    LeaseStore    // WithDegradedMode
+	next        []driver.Node // WithNextNodes
+	nextSet     bool
+	noRecords   bool // WithConfigRecords(false)
 }
 
 type breakerConfig struct {

@@ -113,7 +113,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 	if e.isClosed() {
 		return holderTTL // the next attempt says ErrClosed
 	}
-	need := r.kind.quorum(len(e.nodes), &r.proto)
+	need := e.rule(r.kind, &r.proto)
 	type look struct {
 		free   []bool
 		holder []time.Duration
@@ -150,18 +150,18 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 	res := round.Run(ctx, e.workers)
 	shortest := time.Duration(-1)
 	for i, k := range r.keys {
-		free := 0
-		for _, rep := range res.Replies {
+		var free uint64
+		for n, rep := range res.Replies {
 			if rep.Err != nil {
 				continue
 			}
 			if rep.Val.free[i] {
-				free++
+				free |= 1 << n
 			} else if d := rep.Val.holder[i]; d >= 0 && (shortest < 0 || d < shortest) {
 				shortest = d
 			}
 		}
-		if free >= need {
+		if need.Met(free) {
 			w.Notify(keys.Channel(k))
 			return holderTTL
 		}

@@ -10,6 +10,7 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	github.com/redlock-go/redlock v0.0.0
+	github.com/redlock-go/redlock/driver/rueidis v0.0.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -18,3 +19,5 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
+
+replace github.com/redlock-go/redlock/driver/rueidis => ../driver/rueidis

@@ -133,7 +133,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	c, done, code := cmd.connect(ctx, specs, nf.timeout, append(opts, redlock.WithPrefix(cfg.prefix)))
+	c, done, code := cmd.connect(ctx, specs, nil, nf.timeout, append(opts, redlock.WithPrefix(cfg.prefix)))
 	if c == nil {
 		return code
 	}

@@ -22,6 +22,13 @@ min-replicas-to-write and min-replicas-max-lag against --max-ttl (split
 brain); Cluster masters promoted since their process started (every new
 lock name recovers on first use).
 
+With --next-nodes, the check "move" reads the configuration records of a
+move from --nodes to --next-nodes (docs/reconfiguration.md) and says which
+step of the runbook is safe next: 1 (roll every service to joint), 2 (wait:
+a Client of the current set alone was seen, and for how long its locks may
+live), 3 (roll every service to the next set), or done; it fails when
+Clients of both sets alone are live.
+
 Give --ttl, --max-ttl, --restart-guard and --drift as your clients use them.
 
 Exit status: 0 when no check failed (warnings allowed), 1 when one did,
@@ -71,12 +78,15 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	fs := cmd.fs
 	var (
 		nf  nodeFlags
+		nx  nextFlag
 		cfg doctorConfig
 	)
+	prefix := fs.String("prefix", limits.Prefix, "prefix of the locks' Redis keys (WithPrefix): the move's records are under it")
 	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "the shortest lock TTL your clients use (for the strictest checks)")
 	fs.Float64Var(&cfg.drift, "drift", limits.DriftFactor, "the drift factor your clients use (WithDriftFactor)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	nf.register(fs)
+	nx.register(fs)
 	cfg.guard.register(fs)
 	if code, ok := cmd.parse(doctorHelp, args); !ok {
 		return code
@@ -89,16 +99,26 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if err == nil {
 		err = cfg.validate()
 	}
+	var next []*nodeSpec
+	var nextSecrets []string
+	if err == nil {
+		next, nextSecrets, err = nx.resolve(&nf)
+	}
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(secrets)
+	cmd.hide(append(secrets, nextSecrets...))
 	cfg.timeout = nf.timeout
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
 	probes := probeAll(ctx, conns, cfg.timeout)
 	rep := doctorReport{Checks: diagnose(cfg, probes), Verdict: verdictOK}
+	if len(next) > 0 {
+		nextConns := openAll(next, nf.timeout)
+		defer closeAll(nextConns)
+		rep.Checks = append(rep.Checks, moveCheck(ctx, conns, nextConns, *prefix, cfg.timeout))
+	}
 	for _, c := range rep.Checks {
 		if c.Verdict == verdictFail {
 			rep.Verdict = verdictFail

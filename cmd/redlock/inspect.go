@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/quorum"
 )
 
 var inspectHelp = helpText{
@@ -36,7 +38,12 @@ secret. Hold IDs are never shown.
 For a semaphore (Client.Semaphore) the kind is "permit" and HOLDS
 counts its live permits of k on each node.
 
-Exit status: 0 when a quorum of nodes answered, 69 when fewer did, 2 for a
+With --next-nodes (a move to another set of nodes, docs/reconfiguration.md)
+it shows the nodes of both sets, and the lock is held when one owner holds
+it on a quorum of each set.
+
+Exit status: 0 when a quorum of nodes answered (of each set with
+--next-nodes), 69 when fewer did, 2 for a
 usage error.`,
 }
 
@@ -69,22 +76,35 @@ type inspectReport struct {
 	Name     string        `json:"name"`
 	Key      string        `json:"key"`
 	Quorum   int           `json:"quorum"`
+	Joint    string        `json:"joint,omitempty"` // the joint rule (--next-nodes)
 	Answered int           `json:"answered"`
 	HeldOn   int           `json:"held_on"` // nodes holding the most common owner
 	Owner    string        `json:"owner,omitempty"`
 	Kind     string        `json:"kind,omitempty"` // of the most common owner: plain, read or write
 	State    string        `json:"state"`          // held, free, partial or unknown
 	Nodes    []inspectNode `json:"nodes"`
+
+	quorate bool // the nodes that answered meet the quorum rule
+}
+
+// jointSuffix says a joint rule after a count, in messages.
+func jointSuffix(joint string) string {
+	if joint == "" {
+		return ""
+	}
+	return " (joint configuration: " + joint + ")"
 }
 
 func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newInvocation("inspect", stdout, stderr)
 	fs := cmd.fs
 	var nf nodeFlags
+	var nx nextFlag
 	prefix := fs.String("prefix", limits.Prefix, "prefix of the lock's Redis key (WithPrefix)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	showOwner := fs.Bool("show-owner", false, "show the owner ID of a read-write or reentrant lock in clear, not a fingerprint")
 	nf.register(fs)
+	nx.register(fs)
 	if code, ok := cmd.parse(inspectHelp, args); !ok {
 		return code
 	}
@@ -96,6 +116,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
+	next, nextSecrets, err := nx.resolve(&nf)
+	if err != nil {
+		return cmd.fail(exitUsage, "%v", err)
+	}
+	secrets = append(secrets, nextSecrets...)
 	layout := keys.Layout{Prefix: *prefix}
 	if _, err := layout.Lock(fs.Arg(0)); err != nil {
 		return cmd.fail(exitUsage, "%v", err)
@@ -103,8 +128,15 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	cmd.hide(secrets)
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
+	nextConns := openAll(next, nf.timeout)
+	defer closeAll(nextConns)
+	conns, a, b := joinConns(conns, nextConns)
+	rule := quorum.Count(limits.Majority(len(conns)))
+	if b != 0 {
+		rule = quorum.Joint(a, limits.Majority(bits.OnesCount64(a)), b, limits.Majority(bits.OnesCount64(b)))
+	}
 
-	rep := inspect(ctx, conns, fs.Arg(0), layout, nf.timeout, *showOwner)
+	rep := inspect(ctx, conns, rule, fs.Arg(0), layout, nf.timeout, *showOwner)
 	if *asJSON {
 		if !cmd.printJSON(rep) {
 			return exitError
@@ -112,17 +144,20 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	} else {
 		rep.print(cmd.stdout)
 	}
-	if rep.Answered < rep.Quorum {
-		return cmd.fail(exitUnavailable, "only %d of %d nodes answered, %d needed", rep.Answered, len(conns), rep.Quorum)
+	if !rep.quorate {
+		return cmd.fail(exitUnavailable, "only %d of %d nodes answered, %d needed%s", rep.Answered, len(conns), rep.Quorum, jointSuffix(rep.Joint))
 	}
 	return exitOK
 }
 
 // inspect reads lock name's keys, formed as the library forms them
 // (internal/keys), on every node. name must be valid (layout.Lock).
-func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout, timeout time.Duration, showOwner bool) inspectReport {
+func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, layout keys.Layout, timeout time.Duration, showOwner bool) inspectReport {
 	key, _ := layout.Lock(name)
-	rep := inspectReport{Name: name, Key: key, Quorum: len(conns)/2 + 1, Nodes: make([]inspectNode, len(conns))}
+	rep := inspectReport{Name: name, Key: key, Quorum: rule.Need(), Nodes: make([]inspectNode, len(conns))}
+	if rule.IsJoint() {
+		rep.Joint = rule.String()
+	}
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {
@@ -135,28 +170,33 @@ func inspect(ctx context.Context, conns []conn, name string, layout keys.Layout,
 	// Holders agree when they have the same kind and owner: readers all
 	// agree with each other.
 	type holder struct{ kind, owner string }
-	owners := map[holder]int{}
+	owners := map[holder]uint64{}
 	held := 0
-	for _, n := range rep.Nodes {
+	var answered uint64
+	for i, n := range rep.Nodes {
 		if n.Error == "" {
 			rep.Answered++
+			answered |= 1 << i
 		}
 		if n.Held {
 			held++
-			owners[holder{n.Kind, n.Owner}]++
+			owners[holder{n.Kind, n.Owner}] |= 1 << i
 		}
 	}
 	var best holder
-	for h, k := range owners {
+	var bestOn uint64
+	for h, on := range owners {
+		k := bits.OnesCount64(on)
 		if k > rep.HeldOn || (k == rep.HeldOn && (h.kind < best.kind || h.kind == best.kind && h.owner < best.owner)) {
-			best, rep.HeldOn = h, k
+			best, rep.HeldOn, bestOn = h, k, on
 		}
 	}
 	rep.Owner, rep.Kind = best.owner, best.kind
+	rep.quorate = rule.Met(answered)
 	switch {
-	case rep.HeldOn >= rep.Quorum:
+	case rule.Met(bestOn):
 		rep.State = "held"
-	case held == 0 && rep.Answered >= rep.Quorum:
+	case held == 0 && rep.quorate:
 		rep.State = "free"
 	case held > 0:
 		rep.State = "partial"
@@ -349,7 +389,7 @@ func (r inspectReport) print(w io.Writer) {
 		case "permit":
 			by = "permits of a semaphore"
 		}
-		fmt.Fprintf(w, "lock %q (key %s): held by %s on %d of %d nodes (quorum %d)\n", r.Name, r.Key, by, r.HeldOn, len(r.Nodes), r.Quorum)
+		fmt.Fprintf(w, "lock %q (key %s): held by %s on %d of %d nodes (quorum %d%s)\n", r.Name, r.Key, by, r.HeldOn, len(r.Nodes), r.Quorum, jointSuffix(r.Joint))
 	case "free":
 		fmt.Fprintf(w, "lock %q (key %s): free on every node that answered (%d of %d)\n", r.Name, r.Key, r.Answered, len(r.Nodes))
 	case "partial":

@@ -90,18 +90,24 @@ func clients(conns []conn) []redis.UniversalClient {
 // and returns the command's exit code (exitUsage: options that New
 // refuses; exitUnavailable: the nodes do not answer). Otherwise the caller
 // must call done, which closes the Client and the nodes.
-func (cmd *invocation) connect(ctx context.Context, specs []*nodeSpec, timeout time.Duration, opts []redlock.Option) (c *redlock.Client, done func(), code int) {
+//
+// next, when given, are the next set of nodes of a move: the Client runs in
+// joint configuration (docs/reconfiguration.md).
+func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, timeout time.Duration, opts []redlock.Option) (c *redlock.Client, done func(), code int) {
 	conns := openAll(specs, timeout)
-	c, err := redlock.New(clients(conns), opts...)
+	nextConns := openAll(next, timeout)
+	c, err := redlock.New(clients(conns), append(opts, nextOption(nextConns)...)...)
 	if err != nil {
 		closeAll(conns)
+		closeAll(nextConns)
 		return nil, nil, cmd.fail(exitUsage, "%v", err)
 	}
 	done = func() {
 		_ = c.Close()
 		closeAll(conns)
+		closeAll(nextConns)
 	}
-	if err := reachable(ctx, conns, timeout); err != nil {
+	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
 		done()
 		return nil, nil, cmd.fail(exitUnavailable, "nodes unreachable: %v", err)
 	}

@@ -25,7 +25,9 @@ var runHelp = helpText{
 alive, runs COMMAND in its own process group and releases the lock when the
 command exits. The command's environment has REDLOCK_NAME, REDLOCK_TOKEN (the
 lock's fencing token, a decimal integer that increases from one holder to the
-next) and REDLOCK_HELD=1, and neither REDLOCK_PASSWORD nor REDLOCK_NODES.
+next) and REDLOCK_HELD=1, and neither REDLOCK_PASSWORD, REDLOCK_NODES nor
+REDLOCK_NEXT_NODES. With --next-nodes (a move to another set of nodes,
+docs/reconfiguration.md) the lock needs a quorum of each set.
 
 If the lock is lost (no quorum confirmed a refresh in time), the command's
 process group gets SIGTERM, then SIGKILL after --grace. Until then it may
@@ -73,6 +75,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		cfg runConfig
 		nf  nodeFlags
+		nx  nextFlag
 		gf  guardFlags
 	)
 	fset.DurationVar(&cfg.ttl, "ttl", 30*time.Second, "lock TTL; the lock is refreshed every TTL/3")
@@ -86,6 +89,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return nil
 	})
 	nf.register(fset)
+	nx.register(fset)
 	gf.register(fset)
 	if code, ok := cmd.parse(runHelp, args); !ok {
 		return code
@@ -111,7 +115,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(secrets)
+	next, nextSecrets, err := nx.resolve(&nf)
+	if err != nil {
+		return cmd.fail(exitUsage, "%v", err)
+	}
+	cmd.hide(append(secrets, nextSecrets...))
 
 	// Registered before anything can block, so that a signal is never
 	// lost; the channel is drained by the waits below.
@@ -119,7 +127,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT)
 	defer signal.Stop(sigs)
 
-	c, done, code := cmd.connect(ctx, specs, nf.timeout, append(opts, redlock.WithPrefix(cfg.prefix)))
+	c, done, code := cmd.connect(ctx, specs, next, nf.timeout, append(opts, redlock.WithPrefix(cfg.prefix)))
 	if c == nil {
 		return code
 	}
@@ -401,7 +409,7 @@ func signalStatus(sig os.Signal) int {
 // childEnv is the command's environment: redlock's own, without the
 // credentials, with the lock's variables.
 func childEnv(env []string, name, token string) []string {
-	drop := []string{envPassword, envNodes, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
+	drop := []string{envPassword, envNodes, envNextNodes, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
 	out := make([]string, 0, len(env)+3)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")

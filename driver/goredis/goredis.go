@@ -298,16 +298,17 @@ func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
 // plain turns a reply into the shapes of driver.Node: a RESP3 map (HGETALL,
 // PUBSUB NUMSUB) into the flat array of its keys and values that RESP2
 // gives, a boolean into 1 or 0, a double or big number into its string,
-// at any depth; arrays are converted in place.
-func plain(v any) any {
-	switch v := v.(type) {
+// at any depth; arrays are converted in place, and returned in the
+// interface they came in (a new one would allocate).
+func plain(a any) any {
+	switch v := a.(type) {
 	case nil, int64, string:
 		return v
 	case []any:
 		for i, x := range v {
 			v[i] = plain(x)
 		}
-		return v
+		return a
 	case map[any]any:
 		flat := make([]any, 0, 2*len(v))
 		for k, x := range v {
@@ -334,5 +335,5 @@ func plain(v any) any {
 		// one) is kept as the error it is.
 		return v
 	}
-	return v
+	return a
 }

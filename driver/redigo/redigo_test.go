@@ -7,16 +7,18 @@ import (
 	"time"
 
 	"github.com/gomodule/redigo/redis"
-	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/driver/drivertest"
 	redigodriver "github.com/redlock-go/redlock/driver/redigo"
+	"github.com/redlock-go/redlock/tests/fault"
 )
 
+// TestMain checks for leaked goroutines; it is also the main of the
+// client processes that the fault suite (TestFaults) starts.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	fault.Main(m, faultDriver)
 }
 
 // pool makes a pool as the package documentation says, and closes it when

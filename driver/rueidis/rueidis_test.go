@@ -18,13 +18,15 @@ import (
 	"github.com/redlock-go/redlock/driver/drivertest"
 	rueidisdriver "github.com/redlock-go/redlock/driver/rueidis"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/tests/fault"
 )
 
 // rueidis's cluster client closes the connections a topology refresh
 // replaced five seconds later, on a goroutine of its own that nothing
-// stops; it ends by itself.
+// stops; it ends by itself. TestMain is also the main of the client
+// processes that the fault suite (TestFaults) starts.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	fault.Main(m, faultDriver, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
 }
 
 // newClient makes a rueidis client as the package documentation says, and

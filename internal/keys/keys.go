@@ -13,6 +13,13 @@
 //	{PREFIX}:epoch          the restart guard's epoch record, one per node
 //	{PREFIX+NAME}:epoch     the epoch record on a Redis Cluster, one per lock
 //	EPOCH:ok                the guard's fast path beside each epoch record
+//	{PREFIX}:configs        the configuration records of the Clients that
+//	                        lock on the node, one hash per node (record.lua,
+//	                        docs/reconfiguration.md); its fields:
+//	  c:FP                  a Client on node set FP alone
+//	  j:FPA:FPB             a Client in joint configuration, from FPA to FPB
+//	  s:FP                  a joint Client saw a Client on FP alone (relayed)
+//	  m:FP                  the move floor of a move to FP
 //
 // The scripts derive the last two, the release channel of a plain lock and
 // the lock family's :wwait from the keys they are given (acquire.lua,
@@ -25,8 +32,11 @@
 package keys
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -63,6 +73,26 @@ func (l Layout) Epoch(lockKey string, cluster bool) string {
 		return ClusterEpoch(lockKey)
 	}
 	return l.NodeEpoch()
+}
+
+// Configs is the hash of the configuration records of the Clients that
+// lock under the prefix on a node (docs/reconfiguration.md).
+func (l Layout) Configs() string { return "{" + l.Prefix + "}:configs" }
+
+// The fields of the configuration records (Configs): fp, a and b are node
+// set fingerprints.
+func ConfigSingle(fp string) string  { return "c:" + fp }
+func ConfigJoint(a, b string) string { return "j:" + a + ":" + b }
+func ConfigSeen(fp string) string    { return "s:" + fp }
+func ConfigFloor(fp string) string   { return "m:" + fp }
+
+// Fingerprint names a set of nodes, given by their addresses, in the
+// configuration records: the first 16 hex digits of the SHA-256 of the
+// sorted addresses.
+func Fingerprint(addrs []string) string {
+	addrs = slices.Sorted(slices.Values(addrs))
+	h := sha256.Sum256([]byte(strings.Join(addrs, "\n")))
+	return hex.EncodeToString(h[:8])
 }
 
 // Fence is the fencing counter of the lock of key lockKey (from Lock).

@@ -7,9 +7,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 // staleSeal is the counterexample the model checker found in the lock
@@ -140,7 +140,7 @@ func TestFamilyStaleSealSchedule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, s := tc.f()
 			// The schedules decide B's first round at its first quorum,
-			// as the client did before enoughVotes.
+			// as the client did before its wait for agreeing votes (family.enough).
 			cfg.Mut.DecideAtQuorum = true
 			m := New(cfg)
 			if steps, v := m.Replay(s); v != nil {

@@ -195,7 +195,7 @@ func searchTable() map[string]search {
 		// Targeted: every schedule begins as the stale-seal
 		// counterexample does, up to A's refresh being sent (23 steps, all
 		// at t=10: A granted, B's acquire on n1 and n2 and its seal
-		// pending; B waits for n3 at its round, enoughVotes, so the
+		// pending; B waits for n3 at its round, family.enough, so the
 		// prefix's decision of B is skipped); what follows is random.
 		// From the initial state, 200,000 random schedules did not find
 		// SealRecordsUnrecorded, and exhaustive searches of this

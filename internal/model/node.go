@@ -63,11 +63,24 @@ type Mutations struct {
 	// finding 1).
 	ReentryRawCounter bool
 	// DecideAtQuorum: the first round of a write hold of the family
-	// decides at the first quorum of yes-votes, without enoughVotes' wait
+	// decides at the first quorum of yes-votes, without family.enough's wait
 	// for a quorum that agrees on the recorded token. Not a bug: a
 	// re-entry then opens new tenures more often. The explorer runs with
 	// it to compare (TestEnoughWait).
 	DecideAtQuorum bool
+
+	// The joint configuration (joint.go, docs/reconfiguration.md).
+
+	// JointDropA and JointDropB: a joint client's rule leaves out the
+	// quorum of the current set (A) or of the next (B).
+	JointDropA, JointDropB bool
+	// NoMoveFloor: a client on B alone takes its token from the votes
+	// alone, without the move floor.
+	NoMoveFloor bool
+	// SkipStep2: a client on B alone starts without step 2 of the
+	// runbook (every client on A alone done, and MaxTTL since the last
+	// one's last step): the operator's mistake, not the library's.
+	SkipStep2 bool
 	// SealOverwrites: seal.lua records the token as the owner's t even
 	// when t is higher.
 	SealOverwrites bool

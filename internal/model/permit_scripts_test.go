@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/redistest"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/driver/goredis"
 )
 
 // permitDiff drives the permit scripts on a real node and the model
@@ -111,7 +111,7 @@ func (p *permitDiff) step(name string, real func() string, model func(d *Data, n
 	if len(p.log) > 10 {
 		p.log = p.log[1:]
 	}
-	for now := t0; now <= min(t1, t0+50); now++ {
+	for now := t0; now <= t1; now++ { // however slow the operation, on a loaded machine
 		d := p.m
 		if want := model(&d, now); want != got {
 			continue

@@ -28,8 +28,12 @@ type ClientSpec struct {
 	MaxTTL   int64 // WithMaxTTL; 0: Config.MaxTTL
 	TTL      int64 // the lock's TTL; 0: Config.TTL
 	Acquires int   // attempts to make
-	Refresh  int   // refreshes per held lock
-	Release  bool  // release a held lock (else let it expire)
+	// Conf is the client's node configuration during a move from
+	// Config.SetA to Config.SetB (joint.go): 0 every node, ConfA the
+	// current set alone, ConfJoint both, ConfB the next set alone.
+	Conf    byte
+	Refresh int  // refreshes per held lock
+	Release bool // release a held lock (else let it expire)
 }
 
 // Config bounds a model: its nodes, clients, times and faults. Times are
@@ -88,7 +92,10 @@ type Config struct {
 	EndToEndOnly bool
 	// Permits is the k of the semaphore that Permit clients share.
 	Permits int
-	Mut     Mutations
+	// SetA and SetB are the node sets of a move (masks of node indexes),
+	// for clients with a Conf.
+	SetA, SetB uint64
+	Mut        Mutations
 }
 
 func (c *Config) fill() {
@@ -254,6 +261,10 @@ type State struct {
 	NextRun int
 	NextVal int
 	Faults  [3]int // restarts, data restarts, promotions used
+	// ALast is the real time of a ConfA client's last step; Floor the move
+	// floor (a node time x TokenSeed), set when the first ConfB client
+	// starts (joint.go).
+	ALast, Floor int64
 }
 
 // Step kinds.
@@ -472,7 +483,7 @@ func (m *Model) clientCan(s *State, ci int) bool {
 	cs := m.Cfg.Clients[ci]
 	switch c.Phase {
 	case Idle:
-		return true // start an attempt, or finish
+		return m.mayStart(s, ci) // start an attempt, or finish
 	case Acquiring, Fencing, Refreshing:
 		return m.decidable(s, ci)
 	case Won:
@@ -510,15 +521,14 @@ func (m *Model) decidable(s *State, ci int) bool {
 // family, the votes are enough (enough); or a quorum can no longer agree.
 func (m *Model) countsDecided(s *State, ci int) bool {
 	cl := &s.Clients[ci]
-	yes, pending := m.counts(cl)
-	q := m.quorum(ci)
-	if yes+pending < q {
+	yes, pending := m.masks(cl)
+	if !m.met(ci, yes|pending) {
 		return true
 	}
-	return yes >= q && m.enough(ci, cl)
+	return m.met(ci, yes) && m.enough(ci, cl)
 }
 
-// enough is family.go's enoughVotes, the Enough of the first round of a
+// enough is family.enough (kind.go), the Enough of the first round of a
 // write hold (reentrant or exclusive): when a yes-vote found the owner's
 // lock, the round waits for more replies (up to every node's, or the node
 // timeout) until a quorum of them agree on one recorded token t > 0
@@ -555,6 +565,9 @@ func (m *Model) send(s *State, ci int, msg Msg) {
 	nodes := m.Cfg.Nodes
 	msg.Actor = ci
 	for ni := range nodes {
+		if !m.member(ci, ni) {
+			continue
+		}
 		cn := &s.Conns[m.conn(ci)*nodes+ni]
 		cn.Req = append(cn.Req, msg)
 	}
@@ -782,10 +795,16 @@ func (m *Model) newRound(s *State, ci int) {
 	cl.Start = s.T
 	for i := range cl.Votes {
 		cl.Votes[i] = Pending
+		if !m.member(ci, i) {
+			cl.Votes[i] = No
+		}
 	}
 }
 
 func (m *Model) clientStep(s *State, ci int) *Violation {
+	if m.Cfg.Clients[ci].Conf == ConfA {
+		s.ALast = s.T
+	}
 	v := m.clientStep1(s, ci)
 	if cl := &s.Clients[ci]; cl.Phase == Idle && cl.AcqLeft == 0 {
 		cl.Phase = Done
@@ -797,12 +816,14 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 	c := &m.Cfg
 	cs := c.Clients[ci]
 	cl := &s.Clients[ci]
-	q := m.quorum(ci)
 	switch cl.Phase {
 	case Idle:
 		if cl.AcqLeft == 0 {
 			cl.Phase = Done
 			return nil
+		}
+		if v := m.startB(s, ci); v != nil {
+			return v
 		}
 		cl.AcqLeft--
 		// Values per client and attempt, so that equal states hash equal
@@ -816,8 +837,8 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 		cl.Phase = Acquiring
 		m.send(s, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: cl.Value, Arg: cs.TTL})
 	case Acquiring:
-		yes, _ := m.counts(cl)
-		if yes < q || s.T >= cl.ValidUntil {
+		yes, _ := m.masks(cl)
+		if !m.met(ci, yes) || s.T >= cl.ValidUntil {
 			cl.Phase = Idle
 			return nil
 		}
@@ -839,13 +860,17 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 				cl.Token = cl.Tokens[i]
 			}
 		}
-		equal := 0
+		var equal uint64
 		for i, v := range cl.Votes {
 			if v == Yes && cl.Tokens[i] == cl.Token {
-				equal++
+				equal |= 1 << i
 			}
 		}
-		if equal >= q || c.Mut.NoSecondRound {
+		raise := !m.met(ci, equal)
+		if m.moveFloor(s, ci) {
+			raise = true
+		}
+		if !raise || c.Mut.NoSecondRound {
 			return m.grant(s, ci)
 		}
 		cl.Phase = Won
@@ -854,8 +879,8 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 		cl.Phase = Fencing
 		m.send(s, ci, Msg{Kind: ReqFence, Round: cl.Round, Value: cl.Value, Arg: cl.Token})
 	case Fencing:
-		yes, _ := m.counts(cl)
-		if yes < q || s.T >= cl.ValidUntil {
+		yes, _ := m.masks(cl)
+		if !m.met(ci, yes) || s.T >= cl.ValidUntil {
 			cl.Phase = Idle // the lock is given back (release not modelled)
 			return nil
 		}
@@ -879,9 +904,9 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 			cl.Phase = Idle
 		}
 	case Refreshing:
-		yes, _ := m.counts(cl)
+		yes, _ := m.masks(cl)
 		g := &s.Grants[cl.Grant]
-		if yes >= q && s.T < cl.ValidUntil && s.T < cl.NewValid {
+		if m.met(ci, yes) && s.T < cl.ValidUntil && s.T < cl.NewValid {
 			// (c): the extension rests on a quorum of agreeing replies.
 			if v := m.refreshQuorum(s, ci); v != nil {
 				return v
@@ -985,8 +1010,8 @@ func (m *Model) familyToken(cl *Client) (int64, bool) {
 // refreshQuorum checks (c): a quorum of this round's replies agreed.
 func (m *Model) refreshQuorum(s *State, ci int) *Violation {
 	cl := &s.Clients[ci]
-	if yes, _ := m.counts(cl); yes < m.quorum(ci) {
-		return &Violation{"refresh", fmt.Sprintf("c%d extended its lock with %d yes-votes", ci, yes)}
+	if yes, _ := m.masks(cl); !m.met(ci, yes) {
+		return &Violation{"refresh", fmt.Sprintf("c%d extended its lock with the yes-votes of %b", ci, yes)}
 	}
 	return nil
 }
@@ -1173,6 +1198,8 @@ func (s *State) Hash() uint64 {
 	for _, f := range s.Faults {
 		v(int64(f))
 	}
+	v(s.ALast)
+	v(s.Floor)
 	return maphash.Bytes(seed, b)
 }
 

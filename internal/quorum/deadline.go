@@ -59,16 +59,16 @@ func (ds *deadlines) context(parent context.Context, now time.Time, timeout time
 	return &sharedDeadlineCtx{Context: parent, deadline: d, b: b}
 }
 
-// expiry returns a channel closed at now+timeout or at most
+// at returns the bucket whose channel closes at now+timeout or at most
 // slack(timeout) after it: the end of a wait, shared with other waits that
 // end at about the same time.
-func (ds *deadlines) expiry(now time.Time, timeout time.Duration) <-chan struct{} {
+func (ds *deadlines) at(now time.Time, timeout time.Duration) *deadlineBucket {
 	d, s := now.Add(timeout), slack(timeout)
 	b := ds.cur.Load()
 	if !b.fits(d, s) {
 		b = ds.bucket(d, s)
 	}
-	return b.done
+	return b
 }
 
 func (ds *deadlines) bucket(d time.Time, s time.Duration) *deadlineBucket {

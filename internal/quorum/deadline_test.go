@@ -68,7 +68,7 @@ func TestSingleNodeRequestEndsByTheTimeout(t *testing.T) {
 	ns := nodes(1)
 	ns[0].HonoursDeadline = true
 	r := &Round[bool]{
-		Nodes: ns, Quorum: 1, Timeout: 100 * time.Millisecond,
+		Nodes: ns, Quorum: Count(1), Timeout: 100 * time.Millisecond,
 		Call: func(ctx context.Context, _ *Node) (bool, error) {
 			select {
 			case <-ctx.Done():

@@ -23,8 +23,10 @@ type Reply[T any] struct {
 
 // Round is one operation sent to every node.
 type Round[T any] struct {
-	Nodes  []*Node
-	Quorum int
+	Nodes []*Node
+	// Quorum decides which agreeing nodes win the round: Count(q), or a
+	// joint configuration's Joint.
+	Quorum Rule
 	// Timeout bounds each node's request.
 	Timeout time.Duration
 	// Wait says whether the round returns as soon as its outcome is known
@@ -82,7 +84,9 @@ const (
 type Result[T any] struct {
 	Replies []Reply[T]
 	Agreed  int
-	Won     bool
+	// Yes has bit i set when node i agreed (Replies[i].Yes).
+	Yes uint64
+	Won bool
 	// Pending has bit i set when node i was sent the request and had not
 	// answered when the round was decided: its answer comes later, to
 	// Settle.
@@ -96,8 +100,8 @@ type Result[T any] struct {
 var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // Run sends the operation to every node (at most 64) in parallel and returns once the
-// outcome is decided: when Agreed reaches Quorum, when Quorum can no longer
-// be reached, when every node has answered, when the per-node timeout has
+// outcome is decided: when the agreeing nodes meet Quorum, when they can no
+// longer, when every node has answered, when the per-node timeout has
 // passed, or when ctx ends. Requests still in flight then keep running on
 // goroutines started by wg, which the owner of wg must wait for.
 //
@@ -155,12 +159,17 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	// dial until the context is done, and then reports only that). The
 	// round's own wait ends at a channel shared with other rounds, closed
 	// at the deadline or a little after (roundDeadlines), which costs no
-	// timer. A node whose client does not honour deadlines gets a Done
-	// channel too (its node's deadlines).
+	// timer. The nodes whose client does not honour deadlines share one
+	// context with that channel as its Done: one allocation per round,
+	// not one per request.
 	sent := time.Now()
-	nodeCtx := withDeadline(detach(ctx), sent.Add(r.Timeout))
-	expired := roundDeadlines.expiry(sent, r.Timeout)
+	values := detach(ctx)
+	nodeCtx := withDeadline(values, sent.Add(r.Timeout))
+	bucket := roundDeadlines.at(sent, r.Timeout)
+	expired := bucket.done
+	var doneCtx context.Context // made for the first such node
 	pending := 0
+	var waiting uint64 // admitted, not answered
 	for i, node := range r.Nodes {
 		probe, err := r.admit(node, now)
 		if err != nil {
@@ -169,7 +178,18 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 			continue
 		}
 		pending++
+		waiting |= 1 << i
 		st.active.Add(1)
+		rctx := nodeCtx
+		if !node.HonoursDeadline {
+			// Its requests end only at the client's own timeouts: a
+			// Done channel at least ends its waits for a pooled
+			// connection and between retries.
+			if doneCtx == nil {
+				doneCtx = &sharedDeadlineCtx{Context: values, deadline: sent.Add(r.Timeout), b: bucket}
+			}
+			rctx = doneCtx
+		}
 		wg.Go(func() {
 			defer func() {
 				if st.active.Add(-1) == 0 {
@@ -177,13 +197,6 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				}
 			}()
 			sent := time.Now()
-			rctx := nodeCtx
-			if !node.HonoursDeadline {
-				// Its requests end only at the client's own timeouts:
-				// a Done channel at least ends its waits for a pooled
-				// connection and between retries.
-				rctx = node.deadlines.context(nodeCtx, sent, r.Timeout)
-			}
 			v, err := r.Call(rctx, node)
 			lat := time.Since(sent)
 			late := false
@@ -210,15 +223,17 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 
 	timedOut := false
 wait:
-	for pending > 0 && !r.decided(res.Agreed, pending, res.Replies) {
+	for pending > 0 && !r.decided(res.Yes, waiting, res.Replies) {
 		select {
 		case m := <-st.ch:
 			pending--
 			answered |= 1 << m.i
+			waiting &^= 1 << m.i
 			yes := m.err == nil && r.Agree(m.val)
 			res.Replies[m.i] = Reply[T]{Val: m.val, Err: m.err, Yes: yes, Latency: m.lat}
 			if yes {
 				res.Agreed++
+				res.Yes |= 1 << m.i
 			}
 		case <-expired:
 			timedOut = true
@@ -240,7 +255,7 @@ wait:
 			}
 		}
 	}
-	res.Won = r.won(res.Agreed, now)
+	res.Won = r.won(res.Yes, now)
 	st.won.Store(res.Won)
 	if !res.Won && r.Settle != nil {
 		for i, rep := range res.Replies {
@@ -255,17 +270,17 @@ wait:
 	return res
 }
 
-// decided reports whether the round's outcome is known with pending replies
-// still outstanding.
-func (r *Round[T]) decided(agreed, pending int, replies []Reply[T]) bool {
-	won := agreed >= r.Quorum && (r.Enough == nil || r.Enough(replies))
+// decided reports whether the round's outcome is known with the replies of
+// the nodes of waiting still outstanding.
+func (r *Round[T]) decided(yes, waiting uint64, replies []Reply[T]) bool {
+	won := r.Quorum.Met(yes) && (r.Enough == nil || r.Enough(replies))
 	switch r.Wait {
 	case WaitAll:
 		return false
 	case WaitOnLoss:
 		return won
 	}
-	return won || agreed+pending < r.Quorum
+	return won || !r.Quorum.Met(yes|waiting)
 }
 
 func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
@@ -292,9 +307,9 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
 	if yes {
-		res.Agreed = 1
+		res.Agreed, res.Yes = 1, 1
 	}
-	res.Won = r.won(res.Agreed, now)
+	res.Won = r.won(res.Yes, now)
 	switch {
 	case r.Settle == nil:
 	case err != nil:
@@ -376,9 +391,9 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 	yes := m.err == nil && r.Agree(m.v)
 	res.Replies[0] = Reply[T]{Val: m.v, Err: m.err, Yes: yes, Latency: m.lat}
 	if yes {
-		res.Agreed = 1
+		res.Agreed, res.Yes = 1, 1
 	}
-	res.Won = r.won(res.Agreed, now)
+	res.Won = r.won(res.Yes, now)
 	if r.Settle != nil {
 		r.Settle(node, m.v, m.err, res.Won, false)
 	}
@@ -421,8 +436,8 @@ func (r *Round[T]) finish(node *Node, probe bool, err error, now func() time.Tim
 	return err
 }
 
-func (r *Round[T]) won(agreed int, now func() time.Time) bool {
-	return agreed >= r.Quorum && (r.ValidUntil.IsZero() || now().Before(r.ValidUntil))
+func (r *Round[T]) won(yes uint64, now func() time.Time) bool {
+	return r.Quorum.Met(yes) && (r.ValidUntil.IsZero() || now().Before(r.ValidUntil))
 }
 
 func (r *Round[T]) admit(node *Node, now func() time.Time) (probe bool, err error) {

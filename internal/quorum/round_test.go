@@ -49,7 +49,7 @@ type answer struct {
 func fakeRound(ns []*Node, answers []answer) *Round[bool] {
 	return &Round[bool]{
 		Nodes:   ns,
-		Quorum:  len(ns)/2 + 1,
+		Quorum:  Count(len(ns)/2 + 1),
 		Timeout: time.Minute,
 		Call: func(ctx context.Context, n *Node) (bool, error) {
 			a := answers[n.Index]
@@ -278,7 +278,7 @@ func TestBreakerSkipsANodeThatKeepsTimingOut(t *testing.T) {
 	ns := nodes(1)
 	healthy := atomic.Bool{}
 	r := &Round[bool]{
-		Nodes: ns, Quorum: 1, Timeout: time.Millisecond, Now: clock.now,
+		Nodes: ns, Quorum: Count(1), Timeout: time.Millisecond, Now: clock.now,
 		Call: func(ctx context.Context, _ *Node) (bool, error) {
 			if healthy.Load() {
 				return true, nil
@@ -339,7 +339,7 @@ func TestCallerCancellationDoesNotAbortRequests(t *testing.T) {
 	ns := nodes(3)
 	var finished atomic.Int32
 	r := &Round[bool]{
-		Nodes: ns, Quorum: 2, Timeout: time.Minute,
+		Nodes: ns, Quorum: Count(2), Timeout: time.Minute,
 		Call: func(ctx context.Context, _ *Node) (bool, error) {
 			time.Sleep(50 * time.Millisecond)
 			if ctx.Err() == nil {
@@ -371,7 +371,7 @@ func TestInFlightBound(t *testing.T) {
 	block := make(chan struct{})
 	ns := []*Node{NewNode(0, nil, 1)}
 	r := &Round[bool]{
-		Nodes: ns, Quorum: 1, Timeout: time.Minute,
+		Nodes: ns, Quorum: Count(1), Timeout: time.Minute,
 		Call:  func(context.Context, *Node) (bool, error) { <-block; return true, nil },
 		Agree: func(v bool) bool { return v },
 	}
@@ -399,7 +399,7 @@ func TestFirstAnswerBeforeLastStart(t *testing.T) {
 		first := make(chan struct{})
 		var reads atomic.Int32
 		r := &Round[bool]{
-			Nodes: nodes(3), Quorum: 2, Timeout: time.Minute, Wait: WaitAll,
+			Nodes: nodes(3), Quorum: Count(2), Timeout: time.Minute, Wait: WaitAll,
 			Now: func() time.Time {
 				// Read 1 admits node 0; read 2 is node 0's own finish;
 				// read 3 admits node 1.
@@ -431,7 +431,7 @@ func TestForceBypassesAdmission(t *testing.T) {
 	ns := []*Node{NewNode(0, nil, 1)}
 	block := make(chan struct{})
 	r := &Round[bool]{
-		Nodes: ns, Quorum: 1, Timeout: time.Minute,
+		Nodes: ns, Quorum: Count(1), Timeout: time.Minute,
 		Call:  func(context.Context, *Node) (bool, error) { <-block; return true, nil },
 		Agree: func(v bool) bool { return v },
 	}
@@ -441,7 +441,7 @@ func TestForceBypassesAdmission(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	forced := &Round[bool]{
-		Nodes: ns, Quorum: 1, Timeout: time.Minute, Force: true,
+		Nodes: ns, Quorum: Count(1), Timeout: time.Minute, Force: true,
 		Call:  func(context.Context, *Node) (bool, error) { return true, nil },
 		Agree: func(v bool) bool { return v },
 	}

@@ -3,7 +3,7 @@
 // own, against five nodes in theirs, under real network partitions, packet
 // loss and delays (netlab), faults at points of the protocol (failpoint),
 // randomized faults drawn from a seed, and process clocks offset by a time
-// namespace. Every run's history (package history) is checked for
+// namespace or jumping while the process runs (procclock). Every run's history (package history) is checked for
 // overlapping holders, token inversions, stale writes accepted and lost
 // updates, and by porcupine for the linearizability of the fenced store.
 // See docs/fault-testing.md, "Robustness tests".

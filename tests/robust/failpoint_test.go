@@ -47,12 +47,16 @@ func TestFailpoints(t *testing.T) {
 			// return. (The others' replies are not held back: their
 			// own delays would cancel c0's; and c1 pauses 300 ms
 			// between holds, else the faster client takes every turn.)
+			// The replies are held back 250 ms, under a node timeout
+			// of 400 ms: c0 holds 250 ms past its lock, a window that
+			// c1, woken at the lock's expiry, does not miss under load.
 			name: "control-failpoint-acquire-reply-delay-client-believes-ttl", clients: 2, control: true,
 			setup: failpoints(func(cs []clientConfig, i int) {
 				cs[i].HoldFull, cs[i].FastRetry, cs[i].Think = true, true, 300*time.Millisecond
+				cs[i].NodeTimeout = controlNodeTimeout
 				if i == 0 {
 					cs[i].Belief, cs[i].Think = beliefTTL, 0
-					cs[i].Failpoints = []failpoint.Spec{fp(failpoint.AcquireReply, majority, 1, 70*time.Millisecond, false)}
+					cs[i].Failpoints = []failpoint.Spec{fp(failpoint.AcquireReply, majority, 1, controlDelay, false)}
 				}
 			}),
 		},
@@ -82,15 +86,17 @@ func TestFailpoints(t *testing.T) {
 			needs:  fired(failpoint.Fence),
 		},
 		{
-			// The control: c0, whose fences are held back, believes
-			// it holds the lock for the whole TTL from Obtain's
-			// return, fence or not; c1 pauses 300 ms between holds.
+			// The control: c0, whose fences are held back (250 ms,
+			// under a node timeout of 400 ms), believes it holds the
+			// lock for the whole TTL from Obtain's return, fence or
+			// not; c1 pauses 300 ms between holds.
 			name: "control-failpoint-fence-delay-client-believes-ttl", clients: 2, control: true,
 			setup: failpoints(func(cs []clientConfig, i int) {
 				cs[i].HoldFull, cs[i].FastRetry, cs[i].Think = true, true, 300*time.Millisecond
+				cs[i].NodeTimeout = controlNodeTimeout
 				if i == 0 {
 					cs[i].Belief, cs[i].Think = beliefTTL, 0
-					cs[i].Failpoints = []failpoint.Spec{fp(failpoint.Fence, all, 1, 70*time.Millisecond, false)}
+					cs[i].Failpoints = []failpoint.Spec{fp(failpoint.Fence, all, 1, controlDelay, false)}
 				}
 			}),
 			inject: bumpCounters,
@@ -120,6 +126,13 @@ func TestFailpoints(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) { runNet(t, sc) })
 	}
 }
+
+// The delay controls' failpoints hold replies or fences back controlDelay,
+// under a node timeout of controlNodeTimeout.
+const (
+	controlDelay       = 250 * time.Millisecond
+	controlNodeTimeout = 400 * time.Millisecond
+)
 
 // failpoints returns a setup that calls f for each client, and makes the
 // failpoints it sets last the whole run.

@@ -413,6 +413,9 @@ func (l *lab) run(s spec) (history.Result, []history.Event) {
 	if err != nil {
 		l.t.Error(err)
 	}
+	if p := checkJumps(events); p != "" {
+		l.t.Error(p)
+	}
 	fwd, drop := l.net.Stats()
 	l.t.Logf("seed %d: %d holds; %d packets forwarded, %d dropped by faults", s.seed, r.Holds, fwd, drop)
 	l.t.Logf("%s", r.Row())

@@ -3,10 +3,13 @@
 package robust
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/redlock-go/redlock/tests/robust/failpoint"
 	"github.com/redlock-go/redlock/tests/robust/lockclient"
 	"github.com/redlock-go/redlock/tests/robust/netlab"
+	"github.com/redlock-go/redlock/tests/robust/procclock"
 )
 
 // randomRun is how long each randomized run's clients run.
@@ -28,7 +32,8 @@ const maxRounds = 1000
 // and rates (within the drift budget), and a schedule of faults (kind,
 // target, start, duration): partitions, one-way partitions, packet loss,
 // delays with jitter, node crashes and freezes, client pauses, and
-// failpoints in the clients. Each run's seed is printed; -robust.seed
+// failpoints in the clients, and jumps of a client process's own clocks
+// (its wall clock either way, its monotonic clock forward). Each run's seed is printed; -robust.seed
 // replays one, as far as the processes' timing allows (the same draws, the
 // same schedule; not the same interleaving).
 func TestRandomized(t *testing.T) {
@@ -179,7 +184,7 @@ func (f fault) String() string {
 	return s
 }
 
-var faultKinds = []string{"partition", "one-way", "isolate-node", "loss", "delay", "crash", "freeze", "pause-client", "failpoint"}
+var faultKinds = []string{"partition", "one-way", "isolate-node", "loss", "delay", "crash", "freeze", "pause-client", "failpoint", faultClockJump}
 
 // drawFaults draws 2 to 5 faults over the run; failpoints go into the
 // clients' configurations (their times from t0).
@@ -219,6 +224,24 @@ func drawFaults(rng *rand.Rand, l *lab, cs []clientConfig, t0 time.Time) []fault
 			f.policy = netlab.Policy{}
 			cs[ci].Failpoints = append(cs[ci].Failpoints, sp)
 			f.kind = "failpoint " + sp.String()
+		case faultClockJump:
+			// The client process's own clock jumps (procclock):
+			// its wall clock by 1 s to 1 h either way, or its
+			// monotonic clock forward by up to 10 s. A monotonic
+			// clock going back is beyond the drift factor, which no
+			// run outside a control may draw.
+			j := clockJump{At: t0.Add(f.start).UnixNano(), Clock: procclock.Realtime,
+				By: time.Duration(rng.Int64N(int64(time.Hour-time.Second))) + time.Second}
+			if rng.IntN(2) == 0 {
+				j.By = -j.By
+			}
+			if rng.IntN(2) == 0 {
+				j.Clock, j.By = procclock.Monotonic, 100*time.Millisecond+time.Duration(rng.Int64N(int64(10*time.Second)))
+			}
+			f.nodes, f.dur = nil, 0
+			cs[ci].ClockJumps = append(cs[ci].ClockJumps, j)
+			slices.SortFunc(cs[ci].ClockJumps, func(a, b clockJump) int { return cmp.Compare(a.At, b.At) })
+			f.kind = faultClockJump + " " + j.String()
 		}
 		fs = append(fs, f)
 	}
@@ -230,8 +253,8 @@ func drawFaults(rng *rand.Rand, l *lab, cs []clientConfig, t0 time.Time) []fault
 func runFaults(ctx context.Context, l *lab, fs []fault, t0 time.Time) {
 	var wg sync.WaitGroup
 	for _, f := range fs {
-		if len(f.kind) > 9 && f.kind[:9] == "failpoint" {
-			continue
+		if strings.HasPrefix(f.kind, "failpoint") || strings.HasPrefix(f.kind, faultClockJump) {
+			continue // fired in the clients
 		}
 		wg.Add(1)
 		go func() {

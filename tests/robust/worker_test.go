@@ -14,12 +14,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"golang.org/x/sys/unix"
 
 	"github.com/redlock-go/redlock/examples/fenced-storage/store"
 	"github.com/redlock-go/redlock/tests/robust/failpoint"
 	"github.com/redlock-go/redlock/tests/robust/history"
 	"github.com/redlock-go/redlock/tests/robust/lockclient"
+	"github.com/redlock-go/redlock/tests/robust/procclock"
 )
 
 // lockName is the one lock every client takes; the store's record is
@@ -38,6 +38,10 @@ const (
 	// CLOCK_MONOTONIC reading of another process (the parent's, MonoBase
 	// at WallBase), as a deadline handed between processes would be.
 	beliefSharedMono = "shared-monotonic"
+	// A control: the validity's end worked out on the wall clock
+	// (time.Now without its monotonic reading), as a deadline stored as
+	// a timestamp would be.
+	beliefWall = "wall"
 )
 
 // clientConfig is one client process's configuration (JSON, in the child's
@@ -68,6 +72,26 @@ type clientConfig struct {
 	// (beliefSharedMono).
 	MonoBase int64 `json:"mono_base,omitempty"`
 	WallBase int64 `json:"wall_base,omitempty"`
+	// Jumps of the process's own clocks (package procclock): each of
+	// ClockJumps at its time; one of HoldJumps, in turn, right after each
+	// obtain (before the client works out how long it holds).
+	ClockJumps []clockJump `json:"clock_jumps,omitempty"`
+	HoldJumps  []clockJump `json:"hold_jumps,omitempty"`
+}
+
+// clockJump is a jump of a client process's clock.
+type clockJump struct {
+	At    int64           `json:"at,omitempty"` // Unix ns of real time (ClockJumps)
+	Clock procclock.Clock `json:"clock"`
+	By    time.Duration   `json:"by"`
+}
+
+func (j clockJump) String() string {
+	sign := "+"
+	if j.By < 0 {
+		sign = ""
+	}
+	return fmt.Sprintf("%s %s%v", j.Clock, sign, j.By)
 }
 
 // maxIterations bounds a client's loop, whatever its time bound.
@@ -117,11 +141,6 @@ func (c clientClock) now() time.Time {
 	return c.base.Add(c.offset + time.Duration(float64(time.Since(c.base))*c.rate))
 }
 
-// real maps a time read on this clock back to real time.
-func (c clientClock) real(t time.Time) time.Time {
-	return c.base.Add(time.Duration(float64(t.Sub(c.base)-c.offset) / c.rate))
-}
-
 // runClient is a child process's main: one client running its workload
 // until cfg.Stop.
 func runClient(raw string) int {
@@ -145,6 +164,12 @@ func runClient(raw string) int {
 		rcs = append(rcs, rc)
 		nodes = append(nodes, rc)
 	}
+	jumper, err := newJumper(cfg, out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		return 1
+	}
+	defer jumper.close()
 	clk := clientClock{base: time.Now(), offset: cfg.ClockOffset, rate: cfg.ClockRate}
 	lc := lockclient.Config{NodeTimeout: cfg.NodeTimeout, MaxTTL: cfg.MaxTTL, NoGuard: !cfg.Guard, FastRetry: cfg.FastRetry}
 	if clk.rate == 0 {
@@ -166,7 +191,7 @@ func runClient(raw string) int {
 		}
 		_ = sdb.Close()
 	}()
-	work(cfg, c, store.New(sdb, storeName), clk, out)
+	work(cfg, c, store.New(sdb, storeName), clk, jumper, out)
 	for i, n := range fps.Fired() {
 		sp := fps.Specs()[i]
 		out.ev(history.Event{Type: history.TypeFault, Client: cfg.ID, Fault: "failpoint " + sp.Point,
@@ -178,23 +203,33 @@ func runClient(raw string) int {
 // work runs the client's loop: obtain, a fenced read-modify-write of the
 // counter (a reader: a shared read) held as the client believes it may,
 // release.
-func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClock, out *emitter) {
+//
+// Its history's times are read from the kernel's clock (stamp), past the
+// jumps of the process's own clocks; what the client believes is worked
+// out with its own clocks and mapped to real time.
+func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClock, jumper *jumper, out *emitter) {
 	stop := time.Unix(0, cfg.Stop)
-	for n := 0; n < maxIterations && time.Now().Before(stop); n++ {
-		inv := time.Now()
+	for n := 0; n < maxIterations && stamp().Before(stop); n++ {
+		inv := stamp()
 		octx, cancel := context.WithTimeout(context.Background(), cfg.Bound)
 		l, err := c.Obtain(octx, lockName, cfg.Kind, cfg.TTL, cfg.ID, cfg.Auto)
 		cancel()
-		resp := time.Now()
+		resp := stamp()
 		at := history.Event{Type: history.TypeAttempt, Client: cfg.ID, Inv: inv.UnixNano(), Resp: resp.UnixNano(), OK: err == nil}
 		if err != nil {
 			at.Err = err.Error()
 			out.ev(at)
-			sleepUntil(time.Now().Add(10*time.Millisecond), stop)
+			sleepUntil(stamp().Add(10*time.Millisecond), stop)
 			continue
 		}
 		out.ev(at)
 		h := history.Event{Type: history.TypeHold, Client: cfg.ID, Kind: string(cfg.Kind), Token: l.Token(), Obtained: resp.UnixNano()}
+		// remaining is the validity left as the process's clocks
+		// measure it, in real time.
+		remaining := func() time.Duration {
+			return time.Duration(float64(l.ValidUntil().Sub(clk.now())) / clk.rate)
+		}
+		wallEnd := time.Now().Round(0).Add(remaining())
 		believed := func() time.Time {
 			switch cfg.Belief {
 			case beliefTTL:
@@ -202,19 +237,24 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 			case beliefForever:
 				return resp.Add(24 * time.Hour)
 			case beliefSharedMono:
-				now := time.Unix(0, cfg.WallBase+monoNow()-cfg.MonoBase)
-				return now.Add(time.Until(clk.real(l.ValidUntil())))
+				return time.Unix(0, cfg.WallBase+monoNow()-cfg.MonoBase).Add(remaining())
+			case beliefWall:
+				return stamp().Add(wallEnd.Sub(time.Now().Round(0)))
 			}
-			return clk.real(l.ValidUntil())
+			return stamp().Add(remaining())
 		}
+		jumper.hold()
 		end := believed()
 		out.in(1)
-		h.Lost = !hold(cfg, l, st, clk, believed, &end, out)
+		h.Lost = !hold(cfg, l, st, believed, &end, out)
 		out.in(0)
-		h.End = min(time.Now().UnixNano(), end.UnixNano())
+		// The hold ends when the client's own clocks say its lock has
+		// ended (believed now, after any jump during the hold), or when
+		// it is done, whichever is first.
+		h.End = min(stamp().UnixNano(), believed().UnixNano())
 		_ = l.Release()
 		out.ev(h)
-		sleepUntil(time.Now().Add(cfg.Think), stop)
+		sleepUntil(stamp().Add(cfg.Think), stop)
 	}
 }
 
@@ -222,7 +262,7 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 // given up because the lock was lost (an automatically refreshed lock whose
 // refresh failed: the library says so). end is the believed end of the
 // hold, moved on by refreshes.
-func hold(cfg clientConfig, l *lockclient.Lock, st *store.Store, clk clientClock, believed func() time.Time, end *time.Time, out *emitter) bool {
+func hold(cfg clientConfig, l *lockclient.Lock, st *store.Store, believed func() time.Time, end *time.Time, out *emitter) bool {
 	token := l.Token()
 	storeToken := token
 	if !cfg.Fenced {
@@ -247,27 +287,27 @@ func hold(cfg clientConfig, l *lockclient.Lock, st *store.Store, clk clientClock
 		return false
 	}
 	if cfg.Kind == lockclient.Read {
-		inv := time.Now()
+		inv := stamp()
 		v, err := st.ReadShared(sctx, storeToken)
-		ev(history.OpShared, inv, time.Now(), atoi(v), 0, err)
+		ev(history.OpShared, inv, stamp(), atoi(v), 0, err)
 		return wait(cfg, l, believed, end, cfg.Hold, heeds)
 	}
-	inv := time.Now()
+	inv := stamp()
 	v, err := st.ReadFenced(sctx, storeToken)
-	if ev(history.OpRead, inv, time.Now(), atoi(v), 0, err) != history.OK {
+	if ev(history.OpRead, inv, stamp(), atoi(v), 0, err) != history.OK {
 		return true // refused or unknown: nothing to write
 	}
 	prev := atoi(v)
 	d := cfg.Hold
 	if cfg.HoldFull && cfg.Belief != beliefForever {
-		d = time.Until(*end) - 5*time.Millisecond
+		d = end.Sub(stamp()) - 5*time.Millisecond
 	}
 	if !wait(cfg, l, believed, end, d, heeds) {
 		return false
 	}
-	inv = time.Now()
+	inv = stamp()
 	err = st.Write(sctx, storeToken, strconv.FormatInt(prev+1, 10))
-	ev(history.OpWrite, inv, time.Now(), prev+1, prev, err)
+	ev(history.OpWrite, inv, stamp(), prev+1, prev, err)
 	return true
 }
 
@@ -279,7 +319,7 @@ func wait(cfg clientConfig, l *lockclient.Lock, believed func() time.Time, end *
 		return !(heeds && cfg.Auto && l.Lost())
 	}
 	if !cfg.Auto {
-		sleepUntil(time.Now().Add(d), time.Time{})
+		time.Sleep(d)
 		return true
 	}
 	until := time.Now().Add(d)
@@ -291,7 +331,7 @@ func wait(cfg clientConfig, l *lockclient.Lock, believed func() time.Time, end *
 			if heeds {
 				return false
 			}
-			sleepUntil(until, time.Time{})
+			time.Sleep(time.Until(until))
 			return true
 		case <-tick.C:
 			if u := believed(); heeds && u.After(*end) {
@@ -302,24 +342,24 @@ func wait(cfg clientConfig, l *lockclient.Lock, believed func() time.Time, end *
 	return !(heeds && l.Lost())
 }
 
-// sleepUntil sleeps until t, or until limit when it is earlier (zero: no
-// limit).
+// sleepUntil sleeps until t, or until limit when it is earlier, both in
+// real time.
 func sleepUntil(t, limit time.Time) {
-	if !limit.IsZero() && limit.Before(t) {
+	if limit.Before(t) {
 		t = limit
 	}
-	if d := time.Until(t); d > 0 {
+	if d := t.Sub(stamp()); d > 0 {
 		time.Sleep(d)
 	}
 }
 
+// stamp is the time of a history's event: the kernel's CLOCK_REALTIME,
+// which the jumps of a client's clocks do not move.
+func stamp() time.Time { return procclock.RealNow() }
+
 // monoNow reads CLOCK_MONOTONIC itself, in nanoseconds (time.Now's
 // monotonic reading is relative to the process's start).
-func monoNow() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
+func monoNow() int64 { return procclock.MonoNow() }
 
 func atoi(s string) int64 {
 	n, _ := strconv.ParseInt(s, 10, 64)

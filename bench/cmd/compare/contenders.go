@@ -18,13 +18,16 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/driver"
+	rueidisdriver "github.com/redlock-go/redlock/driver/rueidis"
 )
 
 // A contender is one way of taking a lock on a set of nodes, on one client
 // configuration. Its workers are used by one goroutine each.
 type contender struct {
 	// name is the row's name: the library, then "/ctx" or "/defaults" for
-	// the go-redis configuration it runs on (rueidislock has none).
+	// the go-redis configuration it runs on, or "/rueidis" for a rueidis
+	// client (rueidislock, on rueidis too, has no suffix).
 	name string
 	// lib is the library alone: floor, redlock, redsync, redislock or
 	// rueidislock.
@@ -434,5 +437,107 @@ func (w *rueidislockWorker) Unlock(context.Context) error {
 	}
 	w.cancel()
 	w.cancel = nil
+	return nil
+}
+
+// ---- on a rueidis client ----
+
+// confRueidis names the rows of the contenders on a rueidis client
+// (github.com/redis/rueidis) with its default options, which pipeline the
+// requests of concurrent goroutines automatically: redlock through its
+// rueidis driver, and the floor. It is not a go-redis configuration.
+const confRueidis conf = "rueidis"
+
+// newRueidisClients returns one rueidis client per address, as the rueidis
+// driver's documentation configures a standalone node: rueidis's defaults
+// and ForceSingleClient.
+func newRueidisClients(addrs []string) ([]rueidis.Client, error) {
+	cs := make([]rueidis.Client, 0, len(addrs))
+	for _, a := range addrs {
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{a}, ForceSingleClient: true})
+		if err != nil {
+			closeRueidis(cs)
+			return nil, fmt.Errorf("rueidis %s: %w", a, err)
+		}
+		cs = append(cs, c)
+	}
+	return cs, nil
+}
+
+func closeRueidis(cs []rueidis.Client) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// newRedlockRueidis is redlock with its default options on the rueidis
+// driver (NewFromNodes).
+func newRedlockRueidis(addrs []string, ttl time.Duration, opts ...redlock.Option) (*contender, error) {
+	cs, err := newRueidisClients(addrs)
+	if err != nil {
+		return nil, err
+	}
+	nodes := make([]driver.Node, len(cs))
+	for i, c := range cs {
+		nodes[i] = rueidisdriver.New(c)
+	}
+	c, err := redlock.NewFromNodes(nodes, opts...)
+	if err != nil {
+		closeRueidis(cs)
+		return nil, err
+	}
+	return &contender{
+		name:      rowName("redlock", confRueidis),
+		lib:       "redlock",
+		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
+		close:     func() { _ = c.Close(); closeRueidis(cs) },
+	}, nil
+}
+
+// rueidisUnlock is the floor's compare-and-delete on rueidis (EVALSHA,
+// falling back to EVAL).
+var rueidisUnlock = rueidis.NewLuaScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+
+// newFloorRueidis is the floor on one node on a rueidis client: SET NX PX,
+// then the compare-and-delete script. It has no 5-node rows.
+func newFloorRueidis(addr string, ttl time.Duration) (*contender, error) {
+	cs, err := newRueidisClients([]string{addr})
+	if err != nil {
+		return nil, err
+	}
+	return &contender{
+		name:      rowName("floor", confRueidis),
+		lib:       "floor",
+		newWorker: func(key string) worker { return &floorRueidis{c: cs[0], key: key, ttl: ttl} },
+		close:     func() { closeRueidis(cs) },
+	}, nil
+}
+
+type floorRueidis struct {
+	c     rueidis.Client
+	key   string
+	ttl   time.Duration
+	value string
+}
+
+func (f *floorRueidis) TryLock(ctx context.Context) error {
+	f.value = randomValue()
+	err := f.c.Do(ctx, f.c.B().Set().Key(f.key).Value(f.value).Nx().Px(f.ttl).Build()).Error()
+	if rueidis.IsRedisNil(err) {
+		return errNotObtained
+	}
+	return err
+}
+
+func (f *floorRueidis) Lock(ctx context.Context) error { return f.TryLock(ctx) }
+
+func (f *floorRueidis) Unlock(ctx context.Context) error {
+	n, err := rueidisUnlock.Exec(ctx, f.c, []string{f.key}, []string{f.value}).AsInt64()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("floor: key %s not ours at unlock", f.key)
+	}
 	return nil
 }

@@ -30,8 +30,9 @@ func TestContenders(t *testing.T) {
 
 	want := map[int][]string{
 		1: {"floor/ctx", "redlock/ctx", "redsync/ctx", "redislock/ctx",
-			"floor/defaults", "redlock/defaults", "redsync/defaults", "redislock/defaults", "rueidislock"},
-		5: {"floor/ctx", "redlock/ctx", "redsync/ctx", "floor/defaults", "redlock/defaults", "redsync/defaults"},
+			"floor/defaults", "redlock/defaults", "redsync/defaults", "redislock/defaults",
+			"floor/rueidis", "redlock/rueidis", "rueidislock"},
+		5: {"floor/ctx", "redlock/ctx", "redsync/ctx", "floor/defaults", "redlock/defaults", "redsync/defaults", "redlock/rueidis"},
 	}
 	for _, n := range []int{1, 5} {
 		var all []*redis.Client

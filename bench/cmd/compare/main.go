@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"syscall"
 	"time"
 
@@ -186,8 +187,9 @@ func run(ctx context.Context, cfg config) error {
 // go-redis clients it made to *all; on an error, the contenders made so far.
 // Each contender has its own clients, so that one's connection pools and
 // subscriptions do not serve another. Every contender on go-redis runs on
-// each configuration of confs, as a row of its own; redislock and
-// rueidislock run on one node only. redlockOpts are for tests.
+// each configuration of confs, as a row of its own; redlock also runs on a
+// rueidis client (its rueidis driver), and so does the floor on one node;
+// redislock and rueidislock run on one node only. redlockOpts are for tests.
 func newSet(addrs []string, ttl, nodeTimeout time.Duration, all *[]*redis.Client, redlockOpts ...redlock.Option) ([]*contender, error) {
 	var set []*contender
 	for _, cf := range confs {
@@ -207,6 +209,18 @@ func newSet(addrs []string, ttl, nodeTimeout time.Duration, all *[]*redis.Client
 		}
 	}
 	if len(addrs) == 1 {
+		fl, err := newFloorRueidis(addrs[0], ttl)
+		if err != nil {
+			return set, err
+		}
+		set = append(set, fl)
+	}
+	rr, err := newRedlockRueidis(addrs, ttl, redlockOpts...)
+	if err != nil {
+		return set, err
+	}
+	set = append(set, rr)
+	if len(addrs) == 1 {
 		rl, err := newRueidislock(addrs[0], ttl)
 		if err != nil {
 			return set, err
@@ -217,7 +231,7 @@ func newSet(addrs []string, ttl, nodeTimeout time.Duration, all *[]*redis.Client
 }
 
 func (b *bench) wantRedlock() bool {
-	for _, cf := range confs {
+	for _, cf := range append(slices.Clone(confs), confRueidis) {
 		name := rowName("redlock", cf)
 		for _, sc := range scenarios {
 			if b.want(sc.name, name) {

@@ -20,6 +20,8 @@ func TestRatioIsToTheFloorOnTheSameConfiguration(t *testing.T) {
 			res(sc, "floor/defaults", pass, 500),
 			res(sc, "redlock/ctx", pass, 800),
 			res(sc, "redlock/defaults", pass, 400),
+			res(sc, "floor/rueidis", pass, 1500),
+			res(sc, "redlock/rueidis", pass, 1350),
 			res(sc, "rueidislock", pass, 1200),
 		)
 	}
@@ -27,7 +29,8 @@ func TestRatioIsToTheFloorOnTheSameConfiguration(t *testing.T) {
 	for c, want := range map[string]float64{
 		"redlock/ctx":      0.8,
 		"redlock/defaults": 0.8,
-		"rueidislock":      1.2, // against floor/ctx
+		"redlock/rueidis":  0.9,
+		"rueidislock":      0.8, // against floor/rueidis
 		"floor/defaults":   1,
 	} {
 		if got := s.get(sc, c).ratio; math.Abs(got-want) > 1e-9 {

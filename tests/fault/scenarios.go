@@ -302,82 +302,79 @@ var scenarios = []scenario{
 	{name: "clock-slow-beyond-budget", w: holdFull, workers: 3, rates: []float64{0.7}, want: overlap},
 }
 
-func TestScenarios(t *testing.T) {
-	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			w := base
-			if sc.w != nil {
-				w = sc.w(w)
+// runScenario runs one scenario and checks what it must show.
+func runScenario(t *testing.T, sc scenario) {
+	w := base
+	if sc.w != nil {
+		w = sc.w(w)
+	}
+	// A control must show what the checker catches, and a pause
+	// scenario must show fencing at work (a stale operation
+	// refused). Both depend on random timing (a crash or a pause
+	// landing while a client is in its read-modify-write), so such
+	// a scenario gets up to three runs to show it. The safety
+	// checks apply to every run, so a retry hides no violation.
+	tries := 1
+	if sc.want == violation || sc.want == overlap || sc.rejected || sc.hitsHolder || sc.mixed || sc.bothNames {
+		tries = 3
+	}
+	for try := range tries {
+		e := newEnv(t, w, sc.proxied, sc.sentinel)
+		r := e.run(sc.name, sc.workers, sc.rates, sc.children, sc.inject)
+		if r.ops == 0 {
+			t.Fatal("no operation completed")
+		}
+		switch sc.want {
+		case safe:
+			if r.overlaps != 0 || r.staleAccepted != 0 || r.lost != 0 || r.tokenInversions != 0 {
+				t.Errorf("violations: %d overlaps, %d stale writes accepted, %d lost updates, %d token inversions", r.overlaps, r.staleAccepted, r.lost, r.tokenInversions)
 			}
-			// A control must show what the checker catches, and a pause
-			// scenario must show fencing at work (a stale operation
-			// refused). Both depend on random timing (a crash or a pause
-			// landing while a client is in its read-modify-write), so such
-			// a scenario gets up to three runs to show it. The safety
-			// checks apply to every run, so a retry hides no violation.
-			tries := 1
-			if sc.want == violation || sc.want == overlap || sc.rejected || sc.hitsHolder || sc.mixed || sc.bothNames {
-				tries = 3
+			if s := r.second; s.overlaps != 0 || s.staleAccepted != 0 || s.lost != 0 {
+				t.Errorf("violations on the second name: %d overlaps, %d stale writes accepted, %d lost updates", s.overlaps, s.staleAccepted, s.lost)
 			}
-			for try := range tries {
-				e := newEnv(t, w, sc.proxied, sc.sentinel)
-				r := e.run(sc.name, sc.workers, sc.rates, sc.children, sc.inject)
-				if r.ops == 0 {
-					t.Fatal("no operation completed")
-				}
-				switch sc.want {
-				case safe:
-					if r.overlaps != 0 || r.staleAccepted != 0 || r.lost != 0 || r.tokenInversions != 0 {
-						t.Errorf("violations: %d overlaps, %d stale writes accepted, %d lost updates, %d token inversions", r.overlaps, r.staleAccepted, r.lost, r.tokenInversions)
-					}
-					if s := r.second; s.overlaps != 0 || s.staleAccepted != 0 || s.lost != 0 {
-						t.Errorf("violations on the second name: %d overlaps, %d stale writes accepted, %d lost updates", s.overlaps, s.staleAccepted, s.lost)
-					}
-				case fenceSafe:
-					if r.staleAccepted != 0 {
-						t.Errorf("%d stale writes accepted", r.staleAccepted)
-					}
-				}
-				if sc.staleSafe && (r.staleAccepted != 0 || r.lost != 0) {
-					t.Errorf("%d stale writes accepted, %d lost updates", r.staleAccepted, r.lost)
-				}
-				shown := true
-				switch {
-				case sc.want == violation:
-					shown = r.staleAccepted > 0 || r.lost > 0
-				case sc.want == overlap:
-					shown = r.overlaps > 0
-				case sc.rejected:
-					shown = r.staleRejected > 0
-				case sc.hitsHolder:
-					shown = r.abandoned > 0 || r.staleRejected > 0
-				case sc.mixed:
-					shown = r.reads > 0 && r.reads < r.ops
-				case sc.bothNames:
-					shown = r.acked > 0 && r.second.acked > 0
-				}
-				if shown {
-					break
-				}
-				if try < tries-1 {
-					t.Logf("run %d did not show what the scenario is for; running it again", try+1)
-					continue
-				}
-				switch {
-				case sc.want == violation:
-					t.Errorf("control run: the checker saw no stale write and no lost update in %d runs; a green result would mean nothing", tries)
-				case sc.want == overlap:
-					t.Errorf("control run: the checker saw no overlapping holders in %d runs", tries)
-				case sc.rejected:
-					t.Errorf("no stale operation was rejected in %d runs: the pauses did not test fencing", tries)
-				case sc.hitsHolder:
-					t.Errorf("no holder lost its lock in %d runs: the fault did not test the keep-alive", tries)
-				case sc.mixed:
-					t.Errorf("no run of %d completed both read and write holds", tries)
-				case sc.bothNames:
-					t.Errorf("no run of %d completed writes on both names' stores", tries)
-				}
+		case fenceSafe:
+			if r.staleAccepted != 0 {
+				t.Errorf("%d stale writes accepted", r.staleAccepted)
 			}
-		})
+		}
+		if sc.staleSafe && (r.staleAccepted != 0 || r.lost != 0) {
+			t.Errorf("%d stale writes accepted, %d lost updates", r.staleAccepted, r.lost)
+		}
+		shown := true
+		switch {
+		case sc.want == violation:
+			shown = r.staleAccepted > 0 || r.lost > 0
+		case sc.want == overlap:
+			shown = r.overlaps > 0
+		case sc.rejected:
+			shown = r.staleRejected > 0
+		case sc.hitsHolder:
+			shown = r.abandoned > 0 || r.staleRejected > 0
+		case sc.mixed:
+			shown = r.reads > 0 && r.reads < r.ops
+		case sc.bothNames:
+			shown = r.acked > 0 && r.second.acked > 0
+		}
+		if shown {
+			break
+		}
+		if try < tries-1 {
+			t.Logf("run %d did not show what the scenario is for; running it again", try+1)
+			continue
+		}
+		switch {
+		case sc.want == violation:
+			t.Errorf("control run: the checker saw no stale write and no lost update in %d runs; a green result would mean nothing", tries)
+		case sc.want == overlap:
+			t.Errorf("control run: the checker saw no overlapping holders in %d runs", tries)
+		case sc.rejected:
+			t.Errorf("no stale operation was rejected in %d runs: the pauses did not test fencing", tries)
+		case sc.hitsHolder:
+			t.Errorf("no holder lost its lock in %d runs: the fault did not test the keep-alive", tries)
+		case sc.mixed:
+			t.Errorf("no run of %d completed both read and write holds", tries)
+		case sc.bothNames:
+			t.Errorf("no run of %d completed writes on both names' stores", tries)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/examples/fenced-storage/store"
 	"github.com/redlock-go/redlock/internal/faultproxy"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -173,39 +174,43 @@ func (c *clock) real(t time.Time) time.Time {
 	return c.base.Add(time.Duration(float64(t.Sub(c.base)) / c.rate))
 }
 
-// nodeClient returns a go-redis client for a lock node, with timeouts short
-// enough that a dead node costs little.
-func nodeClient(addr string) *redis.Client {
-	// "sentinel:NAME:HOST:PORT,HOST:PORT": a Sentinel-managed master.
-	if rest, ok := strings.CutPrefix(addr, "sentinel:"); ok {
-		name, sentinels, _ := strings.Cut(rest, ":")
-		return redis.NewFailoverClient(&redis.FailoverOptions{
-			MasterName:            name,
-			SentinelAddrs:         strings.Split(sentinels, ","),
-			ContextTimeoutEnabled: true,
-			DialTimeout:           200 * time.Millisecond,
-			ReadTimeout:           500 * time.Millisecond,
-			WriteTimeout:          500 * time.Millisecond,
-			MaxRetries:            -1,
-		})
-	}
-	return redis.NewClient(&redis.Options{
+// goRedisOptions are the go-redis options of the suite's clients: the
+// README's recommended configuration (ContextTimeoutEnabled, no retries),
+// with timeouts short enough that a dead node costs little.
+func goRedisOptions(addr string) *redis.Options {
+	return &redis.Options{
 		Addr:                  addr,
 		ContextTimeoutEnabled: true,
 		DialTimeout:           200 * time.Millisecond,
 		ReadTimeout:           500 * time.Millisecond,
 		WriteTimeout:          500 * time.Millisecond,
 		MaxRetries:            -1,
-	})
+	}
 }
 
-func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*redis.Client, error) {
-	var rcs []*redis.Client
-	var nodes []redis.UniversalClient
+// storeClient returns a go-redis client for the store's node (no fault
+// touches it).
+func storeClient(addr string) *redis.Client { return redis.NewClient(goRedisOptions(addr)) }
+
+// newLockClient returns a lock client on nodes of the suite's driver, one
+// per address, with the options extra after the workload's, and a function
+// that closes it and their clients.
+func newLockClient(addrs []string, w workload, clk *clock, extra ...redlock.Option) (*redlock.Client, func(), error) {
+	var nodes []driver.Node
+	var closers []func()
+	closeNodes := func() {
+		for _, f := range closers {
+			f()
+		}
+	}
 	for _, a := range addrs {
-		rc := nodeClient(a)
-		rcs = append(rcs, rc)
-		nodes = append(nodes, rc)
+		n, closeFn, err := suiteDriver.node(a)
+		if err != nil {
+			closeNodes()
+			return nil, nil, err
+		}
+		nodes = append(nodes, n)
+		closers = append(closers, closeFn)
 	}
 	opts := []redlock.Option{redlock.WithNodeTimeout(nodeTimeout), redlock.WithMaxTTL(w.maxTTL)}
 	if !w.guard {
@@ -220,14 +225,12 @@ func newLockClient(addrs []string, w workload, clk *clock) (*redlock.Client, []*
 	if w.leases != nil {
 		opts = append(opts, redlock.WithDegradedMode(w.leases), redlock.WithBreaker(2, 200*time.Millisecond))
 	}
-	c, err := redlock.New(nodes, opts...)
+	c, err := redlock.NewFromNodes(nodes, append(opts, extra...)...)
 	if err != nil {
-		for _, rc := range rcs {
-			_ = rc.Close()
-		}
+		closeNodes()
 		return nil, nil, err
 	}
-	return c, rcs, nil
+	return c, func() { _ = c.Close(); closeNodes() }, nil
 }
 
 // locker is the handle of lockName that worker id takes: a permit of the
@@ -582,16 +585,11 @@ func newEnv(t *testing.T, w workload, proxied, sentinel bool) *env {
 // waitRecovered waits out the restart guard's first recovery window of the
 // freshly started nodes.
 func (e *env) waitRecovered() {
-	c, rcs, err := newLockClient(e.addrs, e.w, nil)
+	c, closeFn, err := newLockClient(e.addrs, e.w, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	defer func() {
-		_ = c.Close()
-		for _, rc := range rcs {
-			_ = rc.Close()
-		}
-	}()
+	defer closeFn()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second+2*e.w.maxTTL)
 	defer cancel()
 	l, err := c.Obtain(ctx, "fault:warmup", e.w.ttl)
@@ -625,16 +623,11 @@ func (e *env) run(name string, workers int, rates []float64, children int, injec
 		if e.w.leases != nil && i%2 == 0 {
 			addrs = e.direct // reaches a quorum whatever the proxies do
 		}
-		c, rcs, err := newLockClient(addrs, e.w, clk)
+		c, closeFn, err := newLockClient(addrs, e.w, clk)
 		if err != nil {
 			e.t.Fatal(err)
 		}
-		closers = append(closers, func() {
-			_ = c.Close()
-			for _, rc := range rcs {
-				_ = rc.Close()
-			}
-		})
+		closers = append(closers, closeFn)
 		w := e.w
 		if i >= workers-e.w.readers {
 			w.kind = "read"

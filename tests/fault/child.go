@@ -60,17 +60,14 @@ func runChild(raw string) int {
 		return 2
 	}
 	w := workload{ttl: cfg.TTL, maxTTL: cfg.MaxTTL, hold: cfg.Hold, bound: cfg.Bound, fenced: cfg.Fenced, guard: cfg.Guard, auto: cfg.Auto}
-	c, rcs, err := newLockClient(cfg.Addrs, w, nil)
+	c, closeFn, err := newLockClient(cfg.Addrs, w, nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 1
 	}
-	sdb := nodeClient(cfg.StoreAddr)
+	sdb := storeClient(cfg.StoreAddr)
 	defer func() {
-		_ = c.Close()
-		for _, rc := range rcs {
-			_ = rc.Close()
-		}
+		closeFn()
 		_ = sdb.Close()
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration)

@@ -1,0 +1,57 @@
+-- record: a Client's configuration record (docs/reconfiguration.md). One
+-- hash per node and prefix, KEYS[1]; each field's value starts with its
+-- expiry (node milliseconds), and a move floor's goes on with ":M", the
+-- node time it was first written.
+--
+-- ARGV[1] is the number n of fields to keep alive: ARGV[2..2n+1] are pairs
+-- of a field and a TTL (ms); each such field expires at now + TTL, or
+-- later if it already did. The pairs after them are first-writer fields:
+-- written only when missing or expired, as "now+TTL:now".
+--
+-- Expired fields are deleted, the hash expires with its last field, and
+-- the reply is the node's time followed by every live field and its value.
+
+local key = KEYS[1]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function expiry(v)
+  return tonumber(string.match(v or '', '^(%d+)'))
+end
+
+local n = tonumber(ARGV[1])
+local i = 2
+for _ = 1, n do
+  local f, exp = ARGV[i], now + tonumber(ARGV[i + 1])
+  i = i + 2
+  local old = expiry(redis.call('HGET', key, f))
+  if not old or old < exp then
+    redis.call('HSET', key, f, string.format('%d', exp))
+  end
+end
+while i < #ARGV do
+  local f, ttl = ARGV[i], tonumber(ARGV[i + 1])
+  i = i + 2
+  local old = expiry(redis.call('HGET', key, f))
+  if not old or old <= now then
+    redis.call('HSET', key, f, string.format('%d:%d', now + ttl, now))
+  end
+end
+
+local all = redis.call('HGETALL', key)
+local out = {now}
+local last = 0
+for j = 1, #all, 2 do
+  local exp = expiry(all[j + 1])
+  if not exp or exp <= now then
+    redis.call('HDEL', key, all[j])
+  else
+    out[#out + 1] = all[j]
+    out[#out + 1] = all[j + 1]
+    last = math.max(last, exp)
+  end
+end
+if last > 0 then
+  redis.call('PEXPIREAT', key, last)
+end
+return out

@@ -1,0 +1,116 @@
+package redlock
+
+// A Client's node sets: the nodes it locks on, and in a joint configuration
+// (WithNextNodes, joint.go) the next set beside the current one, with the
+// state of its configuration records.
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/quorum"
+)
+
+// nodeSets are the node sets of a Client: the current set, and in joint
+// configuration the next, as masks of the engine's nodes, with their
+// fingerprints (configuration records).
+type nodeSets struct {
+	cur, next     uint64 // next is 0 unless joint
+	curFP, nextFP string
+}
+
+func (s *nodeSets) joint() bool { return s.next != 0 }
+
+// joinNodes returns the nodes of a Client (the current set, followed by
+// the nodes of next not in it) and its node sets.
+func joinNodes(cur, next []driver.Node, nextSet bool) ([]driver.Node, nodeSets, error) {
+	all := slices.Clone(cur)
+	sets := nodeSets{cur: quorum.Mask(len(cur), func(int) bool { return true })}
+	if nextSet {
+		if len(next) == 0 {
+			return nil, sets, invalid("WithNextNodes with no nodes")
+		}
+		for i, n := range next {
+			if n == nil || isNilPointer(n) {
+				return nil, sets, invalid("next node %d is nil", i)
+			}
+			j := slices.IndexFunc(all, func(m driver.Node) bool { return oneNode(m, n) })
+			if j < 0 {
+				j = len(all)
+				all = append(all, n)
+			}
+			if j >= limits.MaxNodes {
+				return nil, sets, invalid("the current and next nodes are more than %d together", limits.MaxNodes)
+			}
+			if sets.next&(1<<j) != 0 {
+				return nil, sets, invalid("next node %d is given twice", i)
+			}
+			sets.next |= 1 << j
+		}
+		sets.nextFP = fingerprint(all, sets.next)
+	}
+	sets.curFP = fingerprint(all, sets.cur)
+	return all, sets, nil
+}
+
+// oneNode reports whether a and b are one node: the same driver node, or
+// the same address of a driver that names servers by address.
+func oneNode(a, b driver.Node) bool {
+	if sameNode(a, b) {
+		return true
+	}
+	ia, ib := a.Info(), b.Info()
+	return ia.Unique && ib.Unique && ia.Addr == ib.Addr
+}
+
+// fingerprint names the nodes of set in configuration records
+// (keys.Fingerprint of their addresses).
+func fingerprint(nodes []driver.Node, set uint64) string {
+	var addrs []string
+	for i, n := range nodes {
+		if set&(1<<i) != 0 {
+			addrs = append(addrs, n.Info().Addr)
+		}
+	}
+	return keys.Fingerprint(addrs)
+}
+
+// ruleDetail is what a QuorumError says of a joint rule after its count.
+func ruleDetail(r quorum.Rule) string {
+	if !r.IsJoint() {
+		return ""
+	}
+	return " (joint configuration: " + r.String() + ")"
+}
+
+// recorder keeps the Client's configuration record on its nodes.
+type recorder struct {
+	mu       sync.Mutex // held during a record round
+	state    sync.Mutex // guards the fields below
+	started  bool
+	stopped  bool
+	last     time.Time // the last record that reached a node
+	conflict error     // ErrConfigConflict, from the last record
+	floor    int64     // the move floor x 1024; 0: none
+	cancel   context.CancelFunc
+	finished chan struct{}
+}
+
+// sameNode reports whether a and b are one node: equal values of a
+// comparable type (a pointer, as drivers' nodes are).
+func sameNode(a, b driver.Node) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// isNilPointer reports whether n is a nil pointer in a non-nil interface.
+func isNilPointer(n driver.Node) bool {
+	v := reflect.ValueOf(n)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
