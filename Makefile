@@ -25,7 +25,7 @@ vet:
 lint:
 	@GO=$(GO) ./scripts/staticcheck.sh $(MODULES)
 
-# Build and vet every module for linux, darwin and windows on amd64 and arm64.
+# Vet every module for linux/arm64, darwin/arm64 and windows/amd64 (scripts/cross.sh says why those).
 cross:
 	@GO=$(GO) ./scripts/cross.sh $(MODULES)
 
