@@ -145,7 +145,9 @@ func ExampleQuorumError() {
 	_, err = c.TryObtain(ctx, "invoice:7", time.Minute)
 	var qe *redlock.QuorumError
 	if errors.As(err, &qe) {
-		fmt.Printf("%d of %d needed nodes agreed\n", qe.Agreed, qe.Need)
+		// Fewer than Need agreed: none, or the third node, which the
+		// first obtain's request may not have reached yet.
+		fmt.Printf("fewer than %d nodes agreed: %v\n", qe.Need, qe.Agreed < qe.Need)
 		held := 0
 		for _, n := range qe.Nodes {
 			// The attempt is decided once two nodes refuse; the third
@@ -157,7 +159,7 @@ func ExampleQuorumError() {
 		fmt.Println("nodes that named another owner:", min(held, 2), "or more")
 	}
 	// Output:
-	// 0 of 2 needed nodes agreed
+	// fewer than 2 nodes agreed: true
 	// nodes that named another owner: 2 or more
 }
 
