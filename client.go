@@ -119,8 +119,8 @@ func (c *Client) Close() error {
 	// released here before bg.Wait.
 	c.sched.Stop()
 	c.stopBreaker()
-	c.stopSampler()
-	c.stopRecorder()
+	c.sampler.loop.stop()
+	c.rec.loop.stop()
 	releaseAll(held)
 	for _, h := range c.hubs {
 		h.Close()

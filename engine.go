@@ -138,6 +138,11 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,
 			ContentionHalf: a.ContentionHalf, SampleInterval: a.SampleInterval})
+		e.sampler.evicted = make([]int64, len(e.nodes))
+		e.sampler.warm = make([]bool, len(e.nodes))
+		for i := range e.sampler.evicted {
+			e.sampler.evicted[i] = -1
+		}
 	}
 	for _, n := range nodes {
 		e.hubs = append(e.hubs, n.Notifier())
@@ -439,11 +444,8 @@ func (b *breakerState) setLocked(s string) {
 
 // samplerState is the state of the adaptive TTL's sampler (sampler.go).
 type samplerState struct {
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	cancel   context.CancelFunc
-	finished chan struct{}
+	loop loop
+	mu   sync.Mutex // guards the fields below
 	// evicted is each node's evicted_keys at the last sample (-1: none
 	// yet); warm is set once the sampler has read the node, whose first
 	// read, with its dial, is no round trip.

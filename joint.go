@@ -78,13 +78,10 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 		return nil
 	}
 	r := &e.rec
+	r.loop.start(&e.bg, e.recordStale()/2, false, func(ctx context.Context) {
+		e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
+	})
 	r.state.Lock()
-	if !r.started && !r.stopped {
-		r.started = true
-		rctx, cancel := context.WithCancel(context.Background())
-		r.cancel, r.finished = cancel, make(chan struct{})
-		e.bg.Go(func() { e.recordLoop(rctx) })
-	}
 	stale := time.Since(r.last) >= e.recordStale()
 	r.state.Unlock()
 	if stale {
@@ -93,34 +90,6 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 	r.state.Lock()
 	defer r.state.Unlock()
 	return r.conflict
-}
-
-// stopRecorder stops the recording goroutine and waits for it; none starts
-// after it.
-func (e *engine) stopRecorder() {
-	r := &e.rec
-	r.state.Lock()
-	r.stopped = true
-	started := r.started
-	r.state.Unlock()
-	if started {
-		r.cancel()
-		<-r.finished
-	}
-}
-
-func (e *engine) recordLoop(ctx context.Context) {
-	defer close(e.rec.finished)
-	t := time.NewTicker(e.recordStale() / 2)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
-	}
 }
 
 // moveFloor applies the move floor to a won acquire's token: a token below

@@ -5,7 +5,6 @@ package redlock
 // state of its configuration records.
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"sync"
@@ -91,15 +90,12 @@ func ruleDetail(r quorum.Rule) string {
 
 // recorder keeps the Client's configuration record on its nodes.
 type recorder struct {
+	loop     loop       // the recording goroutine
 	mu       sync.Mutex // held during a record round
 	state    sync.Mutex // guards the fields below
-	started  bool
-	stopped  bool
-	last     time.Time // the last record that reached a node
-	conflict error     // ErrConfigConflict, from the last record
-	floor    int64     // the move floor x 1024; 0: none
-	cancel   context.CancelFunc
-	finished chan struct{}
+	last     time.Time  // the last record that reached a node
+	conflict error      // ErrConfigConflict, from the last record
+	floor    int64      // the move floor x 1024; 0: none
 }
 
 // sameNode reports whether a and b are one node: equal values of a

@@ -32,49 +32,7 @@ const (
 // startSampler starts the sampler, once, unless the Client is closed. The
 // caller holds e.life for reading.
 func (e *engine) startSampler() {
-	s := &e.sampler
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.stopped {
-		return
-	}
-	s.started = true
-	s.evicted = make([]int64, len(e.nodes))
-	s.warm = make([]bool, len(e.nodes))
-	for i := range s.evicted {
-		s.evicted[i] = -1
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel, s.finished = cancel, make(chan struct{})
-	e.bg.Go(func() { e.sampleLoop(ctx) })
-}
-
-// stopSampler stops the sampler and waits for it; no sampler starts after
-// it.
-func (e *engine) stopSampler() {
-	s := &e.sampler
-	s.mu.Lock()
-	s.stopped = true
-	started := s.started
-	s.mu.Unlock()
-	if started {
-		s.cancel()
-		<-s.finished
-	}
-}
-
-func (e *engine) sampleLoop(ctx context.Context) {
-	defer close(e.sampler.finished)
-	t := time.NewTicker(e.cfg.adaptive.SampleInterval)
-	defer t.Stop()
-	for {
-		e.sample(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	e.sampler.loop.start(&e.bg, e.cfg.adaptive.SampleInterval, true, e.sample)
 }
 
 // sample reads every node's memory, records the round trips, and reports
