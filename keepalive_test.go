@@ -84,12 +84,7 @@ func TestAutoRefreshExtendsValidity(t *testing.T) {
 func TestLostWhenAMajorityFreezes(t *testing.T) {
 	const nodeTimeout = 200 * time.Millisecond
 	freezeMajority := func(t *testing.T, cl *cluster) {
-		for _, i := range []int{0, 2, 4} {
-			if err := cl.servers[i].Pause(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cl.servers[i].Resume() })
-		}
+		cl.pause(t, 0, 2, 4)
 	}
 	t.Run("Obtain", func(t *testing.T) {
 		cl := startNodes(t, 5)
@@ -487,10 +482,7 @@ func TestBatchedRefreshKeepsShortLockAlive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.servers[4].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.servers[4].Resume() })
+	cl.pause(t, 4)
 	time.Sleep(1500 * time.Millisecond) // the long lock's first round waits 1 s on node 4
 	for _, l := range []*Lock{short, long} {
 		if err := l.Err(); err != nil {
@@ -510,12 +502,7 @@ func TestAutomaticRefreshReportsQuorumError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{1, 2} {
-		if err := cl.servers[i].Pause(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.servers[i].Resume() })
-	}
+	cl.pause(t, 1, 2)
 	c.refreshBatch([]*Lock{l})
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -46,6 +46,18 @@ type cluster struct {
 	clients []redis.UniversalClient
 }
 
+// pause stops the given nodes' processes (SIGSTOP) until the test ends, or
+// until a Resume before that.
+func (cl *cluster) pause(t testing.TB, nodes ...int) {
+	t.Helper()
+	for _, i := range nodes {
+		if err := cl.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.servers[i].Resume() })
+	}
+}
+
 func startNodes(t testing.TB, n int) *cluster {
 	t.Helper()
 	cl := &cluster{servers: redistest.Start(t, n)}
@@ -298,10 +310,7 @@ func TestFrozenNodeDoesNotDelay(t *testing.T) {
 	// waited for the frozen node, it would take at least this long.
 	const nodeTimeout = 5 * time.Second
 	c := newClient(t, cl.clients, WithNodeTimeout(nodeTimeout))
-	if err := cl.servers[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.servers[1].Resume() })
+	cl.pause(t, 1)
 	for i := range 5 {
 		start := time.Now()
 		lock, err := c.TryObtain(context.Background(), fmt.Sprintf("frozen-%d", i), time.Minute)
@@ -320,9 +329,7 @@ func TestFrozenSingleNodeTimesOutThenIsSkipped(t *testing.T) {
 	const nodeTimeout = 100 * time.Millisecond
 	c := newClient(t, cl.clients, WithNodeTimeout(nodeTimeout))
 	ctx := context.Background()
-	if err := cl.servers[0].Pause(); err != nil {
-		t.Fatal(err)
-	}
+	cl.pause(t, 0)
 	_, err := c.TryObtain(ctx, "frozen", time.Minute)
 	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeTimeout) {
 		t.Fatalf("attempt on a frozen node: %v, want ErrNotObtained and ErrNodeTimeout", err)
@@ -536,9 +543,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := cl.servers[4].Pause(); err != nil {
-		t.Fatal(err)
-	}
+	cl.pause(t, 4)
 	_, err := c.TryObtain(ctx, "late", time.Minute)
 	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeTimeout) {
 		t.Fatalf("TryObtain: %v, want ErrNotObtained with a node timeout", err)
@@ -731,12 +736,7 @@ func TestFailedShorterRefreshLowersValidity(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, i := range []int{1, 2} {
-			if err := cl.servers[i].Pause(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = cl.servers[i].Resume() })
-		}
+		cl.pause(t, 1, 2)
 		before := time.Now()
 		// Refresh retries until its context ends.
 		rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -1397,10 +1397,7 @@ func TestReleaseTimeoutIsNotErrNotHeld(t *testing.T) {
 	if err := cl.clients[0].Del(ctx, "{redlock:release-timeout}").Err(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.servers[1].Pause(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.servers[1].Resume() })
+	cl.pause(t, 1)
 	err = lock.Release(ctx)
 	var qe *QuorumError
 	if !errors.As(err, &qe) || errors.Is(err, ErrNotHeld) || !errors.Is(err, ErrNotOwner) || !errors.Is(err, ErrNodeTimeout) {
@@ -1477,12 +1474,7 @@ func TestRefreshRetriesWithinItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{1, 2} {
-		if err := cl.servers[i].Pause(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.servers[i].Resume() })
-	}
+	cl.pause(t, 1, 2)
 	rec := make(chan error, 1)
 	go func() {
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -1527,12 +1519,7 @@ func TestRefreshFollowsTheClientsBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, i := range []int{1, 2} {
-		if err := cl.servers[i].Pause(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cl.servers[i].Resume() })
-	}
+	cl.pause(t, 1, 2)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	start := time.Now()
