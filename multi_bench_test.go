@@ -7,13 +7,13 @@ import (
 	"time"
 )
 
-// BenchmarkObtainAll is one uncontended ObtainAll and Release of two names
+// BenchmarkAll is one uncontended Obtain and Release of Client.All of two names
 // on one node, with the restart guard off and on (the default), beside
 // BenchmarkCycle's single-name cycle:
 //
-//	for i in 1 2 3 4 5; do go test -run '^$' -bench 'Cycle|ObtainAll' -count 1 . ; done | tee multi.txt
+//	for i in 1 2 3 4 5; do go test -run '^$' -bench '^Benchmark(Cycle|All)$' -count 1 . ; done | tee multi.txt
 //	benchstat -col /mode multi.txt
-func BenchmarkObtainAll(b *testing.B) {
+func BenchmarkAll(b *testing.B) {
 	cl := startNodes(b, 1)
 	ctx := context.Background()
 	names := []string{"cycle-a", "cycle-b"}

@@ -7,15 +7,15 @@ import (
 	"time"
 )
 
-// BenchmarkObtainAny is one sale under a segmented lock: 32 goroutines of
+// BenchmarkAny is one sale under a segmented lock: 32 goroutines of
 // one Client (SetParallelism on two cores) each take a segment of segments
-// names with ObtainAny, hold it 200 µs (the sale's read-modify-write), and
+// names with Client.Any, hold it 200 µs (the sale's read-modify-write), and
 // release it. segments=1 is one lock for the whole stock. ns/op is the
 // time per sale of the whole group; "uncontended" is one goroutine's
-// ObtainAny-Release cycle over 8 free segments, beside BenchmarkCycle:
+// Obtain-Release cycle of Client.Any over 8 free segments, beside BenchmarkCycle:
 //
-//	go test -run '^$' -bench 'ObtainAny' -benchtime 2s -count 3 .
-func BenchmarkObtainAny(b *testing.B) {
+//	go test -run '^$' -bench '^BenchmarkAny$' -benchtime 2s -count 3 .
+func BenchmarkAny(b *testing.B) {
 	cl := startNodes(b, 1)
 	ctx := context.Background()
 	newC := func(b *testing.B) *Client {

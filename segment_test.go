@@ -21,7 +21,7 @@ func segmentNames(prefix string, n int) []string {
 
 // Bad input is refused with ErrInvalid before any I/O: the node here does
 // not even exist.
-func TestObtainAnyBadInput(t *testing.T) {
+func TestAnyBadInput(t *testing.T) {
 	c, cmds := offlineClient(t)
 	ctx := context.Background()
 	tests := badNames()
@@ -51,8 +51,8 @@ func TestObtainAnyBadInput(t *testing.T) {
 }
 
 // Free segments are handed out one each, in a random order; once all are
-// held, TryObtainAny says they are held.
-func TestTryObtainAnyTakesEachFreeSegment(t *testing.T) {
+// held, Any(...).TryObtain says they are held.
+func TestAnyTryObtainTakesEachFreeSegment(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			cl := startNodes(t, n)
@@ -83,7 +83,7 @@ func TestTryObtainAnyTakesEachFreeSegment(t *testing.T) {
 			// Another client, with Obtain's waiting bounded by attempts.
 			other := newClient(t, cl.clients, WithRetryDelay(time.Millisecond, 2*time.Millisecond))
 			if _, err := other.Any(names...).Obtain(ctx, time.Minute, WithMaxAttempts(3)); !errors.Is(err, ErrNotObtained) {
-				t.Fatalf("ObtainAny with 3 passes, every segment held: %v", err)
+				t.Fatalf("Any(...).Obtain with 3 passes, every segment held: %v", err)
 			}
 		})
 	}
@@ -91,7 +91,7 @@ func TestTryObtainAnyTakesEachFreeSegment(t *testing.T) {
 
 // A random order spreads the callers over the segments: over many
 // obtain-release cycles on free segments, every segment is taken often.
-func TestObtainAnySpreadsLoad(t *testing.T) {
+func TestAnySpreadsLoad(t *testing.T) {
 	cl := startNodes(t, 1)
 	c := newClient(t, cl.clients)
 	ctx := context.Background()
@@ -120,7 +120,7 @@ func TestObtainAnySpreadsLoad(t *testing.T) {
 // Many goroutines on several Clients hammer a few segments: never two
 // holders of one segment at once, and each segment's fencing tokens
 // increase from one holder to the next.
-func TestObtainAnyExclusivePerSegment(t *testing.T) {
+func TestAnyExclusivePerSegment(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			cl := startNodes(t, n)
@@ -209,7 +209,7 @@ func TestObtainAnyExclusivePerSegment(t *testing.T) {
 
 // With every segment held, a waiter wakes when any one of them is released,
 // through this Client or another: its own timers are a minute long.
-func TestObtainAnyWakesOnReleaseOfAnySegment(t *testing.T) {
+func TestAnyWakesOnReleaseOfAnySegment(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		for _, same := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%d nodes, waiter in the same client=%v", n, same), func(t *testing.T) {
@@ -274,7 +274,7 @@ func TestObtainAnyWakesOnReleaseOfAnySegment(t *testing.T) {
 
 // A waiter whose context ends returns ErrNotObtained and the context's
 // error, and leaves no subscription and no key behind.
-func TestObtainAnyContextEnds(t *testing.T) {
+func TestAnyContextEnds(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			cl := startNodes(t, n)
@@ -303,10 +303,10 @@ func TestObtainAnyContextEnds(t *testing.T) {
 			select {
 			case err := <-done:
 				if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
-					t.Fatalf("ObtainAny after cancel: %v; want ErrNotObtained and context.Canceled", err)
+					t.Fatalf("Any(...).Obtain after cancel: %v; want ErrNotObtained and context.Canceled", err)
 				}
 			case <-time.After(15 * time.Second):
-				t.Fatal("ObtainAny did not return when its context was cancelled")
+				t.Fatal("Any(...).Obtain did not return when its context was cancelled")
 			}
 			for _, name := range names {
 				eventually(t, "the subscriptions go", func() bool { return !subscribed(t, cl.clients, name) })
@@ -314,16 +314,16 @@ func TestObtainAnyContextEnds(t *testing.T) {
 			// A context ended before the call: no attempt, the same errors.
 			_, err := waiter.Any(names...).Obtain(wctx, time.Minute)
 			if !errors.Is(err, ErrNotObtained) || !errors.Is(err, context.Canceled) {
-				t.Fatalf("ObtainAny with an ended context: %v", err)
+				t.Fatalf("Any(...).Obtain with an ended context: %v", err)
 			}
 		})
 	}
 }
 
-// The lock ObtainAny returns has every option of a plain lock: automatic
+// The lock Any(...).Obtain returns has every option of a plain lock: automatic
 // refresh keeps it past its TTL, hooks see the obtain with the name it got,
 // and a name held by a lock of another kind is refused with ErrWrongKind.
-func TestObtainAnyOptions(t *testing.T) {
+func TestAnyOptions(t *testing.T) {
 	cl := startNodes(t, 3)
 	rec := &eventRecorder{}
 	c := newClient(t, cl.clients, WithHook(rec))
@@ -350,7 +350,7 @@ func TestObtainAnyOptions(t *testing.T) {
 		t.Fatalf("hook saw %+v; want one obtain of %q with token %d", obtains, l.Name(), l.Token())
 	}
 
-	// A reentrant lock on one of the names: the plain ObtainAny stops at
+	// A reentrant lock on one of the names: the plain Any(...).Obtain stops at
 	// once when it reaches it (and may first take the other name).
 	other := newClient(t, cl.clients)
 	if _, err := other.Reentrant(names[0], "job-1").Obtain(ctx, time.Minute); err != nil {
@@ -370,7 +370,7 @@ func TestObtainAnyOptions(t *testing.T) {
 // runs out: the waiter never sleeps past the shortest remaining TTL of the
 // holders, though its retry timers are a minute long and no release
 // notification comes.
-func TestObtainAnyAfterHolderExpires(t *testing.T) {
+func TestAnyAfterHolderExpires(t *testing.T) {
 	for _, n := range []int{1, 5} {
 		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
 			cl := startNodes(t, n)
