@@ -6,6 +6,8 @@ GO ?= go
 # Every Go module of the repository: the library and the modules beside it
 # (CLI, adapters, SQL lease store, comparative benchmarks, examples), each with its own go.mod.
 MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
+# The modules users build, which get release tags (docs/releasing.md).
+RELEASED := . cmd/redlock redlockprom redlockotel redlocksql driver/rueidis driver/redigo
 
 .PHONY: demo test deps vet lint cross lean oldest model soak
 
@@ -25,7 +27,8 @@ vet:
 lint:
 	@GO=$(GO) ./scripts/staticcheck.sh $(MODULES)
 
-# Vet every module for linux/arm64, darwin/arm64 and windows/amd64 (scripts/cross.sh says why those).
+# Vet every module for darwin/arm64 and windows/amd64, and for linux/arm64
+# those with a file for one architecture (scripts/cross.sh says why those).
 cross:
 	@GO=$(GO) ./scripts/cross.sh $(MODULES)
 
@@ -33,9 +36,10 @@ cross:
 lean:
 	@GO=$(GO) ./scripts/lean-module.sh
 
-# Build and vet every module with the oldest Go release they declare.
+# Vet the released modules with the oldest Go release they declare (all
+# modules must declare the same).
 oldest:
-	@GO=$(GO) ./scripts/oldest-go.sh $(MODULES)
+	@GO=$(GO) ./scripts/oldest-go.sh $(RELEASED)
 
 # The model checker's searches, which the race detector would slow tenfold: the exhaustive ones
 # (internal/model/exhaustive_test.go) and the random ones in full, from a fresh seed (under -race
@@ -45,9 +49,12 @@ model:
 	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
 	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants' ./internal/model
 
-# deps installed PostgreSQL: the redlocksql tests must not skip for want of it.
-test: deps vet lint lean cross oldest model
-	@for m in $(MODULES); do echo "== go test -race $$m"; (cd $$m && REDLOCK_REQUIRE_POSTGRES=1 $(GO) test -race -count=1 -timeout 15m ./...) || exit 1; done
+# vet first (it fails fast and compiles the dependencies), then, in three
+# lanes at once (scripts/test-lanes.sh says why): lint lean cross oldest
+# model at the lowest CPU priority, and every module's go test -race. deps
+# installed PostgreSQL: the redlocksql tests must not skip for want of it.
+test: deps vet
+	@GO=$(GO) MAKE=$(MAKE) ./scripts/test-lanes.sh $(MODULES)
 
 # The robustness suite's randomized runs for a long budget (tests/robust,
 # docs/fault-testing.md, "Robustness tests"): SOAK_BUDGET of runs drawn from
