@@ -19,6 +19,17 @@ import (
 // after it: it must be fast and must not block (so it must not obtain,
 // refresh or release locks itself).
 //
+// The events of one lock (one LockID) come in order: its ObtainEvent
+// first, then its RefreshEvents, then at most one LostEvent, then at most
+// one ReleaseEvent, which says whether the lock was lost before (Lost). A
+// loss found by the keep-alive, or a Close that releases the lock, can
+// happen before the obtain that returns the lock has reported it: its
+// event then waits for the ObtainEvent. So a hook counts the locks held
+// with no state of its own: one more at an ObtainEvent with a LockID, one
+// fewer at a LostEvent, or at a ReleaseEvent that is not Lost. A lock that
+// an obtain gave back before returning it (its second round failed) has
+// no events of its own; its AttemptEvent reports the failure.
+//
 // ctx is the context of the call the event belongs to, so that a tracing
 // hook can make its spans children of the caller's: that of the obtain for
 // AttemptEvent, WaitEvent and ObtainEvent, that of Refresh or Release for
@@ -207,18 +218,24 @@ type ReleaseEvent struct {
 	// "handed_off" for a lock this process handed to another
 	// (Lock.Handoff), which it no longer holds and did not release.
 	Result string
+	// Lost is true when the lock was lost before the release: its
+	// LostEvent came first, and the hold ended then.
+	Lost bool
+	// Degraded is the lock's ObtainEvent.Degraded.
+	Degraded bool
 }
 
 // LostEvent describes a lock lost while held. A lost lock is still released
 // by its owner (or Close) later, which reports a ReleaseEvent with the same
 // LockID, always after the LostEvent.
 type LostEvent struct {
-	Name   string
-	Kind   string
-	LockID uint64        // the lock's ObtainEvent.LockID
-	Token  int64         // the lock's fencing token
-	Held   time.Duration // from the acquire to the loss
-	Err    error         // why it was lost; it wraps ErrLost
+	Name     string
+	Kind     string
+	LockID   uint64        // the lock's ObtainEvent.LockID
+	Token    int64         // the lock's fencing token
+	Held     time.Duration // from the acquire to the loss
+	Err      error         // why it was lost; it wraps ErrLost
+	Degraded bool          // the lock's ObtainEvent.Degraded
 }
 
 // BreakerEvent describes a change of the circuit breaker's state (see

@@ -158,7 +158,8 @@ func TestFencingInversionThroughSecondRound(t *testing.T) {
 			return err
 		}))
 	}
-	a := newClient(t, aNodes, WithNodeTimeout(1500*time.Millisecond))
+	aEvents := &eventRecorder{}
+	a := newClient(t, aNodes, WithNodeTimeout(1500*time.Millisecond), WithHook(aEvents))
 	b := newClient(t, bNodes, WithNodeTimeout(8*time.Second))
 	t.Cleanup(func() { _ = cl.servers[0].Resume() }) // before the Clients close
 
@@ -239,5 +240,12 @@ func TestFencingInversionThroughSecondRound(t *testing.T) {
 	if !errors.As(ra.err, &qe) || !errors.Is(ra.err, ErrNotObtained) || qe.Op != "obtain (fencing token)" {
 		t.Fatalf("A: %v; want refused in its fencing second round", ra.err)
 	}
+	// A gave back the lock of its won first round, which it never
+	// returned: its hook hears no release of it (see Hook).
+	aEvents.mu.Lock()
+	if len(aEvents.releases) != 0 || len(aEvents.lost) != 0 {
+		t.Errorf("A's hook heard releases %+v and losses %+v of a lock A never returned", aEvents.releases, aEvents.lost)
+	}
+	aEvents.mu.Unlock()
 	_ = rb.l.Release(ctx)
 }

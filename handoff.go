@@ -80,8 +80,8 @@ func (l *Lock) Handoff() ([]byte, error) {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		e.emit(context.Background(), ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token,
-			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: "handed_off"})
+		l.emit(context.Background(), ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token,
+			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: "handed_off", Degraded: l.Degraded()})
 	}
 	return data, nil
 }
@@ -184,6 +184,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	e.register(l)
 	l.schedule()
 	if e.cfg.hook != nil {
+		defer l.announce() // even if the hook panics
 		e.emit(ctx, ObtainEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Elapsed: e.cfg.now().Sub(start),
 			TTL: l.ttl, TTLReason: "given", Result: "obtained"})
 	}

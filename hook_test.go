@@ -12,8 +12,6 @@ import (
 	"time"
 )
 
-// recorder is a Hook that keeps every event, and the value of ctxKey in
-// each event's context, by method.
 // The automatic refreshes and the loss of Do's lock carry Do's context.
 func TestHookDoEventsCarryDosContext(t *testing.T) {
 	cl := startNodes(t, 1)
@@ -90,6 +88,7 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-short.Done() // closed once the hook has seen the loss
+	_ = short.Release(ctx) // its ReleaseEvent says it was lost before
 
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -123,8 +122,13 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	// The waiter, woken by the holder's release, may release (and report
 	// it) before the holder's Release has reported its own.
 	holderRelease := slices.IndexFunc(rec.releases, func(e ReleaseEvent) bool { return e.Token == held.Token() })
-	if len(rec.releases) != 2 || holderRelease < 0 {
-		t.Fatalf("releases %+v: want two, one the holder's", rec.releases)
+	if len(rec.releases) != 3 || holderRelease < 0 || holderRelease == 2 {
+		t.Fatalf("releases %+v: want three, one the holder's, the last the short lock's", rec.releases)
+	}
+	for i, r := range rec.releases {
+		if r.Lost != (r.Name == "short") {
+			t.Errorf("release %d of %q: Lost is %v; want true for the lost lock only", i, r.Name, r.Lost)
+		}
 	}
 	if r := rec.releases[holderRelease]; r.Held <= r.Elapsed || r.Elapsed <= 0 {
 		t.Errorf("holder's release %+v: want the release's duration, and held longer than that", r)
@@ -153,8 +157,8 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	if want := []any{"holder"}; !slices.Equal(rec.ctxs["Refresh"], want) {
 		t.Errorf("refresh contexts %v, want %v", rec.ctxs["Refresh"], want)
 	}
-	if got := rec.ctxs["Release"]; len(got) != 2 || got[holderRelease] != "holder" || got[1-holderRelease] != "waiter" {
-		t.Errorf("release contexts %v, want the holder's and the waiter's", got)
+	if got := rec.ctxs["Release"]; len(got) != 3 || got[holderRelease] != "holder" || got[1-holderRelease] != "waiter" || got[2] != "holder" {
+		t.Errorf("release contexts %v, want the holder's and the waiter's, then the holder's", got)
 	}
 	if want := []any{nil}; !slices.Equal(rec.ctxs["Lost"], want) {
 		t.Errorf("lost contexts %v, want %v: no call's", rec.ctxs["Lost"], want)
@@ -165,6 +169,66 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 		t.Errorf("JoinHooks: the second hook saw %d attempts and %d releases, the first %d and %d",
 			len(second.attempts), len(second.releases), len(rec.attempts), len(rec.releases))
 	}
+}
+
+// A lock's events come after its ObtainEvent, even when the lock ends
+// while the obtain that returns it is still reporting it: here the hook
+// holds the ObtainEvent back until it hears the lock's release by Close, or
+// for 2 s, since Close must wait for the ObtainEvent.
+func TestHookHearsALocksObtainFirst(t *testing.T) {
+	cl := startNodes(t, 1)
+	h := &orderHook{inObtain: make(chan struct{}), released: make(chan struct{}, 1)}
+	c := newClient(t, cl.clients, WithHook(h))
+	obtained := make(chan error, 1)
+	go func() {
+		_, err := c.TryObtain(context.Background(), "order", time.Minute)
+		obtained <- err
+	}()
+	<-h.inObtain
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	if err := <-obtained; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !slices.Equal(h.heard, []string{"obtain", "release"}) {
+		t.Fatalf("the hook heard %v; want the lock's obtain, then its release", h.heard)
+	}
+}
+
+// orderHook notes the ObtainEvent (when its Observe returns) and the
+// ReleaseEvent (when its Observe starts) it hears; see
+// TestHookHearsALocksObtainFirst.
+type orderHook struct {
+	mu       sync.Mutex
+	heard    []string
+	inObtain chan struct{}
+	released chan struct{}
+}
+
+func (h *orderHook) Observe(_ context.Context, ev Event) {
+	switch ev.(type) {
+	case ObtainEvent:
+		close(h.inObtain)
+		select {
+		case <-h.released:
+		case <-time.After(2 * time.Second):
+		}
+		h.note("obtain")
+	case ReleaseEvent:
+		h.note("release")
+		h.released <- struct{}{}
+	}
+}
+
+func (h *orderHook) note(s string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.heard = append(h.heard, s)
 }
 
 func TestHookSeesAutomaticRefresh(t *testing.T) {

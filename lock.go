@@ -63,6 +63,13 @@ type Lock struct {
 
 	obtainedAt time.Time
 
+	// announced is closed once the lock's ObtainEvent is reported; it is
+	// made when the Client has a hook. The lock's other events wait for it
+	// (Lock.emit). silent is set on a lock that its obtain gives back
+	// before returning it: none of its events is reported.
+	announced chan struct{}
+	silent    bool
+
 	// reporting counts the end being reported (the loss to Do's function,
 	// the hook and the logger): a Release that comes meanwhile waits for
 	// it, so that the hook hears of a lock's loss before its release.
@@ -492,7 +499,7 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
 	e := l.e
 	if e.cfg.hook != nil {
-		e.emit(ctx, RefreshEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Auto: auto,
+		l.emit(ctx, RefreshEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Auto: auto,
 			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
 	}
 }
@@ -544,12 +551,13 @@ func (l *Lock) Release(ctx context.Context) error {
 	err := l.backend.release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
+	lost := errors.Is(l.err, ErrLost)
 	l.mu.Unlock()
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		e.emit(ctx, ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: now.Sub(l.obtainedAt),
-			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err)})
+		l.emit(ctx, ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: now.Sub(l.obtainedAt),
+			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err), Lost: lost, Degraded: l.Degraded()})
 	}
 	return err
 }
@@ -591,7 +599,7 @@ func (l *Lock) end(err error) {
 	}
 	held := e.cfg.now().Sub(l.obtainedAt)
 	ctx := l.eventCtx()
-	e.emit(ctx, LostEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: held, Err: err})
+	l.emit(ctx, LostEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: held, Err: err, Degraded: l.Degraded()})
 	if lg := e.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
 			slog.String("name", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
@@ -658,6 +666,30 @@ func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
 	if l.e.observed() {
 		l.id = lockIDs.Add(1)
 	}
+	if l.e.cfg.hook != nil {
+		l.announced = make(chan struct{})
+	}
+}
+
+// announce is called once the lock's ObtainEvent is reported: its other
+// events may go.
+func (l *Lock) announce() {
+	if l.announced != nil {
+		close(l.announced)
+	}
+}
+
+// emit reports one of the lock's events after its ObtainEvent (see Hook),
+// waiting for it if need be: the obtain that returns the lock reports it
+// as soon as its round is over.
+func (l *Lock) emit(ctx context.Context, ev Event) {
+	if l.silent {
+		return
+	}
+	if l.announced != nil {
+		<-l.announced
+	}
+	l.e.emit(ctx, ev)
 }
 
 // keepAlive turns on automatic refresh every interval (0: TTL/3), up to

@@ -87,6 +87,7 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 			Err: err, TTL: r.lastTTL, TTLReason: r.why, Result: obtainResult(err)}
 		if l != nil {
 			ev.Name, ev.LockID, ev.Token, ev.Degraded = l.name, l.id, l.token, l.Degraded()
+			defer l.announce() // even if the hook panics
 		}
 		e.emit(ctx, ev)
 	}
@@ -451,7 +452,9 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	}
 	if err != nil {
 		// The quorum holds our key but cannot be shown to hold a counter
-		// as high as the token: give the lock back.
+		// as high as the token: give the lock back, which the caller
+		// never had (no events: the AttemptEvent reported the failure).
+		l.silent = true
 		_ = l.Release(context.WithoutCancel(ctx))
 		return nil, -1, err
 	}

@@ -105,7 +105,6 @@ type Hook struct {
 	memPressure metric.Int64Gauge
 	evicted     metric.Int64Counter
 
-	held    heldSet
 	journal journal
 }
 
@@ -298,7 +297,7 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Name, outcomeKey.String(e.Result), kind))
 	if e.Err == nil {
 		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason)))
-		if e.LockID != 0 && h.held.obtained(e.LockID, e.Degraded) {
+		if e.LockID != 0 {
 			h.heldLocks.Add(ctx, 1, h.measure(e.Name, kind))
 			if e.Degraded {
 				h.degradedLocks.Add(ctx, 1, h.measure(e.Name))
@@ -379,7 +378,9 @@ func (h *Hook) release(ctx context.Context, e redlock.ReleaseEvent) {
 	kind := kindKey.String(e.Kind)
 	h.releases.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(e.Result), kind))
 	h.quorumNodes(ctx, "release", e.Err)
-	h.ended(ctx, e.LockID, true, e.Name, kind, "released", e.Held)
+	if !e.Lost { // else its hold ended at its LostEvent
+		h.ended(ctx, e.Name, kind, "released", e.Held, e.Degraded)
+	}
 	span := h.start(ctx, "redlock.release", e.Name, now, outcomeKey.String(e.Result), kind, heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
@@ -390,7 +391,7 @@ func (h *Hook) lose(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
 	kind := kindKey.String(e.Kind)
 	h.lost.Add(ctx, 1, h.measure(e.Name, kind))
-	h.ended(ctx, e.LockID, false, e.Name, kind, "lost", e.Held)
+	h.ended(ctx, e.Name, kind, "lost", e.Held, e.Degraded)
 	span := h.start(ctx, "redlock.lost", e.Name, now, kind, heldKey.Float64(ms(e.Held)))
 	err := e.Err
 	if err == nil {
@@ -420,17 +421,11 @@ func (h *Hook) sample(ctx context.Context, e redlock.SampleEvent) {
 	h.evicted.Add(ctx, e.Evicted, node)
 }
 
-// ended counts the end of lock id's hold, once: by its loss, or by its
-// release when it was not lost before.
-func (h *Hook) ended(ctx context.Context, id uint64, released bool, name string, kind attribute.KeyValue, outcome string, held time.Duration) {
-	first, counted, degraded := h.held.ended(id, released)
-	if !first {
-		return
-	}
+// ended counts the end of a lock's hold: its loss, or its release when it
+// was not lost before. The Client reports a lock's ObtainEvent before its
+// end (redlock.Hook), so the lock was counted as held.
+func (h *Hook) ended(ctx context.Context, name string, kind attribute.KeyValue, outcome string, held time.Duration, degraded bool) {
 	h.holdTime.Record(ctx, held.Seconds(), h.measure(name, outcomeKey.String(outcome), kind))
-	if !counted {
-		return
-	}
 	h.heldLocks.Add(ctx, -1, h.measure(name, kind))
 	if degraded {
 		h.degradedLocks.Add(ctx, -1, h.measure(name))

@@ -81,7 +81,6 @@ type Hook struct {
 	lost        *prometheus.CounterVec
 	nodeErrors  *prometheus.CounterVec
 	heldLocks   *prometheus.GaugeVec
-	held        heldSet
 
 	breakerState       prometheus.Gauge
 	breakerTransitions *prometheus.CounterVec
@@ -247,10 +246,12 @@ func (h *Hook) Observe(_ context.Context, e redlock.Event) {
 	case redlock.ReleaseEvent:
 		h.releases.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
 		h.quorumNodes("release", e.Err)
-		h.ended(e.LockID, true, e.Name, e.Kind, "released", e.Held.Seconds())
+		if !e.Lost { // else its hold ended at its LostEvent
+			h.ended(e.Name, e.Kind, "released", e.Held.Seconds(), e.Degraded)
+		}
 	case redlock.LostEvent:
 		h.lost.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
-		h.ended(e.LockID, false, e.Name, e.Kind, "lost", e.Held.Seconds())
+		h.ended(e.Name, e.Kind, "lost", e.Held.Seconds(), e.Degraded)
 	case redlock.BreakerEvent:
 		if s, ok := breakerStates[e.To]; ok {
 			h.breakerState.Set(s)
@@ -282,7 +283,7 @@ func (h *Hook) obtain(e redlock.ObtainEvent) {
 		return
 	}
 	h.ttlChosen.WithLabelValues(h.values(e.Name, "obtain", e.TTLReason)...).Observe(e.TTL.Seconds())
-	if e.LockID == 0 || !h.held.obtained(e.LockID, e.Degraded) {
+	if e.LockID == 0 {
 		return
 	}
 	h.heldLocks.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
@@ -291,17 +292,11 @@ func (h *Hook) obtain(e redlock.ObtainEvent) {
 	}
 }
 
-// ended counts the end of lock id's hold, once: by its loss, or by its
-// release when it was not lost before.
-func (h *Hook) ended(id uint64, released bool, name, kind, outcome string, held float64) {
-	first, counted, degraded := h.held.ended(id, released)
-	if !first {
-		return
-	}
+// ended counts the end of a lock's hold: its loss, or its release when it
+// was not lost before. The Client reports a lock's ObtainEvent before its
+// end (redlock.Hook), so the lock was counted as held.
+func (h *Hook) ended(name, kind, outcome string, held float64, degraded bool) {
 	h.holdTime.WithLabelValues(h.values(name, outcome, kind)...).Observe(held)
-	if !counted {
-		return
-	}
 	h.heldLocks.WithLabelValues(h.values(name, kind)...).Dec()
 	if degraded {
 		h.degradedLocks.WithLabelValues(h.values(name)...).Dec()
