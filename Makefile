@@ -49,10 +49,11 @@ model:
 	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
 	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants' ./internal/model
 
-# vet first (it fails fast and compiles the dependencies), then, in three
-# lanes at once (scripts/test-lanes.sh says why): lint lean cross oldest
-# model at the lowest CPU priority, and every module's go test -race. deps
-# installed PostgreSQL: the redlocksql tests must not skip for want of it.
+# vet first (it fails fast and compiles the dependencies), then, in lanes
+# that run at once (scripts/test-lanes.sh says which and why): lint lean
+# cross oldest model at the lowest CPU priority, and every module's go test
+# -race. deps installed PostgreSQL: the redlocksql tests must not skip for
+# want of it.
 test: deps vet
 	@GO=$(GO) MAKE=$(MAKE) ./scripts/test-lanes.sh $(MODULES)
 

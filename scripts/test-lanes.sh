@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What make test runs after deps and vet: the static checks and every
-# module's tests with -race, in three lanes at once.
+# module's tests with -race, in lanes that run at once.
 #
 # The tests spend most of their time waiting on real Redis nodes (TTLs,
 # node timeouts, faults held for seconds): run one after another they kept
@@ -9,11 +9,16 @@
 # oldest Go) are compile work that kept it busy. So:
 #
 #   static  make lint lean cross oldest model, at the lowest CPU priority
-#           (nice 19): it takes what the tests leave, and the tests' timing
-#           sees no more load than their own;
-#   long    the root module's fault suite (./tests/fault), then tests/robust
-#           and driver/redigo, the modules whose tests run longest;
-#   rest    the root module's other packages, then every other module.
+#           (nice 19) from start to end: it takes what the tests leave,
+#           and the tests see no more load than their own;
+#   fault   the root module's fault suite (./tests/fault), then the
+#           drivers' modules (their fault-suite subsets);
+#   rest    the root module's other packages, then every other module
+#           but those of the fault lane and the two below;
+#   alone   once fault and rest are done: cmd/redlock, whose test of the
+#           demo on a busy machine keeps every core busy for up to a
+#           minute, then tests/robust, whose controls must show their
+#           violation on time, which the other lanes' load can prevent.
 #
 # Each lane stops at its first failure; the others run on. A lane's output
 # is printed whole when it ends, each step headed by the seconds since the
@@ -26,9 +31,8 @@ GO=${GO:-go}
 MAKE=${MAKE:-make}
 start=$SECONDS
 
-# The modules of the long lane after the root's fault suite; every other
-# module given goes to the rest lane.
-long_modules=(tests/robust driver/redigo)
+fault_modules=(driver/redigo driver/rueidis)
+alone_modules=(cmd/redlock tests/robust)
 
 step() { echo "== [$((SECONDS - start)) s] $*"; }
 
@@ -44,9 +48,9 @@ lane_static() {
   nice -n 19 "$MAKE" --no-print-directory lint lean cross oldest model
 }
 
-lane_long() {
+lane_fault() {
   gotest . ./tests/fault
-  for m in "${long_modules[@]}"; do
+  for m in "${fault_modules[@]}"; do
     gotest "$m" ./...
   done
 }
@@ -58,7 +62,13 @@ lane_rest() {
   gotest . $pkgs
   for m in "$@"; do
     [ "$m" = . ] && continue
-    [[ " ${long_modules[*]} " == *" $m "* ]] && continue
+    [[ " ${fault_modules[*]} ${alone_modules[*]} " == *" $m "* ]] && continue
+    gotest "$m" ./...
+  done
+}
+
+lane_alone() {
+  for m in "${alone_modules[@]}"; do
     gotest "$m" ./...
   done
 }
@@ -66,21 +76,39 @@ lane_rest() {
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A lane_of
-for lane in static long rest; do
+failed=0
+
+launch() { # lane name, then the modules
+  local lane=$1
+  shift
   (set -e; "lane_$lane" "$@") >"$logs/$lane" 2>&1 &
   lane_of[$!]=$lane
   step "lane $lane started (pid $!)"
-done
+}
 
-failed=0
-while [ ${#lane_of[@]} -gt 0 ]; do
-  status=0
+# reap waits for the lane that ends next, prints its output and notes a
+# failure; it returns the lane's name in $reaped.
+reap() {
+  local status=0 pid
   wait -n -p pid "${!lane_of[@]}" || status=$?
-  lane=${lane_of[$pid]}
+  reaped=${lane_of[$pid]}
   unset "lane_of[$pid]"
   echo
-  echo "######## lane $lane: $([ $status = 0 ] && echo passed || echo "FAILED (exit $status)") at $((SECONDS - start)) s"
-  cat "$logs/$lane"
+  echo "######## lane $reaped: $([ $status = 0 ] && echo passed || echo "FAILED (exit $status)") at $((SECONDS - start)) s"
+  cat "$logs/$reaped"
   [ $status = 0 ] || failed=1
+}
+
+launch static "$@"
+launch fault "$@"
+launch rest "$@"
+# The alone lane starts once fault and rest have ended.
+pending=2
+while [ ${#lane_of[@]} -gt 0 ]; do
+  reap
+  if [ "$reaped" = fault ] || [ "$reaped" = rest ]; then
+    pending=$((pending - 1))
+    [ $pending = 0 ] && launch alone "$@"
+  fi
 done
 exit $failed
