@@ -87,7 +87,7 @@ func TestHookSeesTheLifeCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-short.Done() // closed once the hook has seen the loss
+	<-short.Done()         // closed once the hook has seen the loss
 	_ = short.Release(ctx) // its ReleaseEvent says it was lost before
 
 	rec.mu.Lock()
