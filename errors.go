@@ -107,7 +107,9 @@ type QuorumError struct {
 	// it counts as reachable.
 	Agreed int
 	// Nodes holds the reason of every node that did not agree, in node
-	// order.
+	// order. In the fencing token's round ("obtain (fencing token)") only
+	// the nodes that voted for the lock in the first round can agree; the
+	// reason of any other is its first round's, which says so.
 	Nodes []NodeResult
 	// Expired is true when a quorum agreed but the validity of the lock had
 	// already run out by the time it did.

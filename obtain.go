@@ -472,25 +472,41 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	// raise. Any other node may already have voted for a concurrent
 	// acquirer whose round is still open, which would then be granted
 	// after us with a lower token (docs/fencing.md, Lemma 2). The raise
-	// still goes to every node, so that the counters converge.
-	round := quorum.Round[bool]{
+	// still goes to every node, so that the counters converge. A node's
+	// value is why it does not count: nil for a yes-voter, else its
+	// first round's reason, which a QuorumError names.
+	round := quorum.Round[error]{
 		Nodes:   e.nodes,
 		Quorum:  l.quorum,
 		Timeout: l.nodeTimeout,
 		Now:     e.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			return replies[n.Index].Yes, l.kind.raise(ctx, n.Conn, l.keys.on(e, n.Index), token, &l.secret, e.guard(n.Index))
+		Call: func(ctx context.Context, n *quorum.Node) (error, error) {
+			return firstRoundNo(replies[n.Index]), l.kind.raise(ctx, n.Conn, l.keys.on(e, n.Index), token, &l.secret, e.guard(n.Index))
 		},
-		Agree:      func(counts bool) bool { return counts },
+		Agree:      func(no error) bool { return no == nil },
 		ValidUntil: validUntil,
 	}
 	res := round.Run(ctx, e.workers)
 	if !res.Won {
-		qe := quorumError(e, l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(bool) error { return nil })
+		qe := quorumError(e, l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(no error) error { return no })
 		qe.Expired = l.quorum.Met(res.Yes)
 		return qe
 	}
 	return nil
+}
+
+// firstRoundNo is nil when a node voted yes in an acquire's first round,
+// else why it did not, which is why its confirmation does not count in
+// the second round.
+func firstRoundNo(r quorum.Reply[script.Acquired]) error {
+	if r.Yes {
+		return nil
+	}
+	err := r.Err
+	if err == nil {
+		err = disagreeAcquire(r.Val)
+	}
+	return fmt.Errorf("%w (in the first round: the fencing token's round counts only the nodes that voted for the lock)", err)
 }
 
 // attempted reports an attempt on the nodes to the hook and the logger.

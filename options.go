@@ -175,6 +175,18 @@ func (f retryOption) applyObtain(c *obtainConfig) { f(&c.retry) }
 // WithPrefix sets the prefix of every lock's Redis key. Default "redlock:".
 // Every client of one deployment must use the same prefix, or they will
 // not see each other's locks.
+//
+// The prefix is joined to the name with no separator: the lock named N is
+// the key {PN}. Two deployments on the same nodes therefore share keys
+// when one's prefix begins with the other's: prefixes "a" and "ab" both
+// lock {abc}, for the names "bc" and "c", and so do "app:" and "app:jobs:"
+// for "jobs:x" and "x". They then exclude each other, or see ErrWrongKind.
+// Give deployments that share nodes prefixes none of which begins with
+// another, such as distinct words each ending in ':' ("billing:",
+// "search:"). The key layout stays as it is, so that Clients of different
+// versions lock the same keys, and New does not refuse any prefix: the
+// clash is between two deployments, which one Client cannot see
+// (docs/safety.md, section 3).
 func WithPrefix(prefix string) Option {
 	return clientOption(func(c *config) { c.prefix = prefix })
 }

@@ -21,6 +21,10 @@
 // driver obtaining, waiting for a release notification, refreshing and
 // releasing, on one and on three nodes.
 //
+// FIPS140Only runs a lock cycle over the driver in a FIPS 140-only process
+// (GODEBUG=fips140=only), from a test binary that must not compute SHA-1
+// when it starts.
+//
 // It needs redis-server (and redis-sentinel for the Sentinel part) on the
 // PATH, and SIGSTOP for the frozen node (not on Windows, where that part
 // is skipped). The driver's test package should check for leaked

@@ -26,6 +26,12 @@
 // release.lua, epoch.lua, family.lua, permit.lua, permitrelease.lua): the
 // suffixes here and there must agree.
 //
+// PREFIX+NAME is a plain concatenation, with no separator: prefixes "a" and
+// "ab" give the same key for the names "bc" and "c". Two prefixes share keys
+// exactly when one begins with the other; WithPrefix's documentation and
+// docs/safety.md (section 3) tell users to avoid that, and why the layout
+// stays as it is (Clients of different versions must lock the same keys).
+//
 // The braces are a Cluster hash tag: every key of a lock lands in one slot,
 // so that one script may touch them all. On a Cluster a script may only
 // touch its lock's slot, hence an epoch record per lock there.

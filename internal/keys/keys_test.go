@@ -41,3 +41,20 @@ func TestLockRefuses(t *testing.T) {
 		t.Errorf("a '}' after the first byte is allowed: %q, %v", k, err)
 	}
 }
+
+// The prefix is joined to the name with no separator, as WithPrefix and
+// docs/safety.md say: prefixes that begin with one another share keys.
+// The layout is fixed (Clients of different versions must lock the same
+// keys); this test fails if it changes.
+func TestPrefixJoinedWithoutSeparator(t *testing.T) {
+	for _, c := range []struct{ p1, n1, p2, n2, key string }{
+		{"a", "bc", "ab", "c", "{abc}"},
+		{"app:", "jobs:x", "app:jobs:", "x", "{app:jobs:x}"},
+	} {
+		k1, err1 := Layout{Prefix: c.p1}.Lock(c.n1)
+		k2, err2 := Layout{Prefix: c.p2}.Lock(c.n2)
+		if err1 != nil || err2 != nil || k1 != c.key || k2 != c.key {
+			t.Errorf("prefix %q name %q: %q, %v; prefix %q name %q: %q, %v; want both %q", c.p1, c.n1, k1, err1, c.p2, c.n2, k2, err2, c.key)
+		}
+	}
+}

@@ -149,6 +149,11 @@ func (d *Data) FamAcquire(env Env, mode byte, owner, hold int, ttl int64, g Guar
 	}
 	cur := d.live(now)
 	f := &d.Fam
+	if cur && f.Mode != 'w' && f.Mode != 'r' {
+		// family.lua takes only its own modes: a semaphore, or a kind it
+		// does not know, is REDLOCK_KIND.
+		return KindError, 0, false, 0
+	}
 	refuse := func(pttl int64) (int, int64, bool, int64) {
 		d.Waiters = Mark{OK: true, Exp: now + g.FenceTTL}
 		if mode == 'w' {

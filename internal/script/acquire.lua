@@ -12,8 +12,8 @@
 -- Returns {1, token} when taken, {0, pttl} when held by another owner
 -- (pttl -1 when the key has no expiry), or {2, ms} when the node is
 -- recovering for ms more. A key of another type is an error, not a holder:
--- REDLOCK_KIND for a lock of the family (family.lua) or a semaphore
--- (permit.lua), else WRONGTYPE.
+-- REDLOCK_KIND for a hash (a lock of the family, family.lua, a semaphore,
+-- permit.lua, or a kind this version does not know), else WRONGTYPE.
 -- One read for the guard's fast path and the counter: every key of the
 -- lock shares its hash tag, and on a standalone node there are no slots.
 local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
@@ -27,7 +27,14 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 local t = redis.call('TYPE', KEYS[1])['ok']
 if t == 'hash' then
-  return redis.error_reply('REDLOCK_KIND ' .. KEYS[1] .. ' is held by a read-write or reentrant lock (WithShared, WithExclusive or WithOwner) or a semaphore (ObtainPermit)')
+  local m = redis.call('HGET', KEYS[1], 'mode')
+  local held = 'a lock of a kind this version does not know (mode ' .. tostring(m) .. ')'
+  if m == 'w' or m == 'r' then
+    held = 'a read-write or reentrant lock (Client.RWMutex or Client.Reentrant)'
+  elseif m == 's' then
+    held = 'a semaphore (Client.Semaphore)'
+  end
+  return redis.error_reply('REDLOCK_KIND ' .. KEYS[1] .. ' is held by ' .. held .. ', not a plain lock')
 end
 if t ~= 'string' then
   return redis.error_reply('WRONGTYPE lock key ' .. KEYS[1] .. ' holds a ' .. t .. ', not a lock')

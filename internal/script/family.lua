@@ -23,9 +23,9 @@
 -- counter as an issue would see it, seeded or raised to the floor but not
 -- incremented), 0 when this call issued token (counter == token). Returns {0, pttl} when refused (held in a conflicting mode, or a
 -- reader behind a waiting writer; pttl is how long that lasts at most), or
--- {2, ms} when the node is recovering. A plain lock (a string) or a
--- semaphore (permit.lua) on the name is an error reply starting with
--- REDLOCK_KIND.
+-- {2, ms} when the node is recovering. A plain lock (a string), a
+-- semaphore (permit.lua) or a hash of any mode but 'w' and 'r' on the name
+-- is an error reply starting with REDLOCK_KIND.
 local lock, mode, owner, hold = KEYS[1], ARGV[1], ARGV[2], 'h:' .. ARGV[3]
 local ttl = tonumber(ARGV[4])
 local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
@@ -35,8 +35,8 @@ if recovering > 0 then
 end
 local now = node_now()
 local cur = live(lock, now)
-if cur ~= nil and cur.mode == 's' then
-  error({err = 'REDLOCK_KIND ' .. lock .. ' is held by a semaphore (ObtainPermit)'})
+if cur ~= nil and cur.mode ~= 'w' and cur.mode ~= 'r' then
+  kind_error(lock, cur.mode, 'a read-write or reentrant lock')
 end
 local writer = lock .. ':wwait'
 

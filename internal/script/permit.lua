@@ -1,4 +1,4 @@
--- permit: take one permit of a semaphore of k permits (ObtainPermit,
+-- permit: take one permit of a semaphore of k permits (Client.Semaphore,
 -- docs/safety.md, "Semaphores"). The semaphore is a hash, like the lock
 -- family's (family.lua), and shares holds.lua's live() with it:
 --   mode    's'
@@ -21,8 +21,8 @@
 -- Returns {1, token} when the permit was taken (or was already ours: a
 -- retried request), {0, ms} when all k permits are live (ms: until the
 -- soonest of them expires), {2, ms} when the node is recovering. A plain
--- lock or a lock of the family on the name is an error reply starting with
--- REDLOCK_KIND; a semaphore in use with another k, REDLOCK_PERMITS.
+-- lock, a lock of the family or a hash of any mode but 's' on the name is
+-- an error reply starting with REDLOCK_KIND; a semaphore in use with another k, REDLOCK_PERMITS.
 local lock, k, hold = KEYS[1], tonumber(ARGV[1]), 'h:' .. ARGV[2]
 local ttl = tonumber(ARGV[3])
 local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
@@ -34,7 +34,7 @@ local now = node_now()
 local cur = live(lock, now)
 if cur ~= nil then
   if cur.mode ~= 's' then
-    error({err = 'REDLOCK_KIND ' .. lock .. ' is held by a read-write or reentrant lock (WithShared, WithExclusive or WithOwner), not a semaphore'})
+    kind_error(lock, cur.mode, 'a semaphore')
   end
   if tonumber(cur.k) ~= k then
     error({err = 'REDLOCK_PERMITS ' .. lock .. ' is a semaphore of ' .. cur.k .. ' permits in use, not ' .. ARGV[1]})

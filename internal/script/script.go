@@ -4,11 +4,17 @@
 // Each script runs with EVALSHA, and falls back to EVAL when the node answers
 // NOSCRIPT (after SCRIPT FLUSH or a restart). Every call goes through the
 // node transport (internal/transport).
+//
+// The package computes no SHA-1 at run time, so that it works in a FIPS
+// 140-only process (GODEBUG=fips140=only), where crypto/sha1 panics: each
+// script's digest, the name EVALSHA gives it, is looked up in a table
+// generated ahead of time (digests.go), which TestDigests checks against
+// the sources and against the digests redis-server itself computes.
 package script
 
 import (
 	"context"
-	"crypto/sha1"
+	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"fmt"
@@ -70,7 +76,7 @@ var (
 	seal          = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + sealSrc)
 	withdraw      = newScript(withdrawSrc)
 
-	// The semaphore's (ObtainPermit): a hash like the family's, one
+	// The semaphore's (Client.Semaphore): a hash like the family's, one
 	// expiring field per permit.
 	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitSrc)
 	permitRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
@@ -81,13 +87,13 @@ var (
 // argument slice, and go-redis sends it as it is (Do), with no copy and no
 // boxing of its own.
 var (
-	acquireSha       = any(acquire.sha)
-	releaseSha       = any(release.sha)
-	fenceSha         = any(fence.sha)
-	familyAcquireSha = any(familyAcquire.sha)
-	familyReleaseSha = any(familyRelease.sha)
-	permitAcquireSha = any(permitAcquire.sha)
-	permitReleaseSha = any(permitRelease.sha)
+	acquireSha       = acquire.boxed()
+	releaseSha       = release.boxed()
+	fenceSha         = fence.boxed()
+	familyAcquireSha = familyAcquire.boxed()
+	familyReleaseSha = familyRelease.boxed()
+	permitAcquireSha = permitAcquire.boxed()
+	permitReleaseSha = permitRelease.boxed()
 )
 
 // run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
@@ -110,21 +116,49 @@ func evalArgs(args []any, src string) []any {
 	return eval
 }
 
-// luaScript is a script's source and its SHA1, for EVALSHA.
+// luaScript is a script's source and its SHA-1 digest, for EVALSHA.
 type luaScript struct {
 	src string
+	// sha is the digest from the generated table (digests.go); empty when
+	// the table lacks the source (it was edited and the table not
+	// regenerated, which TestDigests reports): the script then always
+	// runs with EVAL.
 	sha string
 }
 
+// registered are the sources of every script made by newScript, in the
+// order of their making, for TestDigests.
+var registered []string
+
+// newScript registers a script's source and looks its digest up in the
+// generated table by the source's SHA-256, which FIPS 140 mode allows.
 func newScript(src string) luaScript {
-	h := sha1.Sum([]byte(src))
-	return luaScript{src: src, sha: hex.EncodeToString(h[:])}
+	registered = append(registered, src)
+	h := sha256.Sum256([]byte(src))
+	return luaScript{src: src, sha: digests[hex.EncodeToString(h[:])]}
+}
+
+// head is the first two arguments of a call of s: "evalsha" and the
+// digest, or "eval" and the source when the digest is unknown.
+func (s luaScript) head() (cmd, arg any) {
+	if s.sha == "" {
+		return "eval", s.src
+	}
+	return "evalsha", s.sha
+}
+
+// boxed is s's head, boxed once for the calls that build their
+// arguments by hand.
+func (s luaScript) boxed() [2]any {
+	cmd, arg := s.head()
+	return [2]any{cmd, arg}
 }
 
 // call is the EVALSHA arguments of s with keys and argv.
 func (s luaScript) call(keys []string, argv ...any) Call {
 	args := make([]any, 0, 3+len(keys)+len(argv))
-	args = append(args, "evalsha", s.sha, strconv.Itoa(len(keys)))
+	cmd, arg := s.head()
+	args = append(args, cmd, arg, strconv.Itoa(len(keys)))
 	for _, k := range keys {
 		args = append(args, k)
 	}
@@ -232,7 +266,7 @@ func NewLockArgs(key, value string) LockArgs { return LockArgs{key, value} }
 func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
-	args = append(args, "evalsha", acquireSha, "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
+	args = append(args, acquireSha[0], acquireSha[1], "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
 	return Call{append(args, ga...), acquire.src}
 }
 
@@ -263,7 +297,7 @@ func (h Hold) mode() string {
 func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 9+len(ga))
-	args = append(args, "evalsha", permitAcquireSha, "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
+	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
 	return Call{append(args, ga...), permitAcquire.src}
 }
 
@@ -274,14 +308,14 @@ func PermitReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 	if sharded {
 		flag = "1"
 	}
-	return Call{[]any{"evalsha", permitReleaseSha, "1", key, h.ID, channel, flag}, permitRelease.src}
+	return Call{[]any{permitReleaseSha[0], permitReleaseSha[1], "1", key, h.ID, channel, flag}, permitRelease.src}
 }
 
 // FamilyAcquireCall prepares the family's acquire script for a hold.
 func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 11+len(ga))
-	args = append(args, "evalsha", familyAcquireSha, "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
+	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
 	args = append(args, ga...)
 	return Call{append(args, h.Wait), familyAcquire.src}
 }
@@ -358,7 +392,7 @@ func decodeAcquire(v any) (Acquired, error) {
 
 // Fence raises a lock's fencing counter on one node to at least token.
 func Fence(ctx context.Context, n driver.Node, fenceKey string, token int64, g Guard) error {
-	_, err := run(ctx, n, fence.src, []any{"evalsha", fenceSha, "1", fenceKey, token, g.FenceTTL.Milliseconds()})
+	_, err := run(ctx, n, fence.src, []any{fenceSha[0], fenceSha[1], "1", fenceKey, token, g.FenceTTL.Milliseconds()})
 	return err
 }
 
@@ -406,7 +440,7 @@ func ReleaseCall(a LockArgs, publish, sharded bool) Call {
 	case publish:
 		flag = "0"
 	}
-	return Call{[]any{"evalsha", releaseSha, "1", a.key, a.value, flag}, release.src}
+	return Call{[]any{releaseSha[0], releaseSha[1], "1", a.key, a.value, flag}, release.src}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see
@@ -416,7 +450,7 @@ func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 	if sharded {
 		flag = "1"
 	}
-	return Call{[]any{"evalsha", familyReleaseSha, "1", key, h.mode(), h.Owner, h.ID, channel, flag}, familyRelease.src}
+	return Call{[]any{familyReleaseSha[0], familyReleaseSha[1], "1", key, h.mode(), h.Owner, h.ID, channel, flag}, familyRelease.src}
 }
 
 // Release runs a prepared release on one node.
