@@ -208,8 +208,10 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 
 // readLock reads a lock's key atomically with the node's time: its type,
 // the node's TIME in ms, its PTTL, its value (a string) or fields (a hash),
-// and whether a writer waits (KEYS[2]). Read-only.
-var readLock = redis.NewScript(`
+// and whether a writer waits (KEYS[2]). Read-only. It runs with EVAL, not
+// redis.NewScript, whose SHA-1 digest panics at start-up in a FIPS 140-only
+// process (GODEBUG=fips140=only); inspect is not a hot path.
+const readLock = `
 local typ = redis.call('TYPE', KEYS[1])['ok']
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -220,11 +222,11 @@ elseif typ == 'hash' then
   val = redis.call('HGETALL', KEYS[1])
 end
 return {typ, now, redis.call('PTTL', KEYS[1]), val, redis.call('EXISTS', KEYS[2])}
-`)
+`
 
 func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, showOwner bool) inspectNode {
 	n := inspectNode{Node: c.spec.label, PTTL: -2, Fence: "-", Epoch: "-"}
-	res, err := readLock.Run(ctx, c.rc, []string{key, keys.WriterWaits(key)}).Slice()
+	res, err := c.rc.Eval(ctx, readLock, []string{key, keys.WriterWaits(key)}).Slice()
 	if err == nil && len(res) != 5 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
