@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/bits"
@@ -38,6 +39,11 @@ secret. Hold IDs are never shown.
 For a semaphore (Client.Semaphore) the kind is "permit" and HOLDS
 counts its live permits of k on each node.
 
+With --json, each node has "answered"; a node that did not answer (down,
+frozen, or past --timeout) has "held" and "pttl_ms" null, and its "error",
+as the table shows "?". Otherwise "pttl_ms" is the key's time to live in ms,
+-1 for a key without expiry, -2 when the lock is not held there.
+
 With --next-nodes (a move to another set of nodes, docs/reconfiguration.md)
 it shows the nodes of both sets, and the lock is held when one owner holds
 it on a quorum of each set.
@@ -47,7 +53,9 @@ Exit status: 0 when a quorum of nodes answered (of each set with
 usage error.`,
 }
 
-// inspectNode is one node's view of a lock.
+// inspectNode is one node's view of a lock. In JSON (MarshalJSON), a node
+// that did not answer has "answered": false and "held" and "pttl_ms" null:
+// unknown, as the table's "?", never "not held".
 type inspectNode struct {
 	Node  string `json:"node"`
 	Held  bool   `json:"held"`
@@ -69,6 +77,22 @@ type inspectNode struct {
 	Fence       string `json:"fence"`
 	Epoch       string `json:"epoch"`
 	Error       string `json:"error,omitempty"`
+}
+
+// MarshalJSON writes the node's view, with "answered", and null for what a
+// node that did not answer left unknown.
+func (n inspectNode) MarshalJSON() ([]byte, error) {
+	type plain inspectNode // without this method
+	v := struct {
+		plain
+		Answered bool   `json:"answered"`
+		Held     *bool  `json:"held"`
+		PTTL     *int64 `json:"pttl_ms"`
+	}{plain: plain(n), Answered: n.Error == ""}
+	if v.Answered {
+		v.Held, v.PTTL = &n.Held, &n.PTTL
+	}
+	return json.Marshal(v)
 }
 
 // inspectReport is the whole view of a lock.
