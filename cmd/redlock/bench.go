@@ -95,16 +95,14 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
 
 	var (
-		specs   []*nodeSpec
-		secrets []string
-		where   string
+		specs []*nodeSpec
+		where string
 	)
 	if nf.given() {
-		specs, secrets, err = nf.resolve()
+		specs, _, err = nf.resolve()
 		if err != nil {
 			return cmd.fail(exitUsage, "%v", err)
 		}
-		cmd.hide(secrets)
 		where = fmt.Sprintf("%d node%s from %s", len(specs), plural(len(specs)), nf.source())
 	} else {
 		servers, err := startEmbedded(cfg.embedded)

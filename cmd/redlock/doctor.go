@@ -95,19 +95,17 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(cmd.stderr, "redlock doctor: unexpected argument %q\nRun \"redlock doctor --help\" for usage.\n", fs.Arg(0))
 		return exitUsage
 	}
-	specs, secrets, err := nf.resolve()
+	specs, _, err := nf.resolve()
 	if err == nil {
 		err = cfg.validate()
 	}
 	var next []*nodeSpec
-	var nextSecrets []string
 	if err == nil {
-		next, nextSecrets, err = nx.resolve(&nf)
+		next, _, err = nx.resolve(&nf)
 	}
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(append(secrets, nextSecrets...))
 	cfg.timeout = nf.timeout
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)

@@ -17,9 +17,8 @@ type helpText struct {
 	about string // paragraphs, already wrapped
 }
 
-// invocation is what a command that talks to nodes starts from: its writers,
-// with its own messages scrubbed of the node secrets once they are known
-// (hide), and its flag set.
+// invocation is what a command that talks to nodes starts from: its writers
+// and its flag set.
 type invocation struct {
 	name           string
 	out            *outputs
@@ -30,7 +29,7 @@ type invocation struct {
 // newInvocation starts the command name: its writers and its flag set.
 func newInvocation(name string, stdout, stderr io.Writer) *invocation {
 	cmd := &invocation{name: name, out: newOutputs(stdout, stderr)}
-	cmd.stdout, cmd.stderr = cmd.out.own(nil)
+	cmd.stdout, cmd.stderr = cmd.out.own()
 	cmd.fs = newFlagSet(name)
 	return cmd
 }
@@ -39,9 +38,6 @@ func newInvocation(name string, stdout, stderr io.Writer) *invocation {
 func (cmd *invocation) parse(help helpText, args []string) (code int, ok bool) {
 	return parseFlags(cmd.fs, help, args, cmd.stdout, cmd.stderr)
 }
-
-// hide scrubs secrets from the command's own messages from now on.
-func (cmd *invocation) hide(secrets []string) { cmd.stdout, cmd.stderr = cmd.out.own(secrets) }
 
 // fail prints "redlock NAME: " and the message on the command's stderr,
 // and returns code.

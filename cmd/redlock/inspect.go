@@ -49,8 +49,8 @@ it shows the nodes of both sets, and the lock is held when one owner holds
 it on a quorum of each set.
 
 Exit status: 0 when a quorum of nodes answered (of each set with
---next-nodes), 69 when fewer did, 2 for a
-usage error.`,
+--next-nodes), 69 when fewer did, 77 when fewer did and a node refused the
+password or user (WRONGPASS, NOAUTH), 2 for a usage error.`,
 }
 
 // inspectNode is one node's view of a lock. In JSON (MarshalJSON), a node
@@ -77,6 +77,8 @@ type inspectNode struct {
 	Fence       string `json:"fence"`
 	Epoch       string `json:"epoch"`
 	Error       string `json:"error,omitempty"`
+
+	authFailed bool // the node refused the credentials
 }
 
 // MarshalJSON writes the node's view, with "answered", and null for what a
@@ -108,7 +110,8 @@ type inspectReport struct {
 	State    string        `json:"state"`          // held, free, partial or unknown
 	Nodes    []inspectNode `json:"nodes"`
 
-	quorate bool // the nodes that answered meet the quorum rule
+	quorate    bool // the nodes that answered meet the quorum rule
+	authFailed bool // a node refused the credentials
 }
 
 // jointSuffix says a joint rule after a count, in messages.
@@ -136,20 +139,18 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME (flags go before it)\nRun \"redlock inspect --help\" for usage.")
 		return exitUsage
 	}
-	specs, secrets, err := nf.resolve()
+	specs, _, err := nf.resolve()
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	next, nextSecrets, err := nx.resolve(&nf)
+	next, _, err := nx.resolve(&nf)
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	secrets = append(secrets, nextSecrets...)
 	layout := keys.Layout{Prefix: *prefix}
 	if _, err := layout.Lock(fs.Arg(0)); err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(secrets)
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 	nextConns := openAll(next, nf.timeout)
@@ -169,7 +170,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rep.print(cmd.stdout)
 	}
 	if !rep.quorate {
-		return cmd.fail(exitUnavailable, "only %d of %d nodes answered, %d needed%s", rep.Answered, len(conns), rep.Quorum, jointSuffix(rep.Joint))
+		code, why := exitUnavailable, ""
+		if rep.authFailed {
+			code, why = exitAuth, " (authentication failed: see ERROR)"
+		}
+		return cmd.fail(code, "only %d of %d nodes answered, %d needed%s%s", rep.Answered, len(conns), rep.Quorum, jointSuffix(rep.Joint), why)
 	}
 	return exitOK
 }
@@ -202,6 +207,7 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 			rep.Answered++
 			answered |= 1 << i
 		}
+		rep.authFailed = rep.authFailed || n.authFailed
 		if n.Held {
 			held++
 			owners[holder{n.Kind, n.Owner}] |= 1 << i
@@ -253,7 +259,7 @@ func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, sho
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		n.Error = nodeErr(err).Error()
+		n.Error, n.authFailed = nodeErr(err).Error(), authFailed(err)
 		return n
 	}
 	typ, _ := res[0].(string)

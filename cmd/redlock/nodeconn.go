@@ -109,6 +109,9 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 	}
 	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
 		done()
+		if authFailed(err) {
+			return nil, nil, cmd.fail(exitAuth, "nodes refused the credentials: %v", err)
+		}
 		return nil, nil, cmd.fail(exitUnavailable, "nodes unreachable: %v", err)
 	}
 	return c, done, 0
@@ -131,26 +134,60 @@ func pingAll(ctx context.Context, conns []conn, timeout time.Duration) []error {
 }
 
 // reachable pings the nodes and, when fewer than a quorum answer, returns
-// an error that lists each failed node.
+// an error that lists each failed node; it wraps each node's error, so
+// that authFailed finds a refusal of the credentials.
 func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
 	errs := pingAll(ctx, conns, timeout)
 	var bad []string
+	var failed []error
 	for i, err := range errs {
 		if err != nil {
-			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, nodeErr(err)))
+			err = nodeErr(err)
+			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, err))
+			failed = append(failed, err)
 		}
 	}
 	need := len(conns)/2 + 1
 	if len(conns)-len(bad) >= need {
 		return nil
 	}
-	return fmt.Errorf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; "))
+	return &nodesError{
+		msg:  fmt.Sprintf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; ")),
+		errs: failed,
+	}
 }
 
-// nodeErr shortens the error of a request to a node.
+// nodesError is a message about several nodes that wraps each one's error.
+type nodesError struct {
+	msg  string
+	errs []error
+}
+
+func (e *nodesError) Error() string   { return e.msg }
+func (e *nodesError) Unwrap() []error { return e.errs }
+
+// nodeErr shortens the error of a request to a node, and says when the
+// node refused the credentials.
 func nodeErr(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return errors.New("no answer in time")
+	case authFailed(err):
+		return fmt.Errorf("authentication failed: %w", err)
 	}
 	return err
+}
+
+// authFailed reports whether a node refused the credentials: WRONGPASS (a
+// wrong user or password), NOAUTH (none given, one needed), or a password
+// given to a server that has none. The server says which in the error
+// code that starts its reply.
+func authFailed(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
+		strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured")
 }

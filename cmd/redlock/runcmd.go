@@ -50,7 +50,9 @@ token given before it.
 Exit status: the command's own (128+N if killed by signal N); 2 usage error;
 69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
 (held elsewhere, or nodes recovering); 76 lock lost, command terminated;
-126 command not executable; 127 command not found.`,
+77 authentication failed: a node refused the password or user (WRONGPASS,
+NOAUTH) and fewer than a quorum accepted them; 126 command not executable;
+127 command not found.`,
 }
 
 const defaultGrace = 5 * time.Second
@@ -111,15 +113,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	specs, secrets, err := nf.resolve()
+	specs, _, err := nf.resolve()
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	next, nextSecrets, err := nx.resolve(&nf)
+	next, _, err := nx.resolve(&nf)
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(append(secrets, nextSecrets...))
 
 	// Registered before anything can block, so that a signal is never
 	// lost; the channel is drained by the waits below.
@@ -269,6 +270,8 @@ func obtainFailure(err error, wait time.Duration) (int, string, error) {
 		// Waiting would not help: a plain lock and the family
 		// (--shared, --exclusive, --owner) never share a name.
 		return exitNotObtained, "lock not obtained: %v", err
+	case authFailed(err):
+		return exitAuth, "nodes refused the credentials: %v", err
 	case errors.Is(err, redlock.ErrBreakerOpen):
 		// The Client's circuit breaker: fewer than a quorum of nodes
 		// reachable, whether or not --wait ran out meanwhile.
