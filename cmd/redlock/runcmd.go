@@ -23,9 +23,14 @@ var runHelp = helpText{
 	usage: "run [flags] NAME -- COMMAND [ARGS...]",
 	about: `A distributed flock(1): obtains the lock NAME (waiting up to --wait), keeps it
 alive, runs COMMAND in its own process group and releases the lock when the
-command exits. The command's environment has REDLOCK_NAME, REDLOCK_TOKEN (the
-lock's fencing token, a decimal integer that increases from one holder to the
-next) and REDLOCK_HELD=1, and neither REDLOCK_PASSWORD, REDLOCK_NODES nor
+command and every process it left running in its group have exited, as
+flock(1) holds the lock while any process that inherited it lives: with
+sh -c 'job & echo started', the lock is held until job exits; run's exit
+status is still the command's own. A process that leaves the group (setsid,
+a daemon) is not waited for, and runs without the lock. The command's
+environment has REDLOCK_NAME, REDLOCK_TOKEN (the lock's fencing token, a
+decimal integer that increases from one holder to the next) and
+REDLOCK_HELD=1, and neither REDLOCK_PASSWORD, REDLOCK_NODES nor
 REDLOCK_NEXT_NODES. With --next-nodes (a move to another set of nodes,
 docs/reconfiguration.md) the lock needs a quorum of each set.
 
@@ -35,11 +40,13 @@ were lost (1 of 80 runs of "run --ttl 500ms -- sleep 2" on local nodes,
 9 of 60 at 200ms).
 
 If the lock is lost (no quorum confirmed a refresh in time), the command's
-process group gets SIGTERM, then SIGKILL after --grace. Until then it may
+process group gets SIGTERM, then SIGKILL after --grace, whether the command
+itself still runs or only what it left in its group. Until then it may
 overlap with the next holder: protect the resource with the fencing token.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
 On Windows, which has no process groups or SIGTERM, only the command's own
-process is controlled, and it is killed at once when the lock is lost.
+process is controlled: the lock is released when it exits, and it is killed
+at once when the lock is lost.
 
 By default the lock is a plain one: one holder at a time. --shared takes a
 read lock of a read-write lock: any number of "run --shared" of one NAME run
@@ -349,17 +356,33 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
+	// The lock is held while any process of the command's group lives:
+	// after the command exits, until what it left running in its group
+	// has exited too (polled), as flock(1) holds while an inheritor of
+	// its descriptor lives.
 	var (
-		waitErr error
-		kill    *time.Timer
-		killC   <-chan time.Time
-		held    = lock.Done()
+		waitErr      error
+		leaderExited = exited
+		kill         *time.Timer
+		killC        <-chan time.Time
+		pollC        <-chan time.Time
+		held         = lock.Done()
 	)
 loop:
 	for {
 		select {
-		case waitErr = <-exited:
-			break loop
+		case waitErr = <-leaderExited:
+			leaderExited = nil
+			if job.gone() {
+				break loop
+			}
+			poll := time.NewTicker(groupPoll)
+			defer poll.Stop()
+			pollC = poll.C
+		case <-pollC:
+			if job.gone() {
+				break loop
+			}
 		case sig := <-sigs:
 			job.signal(sig)
 		case <-held:
@@ -369,44 +392,28 @@ loop:
 				say(stderr, "run", "%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
 				job.terminate()
 				kill = time.NewTimer(cfg.grace)
+				defer kill.Stop()
 				killC = kill.C
 			}
 		case <-killC:
 			killC = nil
 			say(stderr, "run", "the command outlived --grace %v: sending SIGKILL", cfg.grace)
 			job.kill()
+			if leaderExited == nil {
+				break loop // the rest of the group was killed
+			}
 		}
 	}
 	if lost {
-		// The leader is gone; the rest of its group gets the rest of the
-		// grace period, then SIGKILL.
-		if killC != nil {
-			waitGroupGone(job, killC)
-		}
-		kill.Stop()
 		say(stderr, "run", "lock %q lost while the command ran", cfg.name)
 		return exitLost
 	}
 	return exitStatus(waitErr, stderr)
 }
 
-// waitGroupGone waits until the job's process group is empty or deadline
-// fires; then it kills what is left.
-func waitGroupGone(j job, deadline <-chan time.Time) {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if j.gone() {
-			return
-		}
-		select {
-		case <-deadline:
-			j.kill()
-			return
-		case <-tick.C:
-		}
-	}
-}
+// groupPoll is how often run checks whether the command's process group
+// has ended, after the command itself exited.
+const groupPoll = 20 * time.Millisecond
 
 // exitStatus is the command's status as a shell reports it.
 func exitStatus(err error, stderr io.Writer) int {
