@@ -171,6 +171,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			break
 		}
 	}
+	for i := range results {
+		results[i].firstErr = explain(results[i].firstErr, cmd.labels)
+	}
 	if cfg.json {
 		if !cmd.printJSON(benchReport(where, cfg, results, ctx.Err() != nil)) {
 			return exitError
@@ -180,7 +183,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	for _, r := range results {
 		if r.firstErr != nil {
-			say(cmd.stderr, "bench", "%s: %d errors, the first: %v", r.name, r.errors, r.firstErr)
+			cmd.say("%s: %d errors, the first: %v", r.name, r.errors, r.firstErr)
 		}
 	}
 	if chart != nil {

@@ -192,7 +192,7 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			rep.Nodes[i] = inspectOne(nctx, c, layout, key, showOwner)
+			rep.Nodes[i] = inspectOne(nctx, c, layout, key, showOwner, timeout)
 		})
 	}
 	wg.Wait()
@@ -252,14 +252,14 @@ end
 return {typ, now, redis.call('PTTL', KEYS[1]), val, redis.call('EXISTS', KEYS[2])}
 `)
 
-func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, showOwner bool) inspectNode {
+func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, showOwner bool, timeout time.Duration) inspectNode {
 	n := inspectNode{Node: c.spec.label, PTTL: -2, Fence: "-", Epoch: "-"}
 	res, err := readLock.Run(ctx, c.rc, []string{key, keys.WriterWaits(key)}).Slice()
 	if err == nil && len(res) != 5 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		n.Error, n.authFailed = nodeErr(err).Error(), authFailed(err)
+		n.Error, n.authFailed = nodeErr(explainTLS(ctx, c.spec.tlsAddrs(), err, timeout)).Error(), authFailed(err)
 		return n
 	}
 	typ, _ := res[0].(string)

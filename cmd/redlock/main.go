@@ -22,8 +22,10 @@
 //	     EX_NOPERM)
 //	75   run: the lock was not obtained within --wait (sysexits EX_TEMPFAIL)
 //	76   run: the lock was lost; the command was terminated
-//	126  run: the command could not be executed
-//	127  run: the command was not found
+//	126  run: the command was found but could not be executed (no
+//	     execute permission, a directory)
+//	127  run: the command was not found, or the interpreter its #! line
+//	     names was not found (as bash and dash exit)
 //
 // Run "redlock help" for the list of subcommands.
 package main

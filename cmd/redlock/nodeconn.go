@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +109,11 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 		closeAll(conns)
 		closeAll(nextConns)
 	}
+	all, _, _ := joinConns(conns, nextConns) // the library's order of the nodes
+	cmd.labels = make([]string, len(all))
+	for i, c := range all {
+		cmd.labels[i] = c.spec.label
+	}
 	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
 		done()
 		if authFailed(err) {
@@ -142,7 +149,7 @@ func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
 	var failed []error
 	for i, err := range errs {
 		if err != nil {
-			err = nodeErr(err)
+			err = nodeErr(explainTLS(ctx, conns[i].spec.tlsAddrs(), err, timeout))
 			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, err))
 			failed = append(failed, err)
 		}
@@ -175,7 +182,7 @@ func nodeErr(err error) error {
 	case authFailed(err):
 		return fmt.Errorf("authentication failed: %w", err)
 	}
-	return err
+	return explain(err, nil)
 }
 
 // authFailed reports whether a node refused the credentials: WRONGPASS (a
@@ -190,4 +197,76 @@ func authFailed(err error) bool {
 	msg := re.Error()
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
 		strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured")
+}
+
+// tlsAddrs are the addresses the node reaches over TLS: none without TLS.
+func (s *nodeSpec) tlsAddrs() []string {
+	switch {
+	case s.kind == standalone && s.opts.TLSConfig != nil:
+		return []string{s.opts.Addr}
+	case s.kind != standalone && s.tls != nil:
+		return s.addrs
+	}
+	return nil
+}
+
+// tlsAddrsOf is tlsAddrs for a client of one server.
+func tlsAddrsOf(o *redis.Options) []string {
+	if o.TLSConfig == nil || o.Addr == "FailoverClient" {
+		return nil
+	}
+	return []string{o.Addr}
+}
+
+// explainTLS says that the TLS handshake failed, when err, of a request to
+// a node reached over TLS at addrs, comes from it: a TLS error, or a
+// request that timed out at a server that answers a plain PING (a plain
+// Redis port takes the handshake as an unfinished command and waits, so
+// the client sees only a timeout). Other errors are returned as they are.
+func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Duration) error {
+	if err == nil || len(addrs) == 0 {
+		return err
+	}
+	var (
+		header tls.RecordHeaderError
+		alert  tls.AlertError
+		verify *tls.CertificateVerificationError
+	)
+	if errors.As(err, &header) || errors.As(err, &alert) || errors.As(err, &verify) {
+		return fmt.Errorf("TLS handshake failed: %w", err)
+	}
+	var ne net.Error
+	if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+		return err
+	}
+	for _, a := range addrs {
+		if plainRedis(context.WithoutCancel(ctx), a, timeout) {
+			return fmt.Errorf("TLS handshake failed: no answer to it in time, but %s answers a plain PING: it serves Redis without TLS (use redis://, or the server's TLS port)", a)
+		}
+	}
+	return err
+}
+
+// plainRedis reports whether addr answers PING in plain RESP within
+// timeout (at most a second).
+func plainRedis(ctx context.Context, addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(timeout, time.Second))
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil {
+		return false
+	}
+	return b[0] == '+' || b[0] == '-'
 }

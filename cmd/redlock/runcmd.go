@@ -63,8 +63,9 @@ Exit status: the command's own (128+N if killed by signal N); 2 usage error;
 69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
 (held elsewhere, or nodes recovering); 76 lock lost, command terminated;
 77 authentication failed: a node refused the password or user (WRONGPASS,
-NOAUTH) and fewer than a quorum accepted them; 126 command not executable;
-127 command not found.`,
+NOAUTH) and fewer than a quorum accepted them; 126 command found but not
+executable (no execute permission, a directory); 127 command not found, or
+the interpreter its #! line names not found (as bash and dash exit).`,
 }
 
 const (
@@ -167,7 +168,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		return cmd.fail(obtainFailure(err, cfg.wait))
 	}
-	return cfg.supervise(ctx, lock, cmd.out, cmd.stderr, sigs)
+	return cfg.supervise(ctx, lock, cmd, sigs)
 }
 
 // parseArgs takes NAME -- COMMAND [ARGS...] (the "--" may be left out).
@@ -316,7 +317,8 @@ func obtainFailure(err error, wait time.Duration) (int, string, error) {
 }
 
 // supervise runs the command while the lock is held, and releases it.
-func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *outputs, stderr io.Writer, sigs <-chan os.Signal) int {
+func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *invocation, sigs <-chan os.Signal) int {
+	out, stderr := inv.out, inv.stderr
 	lost := false
 	defer func() {
 		err := lock.Release(context.WithoutCancel(ctx))
@@ -325,9 +327,9 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 		case errors.Is(err, redlock.ErrNotHeld):
 			// It never ran out here, yet the nodes no longer held it: an
 			// assumption of the safety model was broken (docs/safety.md).
-			say(stderr, "run", "the nodes no longer held the lock when the command ended: %v", err)
+			inv.say("the nodes no longer held the lock when the command ended: %v", err)
 		case err != nil:
-			say(stderr, "run", "release (keys left behind expire with their TTL): %v", err)
+			inv.say("release (keys left behind expire with their TTL): %v", err)
 		}
 	}()
 	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
@@ -342,11 +344,8 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, out *ou
 	// keep redlock waiting on a descendant that escaped the group.
 	cmd.WaitDelay = time.Second
 	if err := cmd.Start(); err != nil {
-		code := exitCannotExec
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			code = exitNotFound
-		}
-		say(stderr, "run", "%v", err)
+		code, msg := startFailure(cmd.Path, err)
+		say(stderr, "run", "%s", msg)
 		return code
 	}
 	if fg {
@@ -389,7 +388,7 @@ loop:
 			held = nil
 			if err := lock.Err(); errors.Is(err, redlock.ErrLost) {
 				lost = true
-				say(stderr, "run", "%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
+				inv.say("%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
 				job.terminate()
 				kill = time.NewTimer(cfg.grace)
 				defer kill.Stop()
@@ -414,6 +413,23 @@ loop:
 // groupPoll is how often run checks whether the command's process group
 // has ended, after the command itself exited.
 const groupPoll = 20 * time.Millisecond
+
+// startFailure is the exit code and message of a command that could not
+// be started, as bash (5.2) and dash exit: 127 when it is not found, or
+// when the file exists but its interpreter does not (exec fails with "no
+// such file": the #! line's interpreter, or a binary's loader); 126 when
+// it is found but cannot be executed (no execute permission, a directory).
+func startFailure(path string, err error) (int, string) {
+	if errors.Is(err, fs.ErrNotExist) && !errors.Is(err, exec.ErrNotFound) {
+		if _, serr := os.Stat(path); serr == nil {
+			return exitNotFound, fmt.Sprintf("%s: cannot execute: its interpreter (the one its #! line names, or a binary's loader) was not found", path)
+		}
+	}
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return exitNotFound, err.Error()
+	}
+	return exitCannotExec, err.Error()
+}
 
 // exitStatus is the command's status as a shell reports it.
 func exitStatus(err error, stderr io.Writer) int {
