@@ -1,3 +1,7 @@
+//go:build unix
+
+// Some of these tests run shell commands (true, sleep) under redlock run.
+
 package main
 
 import (
