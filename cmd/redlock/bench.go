@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +38,9 @@ redis-server processes, with the restart guard off unless --restart-guard
 is given (fresh nodes would otherwise recover for --max-ttl first). Against
 real nodes it writes keys under --prefix; run it on a test deployment.`,
 }
+
+// defaultBenchTTL is bench's --ttl unless --max-ttl is shorter.
+const defaultBenchTTL = 10 * time.Second
 
 type benchConfig struct {
 	duration  time.Duration
@@ -72,7 +78,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		gf  guardFlags
 	)
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Second, "how long each scenario runs")
-	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "lock TTL")
+	fs.DurationVar(&cfg.ttl, "ttl", defaultBenchTTL, ttlUsage("lock TTL", defaultBenchTTL))
 	fs.IntVar(&cfg.parallel, "parallel", 16, "workers in the parallel and contended scenarios")
 	fs.IntVar(&cfg.embedded, "embedded", 3, "local redis-server nodes to start when no nodes are given")
 	fs.StringVar(&cfg.svg, "svg", "", "write a latency chart (SVG) to this file")
@@ -87,24 +93,32 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if fs.NArg() > 0 {
 		return cmd.fail(exitUsage, "unexpected argument %q", fs.Arg(0))
 	}
+	gf.fitTTL(fs, &cfg.ttl, defaultBenchTTL)
 	scenarios, err := cfg.validate(&gf)
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
 	explicit := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	// The chart's file is created before the benchmark runs, so that a
+	// path that cannot be written fails at once, not after every scenario.
+	var chart *chartFile
+	if cfg.svg != "" {
+		if chart, err = createChart(cfg.svg); err != nil {
+			return cmd.fail(exitUsage, "--svg %s: %v", cfg.svg, err)
+		}
+		defer chart.discard()
+	}
 
 	var (
-		specs   []*nodeSpec
-		secrets []string
-		where   string
+		specs []*nodeSpec
+		where string
 	)
 	if nf.given() {
-		specs, secrets, err = nf.resolve()
+		specs, _, err = nf.resolve()
 		if err != nil {
 			return cmd.fail(exitUsage, "%v", err)
 		}
-		cmd.hide(secrets)
 		where = fmt.Sprintf("%d node%s from %s", len(specs), plural(len(specs)), nf.source())
 	} else {
 		servers, err := startEmbedded(cfg.embedded)
@@ -157,6 +171,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			break
 		}
 	}
+	for i := range results {
+		results[i].firstErr = explain(results[i].firstErr, cmd.labels)
+	}
 	if cfg.json {
 		if !cmd.printJSON(benchReport(where, cfg, results, ctx.Err() != nil)) {
 			return exitError
@@ -166,11 +183,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	for _, r := range results {
 		if r.firstErr != nil {
-			say(cmd.stderr, "bench", "%s: %d errors, the first: %v", r.name, r.errors, r.firstErr)
+			cmd.say("%s: %d errors, the first: %v", r.name, r.errors, r.firstErr)
 		}
 	}
-	if cfg.svg != "" {
-		if err := writeChartFile(cfg.svg, cfg, results); err != nil {
+	if chart != nil {
+		if err := chart.write(cfg, results); err != nil {
 			return cmd.fail(exitError, "%v", err)
 		}
 		if !cfg.json {
@@ -360,23 +377,61 @@ func quantile(sorted []time.Duration, q float64) string {
 	return pct(sorted, q).String()
 }
 
-func writeChartFile(path string, cfg benchConfig, results []benchResult) error {
+// chartFile is the --svg chart being made: a temporary file beside path,
+// renamed to path once written, so that a failed or interrupted benchmark
+// leaves an older chart as it was.
+type chartFile struct {
+	path string
+	f    *os.File
+}
+
+// createChart creates the temporary file of the chart for path. Its error
+// says why the directory cannot take the file, without the temporary name.
+func createChart(path string) (*chartFile, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, err
+	}
+	return &chartFile{path: path, f: f}, nil
+}
+
+// write writes the chart of the results and renames it to its path.
+func (c *chartFile) write(cfg benchConfig, results []benchResult) error {
 	var series []latencySeries
 	for _, r := range results {
 		if len(r.acquire) > 0 {
 			series = append(series, latencySeries{name: fmt.Sprintf("%s (%d worker%s)", r.name, r.workers, plural(r.workers)), sorted: r.acquire})
 		}
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
 	title := fmt.Sprintf("redlock acquire latency by percentile (TTL %v, %v per scenario)", cfg.ttl, cfg.duration)
-	if err := writeLatencySVG(f, title, series); err != nil {
-		_ = f.Close()
-		return err
+	err := writeLatencySVG(c.f, title, series)
+	if err == nil {
+		err = c.f.Chmod(0o644)
 	}
-	return f.Close()
+	if cerr := c.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(c.f.Name(), c.path)
+	}
+	if err != nil {
+		_ = os.Remove(c.f.Name())
+		return fmt.Errorf("--svg %s: %w", c.path, err)
+	}
+	c.f = nil
+	return nil
+}
+
+// discard removes the temporary file unless write renamed it.
+func (c *chartFile) discard() {
+	if c.f != nil {
+		_ = c.f.Close()
+		_ = os.Remove(c.f.Name())
+	}
 }
 
 // progressBar redraws one line on a terminal every 100 ms until stopped.

@@ -60,6 +60,9 @@ type doctorReport struct {
 	Checks  []check `json:"checks"`
 }
 
+// defaultDoctorTTL is doctor's --ttl unless --max-ttl is shorter.
+const defaultDoctorTTL = 10 * time.Second
+
 type doctorConfig struct {
 	ttl     time.Duration
 	drift   float64
@@ -82,7 +85,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		cfg doctorConfig
 	)
 	prefix := fs.String("prefix", limits.Prefix, "prefix of the locks' Redis keys (WithPrefix): the move's records are under it")
-	fs.DurationVar(&cfg.ttl, "ttl", 10*time.Second, "the shortest lock TTL your clients use (for the strictest checks)")
+	fs.DurationVar(&cfg.ttl, "ttl", defaultDoctorTTL, ttlUsage("the shortest lock TTL your clients use (for the strictest checks)", defaultDoctorTTL))
 	fs.Float64Var(&cfg.drift, "drift", limits.DriftFactor, "the drift factor your clients use (WithDriftFactor)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	nf.register(fs)
@@ -95,19 +98,18 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fmt.Fprintf(cmd.stderr, "redlock doctor: unexpected argument %q\nRun \"redlock doctor --help\" for usage.\n", fs.Arg(0))
 		return exitUsage
 	}
-	specs, secrets, err := nf.resolve()
+	cfg.guard.fitTTL(fs, &cfg.ttl, defaultDoctorTTL)
+	specs, _, err := nf.resolve()
 	if err == nil {
 		err = cfg.validate()
 	}
 	var next []*nodeSpec
-	var nextSecrets []string
 	if err == nil {
-		next, nextSecrets, err = nx.resolve(&nf)
+		next, _, err = nx.resolve(&nf)
 	}
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(append(secrets, nextSecrets...))
 	cfg.timeout = nf.timeout
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
@@ -154,7 +156,7 @@ func (c doctorConfig) validate() error {
 	if err := c.guard.checkTTL(c.ttl); err != nil {
 		return err
 	}
-	if c.drift < 0 || c.drift >= 0.5 {
+	if !(c.drift >= 0 && c.drift < 0.5) { // NaN too
 		return usagef("--drift %v: outside [0, 0.5)", c.drift)
 	}
 	return nil

@@ -110,8 +110,15 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 		if worstCase > cfg.budget() {
 			v = verdictWarn
 		}
-		add("clock spread", "all", v, "the nodes' clocks differ by up to %v (at most %v with round trips); drift budget %v (TTL %v × %v + 2ms)%s",
-			round(spread), round(worstCase), cfg.budget(), cfg.ttl, cfg.drift, clockNote(v))
+		whose := "the nodes' clocks"
+		for _, p := range probes {
+			if len(up(p)) < len(p.servers) || p.err != nil {
+				whose = "the clocks of the servers that answered (the others are unknown)"
+				break
+			}
+		}
+		add("clock spread", "all", v, "%s differ by up to %v (at most %v with round trips); drift budget %v (TTL %v × %v + 2ms)%s",
+			whose, round(spread), round(worstCase), cfg.budget(), cfg.ttl, cfg.drift, clockNote(v))
 	}
 
 	// Sentinel's failure detection against the epoch guard.
@@ -212,7 +219,8 @@ func distinctChecks(probes []nodeProbe, label func(int) string, up func(nodeProb
 			describe(pair[0]), describe(pair[1]), samePairs[pair])
 	}
 	if len(samePairs) == 0 {
-		add("distinct", "all", verdictOK, "every node is a different redis-server process (run_id)")
+		v, d := distinctVerdict(probes, up)
+		add("distinct", "all", v, "%s", d)
 	}
 
 	// Replicas given as nodes, and which node each replicates, known by
@@ -263,6 +271,37 @@ func distinctChecks(probes []nodeProbe, label func(int) string, up func(nodeProb
 			describe(pair[0]), describe(pair[1]), shared[pair])
 	}
 	return checks
+}
+
+// distinctVerdict is the verdict of the distinct check when no two nodes
+// that answered are one process: it says which nodes were compared, and
+// that nothing is known of those that did not answer (fully).
+func distinctVerdict(probes []nodeProbe, up func(nodeProbe) []serverProbe) (verdict, detail string) {
+	var known, unknown []string
+	for i, p := range probes {
+		if p.err == nil && len(p.servers) > 0 && len(up(p)) == len(p.servers) {
+			known = append(known, strconv.Itoa(i))
+		} else {
+			unknown = append(unknown, strconv.Itoa(i))
+		}
+	}
+	switch {
+	case len(unknown) == 0:
+		return verdictOK, "every node is a different redis-server process (run_id)"
+	case len(known) == 0:
+		return verdictSkip, "no node answered: nothing compared, unknown whether any two are one redis-server process"
+	case len(known) == 1:
+		return verdictWarn, fmt.Sprintf("only node %s answered: nothing compared; unknown whether %s %s the same redis-server process as another node", known[0], nodeList(unknown), pick(len(unknown) == 1, "is", "are"))
+	}
+	return verdictWarn, fmt.Sprintf("%s are different redis-server processes (run_id); unknown for %s, which did not answer (fully)", nodeList(known), nodeList(unknown))
+}
+
+// nodeList names nodes by index: "node 1", "nodes 0, 2".
+func nodeList(idx []string) string {
+	if len(idx) == 1 {
+		return "node " + idx[0]
+	}
+	return "nodes " + strings.Join(idx, ", ")
 }
 
 // sameEndpoint reports whether two host:port addresses name one endpoint,

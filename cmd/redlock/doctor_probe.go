@@ -104,7 +104,7 @@ func probeServer(ctx context.Context, rc *redis.Client, timeout time.Duration) s
 	for range 5 {
 		t0 := time.Now()
 		if err := call(func(ctx context.Context) error { return rc.Ping(ctx).Err() }); err != nil {
-			sp.err = nodeErr(err)
+			sp.err = nodeErr(explainTLS(ctx, tlsAddrsOf(rc.Options()), err, timeout))
 			return sp
 		}
 		rtts = append(rtts, time.Since(t0))

@@ -17,20 +17,22 @@ type helpText struct {
 	about string // paragraphs, already wrapped
 }
 
-// invocation is what a command that talks to nodes starts from: its writers,
-// with its own messages scrubbed of the node secrets once they are known
-// (hide), and its flag set.
+// invocation is what a command that talks to nodes starts from: its writers
+// and its flag set.
 type invocation struct {
 	name           string
 	out            *outputs
 	stdout, stderr io.Writer // the command's own messages
 	fs             *flag.FlagSet
+	// labels name the Client's nodes by index, for its errors (explain);
+	// set by connect.
+	labels []string
 }
 
 // newInvocation starts the command name: its writers and its flag set.
 func newInvocation(name string, stdout, stderr io.Writer) *invocation {
 	cmd := &invocation{name: name, out: newOutputs(stdout, stderr)}
-	cmd.stdout, cmd.stderr = cmd.out.own(nil)
+	cmd.stdout, cmd.stderr = cmd.out.own()
 	cmd.fs = newFlagSet(name)
 	return cmd
 }
@@ -40,21 +42,25 @@ func (cmd *invocation) parse(help helpText, args []string) (code int, ok bool) {
 	return parseFlags(cmd.fs, help, args, cmd.stdout, cmd.stderr)
 }
 
-// hide scrubs secrets from the command's own messages from now on.
-func (cmd *invocation) hide(secrets []string) { cmd.stdout, cmd.stderr = cmd.out.own(secrets) }
-
 // fail prints "redlock NAME: " and the message on the command's stderr,
 // and returns code.
 func (cmd *invocation) fail(code int, format string, args ...any) int {
-	say(cmd.stderr, cmd.name, format, args...)
+	cmd.say(format, args...)
 	return code
+}
+
+// say prints one message like say, on the command's stderr, with its
+// errors explained with the labels of its nodes.
+func (cmd *invocation) say(format string, args ...any) {
+	say(cmd.stderr, cmd.name, format, explainArgs(args, cmd.labels)...)
 }
 
 // say prints one message of the command name on w: "redlock NAME: " and
 // the message, without the "redlock: " that the library's errors start
-// with (the line says it already).
+// with (the line says it already). Errors among args are explained
+// (explain), so that the message is one line.
 func say(w io.Writer, name, format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
+	msg := fmt.Sprintf(format, explainArgs(args, nil)...)
 	msg = strings.ReplaceAll(strings.TrimPrefix(msg, libPrefix), ": "+libPrefix, ": ")
 	fmt.Fprintf(w, "redlock %s: %s\n", name, msg)
 }

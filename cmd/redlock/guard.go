@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"time"
 
 	"github.com/redlock-go/redlock"
@@ -45,6 +46,22 @@ func (g *guardFlags) options() ([]redlock.Option, error) {
 		return nil, usagef("--restart-guard %q: want on, persistent or off", g.mode)
 	}
 	return opts, nil
+}
+
+// fitTTL makes a --ttl that was not given fit --max-ttl: its default
+// def, or --max-ttl when that is shorter. A default never makes the user's
+// other flags fail.
+func (g *guardFlags) fitTTL(fs *flag.FlagSet, ttl *time.Duration, def time.Duration) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "ttl" })
+	if !given {
+		*ttl = min(def, g.maxTTL)
+	}
+}
+
+// ttlUsage is the help of a --ttl flag whose default is def.
+func ttlUsage(what string, def time.Duration) string {
+	return fmt.Sprintf("%s\n(default %v, or --max-ttl if that is shorter)", what, def)
 }
 
 // checkTTL checks a lock TTL against --max-ttl.

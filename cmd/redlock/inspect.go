@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/bits"
@@ -38,16 +39,23 @@ secret. Hold IDs are never shown.
 For a semaphore (Client.Semaphore) the kind is "permit" and HOLDS
 counts its live permits of k on each node.
 
+With --json, each node has "answered"; a node that did not answer (down,
+frozen, or past --timeout) has "held" and "pttl_ms" null, and its "error",
+as the table shows "?". Otherwise "pttl_ms" is the key's time to live in ms,
+-1 for a key without expiry, -2 when the lock is not held there.
+
 With --next-nodes (a move to another set of nodes, docs/reconfiguration.md)
 it shows the nodes of both sets, and the lock is held when one owner holds
 it on a quorum of each set.
 
 Exit status: 0 when a quorum of nodes answered (of each set with
---next-nodes), 69 when fewer did, 2 for a
-usage error.`,
+--next-nodes), 69 when fewer did, 77 when fewer did and a node refused the
+password or user (WRONGPASS, NOAUTH), 2 for a usage error.`,
 }
 
-// inspectNode is one node's view of a lock.
+// inspectNode is one node's view of a lock. In JSON (MarshalJSON), a node
+// that did not answer has "answered": false and "held" and "pttl_ms" null:
+// unknown, as the table's "?", never "not held".
 type inspectNode struct {
 	Node  string `json:"node"`
 	Held  bool   `json:"held"`
@@ -69,6 +77,24 @@ type inspectNode struct {
 	Fence       string `json:"fence"`
 	Epoch       string `json:"epoch"`
 	Error       string `json:"error,omitempty"`
+
+	authFailed bool // the node refused the credentials
+}
+
+// MarshalJSON writes the node's view, with "answered", and null for what a
+// node that did not answer left unknown.
+func (n inspectNode) MarshalJSON() ([]byte, error) {
+	type plain inspectNode // without this method
+	v := struct {
+		plain
+		Answered bool   `json:"answered"`
+		Held     *bool  `json:"held"`
+		PTTL     *int64 `json:"pttl_ms"`
+	}{plain: plain(n), Answered: n.Error == ""}
+	if v.Answered {
+		v.Held, v.PTTL = &n.Held, &n.PTTL
+	}
+	return json.Marshal(v)
 }
 
 // inspectReport is the whole view of a lock.
@@ -84,7 +110,8 @@ type inspectReport struct {
 	State    string        `json:"state"`          // held, free, partial or unknown
 	Nodes    []inspectNode `json:"nodes"`
 
-	quorate bool // the nodes that answered meet the quorum rule
+	quorate    bool // the nodes that answered meet the quorum rule
+	authFailed bool // a node refused the credentials
 }
 
 // jointSuffix says a joint rule after a count, in messages.
@@ -112,20 +139,18 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME (flags go before it)\nRun \"redlock inspect --help\" for usage.")
 		return exitUsage
 	}
-	specs, secrets, err := nf.resolve()
+	specs, _, err := nf.resolve()
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	next, nextSecrets, err := nx.resolve(&nf)
+	next, _, err := nx.resolve(&nf)
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	secrets = append(secrets, nextSecrets...)
 	layout := keys.Layout{Prefix: *prefix}
 	if _, err := layout.Lock(fs.Arg(0)); err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
-	cmd.hide(secrets)
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 	nextConns := openAll(next, nf.timeout)
@@ -145,7 +170,11 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rep.print(cmd.stdout)
 	}
 	if !rep.quorate {
-		return cmd.fail(exitUnavailable, "only %d of %d nodes answered, %d needed%s", rep.Answered, len(conns), rep.Quorum, jointSuffix(rep.Joint))
+		code, why := exitUnavailable, ""
+		if rep.authFailed {
+			code, why = exitAuth, " (authentication failed: see ERROR)"
+		}
+		return cmd.fail(code, "only %d of %d nodes answered, %d needed%s%s", rep.Answered, len(conns), rep.Quorum, jointSuffix(rep.Joint), why)
 	}
 	return exitOK
 }
@@ -163,7 +192,7 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 		wg.Go(func() {
 			nctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			rep.Nodes[i] = inspectOne(nctx, c, layout, key, showOwner)
+			rep.Nodes[i] = inspectOne(nctx, c, layout, key, showOwner, timeout)
 		})
 	}
 	wg.Wait()
@@ -178,6 +207,7 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 			rep.Answered++
 			answered |= 1 << i
 		}
+		rep.authFailed = rep.authFailed || n.authFailed
 		if n.Held {
 			held++
 			owners[holder{n.Kind, n.Owner}] |= 1 << i
@@ -224,14 +254,14 @@ end
 return {typ, now, redis.call('PTTL', KEYS[1]), val, redis.call('EXISTS', KEYS[2])}
 `
 
-func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, showOwner bool) inspectNode {
+func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, showOwner bool, timeout time.Duration) inspectNode {
 	n := inspectNode{Node: c.spec.label, PTTL: -2, Fence: "-", Epoch: "-"}
 	res, err := c.rc.Eval(ctx, readLock, []string{key, keys.WriterWaits(key)}).Slice()
 	if err == nil && len(res) != 5 {
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		n.Error = nodeErr(err).Error()
+		n.Error, n.authFailed = nodeErr(explainTLS(ctx, c.spec.tlsAddrs(), err, timeout)).Error(), authFailed(err)
 		return n
 	}
 	typ, _ := res[0].(string)

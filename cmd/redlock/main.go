@@ -17,10 +17,15 @@
 //	     sell out, or oversold under the lock)
 //	2    usage: bad flags, arguments, node URLs or password file
 //	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE)
+//	77   a node refused the credentials (WRONGPASS, NOAUTH: a wrong or missing
+//	     password or user), and fewer than a quorum answered (sysexits
+//	     EX_NOPERM)
 //	75   run: the lock was not obtained within --wait (sysexits EX_TEMPFAIL)
 //	76   run: the lock was lost; the command was terminated
-//	126  run: the command could not be executed
-//	127  run: the command was not found
+//	126  run: the command was found but could not be executed (no
+//	     execute permission, a directory)
+//	127  run: the command was not found, or the interpreter its #! line
+//	     names was not found (as bash and dash exit)
 //
 // Run "redlock help" for the list of subcommands.
 package main
@@ -48,6 +53,7 @@ const (
 	exitUnavailable = 69
 	exitNotObtained = 75
 	exitLost        = 76
+	exitAuth        = 77
 	exitCannotExec  = 126
 	exitNotFound    = 127
 )
@@ -124,6 +130,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Exit codes: 0 success (run: the command's status), 1 failure, 2 usage,")
 	fmt.Fprintln(w, "69 nodes unreachable, 75 lock not obtained in time, 76 lock lost,")
+	fmt.Fprintln(w, "77 authentication failed (wrong or missing password),")
 	fmt.Fprintln(w, "126 command not executable, 127 command not found.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "redlock <command> --help" for the flags of a command.`)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -107,8 +109,16 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 		closeAll(conns)
 		closeAll(nextConns)
 	}
+	all, _, _ := joinConns(conns, nextConns) // the library's order of the nodes
+	cmd.labels = make([]string, len(all))
+	for i, c := range all {
+		cmd.labels[i] = c.spec.label
+	}
 	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
 		done()
+		if authFailed(err) {
+			return nil, nil, cmd.fail(exitAuth, "nodes refused the credentials: %v", err)
+		}
 		return nil, nil, cmd.fail(exitUnavailable, "nodes unreachable: %v", err)
 	}
 	return c, done, 0
@@ -131,26 +141,132 @@ func pingAll(ctx context.Context, conns []conn, timeout time.Duration) []error {
 }
 
 // reachable pings the nodes and, when fewer than a quorum answer, returns
-// an error that lists each failed node.
+// an error that lists each failed node; it wraps each node's error, so
+// that authFailed finds a refusal of the credentials.
 func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
 	errs := pingAll(ctx, conns, timeout)
 	var bad []string
+	var failed []error
 	for i, err := range errs {
 		if err != nil {
-			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, nodeErr(err)))
+			err = nodeErr(explainTLS(ctx, conns[i].spec.tlsAddrs(), err, timeout))
+			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, err))
+			failed = append(failed, err)
 		}
 	}
 	need := len(conns)/2 + 1
 	if len(conns)-len(bad) >= need {
 		return nil
 	}
-	return fmt.Errorf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; "))
+	return &nodesError{
+		msg:  fmt.Sprintf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; ")),
+		errs: failed,
+	}
 }
 
-// nodeErr shortens the error of a request to a node.
+// nodesError is a message about several nodes that wraps each one's error.
+type nodesError struct {
+	msg  string
+	errs []error
+}
+
+func (e *nodesError) Error() string   { return e.msg }
+func (e *nodesError) Unwrap() []error { return e.errs }
+
+// nodeErr shortens the error of a request to a node, and says when the
+// node refused the credentials.
 func nodeErr(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
 		return errors.New("no answer in time")
+	case authFailed(err):
+		return fmt.Errorf("authentication failed: %w", err)
+	}
+	return explain(err, nil)
+}
+
+// authFailed reports whether a node refused the credentials: WRONGPASS (a
+// wrong user or password), NOAUTH (none given, one needed), or a password
+// given to a server that has none. The server says which in the error
+// code that starts its reply.
+func authFailed(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
+		strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured")
+}
+
+// tlsAddrs are the addresses the node reaches over TLS: none without TLS.
+func (s *nodeSpec) tlsAddrs() []string {
+	switch {
+	case s.kind == standalone && s.opts.TLSConfig != nil:
+		return []string{s.opts.Addr}
+	case s.kind != standalone && s.tls != nil:
+		return s.addrs
+	}
+	return nil
+}
+
+// tlsAddrsOf is tlsAddrs for a client of one server.
+func tlsAddrsOf(o *redis.Options) []string {
+	if o.TLSConfig == nil || o.Addr == "FailoverClient" {
+		return nil
+	}
+	return []string{o.Addr}
+}
+
+// explainTLS says that the TLS handshake failed, when err, of a request to
+// a node reached over TLS at addrs, comes from it: a TLS error, or a
+// request that timed out at a server that answers a plain PING (a plain
+// Redis port takes the handshake as an unfinished command and waits, so
+// the client sees only a timeout). Other errors are returned as they are.
+func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Duration) error {
+	if err == nil || len(addrs) == 0 {
+		return err
+	}
+	var (
+		header tls.RecordHeaderError
+		alert  tls.AlertError
+		verify *tls.CertificateVerificationError
+	)
+	if errors.As(err, &header) || errors.As(err, &alert) || errors.As(err, &verify) {
+		return fmt.Errorf("TLS handshake failed: %w", err)
+	}
+	var ne net.Error
+	if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
+		return err
+	}
+	for _, a := range addrs {
+		if plainRedis(context.WithoutCancel(ctx), a, timeout) {
+			return fmt.Errorf("TLS handshake failed: no answer to it in time, but %s answers a plain PING: it serves Redis without TLS (use redis://, or the server's TLS port)", a)
+		}
 	}
 	return err
+}
+
+// plainRedis reports whether addr answers PING in plain RESP within
+// timeout (at most a second).
+func plainRedis(ctx context.Context, addr string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(timeout, time.Second))
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return false
+	}
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil {
+		return false
+	}
+	return b[0] == '+' || b[0] == '-'
 }

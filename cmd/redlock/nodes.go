@@ -72,7 +72,7 @@ func (nf *nodeFlags) given() bool {
 
 // resolve parses the node list and fills in the passwords. Its errors are
 // usage errors and never contain a password. The returned secrets are every
-// password in play, for scrubbing output.
+// password in play; no output is scrubbed of them (lockedWriter says why).
 func (nf *nodeFlags) resolve() ([]*nodeSpec, []string, error) {
 	if err := positive("timeout", nf.timeout); err != nil {
 		return nil, nil, err

@@ -92,7 +92,9 @@ func parseStandalone(raw string) (*nodeSpec, error) {
 	}
 	o, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("node %q: %s", redact(raw), scrub(err.Error(), userinfoSecrets(u)))
+		// go-redis's errors name the scheme, path or option at fault,
+		// never the user information.
+		return nil, fmt.Errorf("node %q: %v", redact(raw), err)
 	}
 	o.ContextTimeoutEnabled = true
 	if o.MaxRetries == 0 {
@@ -270,12 +272,4 @@ func redact(raw string) string {
 		return raw
 	}
 	return raw[:start] + user + ":xxxxx" + raw[at:]
-}
-
-func userinfoSecrets(u *url.URL) []string {
-	if u.User == nil {
-		return nil
-	}
-	p, _ := u.User.Password()
-	return []string{p}
 }

@@ -4,45 +4,29 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"strings"
 	"sync"
 )
 
-// scrub replaces every secret in s. Secrets shorter than minSecret are
-// left: replacing them would garble the output without hiding anything.
-func scrub(s string, secrets []string) string {
-	for _, sec := range secrets {
-		if len(sec) >= minSecret {
-			s = strings.ReplaceAll(s, sec, "xxxxx")
-		}
-	}
-	return s
-}
-
-const minSecret = 4
-
-// scrubWriter removes secrets from what the commands print themselves (not
-// from a child's output), as a second line of defence behind never
-// formatting a password. It serializes writes, so that the command's
+// lockedWriter serializes writes to w under mu, so that the command's
 // messages and a child's copied output do not interleave mid-line.
-type scrubWriter struct {
-	mu      *sync.Mutex
-	w       io.Writer
-	secrets []string
+//
+// Nothing is scrubbed from the text: a password is never formatted into a
+// message (node labels have no credentials, URLs in errors are redacted
+// field by field, see redact), and searching the text for a password would
+// tell a reader the password by what vanished.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
 }
 
-func (s scrubWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := scrub(string(p), s.secrets)
-	if _, err := io.WriteString(s.w, out); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // outputs are the writers of one command: its own messages go through
-// scrubWriters; a child's output goes to the original files, or through
+// lockedWriters; a child's output goes to the original files, or through
 // the same lock when they are not files, so that writes never race.
 type outputs struct {
 	mu             sync.Mutex
@@ -54,8 +38,8 @@ func newOutputs(stdout, stderr io.Writer) *outputs {
 }
 
 // own returns the writers for the command's own messages.
-func (o *outputs) own(secrets []string) (stdout, stderr io.Writer) {
-	return scrubWriter{&o.mu, o.stdout, secrets}, scrubWriter{&o.mu, o.stderr, secrets}
+func (o *outputs) own() (stdout, stderr io.Writer) {
+	return lockedWriter{&o.mu, o.stdout}, lockedWriter{&o.mu, o.stderr}
 }
 
 // child returns the writers for a child process.
@@ -64,7 +48,7 @@ func (o *outputs) child() (stdout, stderr io.Writer) {
 		if f, ok := w.(*os.File); ok {
 			return f
 		}
-		return scrubWriter{&o.mu, w, nil}
+		return lockedWriter{&o.mu, w}
 	}
 	return wrap(o.stdout), wrap(o.stderr)
 }

@@ -5,8 +5,11 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -67,9 +70,13 @@ func TestPasswordsNeverShown(t *testing.T) {
 		)
 	}
 	tests = append(tests,
-		tc{"wrong password/run", nil, append([]string{"run", noGuard, wait, "--nodes", withPassword(wrong)}, child...), exitUnavailable},
-		tc{"wrong password/inspect", nil, []string{"inspect", "--nodes", withPassword(wrong), "x"}, exitUnavailable},
+		tc{"wrong password/run", nil, append([]string{"run", noGuard, wait, "--nodes", withPassword(wrong)}, child...), exitAuth},
+		tc{"wrong password/inspect", nil, []string{"inspect", "--nodes", withPassword(wrong), "x"}, exitAuth},
 		tc{"wrong password/doctor", nil, []string{"doctor", "--nodes", withPassword(wrong)}, exitError},
+		tc{"wrong password/bench", nil, []string{"bench", "--nodes", withPassword(wrong)}, exitAuth},
+		tc{"missing password/run", nil, append([]string{"run", noGuard, wait, "--nodes", nodesFlag(servers...)}, child...), exitAuth},
+		tc{"missing password/inspect", nil, []string{"inspect", "--nodes", nodesFlag(servers...), "x"}, exitAuth},
+		tc{"missing password/doctor", nil, []string{"doctor", "--nodes", nodesFlag(servers...)}, exitError},
 		tc{"bad url", nil, []string{"inspect", "--nodes", "redis://:" + password + "@127.0.0.1:notaport", "x"}, exitUsage},
 		tc{"bad sentinel url", nil, []string{"doctor", "--nodes", "redis-sentinel://:" + password + "@h:1"}, exitUsage},
 	)
@@ -89,8 +96,14 @@ func TestPasswordsNeverShown(t *testing.T) {
 					t.Errorf("output shows a password:\n%v", r)
 				}
 			}
-			if strings.HasPrefix(tt.name, "wrong") && !strings.Contains(r.stdout+r.stderr, "WRONGPASS") {
+			if strings.HasPrefix(tt.name, "wrong") && !strings.Contains(r.stdout+r.stderr, "authentication failed: WRONGPASS") {
 				t.Errorf("does not say the password is wrong:\n%v", r)
+			}
+			if strings.HasPrefix(tt.name, "missing") && !strings.Contains(r.stdout+r.stderr, "authentication failed: NOAUTH") {
+				t.Errorf("does not say a password is needed:\n%v", r)
+			}
+			if strings.Contains(r.stdout+r.stderr, "unreachable") {
+				t.Errorf("calls the nodes unreachable:\n%v", r)
 			}
 			if tt.args[0] == "run" && tt.code == exitOK {
 				if !strings.Contains(r.stdout, "REDLOCK_HELD=1") || strings.Contains(r.stdout, envNodes+"=") || strings.Contains(r.stdout, envPassword+"=") {
@@ -101,12 +114,48 @@ func TestPasswordsNeverShown(t *testing.T) {
 	}
 }
 
-func TestScrubWriter(t *testing.T) {
-	var b strings.Builder
-	out := newOutputs(&b, &b)
-	w, _ := out.own([]string{"hunter22", "pw"})
-	_, _ = w.Write([]byte("auth hunter22 failed; pw stays\n"))
-	if got := b.String(); got != "auth xxxxx failed; pw stays\n" {
-		t.Errorf("scrubbed %q", got)
+// TestPasswordNotRevealedByScrubbing gives passwords that are also words
+// and numbers of the output: a password "redis", and one that is a node's
+// port. The output is unchanged by them (nothing is scrubbed by searching
+// the text, which would show the password by what vanished), and no
+// output shows a password where it was given.
+func TestPasswordNotRevealedByScrubbing(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	port := strconv.Itoa(servers[0].Port())
+	for _, pw := range []string{"redis", port} {
+		t.Run(pw, func(t *testing.T) {
+			for _, s := range servers {
+				rc := s.Client()
+				err := rc.ConfigSet(context.Background(), "requirepass", pw).Err()
+				_ = rc.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			defer func() {
+				for _, s := range servers {
+					rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Password: pw})
+					_ = rc.ConfigSet(context.Background(), "requirepass", "").Err()
+					_ = rc.Close()
+				}
+			}()
+			t.Setenv(envNodes, "")
+			t.Setenv(envPassword, pw)
+			r := runCLI(t, "doctor", "--nodes", nodesFlag(servers...))
+			if r.code != exitOK || strings.Contains(r.stdout+r.stderr, "xxxxx") {
+				t.Errorf("doctor changed its output for the password:\n%v", r)
+			}
+			for _, want := range []string{"every node is a different redis-server process", "0 127.0.0.1:" + port + " "} {
+				if !strings.Contains(r.stdout, want) {
+					t.Errorf("doctor's output lacks %q:\n%v", want, r)
+				}
+			}
+			// A URL in a message has its password field replaced, and only
+			// that field.
+			r = runCLI(t, "inspect", "--nodes", "redis://:"+pw+"@127.0.0.1:"+port+"/notadb", "x")
+			if want := `node "redis://:xxxxx@127.0.0.1:` + port + `/notadb"`; r.code != exitUsage || !strings.Contains(r.stderr, want) {
+				t.Errorf("bad URL: want %s: %v", want, r)
+			}
+		})
 	}
 }

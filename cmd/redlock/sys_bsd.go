@@ -11,3 +11,7 @@ const ioctlGetTermios = syscall.TIOCGETA
 // Linux, so a command whose redlock was killed by SIGKILL keeps running
 // without the lock being kept alive.
 func setParentDeath(*syscall.SysProcAttr) {}
+
+// adoptOrphans does nothing: outside Linux the orphans of the command are
+// adopted by init (launchd), which reaps them.
+func adoptOrphans() {}

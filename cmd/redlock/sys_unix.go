@@ -47,6 +47,7 @@ func takeTerminal(f *os.File) {
 // the terminal tty: an interactive command must own the terminal, or
 // reading it would stop it (SIGTTIN).
 func jobAttr(fg bool, tty *os.File) *syscall.SysProcAttr {
+	adoptOrphans()
 	a := &syscall.SysProcAttr{Setpgid: true}
 	setParentDeath(a)
 	if fg {
@@ -74,5 +75,17 @@ func (j job) terminate() { _ = syscall.Kill(-j.pgid, syscall.SIGTERM) }
 // kill kills the group (SIGKILL).
 func (j job) kill() { _ = syscall.Kill(-j.pgid, syscall.SIGKILL) }
 
-// gone reports whether no process of the group is left.
-func (j job) gone() bool { return errors.Is(syscall.Kill(-j.pgid, 0), syscall.ESRCH) }
+// gone reports whether no process of the group is left. It first reaps
+// the group's processes that redlock adopted (adoptOrphans) and that have
+// exited: a zombie still counts as a member. Call it only once the command
+// itself has been waited for, or it could reap the command first.
+func (j job) gone() bool {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-j.pgid, &ws, syscall.WNOHANG, nil)
+		if err != nil || pid <= 0 {
+			break
+		}
+	}
+	return errors.Is(syscall.Kill(-j.pgid, 0), syscall.ESRCH)
+}
