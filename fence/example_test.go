@@ -2,8 +2,13 @@ package fence_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
 
 	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -78,4 +83,69 @@ func ExampleRedis_Eval() {
 	// Output:
 	// 1 <nil>
 	// fence: {jobs}:fence: stale token 6: the resource has seen token 7
+}
+
+// A fenced UPDATE on PostgreSQL (fence.Question for SQLite and MySQL). The
+// row carries its fence: see Table for the schema.
+func ExampleTable_Update() {
+	var db *sql.DB // sql.Open("pgx", dsn)
+	var token int64 = 42
+	accounts, err := fence.NewTable("accounts", "id", "fence", fence.Dollar)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	err = accounts.Update(ctx, db, 7, token, "balance = balance - $1", 10)
+	if errors.Is(err, fence.ErrStale) {
+		log.Print("lost the lock: ", err) // nothing was written
+	}
+}
+
+// A read-then-write in one transaction: the row is fenced (and locked)
+// first, then read and written.
+func ExampleTable_Tx() {
+	var db *sql.DB // sql.Open("pgx", dsn)
+	var token int64 = 42
+	accounts, err := fence.NewTable("accounts", "id", "fence", fence.Dollar)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = accounts.Tx(context.Background(), db, 7, token, func(tx *sql.Tx) error {
+		var balance int64
+		if err := tx.QueryRow(`SELECT balance FROM accounts WHERE id = $1`, 7).Scan(&balance); err != nil {
+			return err
+		}
+		_, err := tx.Exec(`UPDATE accounts SET balance = $1 WHERE id = $2`, balance*2, 7)
+		return err
+	})
+	if errors.Is(err, fence.ErrStale) {
+		log.Print("lost the lock: ", err) // the transaction was rolled back
+	}
+}
+
+// An HTTP service that refuses the requests of a holder that lost its lock:
+// the client sends its token in the Fencing-Token header.
+func ExampleGuard_Middleware() {
+	put := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "stored", r.URL.Path)
+	})
+	g := fence.NewGuard(&fence.MemoryStore{})
+	srv := httptest.NewServer(g.Middleware(func(r *http.Request) string { return r.URL.Path }, put))
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+
+	for _, token := range []string{"42", "41"} {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/reports/q3", nil)
+		req.Header.Set(fence.TokenHeader, token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			log.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		fmt.Print(resp.StatusCode, " ", string(body))
+	}
+	// Output:
+	// 200 stored /reports/q3
+	// 409 fence: /reports/q3: stale token 41: the resource has seen token 42
 }
