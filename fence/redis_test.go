@@ -41,8 +41,13 @@ func TestScriptDigests(t *testing.T) {
 
 func newRedis(t *testing.T, opts ...Option) (*Redis, *redis.Client) {
 	t.Helper()
-	c := redistest.Start(t, 1)[0].Client()
-	t.Cleanup(func() { _ = c.Close() })
+	return newRedisB(t, opts...)
+}
+
+func newRedisB(tb testing.TB, opts ...Option) (*Redis, *redis.Client) {
+	tb.Helper()
+	c := redistest.Start(tb, 1)[0].Client()
+	tb.Cleanup(func() { _ = c.Close() })
 	return NewRedis(c, opts...), c
 }
 
