@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
@@ -279,4 +280,42 @@ func TestRedisCluster(t *testing.T) {
 			t.Fatalf("Inspect %s = %+v, %v", k, s, err)
 		}
 	}
+}
+
+// TestRedisSentinelFailover: through a Sentinel failover client, the fence
+// replicates with its data (one hash): after a failover, the promoted
+// replica refuses the stale token. (Replication is asynchronous: WAIT makes
+// sure the replica has the write, as the data itself would need.)
+func TestRedisSentinelFailover(t *testing.T) {
+	d := redistest.StartSentinelT(t, "fence-test")
+	c := d.FailoverClient()
+	t.Cleanup(func() { _ = c.Close() })
+	r := NewRedis(c)
+	ctx := context.Background()
+	if err := r.Set(ctx, "account:7", 10, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n < 1 {
+		t.Fatalf("WAIT: %d replicas, %v", n, err)
+	}
+	if err := d.Failover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	for range 100 { // the client finds the new master
+		if err = r.Set(ctx, "account:7", 9, "stale"); !notFenceAnswer(err) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stale(t, err, 9, 10)
+	if err := r.Set(ctx, "account:7", 11, "b"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// notFenceAnswer is an error other than the fence's: the old master turned
+// replica (READONLY) or a connection the failover closed.
+func notFenceAnswer(err error) bool {
+	return err != nil && !errors.Is(err, ErrStale)
 }
