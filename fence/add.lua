@@ -6,11 +6,11 @@ local e = check(true)
 if e then return e end
 local raw = redis.call('HGET', key, 'value') or '0'
 if not string.match(raw, '^-?%d+$') then
-  return redis.error_reply('NOTINT ' .. raw)
+  return redis.error_reply('FENCE_NOTINT ' .. raw)
 end
 if ARGV[3] ~= '' and tonumber(raw) + tonumber(ARGV[2]) < tonumber(ARGV[3]) then
   redis.call('HINCRBY', key, 'bounded', 1)
-  return redis.error_reply('BOUND ' .. raw .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+  return redis.error_reply('FENCE_BOUND ' .. raw .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
 end
 raise()
 redis.call('HINCRBY', key, 'writes', 1)

@@ -40,7 +40,7 @@ local function check(shared)
   end
   if seen and cmp(token, seen) < 0 then
     redis.call('HINCRBY', key, 'refused', 1)
-    return redis.error_reply('STALE ' .. token .. ' ' .. seen)
+    return redis.error_reply('FENCE_STALE ' .. token .. ' ' .. seen)
   end
   return nil
 end

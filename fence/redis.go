@@ -119,7 +119,8 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 // resource at key: in one script, it checks token against key's fence
 // (refused: a *StaleError, ErrStale, and the script does not run), raises
 // the fence to token, and runs src, which sees keys as KEYS and args as
-// ARGV. It returns the script's reply, as go-redis's Cmd.Result would.
+// ARGV. It returns the script's reply and error, as go-redis's Cmd.Result
+// would.
 //
 // key is a hash whose fields fence, shared, refused and writes belong to
 // this package: a resource of Set and Get, a key of its own, or the
@@ -212,20 +213,20 @@ func (r *Redis) reply(key string, token int64, err error) error {
 	msg := err.Error()
 	f := strings.Fields(msg)
 	switch {
-	case len(f) == 3 && f[0] == "STALE":
+	case len(f) == 3 && f[0] == "FENCE_STALE":
 		seen, perr := strconv.ParseInt(f[2], 10, 64)
 		if perr == nil {
 			return &StaleError{Resource: key, Token: token, Fence: seen}
 		}
-	case len(f) == 4 && f[0] == "BOUND":
+	case len(f) == 4 && f[0] == "FENCE_BOUND":
 		v, e1 := strconv.ParseInt(f[1], 10, 64)
 		d, e2 := strconv.ParseInt(f[2], 10, 64)
 		fl, e3 := strconv.ParseInt(f[3], 10, 64)
 		if e1 == nil && e2 == nil && e3 == nil {
 			return &BoundError{Key: key, Value: v, Delta: d, Floor: fl}
 		}
-	case len(f) >= 1 && f[0] == "NOTINT":
-		return fmt.Errorf("%w: %s: the value %q is not an integer counter", ErrInvalid, key, strings.TrimPrefix(msg, "NOTINT "))
+	case len(f) >= 1 && f[0] == "FENCE_NOTINT":
+		return fmt.Errorf("%w: %s: the value %q is not an integer counter", ErrInvalid, key, strings.TrimPrefix(msg, "FENCE_NOTINT "))
 	}
 	return err
 }
@@ -267,10 +268,10 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	setScript    = script{checkSrc + setSrc, "06ce4f1b9856739f54aafc9fa0dc915596acbdda"}
-	getScript    = script{checkSrc + getSrc, "ef0254efe8295063805e7a055785ec0c37afbe45"}
-	sharedScript = script{checkSrc + sharedSrc, "65667d98d14fa70a936bad2aff8e5ad73988ae4b"}
-	addScript    = script{checkSrc + addSrc, "78ddc3a1b3658a97b926e8f77e86e84ce1a15789"}
+	setScript    = script{checkSrc + setSrc, "eb5da3ff9ee3d926d027c2fd685a084a28b08485"}
+	getScript    = script{checkSrc + getSrc, "b917687c7ae60c6e3583d0d33f684c17f6c07d47"}
+	sharedScript = script{checkSrc + sharedSrc, "75b1811a5ca9f2359cd888ae5a5ef5cf6172b124"}
+	addScript    = script{checkSrc + addSrc, "6b8c88c8330993c601edf7d56af5f4e5a594018f"}
 
 	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
 )

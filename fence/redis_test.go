@@ -229,8 +229,11 @@ func TestRedisEval(t *testing.T) {
 	if m := c.HGetAll(ctx, "user:1").Val(); m["name"] != "bob" || m["fence"] != "3" {
 		t.Fatalf("hash %v", m)
 	}
-	if _, err := r.Eval(ctx, "{q}:fence", 7, `return redis.error_reply('MINE failed')`, nil); err == nil || !strings.Contains(err.Error(), "MINE") {
-		t.Fatalf("the script's own error: %v", err)
+	for _, e := range []string{"MINE failed", "STALE 1 2"} { // the script's own errors, as they are
+		_, err := r.Eval(ctx, "{q}:fence", 7, `return redis.error_reply(ARGV[1])`, nil, e)
+		if err == nil || err.Error() != e || errors.Is(err, ErrStale) {
+			t.Fatalf("the script's own error %q: %v", e, err)
+		}
 	}
 }
 
