@@ -46,7 +46,7 @@ func postgresBin() (string, bool) {
 // PostgreSQL refuses to run as root: as root, it runs as the user
 // "postgres". Without the binaries the test is skipped, unless
 // REDLOCK_REQUIRE_POSTGRES is set (CI sets it): then it fails.
-func startPostgres(t *testing.T) string {
+func startPostgres(t testing.TB) string {
 	t.Helper()
 	bin, ok := postgresBin()
 	if !ok {
@@ -136,7 +136,7 @@ func startPostgres(t *testing.T) string {
 	}
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

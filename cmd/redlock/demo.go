@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"text/tabwriter"
@@ -16,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
@@ -38,6 +40,8 @@ type demoConfig struct {
 	compare   bool          // run with one lock, then with segments, side by side
 	maxTTL    time.Duration // the deployment's longest TTL (WithMaxTTL)
 	guard     bool          // the demo's own nodes: the restart guard is on
+	fenced    bool          // the stock is a fenced counter (package fence); false: plain reads and writes
+	stall     bool          // the first purchase stalls between its read and its write, past its lock's TTL
 }
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -60,6 +64,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&cfg.inProcess, "in-process", false, "use in-process Redis-compatible servers even when redis-server is installed")
 	fs.DurationVar(&cfg.think, "think", 200*time.Microsecond, "how long a purchase works between reading the stock and writing it\n(its time under the lock)")
 	fs.IntVar(&cfg.segments, "segments", 1, "split the stock into this many segments, each under its own lock\n(Client.Any takes a free one); 1 is one lock for the whole stock")
+	fs.BoolVar(&cfg.fenced, "fence", true, "decrement the stock through package fence's fenced counter, which refuses\nthe write of a buyer whose lock has expired; false: a plain read and write")
+	fs.BoolVar(&cfg.stall, "stall", false, "make the first purchase stall between its read and its write for 1.5 TTL,\npast its lock's validity (as a long GC pause would)")
 	fs.BoolVar(&cfg.compare, "compare", false, "run the sale twice on the same nodes, with one lock and with --segments\nsegments (8 if --segments is 1), and print both side by side; injects no fault")
 	help := helpText{
 		usage: "demo [flags]",
@@ -75,6 +81,14 @@ and latency side by side. Each run ends when every buyer has bought, found
 no stock, or waited --wait; buyers still waiting when the last item is sold
 stop waiting and find no stock.
 
+The stock lives on the first node, a hash per segment: each purchase reads
+it with the lock's fencing token and decrements it with fence.Redis.Add,
+which refuses a token older than one the stock has seen, and never goes
+below zero. The report counts the stale writes refused. --stall makes the
+first purchase stall past its lock's TTL between its read and its write:
+another buyer takes the lock and sells meanwhile, and the stalled write is
+refused; with --fence=false it is accepted and the sale oversells.
+
 On the demo's own nodes (without --nodes), --max-ttl is --ttl unless given,
 so that the restart guard keeps the fresh nodes out for one TTL;
 --restart-guard is on or off (the nodes do not persist their writes, so
@@ -84,7 +98,8 @@ it. --unsafe takes no lock: it starts and waits for no node.
 Exit status: 0 when every sale sold out without overselling; 1 when one did
 not sell out (buyers waited --wait in vain) or oversold, with the reason on
 stderr. With --unsafe, overselling, and stock the shop lost track of, are
-what the run shows, not failures: it exits 0 when the sale ran to its end.`,
+what the run shows, not failures: it exits 0 when the sale ran to its end;
+so is overselling with --stall --fence=false.`,
 	}
 	if code, ok := parseFlags(fs, help, args, stdout, stderr); !ok {
 		return code
@@ -198,6 +213,8 @@ func (c demoConfig) validate() error {
 		return fmt.Errorf("--segments %d: more segments than items (--stock %d)", c.segments, c.stock)
 	case c.compare && c.unsafe:
 		return fmt.Errorf("--compare and --unsafe: the comparison is of two safe designs")
+	case c.stall && (c.unsafe || c.compare):
+		return fmt.Errorf("--stall with --unsafe or --compare: a stall past the lock's TTL needs a lock, and one sale")
 	case c.faults && c.external == nil && c.local < c.faultNodes():
 		return fmt.Errorf("--local %d: --faults needs at least %d nodes, so that the nodes it kills or freezes leave a quorum; use --local %d or --faults=false",
 			c.local, c.faultNodes(), c.faultNodes())
@@ -205,44 +222,115 @@ func (c demoConfig) validate() error {
 	return nil
 }
 
-// shop is the shared resource: stock read and written in two steps, as a
-// service would with a database row per segment (one segment when the sale
-// has one lock). Only the lock keeps two buyers from selling the same last
-// item of a segment.
+// shop is the shared resource: the stock per segment (one segment when the
+// sale has one lock), read and written in two steps, as a service would.
+// Under a lock it lives in Redis (db), a hash per segment: with fenced set,
+// read with the lock's token and decremented with fence.Redis.Add, which
+// refuses a stale token; otherwise read and written with plain HGET and
+// HSET, so that only the lock keeps two buyers from selling the same last
+// item. With --unsafe it lives in memory. stock mirrors the store's values
+// as last seen, to know when the sale has sold out.
 type shop struct {
 	mu       sync.Mutex // makes each step atomic, not the read-modify-write
 	stock    []int      // per segment
 	sold     int
+	refused  int // stale writes (or reads) the fenced stock refused
 	lastSale time.Time
+	db       redis.UniversalClient // nil: in memory
+	fenced   *fence.Redis          // nil: plain reads and writes
 }
 
-// newShop splits stock into segments as evenly as it goes.
-func newShop(stock, segments int) *shop {
-	s := &shop{stock: make([]int, segments)}
+// newShop splits stock into segments as evenly as it goes, in db when not
+// nil.
+func newShop(ctx context.Context, stock, segments int, db redis.UniversalClient, fenced bool) (*shop, error) {
+	s := &shop{stock: make([]int, segments), db: db}
+	if db != nil && fenced {
+		s.fenced = fence.NewRedis(db)
+	}
 	for i := range s.stock {
 		s.stock[i] = stock / segments
 		if i < stock%segments {
 			s.stock[i]++
 		}
+		if db != nil {
+			// A fresh record: the stock and no fence yet.
+			if err := db.Del(ctx, stockKey(i)).Err(); err != nil {
+				return nil, err
+			}
+			if err := db.HSet(ctx, stockKey(i), "value", s.stock[i]).Err(); err != nil {
+				return nil, err
+			}
+		}
 	}
-	return s
+	return s, nil
 }
 
-func (s *shop) read(seg int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stock[seg]
+func stockKey(seg int) string { return fmt.Sprintf("sale:item-1:stock:%d", seg) }
+
+// read returns segment seg's stock, for the holder of token. stale is true
+// when the fenced stock refused the token.
+func (s *shop) read(ctx context.Context, seg int, token int64) (stock int, stale bool, err error) {
+	var v string
+	switch {
+	case s.db == nil:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.stock[seg], false, nil
+	case s.fenced != nil:
+		v, _, err = s.fenced.Get(ctx, stockKey(seg), token)
+		if errors.Is(err, fence.ErrStale) {
+			s.mu.Lock()
+			s.refused++
+			s.mu.Unlock()
+			return 0, true, nil
+		}
+	default:
+		v, err = s.db.HGet(ctx, stockKey(seg), "value").Result()
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	stock, err = strconv.Atoi(v)
+	return stock, false, err
 }
 
-func (s *shop) write(seg, stock int) {
+// write sells one item of segment seg, which read found at stock, for the
+// holder of token: the fenced stock decrements it (refused for a stale
+// token, or at zero), the others write stock-1. It reports whether the
+// item was sold.
+func (s *shop) write(ctx context.Context, seg int, token int64, stock int) (bool, error) {
+	switch {
+	case s.fenced != nil:
+		n, err := s.fenced.Add(ctx, stockKey(seg), token, -1, 0)
+		switch {
+		case errors.Is(err, fence.ErrStale):
+			s.mu.Lock()
+			s.refused++
+			s.mu.Unlock()
+			return false, nil
+		case errors.Is(err, fence.ErrBound):
+			s.mu.Lock()
+			s.stock[seg] = 0
+			s.mu.Unlock()
+			return false, nil
+		case err != nil:
+			return false, err
+		}
+		stock = int(n) + 1
+	case s.db != nil:
+		if err := s.db.HSet(ctx, stockKey(seg), "value", stock-1).Err(); err != nil {
+			return false, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.stock[seg] = stock
+	s.stock[seg] = stock - 1
 	s.sold++
 	s.lastSale = time.Now()
+	return true, nil
 }
 
-// left is the stock left over all segments.
+// left is the stock left over all segments, as last seen.
 func (s *shop) left() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,10 +341,27 @@ func (s *shop) left() int {
 	return n
 }
 
+// settle reads the store's stock into the mirror, at the end of a sale.
+func (s *shop) settle(ctx context.Context) error {
+	if s.db == nil {
+		return nil
+	}
+	for i := range s.stock {
+		v, err := s.db.HGet(ctx, stockKey(i), "value").Int()
+		if err != nil {
+			return fmt.Errorf("read the stock: %w", err)
+		}
+		s.mu.Lock()
+		s.stock[i] = v
+		s.mu.Unlock()
+	}
+	return nil
+}
+
 func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	if cfg.unsafe {
 		fmt.Fprintln(out, "With --unsafe the sale takes no lock: the demo starts, uses and waits for no node.")
-		r, err := sale(ctx, cfg, cfg.segments, nil, nil, out)
+		r, err := sale(ctx, cfg, cfg.segments, nil, nil, nil, out)
 		if err != nil {
 			return err
 		}
@@ -294,6 +399,18 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	}
 	for i, s := range servers {
 		fmt.Fprintf(out, "  node %d: %s\n", i, s.Describe())
+	}
+
+	// The stock lives on the first node, which no fault touches.
+	var db redis.UniversalClient
+	if cfg.external != nil {
+		conns := openAll(cfg.external[:1], cfg.timeout)
+		defer closeAll(conns)
+		db = clients(conns)[0]
+	} else {
+		rc := servers[0].Client()
+		defer rc.Close()
+		db = rc
 	}
 
 	// Each instance has its own Redis connections and lock client, as
@@ -353,13 +470,13 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	fmt.Fprintln(out, "Nodes ready.")
 
 	if !cfg.compare {
-		r, err := sale(ctx, cfg, cfg.segments, instances, servers, out)
+		r, err := sale(ctx, cfg, cfg.segments, instances, servers, db, out)
 		if err != nil {
 			return err
 		}
 		return r.report(ctx, cfg, out)
 	}
-	return compare(ctx, cfg, instances, servers, out)
+	return compare(ctx, cfg, instances, servers, db, out)
 }
 
 // report prints what one sale measured, and returns its verdict.
@@ -370,6 +487,13 @@ func (r saleResult) report(ctx context.Context, cfg demoConfig, out io.Writer) e
 	fmt.Fprintf(tw, "stock left\t%d\n", r.left)
 	fmt.Fprintf(tw, "sold out\t%d buyers found no stock\n", r.soldOut)
 	fmt.Fprintf(tw, "failed\t%d buyers did not obtain the lock within %v\n", r.failed, cfg.wait)
+	switch {
+	case cfg.unsafe:
+	case cfg.fenced:
+		fmt.Fprintf(tw, "stale refused\t%d stale writes refused by the fenced stock\n", r.refused)
+	default:
+		fmt.Fprintf(tw, "stale refused\tnot checked (--fence=false)\n")
+	}
 	fmt.Fprintf(tw, "duration\t%v\n", r.elapsed.Round(time.Millisecond))
 	if len(r.lat) > 0 {
 		fmt.Fprintf(tw, "acquire latency\tp50 %v  p99 %v  max %v\n",
@@ -378,20 +502,25 @@ func (r saleResult) report(ctx context.Context, cfg demoConfig, out io.Writer) e
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if cfg.unsafe && r.oversold > 0 {
+	switch {
+	case cfg.unsafe && r.oversold > 0:
 		fmt.Fprintf(out, "\nWithout the lock, buyers sold %d items that were already sold.\n", r.oversold)
+	case cfg.stall && !cfg.fenced && r.oversold > 0:
+		fmt.Fprintf(out, "\nWithout the fence, the stalled buyer's stale write was accepted: %d items sold twice.\n", r.oversold)
+	case cfg.stall && cfg.fenced && r.refused > 0:
+		fmt.Fprintln(out, "\nThe fence refused the stalled buyer's stale write: nothing was sold twice.")
 	}
 	return r.verdict(ctx, cfg, "the sale")
 }
 
 // compare runs the same sale with one lock and with segments, on the same
 // nodes and instances, one after the other, and prints both side by side.
-func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, servers []demoNode, out io.Writer) error {
-	one, err := sale(ctx, cfg, 1, instances, servers, out)
+func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, servers []demoNode, db redis.UniversalClient, out io.Writer) error {
+	one, err := sale(ctx, cfg, 1, instances, servers, db, out)
 	if err != nil {
 		return err
 	}
-	seg, err := sale(ctx, cfg, cfg.segments, instances, servers, out)
+	seg, err := sale(ctx, cfg, cfg.segments, instances, servers, db, out)
 	if err != nil {
 		return err
 	}
@@ -427,7 +556,7 @@ func (r saleResult) verdict(ctx context.Context, cfg demoConfig, what string) er
 	switch {
 	case ctx.Err() != nil && r.left > 0:
 		return fmt.Errorf("%s was interrupted: sold %d of %d", what, r.sold, cfg.stock)
-	case cfg.unsafe:
+	case cfg.unsafe, cfg.stall && !cfg.fenced:
 		return nil
 	case r.oversold > 0:
 		return fmt.Errorf("%s oversold %d items under the lock", what, r.oversold)
@@ -447,6 +576,7 @@ var errSoldOut = errors.New("sold out")
 type saleResult struct {
 	sold, oversold, left int
 	soldOut, failed      int64
+	refused              int             // stale writes the fenced stock refused
 	elapsed              time.Duration   // until every buyer was done
 	sellTime             time.Duration   // until the last sale
 	lat                  []time.Duration // every obtain that succeeded, sorted
@@ -474,7 +604,7 @@ func (r saleResult) latency(q float64) string {
 // segmented sale take any segment that may still have stock (Client.Any) and
 // try another when theirs has run dry. Faults are injected as cfg says,
 // into servers.
-func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redlock.Client, servers []demoNode, out io.Writer) (saleResult, error) {
+func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redlock.Client, servers []demoNode, db redis.UniversalClient, out io.Writer) (saleResult, error) {
 	var (
 		names = make([]string, segments)
 		index = make(map[string]int, segments)
@@ -496,17 +626,30 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	}
 	fmt.Fprintf(out, "\nFlash sale: %d items, %d buyers on %d service instances, %s%s.\n",
 		cfg.stock, cfg.buyers, cfg.instances, mode, ttl)
+	switch {
+	case cfg.unsafe:
+	case cfg.fenced:
+		fmt.Fprintln(out, "The stock is a fenced counter (package fence): a write with a stale token is refused.")
+	default:
+		fmt.Fprintln(out, "The stock is read and written WITHOUT the fence (--fence=false).")
+	}
+	sh, err := newShop(ctx, cfg.stock, segments, db, cfg.fenced)
+	if err != nil {
+		return saleResult{}, fmt.Errorf("set up the stock: %w", err)
+	}
 
 	// The sale closes when the last item is sold: buyers still waiting for
 	// a lock stop waiting, and find no stock.
 	open, closeSale := context.WithCancelCause(ctx)
 	defer closeSale(nil)
 	var (
-		sh       = newShop(cfg.stock, segments)
 		soldOut  atomic.Int64
 		failed   atomic.Int64
 		faulted  atomic.Bool
 		faultMsg = make(chan string, 1)
+		stalled  atomic.Bool
+		stallMsg = make(chan string, 1)
+		storeErr = make(chan error, 1)
 		latMu    sync.Mutex
 		lat      []time.Duration
 		liveMu   sync.Mutex
@@ -533,15 +676,56 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		}
 		faultMsg <- msg
 	}
-	// buy makes one purchase from segment seg, and reports false when the
-	// segment has run dry.
-	buy := func(seg int) bool {
-		stock := sh.read(seg)
-		if stock <= 0 {
-			return false
+	// buy makes one purchase from segment seg for the holder of token. It
+	// reports whether it sold an item, and whether the segment has run dry;
+	// neither when the fenced stock refused the token (or the store
+	// failed: the sale then ends with its error).
+	buy := func(seg int, token int64) (bought, dry bool) {
+		stock, stale, err := sh.read(open, seg, token)
+		if err != nil {
+			select {
+			case storeErr <- err:
+			default:
+			}
+			return false, false
 		}
-		time.Sleep(cfg.think) // the service thinks
-		sh.write(seg, stock-1)
+		if stale {
+			return false, false
+		}
+		if stock <= 0 {
+			return false, true
+		}
+		stall := cfg.stall && stalled.CompareAndSwap(false, true)
+		if stall {
+			// Past the lock's validity: another buyer obtains it and
+			// sells meanwhile.
+			time.Sleep(cfg.ttl + cfg.ttl/2)
+		} else {
+			time.Sleep(cfg.think) // the service thinks
+		}
+		// The write is not cut short by the end of the sale: a stalled
+		// buyer that wakes up writes, whatever happened meanwhile.
+		bought, err = sh.write(context.WithoutCancel(open), seg, token, stock)
+		if stall {
+			outcome := "accepted: it sold an item another buyer may have sold meanwhile"
+			switch {
+			case err != nil:
+				outcome = "not done: " + err.Error()
+			case !bought:
+				outcome = "refused by the fenced stock (a newer token had read or written it)"
+			}
+			stallMsg <- fmt.Sprintf("a buyer (token %d) stalled for %v between reading the stock (%d) and writing it;\n  its lock expired meanwhile, and its write was %s", token, cfg.ttl+cfg.ttl/2, stock, outcome)
+		}
+		if err != nil {
+			select {
+			case storeErr <- err:
+			default:
+			}
+			return false, false
+		}
+		if !bought {
+			return false, false
+		}
 		left := sh.left()
 		if left <= cfg.stock/2 {
 			injectFaults()
@@ -549,7 +733,7 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		if left <= 0 {
 			closeSale(errSoldOut)
 		}
-		return true
+		return true, false
 	}
 	liveNames := func() []string {
 		liveMu.Lock()
@@ -576,7 +760,7 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		wg.Go(func() {
 			<-start
 			if cfg.unsafe {
-				if !buy(rand.IntN(segments)) {
+				if _, dry := buy(rand.IntN(segments), 0); dry {
 					soldOut.Add(1)
 				}
 				return
@@ -603,13 +787,13 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 				lat = append(lat, time.Since(t0))
 				latMu.Unlock()
 				seg := index[lock.Name()]
-				bought := buy(seg)
-				if !bought {
+				bought, ranDry := buy(seg, lock.Token())
+				if ranDry {
 					dry(lock.Name())
 				}
 				_ = lock.Release(ctx)
-				if bought || segments == 1 {
-					if !bought {
+				if bought || !ranDry || segments == 1 {
+					if ranDry {
 						soldOut.Add(1)
 					}
 					return
@@ -624,7 +808,18 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 		fmt.Fprintf(out, "  %s\n", <-faultMsg)
 		_ = servers[len(servers)-2].Resume()
 	}
-	r.sold, r.left = sh.sold, sh.left()
+	if stalled.Load() {
+		fmt.Fprintf(out, "  %s\n", <-stallMsg)
+	}
+	select {
+	case err := <-storeErr:
+		return saleResult{}, fmt.Errorf("the stock's store: %w", err)
+	default:
+	}
+	if err := sh.settle(ctx); err != nil {
+		return saleResult{}, err
+	}
+	r.sold, r.left, r.refused = sh.sold, sh.left(), sh.refused
 	r.oversold = max(0, r.sold-cfg.stock)
 	if r.sold > 0 {
 		r.sellTime = sh.lastSale.Sub(began)

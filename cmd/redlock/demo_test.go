@@ -24,7 +24,7 @@ func TestDemo(t *testing.T) {
 		if r.code != exitOK {
 			t.Fatalf("demo %v: %v", mode, r)
 		}
-		for _, want := range []string{`sold\s+20 of 20`, `oversold\s+0\b`, `failed\s+0 buyers`} {
+		for _, want := range []string{`sold\s+20 of 20`, `oversold\s+0\b`, `failed\s+0 buyers`, `stale refused\s+0 stale writes`} {
 			if !regexp.MustCompile(want).MatchString(r.stdout) {
 				t.Errorf("demo %v: output lacks %q:\n%s", mode, want, r.stdout)
 			}
@@ -222,5 +222,34 @@ func TestDemoFaultsNeedAQuorumLeft(t *testing.T) {
 	r := runCLI(t, "demo", "--in-process", "--local", "3", "--stock", "10", "--buyers", "20", "--ttl", "2s", "--wait", "20s")
 	if r.code != exitOK || !strings.Contains(r.stdout, "killed node 2") {
 		t.Errorf("demo --in-process --local 3: %v", r)
+	}
+}
+
+// --stall: the first purchase stalls past its lock's TTL between its read
+// and its write. The fenced stock refuses its write and nothing is
+// oversold; with --fence=false (the control) the write is accepted and the
+// sale oversells, which that run shows rather than fails on.
+func TestDemoStall(t *testing.T) {
+	base := []string{"demo", "--stall", "--local", "3", "--faults=false", "--stock", "10", "--buyers", "20", "--ttl", "1s", "--wait", "20s", "--restart-guard=off"}
+	r := runCLI(t, base...)
+	if r.code != exitOK {
+		t.Fatalf("demo --stall: %v", r)
+	}
+	for _, want := range []string{`sold\s+10 of 10`, `oversold\s+0\b`, `stale refused\s+1 stale writes refused`, `its write was refused by the fenced stock`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("demo --stall: output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	r = runCLI(t, append(base, "--fence=false")...)
+	if r.code != exitOK {
+		t.Fatalf("demo --stall --fence=false: %v", r)
+	}
+	for _, want := range []string{`oversold\s+[1-9]`, `its write was accepted`, `not checked \(--fence=false\)`} {
+		if !regexp.MustCompile(want).MatchString(r.stdout) {
+			t.Errorf("demo --stall --fence=false: output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+	if r := runCLI(t, "demo", "--stall", "--unsafe"); r.code != exitUsage {
+		t.Errorf("--stall --unsafe: %v, want a usage error", r)
 	}
 }

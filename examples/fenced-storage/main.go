@@ -6,7 +6,9 @@
 //	go run ./examples/fenced-storage
 //
 // It starts three local redis-server processes as lock nodes and one as the
-// store.
+// store. The store is package fence: the record and its fence in one hash,
+// checked in one script with each operation. (Its subpackage store is the
+// fault and robustness suites' record, over the same package.)
 package main
 
 import (
@@ -19,7 +21,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
-	"github.com/redlock-go/redlock/examples/fenced-storage/store"
+	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
 
@@ -47,7 +49,8 @@ func run() error {
 		defer c.Close()
 		nodes = append(nodes, c)
 	}
-	db := store.New(nodes[3], "account:7")
+	db := fence.NewRedis(nodes[3])
+	const record = "account:7"
 	// The servers were just started: the restart guard would keep them
 	// out of locking for the recovery window. Keep it on in production.
 	c, err := redlock.New(nodes[:3], redlock.WithRestartGuard(redlock.GuardOff))
@@ -69,25 +72,25 @@ func run() error {
 		return err
 	}
 	fmt.Printf("worker B obtains the lock with token %d and writes\n", fast.Token())
-	if err := db.Write(ctx, fast.Token(), "balance=90"); err != nil {
+	if err := db.Set(ctx, record, fast.Token(), "balance=90"); err != nil {
 		return err
 	}
 	_ = fast.Release(ctx)
 
 	fmt.Println("worker A wakes up and writes with its old token")
-	err = db.Write(ctx, slow.Token(), "balance=150")
+	err = db.Set(ctx, record, slow.Token(), "balance=150")
 	switch {
-	case errors.Is(err, store.ErrStale):
+	case errors.Is(err, fence.ErrStale):
 		fmt.Println("the store refused it:", err)
 	case err != nil:
 		return err
 	default:
 		return errors.New("the store accepted a stale write")
 	}
-	value, token, err := db.Read(ctx)
+	st, err := db.Inspect(ctx, record)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("stored: %s (token %d)\n", value, token)
+	fmt.Printf("stored: %s (token %d; %d stale write refused)\n", st.Value, st.Fence, st.Refused)
 	return nil
 }

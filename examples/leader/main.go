@@ -6,8 +6,8 @@
 // loop checks it before every step. A crashed leader's lock runs out after
 // its TTL, and another instance takes over.
 //
-// Each step of the work is a write to a fenced journal in Redis (the
-// pattern of examples/fenced-storage): the journal accepts a write only
+// Each step of the work is a write to a fenced journal in Redis (package
+// fence): the journal accepts a write only
 // with a fencing token at least as high as every token it has accepted, so
 // a leader that was frozen past its TTL and wakes up cannot write after
 // its successor, even before it learns that it lost the lock.
@@ -35,6 +35,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/fence"
 )
 
 func main() {
@@ -108,7 +109,7 @@ func elect(ctx context.Context, cfg config, out io.Writer) error {
 	defer c.Close()
 	st := redis.NewClient(&redis.Options{Addr: cfg.store[0], ContextTimeoutEnabled: true})
 	defer st.Close()
-	j := &journal{rdb: st}
+	j := &journal{f: fence.NewRedis(st)}
 
 	for ctx.Err() == nil {
 		fmt.Fprintln(out, "campaigning")
@@ -156,7 +157,7 @@ func lead(ctx context.Context, cfg config, lock *redlock.Lock, j *journal, out i
 		}
 		err := j.write(ctx, lock.Token(), cfg.id, seq)
 		switch {
-		case errors.Is(err, errStale):
+		case errors.Is(err, fence.ErrStale):
 			fmt.Fprintf(out, "fenced token=%d\n", lock.Token())
 			return
 		case err != nil && ctx.Err() == nil:
@@ -165,36 +166,25 @@ func lead(ctx context.Context, cfg config, lock *redlock.Lock, j *journal, out i
 	}
 }
 
-// errStale is the journal's refusal of a token lower than one it accepted.
-var errStale = errors.New("stale fencing token")
-
 // journal is the leader's work: an append-only list in Redis that accepts
 // an entry only with a token at least as high as every token it accepted,
-// atomically with the append (examples/fenced-storage). Refused writes are
-// counted.
-type journal struct{ rdb redis.UniversalClient }
+// atomically with the append: the append is a script that package fence
+// runs only under a current token (fence.Redis.Eval), with the fence in a
+// hash beside the list (the same hash tag, for Redis Cluster). The hash
+// also counts the refused writes.
+type journal struct{ f *fence.Redis }
 
 // The journal's keys share a hash tag.
 const (
-	journalEntries  = "{leader-journal}:entries"
-	journalToken    = "{leader-journal}:token"
-	journalRejected = "{leader-journal}:rejected"
+	journalEntries = "{leader-journal}:entries"
+	journalFence   = "{leader-journal}"
 )
 
-var appendFenced = redis.NewScript(`
-local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[1]) < seen then
-  redis.call('INCR', KEYS[3])
-  return redis.error_reply('STALE token ' .. ARGV[1] .. ' is below ' .. string.format('%d', seen))
-end
-redis.call('SET', KEYS[2], ARGV[1])
-redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
-return 1`)
+const appendEntry = `return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])`
 
+// write appends an entry; it returns an error matching fence.ErrStale when
+// a leader with a higher token has written.
 func (j *journal) write(ctx context.Context, token int64, id string, seq int) error {
-	err := appendFenced.Run(ctx, j.rdb, []string{journalEntries, journalToken, journalRejected}, token, id, seq).Err()
-	if err != nil && strings.HasPrefix(err.Error(), "STALE") {
-		return fmt.Errorf("%w: %v", errStale, err)
-	}
+	_, err := j.f.Eval(ctx, journalFence, token, appendEntry, []string{journalEntries}, token, id, seq)
 	return err
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/faultproxy"
 	"github.com/redlock-go/redlock/internal/redisproc"
 )
@@ -234,10 +234,11 @@ func TestLeaderElectionSurvivesKillFreezeAndPartition(t *testing.T) {
 		}
 		owner[token], last, leaders[f[1]] = f[1], token, true
 	}
-	rejected, err := rdb.Get(ctx, journalRejected).Int()
-	if err != nil && err != redis.Nil {
+	st, err := fence.NewRedis(rdb).Inspect(ctx, journalFence)
+	if err != nil {
 		t.Fatal(err)
 	}
+	rejected := st.Refused
 	t.Logf("journal: %d entries, %d leaderships, %d instances led, %d stale writes refused", len(entries), len(owner), len(leaders), rejected)
 	if len(owner) < 4 || len(leaders) < 3 {
 		t.Errorf("%d leaderships by %d instances; want at least 4 by 3", len(owner), len(leaders))

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -81,5 +82,22 @@ func TestFencedWrites(t *testing.T) {
 	}
 	if _, err := db.ReadShared(ctx, 31); !errors.Is(err, ErrStale) {
 		t.Fatalf("read older than a write: %v, want ErrStale", err)
+	}
+}
+
+// TestDegradedTokensExact: two degraded-mode tokens one lease version
+// apart are one double apart from nothing (−2⁶³ + v): compared as Lua
+// numbers they are equal, and the older holder's write was accepted.
+func TestDegradedTokensExact(t *testing.T) {
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	db := New(c, "d")
+	base := int64(math.MinInt64) + 1_800_000_000_000_000
+	if err := db.Write(ctx, base+1, "newer"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, base, "older"); !errors.Is(err, ErrStale) {
+		t.Fatalf("older degraded token: %v, want ErrStale", err)
 	}
 }

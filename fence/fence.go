@@ -1,0 +1,122 @@
+// Package fence makes a resource refuse the writes of a lock holder that
+// lost its lock without knowing: it checks a fencing token (redlock's
+// Lock.Token, or any number that grows with each new holder) where the data
+// lives, atomically with the operation.
+//
+// A holder that pauses (a long GC, a stopped process, a slow network) past
+// its lock's validity wakes up still believing it holds the lock. Its token
+// is lower than the next holder's, so a resource that remembers the highest
+// token it has seen, and refuses a lower one, refuses the stale holder's
+// work. This package is that check, for three kinds of resource:
+//
+//   - Redis (Redis): the data and its fence in one hash, checked in one
+//     script: fenced Set and Get (the read records the reader's token, so a
+//     stalled read-modify-write is refused), a counter change with a floor
+//     (Add), the caller's own script run only under a current token (Eval).
+//     Any Redis: standalone, Sentinel or Cluster, a lock node or another.
+//   - SQL (Table): a fence column in the row, a fenced UPDATE and a fenced
+//     read-then-write in a transaction, with database/sql.
+//   - Any other service (Guard): the highest token per resource in a store
+//     you give it, checked and held while the request runs, with a net/http
+//     middleware that reads the token from a header.
+//
+// Every refusal is an error that matches ErrStale and is a *StaleError with
+// both tokens.
+//
+// # The rules
+//
+// Equal tokens are accepted: a holder writes several times with one token,
+// and two holders never share one. A token below the fence is refused.
+//
+// A negative token is refused unless the caller passes AllowNegative. Only
+// the degraded mode issues negative tokens (redlock.WithDegradedMode): such
+// a lock comes from a lease store, not from a quorum of Redis nodes, and
+// excludes only the clients that fell back to the same store, so two
+// holders of one name can overlap. Refusing them keeps a resource correct
+// through the degraded mode at the price of its availability; accepting
+// them (AllowNegative) orders the degraded holders of one lease store among
+// themselves, and still refuses every one of them once a token from Redis
+// has been seen, since those are all positive.
+//
+// Tokens are compared exactly as int64, in Lua too (as decimal strings,
+// since a Lua number is a double).
+//
+// The guide, with the read-modify-write trap, the cost and the cleanup of
+// fence records, is docs/fencing.md, "Using the token".
+package fence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrStale is matched (errors.Is) by every refusal of a token: one below
+// the resource's fence, or a negative token without AllowNegative. The
+// error is a *StaleError.
+var ErrStale = errors.New("fence: stale token")
+
+// ErrInvalid is matched by the errors of bad arguments: an empty key or
+// resource, a bad identifier, a malformed token header.
+var ErrInvalid = errors.New("fence: invalid argument")
+
+// ErrBound is matched by the error of Redis.Add when the change would take
+// the counter below its floor. The error is a *BoundError; the counter is
+// unchanged.
+var ErrBound = errors.New("fence: counter bound")
+
+// StaleError is a refused token. It matches ErrStale.
+type StaleError struct {
+	Resource string // the key, row or resource name
+	Token    int64  // the refused token
+	// Fence is the lowest token the resource accepts: the highest it has
+	// seen, or 0 for a negative token refused because AllowNegative was
+	// not given.
+	Fence    int64
+	Negative bool // refused as a negative (degraded mode) token
+}
+
+func (e *StaleError) Error() string {
+	if e.Negative {
+		return fmt.Sprintf("fence: %s: stale token %d: a negative (degraded mode) token, below 0, the least this resource accepts without AllowNegative", e.Resource, e.Token)
+	}
+	return fmt.Sprintf("fence: %s: stale token %d: the resource has seen token %d", e.Resource, e.Token, e.Fence)
+}
+
+// Is reports whether target is ErrStale.
+func (e *StaleError) Is(target error) bool { return target == ErrStale }
+
+// Option configures a Redis, a Table or a Guard.
+type Option interface{ apply(*options) }
+
+type options struct {
+	allowNegative bool
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+// AllowNegative accepts negative tokens, those of locks obtained in
+// degraded mode (redlock.WithDegradedMode), ordered like any other token.
+// By default they are refused (see the package documentation for why).
+func AllowNegative() Option {
+	return optionFunc(func(o *options) { o.allowNegative = true })
+}
+
+func newOptions(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt.apply(&o)
+		}
+	}
+	return o
+}
+
+// admit refuses a negative token unless allowed.
+func (o options) admit(resource string, token int64) error {
+	if token < 0 && !o.allowNegative {
+		return &StaleError{Resource: resource, Token: token, Negative: true}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+)
+
+// GuardStore keeps the highest token admitted per resource, for a Guard:
+// in memory (MemoryStore), or in a store of your own that survives the
+// service's restarts (a row, a file, a Redis key).
+type GuardStore interface {
+	// Admit raises resource's highest token to token when token is at
+	// least that high (or none is recorded), atomically, and returns the
+	// highest token after the call and whether token was admitted.
+	Admit(ctx context.Context, resource string, token int64) (highest int64, ok bool, err error)
+}
+
+// MemoryStore is a GuardStore in memory: it forgets everything when the
+// process exits, so after a restart it admits any token once per resource
+// (a stale holder's first request included). It keeps one int64 per
+// resource until Delete. It is safe for concurrent use; the zero value is
+// ready to use.
+type MemoryStore struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+// Admit implements GuardStore.
+func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]int64)
+	}
+	if h, ok := s.m[resource]; ok && token < h {
+		return h, false, nil
+	}
+	s.m[resource] = token
+	return token, true, nil
+}
+
+// Delete forgets resource: its next token is admitted whatever it is. Call
+// it when the resource itself is deleted.
+func (s *MemoryStore) Delete(resource string) {
+	s.mu.Lock()
+	delete(s.m, resource)
+	s.mu.Unlock()
+}
+
+// Guard fences a service that receives the token with each request (an
+// HTTP API, a file store): it admits a request for a resource only with a
+// token at least the highest it has admitted for that resource, and runs
+// the request's work while no other request of the resource runs in this
+// process. That second part makes the check and the work one step: without
+// it, a stale request admitted just before a newer one could do its work
+// after the newer one's. Across several processes serving one resource,
+// the guard cannot make them one step: check in the data store itself
+// there (Redis, Table). Guard is safe for concurrent use.
+type Guard struct {
+	store GuardStore
+	opts  options
+
+	mu   sync.Mutex
+	busy map[string]*slot
+}
+
+// slot serializes the requests of one resource; it is dropped when none
+// uses it.
+type slot struct {
+	sem  chan struct{}
+	refs int
+}
+
+// NewGuard returns a guard keeping its tokens in store.
+func NewGuard(store GuardStore, opts ...Option) *Guard {
+	return &Guard{store: store, opts: newOptions(opts), busy: make(map[string]*slot)}
+}
+
+// Do waits until no other call of Do for resource runs (or ctx ends),
+// admits token for resource, and runs fn. It returns a *StaleError
+// (ErrStale) without running fn when token is below the highest admitted
+// (or negative without AllowNegative), an error wrapping ErrInvalid for an
+// empty resource, the store's error, ctx's error, or fn's error.
+func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(context.Context) error) error {
+	if resource == "" {
+		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	}
+	if err := g.opts.admit(resource, token); err != nil {
+		return err
+	}
+	s := g.take(resource)
+	defer g.drop(resource, s)
+	select {
+	case s.sem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.sem }()
+	highest, ok, err := g.store.Admit(ctx, resource, token)
+	if err != nil {
+		return fmt.Errorf("fence: %s: guard store: %w", resource, err)
+	}
+	if !ok {
+		return &StaleError{Resource: resource, Token: token, Fence: highest}
+	}
+	return fn(ctx)
+}
+
+func (g *Guard) take(resource string) *slot {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.busy[resource]
+	if s == nil {
+		s = &slot{sem: make(chan struct{}, 1)}
+		g.busy[resource] = s
+	}
+	s.refs++
+	return s
+}
+
+func (g *Guard) drop(resource string, s *slot) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s.refs--; s.refs == 0 {
+		delete(g.busy, resource)
+	}
+}
+
+// TokenHeader is the request header Middleware reads the token from.
+const TokenHeader = "Fencing-Token"
+
+// Middleware runs next under Do for the resource that resource names for
+// the request and the token of its Fencing-Token header. It answers
+// without calling next: 428 Precondition Required without the header, 400
+// Bad Request for a malformed token or an empty resource, 409 Conflict for
+// a stale token (the body says both tokens), 503 Service Unavailable when
+// the store fails, each with the error as a plain-text body.
+func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw := r.Header.Get(TokenHeader)
+		if raw == "" {
+			http.Error(w, "fence: missing "+TokenHeader+" header", http.StatusPreconditionRequired)
+			return
+		}
+		token, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("fence: malformed %s header %q", TokenHeader, raw), http.StatusBadRequest)
+			return
+		}
+		ran := false
+		err = g.Do(r.Context(), resource(r), token, func(context.Context) error {
+			ran = true
+			next.ServeHTTP(w, r)
+			return nil
+		})
+		switch {
+		case ran || err == nil:
+		case errors.Is(err, ErrStale):
+			http.Error(w, err.Error(), http.StatusConflict)
+		case errors.Is(err, ErrInvalid):
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		case r.Context().Err() != nil:
+			// The client is gone: nobody reads the answer.
+		default:
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		}
+	})
+}

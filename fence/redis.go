@@ -1,0 +1,277 @@
+package fence
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RedisClient is what Redis needs of a Redis client: EVAL and EVALSHA.
+// Every go-redis v9 client has both (*redis.Client, *redis.ClusterClient,
+// *redis.Ring, a failover client, redis.UniversalClient, redis.Scripter).
+type RedisClient interface {
+	Eval(ctx context.Context, script string, keys []string, args ...any) *redis.Cmd
+	EvalSha(ctx context.Context, sha1 string, keys []string, args ...any) *redis.Cmd
+}
+
+// Redis keeps fenced resources in Redis. Each resource is one hash at the
+// key the caller names: its field value holds the data, fence the highest
+// token of an exclusive holder, shared the highest token of a shared
+// reader, refused the count of refusals, writes the count of accepted
+// writes, bounded the count of Add calls refused by their floor. Deleting
+// the key deletes the data and its fence together.
+//
+// Every call is one script, atomic on the node that holds the key: the
+// check, the record of the token and the operation. Redis is safe for
+// concurrent use.
+type Redis struct {
+	rdb  RedisClient
+	opts options
+}
+
+// NewRedis returns the fenced resources of rdb. The caller owns rdb and
+// closes it after its last use.
+func NewRedis(rdb RedisClient, opts ...Option) *Redis {
+	return &Redis{rdb: rdb, opts: newOptions(opts)}
+}
+
+// NoFloor is the floor of an Add that has none.
+const NoFloor int64 = math.MinInt64
+
+// Set stores value at key if token is at least the key's fence (and the
+// highest shared reader's token), and raises the fence to token. It returns
+// a *StaleError (ErrStale) otherwise, and changes nothing but the count of
+// refusals.
+func (r *Redis) Set(ctx context.Context, key string, token int64, value string) error {
+	_, err := r.run(ctx, setScript, key, token, value)
+	return err
+}
+
+// Get returns the value at key for the holder of token, who means to write
+// after it (a read-modify-write), and records token as the fence: from now
+// on, a holder with a lower token can neither read nor write. Without that
+// record, a holder that stalls between its read and its write past its
+// lock's validity could still write, before the next holder, which read
+// the same value, writes and overwrites it: an update lost with no stale
+// write accepted. ok is false when no value is stored. It returns a
+// *StaleError (ErrStale) when token is below the fence.
+func (r *Redis) Get(ctx context.Context, key string, token int64) (value string, ok bool, err error) {
+	return r.get(ctx, getScript, key, token)
+}
+
+// GetShared returns the value at key for the holder of a shared (read)
+// lock with token, the reader of redlock's Client.RWMutex. Readers overlap
+// and their tokens are not ordered among themselves: a shared read is
+// refused only when an exclusive holder with a higher token has read or
+// written. It records the highest reader token, so that an exclusive
+// holder older than a reader can no longer write or Get. It returns a
+// *StaleError (ErrStale) when refused.
+func (r *Redis) GetShared(ctx context.Context, key string, token int64) (value string, ok bool, err error) {
+	return r.get(ctx, sharedScript, key, token)
+}
+
+func (r *Redis) get(ctx context.Context, s script, key string, token int64) (string, bool, error) {
+	v, err := r.run(ctx, s, key, token)
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, err
+	}
+	str, ok := v.(string)
+	if !ok {
+		return "", false, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
+	}
+	return str, true, nil
+}
+
+// Add adds delta to the integer counter at key (a missing one is 0) if
+// token is current, and returns the new value. When the new value would
+// be below floor, it changes nothing (but the count of such refusals, and
+// it records no token) and returns a *BoundError (ErrBound):
+// a stock decremented with Add(ctx, key, token, -1, 0) never goes below
+// zero. Pass NoFloor for no floor. It returns a *StaleError (ErrStale)
+// when token is below the fence. The counter is compared with the floor
+// exactly while it stays within ±2⁵³.
+func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) (int64, error) {
+	f := ""
+	if floor != NoFloor {
+		f = strconv.FormatInt(floor, 10)
+	}
+	v, err := r.run(ctx, addScript, key, token, delta, f)
+	if err != nil {
+		return 0, err
+	}
+	n, ok := v.(int64)
+	if !ok {
+		return 0, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
+	}
+	return n, nil
+}
+
+// Eval runs the caller's Lua script only if token is current for the
+// resource at key: in one script, it checks token against key's fence
+// (refused: a *StaleError, ErrStale, and the script does not run), raises
+// the fence to token, and runs src, which sees keys as KEYS and args as
+// ARGV. It returns the script's reply and error, as go-redis's Cmd.Result
+// would.
+//
+// key is a hash whose fields fence, shared, refused and writes belong to
+// this package: a resource of Set and Get, a key of its own, or the
+// caller's own hash. With Redis Cluster, key and keys must share a hash
+// slot (a hash tag). src must not begin with a shebang (#!lua); it is sent
+// with EVAL, as its digest is not computed here (SHA-1 is refused in FIPS
+// 140-only mode), and Redis compiles it once and keeps it in its script
+// cache. The fence is raised before src runs, and stays raised if src
+// fails: the holder was current.
+func (r *Redis) Eval(ctx context.Context, key string, token int64, src string, keys []string, args ...any) (any, error) {
+	if err := r.admit(key, token); err != nil {
+		return nil, err
+	}
+	allKeys := append([]string{key}, keys...)
+	allArgs := append([]any{strconv.FormatInt(token, 10)}, args...)
+	full := checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"
+	v, err := r.rdb.Eval(ctx, full, allKeys, allArgs...).Result()
+	return v, r.reply(key, token, err)
+}
+
+// State is what a resource in Redis holds, without a token: for
+// monitoring, tests, and the reports of the demo and the fault suite.
+type State struct {
+	Value   string
+	Exists  bool  // a value is stored
+	Fence   int64 // the highest token of an exclusive holder, 0 if none
+	Shared  int64 // the highest token of a shared reader, 0 if none
+	Writes  int64 // accepted Set, Add and Eval calls
+	Refused int64 // tokens refused below the fence
+	Bounded int64 // Add calls refused by their floor
+}
+
+// Inspect returns the state of the resource at key. It checks no token
+// and records nothing.
+func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
+	if key == "" {
+		return State{}, fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	keys := []string{key}
+	v, err := r.rdb.EvalSha(ctx, inspectScript.sha, keys).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		v, err = r.rdb.Eval(ctx, inspectScript.src, keys).Result()
+	}
+	if err != nil {
+		return State{}, err
+	}
+	vals, ok := v.([]any)
+	if !ok || len(vals) != 6 {
+		return State{}, fmt.Errorf("fence: %s: unexpected reply %v", key, v)
+	}
+	var st State
+	st.Value, st.Exists = vals[0].(string)
+	for i, p := range []*int64{&st.Fence, &st.Shared, &st.Writes, &st.Refused, &st.Bounded} {
+		if s, ok := vals[i+1].(string); ok {
+			if *p, err = strconv.ParseInt(s, 10, 64); err != nil {
+				return State{}, fmt.Errorf("fence: %s: field %d: %w", key, i+1, err)
+			}
+		}
+	}
+	return st, nil
+}
+
+func (r *Redis) admit(key string, token int64) error {
+	if key == "" {
+		return fmt.Errorf("%w: empty key", ErrInvalid)
+	}
+	return r.opts.admit(key, token)
+}
+
+// run runs s on key with token and args: EVALSHA, and EVAL when the node
+// does not have the script yet.
+func (r *Redis) run(ctx context.Context, s script, key string, token int64, args ...any) (any, error) {
+	if err := r.admit(key, token); err != nil {
+		return nil, err
+	}
+	keys := []string{key}
+	argv := append([]any{strconv.FormatInt(token, 10)}, args...)
+	v, err := r.rdb.EvalSha(ctx, s.sha, keys, argv...).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		v, err = r.rdb.Eval(ctx, s.src, keys, argv...).Result()
+	}
+	return v, r.reply(key, token, err)
+}
+
+// reply turns the scripts' refusals into the package's errors.
+func (r *Redis) reply(key string, token int64, err error) error {
+	if err == nil || errors.Is(err, redis.Nil) {
+		return err
+	}
+	msg := err.Error()
+	f := strings.Fields(msg)
+	switch {
+	case len(f) == 3 && f[0] == "FENCE_STALE":
+		seen, perr := strconv.ParseInt(f[2], 10, 64)
+		if perr == nil {
+			return &StaleError{Resource: key, Token: token, Fence: seen}
+		}
+	case len(f) == 4 && f[0] == "FENCE_BOUND":
+		v, e1 := strconv.ParseInt(f[1], 10, 64)
+		d, e2 := strconv.ParseInt(f[2], 10, 64)
+		fl, e3 := strconv.ParseInt(f[3], 10, 64)
+		if e1 == nil && e2 == nil && e3 == nil {
+			return &BoundError{Key: key, Value: v, Delta: d, Floor: fl}
+		}
+	case len(f) >= 1 && f[0] == "FENCE_NOTINT":
+		return fmt.Errorf("%w: %s: the value %q is not an integer counter", ErrInvalid, key, strings.TrimPrefix(msg, "FENCE_NOTINT "))
+	}
+	return err
+}
+
+// BoundError is an Add refused because the counter would go below its
+// floor. It matches ErrBound.
+type BoundError struct {
+	Key   string
+	Value int64 // the counter, unchanged
+	Delta int64
+	Floor int64
+}
+
+func (e *BoundError) Error() string {
+	return fmt.Sprintf("fence: %s: counter %d%+d would be below its floor %d", e.Key, e.Value, e.Delta, e.Floor)
+}
+
+// Is reports whether target is ErrBound.
+func (e *BoundError) Is(target error) bool { return target == ErrBound }
+
+// script is a script's source and its SHA-1 digest for EVALSHA. The
+// digests are constants, checked by TestScriptDigests: computing SHA-1 at
+// run time panics in FIPS 140-only mode (GODEBUG=fips140=only).
+type script struct{ src, sha string }
+
+var (
+	//go:embed check.lua
+	checkSrc string
+	//go:embed set.lua
+	setSrc string
+	//go:embed get.lua
+	getSrc string
+	//go:embed shared.lua
+	sharedSrc string
+	//go:embed add.lua
+	addSrc string
+	//go:embed eval.lua
+	evalSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+
+	setScript    = script{checkSrc + setSrc, "eb5da3ff9ee3d926d027c2fd685a084a28b08485"}
+	getScript    = script{checkSrc + getSrc, "b917687c7ae60c6e3583d0d33f684c17f6c07d47"}
+	sharedScript = script{checkSrc + sharedSrc, "75b1811a5ca9f2359cd888ae5a5ef5cf6172b124"}
+	addScript    = script{checkSrc + addSrc, "6b8c88c8330993c601edf7d56af5f4e5a594018f"}
+
+	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
+)

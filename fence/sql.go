@@ -1,0 +1,184 @@
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Placeholder is how a database/sql driver numbers a statement's
+// parameters.
+type Placeholder int
+
+const (
+	// Dollar: $1, $2, … (PostgreSQL).
+	Dollar Placeholder = iota
+	// Question: ?, ?, … in order (SQLite, MySQL).
+	Question
+)
+
+// Table is a table whose rows carry their fence: a column with the
+// highest token that has written or fenced the row. The schema pattern:
+//
+//	CREATE TABLE accounts (
+//	    id      BIGINT PRIMARY KEY,
+//	    balance BIGINT NOT NULL,
+//	    fence   BIGINT NOT NULL DEFAULT 0  -- the highest token seen
+//	);
+//
+// A row is created by the application, with fence 0 (or −2⁶³ when
+// negative tokens are allowed), and deleting it deletes its fence. Table
+// is safe for concurrent use.
+type Table struct {
+	name, key, fence string
+	ph               Placeholder
+	opts             options
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
+
+// NewTable returns the fenced table name, whose rows are found by the
+// column key and carry their fence in the column fence. The names are
+// written into statements as they are: they come from the program, never
+// from its input. It returns an error wrapping ErrInvalid for a name that
+// is not a plain SQL identifier (letters, digits, _; schema.table) or an
+// unknown Placeholder.
+func NewTable(name, key, fence string, ph Placeholder, opts ...Option) (*Table, error) {
+	for _, id := range []string{name, key, fence} {
+		if !identifier.MatchString(id) {
+			return nil, fmt.Errorf("%w: %q is not a plain SQL identifier", ErrInvalid, id)
+		}
+	}
+	if ph != Dollar && ph != Question {
+		return nil, fmt.Errorf("%w: placeholder %d", ErrInvalid, ph)
+	}
+	return &Table{name: name, key: key, fence: fence, ph: ph, opts: newOptions(opts)}, nil
+}
+
+// Execer is what a fenced statement runs on: a *sql.DB, *sql.Conn or
+// *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Update runs, in one statement,
+//
+//	UPDATE name SET <set>, fence = token WHERE key = id AND fence <= token
+//
+// with args as set's parameters (numbered from $1, or ? in order). It
+// returns a *StaleError (ErrStale) when the row's fence is above token
+// (nothing is written), and an error wrapping sql.ErrNoRows when there is
+// no such row.
+func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set string, args ...any) error {
+	if strings.TrimSpace(set) == "" {
+		return fmt.Errorf("%w: empty SET clause", ErrInvalid)
+	}
+	return t.update(ctx, db, id, token, set+", ", args)
+}
+
+// Fence records token on the row of id, as a fenced read does: a holder
+// with a lower token can no longer Update it, nor Fence it. Call it before
+// the read of a read-modify-write that does not run in one transaction
+// (see Tx for one that does): then a holder that stalls between its read
+// and its write, past its lock, has its Update refused, instead of writing
+// before the next holder, whose write, based on the same read, would then
+// lose it. It returns a *StaleError (ErrStale) when the row's fence is
+// above token, and an error wrapping sql.ErrNoRows when there is no row.
+func (t *Table) Fence(ctx context.Context, db Execer, id any, token int64) error {
+	return t.update(ctx, db, id, token, "", nil)
+}
+
+func (t *Table) update(ctx context.Context, db Execer, id any, token int64, set string, args []any) error {
+	if err := t.opts.admit(t.resource(id), token); err != nil {
+		return err
+	}
+	n := len(args)
+	var q string
+	if t.ph == Dollar {
+		q = fmt.Sprintf("UPDATE %s SET %s%s = $%d WHERE %s = $%d AND %s <= $%d",
+			t.name, set, t.fence, n+1, t.key, n+2, t.fence, n+1)
+		args = append(args[:n:n], token, id)
+	} else {
+		q = fmt.Sprintf("UPDATE %s SET %s%s = ? WHERE %s = ? AND %s <= ?", t.name, set, t.fence, t.key, t.fence)
+		args = append(args[:n:n], token, id, token)
+	}
+	res, err := db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("fence: %s: %w", t.resource(id), err)
+	}
+	rows, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("fence: %s: %w", t.resource(id), err)
+	}
+	if rows > 0 {
+		return nil
+	}
+	return t.refused(ctx, db, id, token)
+}
+
+// refused says why a fenced statement changed no row: a fence above
+// token, or no row.
+func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) error {
+	p := "$1"
+	if t.ph == Question {
+		p = "?"
+	}
+	var seen int64
+	err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", t.fence, t.name, t.key, p), id).Scan(&seen)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("fence: %s: no such row: %w", t.resource(id), err)
+	case err != nil:
+		return fmt.Errorf("fence: %s: %w", t.resource(id), err)
+	}
+	return &StaleError{Resource: t.resource(id), Token: token, Fence: seen}
+}
+
+// Tx runs a read-then-write in one transaction under token: it begins a
+// transaction on db, fences the row of id (Fence: refused, it rolls back
+// and returns the *StaleError, ErrStale), runs fn, and commits; when fn
+// returns an error, it rolls back and returns it. The fencing UPDATE comes
+// first, so the transaction holds the row's write lock from then on: an
+// older holder's fenced statement waits for the commit and is then
+// refused, a newer holder's waits and then reads what this one wrote.
+// fn's statements on the row need no further check; they must use tx.
+func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) (err error) {
+	if err := t.opts.admit(t.resource(id), token); err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("fence: %s: begin: %w", t.resource(id), err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := t.Fence(ctx, tx, id, token); err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("fence: %s: commit: %w", t.resource(id), err)
+	}
+	return nil
+}
+
+func (t *Table) resource(id any) string {
+	var s string
+	switch v := id.(type) {
+	case string:
+		s = strconv.Quote(v)
+	default:
+		s = fmt.Sprint(v)
+	}
+	return t.name + "[" + s + "]"
+}

@@ -1,0 +1,217 @@
+package redlocksql_test
+
+// The tests of package fence's SQL helpers (fence.Table) on SQLite and
+// PostgreSQL: they live in this module, which has both drivers, so that
+// the library's go.mod has none.
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redlock-go/redlock/fence"
+	"github.com/redlock-go/redlock/redlocksql"
+)
+
+// fencedAccounts opens a fresh database of b with the schema of
+// fence.Table's documentation and one row (id 1, balance 100), and returns
+// the opener and the table.
+func fencedAccounts(t *testing.T, b backend, opts ...fence.Option) (func() *sql.DB, *fence.Table) {
+	t.Helper()
+	open := b.open(t)
+	db := open()
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE accounts (
+		id BIGINT PRIMARY KEY, balance BIGINT NOT NULL, fence BIGINT NOT NULL DEFAULT 0)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO accounts (id, balance) VALUES (1, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	ph := fence.Dollar
+	if b.dialect == redlocksql.SQLite {
+		ph = fence.Question
+	}
+	tbl, err := fence.NewTable("accounts", "id", "fence", ph, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return open, tbl
+}
+
+func balance(t *testing.T, db *sql.DB) (bal, fen int64) {
+	t.Helper()
+	if err := db.QueryRow(`SELECT balance, fence FROM accounts WHERE id = 1`).Scan(&bal, &fen); err != nil {
+		t.Fatal(err)
+	}
+	return bal, fen
+}
+
+func wantStale(t *testing.T, err error, token, seen int64) {
+	t.Helper()
+	var se *fence.StaleError
+	if !errors.As(err, &se) || !errors.Is(err, fence.ErrStale) || se.Token != token || se.Fence != seen ||
+		!strings.Contains(err.Error(), fmt.Sprint(token)) || !strings.Contains(err.Error(), fmt.Sprint(seen)) {
+		t.Fatalf("err = %v, want a stale token %d below %d", err, token, seen)
+	}
+}
+
+// TestFenceTableUpdate: a stale UPDATE is refused with both tokens, equal
+// tokens pass, a missing row is sql.ErrNoRows, a negative token is refused
+// unless allowed; a plain UPDATE (the control) accepts the stale write.
+func TestFenceTableUpdate(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db := open()
+			ctx := context.Background()
+			var sub func(token, amount int64) error
+			if b.dialect == redlocksql.SQLite {
+				sub = func(token, amount int64) error {
+					return tbl.Update(ctx, db, 1, token, "balance = balance - ?", amount)
+				}
+			} else {
+				sub = func(token, amount int64) error {
+					return tbl.Update(ctx, db, 1, token, "balance = balance - $1", amount)
+				}
+			}
+			for _, token := range []int64{10, 10, 12} { // equal tokens pass
+				if err := sub(token, 1); err != nil {
+					t.Fatalf("token %d: %v", token, err)
+				}
+			}
+			wantStale(t, sub(11, 50), 11, 12)
+			if bal, fen := balance(t, db); bal != 97 || fen != 12 {
+				t.Fatalf("balance %d, fence %d; want 97, 12", bal, fen)
+			}
+			err := tbl.Update(ctx, db, 2, 13, "balance = 0")
+			if !errors.Is(err, sql.ErrNoRows) || errors.Is(err, fence.ErrStale) {
+				t.Fatalf("missing row: %v, want sql.ErrNoRows", err)
+			}
+			var se *fence.StaleError
+			if err := sub(-5, 1); !errors.As(err, &se) || !se.Negative {
+				t.Fatalf("negative token: %v, want a refusal", err)
+			}
+			// The control: without the fence, the stale write lands.
+			res, err := db.ExecContext(ctx, `UPDATE accounts SET balance = balance - 50 WHERE id = 1`)
+			if n, _ := res.RowsAffected(); err != nil || n != 1 {
+				t.Fatalf("control: %v, %d rows", err, n)
+			}
+			if _, err := fence.NewTable("accounts; DROP", "id", "fence", fence.Dollar); !errors.Is(err, fence.ErrInvalid) {
+				t.Fatalf("bad identifier: %v, want ErrInvalid", err)
+			}
+		})
+	}
+}
+
+// TestFenceTableReadModifyWrite: the trap. Holder 20 reads, stalls; holder
+// 21 reads and writes; holder 20 writes what it computed from its read.
+// With Fence before the read, its write is refused; with only the write
+// checked, it is accepted (its token is the highest the row has seen when
+// it writes first) and the newer holder's write then loses its update.
+func TestFenceTableReadModifyWrite(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db := open()
+			ctx := context.Background()
+			set := "balance = $1"
+			if b.dialect == redlocksql.SQLite {
+				set = "balance = ?"
+			}
+			read := func() int64 { bal, _ := balance(t, db); return bal }
+
+			if err := tbl.Fence(ctx, db, 1, 20); err != nil {
+				t.Fatal(err)
+			}
+			old := read()
+			if err := tbl.Fence(ctx, db, 1, 21); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.Update(ctx, db, 1, 21, set, read()-1); err != nil {
+				t.Fatal(err)
+			}
+			wantStale(t, tbl.Update(ctx, db, 1, 20, set, old-1), 20, 21)
+			wantStale(t, tbl.Fence(ctx, db, 1, 20), 20, 21)
+
+			// Only the write checked: 30 reads, 31 reads, 30 writes
+			// (accepted), 31 writes (accepted): one update lost.
+			a, c := read(), read()
+			if err := tbl.Update(ctx, db, 1, 30, set, a-1); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.Update(ctx, db, 1, 31, set, c-1); err != nil {
+				t.Fatal(err)
+			}
+			if got := read(); got != 98 {
+				t.Fatalf("balance %d, want 98 (the unfenced reads lost one of two updates)", got)
+			}
+		})
+	}
+}
+
+// TestFenceTableTx: a read-then-write in Tx. A stale Tx does not run fn. A
+// holder (40) stalls inside its transaction while a newer one (41) starts
+// its own: the newer one waits for the row and reads what the older one
+// wrote, so no update is lost; a Tx older than the row's fence is refused.
+func TestFenceTableTx(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db, db2 := open(), open()
+			ctx := context.Background()
+			q := map[bool]string{true: `UPDATE accounts SET balance = ? WHERE id = 1`, false: `UPDATE accounts SET balance = $1 WHERE id = 1`}[b.dialect == redlocksql.SQLite]
+			decrement := func(tx *sql.Tx) error {
+				var bal int64
+				if err := tx.QueryRow(`SELECT balance FROM accounts WHERE id = 1`).Scan(&bal); err != nil {
+					return err
+				}
+				_, err := tx.Exec(q, bal-1)
+				return err
+			}
+			started, stalled := make(chan struct{}), make(chan struct{})
+			var wg sync.WaitGroup
+			var errOld error
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errOld = tbl.Tx(ctx, db, 1, 40, func(tx *sql.Tx) error {
+					close(stalled)
+					<-started
+					time.Sleep(100 * time.Millisecond) // the newer holder waits meanwhile
+					return decrement(tx)
+				})
+			}()
+			<-stalled
+			close(started)
+			if err := tbl.Tx(ctx, db2, 1, 41, decrement); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			if errOld != nil {
+				t.Fatal(errOld)
+			}
+			if bal, fen := balance(t, db); bal != 98 || fen != 41 {
+				t.Fatalf("balance %d, fence %d; want 98, 41", bal, fen)
+			}
+			ran := false
+			err := tbl.Tx(ctx, db, 1, 39, func(*sql.Tx) error { ran = true; return nil })
+			wantStale(t, err, 39, 41)
+			if ran {
+				t.Fatal("a stale Tx ran its function")
+			}
+			errFn := errors.New("fn failed")
+			if err := tbl.Tx(ctx, db, 1, 42, func(tx *sql.Tx) error { _ = decrement(tx); return errFn }); !errors.Is(err, errFn) {
+				t.Fatalf("Tx = %v, want fn's error", err)
+			}
+			if bal, fen := balance(t, db); bal != 98 || fen != 41 {
+				t.Fatalf("after a failed fn: balance %d, fence %d; want 98, 41 (rolled back)", bal, fen)
+			}
+		})
+	}
+}
