@@ -274,7 +274,9 @@ type RestartGuard int
 const (
 	// GuardOn, the default: a node whose Redis process changed (a restart,
 	// a promoted replica) takes no part in locking for the maximum TTL
-	// (WithMaxTTL), so that every lock it may have forgotten has expired.
+	// (WithMaxTTL; the largest that any Client has sent to the node since,
+	// when they disagree), so that every lock it may have forgotten has
+	// expired.
 	GuardOn RestartGuard = iota
 	// GuardTrustPersistence trusts that every node persists each write
 	// before answering (appendonly yes, appendfsync always): a node that
