@@ -92,7 +92,7 @@ func wayOut(p nodeProbe, r epochRecord, own time.Duration) string {
 	if len(p.servers) == 1 && p.servers[0].err == nil {
 		host = p.servers[0].addr
 	}
-	return fmt.Sprintf("Way out (docs/fencing.md, \"A recovery window longer than the max TTL\"): first stop or fix every Client with the larger max TTL; then, only if no lock with a TTL above %v was live when the epoch began (%s), for example because those Clients first locked after it, lower the record on %s with: EVAL %s 1 %s %d",
+	return fmt.Sprintf("Way out (docs/fencing.md, \"A recovery window longer than the max TTL\"): first stop or fix every Client with the larger max TTL; then, only if no lock with a TTL above %v was live when the epoch began (%s), for example because those Clients first locked after it, lower the record on %s (with redis-cli and your connection options) with: EVAL %s 1 %s %d",
 		own, nodeTime(r.base), host, strconv.Quote(lowerEpochScript), shellQuote(r.key), own.Milliseconds())
 }
 
