@@ -51,7 +51,7 @@ func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 			return nil, invalid("node %d is nil", i)
 		}
 		for j := range i {
-			if nodes[j] == n {
+			if reflect.TypeOf(nodes[j]) == reflect.TypeOf(n) && reflect.TypeOf(n).Comparable() && nodes[j] == n {
 				return nil, invalid("node %d is the same client as node %d", i, j)
 			}
 		}

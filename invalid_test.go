@@ -123,3 +123,26 @@ func TestInvalidNilInputs(t *testing.T) {
 
 // nilNode is a driver.Node of the test's own, for its typed nil.
 type nilNode struct{ driver.Node }
+
+// oddClient is a redis.UniversalClient of a type that cannot be compared
+// with ==: New must not panic comparing two of them.
+type oddClient struct {
+	redis.UniversalClient
+	tags []string
+}
+
+func TestNewUncomparableClientsDoNotPanic(t *testing.T) {
+	cl := startNodes(t, 1)
+	defer func() {
+		if p := recover(); p != nil {
+			t.Fatalf("New panicked: %v", p)
+		}
+	}()
+	// Two wrappers of one client: whether New tells them apart is the
+	// business of its same-server check; here it must only not panic.
+	a, b := oddClient{cl.clients[0], nil}, oddClient{cl.clients[0], []string{"b"}}
+	c, err := New([]redis.UniversalClient{a, b})
+	if err == nil {
+		_ = c.Close()
+	}
+}
