@@ -102,6 +102,28 @@ func TestInvalidNilInputs(t *testing.T) {
 		{"Semaphore of 0", func() error { _, err := c.Semaphore("x", 0).Obtain(context.Background(), time.Second); return err }},
 		{"All of none", func() error { _, err := c.All().Obtain(context.Background(), time.Second); return err }},
 		{"Any of none", func() error { _, err := c.Any().Obtain(context.Background(), time.Second); return err }},
+		{"Refresh nil context", func() error {
+			l, err := c.Obtain(context.Background(), "r", time.Second)
+			if err != nil {
+				return err
+			}
+			defer l.Release(context.Background())
+			return l.Refresh(nilCtx, time.Second)
+		}},
+	}
+	// A nil context given to Release counts as context.Background(): the
+	// lock is released, not left held.
+	l, err := c.Obtain(context.Background(), "nil-release", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(nilCtx); err != nil {
+		t.Fatalf("Release(nil): %v", err)
+	}
+	if l2, err := c.TryObtain(context.Background(), "nil-release", time.Second); err != nil {
+		t.Fatalf("TryObtain after Release(nil): %v", err)
+	} else {
+		_ = l2.Release(context.Background())
 	}
 	for _, tc := range calls {
 		t.Run(tc.name, func(t *testing.T) {
