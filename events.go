@@ -91,7 +91,7 @@ type joined []Hook
 func (j joined) Observe(ctx context.Context, e Event) {
 	var first *hookPanic
 	for _, h := range j {
-		if p := observe(h, ctx, e); p != nil && first == nil {
+		if p := observe(ctx, h, e); p != nil && first == nil {
 			first = p
 		}
 	}
@@ -108,7 +108,7 @@ type hookPanic struct {
 }
 
 // observe calls h.Observe and returns its panic, if any.
-func observe(h Hook, ctx context.Context, e Event) (p *hookPanic) {
+func observe(ctx context.Context, h Hook, e Event) (p *hookPanic) {
 	defer func() {
 		if v := recover(); v != nil {
 			if hp, ok := v.(*hookPanic); ok {
@@ -135,7 +135,7 @@ type guardedHook struct {
 }
 
 func (g *guardedHook) Observe(ctx context.Context, e Event) {
-	if p := observe(g.h, ctx, e); p != nil {
+	if p := observe(ctx, g.h, e); p != nil {
 		g.report(ctx, e, p)
 	}
 }
