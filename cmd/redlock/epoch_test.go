@@ -174,3 +174,43 @@ func TestInspectRestartedAOFNodeIsNotVoting(t *testing.T) {
 		t.Fatalf("epoch after the next acquire: %q, want recovering", e)
 	}
 }
+
+// recoveryCheck's verdicts on records as doctor reads them.
+func TestRecoveryCheckVerdicts(t *testing.T) {
+	cfg := doctorConfig{prefix: "redlock:", guard: guardFlags{maxTTL: time.Minute, mode: guardOn}}
+	now := time.Now().UnixMilli()
+	probe := func(r epochRecord) nodeProbe {
+		r.key, r.present, r.now = "{redlock:}:epoch", true, now
+		if r.run == "" {
+			r.run = "aaaa"
+		}
+		if r.runID == "" {
+			r.runID = "aaaa"
+		}
+		return nodeProbe{spec: &nodeSpec{label: "n"}, epoch: nodeEpoch{read: true, rec: r}}
+	}
+	h := time.Hour.Milliseconds()
+	for _, tc := range []struct {
+		name    string
+		p       nodeProbe
+		verdict string
+		says    string
+	}{
+		{"no record", nodeProbe{spec: &nodeSpec{label: "n"}, epoch: nodeEpoch{read: true}}, verdictOK, "no epoch record"},
+		{"voting", probe(epochRecord{base: now - 2*h, maxTTL: 60000, until: now - 2*h + 60000, kind: "restart"}), verdictOK, "voting"},
+		{"recovering within --max-ttl", probe(epochRecord{base: now, maxTTL: 60000, until: now + 60000, kind: "restart"}), verdictOK, "recovering after a restart"},
+		{"recovering beyond --max-ttl", probe(epochRecord{base: now - h, maxTTL: 7 * 24 * h, until: now + 6*24*h, kind: "new"}), verdictFail, "holds a max TTL of 168h0m0s, longer than --max-ttl 1m0s"},
+		{"ended, but beyond --max-ttl", probe(epochRecord{base: now - 2*h, maxTTL: h, until: now - h, kind: "new"}), verdictWarn, "its window has ended"},
+		{"restarted since the record", probe(epochRecord{base: now - 2*h, maxTTL: 7 * 24 * h, until: now + 5*24*h, kind: "new", runID: "bbbb"}), verdictOK, "the next acquire starts a new epoch"},
+	} {
+		v, d := recoveryCheck(cfg, tc.p)
+		if v != tc.verdict || !strings.Contains(d, tc.says) {
+			t.Errorf("%s: %s %q, want %s saying %q", tc.name, v, d, tc.verdict, tc.says)
+		}
+	}
+	off := cfg
+	off.guard.mode = guardOff
+	if v, _ := recoveryCheck(off, probe(epochRecord{maxTTL: 7 * 24 * h, until: now + h})); v != verdictSkip {
+		t.Errorf("guard off: %s, want skip", v)
+	}
+}
