@@ -426,7 +426,15 @@ func TestLocalLeases(t *testing.T) {
 	if ok, _ := s.Extend(ctx, "n", "a", a.Version, time.Second); !ok {
 		t.Fatal("Extend by the owner failed")
 	}
-	_ = s.Release(ctx, "n", "a", a.Version)
+	if ok, err := s.Release(ctx, "n", "b", a.Version); ok || err != nil {
+		t.Fatalf("Release by another owner: %v, %v; want false", ok, err)
+	}
+	if ok, err := s.Release(ctx, "n", "a", a.Version); !ok || err != nil {
+		t.Fatalf("Release by the owner: %v, %v; want true", ok, err)
+	}
+	if ok, _ := s.Release(ctx, "n", "a", a.Version); ok {
+		t.Fatal("second Release: true, want false")
+	}
 	b, _ = s.Acquire(ctx, "n", "b", 20*time.Millisecond)
 	if !b.Acquired || b.Version <= a.Version {
 		t.Fatalf("Acquire after release: %+v, want a version above %d", b, a.Version)
@@ -434,6 +442,9 @@ func TestLocalLeases(t *testing.T) {
 	time.Sleep(40 * time.Millisecond)
 	if ok, _ := s.Extend(ctx, "n", "b", b.Version, time.Second); ok {
 		t.Fatal("Extend of an expired lease succeeded")
+	}
+	if ok, _ := s.Release(ctx, "n", "b", b.Version); ok {
+		t.Fatal("Release of an expired lease: true, want false")
 	}
 	c, _ := s.Acquire(ctx, "n", "c", time.Second)
 	if !c.Acquired || c.Version <= b.Version {

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -39,16 +40,18 @@ type Client struct {
 // driver/goredis); the hook stays on the client.
 //
 // New does no I/O. It returns an error wrapping ErrInvalid when nodes is
-// empty or has more than 64, holds a nil client or the same client (or
-// address) twice, or when an option is out of range.
+// empty or has more than 64, holds a nil client (or a typed nil, such as
+// a nil *redis.Client) or the same client (or address) twice, or when an
+// option is out of range or nil where it needs a value (WithClock,
+// WithHook, WithDegradedMode, WithBackoff).
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	conns := make([]driver.Node, len(nodes))
 	for i, n := range nodes {
-		if n == nil {
+		if n == nil || isNilValue(n) {
 			return nil, invalid("node %d is nil", i)
 		}
 		for j := range i {
-			if nodes[j] == n {
+			if reflect.TypeOf(nodes[j]) == reflect.TypeOf(n) && reflect.TypeOf(n).Comparable() && nodes[j] == n {
 				return nil, invalid("node %d is the same client as node %d", i, j)
 			}
 		}
@@ -78,6 +81,9 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.hook != nil {
+		cfg.hook = &guardedHook{h: cfg.hook, logger: cfg.logger}
+	}
 	for i, n := range nodes {
 		if n == nil || isNilPointer(n) {
 			return nil, invalid("node %d is nil", i)
@@ -93,6 +99,18 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// isNilValue reports whether v, a non-nil interface, holds a nil pointer,
+// func, map, slice, channel or interface: a typed nil, whose methods would
+// panic.
+func isNilValue(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // Close releases every lock still held through this Client, stops its
@@ -324,6 +342,9 @@ func (h *handle) obtain(ctx context.Context, ttl time.Duration, opts []ObtainOpt
 	if h.err != nil {
 		return nil, h.err
 	}
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	e := &h.c.engine
 	if h.all {
 		return e.obtainAll(ctx, h.names, ttl, opts, try)
@@ -361,9 +382,15 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	return runHeld(ctx, l, fn)
 }
 
+// errNilContext is the error of an obtain given a nil context.
+var errNilContext = invalid("nil context")
+
 // plain obtains the plain lock named name, as a Mutex handle would, without
 // making one.
 func (c *Client) plain(ctx context.Context, name string, ttl time.Duration, opts []ObtainOption, try bool) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	r := request{spec: plainSpec}
 	r.one[0] = name
 	r.names = r.one[:]

@@ -59,7 +59,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	switch {
 	case err != nil:
 		// It may have taken effect: give it back.
-		e.releaseLease(store, lh.name, value, 0, timeout)
+		_, _ = e.releaseLease(store, lh.name, value, 0, timeout)
 		err = fmt.Errorf("redlock: obtain (degraded mode, circuit breaker open): lease store: %w: %w", ErrNotObtained, err)
 	case !lease.Acquired:
 		holderTTL = lease.Remaining
@@ -69,10 +69,10 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 		}
 		err = fmt.Errorf("redlock: obtain (degraded mode, circuit breaker open): the lease store says another owner holds it%s: %w (%w)", left, ErrNotObtained, ErrHeld)
 	case lease.Version < 1 || lease.Version >= limits.MaxLeaseVersion:
-		e.releaseLease(store, lh.name, value, lease.Version, timeout)
+		_, _ = e.releaseLease(store, lh.name, value, lease.Version, timeout)
 		err = fmt.Errorf("redlock: obtain (degraded mode): the lease store returned version %d, outside [1, 2^62): %w", lease.Version, ErrNotObtained)
 	case !e.cfg.now().Before(validUntil.Add(-timeout)):
-		e.releaseLease(store, lh.name, value, lease.Version, timeout)
+		_, _ = e.releaseLease(store, lh.name, value, lease.Version, timeout)
 		err = fmt.Errorf("redlock: obtain (degraded mode): the lease store answered after the lock's validity: %w", ErrNotObtained)
 	}
 	if err != nil {
@@ -115,9 +115,10 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 }
 
 // releaseLease ends a lease in the store, bounded by timeout; version 0
-// (not known) is looked up by the owner value, which is unique. Its error
-// only matters to the caller of Release.
-func (e *engine) releaseLease(store LeaseStore, name, owner string, version int64, timeout time.Duration) error {
+// (not known) is looked up by the owner value, which is unique. It reports
+// whether the store found owner's live lease. Its answer only matters to
+// the caller of Release.
+func (e *engine) releaseLease(store LeaseStore, name, owner string, version int64, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, minReleaseTimeout))
 	defer cancel()
 	return store.Release(ctx, name, owner, version)
@@ -125,13 +126,25 @@ func (e *engine) releaseLease(store LeaseStore, name, owner string, version int6
 
 func (*leaseHold) degraded() bool { return true }
 
-func (lh *leaseHold) ranOut(*Lock) error {
+// ranOut says ErrDegraded once the breaker has closed since the lock was
+// taken, whether or not a refresh found it: from then on the lock could
+// not have been extended, and its owner must obtain it again on the nodes.
+func (lh *leaseHold) ranOut(l *Lock) error {
 	lh.mu.Lock()
 	defer lh.mu.Unlock()
+	if !lh.closed && lh.breakerClosed(l.e) {
+		lh.closed = true
+	}
 	if lh.closed {
 		return ErrDegraded
 	}
 	return nil
+}
+
+// breakerClosed is true when the breaker is closed or has closed since the
+// lock was taken.
+func (lh *leaseHold) breakerClosed(e *engine) bool {
+	return e.brk.current() == breakerClosed || e.brk.closings.Load() != lh.closings
 }
 
 // refresh extends the lease in the store while the breaker has not closed
@@ -145,7 +158,7 @@ func (lh *leaseHold) refresh(ctx context.Context, l *Lock, start time.Time, ttl 
 	l.mu.Unlock()
 	var err error
 	won, refused := false, false
-	if e.brk.current() == breakerClosed || e.brk.closings.Load() != lh.closings {
+	if lh.breakerClosed(e) {
 		lh.mu.Lock()
 		lh.closed = true
 		lh.mu.Unlock()
@@ -192,10 +205,16 @@ func (*leaseHold) refreshBatch(start time.Time, plans []refreshPlan) {
 	}
 }
 
-// release ends the lease in the store.
+// release ends the lease in the store. A lease that had run out, or was
+// another owner's, is not held: the release says so with ErrNotHeld, as a
+// release on the nodes does.
 func (lh *leaseHold) release(_ context.Context, l *Lock, timeout time.Duration, _ uint64) error {
-	if err := l.e.releaseLease(lh.store, lh.name, l.secret.hold.ID, lh.version, timeout); err != nil {
+	ok, err := l.e.releaseLease(lh.store, lh.name, l.secret.hold.ID, lh.version, timeout)
+	switch {
+	case err != nil:
 		return fmt.Errorf("redlock: release (degraded mode): lease store: %w", err)
+	case !ok:
+		return fmt.Errorf("redlock: release (degraded mode): the lease store says the lease had run out or is another owner's: %w", ErrNotHeld)
 	}
 	return nil
 }

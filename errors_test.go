@@ -70,7 +70,7 @@ func TestNodeReason(t *testing.T) {
 	}{
 		{ErrHeld, "held"},
 		{ErrNotOwner, "not_owner"},
-		{recoveringError(time.Second), "recovering"},
+		{recoveringError(time.Second, time.Minute), "recovering"},
 		{fmt.Errorf("%w: REDLOCK_KIND", ErrWrongKind), "wrong_kind"},
 		{ErrNodeTimeout, "timeout"},
 		{ErrNodePending, "pending"},

@@ -2,6 +2,11 @@ package redlock
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -40,6 +45,20 @@ import (
 //
 // With no hook installed, the Client builds no events and allocates nothing
 // for them.
+//
+// A hook that panics does not stop the Client, on any goroutine: the
+// caller's (an obtain, Refresh, Release) and the Client's own (the
+// keep-alive, the circuit breaker's probe, the adaptive TTL's sampler)
+// alike. The panic is recovered where Observe returns, the event is
+// dropped for that hook, and the work goes on as if Observe had returned:
+// a lock's state, its refreshes and its release are unaffected, an obtain
+// that won returns its lock, and the lock's later events still come. Each
+// hook that JoinHooks joins gets the event even when one before it
+// panicked. The Client reports panics through its logger (WithLogger), at
+// level Error with the panic's value, the event's type and the stack: the
+// first one, then at most one a minute with the number of panics since.
+// Without a logger nothing reports them. A panic is a bug in the hook; it
+// is never a way to stop the Client.
 type Hook interface {
 	Observe(ctx context.Context, e Event)
 }
@@ -61,14 +80,100 @@ func (SampleEvent) event()  {}
 
 // JoinHooks returns a Hook that passes every event to each of hooks in
 // turn: to install, say, both the Prometheus and the OpenTelemetry adapter.
-func JoinHooks(hooks ...Hook) Hook { return joined(hooks) }
+// A hook that panics does not keep the event from the hooks after it (see
+// Hook). New refuses, with ErrInvalid, a joined hook that is nil.
+func JoinHooks(hooks ...Hook) Hook { return joined(slices.Clone(hooks)) }
 
 type joined []Hook
 
+// Observe passes e to every hook, even after one panicked; the first panic
+// is raised again once all have seen e, for the Client's guard to report.
 func (j joined) Observe(ctx context.Context, e Event) {
+	var first *hookPanic
 	for _, h := range j {
-		h.Observe(ctx, e)
+		if p := observe(ctx, h, e); p != nil && first == nil {
+			first = p
+		}
 	}
+	if first != nil {
+		panic(first)
+	}
+}
+
+// hookPanic is a panic recovered from a hook, with the stack where it was
+// raised.
+type hookPanic struct {
+	value any
+	stack []byte
+}
+
+// observe calls h.Observe and returns its panic, if any.
+func observe(ctx context.Context, h Hook, e Event) (p *hookPanic) {
+	defer func() {
+		if v := recover(); v != nil {
+			if hp, ok := v.(*hookPanic); ok {
+				p = hp // from a hook that JoinHooks joined
+			} else {
+				p = &hookPanic{value: v, stack: debug.Stack()}
+			}
+		}
+	}()
+	h.Observe(ctx, e)
+	return nil
+}
+
+// guardedHook is the hook a Client calls: the one of WithHook, with its
+// panics recovered and reported (see Hook).
+type guardedHook struct {
+	h      Hook
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	logged  time.Time // when the last panic was logged
+	unseen  int       // panics since, not logged
+	everLog bool
+}
+
+func (g *guardedHook) Observe(ctx context.Context, e Event) {
+	if p := observe(ctx, g.h, e); p != nil {
+		g.report(ctx, e, p)
+	}
+}
+
+// report logs a hook's panic: the first, then at most one a minute.
+func (g *guardedHook) report(ctx context.Context, e Event, p *hookPanic) {
+	if g.logger == nil {
+		return
+	}
+	now := time.Now()
+	g.mu.Lock()
+	if g.everLog && now.Sub(g.logged) < time.Minute {
+		g.unseen++
+		g.mu.Unlock()
+		return
+	}
+	before := g.unseen
+	g.everLog, g.logged, g.unseen = true, now, 0
+	g.mu.Unlock()
+	g.logger.LogAttrs(ctx, slog.LevelError, "redlock: the hook panicked; the event was dropped and the Client goes on",
+		slog.String("panic", fmt.Sprint(p.value)), slog.String("event", fmt.Sprintf("%T", e)),
+		slog.Int("panics_not_logged_before", before), slog.String("stack", string(p.stack)))
+}
+
+// checkHook refuses a nil hook, or a nil one inside JoinHooks.
+func checkHook(h Hook) error {
+	if j, ok := h.(joined); ok {
+		for i, x := range j {
+			if err := checkHook(x); err != nil {
+				return invalid("nil hook %d in JoinHooks", i)
+			}
+		}
+		return nil
+	}
+	if h == nil || isNilValue(h) {
+		return invalid("nil hook (WithHook)")
+	}
+	return nil
 }
 
 // NodeResult is one node's part in a round: an acquire attempt's

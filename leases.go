@@ -29,9 +29,12 @@ type LeaseStore interface {
 	// from now. It returns false when the lease has expired, was released,
 	// or belongs to another owner or version.
 	Extend(ctx context.Context, name, owner string, version int64, ttl time.Duration) (bool, error)
-	// Release ends owner's lease of this version, if it is still there;
-	// version 0 ends owner's lease whatever its version.
-	Release(ctx context.Context, name, owner string, version int64) error
+	// Release ends owner's live lease of this version; version 0 ends
+	// owner's live lease whatever its version. It returns false, and no
+	// error, when there is none: the lease has expired, was released, or
+	// belongs to another owner or version. The Client then reports the
+	// release as ErrNotHeld, as a release on the nodes does.
+	Release(ctx context.Context, name, owner string, version int64) (bool, error)
 }
 
 // Lease is a LeaseStore's answer to Acquire.
@@ -104,13 +107,16 @@ func (s *localLeases) Extend(_ context.Context, name, owner string, version int6
 	return true, nil
 }
 
-func (s *localLeases) Release(_ context.Context, name, owner string, version int64) error {
+func (s *localLeases) Release(_ context.Context, name, owner string, version int64) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.leases[name]; ok && cur.owner == owner && (version == 0 || cur.version == version) {
-		delete(s.leases, name)
+	cur, ok := s.leases[name]
+	if !ok || cur.owner != owner || (version != 0 && cur.version != version) {
+		return false, nil
 	}
-	return nil
+	// Forgotten whether live or not: an expired lease is free already.
+	delete(s.leases, name)
+	return s.now().Before(cur.expiry), nil
 }
 
 // prune forgets expired leases once the table has grown: versions come

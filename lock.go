@@ -368,12 +368,15 @@ func (l *Lock) ranOut() error {
 // ValidUntil, which a failed round may have lowered), ErrDegraded for a
 // degraded lock once the breaker has closed, ErrClosed after the Client's
 // Close, and ErrInvalid for a TTL below 10 ms, above the maximum TTL, or
-// whose validity would not outlast the per-node timeout. A lock of several
-// names refreshes every part in parallel and joins the errors of those that
-// failed, each prefixed with its name.
+// whose validity would not outlast the per-node timeout, or a nil ctx. A
+// lock of several names refreshes every part in parallel and joins the
+// errors of those that failed, each prefixed with its name.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
+	}
+	if ctx == nil {
+		return errNilContext
 	}
 	e := l.e
 	ttl, err := e.cfg.checkTTL(ttl)
@@ -516,10 +519,15 @@ func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration
 // when nodes did not answer; in every case the lock is no longer held, and
 // keys left on unreachable nodes expire with their TTL. A lock of several
 // names releases every part in parallel and joins the errors of those that
-// failed, each prefixed with its name.
+// failed, each prefixed with its name. A nil ctx counts as
+// context.Background(), so that a deferred Release never leaves the lock
+// held.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	if l.parts != nil {
 		return eachPart(l.parts, func(p *Lock) error { return p.Release(ctx) })

@@ -431,7 +431,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		}
 	}
 	if !res.Won {
-		qe := quorumError(e, l.quorum, "obtain", res, ErrNotObtained, disagreeAcquire)
+		qe := quorumError(e, l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
 		qe.Expired = l.quorum.Met(res.Yes)
 		if e.observed() {
 			e.attempted(ctx, l, r.id, start, res, false, qe, 0)
@@ -481,7 +481,7 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Timeout: l.nodeTimeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (error, error) {
-			return firstRoundNo(replies[n.Index]), l.kind.raise(ctx, n.Conn, l.keys.on(e, n.Index), token, &l.secret, e.guard(n.Index))
+			return e.firstRoundNo(replies[n.Index]), l.kind.raise(ctx, n.Conn, l.keys.on(e, n.Index), token, &l.secret, e.guard(n.Index))
 		},
 		Agree:      func(no error) bool { return no == nil },
 		ValidUntil: validUntil,
@@ -498,20 +498,20 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 // firstRoundNo is nil when a node voted yes in an acquire's first round,
 // else why it did not, which is why its confirmation does not count in
 // the second round.
-func firstRoundNo(r quorum.Reply[script.Acquired]) error {
+func (e *engine) firstRoundNo(r quorum.Reply[script.Acquired]) error {
 	if r.Yes {
 		return nil
 	}
 	err := r.Err
 	if err == nil {
-		err = disagreeAcquire(r.Val)
+		err = e.disagreeAcquire(r.Val)
 	}
 	return fmt.Errorf("%w (in the first round: the fencing token's round counts only the nodes that voted for the lock)", err)
 }
 
 // attempted reports an attempt on the nodes to the hook and the logger.
 func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
-	nodes := nodeResults(e, res, disagreeAcquire)
+	nodes := nodeResults(e, res, e.disagreeAcquire)
 	e.logNodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
@@ -530,10 +530,10 @@ func refreshed(a script.Acquired) script.RefreshResult {
 }
 
 // disagreeAcquire is the per-node reason of an acquire's no.
-func disagreeAcquire(a script.Acquired) error {
+func (e *engine) disagreeAcquire(a script.Acquired) error {
 	switch {
 	case a.Status == script.Recovering:
-		return recoveringError(a.Recovering)
+		return recoveringError(a.Recovering, e.cfg.maxTTL)
 	case a.Unreplicated:
 		return ErrNotReplicated
 	}
@@ -541,13 +541,22 @@ func disagreeAcquire(a script.Acquired) error {
 }
 
 // recoveringError is the per-node reason of a node that is recovering, for
-// another d (0 when unknown).
-func recoveringError(d time.Duration) error {
+// another d (0 when unknown), told to a Client whose max TTL is own. The
+// window is the epoch's start plus the largest max TTL recorded in the
+// node's epoch record (epoch.lua), which may be another Client's: a window
+// longer than own says so, for the error must name its real source.
+func recoveringError(d, own time.Duration) error {
 	left := "for a while"
 	if d > 0 {
 		left = "for another " + d.Round(time.Millisecond).String()
 	}
-	return fmt.Errorf("%w after a restart or failover: it takes no part in locking %s, until every lock it may have forgotten has expired (the recovery window is WithMaxTTL; see docs/fencing.md)", ErrNodeRecovering, left)
+	if d > own {
+		return fmt.Errorf("%w after a restart or failover: it takes no part in locking %s, until every lock it may have forgotten has expired. "+
+			"That window comes from the node's epoch record, which holds a max TTL of at least %v, sent by a Client of this prefix with a larger WithMaxTTL than this Client's %v; "+
+			"\"redlock doctor\" reports it, and docs/fencing.md (\"A recovery window longer than the max TTL\") says how to lower it and when that is safe",
+			ErrNodeRecovering, left, d.Truncate(time.Second), own)
+	}
+	return fmt.Errorf("%w after a restart or failover: it takes no part in locking %s, until every lock it may have forgotten has expired (the window is the largest WithMaxTTL recorded in the node's epoch record since it restarted; see docs/fencing.md)", ErrNodeRecovering, left)
 }
 
 // kindError marks a node's REDLOCK_KIND or REDLOCK_PERMITS error reply with

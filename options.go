@@ -44,10 +44,12 @@ type config struct {
 	guard       RestartGuard
 	ack         script.Ack
 	hook        Hook
+	hookSet     bool // WithHook, even of nil
 	logger      *slog.Logger
 	adaptive    *AdaptiveTTL // WithAdaptiveTTL; nil: off
 	breaker     breakerConfig
 	fallback    LeaseStore    // WithDegradedMode
+	fallbackSet bool          // WithDegradedMode, even of nil
 	next        []driver.Node // WithNextNodes
 	nextSet     bool
 	noRecords   bool // WithConfigRecords(false)
@@ -109,6 +111,9 @@ func (c *config) validate() error {
 	if c.maxTTL < limits.MinTTL {
 		return invalid("max TTL %v is below the minimum TTL %v", c.maxTTL, limits.MinTTL)
 	}
+	if c.maxTTL > limits.MaxMaxTTL {
+		return invalid("max TTL %v is above %v, the longest recovery window a restarted node may be given (WithMaxTTL): keep a longer hold alive with refreshes instead", c.maxTTL, limits.MaxMaxTTL)
+	}
 	if c.guard < GuardOn || c.guard > GuardOff {
 		return invalid("restart guard %d is not GuardOn, GuardTrustPersistence or GuardOff", c.guard)
 	}
@@ -123,6 +128,17 @@ func (c *config) validate() error {
 	}
 	if c.fallback != nil && c.breaker.off {
 		return invalid("WithDegradedMode needs the circuit breaker, which WithoutBreaker turns off")
+	}
+	if c.fallbackSet && (c.fallback == nil || isNilValue(c.fallback)) {
+		return invalid("nil lease store (WithDegradedMode)")
+	}
+	if c.hookSet {
+		if err := checkHook(c.hook); err != nil {
+			return err
+		}
+	}
+	if c.now == nil {
+		return invalid("nil clock (WithClock)")
 	}
 	return c.retry.validate()
 }
@@ -238,7 +254,27 @@ func WithMaxInFlight(n int) Option {
 // refused with ErrInvalid. It is the recovery window of the restart guard:
 // a node whose Redis process changed (a restart, a promoted replica) takes
 // no part in locking for this long, so that every lock it may have
-// forgotten has expired. Default 1 minute.
+// forgotten has expired. Default 1 minute; at most 1 hour, and New returns
+// an error wrapping ErrInvalid above it. The bound is there because the
+// window is a node's outage: a rolling restart keeps each node out of
+// locking for the max TTL, and a lock that must be held longer than an
+// hour is kept alive by refreshes (WithAutoRefresh, Do) with a short TTL,
+// which also hands the name over sooner when its holder crashes.
+//
+// Clients that disagree: each node's epoch record keeps the largest max
+// TTL that any guarded Client of the prefix has sent since the node's
+// epoch began (its last restart or failover), and a node recovers until
+// the epoch's start plus that largest value, for every Client. So one
+// Client with a larger max TTL lengthens the recovery of every node whose
+// epoch began less than that long ago, at its first obtain there, even a
+// node that was voting, and the other Clients then get ErrNodeRecovering
+// for up to its value. The record never lowers the value by itself until
+// the node's next restart (on a standalone or Sentinel-managed node the
+// record does not expire). "redlock doctor" fails a node whose recovery
+// window is longer than its --max-ttl and names the way out;
+// docs/fencing.md ("A recovery window longer than the max TTL") gives the
+// command that lowers the record and the condition under which that is
+// safe.
 func WithMaxTTL(d time.Duration) Option {
 	return clientOption(func(c *config) { c.maxTTL = d })
 }
@@ -250,7 +286,9 @@ type RestartGuard int
 const (
 	// GuardOn, the default: a node whose Redis process changed (a restart,
 	// a promoted replica) takes no part in locking for the maximum TTL
-	// (WithMaxTTL), so that every lock it may have forgotten has expired.
+	// (WithMaxTTL; the largest that any Client has sent to the node since,
+	// when they disagree), so that every lock it may have forgotten has
+	// expired.
 	GuardOn RestartGuard = iota
 	// GuardTrustPersistence trusts that every node persists each write
 	// before answering (appendonly yes, appendfsync always): a node that
@@ -286,16 +324,19 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return clientOption(func(c *config) { c.ack = script.Ack{Replicas: replicas, Timeout: timeout} })
 }
 
-// WithHook installs a hook (JoinHooks installs several). Default none.
+// WithHook installs a hook (JoinHooks installs several). Default none. A
+// nil hook, a typed nil, or a nil hook inside JoinHooks is refused by New
+// with ErrInvalid. A hook's panic never stops the Client (see Hook).
 func WithHook(h Hook) Option {
-	return clientOption(func(c *config) { c.hook = h })
+	return clientOption(func(c *config) { c.hook, c.hookSet = h, true })
 }
 
 // WithLogger logs what an operator must see: a lock lost, a node skipped
 // after repeated timeouts, a node recovering after a restart, the circuit
 // breaker's changes, a lock obtained in degraded mode, a node under memory
-// pressure. Each node's condition is logged at most once a minute. Default
-// none: the Client logs nothing.
+// pressure, a hook that panicked (see Hook). Each node's condition is
+// logged at most once a minute. Default none (as is a nil l): the Client
+// logs nothing.
 func WithLogger(l *slog.Logger) Option {
 	return clientOption(func(c *config) { c.logger = l })
 }
@@ -342,14 +383,17 @@ func WithoutBreaker() Option {
 // moved to Redis: its refreshes fail with ErrDegraded, it runs out at its
 // validity and is then lost (its Err wraps ErrLost and ErrDegraded), and
 // its owner obtains the lock again, on the nodes.
+//
+// A nil store (or a typed nil) is refused by New with ErrInvalid.
 func WithDegradedMode(store LeaseStore) Option {
-	return clientOption(func(c *config) { c.fallback = store })
+	return clientOption(func(c *config) { c.fallback, c.fallbackSet = store, true })
 }
 
 // WithClock replaces time.Now for the validity arithmetic of this Client:
 // for tests that run a client whose clock runs fast or slow (the fault
 // suite does). The times it returns must carry a monotonic reading (derive
-// them from time.Now). Production code has no reason to use it.
+// them from time.Now). Production code has no reason to use it. A nil now
+// is refused by New with ErrInvalid.
 func WithClock(now func() time.Time) Option {
 	return clientOption(func(c *config) { c.now = now })
 }

@@ -42,8 +42,8 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	fmt.Println("a:", a.Acquired, "b:", b.Acquired, "b waits about 10s:", b.Remaining > 9*time.Second)
-	if err := store.Release(ctx, "redlock:report", "owner-a", a.Version); err != nil {
-		log.Fatal(err)
+	if ok, err := store.Release(ctx, "redlock:report", "owner-a", a.Version); err != nil || !ok {
+		log.Fatal("release: ", ok, err)
 	}
 	b, err = store.Acquire(ctx, "redlock:report", "owner-b", 10*time.Second)
 	if err != nil {

@@ -175,7 +175,7 @@ RETURNING version`)
 	s.extend = q(`UPDATE TABLE SET expiry = BIGGER(expiry, NOW_MS + $4::BIGINT)
 WHERE name = $1 AND owner = $2 AND version = $3::BIGINT AND expiry > NOW_MS`)
 	s.release = q(`UPDATE TABLE SET expiry = 0
-WHERE name = $1 AND owner = $2 AND ($3::BIGINT = 0 OR version = $3::BIGINT)`)
+WHERE name = $1 AND owner = $2 AND ($3::BIGINT = 0 OR version = $3::BIGINT) AND expiry > NOW_MS`)
 }
 
 // Acquire implements redlock.LeaseStore: one upsert, which takes the row
@@ -210,13 +210,20 @@ func (s *Store) Extend(ctx context.Context, name, owner string, version int64, t
 	return n == 1, nil
 }
 
-// Release implements redlock.LeaseStore: the lease's expiry becomes 0, and
-// its row stays, for its version. Version 0 matches any version of owner.
-func (s *Store) Release(ctx context.Context, name, owner string, version int64) error {
-	if _, err := s.db.ExecContext(ctx, s.release, name, owner, version); err != nil {
-		return fmt.Errorf("redlocksql: release %q: %w", name, err)
+// Release implements redlock.LeaseStore: the live lease's expiry becomes
+// 0, and its row stays, for its version. Version 0 matches any version of
+// owner. It returns false when owner holds no live lease of name (it
+// expired, was released, or is another owner's): no row changes then.
+func (s *Store) Release(ctx context.Context, name, owner string, version int64) (bool, error) {
+	res, err := s.db.ExecContext(ctx, s.release, name, owner, version)
+	if err != nil {
+		return false, fmt.Errorf("redlocksql: release %q: %w", name, err)
 	}
-	return nil
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("redlocksql: release %q: %w", name, err)
+	}
+	return n == 1, nil
 }
 
 // OpenSQLite opens the SQLite database file at path (created if missing)

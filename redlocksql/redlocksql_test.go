@@ -99,8 +99,17 @@ func TestStore(t *testing.T) {
 			if ok, err := s.Extend(ctx, "n", "a", a.Version, time.Second); !ok || err != nil {
 				t.Fatalf("Extend by the owner: %v, %v", ok, err)
 			}
-			if err := s.Release(ctx, "n", "a", a.Version); err != nil {
-				t.Fatal(err)
+			if ok, err := s2.Release(ctx, "n", "b", a.Version); ok || err != nil {
+				t.Fatalf("Release by another owner: %v, %v; want false", ok, err)
+			}
+			if ok, err := s2.Release(ctx, "n", "a", a.Version+1); ok || err != nil {
+				t.Fatalf("Release of another version: %v, %v; want false", ok, err)
+			}
+			if ok, err := s.Release(ctx, "n", "a", a.Version); !ok || err != nil {
+				t.Fatalf("Release by the owner: %v, %v; want true", ok, err)
+			}
+			if ok, err := s.Release(ctx, "n", "a", a.Version); ok || err != nil {
+				t.Fatalf("second Release: %v, %v; want false", ok, err)
 			}
 			if ok, _ := s.Extend(ctx, "n", "a", a.Version, time.Second); ok {
 				t.Fatal("Extend after Release succeeded")
@@ -114,9 +123,15 @@ func TestStore(t *testing.T) {
 			if ok, _ := s2.Extend(ctx, "n", "b", b1.Version, time.Second); ok {
 				t.Fatal("Extend of an expired lease succeeded")
 			}
+			if ok, err := s2.Release(ctx, "n", "b", b1.Version); ok || err != nil {
+				t.Fatalf("Release of an expired lease: %v, %v; want false", ok, err)
+			}
 			c1, err := s.Acquire(ctx, "n", "c", time.Second)
 			if err != nil || !c1.Acquired || c1.Version <= b1.Version {
 				t.Fatalf("Acquire after expiry: %+v, %v; want a version above %d", c1, err, b1.Version)
+			}
+			if ok, err := s2.Release(ctx, "n", "b", 0); ok || err != nil {
+				t.Fatalf("Release by the expired owner of a lease taken by another: %v, %v; want false", ok, err)
 			}
 			var rows int
 			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM lease_records").Scan(&rows); err != nil || rows != 1 {
@@ -156,8 +171,8 @@ func TestStoreExcludesConcurrentAcquires(t *testing.T) {
 						}
 						time.Sleep(time.Millisecond)
 						holders.Add(-1)
-						if err := s.Release(ctx, "race", owner, l.Version); err != nil {
-							t.Error(err)
+						if ok, err := s.Release(ctx, "race", owner, l.Version); !ok || err != nil {
+							t.Errorf("Release: %v, %v", ok, err)
 						}
 					}
 				})
@@ -294,4 +309,80 @@ func obtainDegradedTTL(t *testing.T, c *redlock.Client, name string, ttl time.Du
 	}
 	t.Fatalf("no degraded lock %q: %v", name, err)
 	return nil
+}
+
+// releaseResults is a hook that keeps the Result of each ReleaseEvent.
+type releaseResults struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (r *releaseResults) Observe(_ context.Context, ev redlock.Event) {
+	if e, ok := ev.(redlock.ReleaseEvent); ok {
+		r.mu.Lock()
+		r.got = append(r.got, e.Name+":"+e.Result)
+		r.mu.Unlock()
+	}
+}
+
+// TestDegradedReleaseOfATakenLeaseIsNotHeld: a degraded lock that ran out
+// and was taken by another Client is released with ErrNotHeld, as on the
+// nodes, and counted "not_held"; the other Client's lease is untouched.
+func TestDegradedReleaseOfATakenLeaseIsNotHeld(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open := b.open(t)
+			servers := redistest.Start(t, 3)
+			hook := &releaseResults{}
+			var clients []*redlock.Client
+			for i := range 2 {
+				var nodes []redis.UniversalClient
+				for _, s := range servers {
+					c := s.Client()
+					t.Cleanup(func() { _ = c.Close() })
+					nodes = append(nodes, c)
+				}
+				opts := []redlock.Option{redlock.WithRestartGuard(redlock.GuardOff), redlock.WithNodeTimeout(150 * time.Millisecond),
+					redlock.WithBreaker(2, 200*time.Millisecond), redlock.WithDegradedMode(newStore(t, open(), b.dialect))}
+				if i == 0 {
+					opts = append(opts, redlock.WithHook(hook))
+				}
+				c, err := redlock.New(nodes, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				clients = append(clients, c)
+			}
+			for _, s := range servers[:2] {
+				if err := s.Kill(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx := context.Background()
+			la := obtainDegradedTTL(t, clients[0], "taken", 300*time.Millisecond)
+			<-la.Done()
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			lb, err := clients[1].Obtain(wctx, "taken", 10*time.Second)
+			if err != nil || !lb.Degraded() {
+				t.Fatalf("Obtain after the lease ran out: %v", err)
+			}
+			if err := la.Release(ctx); !errors.Is(err, redlock.ErrNotHeld) {
+				t.Fatalf("Release of a lease another Client took: %v, want ErrNotHeld", err)
+			}
+			hook.mu.Lock()
+			got := fmt.Sprint(hook.got)
+			hook.mu.Unlock()
+			if got != "[taken:not_held]" {
+				t.Fatalf("ReleaseEvents %s, want [taken:not_held]", got)
+			}
+			if err := lb.Refresh(ctx, 10*time.Second); err != nil {
+				t.Fatalf("the holder's lock after the stale release: %v", err)
+			}
+			if err := lb.Release(ctx); err != nil {
+				t.Fatalf("Release by the holder: %v", err)
+			}
+		})
+	}
 }

@@ -20,7 +20,10 @@ against the per-node timeout; Redis version and scripting; Sentinel's
 down-after-milliseconds against the epoch guard's δ; a Sentinel master's
 min-replicas-to-write and min-replicas-max-lag against --max-ttl (split
 brain); Cluster masters promoted since their process started (every new
-lock name recovers on first use).
+lock name recovers on first use); each node's recovery window, read from
+its epoch record, against --max-ttl (check "recovery": it fails a node
+that a Client with a larger max TTL put into a longer recovery, and names
+the way out, docs/fencing.md "A recovery window longer than the max TTL").
 
 With --next-nodes, the check "move" reads the configuration records of a
 move from --nodes to --next-nodes (docs/reconfiguration.md) and says which
@@ -64,6 +67,7 @@ type doctorReport struct {
 const defaultDoctorTTL = 10 * time.Second
 
 type doctorConfig struct {
+	prefix  string // of the locks' keys: the epoch records are under it
 	ttl     time.Duration
 	drift   float64
 	guard   guardFlags
@@ -84,7 +88,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		nx  nextFlag
 		cfg doctorConfig
 	)
-	prefix := fs.String("prefix", limits.Prefix, "prefix of the locks' Redis keys (WithPrefix): the move's records are under it")
+	prefix := fs.String("prefix", limits.Prefix, "prefix of the locks' Redis keys (WithPrefix): the epoch records and the move's records are under it")
 	fs.DurationVar(&cfg.ttl, "ttl", defaultDoctorTTL, ttlUsage("the shortest lock TTL your clients use (for the strictest checks)", defaultDoctorTTL))
 	fs.Float64Var(&cfg.drift, "drift", limits.DriftFactor, "the drift factor your clients use (WithDriftFactor)")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -111,10 +115,12 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return cmd.fail(exitUsage, "%v", err)
 	}
 	cfg.timeout = nf.timeout
+	cfg.prefix = *prefix
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
 	probes := probeAll(ctx, conns, cfg.timeout)
+	readEpochs(ctx, cfg, conns, probes)
 	rep := doctorReport{Checks: diagnose(cfg, probes), Verdict: verdictOK}
 	if len(next) > 0 {
 		nextConns := openAll(next, nf.timeout)

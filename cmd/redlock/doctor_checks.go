@@ -84,6 +84,10 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 			add(check, name, best, "%s", detail)
 		}
 		worst("persistence", func(sp serverProbe) (string, string) { return persistence(cfg, sp) })
+		if cfg.guard.mode != guardOff {
+			v, d := recoveryCheck(cfg, p)
+			add("recovery", name, v, "%s", d)
+		}
 		worst("eviction", eviction)
 		worst("version", version)
 		worst("latency", func(sp serverProbe) (string, string) { return latency(cfg, sp) })
@@ -164,7 +168,7 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 	if !sentinels {
 		add("sentinel", "all", verdictSkip, "no Sentinel-managed node")
 	}
-	order := []string{"nodes", "reachable", "distinct", "replica", "persistence", "eviction", "clock", "clock spread", "latency", "version", "sentinel", "split brain", "promoted"}
+	order := []string{"nodes", "reachable", "distinct", "replica", "persistence", "recovery", "eviction", "clock", "clock spread", "latency", "version", "sentinel", "split brain", "promoted"}
 	slices.SortStableFunc(checks, func(a, b check) int {
 		return slices.Index(order, a.Check) - slices.Index(order, b.Check)
 	})
@@ -386,7 +390,7 @@ func persistence(cfg doctorConfig, sp serverProbe) (string, string) {
 	if durable {
 		return verdictOK, what + "; --restart-guard persistent would spare restarts the recovery window"
 	}
-	return verdictOK, fmt.Sprintf("%s; the restart guard keeps it out of locking for --max-ttl (%v) after a restart", what, cfg.guard.maxTTL)
+	return verdictOK, fmt.Sprintf("%s; after a restart the restart guard keeps it out of locking for the max TTL recorded in its epoch record, --max-ttl (%v) when every Client uses it (check \"recovery\")", what, cfg.guard.maxTTL)
 }
 
 // eviction judges maxmemory-policy: every lock key has a TTL, so any policy

@@ -34,6 +34,8 @@ type nodeProbe struct {
 	// downAfter holds each sentinel's down-after-milliseconds for the
 	// master, or the error asking it.
 	downAfter []sentinelAnswer
+	// epoch is the node's epoch record (readEpochs), for "recovery".
+	epoch nodeEpoch
 }
 
 type sentinelAnswer struct {

@@ -26,7 +26,7 @@ type guardFlags struct {
 }
 
 func (g *guardFlags) register(fs *flag.FlagSet) {
-	fs.DurationVar(&g.maxTTL, "max-ttl", limits.MaxTTL, "the deployment's longest TTL (WithMaxTTL): a restarted node\nstays out of locking this long; every client must use the same")
+	fs.DurationVar(&g.maxTTL, "max-ttl", limits.MaxTTL, "the deployment's longest TTL (WithMaxTTL, at most 1h): a restarted\nnode stays out of locking this long; every client must use the same")
 	fs.StringVar(&g.mode, "restart-guard", guardOn, "restart and failover guard: on, persistent (GuardTrustPersistence:\nonly with appendonly yes and appendfsync always) or off\n(GuardOff: unsafe unless restarted nodes are kept out)")
 }
 
@@ -34,6 +34,9 @@ func (g *guardFlags) register(fs *flag.FlagSet) {
 func (g *guardFlags) options() ([]redlock.Option, error) {
 	if g.maxTTL < limits.MinTTL {
 		return nil, usagef("--max-ttl %v: below the minimum TTL %v", g.maxTTL, limits.MinTTL)
+	}
+	if g.maxTTL > limits.MaxMaxTTL {
+		return nil, usagef("--max-ttl %v: above %v, the longest recovery window a restarted node may be given (WithMaxTTL)", g.maxTTL, limits.MaxMaxTTL)
 	}
 	opts := []redlock.Option{redlock.WithMaxTTL(g.maxTTL)}
 	switch g.mode {

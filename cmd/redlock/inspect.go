@@ -26,7 +26,11 @@ var inspectHelp = helpText{
 	usage: "inspect [flags] NAME",
 	about: `Shows, for each node, whether the lock NAME is held, its remaining time to
 live, a fingerprint of its owner (never the owner's secret value), the lock's
-fencing counter and the node's epoch (restart guard) state.
+fencing counter and the node's epoch (restart guard) state: "voting",
+"recovering" and for how long, "restarted: recovers from its next acquire"
+(the epoch record names an earlier process of the node: a restart or a
+promotion since, so the node's next acquire starts a new epoch), or
+"no record".
 
 For a lock of the family (run --shared, --exclusive, --owner) it also shows
 its kind ("read", or "write" for a writer or a reentrant owner), the number of
@@ -385,28 +389,15 @@ func fenceCounter(ctx context.Context, rc redis.UniversalClient, key string) str
 // record at epochKey: whether the node is recovering after a restart or
 // failover, and for how long. The acquire script keeps the record
 // (docs/fencing.md): one per node and prefix, or one per lock on a Redis
-// Cluster (keys.Layout.Epoch).
+// Cluster (keys.Layout.Epoch). A record last checked by another process
+// than the node's (a restart or promotion since) starts a new epoch at the
+// next acquire: the node is not voting, whatever the record's end says.
 func epochState(ctx context.Context, rc redis.UniversalClient, epochKey string) string {
-	rec, err := rc.HMGet(ctx, epochKey, "until").Result()
+	r, err := readEpoch(ctx, rc, epochKey)
 	if err != nil {
 		return "?"
 	}
-	s, ok := rec[0].(string)
-	if !ok {
-		return "no record"
-	}
-	until, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return "?"
-	}
-	now, err := rc.Time(ctx).Result()
-	if err != nil {
-		return "?"
-	}
-	if left := time.Duration(until-now.UnixMilli()) * time.Millisecond; left > 0 {
-		return "recovering " + left.Round(time.Millisecond).String()
-	}
-	return "voting"
+	return r.state()
 }
 
 func (r inspectReport) print(w io.Writer) {

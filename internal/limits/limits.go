@@ -22,6 +22,10 @@ const (
 	// MaxTTL is the longest TTL accepted unless WithMaxTTL says otherwise,
 	// and so the recovery window of a restarted node.
 	MaxTTL = time.Minute
+	// MaxMaxTTL is the largest max TTL that WithMaxTTL accepts: the
+	// longest recovery window a restarted node can be given, and the
+	// longest that one Client can raise a node's epoch record to.
+	MaxMaxTTL = time.Hour
 	// EpochTrust is how long a node trusts its last check of its own
 	// identity (run_id) before checking again with INFO. A deployment
 	// whose failovers are detected faster than this (Sentinel's
