@@ -37,7 +37,12 @@
 // gets no hook (one shard's refusal must not close every shard): there a
 // refused request marks the node, requests fail at once for a second, and
 // then go through go-redis again.
-
+//
+// WithReplicaAck on a Redis Cluster: a pipeline that holds a WAIT is sent,
+// whole, on one connection to the master of its keys (go-redis's client of
+// that master, ClusterClient.MasterForKey), so that WAIT counts the
+// replicas of the script it follows; go-redis's Cluster pipeline would
+// send the keyless WAIT to any master.
 package goredis
 
 import (
@@ -137,12 +142,17 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	return plain(v), err
 }
 
-// Pipe implements driver.Node.
+// Pipe implements driver.Node. On a Redis Cluster, a pipeline with a WAIT
+// runs whole on one connection to the master of its keys (see
+// connPipeline).
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	if err := n.g.check(ctx); err != nil {
 		return nil, err
 	}
-	p := n.c.Pipeline()
+	p, err := n.pipeline(ctx, cmds)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*redis.Cmd, len(cmds))
 	for i, args := range cmds {
 		out[i] = p.Do(ctx, args...)
@@ -152,6 +162,7 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 		return nil, err
 	}
 	n.g.observe(nil)
+	n.redirected(ctx, out)
 	replies := make([]driver.Reply, len(cmds))
 	for i, cmd := range out {
 		v, err := cmd.Result()

@@ -14,7 +14,9 @@
 //	lock, err := redlock.NewFromNodes([]driver.Node{redigodriver.New(pool, addr)})
 //
 // redigo speaks to one server: a standalone node. It has no Sentinel and
-// no Redis Cluster support of its own, and neither has this driver. A
+// no Redis Cluster support of its own, and neither has this driver (so
+// WithReplicaAck's WAIT always runs on the connection of the acquire it
+// follows, and Cluster is not a topology this driver offers). A
 // pool whose Dial asks Sentinel for the master (a library of your own
 // choice) is a node too; give it the address "", since its server changes
 // with a failover. This driver has not been tested that way.

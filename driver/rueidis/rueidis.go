@@ -22,7 +22,11 @@
 // (rueidis's synchronous path); once requests overlap, rueidis switches the
 // connection to its pipelining mode and keeps it there. WAIT (WithReplicaAck)
 // blocks its connection, so it is sent as a blocking command, on a
-// connection of rueidis's pool of its own, with the acquire it follows.
+// connection of rueidis's pool of its own, with the acquire it follows. On
+// a Redis Cluster rueidis sends a keyless command of a pipeline with the
+// commands of the pipeline's slot, so WAIT reaches the master that ran the
+// acquire; a pipeline with a keyless command and keys of several slots,
+// which rueidis would panic on, is refused with an error.
 //
 // Deadlines: a request returns at its context's deadline even while the
 // node is frozen (Info.HonoursDeadline), with one limit below. A request
@@ -157,6 +161,11 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 		}
 		built[i] = n.build(args)
 	}
+	if n.info.Sharded && mixesSlots(n.c, built) {
+		// rueidis sends a keyless command with the commands of its slot,
+		// and panics when the others span several slots.
+		return nil, errMixedSlots
+	}
 	results := n.c.DoMulti(ctx, built...)
 	replies := make([]driver.Reply, len(results))
 	failed := 0
@@ -176,7 +185,29 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	return replies, nil
 }
 
-var errNoCommand = errors.New("redlock: an empty command")
+var (
+	errNoCommand  = errors.New("redlock: an empty command")
+	errMixedSlots = errors.New("redlock: on a Redis Cluster, a pipeline with a keyless command (WAIT) needs keys of one slot, for the command to run on their connection")
+)
+
+// mixesSlots reports whether cmds holds a command with no key beside
+// commands of more than one slot.
+func mixesSlots(c rueidis.Client, cmds rueidis.Commands) bool {
+	none := c.B().Ping().Build() // a command without a key
+	noSlot := none.Slot()
+	keyless, slot, several := false, noSlot, false
+	for i := range cmds {
+		switch s := cmds[i].Slot(); {
+		case s == noSlot:
+			keyless = true
+		case slot == noSlot:
+			slot = s
+		case s != slot:
+			several = true
+		}
+	}
+	return keyless && several
+}
 
 // build makes the rueidis command of args; on a Redis Cluster it names
 // the command's keys, so that rueidis routes it to their slot. The
