@@ -12,21 +12,28 @@ import (
 
 // A WAIT counts the replicas that acknowledged the writes made on its own
 // connection. go-redis's Cluster pipeline sends each command to the master
-// of its key's slot and a keyless one, such as WAIT, to any master: a WAIT
-// sent after a script then lands on another master's connection, which
-// wrote nothing, and returns at once with that master's replica count. So
-// a Cluster pipeline with a WAIT is sent, whole, on one connection to the
-// master of its keys, through go-redis's client of that master.
+// of its key's slot and a keyless one, such as WAIT, to any master (a
+// Ring's, to the shard of the empty key): a WAIT sent after a script then
+// lands on another server's connection, which wrote nothing, and returns
+// at once with that server's replica count. So a Cluster or Ring pipeline
+// with a WAIT is sent, whole, on one connection to the server of its keys,
+// through go-redis's client of that server.
 
 // pipeline returns the pipeliner for cmds: the node's own, or, on a Redis
-// Cluster when cmds holds a command bound to its connection (WAIT), one on
-// the master of the pipeline's keys.
+// Cluster or a Ring when cmds holds a command bound to its connection
+// (WAIT), one on the server of the pipeline's keys.
 func (n *Node) pipeline(ctx context.Context, cmds [][]any) (redis.Pipeliner, error) {
-	cc, ok := n.c.(*redis.ClusterClient)
-	if !ok || !connBound(cmds) {
+	var shard func(key string) (*redis.Client, error)
+	switch c := n.c.(type) {
+	case *redis.ClusterClient:
+		shard = func(key string) (*redis.Client, error) { return c.MasterForKey(ctx, key) }
+	case *redis.Ring:
+		shard = c.GetShardClientForKey
+	}
+	if shard == nil || !connBound(cmds) {
 		return n.c.Pipeline(), nil
 	}
-	m, err := masterOf(ctx, cc, cmds)
+	m, err := serverOf(shard, cmds)
 	if err != nil {
 		return nil, err
 	}
@@ -46,32 +53,32 @@ func connBound(cmds [][]any) bool {
 	return false
 }
 
-// errWaitRouting is the failure of a Cluster pipeline with a WAIT that
+// errWaitRouting is the failure of a sharded pipeline with a WAIT that
 // cannot be sent on one connection with its writes.
-var errWaitRouting = errors.New("redlock: on a Redis Cluster, a pipeline with WAIT needs keys of one master, for WAIT to count its writes")
+var errWaitRouting = errors.New("redlock: on a Redis Cluster or a Ring, a pipeline with WAIT needs keys of one server, for WAIT to count its writes")
 
-// masterOf returns go-redis's client of the master that serves every key
-// of cmds.
-func masterOf(ctx context.Context, cc *redis.ClusterClient, cmds [][]any) (*redis.Client, error) {
-	var master *redis.Client
+// serverOf returns go-redis's client of the server (a Cluster's master, a
+// Ring's shard) that serves every key of cmds.
+func serverOf(shard func(string) (*redis.Client, error), cmds [][]any) (*redis.Client, error) {
+	var server *redis.Client
 	for _, args := range cmds {
 		key, ok := firstKey(args)
 		if !ok {
 			continue
 		}
-		m, err := cc.MasterForKey(ctx, key)
+		m, err := shard(key)
 		if err != nil {
 			return nil, err
 		}
-		if master != nil && m != master {
-			return nil, fmt.Errorf("%w: the keys are on several masters", errWaitRouting)
+		if server != nil && m != server {
+			return nil, fmt.Errorf("%w: the keys are on several servers", errWaitRouting)
 		}
-		master = m
+		server = m
 	}
-	if master == nil {
+	if server == nil {
 		return nil, fmt.Errorf("%w: it has no key", errWaitRouting)
 	}
-	return master, nil
+	return server, nil
 }
 
 // firstKey returns a command's first key: for the commands redlock

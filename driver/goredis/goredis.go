@@ -38,11 +38,13 @@
 // refused request marks the node, requests fail at once for a second, and
 // then go through go-redis again.
 //
-// WithReplicaAck on a Redis Cluster: a pipeline that holds a WAIT is sent,
-// whole, on one connection to the master of its keys (go-redis's client of
-// that master, ClusterClient.MasterForKey), so that WAIT counts the
-// replicas of the script it follows; go-redis's Cluster pipeline would
-// send the keyless WAIT to any master.
+// WithReplicaAck on a Redis Cluster or a Ring: a pipeline that holds a
+// WAIT is sent, whole, on one connection to the server of its keys
+// (go-redis's client of that master, ClusterClient.MasterForKey, or of that
+// shard, Ring.GetShardClientForKey), so that WAIT counts the replicas of
+// the script it follows; go-redis's Cluster and Ring pipelines would send
+// the keyless WAIT to another master or shard. A pipeline with WAIT whose
+// keys are on several servers is refused with an error.
 package goredis
 
 import (
