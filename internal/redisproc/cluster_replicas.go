@@ -33,6 +33,7 @@ func StartReplicatedCluster(n int) (*ReplicatedCluster, error) {
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "5000",
+			"--repl-diskless-sync-delay", "0",
 		}})
 		if err != nil {
 			_ = c.Stop()
@@ -59,6 +60,10 @@ func (c *ReplicatedCluster) attach() error {
 		err := func() error {
 			id, err := mc.ClusterMyID(ctx).Result()
 			if err != nil {
+				return err
+			}
+			// Without it a master waits 5 s before the first sync.
+			if err := mc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
 				return err
 			}
 			if err := rc.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(m.Port())).Err(); err != nil {
