@@ -129,9 +129,16 @@ func describe(c redis.UniversalClient) driver.Info {
 // Info implements driver.Node.
 func (n *Node) Info() driver.Info { return n.info }
 
+// errNoClient is the error of a Node that New did not make (a zero Node),
+// which has no client.
+var errNoClient = errors.New("redlock: a go-redis Node without a client: make it with goredis.New")
+
 // Do implements driver.Node. Redis's nil reply is returned as nil, not
 // as redis.Nil.
 func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
+	if n.c == nil {
+		return nil, errNoClient
+	}
 	if err := n.g.check(ctx); err != nil {
 		return nil, err
 	}
@@ -148,6 +155,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 // runs whole on one connection to the master of its keys (see
 // connPipeline).
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
+	if n.c == nil {
+		return nil, errNoClient
+	}
 	if err := n.g.check(ctx); err != nil {
 		return nil, err
 	}
@@ -178,6 +188,9 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 
 // Notifier implements driver.Node: a hub on the client.
 func (n *Node) Notifier() driver.Notifier {
+	if n.c == nil {
+		return driver.NewHub(nil, false, hubTimeout) // never confirms
+	}
 	return newHub(n.c, n.info.Sharded, hubTimeout)
 }
 

@@ -103,7 +103,12 @@ func (n *Node) Info() driver.Info { return n.info }
 // Masters implements driver.Node: a redigo node is never a Redis Cluster.
 func (n *Node) Masters(context.Context) ([]driver.Node, error) { return nil, nil }
 
-var errNoCommand = errors.New("redlock: an empty command")
+var (
+	errNoCommand = errors.New("redlock: an empty command")
+	// errNoPool is the error of a Node that New did not make (a zero
+	// Node), which has no pool.
+	errNoPool = errors.New("redlock: a redigo Node without a pool: make it with New")
+)
 
 // Do implements driver.Node.
 func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
@@ -113,6 +118,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	name, ok := args[0].(string)
 	if !ok {
 		return nil, fmt.Errorf("redlock: a command name of type %T", args[0])
+	}
+	if n.pool == nil {
+		return nil, errNoPool
 	}
 	conn, err := n.pool.GetContext(ctx)
 	if err != nil {
@@ -131,6 +139,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	if len(cmds) == 0 {
 		return nil, nil
+	}
+	if n.pool == nil {
+		return nil, errNoPool
 	}
 	conn, err := n.pool.GetContext(ctx)
 	if err != nil {
@@ -221,12 +232,17 @@ func (n *Node) Notifier() driver.Notifier {
 			err error
 		)
 		switch {
+		case n.pool == nil:
+			err = errNoPool
 		case n.pool.DialContext != nil:
 			c, err = n.pool.DialContext(ctx)
 		case n.pool.Dial != nil:
 			c, err = n.pool.Dial()
 		default:
 			err = errors.New("redlock: the redigo pool has neither DialContext nor Dial")
+		}
+		if err == nil && c == nil {
+			err = errors.New("redlock: the redigo pool's dial returned no connection and no error")
 		}
 		if err != nil {
 			return nil, err

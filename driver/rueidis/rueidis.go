@@ -79,6 +79,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,11 +106,15 @@ var _ driver.Node = (*Node)(nil)
 // New wraps a rueidis client: standalone (ForceSingleClient, or a single
 // InitAddress that is not a cluster), Sentinel (ClientOption.Sentinel) or
 // Redis Cluster. It does no I/O. The caller keeps the client, and closes
-// it after the redlock Client that uses the node. A nil client gives a nil
-// node, which redlock.NewFromNodes refuses with ErrInvalid.
+// it after the redlock Client that uses the node. A nil client (or a nil
+// pointer behind the interface) gives a nil node, which
+// redlock.NewFromNodes refuses with ErrInvalid.
 func New(c rueidis.Client) *Node {
 	if c == nil {
 		return nil
+	}
+	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil // a typed nil behind the interface
 	}
 	return &Node{c: c, info: describe(c)}
 }
@@ -145,6 +150,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errNoCommand
 	}
+	if n.c == nil {
+		return nil, errNoClient
+	}
 	return reply(n.c.Do(ctx, n.build(args)))
 }
 
@@ -153,6 +161,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	if len(cmds) == 0 {
 		return nil, nil
+	}
+	if n.c == nil {
+		return nil, errNoClient
 	}
 	built := make(rueidis.Commands, len(cmds))
 	for i, args := range cmds {
@@ -186,7 +197,10 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 }
 
 var (
-	errNoCommand  = errors.New("redlock: an empty command")
+	errNoCommand = errors.New("redlock: an empty command")
+	// errNoClient is the error of a Node that New did not make (a zero
+	// Node), which has no client.
+	errNoClient   = errors.New("redlock: a rueidis Node without a client: make it with New")
 	errMixedSlots = errors.New("redlock: on a Redis Cluster, a pipeline with a keyless command (WAIT) needs keys of one slot, for the command to run on their connection")
 )
 
@@ -361,7 +375,7 @@ func plain(m *rueidis.RedisMessage) (any, error) {
 // Masters implements driver.Node: the masters of a Redis Cluster, from
 // CLUSTER SLOTS, each a node on rueidis's client of it.
 func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
-	if !n.info.Sharded {
+	if !n.info.Sharded || n.c == nil {
 		return nil, nil
 	}
 	v, err := n.Do(ctx, "CLUSTER", "SLOTS")
@@ -401,6 +415,9 @@ func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
 // Notifier implements driver.Node: a driver.Hub on dedicated connections.
 func (n *Node) Notifier() driver.Notifier {
 	sharded := n.info.Sharded
+	if n.c == nil {
+		return driver.NewHub(nil, sharded, hubTimeout) // never confirms
+	}
 	return driver.NewHub(func(context.Context, string) (driver.PubSubConn, error) {
 		return newPubSub(n.c, sharded), nil
 	}, sharded, hubTimeout)
