@@ -125,8 +125,18 @@ func TestRingReplicaAck(t *testing.T) {
 		}
 		return err
 	}
-	if err := obtain(); err != nil {
-		t.Fatalf("TryObtain with the replicas running: %v", err)
+	// With the replicas running the acknowledgement comes (a first WAIT
+	// may miss 300 ms on a loaded machine): what follows can tell a false
+	// one from a true one.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		err := obtain()
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TryObtain with the replicas running: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if err := frozen.Pause(); err != nil {
 		t.Fatal(err)
