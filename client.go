@@ -37,7 +37,9 @@ type Client struct {
 // that go-redis, which logs each failed series of dials through its
 // process-wide logger (redis.SetLogger), logs it once per outage. For
 // this New adds a dial hook to each *redis.Client it is given (package
-// driver/goredis); the hook stays on the client.
+// driver/goredis), once for the client's life: Clients made on the same
+// go-redis clients share it, and a refusal marks the client for at most
+// a second after it was seen, or until a connection is accepted.
 //
 // New does no I/O. It returns an error wrapping ErrInvalid when nodes is
 // empty or has more than 64, holds a nil client (or a typed nil, such as
@@ -47,15 +49,16 @@ type Client struct {
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	conns := make([]driver.Node, len(nodes))
 	for i, n := range nodes {
-		if n == nil || isNilValue(n) {
-			return nil, invalid("node %d is nil", i)
+		node := goredis.New(n)
+		if node == nil {
+			return nil, invalid("node %d is a nil client (%T)", i, n)
 		}
 		for j := range i {
 			if reflect.TypeOf(nodes[j]) == reflect.TypeOf(n) && reflect.TypeOf(n).Comparable() && nodes[j] == n {
 				return nil, invalid("node %d is the same client as node %d", i, j)
 			}
 		}
-		conns[i] = goredis.New(n)
+		conns[i] = node
 	}
 	return NewFromNodes(conns, opts...)
 }

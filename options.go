@@ -316,8 +316,12 @@ func WithRestartGuard(g RestartGuard) Option {
 
 // WithReplicaAck makes a node's yes count only when WAIT confirms, within
 // timeout, that replicas of its replicas received the lock: for nodes that
-// are Sentinel-managed masters, so that a failover cannot promote a replica
-// that never saw the lock. A yes without the acknowledgement is released
+// are Sentinel-managed masters or Redis Clusters, so that a failover cannot
+// promote a replica that never saw the lock. WAIT runs on the connection
+// that ran the acquire script, right after it; on a Redis Cluster, that is
+// a connection to the master of the lock's slot, and replicas counts that
+// master's replicas (the go-redis and rueidis drivers; the redigo driver
+// has no Cluster support). A yes without the acknowledgement is released
 // and reported per node as ErrNotReplicated. The per-node timeout is
 // extended by timeout.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {

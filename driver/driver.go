@@ -59,7 +59,13 @@ type Node interface {
 	// Pipe sends the commands in one round trip and returns each reply in
 	// order. err is set when the node itself failed (no reply at all);
 	// otherwise every command has its own Reply, an error reply included.
-	// cmds is not kept, and must not be modified.
+	// cmds is not kept, and must not be modified. A pipeline that holds a
+	// WAIT (WithReplicaAck) must run on one connection, in order, so that
+	// WAIT counts the replicas of the writes before it: on a Redis
+	// Cluster, a connection to the master of those writes' keys, not
+	// whichever master a keyless command would be routed to. A driver
+	// that cannot (WAIT after writes to several masters) returns an
+	// error.
 	Pipe(ctx context.Context, cmds [][]any) ([]Reply, error)
 	// Notifier returns the node's side of release notifications. A Client
 	// calls it once, and closes the Notifier when it closes.

@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"errors"
+	"reflect"
 	"sync"
 	"time"
 )
@@ -138,7 +139,9 @@ var _ Notifier = (*Hub)(nil)
 // selects sharded pub/sub (SSUBSCRIBE, a connection per channel), for a
 // Redis Cluster. timeout bounds each dial, SUBSCRIBE and UNSUBSCRIBE; 0 or
 // less means 2 s. A nil dial makes a Hub that never confirms (its waiters
-// wait on their timers). NewHub does no I/O: the first Subscribe dials.
+// wait on their timers), and so does a dial that returns no connection
+// (nil, or a nil pointer) and no error. NewHub does no I/O: the first
+// Subscribe dials.
 func NewHub(dial Dialer, sharded bool, timeout time.Duration) *Hub {
 	if timeout <= 0 {
 		timeout = defaultHubTimeout
@@ -280,6 +283,9 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *hubChannel) error 
 	h.mu.Unlock()
 	if h.sharded || conn == nil {
 		c, err := h.dial(ctx, name)
+		if err == nil && isNilConn(c) {
+			err = errNoConn
+		}
 		if err != nil {
 			return err
 		}
@@ -312,7 +318,18 @@ func (h *Hub) subscribe(ctx context.Context, name string, ch *hubChannel) error 
 var (
 	errClosedHub = errors.New("redlock: the notifier is closed")
 	errNoDialer  = errors.New("redlock: the notifier has no dialer")
+	errNoConn    = errors.New("redlock: the notifier's dialer returned no connection and no error")
 )
+
+// isNilConn reports whether c is nil, or a nil pointer behind the
+// interface.
+func isNilConn(c PubSubConn) bool {
+	if c == nil {
+		return true
+	}
+	v := reflect.ValueOf(c)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
 
 // defaultHubTimeout is NewHub's timeout when it is given none.
 const defaultHubTimeout = 2 * time.Second

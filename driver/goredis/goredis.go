@@ -20,18 +20,31 @@
 // request on a dial error (MaxRetries), and logs each failed series of
 // dials through its process-wide logger (redis.SetLogger), which belongs
 // to the application, not to this package. New adds a dial hook to a
-// standalone or Sentinel client (redis.Client.AddHook; the hook stays on
-// the client) that sees the first refused dial. From then on go-redis's
-// dials of the node fail at once, without touching the network, and each
-// request first dials the node once itself, through the hook's dialer,
-// outside go-redis's pool: the request fails at once with the refusal
-// unless that dial connects (while one request dials, the others fail at
-// once). So go-redis logs a refusing node once when it is found refusing
-// (once per series of dials in flight then), not once per request, and a
-// node that is back is used by the next request. A Cluster client gets no
-// hook (one shard's refusal must not close every shard): there the first
-// refused request closes the gate, and once a second one request goes
-// through go-redis to probe.
+// standalone or Sentinel client (redis.Client.AddHook), once for the
+// client's life however many Nodes and redlock Clients use it; they all
+// share the hook's state, so the client behaves as if it had one owner.
+// A refused dial marks the node for a second (renewed by each refusal
+// after it, ended at once by any connection the node accepts): while the
+// mark lasts, go-redis's dials of the node fail at once, without touching
+// the network, and each request of a Node first dials the node once
+// itself, through the hook's dialer, outside go-redis's pool. The request
+// fails at once with the refusal unless that dial connects, which ends the
+// mark (while one request dials, the others fail at once). So go-redis
+// logs a refusing node once when it is found refusing (once per series of
+// dials in flight then), not once per request of a Node; a node that is
+// back is used by the next request, and by any request, the application's
+// own included, at most a second after the last refusal. A Cluster client
+// gets no hook (one shard's refusal must not close every shard): there a
+// refused request marks the node, requests fail at once for a second, and
+// then go through go-redis again.
+//
+// WithReplicaAck on a Redis Cluster or a Ring: a pipeline that holds a
+// WAIT is sent, whole, on one connection to the server of its keys
+// (go-redis's client of that master, ClusterClient.MasterForKey, or of that
+// shard, Ring.GetShardClientForKey), so that WAIT counts the replicas of
+// the script it follows; go-redis's Cluster and Ring pipelines would send
+// the keyless WAIT to another master or shard. A pipeline with WAIT whose
+// keys are on several servers is refused with an error.
 package goredis
 
 import (
@@ -39,11 +52,9 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
+	"reflect"
 	"strconv"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -59,135 +70,9 @@ const hubTimeout = 2 * time.Second
 type Node struct {
 	c    redis.UniversalClient
 	info driver.Info
-	// refusedUntil (unix nanoseconds) is set when the node refused a
-	// connection; while it is, requests fail at once with refused. With a
-	// probe (the dial hook's), each request dials the node first and goes
-	// on if it connects; without, one request goes through to go-redis
-	// once refusedUntil has passed, and sets it again if refused.
-	refusedUntil atomic.Int64
-	refused      atomic.Pointer[error]
-	// probe, set by the dial hook at the first refused dial, dials the
-	// node outside go-redis's pool; probing is set while a request does.
-	probe   atomic.Pointer[func(context.Context) error]
-	probing atomic.Bool
-}
-
-// refusedFor is how long a node without a dial hook that refused a
-// connection is not dialled again.
-const refusedFor = time.Second
-
-// errRefused is the error of a node that refused connections: it names
-// the dial's error and is syscall.ECONNREFUSED for errors.Is. It does not
-// unwrap to the dial's error: go-redis retries a request whose error is a
-// dial's *net.OpError, or carries a Timeout method as syscall.Errno does,
-// and the dial hook's refusal must end the request instead.
-type errRefused struct {
-	since time.Time
-	err   error
-}
-
-func (e *errRefused) Error() string {
-	return fmt.Sprintf("connection refused: the node has refused connections for %v: %v",
-		time.Since(e.since).Round(time.Millisecond), e.err)
-}
-
-// Is reports whether target is syscall.ECONNREFUSED.
-func (e *errRefused) Is(target error) bool { return target == syscall.ECONNREFUSED }
-
-// gate fails a request at once while the node refuses connections, unless
-// it dials the node through the dial hook's probe (when there is one, and
-// no other request is dialling) and connects, or (without a probe) it is
-// the one request each refusedFor that goes through to go-redis.
-func (n *Node) gate(ctx context.Context) error {
-	until := n.refusedUntil.Load()
-	if until == 0 {
-		return nil
-	}
-	if p := n.probe.Load(); p != nil {
-		if n.probing.CompareAndSwap(false, true) {
-			err := (*p)(ctx)
-			n.probing.Store(false)
-			if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
-				// Accepted, or not refused (a timeout is the request's to
-				// meet): go-redis dials it.
-				n.refusedUntil.Store(0)
-				return nil
-			}
-		}
-	} else if now := time.Now().UnixNano(); now >= until && n.refusedUntil.CompareAndSwap(until, now+int64(refusedFor)) {
-		return nil // this request probes the node
-	}
-	if p := n.refused.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// observe records whether a request found the node refusing connections.
-func (n *Node) observe(err error) {
-	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
-		n.refuse(err)
-		return
-	}
-	if n.refusedUntil.Load() != 0 {
-		n.refusedUntil.Store(0)
-	}
-}
-
-// refuse closes the gate after a refused connection, unless err is the
-// gate's own refusal.
-func (n *Node) refuse(err error) {
-	var already *errRefused
-	if errors.As(err, &already) {
-		return
-	}
-	var e error = &errRefused{since: time.Now(), err: err}
-	n.refused.Store(&e)
-	n.refusedUntil.Store(time.Now().Add(refusedFor).UnixNano())
-}
-
-// dialWatch is the go-redis hook New adds to a standalone or Sentinel
-// client: it watches the client's dials, and keeps go-redis's dials off a
-// node that refuses them.
-type dialWatch struct{ n *Node }
-
-// DialHook implements redis.Hook. A refused dial closes the node's gate
-// and gives it a probe that dials through next; while the gate is closed
-// a dial fails at once with the refusal, without touching the network,
-// so that a series of dials in flight ends soon. Every refused dial
-// returns the node's errRefused, which go-redis does not retry.
-func (w dialWatch) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if w.n.refusedUntil.Load() != 0 {
-			if p := w.n.refused.Load(); p != nil {
-				return nil, *p
-			}
-		}
-		conn, err := next(ctx, network, addr)
-		if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
-			probe := func(ctx context.Context) error {
-				c, err := next(ctx, network, addr)
-				if err != nil {
-					return err
-				}
-				return c.Close()
-			}
-			w.n.probe.Store(&probe)
-			w.n.refuse(err)
-			if p := w.n.refused.Load(); p != nil {
-				return nil, *p
-			}
-		}
-		return conn, err
-	}
-}
-
-// ProcessHook implements redis.Hook: requests pass unchanged.
-func (dialWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
-
-// ProcessPipelineHook implements redis.Hook: pipelines pass unchanged.
-func (dialWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	// g is the client's refusal state, shared by every Node on the client
+	// (gate.go).
+	g *gate
 }
 
 var _ driver.Node = (*Node)(nil)
@@ -195,16 +80,31 @@ var _ driver.Node = (*Node)(nil)
 // New wraps a go-redis client: a *redis.Client (standalone, or a Sentinel
 // failover client from redis.NewFailoverClient) or a *redis.ClusterClient.
 // It does no I/O. To a *redis.Client it adds a dial hook (AddHook) that
-// watches for refused connections (see the package doc); the hook stays
-// on the client, so wrap each client once rather than once per use. The
-// caller keeps the client, and closes it after the redlock Client that
-// uses the node.
+// watches for refused connections (see the package doc), once for the
+// client's life: every Node on one client, however many redlock Clients
+// use it, shares that hook and its state, so that the client behaves as
+// if it had one owner. The caller keeps the client, and closes it after
+// the redlock Clients that use it. A nil client, or a nil pointer of a
+// client type ((*redis.Client)(nil)), gives a nil node, which
+// redlock.NewFromNodes refuses with ErrInvalid.
 func New(c redis.UniversalClient) *Node {
-	n := &Node{c: c, info: describe(c)}
-	if rc, ok := c.(*redis.Client); ok {
-		rc.AddHook(dialWatch{n})
+	if isNil(c) {
+		return nil
 	}
-	return n
+	return &Node{c: c, info: describe(c), g: gateOf(c)}
+}
+
+// isNil reports whether c is nil or a nil value of a type that can be
+// nil (a typed nil behind the interface).
+func isNil(c redis.UniversalClient) bool {
+	if c == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(c); v.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return v.IsNil()
+	}
+	return false
 }
 
 // Client returns the go-redis client.
@@ -229,35 +129,52 @@ func describe(c redis.UniversalClient) driver.Info {
 // Info implements driver.Node.
 func (n *Node) Info() driver.Info { return n.info }
 
+// errNoClient is the error of a Node that New did not make (a zero Node),
+// which has no client.
+var errNoClient = errors.New("redlock: a go-redis Node without a client: make it with goredis.New")
+
 // Do implements driver.Node. Redis's nil reply is returned as nil, not
 // as redis.Nil.
 func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
-	if err := n.gate(ctx); err != nil {
+	if n.c == nil {
+		return nil, errNoClient
+	}
+	if err := n.g.check(ctx); err != nil {
 		return nil, err
 	}
 	v, err := n.c.Do(ctx, args...).Result()
 	if err == redis.Nil {
+		n.g.observe(nil)
 		return nil, nil
 	}
-	n.observe(err)
+	n.g.observe(err)
 	return plain(v), err
 }
 
-// Pipe implements driver.Node.
+// Pipe implements driver.Node. On a Redis Cluster, a pipeline with a WAIT
+// runs whole on one connection to the master of its keys (see
+// connPipeline).
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
-	if err := n.gate(ctx); err != nil {
+	if n.c == nil {
+		return nil, errNoClient
+	}
+	if err := n.g.check(ctx); err != nil {
 		return nil, err
 	}
-	p := n.c.Pipeline()
+	p, err := n.pipeline(ctx, cmds)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*redis.Cmd, len(cmds))
 	for i, args := range cmds {
 		out[i] = p.Do(ctx, args...)
 	}
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !driver.IsReply(err) {
-		n.observe(err)
+		n.g.observe(err)
 		return nil, err
 	}
-	n.observe(nil)
+	n.g.observe(nil)
+	n.redirected(ctx, out)
 	replies := make([]driver.Reply, len(cmds))
 	for i, cmd := range out {
 		v, err := cmd.Result()
@@ -271,6 +188,9 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 
 // Notifier implements driver.Node: a hub on the client.
 func (n *Node) Notifier() driver.Notifier {
+	if n.c == nil {
+		return driver.NewHub(nil, false, hubTimeout) // never confirms
+	}
 	return newHub(n.c, n.info.Sharded, hubTimeout)
 }
 
@@ -289,7 +209,7 @@ func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
 		defer mu.Unlock()
 		// No dial hook: the cluster client's node clients are its own,
 		// and a hook added on each call would stay on them.
-		masters = append(masters, &Node{c: c, info: describe(c)})
+		masters = append(masters, &Node{c: c, info: describe(c), g: &gate{}})
 		return nil
 	})
 	return masters, err

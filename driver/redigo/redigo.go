@@ -14,7 +14,9 @@
 //	lock, err := redlock.NewFromNodes([]driver.Node{redigodriver.New(pool, addr)})
 //
 // redigo speaks to one server: a standalone node. It has no Sentinel and
-// no Redis Cluster support of its own, and neither has this driver. A
+// no Redis Cluster support of its own, and neither has this driver (so
+// WithReplicaAck's WAIT always runs on the connection of the acquire it
+// follows, and Cluster is not a topology this driver offers). A
 // pool whose Dial asks Sentinel for the master (a library of your own
 // choice) is a node too; give it the address "", since its server changes
 // with a failover. This driver has not been tested that way.
@@ -101,7 +103,12 @@ func (n *Node) Info() driver.Info { return n.info }
 // Masters implements driver.Node: a redigo node is never a Redis Cluster.
 func (n *Node) Masters(context.Context) ([]driver.Node, error) { return nil, nil }
 
-var errNoCommand = errors.New("redlock: an empty command")
+var (
+	errNoCommand = errors.New("redlock: an empty command")
+	// errNoPool is the error of a Node that New did not make (a zero
+	// Node), which has no pool.
+	errNoPool = errors.New("redlock: a redigo Node without a pool: make it with New")
+)
 
 // Do implements driver.Node.
 func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
@@ -111,6 +118,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	name, ok := args[0].(string)
 	if !ok {
 		return nil, fmt.Errorf("redlock: a command name of type %T", args[0])
+	}
+	if n.pool == nil {
+		return nil, errNoPool
 	}
 	conn, err := n.pool.GetContext(ctx)
 	if err != nil {
@@ -129,6 +139,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	if len(cmds) == 0 {
 		return nil, nil
+	}
+	if n.pool == nil {
+		return nil, errNoPool
 	}
 	conn, err := n.pool.GetContext(ctx)
 	if err != nil {
@@ -219,12 +232,17 @@ func (n *Node) Notifier() driver.Notifier {
 			err error
 		)
 		switch {
+		case n.pool == nil:
+			err = errNoPool
 		case n.pool.DialContext != nil:
 			c, err = n.pool.DialContext(ctx)
 		case n.pool.Dial != nil:
 			c, err = n.pool.Dial()
 		default:
 			err = errors.New("redlock: the redigo pool has neither DialContext nor Dial")
+		}
+		if err == nil && c == nil {
+			err = errors.New("redlock: the redigo pool's dial returned no connection and no error")
 		}
 		if err != nil {
 			return nil, err

@@ -22,7 +22,11 @@
 // (rueidis's synchronous path); once requests overlap, rueidis switches the
 // connection to its pipelining mode and keeps it there. WAIT (WithReplicaAck)
 // blocks its connection, so it is sent as a blocking command, on a
-// connection of rueidis's pool of its own, with the acquire it follows.
+// connection of rueidis's pool of its own, with the acquire it follows. On
+// a Redis Cluster rueidis sends a keyless command of a pipeline with the
+// commands of the pipeline's slot, so WAIT reaches the master that ran the
+// acquire; a pipeline with a keyless command and keys of several slots,
+// which rueidis would panic on, is refused with an error.
 //
 // Deadlines: a request returns at its context's deadline even while the
 // node is frozen (Info.HonoursDeadline), with one limit below. A request
@@ -75,6 +79,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,11 +106,15 @@ var _ driver.Node = (*Node)(nil)
 // New wraps a rueidis client: standalone (ForceSingleClient, or a single
 // InitAddress that is not a cluster), Sentinel (ClientOption.Sentinel) or
 // Redis Cluster. It does no I/O. The caller keeps the client, and closes
-// it after the redlock Client that uses the node. A nil client gives a nil
-// node, which redlock.NewFromNodes refuses with ErrInvalid.
+// it after the redlock Client that uses the node. A nil client (or a nil
+// pointer behind the interface) gives a nil node, which
+// redlock.NewFromNodes refuses with ErrInvalid.
 func New(c rueidis.Client) *Node {
 	if c == nil {
 		return nil
+	}
+	if v := reflect.ValueOf(c); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil // a typed nil behind the interface
 	}
 	return &Node{c: c, info: describe(c)}
 }
@@ -141,6 +150,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	if len(args) == 0 {
 		return nil, errNoCommand
 	}
+	if n.c == nil {
+		return nil, errNoClient
+	}
 	return reply(n.c.Do(ctx, n.build(args)))
 }
 
@@ -150,12 +162,20 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	if len(cmds) == 0 {
 		return nil, nil
 	}
+	if n.c == nil {
+		return nil, errNoClient
+	}
 	built := make(rueidis.Commands, len(cmds))
 	for i, args := range cmds {
 		if len(args) == 0 {
 			return nil, errNoCommand
 		}
 		built[i] = n.build(args)
+	}
+	if n.info.Sharded && mixesSlots(n.c, built) {
+		// rueidis sends a keyless command with the commands of its slot,
+		// and panics when the others span several slots.
+		return nil, errMixedSlots
 	}
 	results := n.c.DoMulti(ctx, built...)
 	replies := make([]driver.Reply, len(results))
@@ -176,7 +196,32 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	return replies, nil
 }
 
-var errNoCommand = errors.New("redlock: an empty command")
+var (
+	errNoCommand = errors.New("redlock: an empty command")
+	// errNoClient is the error of a Node that New did not make (a zero
+	// Node), which has no client.
+	errNoClient   = errors.New("redlock: a rueidis Node without a client: make it with New")
+	errMixedSlots = errors.New("redlock: on a Redis Cluster, a pipeline with a keyless command (WAIT) needs keys of one slot, for the command to run on their connection")
+)
+
+// mixesSlots reports whether cmds holds a command with no key beside
+// commands of more than one slot.
+func mixesSlots(c rueidis.Client, cmds rueidis.Commands) bool {
+	none := c.B().Ping().Build() // a command without a key
+	noSlot := none.Slot()
+	keyless, slot, several := false, noSlot, false
+	for i := range cmds {
+		switch s := cmds[i].Slot(); {
+		case s == noSlot:
+			keyless = true
+		case slot == noSlot:
+			slot = s
+		case s != slot:
+			several = true
+		}
+	}
+	return keyless && several
+}
 
 // build makes the rueidis command of args; on a Redis Cluster it names
 // the command's keys, so that rueidis routes it to their slot. The
@@ -330,7 +375,7 @@ func plain(m *rueidis.RedisMessage) (any, error) {
 // Masters implements driver.Node: the masters of a Redis Cluster, from
 // CLUSTER SLOTS, each a node on rueidis's client of it.
 func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
-	if !n.info.Sharded {
+	if !n.info.Sharded || n.c == nil {
 		return nil, nil
 	}
 	v, err := n.Do(ctx, "CLUSTER", "SLOTS")
@@ -370,6 +415,9 @@ func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
 // Notifier implements driver.Node: a driver.Hub on dedicated connections.
 func (n *Node) Notifier() driver.Notifier {
 	sharded := n.info.Sharded
+	if n.c == nil {
+		return driver.NewHub(nil, sharded, hubTimeout) // never confirms
+	}
 	return driver.NewHub(func(context.Context, string) (driver.PubSubConn, error) {
 		return newPubSub(n.c, sharded), nil
 	}, sharded, hubTimeout)
