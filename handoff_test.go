@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // resumeChild is the worker of TestHandoffAcrossProcesses: it reads a
@@ -247,5 +249,188 @@ func TestResumeChecksTheMode(t *testing.T) {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// resumeKinds are the handles of TestResumeOnce and
+// TestResumeRefusesAnotherKind: one of each kind a form can hold, and a
+// contender that the handed lock keeps out (nil for a reader, whose
+// contender is a writer).
+func resumeKinds(c *Client, name string) []struct {
+	label  string
+	handle Locker
+	rival  func(c *Client) Locker
+} {
+	return []struct {
+		label  string
+		handle Locker
+		rival  func(c *Client) Locker
+	}{
+		{"plain", c.Mutex(name + ":plain"), func(c *Client) Locker { return c.Mutex(name + ":plain") }},
+		{"reentrant", c.Reentrant(name+":owned", "job-1"), func(c *Client) Locker { return c.Reentrant(name+":owned", "job-2") }},
+		{"write", writer(c, name+":w"), func(c *Client) Locker { return writer(c, name+":w") }},
+		{"read", reader(c, name+":r"), func(c *Client) Locker { return writer(c, name+":r") }},
+		{"permit", c.Semaphore(name+":sem", 1), func(c *Client) Locker { return c.Semaphore(name+":sem", 1) }},
+	}
+}
+
+// Finding 2 of issue 33: a form delivered twice is resumed once. The
+// second Resume fails with ErrNotHeld and returns no lock; the first
+// worker keeps the lock past its TTL, and once it releases, another Client
+// obtains the name and nothing re-creates the key.
+func TestResumeOnce(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	sched := newClient(t, cl.clients)
+	w1 := newClient(t, cl.clients)
+	w2 := newClient(t, cl.clients)
+	other := newClient(t, cl.clients)
+	for _, k := range resumeKinds(sched, "once") {
+		t.Run(k.label, func(t *testing.T) {
+			l, err := k.handle.Obtain(ctx, time.Second, WithAutoRefresh())
+			if err != nil {
+				t.Fatal(err)
+			}
+			form, err := l.Handoff()
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, err := w1.Resume(ctx, form, WithAutoRefresh())
+			if err != nil {
+				t.Fatalf("first Resume: %v", err)
+			}
+			second, err := w2.Resume(ctx, form, WithAutoRefresh())
+			if !errors.Is(err, ErrNotHeld) || second != nil {
+				if second != nil {
+					_ = second.Release(ctx)
+				}
+				t.Fatalf("second Resume of the same form: %v, want ErrNotHeld and no lock", err)
+			}
+			if !strings.Contains(err.Error(), "resumed already") {
+				t.Errorf("second Resume's error does not say the form was resumed: %v", err)
+			}
+			// A third delivery, after the first worker refreshed past the
+			// lock's TTL: still refused.
+			time.Sleep(1500 * time.Millisecond)
+			if err := first.Err(); err != nil {
+				t.Fatalf("the first worker lost the lock: %v", err)
+			}
+			if _, err := w2.Resume(ctx, form); !errors.Is(err, ErrNotHeld) {
+				t.Fatalf("a third Resume: %v, want ErrNotHeld", err)
+			}
+			if _, err := k.rival(other).TryObtain(ctx, time.Second); !errors.Is(err, ErrHeld) {
+				t.Fatalf("another owner while the first worker holds: %v, want ErrHeld", err)
+			}
+			if err := first.Release(ctx); err != nil {
+				t.Fatalf("the first worker's release: %v", err)
+			}
+			o, err := k.rival(other).TryObtain(ctx, time.Second)
+			if err != nil {
+				t.Fatalf("another Client after the worker's release: %v", err)
+			}
+			if err := o.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// Nothing brings the key back: no refresh holds the form's
+			// secret or the refused workers'.
+			time.Sleep(1200 * time.Millisecond)
+			for i, n := range cl.clients {
+				if v, err := n.Exists(ctx, l.keys.key).Result(); err != nil || v != 0 {
+					t.Fatalf("node %d: the lock key exists after every holder released (%d, %v)", i, v, err)
+				}
+			}
+		})
+	}
+}
+
+// A claim that reached a minority only (a rival Resume of the same form
+// claimed node 0 first): the worker that claims the other nodes wins, the
+// rival's claim on node 0 holds nothing, a later Resume fails, and the
+// winner releases the lock.
+func TestResumePartialClaim(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	sched := newClient(t, cl.clients)
+	w1 := newClient(t, cl.clients)
+	l, err := sched.Mutex("partial").Obtain(ctx, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	form, err := l.Handoff()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The rival's claim, on node 0 alone.
+	rival := script.ClaimCall(l.keys.key, nil, l.secret.hold.ID, newValue(), time.Hour)
+	if c, err := rival.Claim(ctx, sched.engine.nodes[0].Conn); err != nil || c.Status != script.Claimed {
+		t.Fatalf("the rival's claim on node 0: %+v, %v", c, err)
+	}
+	first, err := w1.Resume(ctx, form)
+	if err != nil {
+		t.Fatalf("Resume with a rival's claim on one node of three: %v", err)
+	}
+	var qe *QuorumError
+	if _, err := w1.Resume(ctx, form); !errors.Is(err, ErrNotHeld) || !errors.As(err, &qe) || len(qe.Nodes) != 3 {
+		t.Fatalf("a later Resume: %v, want ErrNotHeld from every node", err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatalf("the winner's release: %v", err)
+	}
+	for i := 1; i < 3; i++ {
+		if _, ok := rawGet(t, cl.clients[i], "partial"); ok {
+			t.Fatalf("node %d still holds the lock after the winner's release", i)
+		}
+	}
+}
+
+// Finding 3 of issue 33: Resume checks the kind on the nodes. A form
+// edited to another kind that agrees with itself (a reader's that says
+// writer, a plain lock's that says reader, a writer's with another owner,
+// a permit's with another number of permits) is refused with ErrWrongKind
+// and changes nothing: the form as written resumes afterwards.
+func TestResumeRefusesAnotherKind(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	c := newClient(t, cl.clients)
+	edits := map[string][]func(f *handoffForm){
+		"plain":     {func(f *handoffForm) { f.Kind, f.Mode = "read", "r" }, func(f *handoffForm) { f.Kind, f.Mode, f.Permits = "permit", "s", 1 }},
+		"reentrant": {func(f *handoffForm) { f.Owner = "job-2" }, func(f *handoffForm) { f.Kind, f.Mode, f.Owner = "read", "r", "" }},
+		"write":     {func(f *handoffForm) { f.Owner = newValue() }, func(f *handoffForm) { f.Kind, f.Mode, f.Owner = "plain", "", "" }},
+		"read":      {func(f *handoffForm) { f.Kind, f.Mode, f.Owner = "write", "w", newValue() }, func(f *handoffForm) { f.Kind, f.Mode, f.Permits = "permit", "s", 1 }},
+		"permit":    {func(f *handoffForm) { f.Permits = 2 }, func(f *handoffForm) { f.Kind, f.Mode, f.Permits = "read", "r", 0 }},
+	}
+	for _, k := range resumeKinds(c, "kind") {
+		t.Run(k.label, func(t *testing.T) {
+			l, err := k.handle.Obtain(ctx, 5*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err := l.Handoff()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, edit := range edits[k.label] {
+				var f handoffForm
+				if err := json.Unmarshal(data, &f); err != nil {
+					t.Fatal(err)
+				}
+				edit(&f)
+				forged, _ := json.Marshal(f)
+				got, err := c.Resume(ctx, forged)
+				if !errors.Is(err, ErrWrongKind) {
+					if got != nil {
+						_ = got.Release(ctx)
+					}
+					t.Fatalf("edit %d (kind %q, mode %q, %d permits): %v, want ErrWrongKind", i, f.Kind, f.Mode, f.Permits, err)
+				}
+			}
+			got, err := c.Resume(ctx, data)
+			if err != nil {
+				t.Fatalf("the form as written, after the refused edits: %v", err)
+			}
+			if err := got.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
