@@ -93,7 +93,10 @@ func (l *Lock) Handoff() ([]byte, error) {
 // at most once per form: it claims the lock on every node by replacing the
 // form's secret with a new one of its own, keeping the expiry, where the
 // node holds the secret in the form's kind (the mode, owner and number of
-// permits the form says), and it needs a quorum of such claims. A second
+// permits the form says) and no holder granted after the form's lock can
+// have drawn a fencing token (the lock's counter there exists and is at
+// most the form's token; not checked for a permit of a semaphore of more
+// than one), and it needs a quorum of such claims. A second
 // Resume of the same form (a queue that delivers twice, a retried send)
 // then finds no quorum and fails with ErrNotHeld: the form is single-use.
 // The returned lock is valid until the time the nodes say the claimed
@@ -113,7 +116,9 @@ func (l *Lock) Handoff() ([]byte, error) {
 // edited to say writer, a permit's with another number of permits); an
 // error wrapping ErrNotHeld (a *QuorumError) when a quorum does not hold
 // the lock, holds it for less than a per-node timeout, or the form was
-// resumed already; ErrClosed after Close, and ctx's error when ctx ends
+// resumed already, or another holder can have held the name since the
+// form's lock (whose tenure ended, even if late refreshes of the handing
+// Client wrote it back); ErrClosed after Close, and ctx's error when ctx ends
 // first. A failed Resume gives back what it claimed: the lock is then
 // nobody's, and expires. The caller must Release the returned lock.
 func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOption) (*Lock, error) {
@@ -166,7 +171,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
-			call := script.ClaimCall(l.keys.key, hold, f.Secret, l.secret.hold.ID, e.guard(n.Index).FenceTTL)
+			call := script.ClaimCall(l.keys.key, l.keys.fence, hold, f.Secret, l.secret.hold.ID, f.Token, e.guard(n.Index).FenceTTL)
 			c, err := call.Claim(ctx, n.Conn)
 			return c, kindError(err)
 		},
@@ -241,10 +246,19 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 // there before: a handoff form resumes once.
 var errResumedAlready = fmt.Errorf("%w: this handoff was resumed already (a form resumes at most once)", ErrNotOwner)
 
+// errLaterHolder is a node's reason when it holds the form's secret but
+// its fencing counter is missing or above the form's token: another
+// holder can have been granted the name since the form's lock, whose
+// tenure then ended (docs/handoff.md, "The fencing token").
+var errLaterHolder = fmt.Errorf("%w: the lock's fencing counter is missing or holds a later holder's token, above the form's", ErrNotOwner)
+
 // disagreeClaim is the per-node reason of a claim's no.
 func disagreeClaim(c script.Claim) error {
-	if c.Status == script.AlreadyClaimed {
+	switch c.Status {
+	case script.AlreadyClaimed:
 		return errResumedAlready
+	case script.Superseded:
+		return errLaterHolder
 	}
 	return ErrNotOwner
 }

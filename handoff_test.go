@@ -15,6 +15,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -352,16 +354,31 @@ func TestResumePartialClaim(t *testing.T) {
 	ctx := context.Background()
 	sched := newClient(t, cl.clients)
 	w1 := newClient(t, cl.clients)
+	// The nodes' fencing counters agree, as they do once a name is in use:
+	// on a name's first use each node seeds its counter from its own
+	// clock, and a node whose vote came after the acquire was decided can
+	// hold a counter above the token, where a claim is refused
+	// (docs/handoff.md, "The fencing token"); the worker needs both nodes
+	// the rival leaves it.
+	fence := keys.Fence("{" + limits.Prefix + "partial}")
+	for _, n := range cl.clients {
+		if err := n.Set(ctx, fence, "1000", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 	l, err := sched.Mutex("partial").Obtain(ctx, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if l.keys.fence != fence || l.Token() != 1001 {
+		t.Fatalf("the lock's counter is %s, its token %d; want %s and 1001", l.keys.fence, l.Token(), fence)
 	}
 	form, err := l.Handoff()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The rival's claim, on node 0 alone.
-	rival := script.ClaimCall(l.keys.key, nil, l.secret.hold.ID, newValue(), time.Hour)
+	rival := script.ClaimCall(l.keys.key, l.keys.fence, nil, l.secret.hold.ID, newValue(), l.token, time.Hour)
 	if c, err := rival.Claim(ctx, sched.engine.nodes[0].Conn); err != nil || c.Status != script.Claimed {
 		t.Fatalf("the rival's claim on node 0: %+v, %v", c, err)
 	}
@@ -433,4 +450,150 @@ func TestResumeRefusesAnotherKind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lateRefresh sends l's refresh to every node now, with l's secret: what
+// a refresh of the handing Client, sent before Handoff and delayed in the
+// network, does when it finally runs (the Lock itself sends nothing after
+// Handoff). It reports what each node did.
+func lateRefresh(t *testing.T, l *Lock) []script.RefreshResult {
+	t.Helper()
+	e := l.e
+	var out []script.RefreshResult
+	for i, n := range e.nodes {
+		r, err := l.kind.refresh(l.keys.on(e, i), &l.secret, l.ttl).Run(context.Background(), n.Conn, e.guard(i))
+		if err != nil {
+			t.Fatalf("node %d: the late refresh: %v", i, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// waitGone waits until no node holds l's key (its TTL ran out, or a
+// release reached every node).
+func waitGone(t *testing.T, cl *cluster, l *Lock) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, n := range cl.clients {
+		for {
+			v, err := n.Exists(context.Background(), l.keys.key).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the handed lock's key did not expire")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// The gap of the fencing token (docs/handoff.md, "The fencing token"): the
+// handed lock expires, another Client holds the name and releases it, and
+// only then do the handing Client's refreshes, delayed in the network,
+// re-create the lock with the form's secret on every node. Resuming the
+// form then would continue a tenure that ended before the other holder's,
+// with a token below its token. Resume refuses: each node holds the
+// secret, but its fencing counter holds the later holder's token. Without
+// the other holder in between, the same re-created lock resumes (nobody
+// drew a token since), and a permit of a semaphore of two resumes beside
+// another permit taken after it (its counter is not checked).
+func TestResumeAfterALaterHolder(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	sched := newClient(t, cl.clients)
+	w := newClient(t, cl.clients)
+	other := newClient(t, cl.clients)
+	const ttl = 1500 * time.Millisecond
+	for _, k := range resumeKinds(sched, "later") {
+		t.Run(k.label, func(t *testing.T) {
+			for _, between := range []bool{true, false} {
+				l, err := k.handle.Obtain(ctx, ttl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				form, err := l.Handoff()
+				if err != nil {
+					t.Fatal(err)
+				}
+				waitGone(t, cl, l)
+				if between {
+					o, err := k.rival(other).Obtain(ctx, ttl)
+					if err != nil {
+						t.Fatalf("another Client after the handed lock expired: %v", err)
+					}
+					if o.Token() <= l.Token() {
+						t.Fatalf("the later holder's token %d is not above the form's %d", o.Token(), l.Token())
+					}
+					if err := o.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					// Release answers once a quorum deleted the key; the
+					// late refresh comes after every node did.
+					waitGone(t, cl, l)
+				}
+				for i, r := range lateRefresh(t, l) {
+					if r != script.Reseeded {
+						t.Fatalf("node %d: the late refresh did %v, want a re-seed", i, r)
+					}
+				}
+				got, err := w.Resume(ctx, form)
+				if !between {
+					if err != nil {
+						t.Fatalf("Resume of a lock re-created with no holder in between: %v", err)
+					}
+					if got.Token() != l.Token() {
+						t.Errorf("the resumed lock's token %d, want the form's %d", got.Token(), l.Token())
+					}
+					if err := got.Release(ctx); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				if err == nil {
+					_ = got.Release(ctx)
+					t.Fatalf("Resume after another holder's tenure succeeded with token %d", got.Token())
+				}
+				var qe *QuorumError
+				if !errors.Is(err, ErrNotHeld) || !errors.As(err, &qe) || got != nil {
+					t.Fatalf("Resume after another holder's tenure: %v, want ErrNotHeld and no lock", err)
+				}
+				if !strings.Contains(err.Error(), "later holder's token") {
+					t.Errorf("the error does not name the later holder's token: %v", err)
+				}
+				// The refused claim changed nothing: the late refresh's
+				// lock expires, and the name is free again after it.
+				waitGone(t, cl, l)
+			}
+		})
+	}
+	t.Run("permit of two", func(t *testing.T) {
+		l, err := sched.Semaphore("later:sem2", 2).Obtain(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		form, err := l.Handoff()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := other.Semaphore("later:sem2", 2).Obtain(ctx, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = o.Release(ctx) }()
+		if o.Token() <= l.Token() {
+			t.Fatalf("the second permit's token %d is not above the first's %d", o.Token(), l.Token())
+		}
+		got, err := w.Resume(ctx, form)
+		if err != nil {
+			t.Fatalf("Resume of a permit with another permit taken beside it: %v", err)
+		}
+		if err := got.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

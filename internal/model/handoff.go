@@ -26,9 +26,17 @@ import (
 // agree (the drift allowance is a constant): what the model checks is who
 // holds what, not clock skew, which system.go covers.
 //
-// Not modelled: fencing tokens (the resumed lock keeps the form's token;
-// docs/handoff.md says why that keeps docs/fencing.md's claims), refreshes
-// of the resumed lock, restarts and failovers, joint configurations.
+// Fencing tokens are modelled as far as the claim's check needs them: the
+// nodes' counters start at H's token (1: H's acquire at t=0 issued it
+// everywhere), the rival's acquires issue tokens from them as acquire.lua,
+// family.lua and permit.lua do (its token is the highest yes-vote; the
+// second round is not modelled), the form carries H's token, and a
+// resumed lock must not follow a conflicting grant of a higher token (H's
+// late refreshes re-created the lock after the rival's tenure).
+//
+// Not modelled: refreshes of the resumed lock, restarts and failovers,
+// joint configurations, the counters' expiry (FenceTTL is beyond the
+// horizon).
 
 // Claim statuses, as resume.lua replies.
 const (
@@ -36,6 +44,7 @@ const (
 	Claimed        = 1
 	ClaimKindError = 2 // REDLOCK_KIND: the node holds the secret in another kind
 	AlreadyClaimed = 3
+	Superseded     = 4 // the counter is missing or above the form's token
 )
 
 // Tomb is resume.lua's tombstone <lock>:claimed:<secret>: a claim of
@@ -79,26 +88,40 @@ func (t *Tombs) set(secret int, exp int64) {
 // Form is what a handoff form says of its lock: its kind ('p' a plain
 // lock, 'w' an exclusive hold of the family, 'r' a reader's hold, 's' a
 // permit), the exclusive owner (for 'w'), the semaphore's number of
-// permits (for 's'), and the secret (the plain lock's value, or the hold's
-// ID).
+// permits (for 's'), the secret (the plain lock's value, or the hold's
+// ID) and the fencing token.
 type Form struct {
 	Kind   byte
 	Owner  int
 	K      int
 	Secret int
+	Token  int64
 }
 
 // Claim is resume.lua on a node's data and tombstones at env: where the
 // node holds f's secret in f's kind, the secret becomes new, with the same
 // expiry, and a tombstone of the old secret is left for tombTTL. It returns
 // the status and, when Claimed, how long the claimed lock has left.
-// checkKind false is the ClaimTrustsKind mutant (the kind is not checked),
-// tomb false the NoTombstone mutant (no tombstone is read or written).
-func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKind, tomb bool) (status int, left int64) {
+// Where the node's fencing counter is missing or above f's token (a holder
+// granted after f's lock can have drawn a token here), it answers
+// Superseded and changes nothing; not for a permit of a semaphore of more
+// than one. checkKind false is the ClaimTrustsKind mutant (the kind is not
+// checked), tomb false the NoTombstone mutant (no tombstone is read or
+// written), fence false the NoCounterCheck mutant (the counter is not
+// read).
+func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKind, tomb, fence bool) (status int, left int64) {
 	d.expire(env)
 	now := env.Now
 	if tomb && t.has(f.Secret, now) {
 		return AlreadyClaimed, 0
+	}
+	// resume.lua's later(): the counter as it is (expire cleared an
+	// expired one).
+	later := func() bool {
+		if !fence || (f.Kind == 's' && f.K != 1) {
+			return false
+		}
+		return !d.Fence.OK || d.Fence.V > f.Token
 	}
 	if d.Lock.Owner != 0 { // a string
 		if d.Lock.Owner != f.Secret {
@@ -110,6 +133,9 @@ func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKin
 		pttl := d.Lock.Exp - now
 		if pttl <= 0 {
 			return NotClaimed, 0
+		}
+		if later() {
+			return Superseded, 0
 		}
 		d.Lock.Owner = new
 		if tomb {
@@ -127,6 +153,9 @@ func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKin
 	}
 	if checkKind && (f.Kind == 'p' || fam.Mode != f.Kind || (f.Kind == 'w' && fam.Owner != f.Owner) || (f.Kind == 's' && fam.K != f.K)) {
 		return ClaimKindError, 0
+	}
+	if later() {
+		return Superseded, 0
 	}
 	fam.delHold(f.Secret)
 	fam.setHold(new, exp)
@@ -174,6 +203,10 @@ type HandoffMutations struct {
 	// ValidityFromDecision: the resumed lock's validity is counted from
 	// the claim round's decision, not from before its requests were sent.
 	ValidityFromDecision bool
+	// NoCounterCheck: the claim does not read the fencing counter, so a
+	// form whose lock H's late refreshes re-created after the rival's
+	// tenure resumes with a token below the rival's.
+	NoCounterCheck bool
 }
 
 // HandoffConfig bounds a handoff model.
@@ -192,7 +225,12 @@ type HandoffConfig struct {
 	Refreshes   int  // refreshes H may send before it hands off
 	Forged      bool // W2's form is edited to another kind (ForgedForm)
 	Rival       int  // obtains the rival C may try (0: no rival)
-	Mut         HandoffMutations
+	// Late: the workers resume, and the rival tries, only from t = Late
+	// on (0: at any time). A targeted search: the premise of the fencing
+	// check's schedule, a Resume and a rival that come after the handed
+	// lock expired, which random schedules from the start rarely meet.
+	Late int64
+	Mut  HandoffMutations
 }
 
 // Handoff actors.
@@ -246,6 +284,7 @@ type HGrant struct {
 	Owner   int  // a reentrant owner, who shares the lock with itself
 	At, End int64
 	Resumed bool
+	Token   int64 // its fencing token
 }
 
 // HState is the handoff system's state.
@@ -287,18 +326,22 @@ const (
 
 // handed is the form of H's lock.
 func (m *HandoffModel) handed() Form {
+	f := Form{Kind: 'p', Secret: secretH, Token: tokenH}
 	switch m.Cfg.Kind {
 	case Reentrant:
-		return Form{Kind: 'w', Owner: 1, Secret: secretH}
+		f.Kind, f.Owner = 'w', 1
 	case Exclusive:
-		return Form{Kind: 'w', Owner: 1<<20 + secretH, Secret: secretH}
+		f.Kind, f.Owner = 'w', 1<<20+secretH
 	case Shared:
-		return Form{Kind: 'r', Secret: secretH}
+		f.Kind = 'r'
 	case Permit:
-		return Form{Kind: 's', K: m.Cfg.Permits, Secret: secretH}
+		f.Kind, f.K = 's', m.Cfg.Permits
 	}
-	return Form{Kind: 'p', Secret: secretH}
+	return f
 }
+
+// tokenH is H's fencing token: its acquire at t=0 issued it on every node.
+const tokenH = 1
 
 // ForgedForm is the handed form edited to another kind that agrees with
 // itself, as finding 3's reviewer did: a reader's that says writer, a
@@ -345,6 +388,9 @@ func (m *HandoffModel) Init() *HState {
 	f := m.handed()
 	for i := range s.Nodes {
 		d := &s.Nodes[i]
+		// H's acquire at t=0 issued its token on every node (a missing
+		// counter reads as 0 x 1024 then), with run's FenceTTL.
+		d.Fence = Counter{OK: true, V: f.Token, Exp: 10 * c.Horizon}
 		if f.Kind == 'p' {
 			d.Lock = Key{Owner: f.Secret, Exp: c.TTL}
 			continue
@@ -363,7 +409,7 @@ func (m *HandoffModel) Init() *HState {
 	}
 	h := &s.Actors[ActH]
 	h.Phase, h.Left, h.Lock, h.ValidUntil = Holding, c.Refreshes, f, c.TTL-c.Drift
-	s.Grants = append(s.Grants, m.grantOf(ActH, f, 0, h.ValidUntil, false))
+	s.Grants = append(s.Grants, m.grantOf(ActH, f, 0, h.ValidUntil, false, f.Token))
 	h.Grant = 0
 	w2 := f
 	if c.Forged {
@@ -378,8 +424,8 @@ func (m *HandoffModel) Init() *HState {
 	return s
 }
 
-func (m *HandoffModel) grantOf(actor int, f Form, at, end int64, resumed bool) HGrant {
-	g := HGrant{Actor: actor, Kind: f.Kind, At: at, End: end, Resumed: resumed}
+func (m *HandoffModel) grantOf(actor int, f Form, at, end int64, resumed bool, token int64) HGrant {
+	g := HGrant{Actor: actor, Kind: f.Kind, At: at, End: end, Resumed: resumed, Token: token}
 	if f.Kind == 'w' && f.Owner < 1<<20 {
 		g.Owner = f.Owner
 	}
@@ -465,7 +511,7 @@ func (m *HandoffModel) actorCan(s *HState, a int) bool {
 	case ActW1, ActW2:
 		switch ac.Phase {
 		case Idle:
-			return s.Handed
+			return s.Handed && s.T >= m.Cfg.Late
 		case Acquiring:
 			return m.decidable(s, a)
 		case Holding:
@@ -474,7 +520,7 @@ func (m *HandoffModel) actorCan(s *HState, a int) bool {
 	case ActC:
 		switch ac.Phase {
 		case Idle:
-			return ac.Left > 0
+			return ac.Left > 0 && s.T >= m.Cfg.Late
 		case Acquiring:
 			return m.decidable(s, a)
 		case Holding:
@@ -571,7 +617,7 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 			}
 			return NotClaimed, 0
 		}
-		return d.Claim(&s.Tombs[ni], env, f, q.New, c.TombTTL, !c.Mut.ClaimTrustsKind, !c.Mut.NoTombstone)
+		return d.Claim(&s.Tombs[ni], env, f, q.New, c.TombTTL, !c.Mut.ClaimTrustsKind, !c.Mut.NoTombstone, !c.Mut.NoCounterCheck)
 	case hReqRefresh:
 		switch f.Kind {
 		case 'p':
@@ -584,16 +630,21 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 		r := d.FamRefresh(env, f.Kind, f.Owner, f.Secret, c.TTL, 0, g, Mutations{})
 		return yes(r == Extended || r == Reseeded)
 	case hReqAcquire:
+		// A yes reports its vote (the token issued) in Left.
 		var status int
+		var token int64
 		switch f.Kind {
 		case 'p':
-			status, _ = d.Acquire(env, f.Secret, c.TTL, g, Mutations{})
+			status, token = d.Acquire(env, f.Secret, c.TTL, g, Mutations{})
 		case 's':
-			status, _ = d.PermAcquire(env, f.K, f.Secret, c.TTL, g, Mutations{})
+			status, token = d.PermAcquire(env, f.K, f.Secret, c.TTL, g, Mutations{})
 		default:
-			status, _, _, _ = d.FamAcquire(env, f.Kind, f.Owner, f.Secret, c.TTL, g, Mutations{})
+			status, token, _, _ = d.FamAcquire(env, f.Kind, f.Owner, f.Secret, c.TTL, g, Mutations{})
 		}
-		return yes(status == Taken)
+		if status != Taken {
+			return NotClaimed, 0
+		}
+		return Claimed, token
 	case hReqRelease:
 		switch f.Kind {
 		case 'p':
@@ -682,7 +733,8 @@ func (m *HandoffModel) decide(s *HState, a int) *Violation {
 	if a == ActC {
 		valid := ac.Start + c.TTL - c.Drift
 		if n >= q && s.T < valid {
-			return m.granted(s, a, valid, false)
+			// The highest yes-vote (the acquire's Lefts are its votes).
+			return m.granted(s, a, valid, false, slices.Max(lefts))
 		}
 		// A failed attempt gives back where the node took the lock or
 		// may have (no answer yet).
@@ -720,14 +772,14 @@ func (m *HandoffModel) decide(s *HState, a int) *Violation {
 		ac.Phase = Done
 		return nil
 	}
-	return m.granted(s, a, valid, true)
+	return m.granted(s, a, valid, true, ac.Lock.Token)
 }
 
 // granted records actor a's grant, valid until valid, and checks it
 // against every grant before it.
-func (m *HandoffModel) granted(s *HState, a int, valid int64, resumed bool) *Violation {
+func (m *HandoffModel) granted(s *HState, a int, valid int64, resumed bool, token int64) *Violation {
 	ac := &s.Actors[a]
-	g := m.grantOf(a, ac.Lock, s.T, valid, resumed)
+	g := m.grantOf(a, ac.Lock, s.T, valid, resumed, token)
 	ac.Phase, ac.ValidUntil, ac.Grant = Holding, valid, len(s.Grants)
 	for _, e := range s.Grants {
 		if e.End > g.At && m.conflicts(e, g) {
@@ -737,6 +789,14 @@ func (m *HandoffModel) granted(s *HState, a int, valid int64, resumed bool) *Vio
 	s.Grants = append(s.Grants, g)
 	if !resumed {
 		return nil
+	}
+	// docs/fencing.md's promise across holders: a resumed lock (with the
+	// form's token) follows no conflicting grant of a higher token.
+	for _, e := range s.Grants[:len(s.Grants)-1] {
+		if e.At < g.At && e.Token > g.Token && m.conflicts(e, g) {
+			return &Violation{Prop: "fencing", Msg: fmt.Sprintf("%s resumed at t=%d with token %d after %s's grant at t=%d with token %d",
+				actorName(a), g.At, g.Token, actorName(e.Actor), e.At, e.Token)}
+		}
 	}
 	s.Resumes++
 	if s.Resumes > 1 {

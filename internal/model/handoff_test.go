@@ -32,6 +32,16 @@ func handoffForged(k byte) HandoffConfig {
 	return c
 }
 
+// handoffLate: as handoffBase, targeted at the fencing check's schedule:
+// the workers resume, and the rival (one obtain) tries, only after the
+// handed lock expired (HandoffConfig.Late), so that H's late refresh can
+// re-create it after the rival's tenure and before a Resume.
+func handoffLate(k byte) HandoffConfig {
+	c := handoffBase(k)
+	c.Rival, c.Late = 1, c.TTL+1
+	return c
+}
+
 // handoffSearch is a random search of a handoff configuration.
 type handoffSearch struct {
 	cfg    HandoffConfig
@@ -59,6 +69,7 @@ func handoffSearches() map[string]handoffSearch {
 	}{{"plain", Plain}, {"reentrant", Reentrant}, {"writer", Exclusive}, {"reader", Shared}, {"permit", Permit}} {
 		out[k.name] = handoffSearch{cfg: handoffBase(k.kind), random: 20000, steps: 200}
 		out[k.name+"Forged"] = handoffSearch{cfg: handoffForged(k.kind), random: 20000, steps: 200}
+		out[k.name+"Late"] = handoffSearch{cfg: handoffLate(k.kind), random: 20000, steps: 200}
 	}
 	return out
 }
@@ -79,7 +90,8 @@ func handoffMutants() []handoffMutant {
 	// Schedules needed from 20 seeds, mean (max): OldResume 2 (7), its
 	// writer 2 (7), its forged reader 3 (12); ClaimTrustsKind 4 (15), its
 	// permit 4 (15); NoTombstone 2,362 (6,593), its writer 23 (99);
-	// ValidityFromDecision 5,329 (20,255).
+	// ValidityFromDecision 5,329 (20,255); NoCounterCheck (plainLate, targeted)
+	// 12,731 (37,988).
 	return []handoffMutant{
 		// Finding 2: the form resumed twice.
 		{name: "OldResume", mut: HandoffMutations{OldResume: true}, search: "plain", seeds: []uint64{17}},
@@ -93,6 +105,10 @@ func handoffMutants() []handoffMutant {
 		{name: "NoTombstone", mut: HandoffMutations{NoTombstone: true}, search: "plain", budget: 40000, seeds: []uint64{17}},
 		{name: "NoTombstone/writer", mut: HandoffMutations{NoTombstone: true}, search: "writer", seeds: []uint64{17}},
 		{name: "ValidityFromDecision", mut: HandoffMutations{ValidityFromDecision: true}, search: "plain", budget: 80000, seeds: []uint64{17}},
+		// The fencing check: H's late refresh re-creates the lock after
+		// the rival's tenure, and a Resume continues it with a token below
+		// the rival's.
+		{name: "NoCounterCheck", mut: HandoffMutations{NoCounterCheck: true}, search: "plainLate", budget: 200000, seeds: []uint64{17}},
 	}
 }
 
@@ -168,11 +184,12 @@ func (p *claimDiff) now() int64 {
 }
 
 // claimStateOf shows the lock key (a plain lock's value, or the hash's
-// mode, owner, k and live holds) and the tombstones.
-func claimStateOf(plain string, mode, owner, k string, holds []string, tombs []string) string {
+// mode, owner, k and live holds), the fencing counter ("" when missing)
+// and the tombstones.
+func claimStateOf(plain string, mode, owner, k string, holds []string, fence string, tombs []string) string {
 	slices.Sort(holds)
 	slices.Sort(tombs)
-	return fmt.Sprintf("plain=%q mode=%q o=%q k=%q holds=%v tombs=%v", plain, mode, owner, k, holds, tombs)
+	return fmt.Sprintf("plain=%q mode=%q o=%q k=%q holds=%v fence=%q tombs=%v", plain, mode, owner, k, holds, fence, tombs)
 }
 
 func (p *claimDiff) real(now int64) string {
@@ -183,9 +200,10 @@ func (p *claimDiff) real(now int64) string {
 	for i, k := range tombs {
 		tombs[i] = strings.TrimPrefix(k, famKeys.Lock+":claimed:")
 	}
+	fence := p.c.Get(p.ctx, famKeys.Fence).Val()
 	typ := p.c.Type(p.ctx, famKeys.Lock).Val()
 	if typ == "string" {
-		return claimStateOf(p.c.Get(p.ctx, famKeys.Lock).Val(), "", "", "", nil, tombs)
+		return claimStateOf(p.c.Get(p.ctx, famKeys.Lock).Val(), "", "", "", nil, fence, tombs)
 	}
 	all := p.c.HGetAll(p.ctx, famKeys.Lock).Val()
 	var holds []string
@@ -196,7 +214,7 @@ func (p *claimDiff) real(now int64) string {
 			}
 		}
 	}
-	return claimStateOf("", all["mode"], all["o"], all["k"], holds, tombs)
+	return claimStateOf("", all["mode"], all["o"], all["k"], holds, fence, tombs)
 }
 
 func (p *claimDiff) model(d Data, tombs Tombs, now int64) string {
@@ -206,8 +224,12 @@ func (p *claimDiff) model(d Data, tombs Tombs, now int64) string {
 			ts = append(ts, "s"+strconv.Itoa(x.Secret))
 		}
 	}
+	fence := ""
+	if d.Fence.OK && now <= d.Fence.Exp {
+		fence = strconv.FormatInt(d.Fence.V, 10)
+	}
 	if d.Lock.Owner != 0 && now <= d.Lock.Exp {
-		return claimStateOf("s"+strconv.Itoa(d.Lock.Owner), "", "", "", nil, ts)
+		return claimStateOf("s"+strconv.Itoa(d.Lock.Owner), "", "", "", nil, fence, ts)
 	}
 	var holds []string
 	mode, owner, k := "", "", ""
@@ -222,7 +244,7 @@ func (p *claimDiff) model(d Data, tombs Tombs, now int64) string {
 			}
 		}
 	}
-	return claimStateOf("", mode, owner, k, holds, ts)
+	return claimStateOf("", mode, owner, k, holds, fence, ts)
 }
 
 // step runs op on the node, then the model at every node time the script
@@ -254,9 +276,11 @@ func (p *claimDiff) step(name string, real func() string, model func(d *Data, t 
 // random claims, by forms of every kind (some of another kind than the
 // node's lock, some of a secret the node does not hold, some claimed
 // already), of plain locks, exclusive and shared holds of the family and
-// permits, among acquires, releases and holds aged past their expiry. The
-// replies (claimed, not held, claimed already, REDLOCK_KIND), the time
-// left of a claimed lock, the lock key and the tombstones must agree.
+// permits, among acquires, releases, holds aged past their expiry and
+// fencing counters deleted, each claim with a token at, just below or just
+// above the node's counter. The replies (claimed, not held, claimed
+// already, a later holder's token, REDLOCK_KIND), the time left of a
+// claimed lock, the lock key, the counter and the tombstones must agree.
 func TestClaimModelMatchesScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0].Client()
 	defer srv.Close()
@@ -352,6 +376,15 @@ func TestClaimModelMatchesScripts(t *testing.T) {
 				d.Fam.setHold(id, now-1)
 				return "ok"
 			})
+		case op < 10 && rng.IntN(3) == 0:
+			// The counter gone: expired, or lost with the node's data.
+			p.step("delete the counter", func() string {
+				p.c.Del(p.ctx, famKeys.Fence)
+				return "ok"
+			}, func(d *Data, _ *Tombs, _ int64) string {
+				d.Fence = Counter{}
+				return "ok"
+			})
 		case op < 10:
 			p.step("forget the tombstones", func() string {
 				for _, k := range p.c.Keys(p.ctx, famKeys.Lock+":claimed:*").Val() {
@@ -367,9 +400,16 @@ func TestClaimModelMatchesScripts(t *testing.T) {
 				continue // Tombs is full: forget them first
 			}
 			newID := 7 + rng.IntN(3)
+			// The form's token: the node's counter, one below or one
+			// above it (any token when the counter is missing).
+			f.Token = 1 + rng.Int64N(1<<50)
+			if p.m.Fence.OK {
+				f.Token = p.m.Fence.V + int64(rng.IntN(3)) - 1
+			}
+			above := !p.m.Fence.OK || p.m.Fence.V > f.Token
 			var left time.Duration
-			p.step(fmt.Sprintf("claim %s -> s%d", label, newID), func() string {
-				c, err := script.ClaimCall(famKeys.Lock, holdOf(f), sec, "s"+strconv.Itoa(newID), tombTTL*time.Millisecond).Claim(p.ctx, node)
+			p.step(fmt.Sprintf("claim %s token %d -> s%d", label, f.Token, newID), func() string {
+				c, err := script.ClaimCall(famKeys.Lock, famKeys.Fence, holdOf(f), sec, "s"+strconv.Itoa(newID), f.Token, tombTTL*time.Millisecond).Claim(p.ctx, node)
 				switch {
 				case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
 					cover["kind"]++
@@ -378,10 +418,15 @@ func TestClaimModelMatchesScripts(t *testing.T) {
 					t.Fatal(err)
 				}
 				cover[fmt.Sprintf("status %d %c", c.Status, f.Kind)]++
+				if c.Status == script.Claimed && above {
+					// A permit of a semaphore of more than one: not
+					// checked against the counter.
+					cover[fmt.Sprintf("claimed above the counter %c k=%d", f.Kind, f.K)]++
+				}
 				left = c.Left
 				return strconv.Itoa(int(c.Status))
 			}, func(d *Data, tombs *Tombs, now int64) string {
-				status, _ := d.Claim(tombs, Env{Now: now}, f, newID, tombTTL, true, true)
+				status, _ := d.Claim(tombs, Env{Now: now}, f, newID, tombTTL, true, true, true)
 				if status == ClaimKindError {
 					return "kind"
 				}
@@ -393,7 +438,8 @@ func TestClaimModelMatchesScripts(t *testing.T) {
 		}
 	}
 	t.Logf("coverage: %v", cover)
-	for _, k := range []string{"kind", "status 0 p", "status 1 p", "status 3 p", "status 0 w", "status 1 w", "status 1 r", "status 1 s", "status 3 s"} {
+	for _, k := range []string{"kind", "status 0 p", "status 1 p", "status 3 p", "status 4 p", "status 0 w", "status 1 w", "status 4 w",
+		"status 1 r", "status 4 r", "status 1 s", "status 3 s", "status 4 s", "claimed above the counter s k=2"} {
 		if cover[k] == 0 {
 			t.Errorf("no claim took the path %q: %v", k, cover)
 		}

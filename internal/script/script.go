@@ -79,7 +79,7 @@ var (
 	permitRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 
 	// Client.Resume's claim of a handed-off lock (Call.Claim).
-	resume = newScript(epochSrc + "\n" + holdsSrc + "\n" + resumeSrc)
+	resume = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + resumeSrc)
 )
 
 // The scripts' EVALSHA arguments, boxed once: a script call builds one
@@ -556,6 +556,10 @@ const (
 	Claimed ClaimStatus = 1
 	// AlreadyClaimed: a claim of the form's secret ran on the node before.
 	AlreadyClaimed ClaimStatus = 3
+	// Superseded: the node holds the secret, but its fencing counter is
+	// missing or above the form's token: a holder granted after the
+	// form's lock can have drawn a token there. Nothing changed.
+	Superseded ClaimStatus = 4
 )
 
 // Claim is the decoded reply of resume.lua: the status, and how long the
@@ -575,9 +579,10 @@ func ClaimKind(h *Hold) string {
 }
 
 // ClaimCall prepares resume.lua: on the lock key, the secret old of a lock
-// of h's kind (h nil or of Mode 0: a plain lock) becomes new, and the claim
-// leaves a tombstone of old for tombTTL.
-func ClaimCall(key string, h *Hold, old, new string, tombTTL time.Duration) Call {
+// of h's kind (h nil or of Mode 0: a plain lock) and of fencing token
+// token becomes new, where the lock's fencing counter (fenceKey) is at
+// most token, and the claim leaves a tombstone of old for tombTTL.
+func ClaimCall(key, fenceKey string, h *Hold, old, new string, token int64, tombTTL time.Duration) Call {
 	arg := ""
 	switch {
 	case h == nil:
@@ -586,7 +591,7 @@ func ClaimCall(key string, h *Hold, old, new string, tombTTL time.Duration) Call
 	case h.Mode == 's':
 		arg = strconv.Itoa(h.Permits)
 	}
-	return resume.call([]string{key}, ClaimKind(h), arg, old, new, ms(tombTTL))
+	return resume.call([]string{key, fenceKey}, ClaimKind(h), arg, old, new, ms(tombTTL), strconv.FormatInt(token, 10))
 }
 
 // Claim runs a prepared claim on one node. A node that holds the secret
@@ -602,7 +607,7 @@ func (call Call) Claim(ctx context.Context, n driver.Node) (Claim, error) {
 	}
 	status, ok1 := a[0].(int64)
 	left, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || (status != 0 && status != 1 && status != 3) {
+	if !ok1 || !ok2 || (status != 0 && status != 1 && status != 3 && status != 4) {
 		return Claim{}, fmt.Errorf("redlock: unexpected claim reply %v", v)
 	}
 	return Claim{Status: ClaimStatus(status), Left: time.Duration(left) * time.Millisecond}, nil
