@@ -47,7 +47,7 @@ oldest:
 model:
 	@seed=$${REDLOCK_MODEL_SEED:-$$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}; \
 	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
-	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants' ./internal/model
+	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants|TestHandoffMutants' ./internal/model
 
 # vet first (it fails fast and compiles the dependencies), then, in lanes
 # that run at once (scripts/test-lanes.sh says which and why): lint lean

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Handing a held lock to another process: a scheduler takes the lock and
@@ -37,7 +38,9 @@ type handoffForm struct {
 
 // Handoff ends this Lock here without releasing it on the nodes, and
 // returns it in a form that another process gives to Client.Resume: its
-// name, kind, token and TTL, and its secret. From then on this Lock is not
+// name, kind, token and TTL, and its secret. The form is single-use: of
+// the Resume calls given it, at most one returns the lock, so a form
+// delivered twice (an at-least-once queue) makes one holder. From then on this Lock is not
 // held (Err wraps ErrNotHeld), it is not refreshed, and neither Release nor
 // the Client's Close touches the nodes for it: the lock is the resuming
 // process's, or expires with its TTL. A lock with automatic refresh stops
@@ -86,10 +89,19 @@ func (l *Lock) Handoff() ([]byte, error) {
 	return data, nil
 }
 
-// Resume takes over a lock that another process handed off (Lock.Handoff):
-// it checks on the nodes that a quorum still holds the lock's secret, and
-// returns the lock, valid until the time the nodes say it has left (less
-// the drift allowance), with the token, TTL and kind it had. It trusts
+// Resume takes over a lock that another process handed off (Lock.Handoff),
+// at most once per form: it claims the lock on every node by replacing the
+// form's secret with a new one of its own, keeping the expiry, where the
+// node holds the secret in the form's kind (the mode, owner and number of
+// permits the form says) and no holder granted after the form's lock can
+// have drawn a fencing token (the lock's counter there exists and is at
+// most the form's token; not checked for a permit of a semaphore of more
+// than one), and it needs a quorum of such claims. A second
+// Resume of the same form (a queue that delivers twice, a retried send)
+// then finds no quorum and fails with ErrNotHeld: the form is single-use.
+// The returned lock is valid until the time the nodes say the claimed
+// lock has left, counted from before the claim was sent (less the drift
+// allowance), with the token, TTL and kind the form gave. It trusts
 // nothing else of the form: a forged secret, or that of a lock released or
 // expired since, is refused. The options are those of an obtain that apply
 // to a held lock: WithAutoRefresh, WithRefreshInterval, WithMaxHold.
@@ -97,12 +109,18 @@ func (l *Lock) Handoff() ([]byte, error) {
 // The Client must be of the same deployment as the one that handed the
 // lock off: the same nodes, in the same order, and the same prefix.
 //
-// It returns an error wrapping ErrInvalid for a form that cannot be read or
-// comes from a Client of another prefix or number of nodes, an error
-// wrapping ErrNotHeld (a *QuorumError) when a quorum does not hold the
-// lock, or holds it for less than a per-node timeout, ErrClosed after
-// Close, and ctx's error when ctx ends first. The caller must Release the
-// returned lock.
+// It returns an error wrapping ErrInvalid for a form that cannot be read,
+// contradicts itself or comes from a Client of another prefix or number of
+// nodes; an error wrapping ErrWrongKind (a *QuorumError) when the nodes
+// hold the secret in another kind than the form says (a reader's form
+// edited to say writer, a permit's with another number of permits); an
+// error wrapping ErrNotHeld (a *QuorumError) when a quorum does not hold
+// the lock, holds it for less than a per-node timeout, or the form was
+// resumed already, or another holder can have held the name since the
+// form's lock (whose tenure ended, even if late refreshes of the handing
+// Client wrote it back); ErrClosed after Close, and ctx's error when ctx ends
+// first. A failed Resume gives back what it claimed: the lock is then
+// nobody's, and expires. The caller must Release the returned lock.
 func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOption) (*Lock, error) {
 	e := &c.engine
 	var f handoffForm
@@ -138,46 +156,79 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
+	// The resumed lock has a new secret of its own (newLock): the claim
+	// makes it the lock's on the nodes, in place of the form's.
 	l := e.newLock(f.Name, r.keys[0], &r.spec, "", r.ttl, timeout)
-	l.secret = r.kind.newSecret(r.keys[0], &r.proto, f.Secret, "")
+	var hold *script.Hold
+	if l.secret.hold.Mode != 0 {
+		hold = &l.secret.hold
+	}
 	start := e.cfg.now()
-	round := quorum.Round[time.Duration]{
+	round := quorum.Round[script.Claim]{
 		Nodes:   e.nodes,
 		Quorum:  l.quorum,
 		Timeout: timeout,
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (time.Duration, error) {
-			replies, err := n.Conn.Pipe(ctx, l.kind.check(l.keys.key, &l.secret))
-			if err != nil {
-				return 0, err
-			}
-			if ok, left := l.kind.holding(replies, &l.secret); ok {
-				return left, nil
-			}
-			return 0, nil
+		Call: func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
+			call := script.ClaimCall(l.keys.key, l.keys.fence, hold, f.Secret, l.secret.hold.ID, f.Token, e.guard(n.Index).FenceTTL)
+			c, err := call.Claim(ctx, n.Conn)
+			return c, kindError(err)
 		},
-		Agree: func(left time.Duration) bool { return left > 0 },
+		Agree: func(c script.Claim) bool { return c.Status == script.Claimed && c.Left > 0 },
+		// A failed claim gives back what it took, where the node claimed
+		// or may have (no definite answer), as a failed acquire does: the
+		// form's secret is gone there, so the lock is nobody's. A won
+		// claim's late yes joins the lock, unless its release has begun.
+		Settle: func(n *quorum.Node, c script.Claim, err error, won, late bool) {
+			if !won && (c.Status == script.Claimed || ambiguous(err)) {
+				l.releaseNode(n, timeout)
+				return
+			}
+			r := script.NotOwner
+			if c.Status == script.Claimed {
+				r = script.Extended
+			}
+			l.settleAcquire(n, r, err, late)
+		},
 	}
 	res := round.Run(ctx, e.workers)
 	// The lock is held while a quorum holds it: until the quorum-th
-	// longest of the nodes' remaining times, less the drift allowance.
+	// longest of the nodes' remaining times, counted from before the claim
+	// was sent, less the drift allowance.
 	lefts := make([]int64, len(res.Replies))
 	for i, rep := range res.Replies {
-		lefts[i] = int64(rep.Val)
+		lefts[i] = int64(rep.Val.Left)
 	}
 	validUntil := time.Time{}
 	if v, ok := l.quorum.Largest(lefts, res.Yes); ok {
 		left := time.Duration(v)
 		validUntil = start.Add(left - limits.DriftAllowance(left, e.cfg.drift))
 	}
-	if !res.Won || !e.cfg.now().Before(validUntil.Add(-timeout)) {
-		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, func(time.Duration) error { return ErrNotOwner })
-		qe.Expired = l.quorum.Met(res.Yes)
+	if !res.Won {
+		sentinel := ErrNotHeld
+		for _, rep := range res.Replies {
+			if errors.Is(rep.Err, ErrWrongKind) {
+				sentinel = ErrWrongKind
+			}
+		}
+		qe := quorumError(e, l.quorum, "resume", res, sentinel, disagreeClaim)
 		return nil, qe
 	}
 	l.token = f.Token
 	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
+	if res.Pending != 0 {
+		l.expectLate(res.Pending)
+	}
+	if !e.cfg.now().Before(validUntil.Add(-timeout)) {
+		// Claimed, but with too little left to use: give it back, which
+		// the caller never had.
+		l.silent = true
+		_ = l.Release(context.WithoutCancel(ctx))
+		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, disagreeClaim)
+		qe.Expired = true
+		return nil, qe
+	}
 	if r.o.auto {
 		l.keepAlive(start, r.o.interval, r.o.maxHold)
 	}
@@ -189,4 +240,25 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 			TTL: l.ttl, TTLReason: "given", Result: "obtained"})
 	}
 	return l, nil
+}
+
+// errResumedAlready is a node's reason when the form's secret was claimed
+// there before: a handoff form resumes once.
+var errResumedAlready = fmt.Errorf("%w: this handoff was resumed already (a form resumes at most once)", ErrNotOwner)
+
+// errLaterHolder is a node's reason when it holds the form's secret but
+// its fencing counter is missing or above the form's token: another
+// holder can have been granted the name since the form's lock, whose
+// tenure then ended (docs/handoff.md, "The fencing token").
+var errLaterHolder = fmt.Errorf("%w: the lock's fencing counter is missing or holds a later holder's token, above the form's", ErrNotOwner)
+
+// disagreeClaim is the per-node reason of a claim's no.
+func disagreeClaim(c script.Claim) error {
+	switch c.Status {
+	case script.AlreadyClaimed:
+		return errResumedAlready
+	case script.Superseded:
+		return errLaterHolder
+	}
+	return ErrNotOwner
 }

@@ -1,0 +1,108 @@
+-- resume: claim a handed-off lock (Client.Resume, docs/handoff.md) by
+-- rotating its secret: where the node holds the form's secret in the
+-- form's kind, the secret becomes the resuming worker's new one, with the
+-- same expiry, so that the form's secret holds nothing any more and a
+-- second Resume of the same form finds no quorum. The claim leaves a
+-- tombstone, <lock>:claimed:<old secret>, which refuses every later claim
+-- of that secret on the node even if a late request of the handing Client
+-- (a refresh sent before the handoff) writes the old secret back.
+-- It also refuses a claim where a later holder of the name can have been
+-- granted: the node's fencing counter must exist and be at most the form's
+-- token (docs/handoff.md, "The fencing token"). Every grant issues or
+-- raises the counter above the tokens before it on a quorum (fencing.md's
+-- invariant), so a lock whose handing Client's late refreshes re-created
+-- it after another holder's tenure finds no quorum to claim. A missing
+-- counter is refused too: it reads as the node's time x 1024, above every
+-- value it held (fencing.md, Lemma 1). The check applies to the kinds
+-- whose holders are ordered by their tokens: a plain lock, an exclusive
+-- hold, a reader's hold (ordered after the writers before it) and a
+-- permit of a semaphore of one; not to a permit of a semaphore of more,
+-- whose counter rises with every permit taken beside it.
+-- KEYS[1] lock key
+-- KEYS[2] the lock's fencing counter (counter.lua)
+-- ARGV[1] the form's kind: 'p' a plain lock (a string whose value is the
+--         secret), 'w' an exclusive hold of the lock family (a writer's or a
+--         reentrant owner's), 'r' a reader's hold, 's' a semaphore's permit
+-- ARGV[2] 'w': the hold's owner; 's': the semaphore's number of permits;
+--         else unused
+-- ARGV[3] the form's secret (the plain lock's value, or the hold's ID)
+-- ARGV[4] the new secret (128 random bits, hex)
+-- ARGV[5] the tombstone's expiry, milliseconds
+-- ARGV[6] the form's fencing token
+-- Returns {1, ms} when claimed (ms: how long the claimed hold has left on
+-- this node), {0, 0} when the node does not hold the secret, {3, 0} when
+-- the secret was claimed here already (a tombstone), {4, 0} when the node
+-- holds the secret but its counter is missing or above the form's token (a
+-- later holder's token), which changes nothing. A node that holds the
+-- secret in another kind (another mode, owner or number of permits) answers
+-- an error reply starting with REDLOCK_KIND and changes nothing.
+-- It writes no key the node lacks and casts no vote for a new lock, so the
+-- epoch guard does not apply (a refresh of a key the node has is not
+-- guarded either).
+local lock, want, arg, old, new = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local tomb = lock .. ':claimed:' .. old
+if redis.call('EXISTS', tomb) == 1 then
+  return {3, 0}
+end
+-- later reports whether a holder granted after the form's lock can have
+-- drawn a token on this node: the counter missing or above the token.
+local function later()
+  if want == 's' and arg ~= '1' then
+    return false
+  end
+  local v = counter(KEYS[2])
+  return v == nil or v > tonumber(ARGV[6])
+end
+local function wrong(what)
+  return redis.error_reply('REDLOCK_KIND ' .. lock .. ': the handed-off lock is ' .. what .. ', not what the form says')
+end
+local t = redis.call('TYPE', lock)['ok']
+if t == 'string' then
+  if redis.call('GET', lock) ~= old then
+    return {0, 0}
+  end
+  if want ~= 'p' then
+    return wrong('a plain lock')
+  end
+  local pttl = redis.call('PTTL', lock)
+  if pttl <= 0 then
+    return {0, 0}
+  end
+  if later() then
+    return {4, 0}
+  end
+  redis.call('SET', lock, new, 'PX', pttl)
+  redis.call('SET', tomb, '1', 'PX', ARGV[5])
+  return {1, pttl}
+end
+if t ~= 'hash' then
+  return {0, 0}
+end
+local now = node_now()
+local cur = live(lock, now)
+if cur == nil then
+  return {0, 0}
+end
+local exp = tonumber(redis.call('HGET', lock, 'h:' .. old))
+if exp == nil then
+  return {0, 0} -- absent, or pruned by live() as expired
+end
+if want == 'p' then
+  return wrong('a hold of mode ' .. tostring(cur.mode))
+end
+if cur.mode ~= want then
+  return wrong('of mode ' .. tostring(cur.mode))
+end
+if want == 'w' and cur.o ~= arg then
+  return wrong('of another owner')
+end
+if want == 's' and cur.k ~= arg then
+  return wrong('a permit of a semaphore of ' .. tostring(cur.k) .. ' permits')
+end
+if later() then
+  return {4, 0}
+end
+redis.call('HDEL', lock, 'h:' .. old)
+redis.call('HSET', lock, 'h:' .. new, string.format('%d', exp))
+redis.call('SET', tomb, '1', 'PX', ARGV[5])
+return {1, exp - now}
