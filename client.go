@@ -88,7 +88,7 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 		cfg.hook = &guardedHook{h: cfg.hook, logger: cfg.logger}
 	}
 	for i, n := range nodes {
-		if n == nil || isNilPointer(n) {
+		if n == nil || isNilValue(n) {
 			return nil, invalid("node %d is nil", i)
 		}
 		for j := range i {
@@ -102,18 +102,6 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	return c, nil
-}
-
-// isNilValue reports whether v, a non-nil interface, holds a nil pointer,
-// func, map, slice, channel or interface: a typed nil, whose methods would
-// panic.
-func isNilValue(v any) bool {
-	rv := reflect.ValueOf(v)
-	switch rv.Kind() {
-	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // Close releases every lock still held through this Client, stops its
@@ -384,9 +372,6 @@ func (c *Client) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	}
 	return runHeld(ctx, l, fn)
 }
-
-// errNilContext is the error of an obtain given a nil context.
-var errNilContext = invalid("nil context")
 
 // plain obtains the plain lock named name, as a Mutex handle would, without
 // making one.

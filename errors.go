@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/redlock-go/redlock/internal/quorum"
@@ -254,3 +255,18 @@ func releaseResult(err error) string {
 	}
 	return "failed"
 }
+
+// isNilValue reports whether v, a non-nil interface, holds a nil pointer,
+// func, map, slice, channel or interface: a typed nil, whose methods would
+// panic.
+func isNilValue(v any) bool {
+	rv := reflect.ValueOf(v)
+	switch rv.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Slice, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// errNilContext is the error of an obtain given a nil context.
+var errNilContext = invalid("nil context")

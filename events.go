@@ -160,22 +160,6 @@ func (g *guardedHook) report(ctx context.Context, e Event, p *hookPanic) {
 		slog.Int("panics_not_logged_before", before), slog.String("stack", string(p.stack)))
 }
 
-// checkHook refuses a nil hook, or a nil one inside JoinHooks.
-func checkHook(h Hook) error {
-	if j, ok := h.(joined); ok {
-		for i, x := range j {
-			if err := checkHook(x); err != nil {
-				return invalid("nil hook %d in JoinHooks", i)
-			}
-		}
-		return nil
-	}
-	if h == nil || isNilValue(h) {
-		return invalid("nil hook (WithHook)")
-	}
-	return nil
-}
-
 // NodeResult is one node's part in a round: an acquire attempt's
 // (AttemptEvent), or the reason of a node that did not agree (QuorumError).
 type NodeResult struct {

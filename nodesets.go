@@ -36,7 +36,7 @@ func joinNodes(cur, next []driver.Node, nextSet bool) ([]driver.Node, nodeSets, 
 			return nil, sets, invalid("WithNextNodes with no nodes")
 		}
 		for i, n := range next {
-			if n == nil || isNilPointer(n) {
+			if n == nil || isNilValue(n) {
 				return nil, sets, invalid("next node %d is nil", i)
 			}
 			j := slices.IndexFunc(all, func(m driver.Node) bool { return oneNode(m, n) })
@@ -103,10 +103,4 @@ type recorder struct {
 func sameNode(a, b driver.Node) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
-}
-
-// isNilPointer reports whether n is a nil pointer in a non-nil interface.
-func isNilPointer(n driver.Node) bool {
-	v := reflect.ValueOf(n)
-	return v.Kind() == reflect.Pointer && v.IsNil()
 }

@@ -604,3 +604,19 @@ func (c *config) checkTTL(ttl time.Duration) (time.Duration, error) {
 	}
 	return ttl, nil
 }
+
+// checkHook refuses a nil hook, or a nil one inside JoinHooks.
+func checkHook(h Hook) error {
+	if j, ok := h.(joined); ok {
+		for i, x := range j {
+			if err := checkHook(x); err != nil {
+				return invalid("nil hook %d in JoinHooks", i)
+			}
+		}
+		return nil
+	}
+	if h == nil || isNilValue(h) {
+		return invalid("nil hook (WithHook)")
+	}
+	return nil
+}
