@@ -86,11 +86,25 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 	r.loop.start(&e.bg, e.recordStale()/2, false, func(ctx context.Context) {
 		e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
 	})
-	r.state.Lock()
-	stale := time.Since(r.last) >= e.recordStale()
-	r.state.Unlock()
-	if stale {
+	// The record must have started within recordStale before the acquire
+	// starts, so that it outlives the lock by the max TTL: a record round
+	// that took that long (a slow node, a paused process) is followed by
+	// another, a few times at most. A round that reached no node leaves
+	// the last record as it was; the acquire then meets the same nodes.
+	for range 3 {
+		r.state.Lock()
+		last := r.last
+		r.state.Unlock()
+		if time.Since(last) < e.recordStale() {
+			break
+		}
 		e.record(ctx, timeout, false)
+		r.state.Lock()
+		same := r.last.Equal(last)
+		r.state.Unlock()
+		if same {
+			break
+		}
 	}
 	r.state.Lock()
 	defer r.state.Unlock()
@@ -130,7 +144,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	if !s.Joint() {
 		late = func(rc *script.Records, at time.Time) {
 			recs := make([]*joint.Records, len(e.nodes))
-			recs[0] = jointRecords(rc, at)
+			recs[0] = jointRecords(rc, at, started)
 			if c := joint.Conflicting(recs, s.CurFP); c != nil {
 				r.state.Lock()
 				r.conflict = e.conflictError(c, -1)
@@ -145,7 +159,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	answered := false
 	for i, rc := range read {
 		if rc.recs != nil {
-			recs[i] = jointRecords(rc.recs, rc.at)
+			recs[i] = jointRecords(rc.recs, rc.at, started)
 			answered = true
 		}
 	}
@@ -155,7 +169,6 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	plan := joint.Decide(s, recs, joint.Params{
 		MaxTTL:   e.cfg.maxTTL.Milliseconds(),
 		FenceTTL: e.guards[0].FenceTTL.Milliseconds(),
-		Elapsed:  time.Since(started).Milliseconds(),
 	}, joint.Mut{})
 	floor := plan.Floor
 	if plan.Write {
@@ -167,7 +180,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 			}
 			for _, f := range plan.Writes[i].Raise {
 				raise = append(raise, script.FloorRaise{Name: f.Name, Ahead: time.Duration(f.Ahead) * time.Millisecond,
-					Fresh: time.Duration(f.Fresh) * time.Millisecond, TTL: time.Duration(f.TTL) * time.Millisecond})
+					Until: f.Until, TTL: time.Duration(f.TTL) * time.Millisecond})
 			}
 			return keep, raise
 		})
@@ -175,7 +188,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 			after := make([]*joint.Records, len(e.nodes))
 			for i, rc := range more {
 				if rc.recs != nil {
-					after[i] = jointRecords(rc.recs, rc.at)
+					after[i] = jointRecords(rc.recs, rc.at, started)
 				}
 			}
 			floor = max(floor, joint.FloorOf(after, s.CurFP))
@@ -200,10 +213,12 @@ func (e *engine) jointSets() joint.Sets {
 }
 
 // jointRecords are a node's records as joint.Decide takes them (ms), each
-// field's life counted from now: the reply arrived at at.
-func jointRecords(rc *script.Records, at time.Time) *joint.Records {
+// field's life counted from now: the reply arrived at at, in a round that
+// started at started.
+func jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
 	age := time.Since(at)
-	out := &joint.Records{Now: rc.Now, Fields: make(map[string]joint.Value, len(rc.Fields))}
+	out := &joint.Records{Now: rc.Now, Start: rc.Now - at.Sub(started).Milliseconds() - 1,
+		Fields: make(map[string]joint.Value, len(rc.Fields))}
 	for f, v := range rc.Fields {
 		jv := joint.Value{Left: (v.Left - age).Milliseconds(), Floor: v.Floor}
 		if v.Fresh != 0 {

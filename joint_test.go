@@ -228,8 +228,8 @@ func TestMoveFloor(t *testing.T) {
 	}
 	_ = old.Close()
 	time.Sleep(maxTTL + maxTTL/2 + 100*time.Millisecond)
-	// The joint Client's next record, with no current-set Client left,
-	// writes the move floor.
+	// The joint Client's records raise the move floor at every round
+	// that every node answers.
 	eventually(t, "the move floor is written", func() bool {
 		n, _ := cl.clients[0].HExists(ctx, keys.Layout{Prefix: "jfloor:"}.Configs(), keys.ConfigFloor(joint.sets.nextFP)).Result()
 		return n

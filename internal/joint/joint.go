@@ -32,9 +32,12 @@ type Value struct {
 }
 
 // Records are one node's live fields and its time, as a record round
-// returned them.
+// returned them. Start is the node's time at the round's start as the
+// Client can bound it: Now less the time from the round's start to the
+// reply's arrival (at most the node's time then).
 type Records struct {
 	Now    int64
+	Start  int64
 	Fields map[string]Value
 }
 
@@ -71,9 +74,6 @@ func RecordStale(maxTTL int64) int64 { return maxTTL / 2 }
 type Params struct {
 	MaxTTL   int64
 	FenceTTL int64
-	// Elapsed is the time from the start of the round that read the
-	// records (before its first request) to the decision.
-	Elapsed int64
 }
 
 // Keep is a field to keep alive for TTL (record.lua's first kind).
@@ -83,12 +83,15 @@ type Keep struct {
 }
 
 // Raise is a move floor to raise (record.lua's second kind): M to at
-// least now + Ahead, V to at least now + Fresh when Fresh > 0, and the
-// field's life to at least M + TTL.
+// least now + Ahead, V to at least Until (a node time; 0: none), and the
+// field's life to at least M + TTL. Until is absolute so that a write
+// delivered late does not make the floor look fresher than the round
+// that read the records.
 type Raise struct {
-	Name         string
-	Ahead, Fresh int64
-	TTL          int64
+	Name  string
+	Ahead int64
+	Until int64
+	TTL   int64
 }
 
 // Writes are what one node is given in the write round.
@@ -141,7 +144,8 @@ type Plan struct {
 // set's nodes as s:FP, and when every node answered, raises the move
 // floor m:NEXT on the next set's nodes to the node's time plus the
 // longest life left of the evidence of a Client of the current set alone
-// (c:CUR or s:CUR), with V the round's start plus RecordTTL − MaxTTL.
+// (c:CUR or s:CUR), with V the round's start (the node's Start) plus
+// RecordTTL − MaxTTL.
 //
 // A Client on one set refuses (Conflict) while its nodes show a move
 // between its set and another and a live Client of the other set alone.
@@ -184,7 +188,7 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 				}
 			default:
 				w.Raise = append(w.Raise, Raise{Name: keys.ConfigFloor(s.NextFP), Ahead: seenCur,
-					Fresh: RecordTTL(p.MaxTTL) - p.MaxTTL - p.Elapsed, TTL: p.FenceTTL})
+					Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
 			}
 		}
 	} else {

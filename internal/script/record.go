@@ -24,12 +24,13 @@ type RecordField struct {
 }
 
 // FloorRaise is a move floor to raise (record.lua): its M to at least the
-// node's time plus Ahead, its V to at least the node's time plus Fresh
-// (when Fresh > 0), and its life to at least M + TTL.
+// node's time plus Ahead, its V to at least Until (a node time, ms; 0:
+// none), and its life to at least M + TTL.
 type FloorRaise struct {
-	Name         string
-	Ahead, Fresh time.Duration
-	TTL          time.Duration
+	Name  string
+	Ahead time.Duration
+	Until int64
+	TTL   time.Duration
 }
 
 // RecordValue is a live field of a configuration record, as record.lua
@@ -58,7 +59,7 @@ func Record(ctx context.Context, n driver.Node, key string, keep []RecordField, 
 		argv = append(argv, f.Name, ms(max(f.TTL, time.Millisecond)))
 	}
 	for _, f := range floors {
-		argv = append(argv, f.Name, ms(max(f.Ahead, 0)), ms(f.Fresh), ms(max(f.TTL, time.Millisecond)))
+		argv = append(argv, f.Name, ms(max(f.Ahead, 0)), ms(max(f.TTL, time.Millisecond)), strconv.FormatInt(max(f.Until, 0), 10))
 	}
 	v, err := record.call([]string{key}, argv...).Run(ctx, n)
 	if err != nil {

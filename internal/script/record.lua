@@ -6,10 +6,10 @@
 -- ARGV[1] is the number n of fields to keep alive: ARGV[2..2n+1] are pairs
 -- of a field and a TTL (ms); each such field expires at now + TTL, or
 -- later if it already did. The quadruples after them are move floors to
--- raise: a field, ahead, fresh and TTL (ms): M becomes at least
--- now + ahead, V at least now + fresh (when fresh > 0), and the field
--- expires at M + TTL, or later if it already did. A floor only rises
--- while it lives.
+-- raise: a field, ahead and TTL (ms) and until (a node time, ms): M
+-- becomes at least now + ahead, V at least until (when until > 0), and
+-- the field expires at M + TTL, or later if it already did. A floor only
+-- rises while it lives.
 --
 -- Expired fields are deleted, the hash expires with its last field, and
 -- the reply is the node's time followed by every live field and its value.
@@ -34,7 +34,7 @@ for _ = 1, n do
 end
 while i + 3 <= #ARGV do
   local f = ARGV[i]
-  local ahead, fresh, ttl = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local ahead, ttl, untl = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   i = i + 4
   local old = redis.call('HGET', key, f)
   local exp, m, v = 0, 0, 0
@@ -48,8 +48,8 @@ while i + 3 <= #ARGV do
     end
   end
   m = math.max(m, now + ahead)
-  if fresh > 0 then
-    v = math.max(v, now + fresh)
+  if untl > 0 then
+    v = math.max(v, untl)
   end
   exp = math.max(exp, m + ttl)
   redis.call('HSET', key, f, string.format('%d:%d:%d', exp, m, v))

@@ -22,10 +22,15 @@ func TestRecordFloorRises(t *testing.T) {
 	ctx := context.Background()
 	n := nodeOf(c)
 	const key, f = "{p}:configs", "m:B"
-	raise := func(ahead, fresh time.Duration) RecordValue {
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := now.UnixMilli()
+	raise := func(ahead time.Duration, until int64) RecordValue {
 		t.Helper()
 		r, err := Record(ctx, n, key, []RecordField{{Name: "j:A:B", TTL: time.Minute}},
-			[]FloorRaise{{Name: f, Ahead: ahead, Fresh: fresh, TTL: time.Hour}})
+			[]FloorRaise{{Name: f, Ahead: ahead, Until: until, TTL: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,29 +38,24 @@ func TestRecordFloorRises(t *testing.T) {
 		if !ok || r.Fields["j:A:B"].Left <= 0 {
 			t.Fatalf("fields after a raise: %+v", r.Fields)
 		}
-		if v.Floor < r.Now+ahead.Milliseconds() || (fresh > 0 && v.Fresh < r.Now+fresh.Milliseconds()) {
-			t.Fatalf("raise by %v, fresh %v at %d: %+v", ahead, fresh, r.Now, v)
+		if v.Floor < r.Now+ahead.Milliseconds() || v.Fresh < until {
+			t.Fatalf("raise by %v, until %d at %d: %+v", ahead, until, r.Now, v)
 		}
 		if want := time.Duration(v.Floor-r.Now)*time.Millisecond + time.Hour; v.Left < want {
 			t.Fatalf("floor %d at %d lives %v, want at least %v", v.Floor, r.Now, v.Left, want)
 		}
 		return v
 	}
-	a := raise(10*time.Second, 2*time.Second)
-	b := raise(0, 0) // lower: M and V stay
+	a := raise(10*time.Second, ms+2000)
+	b := raise(0, ms) // lower: M and V stay
 	if b.Floor != a.Floor || b.Fresh != a.Fresh {
 		t.Fatalf("a lower raise moved the floor: %+v after %+v", b, a)
 	}
-	c2 := raise(20*time.Second, 5*time.Second)
+	c2 := raise(20*time.Second, ms+5000)
 	if c2.Floor <= a.Floor || c2.Fresh <= a.Fresh {
 		t.Fatalf("a higher raise did not move the floor: %+v after %+v", c2, a)
 	}
 	// An older library's first-writer floor.
-	now, err := c.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms := now.UnixMilli()
 	if err := c.HSet(ctx, key, f, formatInt(ms+3_600_000)+":"+formatInt(ms-5000)).Err(); err != nil {
 		t.Fatal(err)
 	}
