@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/joint"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
@@ -61,12 +62,16 @@ func WithConfigRecords(on bool) Option {
 
 // recordTTL is how long a configuration record outlives its write: a lock
 // obtained before the next record (within recordStale) has expired before
-// it does.
-func (e *engine) recordTTL() time.Duration { return e.cfg.maxTTL + e.recordStale() }
+// it does (joint.RecordTTL).
+func (e *engine) recordTTL() time.Duration {
+	return time.Duration(joint.RecordTTL(int64(e.cfg.maxTTL)))
+}
 
 // recordStale is the age past which an obtain records before it locks;
 // the recording goroutine records twice as often.
-func (e *engine) recordStale() time.Duration { return e.cfg.maxTTL / 2 }
+func (e *engine) recordStale() time.Duration {
+	return time.Duration(joint.RecordStale(int64(e.cfg.maxTTL)))
+}
 
 // checkConfig is asked before each acquire round on the nodes: it records
 // the Client's configuration when its last record is stale (the first
@@ -81,11 +86,25 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 	r.loop.start(&e.bg, e.recordStale()/2, false, func(ctx context.Context) {
 		e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
 	})
-	r.state.Lock()
-	stale := time.Since(r.last) >= e.recordStale()
-	r.state.Unlock()
-	if stale {
+	// The record must have started within recordStale before the acquire
+	// starts, so that it outlives the lock by the max TTL: a record round
+	// that took that long (a slow node, a paused process) is followed by
+	// another, a few times at most. A round that reached no node leaves
+	// the last record as it was; the acquire then meets the same nodes.
+	for range 3 {
+		r.state.Lock()
+		last := r.last
+		r.state.Unlock()
+		if time.Since(last) < e.recordStale() {
+			break
+		}
 		e.record(ctx, timeout, false)
+		r.state.Lock()
+		same := r.last.Equal(last)
+		r.state.Unlock()
+		if same {
+			break
+		}
 	}
 	r.state.Lock()
 	defer r.state.Unlock()
@@ -108,8 +127,9 @@ func (e *engine) moveFloor(token int64, second bool) (int64, bool) {
 
 // record is one record round: it writes the Client's own field on every
 // node and reads the live fields back, then writes what they call for (a
-// joint Client's relays and move floor, a Client's move floor on the set
-// a move went to), and updates the recorder's conflict and floor. The
+// joint Client's relays and move floor, the move floor of a Client on the
+// set a move went to), and updates the recorder's conflict and floor. The
+// decisions are joint.Decide's, which the model checker runs too. The
 // recording goroutine's rounds (all) wait for every node up to timeout;
 // an obtain's return once the kind's quorum rule is met, and a node that
 // answers later can still report a conflict.
@@ -117,217 +137,160 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	r := &e.rec
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := &e.sets
-	own := keys.ConfigSingle(s.curFP)
-	if s.joint() {
-		own = keys.ConfigJoint(s.curFP, s.nextFP)
-	}
+	s := e.jointSets()
 	ttl := e.recordTTL()
 	started := time.Now()
-	var late func(*script.Records)
-	if !s.joint() {
-		late = func(rc *script.Records) {
-			if err := otherLones([]*script.Records{rc}, s.curFP); err != nil {
+	var late func(*script.Records, time.Time)
+	if !s.Joint() {
+		late = func(rc *script.Records, at time.Time) {
+			recs := make([]*joint.Records, len(e.nodes))
+			recs[0] = jointRecords(rc, at, started)
+			if c := joint.Conflicting(recs, s.CurFP); c != nil {
 				r.state.Lock()
-				r.conflict = err
+				r.conflict = e.conflictError(c, -1)
 				r.state.Unlock()
 			}
 		}
 	}
-	recs := e.recordRound(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.RecordField) {
-		return []script.RecordField{{Name: own, TTL: ttl}}, nil
+	read := e.recordRound(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.FloorRaise) {
+		return []script.RecordField{{Name: s.Own(), TTL: ttl}}, nil
 	})
-	answered := 0
-	for _, rc := range recs {
-		if rc != nil {
-			answered++
+	recs := make([]*joint.Records, len(e.nodes))
+	answered := false
+	for i, rc := range read {
+		if rc.recs != nil {
+			recs[i] = jointRecords(rc.recs, rc.at, started)
+			answered = true
 		}
 	}
-	if answered == 0 {
+	if !answered {
 		return
 	}
-	every := answered == len(e.nodes)
-	fenceTTL := e.guards[0].FenceTTL
-	var conflict error
-	if s.joint() {
-		// Relay each set's lone Clients to the other set's nodes (their
-		// own records only: a relay of a relay would outlive the record by
-		// the rounds' latencies), and once no Client of the current set
-		// alone is seen anywhere, write the move floor of the next set.
-		leftCur := lonesLeft(recs, false, s.curFP)
-		leftNext := lonesLeft(recs, false, s.nextFP)
-		seenCur := lonesLeft(recs, true, s.curFP)
-		extra := func(i int) ([]script.RecordField, []script.RecordField) {
-			var keep, first []script.RecordField
-			if leftCur > 0 && s.next&(1<<i) != 0 && s.cur&(1<<i) == 0 {
-				keep = append(keep, script.RecordField{Name: keys.ConfigSeen(s.curFP), TTL: leftCur})
+	plan := joint.Decide(s, recs, joint.Params{
+		MaxTTL:   e.cfg.maxTTL.Milliseconds(),
+		FenceTTL: e.guards[0].FenceTTL.Milliseconds(),
+	}, joint.Mut{})
+	floor := plan.Floor
+	if plan.Write {
+		more := e.recordRound(ctx, timeout, true, nil, func(i int) ([]script.RecordField, []script.FloorRaise) {
+			var keep []script.RecordField
+			var raise []script.FloorRaise
+			for _, k := range plan.Writes[i].Keep {
+				keep = append(keep, script.RecordField{Name: k.Name, TTL: time.Duration(k.TTL) * time.Millisecond})
 			}
-			if leftNext > 0 && s.cur&(1<<i) != 0 && s.next&(1<<i) == 0 {
-				keep = append(keep, script.RecordField{Name: keys.ConfigSeen(s.nextFP), TTL: leftNext})
+			for _, f := range plan.Writes[i].Raise {
+				raise = append(raise, script.FloorRaise{Name: f.Name, Ahead: time.Duration(f.Ahead) * time.Millisecond,
+					Until: f.Until, TTL: time.Duration(f.TTL) * time.Millisecond})
 			}
-			if every && seenCur == 0 && s.next&(1<<i) != 0 {
-				first = append(first, script.RecordField{Name: keys.ConfigFloor(s.nextFP), TTL: fenceTTL})
+			return keep, raise
+		})
+		if !s.Joint() {
+			after := make([]*joint.Records, len(e.nodes))
+			for i, rc := range more {
+				if rc.recs != nil {
+					after[i] = jointRecords(rc.recs, rc.at, started)
+				}
 			}
-			return keep, first
-		}
-		if leftCur > 0 || leftNext > 0 || (every && seenCur == 0) {
-			e.recordRound(ctx, timeout, true, nil, extra)
-		}
-	} else {
-		conflict = otherLones(recs, s.curFP)
-		if conflict == nil {
-			floor := moveFloorOf(recs, s.curFP)
-			if floor == 0 && every && movedTo(recs, s.curFP) {
-				more := e.recordRound(ctx, timeout, true, nil, func(int) ([]script.RecordField, []script.RecordField) {
-					return nil, []script.RecordField{{Name: keys.ConfigFloor(s.curFP), TTL: fenceTTL}}
-				})
-				floor = moveFloorOf(more, s.curFP)
-			}
-			r.state.Lock()
-			r.floor = max(r.floor, floor)
-			r.state.Unlock()
+			floor = max(floor, joint.FloorOf(after, s.CurFP))
 		}
 	}
+	var conflict error
+	if plan.Conflict != nil {
+		conflict = e.conflictError(plan.Conflict, plan.Conflict.Node)
+	}
 	r.state.Lock()
+	if !s.Joint() && conflict == nil {
+		r.floor = max(r.floor, floor*script.TokenSeed)
+	}
 	r.last, r.conflict = started, conflict
 	r.state.Unlock()
 }
 
+// jointSets are the Client's node sets as joint.Decide takes them.
+func (e *engine) jointSets() joint.Sets {
+	s := &e.sets
+	return joint.Sets{Cur: s.cur, Next: s.next, CurFP: s.curFP, NextFP: s.nextFP}
+}
+
+// jointRecords are a node's records as joint.Decide takes them (ms), each
+// field's life counted from now: the reply arrived at at, in a round that
+// started at started.
+func jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
+	age := time.Since(at)
+	out := &joint.Records{Now: rc.Now, Start: rc.Now - at.Sub(started).Milliseconds() - 1,
+		Fields: make(map[string]joint.Value, len(rc.Fields))}
+	for f, v := range rc.Fields {
+		jv := joint.Value{Left: (v.Left - age).Milliseconds(), Floor: v.Floor}
+		if v.Fresh != 0 {
+			jv.Fresh = v.Fresh - rc.Now - age.Milliseconds()
+		}
+		if jv.Left > 0 {
+			out.Fields[f] = jv
+		}
+	}
+	return out
+}
+
+// conflictError is the ErrConfigConflict of the evidence c, seen on node
+// i (-1: a node that answered late).
+func (e *engine) conflictError(c *joint.Conflict, i int) error {
+	how := "records a Client"
+	if strings.HasPrefix(c.Field, "s:") {
+		how = "holds a joint Client's report of a Client"
+	}
+	node := "a node"
+	if i >= 0 {
+		node = fmt.Sprintf("node %d", i)
+	}
+	left := time.Duration(c.Left) * time.Millisecond
+	return fmt.Errorf("%w: %s %s on node set %s alone, alive or holding locks for another %v; this Client's set is %s: finish step 2 of the move (docs/reconfiguration.md) before locking here",
+		ErrConfigConflict, node, how, c.Other, left.Round(time.Millisecond), e.sets.curFP)
+}
+
+// recordReply is a node's reply to a record round and when it arrived.
+type recordReply struct {
+	recs *script.Records
+	at   time.Time
+}
+
 // recordRound runs record.lua on every node with the fields fields gives
 // for it, waiting for every node up to timeout (all) or until the plain
-// lock's quorum rule is met, and returns each node's records (nil for a
-// node that did not answer by then). late, if set, gets the records of a
-// node that answered after that.
-func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all bool, late func(*script.Records), fields func(i int) (keep, first []script.RecordField)) []*script.Records {
+// lock's quorum rule is met, and returns each node's records and when
+// they arrived (nil records for a node that did not answer by then). late,
+// if set, gets the records of a node that answered after that.
+func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all bool, late func(*script.Records, time.Time), fields func(i int) ([]script.RecordField, []script.FloorRaise)) []recordReply {
 	key := keys.Layout{Prefix: e.cfg.prefix}.Configs()
-	round := quorum.Round[*script.Records]{
+	round := quorum.Round[recordReply]{
 		Nodes:   e.nodes,
 		Quorum:  e.majority,
 		Timeout: timeout,
 		Wait:    quorum.WaitOnLoss,
-		Call: func(ctx context.Context, n *quorum.Node) (*script.Records, error) {
-			keep, first := fields(n.Index)
-			rc, err := script.Record(ctx, n.Conn, key, keep, first)
+		Call: func(ctx context.Context, n *quorum.Node) (recordReply, error) {
+			keep, raise := fields(n.Index)
+			rc, err := script.Record(ctx, n.Conn, key, keep, raise)
 			if err != nil {
-				return nil, err
+				return recordReply{}, err
 			}
-			return &rc, nil
+			return recordReply{recs: &rc, at: time.Now()}, nil
 		},
-		Agree: func(rc *script.Records) bool { return rc != nil },
+		Agree: func(rc recordReply) bool { return rc.recs != nil },
 	}
 	if all {
 		round.Quorum, round.Wait = quorum.Count(len(e.nodes)), quorum.WaitAll
 	}
 	if late != nil {
-		round.Settle = func(_ *quorum.Node, rc *script.Records, err error, _, isLate bool) {
-			if isLate && err == nil && rc != nil {
-				late(rc)
+		round.Settle = func(_ *quorum.Node, rc recordReply, err error, _, isLate bool) {
+			if isLate && err == nil && rc.recs != nil {
+				late(rc.recs, rc.at)
 			}
 		}
 	}
 	res := round.Run(ctx, e.workers)
-	out := make([]*script.Records, len(e.nodes))
+	out := make([]recordReply, len(e.nodes))
 	for i, rep := range res.Replies {
 		if rep.Yes {
 			out[i] = rep.Val
 		}
 	}
 	return out
-}
-
-// lonesLeft is how long the evidence of a Client on set fp alone (its own
-// field, and with relays a relay of it) lasts at the most on the nodes that
-// answered.
-func lonesLeft(recs []*script.Records, relays bool, fp string) time.Duration {
-	fields := []string{keys.ConfigSingle(fp)}
-	if relays {
-		fields = append(fields, keys.ConfigSeen(fp))
-	}
-	left := time.Duration(0)
-	for _, rc := range recs {
-		if rc == nil {
-			continue
-		}
-		for _, f := range fields {
-			if v, ok := rc.Fields[f]; ok && v.Left > left {
-				left = v.Left
-			}
-		}
-	}
-	return left
-}
-
-// otherLones returns ErrConfigConflict when the nodes show a move between
-// set fp and another set (a joint Client's record) and a live Client of
-// that other set alone (its record, or a joint Client's relay of it). A
-// Client of another set that shares a node without a move between the two
-// is not a conflict: nothing says the two are one deployment.
-func otherLones(recs []*script.Records, fp string) error {
-	moves := map[string]bool{}
-	for _, rc := range recs {
-		if rc == nil {
-			continue
-		}
-		for f := range rc.Fields {
-			if a, b, ok := strings.Cut(strings.TrimPrefix(f, "j:"), ":"); ok && strings.HasPrefix(f, "j:") {
-				switch fp {
-				case a:
-					moves[b] = true
-				case b:
-					moves[a] = true
-				}
-			}
-		}
-	}
-	for i, rc := range recs {
-		if rc == nil {
-			continue
-		}
-		for f, v := range rc.Fields {
-			if !strings.HasPrefix(f, "c:") && !strings.HasPrefix(f, "s:") {
-				continue
-			}
-			other := f[2:]
-			if other == fp || !moves[other] {
-				continue
-			}
-			how := "records a Client"
-			if f[0] == 's' {
-				how = "holds a joint Client's report of a Client"
-			}
-			return fmt.Errorf("%w: node %d %s on node set %s alone, alive or holding locks for another %v; this Client's set is %s: finish step 2 of the move (docs/reconfiguration.md) before locking here",
-				ErrConfigConflict, i, how, other, v.Left.Round(time.Millisecond), fp)
-		}
-	}
-	return nil
-}
-
-// movedTo reports whether a node shows a live joint Client moving to fp.
-func movedTo(recs []*script.Records, fp string) bool {
-	for _, rc := range recs {
-		if rc == nil {
-			continue
-		}
-		for f := range rc.Fields {
-			if strings.HasPrefix(f, "j:") && strings.HasSuffix(f, ":"+fp) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// moveFloorOf is the move floor of a move to fp (x 1024), the largest the
-// nodes show; 0 when none.
-func moveFloorOf(recs []*script.Records, fp string) int64 {
-	var m int64
-	for _, rc := range recs {
-		if rc == nil {
-			continue
-		}
-		if v, ok := rc.Fields[keys.ConfigFloor(fp)]; ok {
-			m = max(m, v.First*script.TokenSeed)
-		}
-	}
-	return m
 }

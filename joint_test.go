@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -227,8 +228,8 @@ func TestMoveFloor(t *testing.T) {
 	}
 	_ = old.Close()
 	time.Sleep(maxTTL + maxTTL/2 + 100*time.Millisecond)
-	// The joint Client's next record, with no current-set Client left,
-	// writes the move floor.
+	// The joint Client's records raise the move floor at every round
+	// that every node answers.
 	eventually(t, "the move floor is written", func() bool {
 		n, _ := cl.clients[0].HExists(ctx, keys.Layout{Prefix: "jfloor:"}.Configs(), keys.ConfigFloor(joint.sets.nextFP)).Result()
 		return n
@@ -250,6 +251,115 @@ func TestMoveFloor(t *testing.T) {
 	t.Logf("before %d after %d", before, l.Token())
 	if l.Token() <= before {
 		t.Fatalf("token %d on the next set after %d on the current set", l.Token(), before)
+	}
+}
+
+// TestMoveFloorAfterLateGrants is issue 33's finding 1: shrinking five
+// nodes to three with the runbook, a joint Client records (and, before
+// the fix, wrote the move floor once and for all) before a Client on the
+// five alone takes its grants of x, the last ones won at nodes 2, 3 and 4
+// alone (nodes 0 and 1 hold another's key: their counters stay behind).
+// After step 2, a Client on {0,1,2} locks x with node 2 taken, so it wins
+// at nodes 0 and 1 alone: its token must be above the last grant's. In
+// "joint alive" the joint Client still runs when the next-set Client
+// records (it sees the move); in "joint gone" every joint Client has
+// closed and its records expired, so the next-set Client has only the
+// move floor that the joint Client raised while it saw the current-set
+// Client's records.
+func TestMoveFloorAfterLateGrants(t *testing.T) {
+	for _, jointGone := range []bool{false, true} {
+		name := "joint alive"
+		if jointGone {
+			name = "joint gone"
+		}
+		t.Run(name, func(t *testing.T) {
+			cl := startNodes(t, 5)
+			ctx := context.Background()
+			const maxTTL = 2 * time.Second
+			prefix := "jlate:"
+			opts := []Option{WithPrefix(prefix), WithMaxTTL(maxTTL), WithNodeTimeout(500 * time.Millisecond), WithConfigRecords(true)}
+			cur, next := []int{0, 1, 2, 3, 4}, []int{0, 1, 2}
+			key := "{" + prefix + "x}"
+			configs := keys.Layout{Prefix: prefix}.Configs()
+			// Step 1: a joint Client records on every node.
+			joint := newClient(t, pick(cl, cur), append(opts, nextOf(cl, next))...)
+			if l, err := joint.TryObtain(ctx, "other", time.Second); err != nil {
+				t.Fatal(err)
+			} else {
+				_ = l.Release(ctx)
+			}
+			eventually(t, "the joint Client writes the move floor", func() bool {
+				n, _ := cl.clients[0].HExists(ctx, configs, keys.ConfigFloor(joint.sets.nextFP)).Result()
+				return n
+			})
+			old := newClient(t, pick(cl, cur), opts...)
+			take := func(who string) int64 {
+				t.Helper()
+				// Obtain retries: the release before may not have reached
+				// every node yet.
+				octx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				l, err := old.Mutex("x").Obtain(octx, time.Second)
+				if err != nil {
+					t.Fatalf("%s: %v", who, err)
+				}
+				_ = l.Release(ctx)
+				return l.Token()
+			}
+			take("current set, every node")
+			for _, i := range []int{0, 1} {
+				if err := cl.clients[i].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var last int64
+			for range 3 {
+				last = take("current set, nodes 2 to 4")
+			}
+			// Step 2: the current-set Client closes; wait until its records
+			// are gone and the max TTL has passed.
+			_ = old.Close()
+			oldFP := old.sets.curFP
+			// A field is live until the expiry its value starts with (node
+			// ms); record.lua deletes it only at a later call.
+			gone := func(field string) bool {
+				for _, c := range cl.clients {
+					v, err := c.HGet(ctx, configs, field).Result()
+					if errors.Is(err, redis.Nil) {
+						continue
+					}
+					now, err2 := c.Time(ctx).Result()
+					exp, _, _ := strings.Cut(v, ":")
+					e, err3 := strconv.ParseInt(exp, 10, 64)
+					if err != nil || err2 != nil || err3 != nil || e > now.UnixMilli() {
+						return false
+					}
+				}
+				return true
+			}
+			eventually(t, "the current-set records expire", func() bool { return gone(keys.ConfigSingle(oldFP)) })
+			time.Sleep(maxTTL)
+			if jointGone {
+				_ = joint.Close()
+				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldFP, joint.sets.nextFP)) })
+			}
+			// Step 3: nodes 0 and 1 free, node 2 another's.
+			for _, i := range []int{0, 1} {
+				_ = cl.clients[i].Del(ctx, key).Err()
+			}
+			if err := cl.clients[2].Set(ctx, key, "someone else", time.Minute).Err(); err != nil {
+				t.Fatal(err)
+			}
+			nc := newClient(t, pick(cl, next), opts...)
+			l, err := nc.TryObtain(ctx, "x", time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = l.Release(ctx) }()
+			if l.Token() <= last {
+				t.Fatalf("token %d on the next set after %d, the last on the current set", l.Token(), last)
+			}
+		})
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/driver/goredis"
+	"github.com/redlock-go/redlock/internal/joint"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 )
@@ -87,17 +88,11 @@ func joinConns(cur, next []conn) (all []conn, a, b uint64) {
 	return all, a, b
 }
 
-// moveRecords are the configuration records of one node (keys.Configs):
-// each live field's time left; err when the node did not answer.
-type moveRecords struct {
-	left map[string]time.Duration
-	err  error
-}
-
-// readRecords reads the configuration records of every node, read-only.
-func readRecords(ctx context.Context, conns []conn, prefix string, timeout time.Duration) []moveRecords {
+// readRecords reads the configuration records of every node, read-only,
+// as joint.StepOf takes them (ms; nil for a node that did not answer).
+func readRecords(ctx context.Context, conns []conn, prefix string, timeout time.Duration) []*joint.Records {
 	key := keys.Layout{Prefix: prefix}.Configs()
-	out := make([]moveRecords, len(conns))
+	out := make([]*joint.Records, len(conns))
 	var wg sync.WaitGroup
 	for i, c := range conns {
 		wg.Go(func() {
@@ -107,17 +102,28 @@ func readRecords(ctx context.Context, conns []conn, prefix string, timeout time.
 			all := pipe.HGetAll(nctx, key)
 			now := pipe.Time(nctx)
 			if _, err := pipe.Exec(nctx); err != nil {
-				out[i].err = err
 				return
 			}
 			t := now.Val().UnixMilli()
-			out[i].left = map[string]time.Duration{}
+			rc := &joint.Records{Now: t, Fields: map[string]joint.Value{}}
 			for f, v := range all.Val() {
-				exp, _, _ := strings.Cut(v, ":")
-				if e, err := strconv.ParseInt(exp, 10, 64); err == nil && e > t {
-					out[i].left[f] = time.Duration(e-t) * time.Millisecond
+				// expiry[:M[:V]] (record.lua); fields past their expiry
+				// are not live.
+				parts := strings.Split(v, ":")
+				var n [3]int64
+				for j := range min(len(parts), 3) {
+					n[j], _ = strconv.ParseInt(parts[j], 10, 64)
 				}
+				if n[0] <= t {
+					continue
+				}
+				val := joint.Value{Left: n[0] - t, Floor: n[1]}
+				if n[2] != 0 {
+					val.Fresh = n[2] - t
+				}
+				rc.Fields[f] = val
 			}
+			out[i] = rc
 		})
 	}
 	wg.Wait()
@@ -126,7 +132,8 @@ func readRecords(ctx context.Context, conns []conn, prefix string, timeout time.
 
 // moveCheck is doctor's check of a move from the nodes of cur to those of
 // next: which step of the runbook is safe next, read from the
-// configuration records.
+// configuration records by joint.StepOf (the rule the model checker's
+// runbook follows too).
 func moveCheck(ctx context.Context, cur, next []conn, prefix string, timeout time.Duration) check {
 	all, a, b := joinConns(cur, next)
 	fp := func(set uint64) string {
@@ -140,45 +147,42 @@ func moveCheck(ctx context.Context, cur, next []conn, prefix string, timeout tim
 	}
 	fa, fb := fp(a), fp(b)
 	recs := readRecords(ctx, all, prefix, timeout)
-	var (
-		aloneA, aloneB time.Duration // the longest evidence left
-		joint          bool
-		missing        []string
-	)
-	for i, r := range recs {
-		if r.err != nil {
-			missing = append(missing, all[i].spec.String())
-			continue
+	r := joint.StepOf(recs, a, b, fa, fb, joint.Mut{})
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	nodes := func(idx []int) string {
+		var names []string
+		for _, i := range idx {
+			names = append(names, all[i].spec.String())
 		}
-		for f, left := range r.left {
-			switch f {
-			case keys.ConfigSingle(fa), keys.ConfigSeen(fa):
-				aloneA = max(aloneA, left)
-			case keys.ConfigSingle(fb), keys.ConfigSeen(fb):
-				aloneB = max(aloneB, left)
-			case keys.ConfigJoint(fa, fb):
-				joint = true
-			}
+		return strings.Join(names, ", ")
+	}
+	var missing []int
+	for i, rc := range recs {
+		if rc == nil {
+			missing = append(missing, i)
 		}
 	}
 	c := check{Check: "move", Node: "all", Verdict: verdictOK}
 	sets := fmt.Sprintf("current set %s, next set %s", fa, fb)
-	switch {
-	case aloneA > 0 && aloneB > 0:
+	switch r.Step {
+	case joint.StepBoth:
 		c.Verdict = verdictFail
 		c.Detail = fmt.Sprintf("Clients of the current set alone and of the next set alone are both live (for another %v and %v): they can hold one lock at once; roll the next-set Clients back to joint (%s)",
-			aloneA.Round(time.Millisecond), aloneB.Round(time.Millisecond), sets)
-	case aloneA > 0 && !joint:
+			ms(r.LeftA), ms(r.LeftB), sets)
+	case joint.StepOne:
 		c.Detail = "next: step 1, roll every service to joint configuration (--next-nodes, WithNextNodes); no joint Client has recorded yet (" + sets + ")"
-	case aloneA > 0:
+	case joint.StepWait:
 		c.Detail = fmt.Sprintf("next: step 2, wait: a Client of the current set alone was seen, and may hold locks for another %v; step 3 is safe once it is gone (%s)",
-			aloneA.Round(time.Millisecond), sets)
-	case len(missing) > 0:
+			ms(r.LeftA), sets)
+	case joint.StepUnknown:
 		c.Verdict = verdictWarn
-		c.Detail = "unknown: nodes " + strings.Join(missing, ", ") + " did not answer, and may hold the records of Clients of the current set alone (" + sets + ")"
-	case joint:
-		c.Detail = "next: step 3 is safe, roll every service to the next set alone: no Client of the current set alone was seen within the max TTL (" + sets + ")"
-	case aloneB > 0:
+		c.Detail = "unknown: nodes " + nodes(missing) + " did not answer, and may hold the records of Clients of the current set alone (" + sets + ")"
+	case joint.StepFloor:
+		c.Detail = "next: step 2, wait: no Client of the current set alone was seen, but nodes " + nodes(r.Stale) +
+			" of the next set lack a move floor that a running joint Client raised within the max TTL / 2; step 3 becomes safe once a joint Client has recorded with every node answering (" + sets + ")"
+	case joint.StepThree:
+		c.Detail = "next: step 3 is safe, roll every service to the next set alone: no Client of the current set alone was seen within the max TTL, and every node of the next set holds a fresh move floor (" + sets + ")"
+	case joint.StepDone:
 		c.Detail = "done: only Clients of the next set alone recorded (" + sets + ")"
 	default:
 		c.Verdict = verdictWarn

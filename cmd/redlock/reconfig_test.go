@@ -93,3 +93,63 @@ func TestDoctorMove(t *testing.T) {
 		t.Errorf("Clients of both sets alone: %+v", c)
 	}
 }
+
+// TestDoctorMoveNeedsFreshFloor: step 3 is safe only while every node of
+// the next set holds a move floor raised by a joint Client's round that
+// started within the last max TTL / 2 (issue 33: a grant of a Client of
+// the current set alone after the last joint round is covered by no
+// floor, and its records would still be live then). With a joint Client
+// running, doctor says step 3; once it closed and its last round is older
+// than that, doctor says to wait, though its joint record still lives; a
+// joint Client recording again makes step 3 safe again.
+func TestDoctorMoveNeedsFreshFloor(t *testing.T) {
+	servers := redistest.Start(t, 4)
+	cur, next := nodesFlag(servers[0], servers[1], servers[2]), nodesFlag(servers[1], servers[2], servers[3])
+	var rcs []redis.UniversalClient
+	for _, s := range servers {
+		c := s.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		rcs = append(rcs, c)
+	}
+	ctx := context.Background()
+	const maxTTL = 4 * time.Second
+	joint := func() *redlock.Client {
+		c, err := redlock.New(rcs[:3], redlock.WithMaxTTL(maxTTL), redlock.WithRestartGuard(redlock.GuardOff),
+			redlock.WithNodeTimeout(time.Second), redlock.WithNextNodes(goredis.New(rcs[1]), goredis.New(rcs[2]), goredis.New(rcs[3])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		l, err := c.TryObtain(ctx, "move", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = l.Release(ctx)
+		return c
+	}
+	stepThree := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c := moveStep(t, cur, next)
+			if c.Verdict == verdictOK && strings.Contains(c.Detail, "step 3 is safe") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %+v, want step 3", what, c)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	j := joint()
+	stepThree("a joint Client running")
+	_ = j.Close()
+	// Its last round's floor is no longer fresh after max TTL / 2; its
+	// joint record lives max TTL × 1.5 from that round.
+	time.Sleep(maxTTL/2 + 500*time.Millisecond)
+	if c := moveStep(t, cur, next); !strings.Contains(c.Detail, "lack a move floor") || strings.Contains(c.Detail, "step 3 is safe") {
+		t.Errorf("the joint Client closed %v ago: %+v, want a wait for the floor", maxTTL/2+500*time.Millisecond, c)
+	}
+	joint()
+	stepThree("a joint Client again")
+}

@@ -314,6 +314,9 @@ var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefre
 
 // describe says what st does in s (before it is applied).
 func (m *Model) describe(s *State, st Step) string {
+	if d, ok := m.describeRecord(s, st); ok {
+		return d
+	}
 	c := &m.Cfg
 	who := string(rune('A' + st.Client))
 	at := fmt.Sprintf("t=%d ", s.T)

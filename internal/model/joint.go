@@ -3,15 +3,23 @@ package model
 // The joint configuration of a move from node set A to node set B
 // (docs/reconfiguration.md, the library's joint.go): a client on A alone
 // (ConfA), in joint configuration (ConfJoint: a quorum of A and a quorum of
-// B for every round) or on B alone (ConfB). The runbook's three phases are
-// the order in which these clients may run: ConfA and ConfJoint clients
-// from the start (step 1 rolls every service to joint), ConfB clients only
-// after step 2 (every ConfA client done, and MaxTTL since the last step of
-// any), unless Mut.SkipStep2. The first ConfB client to start sets the move
-// floor, which every ConfB token is raised to (Mut.NoMoveFloor drops it).
+// B for every round) or on B alone (ConfB). Clients with a Conf keep
+// configuration records on their nodes as the library does (records.go):
+// a record round before an obtain whose last record is stale, and a
+// recorder that records every MaxTTL/4; each round's decisions (what to
+// write where, the conflict, the move floor) are internal/joint's Decide,
+// the function the library calls. The runbook's three phases are the
+// order in which these clients may run: ConfA and ConfJoint clients from
+// the start (step 1 rolls every service to joint), a ConfB client's first
+// attempt only after step 2: every ConfA client done, and redlock
+// doctor's rule (joint.StepOf) on the nodes' records says step 3 is safe,
+// unless Mut.SkipStep2. A single-set client's token is raised to the move
+// floor its records gave it (Mut.NoMoveFloor drops it).
 
 import (
 	"math/bits"
+
+	"github.com/redlock-go/redlock/internal/joint"
 )
 
 // Node configurations of a client (ClientSpec.Conf).
@@ -78,8 +86,9 @@ func (m *Model) masks(c *Client) (yes, pending uint64) {
 }
 
 // mayStart: a ConfB client starts its first attempt only after step 2 of
-// the runbook: every ConfA client is done, and MaxTTL has passed since the
-// last step of any.
+// the runbook: every ConfA client is done (closed), and redlock doctor's
+// rule, read from every node's records now, says step 3 is safe (or that
+// the move is done).
 func (m *Model) mayStart(s *State, ci int) bool {
 	c := &m.Cfg
 	cl := &s.Clients[ci]
@@ -91,37 +100,24 @@ func (m *Model) mayStart(s *State, ci int) bool {
 			return false
 		}
 	}
-	return s.T >= s.ALast+c.MaxTTL
-}
-
-// startB sets the move floor when the first ConfB client starts (after
-// step 2): the largest node time of B × TokenSeed, as a record written
-// then on every node of B would give.
-func (m *Model) startB(s *State, ci int) *Violation {
-	c := &m.Cfg
-	if c.Clients[ci].Conf != ConfB || c.Mut.SkipStep2 || s.Floor != 0 {
-		return nil
-	}
-	var hi int64
-	first := true
+	recs := make([]*joint.Records, c.Nodes)
 	for ni := range c.Nodes {
-		if c.SetB&(1<<ni) != 0 {
-			if now := s.T + s.Nodes[ni].Offset; first || now > hi {
-				hi, first = now, false
-			}
-		}
+		recs[ni] = m.nodeRecords(s, ni)
 	}
-	s.Floor = hi * TokenSeed
-	return nil
+	st := joint.StepOf(recs, c.SetA, c.SetB, fpA, fpB, m.jointMut()).Step
+	return st == joint.StepThree || st == joint.StepDone
 }
 
-// moveFloor raises a ConfB client's token to the move floor, and reports
-// whether it did (the second round must then confirm it).
+// moveFloor raises a single-set client's token to the move floor its
+// records gave it, and reports whether it did (the second round must then
+// confirm it): the library's engine.moveFloor.
 func (m *Model) moveFloor(s *State, ci int) bool {
 	cl := &s.Clients[ci]
-	if m.Cfg.Clients[ci].Conf != ConfB || m.Cfg.Mut.NoMoveFloor || cl.Token >= s.Floor {
+	conf := m.Cfg.Clients[ci].Conf
+	floor := cl.Rec.Floor * TokenSeed
+	if (conf != ConfA && conf != ConfB) || m.Cfg.Mut.NoMoveFloor || cl.Token >= floor {
 		return false
 	}
-	cl.Token = s.Floor
+	cl.Token = floor
 	return true
 }

@@ -14,7 +14,10 @@ func jointSearches() map[string]search {
 			for i := range clients {
 				clients[i].Mode = '0'
 			}
-			return Config{Nodes: nodes, Clients: clients, TTL: 3, MaxTTL: 4, NodeTimeout: 2, Delta: 1, Horizon: 30,
+			// FenceTTL: a move floor runs ahead of its node's time by up
+			// to the evidence's life, 1.5 max TTL, which Lemma 1 needs
+			// the counters to outlive (the library's is ten max TTLs).
+			return Config{Nodes: nodes, Clients: clients, TTL: 3, MaxTTL: 4, FenceTTL: 8, NodeTimeout: 2, Delta: 1, Horizon: 30,
 				Global: true, SetA: a, SetB: b}
 		}
 	}
@@ -34,11 +37,25 @@ func jointSearches() map[string]search {
 		// Shrink three nodes to one: a quorum of B ({0}) and a quorum of A
 		// ({1,2}) share no node, so a token of B alone after one of A
 		// alone rests on the move floor; two holders on A alone leave
-		// node 0 an older counter.
+		// node 0 an older counter. The joint client of step 1 locks once
+		// and keeps recording until it is done.
 		"jointShrink": {name: "jointShrink", cfg: move(3, 0b111, 0b001,
 			ClientSpec{Conf: ConfA, Acquires: 2, Release: true},
 			ClientSpec{Conf: ConfA, Acquires: 1, Release: true},
+			ClientSpec{Conf: ConfJoint, Acquires: 1, Release: true},
 			ClientSpec{Conf: ConfB, Acquires: 1}), random: 20000, steps: 300},
+		// The same with counters that outlive the move (FenceTTL ten
+		// max TTLs, as the library's): issue 33's finding 1 needs node
+		// 0's counter from before the floor still there when the client
+		// on B alone locks.
+		"jointShrinkLong": {name: "jointShrinkLong", cfg: func() Config {
+			cfg := move(3, 0b111, 0b001,
+				ClientSpec{Conf: ConfJoint, Acquires: 1, Release: true},
+				ClientSpec{Conf: ConfA, Acquires: 2, Release: true},
+				ClientSpec{Conf: ConfB, Acquires: 1})()
+			cfg.FenceTTL = 10 * cfg.MaxTTL
+			return cfg
+		}, random: 20000, steps: 300},
 		// A joint client beside a client of each set alone, for the
 		// mutants that drop one quorum of the joint rule.
 		"jointWithA": {name: "jointWithA", cfg: move(4, 0b0111, 0b1011,
@@ -58,7 +75,10 @@ func jointMutants() []mutant {
 		{name: "SkipStep2/move", mut: Mutations{SkipStep2: true}, search: "jointMove"},
 		{name: "JointDropA", mut: Mutations{JointDropA: true}, search: "jointWithA"},
 		{name: "JointDropB", mut: Mutations{JointDropB: true}, search: "jointWithB"},
-		{name: "NoMoveFloor", mut: Mutations{NoMoveFloor: true}, search: "jointShrink"},
+		{name: "NoMoveFloor", mut: Mutations{NoMoveFloor: true}, search: "jointShrinkLong", budget: 60000, seeds: []uint64{1}},
+		// Issue 33's finding 1: the floor written once by the joint
+		// client, before the grants of a client on A alone.
+		{name: "FirstWriterFloor", mut: Mutations{FirstWriterFloor: true}, search: "jointShrinkLong", budget: 60000, seeds: []uint64{3}},
 	}
 }
 

@@ -78,9 +78,15 @@ type Mutations struct {
 	// alone, without the move floor.
 	NoMoveFloor bool
 	// SkipStep2: a client on B alone starts without step 2 of the
-	// runbook (every client on A alone done, and MaxTTL since the last
-	// one's last step): the operator's mistake, not the library's.
+	// runbook (every client on A alone done, and redlock doctor's "step
+	// 3 is safe", joint.StepOf): the operator's mistake, not the
+	// library's.
 	SkipStep2 bool
+	// FirstWriterFloor: the move floor before issue 33 (joint.Mut): a
+	// joint client writes it once, first writer wins, at a round that
+	// sees no client on A alone; a client on B alone writes one the same
+	// way when none is there; doctor's step 3 asks for no floor.
+	FirstWriterFloor bool
 	// SealOverwrites: seal.lua records the token as the owner's t even
 	// when t is higher.
 	SealOverwrites bool

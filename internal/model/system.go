@@ -148,16 +148,18 @@ const (
 // familyrefresh.lua and ReqRelease familyrelease.lua.
 type Msg struct {
 	Kind  int
-	Actor int   // the client whose round it belongs to (connections may be shared)
-	Round int   // the client's round it belongs to
-	Value int   // owner value; a family client's hold ID
-	Arg   int64 // ttl, or token
-	Tok   int64 // a refresh's: the hold's token (ReseedRecordsToken)
+	Actor int       // the client whose round it belongs to (connections may be shared)
+	Round int       // the client's round it belongs to
+	Value int       // owner value; a family client's hold ID
+	Arg   int64     // ttl, or token
+	Tok   int64     // a refresh's: the hold's token (ReseedRecordsToken)
+	Rec   *RecWrite // a record request's writes (joint_records.go)
 	// Reply fields.
 	Status  int
 	N       int64
-	Existed bool  // family acquire: the owner's lock was there
-	Counter int64 // family acquire: the node's counter
+	Existed bool        // family acquire: the owner's lock was there
+	Counter int64       // family acquire: the node's counter
+	Recs    *ConfFields // record: the node's configuration record
 }
 
 // Conn is one client's connection to one node: FIFO requests and replies.
@@ -180,6 +182,8 @@ type Node struct {
 	Lost     bool
 	LostKept bool
 	LostReal int64 // real time of that fault
+	// Conf is its configuration record (joint_records.go).
+	Conf ConfFields
 }
 
 func (n *Node) env(t int64, second int64) Env {
@@ -229,7 +233,8 @@ type Client struct {
 	Existed    []bool  // family: the vote found the owner's lock
 	Counters   []int64 // family: the node's counter with its vote
 	Token      int64
-	Grant      int // index in State.Grants, -1 none
+	Grant      int      // index in State.Grants, -1 none
+	Rec        Recorder // configuration records (joint_records.go)
 }
 
 // Grant is a lock (or hold) handed to the caller.
@@ -261,10 +266,6 @@ type State struct {
 	NextRun int
 	NextVal int
 	Faults  [3]int // restarts, data restarts, promotions used
-	// ALast is the real time of a ConfA client's last step; Floor the move
-	// floor (a node time x TokenSeed), set when the first ConfB client
-	// starts (joint.go).
-	ALast, Floor int64
 }
 
 // Step kinds.
@@ -335,6 +336,7 @@ func (s *State) Clone() *State {
 		c := &t.Clients[i]
 		c.Votes, c.Tokens, c.FirstYes = slices.Clone(c.Votes), slices.Clone(c.Tokens), slices.Clone(c.FirstYes)
 		c.Existed, c.Counters = slices.Clone(c.Existed), slices.Clone(c.Counters)
+		c.Rec.Votes, c.Rec.Reps = slices.Clone(c.Rec.Votes), slices.Clone(c.Rec.Reps)
 	}
 	t.Conns = slices.Clone(s.Conns)
 	for i := range t.Conns {
@@ -407,6 +409,13 @@ func (m *Model) Enabled(s *State) []Step {
 			if len(rep) == 0 {
 				continue
 			}
+			if rep[0].Kind == ReqRecord {
+				// The same for a record reply and its recorder's decision.
+				if a := rep[0].Actor; m.recDecided(s, a) || !m.recDecidable(s, a) {
+					return []Step{{Kind: StepDeliver, Client: ci, Node: ni}}
+				}
+				continue
+			}
 			if a := rep[0].Actor; m.countsDecided(s, a) || !m.clientCan(s, a) {
 				return []Step{{Kind: StepDeliver, Client: ci, Node: ni}}
 			}
@@ -415,6 +424,9 @@ func (m *Model) Enabled(s *State) []Step {
 	for ci := range s.Clients {
 		if m.clientCan(s, ci) {
 			out = append(out, Step{Kind: StepClient, Client: ci})
+		}
+		if m.recordCan(s, ci) {
+			out = append(out, Step{Kind: StepRecord, Client: ci})
 		}
 		if s.Clients[ci].Phase != Done {
 			busy = true
@@ -435,7 +447,7 @@ func (m *Model) Enabled(s *State) []Step {
 	if !busy {
 		return nil // every client is done: no grant can follow
 	}
-	if s.T < c.Horizon {
+	if s.T < c.Horizon && !m.recordDue(s) {
 		out = append(out, Step{Kind: StepTick})
 	}
 	for ni := range c.Nodes {
@@ -483,7 +495,9 @@ func (m *Model) clientCan(s *State, ci int) bool {
 	cs := m.Cfg.Clients[ci]
 	switch c.Phase {
 	case Idle:
-		return m.mayStart(s, ci) // start an attempt, or finish
+		return m.mayStart(s, ci) && c.Rec.Phase == recIdle // start an attempt, or finish
+	case Checking:
+		return c.Rec.Phase == recIdle
 	case Acquiring, Fencing, Refreshing:
 		return m.decidable(s, ci)
 	case Won:
@@ -587,6 +601,8 @@ func (m *Model) Apply(s *State, st Step) *Violation {
 		m.deliver(s, st.Client, st.Node)
 	case StepClient:
 		return m.clientStep(s, st.Client)
+	case StepRecord:
+		m.recordStep(s, st.Client)
 	case StepRestart, StepDataRestart, StepPromote:
 		n := &s.Nodes[st.Node]
 		down := c.RestartTime
@@ -663,6 +679,10 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 	cn := &s.Conns[conn*c.Nodes+ni]
 	req := cn.Req[0]
 	cn.Req = cn.Req[1:]
+	if req.Kind == ReqRecord {
+		cn.Rep = append(cn.Rep, m.processRecord(s, ni, req))
+		return nil
+	}
 	ci := req.Actor
 	cs := c.Clients[ci]
 	n := &s.Nodes[ni]
@@ -758,6 +778,10 @@ func (m *Model) deliver(s *State, conn, ni int) {
 	cn := &s.Conns[conn*c.Nodes+ni]
 	rep := cn.Rep[0]
 	cn.Rep = cn.Rep[1:]
+	if rep.Kind == ReqRecord {
+		m.deliverRecord(s, ni, rep)
+		return
+	}
 	cl := &s.Clients[rep.Actor]
 	if rep.Round != cl.Round || cl.Votes[ni] != Pending || m.countsDecided(s, rep.Actor) {
 		return // late: cannot create a grant
@@ -802,9 +826,6 @@ func (m *Model) newRound(s *State, ci int) {
 }
 
 func (m *Model) clientStep(s *State, ci int) *Violation {
-	if m.Cfg.Clients[ci].Conf == ConfA {
-		s.ALast = s.T
-	}
 	v := m.clientStep1(s, ci)
 	if cl := &s.Clients[ci]; cl.Phase == Idle && cl.AcqLeft == 0 {
 		cl.Phase = Done
@@ -817,15 +838,19 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 	cs := c.Clients[ci]
 	cl := &s.Clients[ci]
 	switch cl.Phase {
-	case Idle:
+	case Idle, Checking:
 		if cl.AcqLeft == 0 {
 			cl.Phase = Done
 			return nil
 		}
-		if v := m.startB(s, ci); v != nil {
-			return v
+		if m.checkConfig(s, ci) {
+			return nil // records first (again, if the record took too long)
 		}
+		cl.Phase = Idle
 		cl.AcqLeft--
+		if cl.Rec.Conflict {
+			return nil // ErrConfigConflict
+		}
 		// Values per client and attempt, so that equal states hash equal
 		// whatever order the clients started in.
 		cl.Value = (ci+1)*64 + cs.Acquires - cl.AcqLeft
@@ -1140,6 +1165,11 @@ func (s *State) Hash() uint64 {
 			v(r.Until)
 			v(b2i(r.Changed))
 		}
+		for _, f := range n.Conf {
+			v(f.Exp)
+			v(f.M)
+			v(f.V)
+		}
 		v(n.LostAt)
 		v(b2i(n.Lost))
 		v(b2i(n.LostKept))
@@ -1156,6 +1186,28 @@ func (s *State) Hash() uint64 {
 		v(c.NewValid)
 		v(c.Token)
 		v(int64(c.Grant))
+		r := &c.Rec
+		v(int64(r.Phase))
+		v(int64(r.Round))
+		v(b2i(r.All))
+		v(r.Began)
+		v(r.Start)
+		v(b2i(r.Has))
+		v(r.Last)
+		v(b2i(r.Conflict))
+		v(b2i(r.PConflict))
+		v(r.Floor)
+		v(r.PFloor)
+		for i := range r.Votes {
+			v(int64(r.Votes[i]))
+			v(r.Reps[i].Now)
+			v(r.Reps[i].At)
+			for _, f := range r.Reps[i].F {
+				v(f.Exp)
+				v(f.M)
+				v(f.V)
+			}
+		}
 		for i := range c.Votes {
 			v(int64(c.Votes[i]))
 			v(c.Tokens[i])
@@ -1173,6 +1225,7 @@ func (s *State) Hash() uint64 {
 			v(int64(q.Round))
 			v(int64(q.Value))
 			v(q.Arg)
+			hashRec(v, q.Rec)
 		}
 		v(int64(len(cn.Rep)))
 		for _, q := range cn.Rep {
@@ -1183,6 +1236,13 @@ func (s *State) Hash() uint64 {
 			v(q.N)
 			v(b2i(q.Existed))
 			v(q.Counter)
+			if q.Recs != nil {
+				for _, f := range q.Recs {
+					v(f.Exp)
+					v(f.M)
+					v(f.V)
+				}
+			}
 		}
 	}
 	for _, g := range s.Grants {
@@ -1198,8 +1258,6 @@ func (s *State) Hash() uint64 {
 	for _, f := range s.Faults {
 		v(int64(f))
 	}
-	v(s.ALast)
-	v(s.Floor)
 	return maphash.Bytes(seed, b)
 }
 

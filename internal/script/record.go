@@ -23,12 +23,23 @@ type RecordField struct {
 	TTL  time.Duration
 }
 
+// FloorRaise is a move floor to raise (record.lua): its M to at least the
+// node's time plus Ahead, its V to at least Until (a node time, ms; 0:
+// none), and its life to at least M + TTL.
+type FloorRaise struct {
+	Name  string
+	Ahead time.Duration
+	Until int64
+	TTL   time.Duration
+}
+
 // RecordValue is a live field of a configuration record, as record.lua
-// returns it: how long it has left on the node, and for a first-writer
-// field (a move floor) the node time it was first written (ms).
+// returns it: how long it has left on the node, and for a move floor its
+// M and V (node times, ms; V is 0 when no raise gave one).
 type RecordValue struct {
 	Left  time.Duration
-	First int64
+	Floor int64
+	Fresh int64
 }
 
 // Records are a node's live configuration records after a record call:
@@ -39,13 +50,16 @@ type Records struct {
 }
 
 // Record runs record.lua on one node (docs/reconfiguration.md): it keeps
-// the fields of keep alive for their TTL, writes each field of first that
-// is missing or expired, and returns the node's live fields.
-func Record(ctx context.Context, n driver.Node, key string, keep, first []RecordField) (Records, error) {
-	argv := make([]any, 0, 1+2*(len(keep)+len(first)))
+// the fields of keep alive for their TTL, raises each move floor of
+// floors, and returns the node's live fields.
+func Record(ctx context.Context, n driver.Node, key string, keep []RecordField, floors []FloorRaise) (Records, error) {
+	argv := make([]any, 0, 1+2*len(keep)+4*len(floors))
 	argv = append(argv, strconv.Itoa(len(keep)))
-	for _, f := range append(keep, first...) {
+	for _, f := range keep {
 		argv = append(argv, f.Name, ms(max(f.TTL, time.Millisecond)))
+	}
+	for _, f := range floors {
+		argv = append(argv, f.Name, ms(max(f.Ahead, 0)), ms(max(f.TTL, time.Millisecond)), strconv.FormatInt(max(f.Until, 0), 10))
 	}
 	v, err := record.call([]string{key}, argv...).Run(ctx, n)
 	if err != nil {
@@ -70,15 +84,19 @@ func decodeRecords(v any) (Records, error) {
 		if err1 != nil || err2 != nil {
 			return Records{}, fmt.Errorf("record: field %d: unexpected reply %v %v", i/2, s[i], s[i+1])
 		}
-		exp, first, _ := strings.Cut(val, ":")
-		e, err := strconv.ParseInt(exp, 10, 64)
-		if err != nil {
-			return Records{}, fmt.Errorf("record: field %s: expiry %q", f, exp)
+		parts := strings.Split(val, ":")
+		e, err := strconv.ParseInt(parts[0], 10, 64)
+		if err != nil || len(parts) > 3 {
+			return Records{}, fmt.Errorf("record: field %s: value %q", f, val)
 		}
 		rv := RecordValue{Left: time.Duration(e-now) * time.Millisecond}
-		if first != "" {
-			if rv.First, err = strconv.ParseInt(first, 10, 64); err != nil {
-				return Records{}, fmt.Errorf("record: field %s: first write %q", f, first)
+		// A floor's M and V; an older library wrote M alone (first
+		// writer wins), which reads as a floor never fresh.
+		for j, p := range []*int64{&rv.Floor, &rv.Fresh} {
+			if len(parts) > j+1 && parts[j+1] != "" {
+				if *p, err = strconv.ParseInt(parts[j+1], 10, 64); err != nil {
+					return Records{}, fmt.Errorf("record: field %s: value %q", f, val)
+				}
 			}
 		}
 		r.Fields[f] = rv

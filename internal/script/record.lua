@@ -1,12 +1,15 @@
 -- record: a Client's configuration record (docs/reconfiguration.md). One
 -- hash per node and prefix, KEYS[1]; each field's value starts with its
--- expiry (node milliseconds), and a move floor's goes on with ":M", the
--- node time it was first written.
+-- expiry (node milliseconds), and a move floor's goes on with ":M:V": the
+-- floor M and the node time V until which it is fresh.
 --
 -- ARGV[1] is the number n of fields to keep alive: ARGV[2..2n+1] are pairs
 -- of a field and a TTL (ms); each such field expires at now + TTL, or
--- later if it already did. The pairs after them are first-writer fields:
--- written only when missing or expired, as "now+TTL:now".
+-- later if it already did. The quadruples after them are move floors to
+-- raise: a field, ahead and TTL (ms) and until (a node time, ms): M
+-- becomes at least now + ahead, V at least until (when until > 0), and
+-- the field expires at M + TTL, or later if it already did. A floor only
+-- rises while it lives.
 --
 -- Expired fields are deleted, the hash expires with its last field, and
 -- the reply is the node's time followed by every live field and its value.
@@ -29,13 +32,27 @@ for _ = 1, n do
     redis.call('HSET', key, f, string.format('%d', exp))
   end
 end
-while i < #ARGV do
-  local f, ttl = ARGV[i], tonumber(ARGV[i + 1])
-  i = i + 2
-  local old = expiry(redis.call('HGET', key, f))
-  if not old or old <= now then
-    redis.call('HSET', key, f, string.format('%d:%d', now + ttl, now))
+while i + 3 <= #ARGV do
+  local f = ARGV[i]
+  local ahead, ttl, untl = tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  i = i + 4
+  local old = redis.call('HGET', key, f)
+  local exp, m, v = 0, 0, 0
+  if old then
+    local e, om, ov = string.match(old, '^(%d+):?(%d*):?(%d*)')
+    exp = tonumber(e) or 0
+    if exp > now then
+      m, v = tonumber(om) or 0, tonumber(ov) or 0
+    else
+      exp = 0
+    end
   end
+  m = math.max(m, now + ahead)
+  if untl > 0 then
+    v = math.max(v, untl)
+  end
+  exp = math.max(exp, m + ttl)
+  redis.call('HSET', key, f, string.format('%d:%d:%d', exp, m, v))
 end
 
 local all = redis.call('HGETALL', key)
