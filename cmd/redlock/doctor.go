@@ -29,8 +29,9 @@ With --next-nodes, the check "move" reads the configuration records of a
 move from --nodes to --next-nodes (docs/reconfiguration.md) and says which
 step of the runbook is safe next: 1 (roll every service to joint), 2 (wait:
 a Client of the current set alone was seen, and for how long its locks may
-live), 3 (roll every service to the next set), or done; it fails when
-Clients of both sets alone are live.
+live; or a node of the next set lacks a fresh move floor, which a running
+joint Client writes), 3 (roll every service to the next set), or done; it
+fails when Clients of both sets alone are live.
 
 Give --ttl, --max-ttl, --restart-guard and --drift as your clients use them.
 
