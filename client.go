@@ -45,7 +45,12 @@ type Client struct {
 // empty or has more than 64, holds a nil client (or a typed nil, such as
 // a nil *redis.Client) or the same client (or address) twice, or when an
 // option is out of range or nil where it needs a value (WithClock,
-// WithHook, WithDegradedMode, WithBackoff).
+// WithHook, WithDegradedMode, WithBackoff). One server under two
+// addresses (127.0.0.1 and localhost, a DNS alias) is seen at the Client's
+// first contact with its nodes: its first obtain reads each node's run_id
+// (INFO server), and when two nodes share one, that obtain and every later
+// one fail with an error wrapping ErrInvalid that names both nodes and the
+// run_id (docs/safety.md, assumption 1).
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {
 	conns := make([]driver.Node, len(nodes))
 	for i, n := range nodes {
@@ -162,8 +167,9 @@ func (c *Client) BreakerState() string { return c.brk.current() }
 // node by node: errors.Is matches ErrHeld when another owner holds it)
 // when the attempts are used up, joined with ctx's error when ctx ends;
 // ErrClosed after Close; ErrInvalid for a bad name, TTL, option or handle
-// before any I/O; and at once, without waiting, an error matching
-// ErrWrongKind when the name is in use by a lock of another kind. While
+// before any I/O, or for one server given as two nodes (see New); and at
+// once, without waiting, an error matching ErrWrongKind when the name is
+// in use by a lock of another kind. While
 // the circuit breaker is open it waits for it to close (see WithBreaker).
 // The caller must Release the returned lock.
 //

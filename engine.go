@@ -74,6 +74,7 @@ type engine struct {
 	sampler samplerState
 	waits   waitq.Queues
 	nodeLog nodeLog
+	ident   identityState // no server given twice (identity.go)
 }
 
 // releaser is a held lock, as the registry that Close releases sees it.

@@ -184,7 +184,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 				continue
 			}
 			l, after, err := e.attempt(ctx, r, i)
-			if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) {
+			if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) || errors.Is(err, errSameServer) {
 				return l, 0, err
 			}
 			if refusedByBreaker(err) {
@@ -218,7 +218,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 	done := func(err error) bool {
 		return err == nil || err == ErrClosed || ctx.Err() != nil ||
 			(r.o.retry.maxAttempts > 0 && r.passes >= r.o.retry.maxAttempts) ||
-			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) // waiting would not help
+			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) || errors.Is(err, errSameServer) // waiting would not help
 	}
 	fail := func(err error) error {
 		if err != nil && err != ErrClosed && ctx.Err() != nil {
@@ -357,6 +357,9 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		err       error
 	)
 	if berr := e.gate(ctx, timeout); berr == nil {
+		if err := e.checkIdentity(ctx, timeout); err != nil {
+			return nil, -1, err
+		}
 		if err := e.checkConfig(ctx, timeout); err != nil {
 			return nil, -1, err
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -25,13 +26,18 @@ its epoch record, against --max-ttl (check "recovery": it fails a node
 that a Client with a larger max TTL put into a longer recovery, and names
 the way out, docs/fencing.md "A recovery window longer than the max TTL").
 
-With --next-nodes, the check "move" reads the configuration records of a
-move from --nodes to --next-nodes (docs/reconfiguration.md) and says which
-step of the runbook is safe next: 1 (roll every service to joint), 2 (wait:
-a Client of the current set alone was seen, and for how long its locks may
-live; or a node of the next set lacks a fresh move floor, which a running
-joint Client writes), 3 (roll every service to the next set), or done; it
-fails when Clients of both sets alone are live.
+With --next-nodes, every check runs on both sets, rows labelled "current"
+and "next", and across them: a next node that is a current node under
+another address, a replica of one, or shares its replication history fails.
+The check "move" reads the configuration records of a move from --nodes to
+--next-nodes (docs/reconfiguration.md) and says which step of the runbook
+is safe next: 1 (roll every service to joint), 2 (wait: a Client of the
+current set alone was seen, and for how long its locks may live; or a node
+of the next set lacks a fresh move floor, which a running joint Client
+writes), 3 (roll every service to the next set), or done; it fails when
+Clients of both sets alone are live, and calls no step safe while either
+set has fewer than a quorum of nodes that no failed check names (it says
+which).
 
 Give --ttl, --max-ttl, --restart-guard and --drift as your clients use them.
 
@@ -57,6 +63,9 @@ type check struct {
 	Node    string `json:"node"`
 	Verdict string `json:"verdict"`
 	Detail  string `json:"detail"`
+	// nodes are the indexes of the nodes a failed check counts as
+	// failed, beside the node its row names.
+	nodes []int
 }
 
 type doctorReport struct {
@@ -120,13 +129,15 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
-	probes := probeAll(ctx, conns, cfg.timeout)
-	readEpochs(ctx, cfg, conns, probes)
-	rep := doctorReport{Checks: diagnose(cfg, probes), Verdict: verdictOK}
-	if len(next) > 0 {
+	rep := doctorReport{Verdict: verdictOK}
+	if len(next) == 0 {
+		probes := probeAll(ctx, conns, cfg.timeout)
+		readEpochs(ctx, cfg, conns, probes)
+		rep.Checks = diagnose(cfg, probes)
+	} else {
 		nextConns := openAll(next, nf.timeout)
 		defer closeAll(nextConns)
-		rep.Checks = append(rep.Checks, moveCheck(ctx, conns, nextConns, *prefix, cfg.timeout))
+		rep.Checks = doctorMove(ctx, cfg, conns, nextConns, *prefix)
 	}
 	for _, c := range rep.Checks {
 		if c.Verdict == verdictFail {
@@ -167,4 +178,43 @@ func (c doctorConfig) validate() error {
 		return usagef("--drift %v: outside [0, 0.5)", c.drift)
 	}
 	return nil
+}
+
+// doctorMove runs every check on both sets of a move, rows labelled
+// "current" and "next", the checks across the two sets, and the move
+// check. No step of the runbook is called safe unless each set has a
+// quorum of nodes no failed check names: every lock of a joint Client
+// needs a quorum of both sets, and of the next set alone after step 3.
+func doctorMove(ctx context.Context, cfg doctorConfig, conns, nextConns []conn, prefix string) []check {
+	var curProbes, nextProbes []nodeProbe
+	done := make(chan struct{})
+	go func() { defer close(done); nextProbes = probeAll(ctx, nextConns, cfg.timeout) }()
+	curProbes = probeAll(ctx, conns, cfg.timeout)
+	<-done
+	readEpochs(ctx, cfg, conns, curProbes)
+	readEpochs(ctx, cfg, nextConns, nextProbes)
+	checks, curBad := diagnoseSet(cfg, curProbes, "current")
+	nextChecks, nextBad := diagnoseSet(cfg, nextProbes, "next")
+	checks = append(checks, nextChecks...)
+	cross, crossBad := crossChecks(curProbes, nextProbes, func(i, j int) bool {
+		return addrOf(conns[i].rc) == addrOf(nextConns[j].rc)
+	})
+	checks = append(checks, cross...)
+	for j := range crossBad {
+		nextBad[j] = true
+	}
+	sortChecks(checks)
+	mc := moveCheck(ctx, conns, nextConns, prefix, cfg.timeout)
+	var why []string
+	for _, w := range []string{setHealth("current", curProbes, curBad), setHealth("next", nextProbes, nextBad)} {
+		if w != "" {
+			why = append(why, w)
+		}
+	}
+	if len(why) > 0 {
+		mc.Verdict = verdictFail
+		mc.Detail = "no step is safe: " + strings.Join(why, "; ") +
+			"; every lock in joint configuration needs a quorum of both sets, and after step 3 of the next set: fix the failed checks first (the records alone say: " + mc.Detail + ")"
+	}
+	return append(checks, mc)
 }

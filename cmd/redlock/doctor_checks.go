@@ -13,11 +13,27 @@ import (
 
 // diagnose turns the probes into checks.
 func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
+	checks, _ := diagnoseSet(cfg, probes, "")
+	return checks
+}
+
+// diagnoseSet turns the probes of one set of nodes into checks, and
+// returns the nodes (by index) named by a failed check. set, when not
+// empty, names the set ("current", "next") at the start of every row's
+// node column: "next 0 redis://…", "next all".
+func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map[int]bool) {
 	var checks []check
+	prefix := ""
+	if set != "" {
+		prefix = set + " "
+	}
 	add := func(name, node, verdict, format string, args ...any) {
+		if node == "all" {
+			node = prefix + node
+		}
 		checks = append(checks, check{Check: name, Node: node, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
 	}
-	label := func(i int) string { return fmt.Sprintf("%d %s", i, probes[i].spec.label) }
+	label := func(i int) string { return fmt.Sprintf("%s%d %s", prefix, i, probes[i].spec.label) }
 	up := func(p nodeProbe) []serverProbe {
 		var s []serverProbe
 		for _, sp := range p.servers {
@@ -53,7 +69,7 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 		}
 	}
 
-	checks = append(checks, distinctChecks(probes, label, up)...)
+	checks = append(checks, distinctChecks(probes, prefix, label, up)...)
 
 	// Per node, per server: persistence, eviction, version, latency, clock.
 	type span struct{ lo, hi time.Duration }
@@ -168,11 +184,33 @@ func diagnose(cfg doctorConfig, probes []nodeProbe) []check {
 	if !sentinels {
 		add("sentinel", "all", verdictSkip, "no Sentinel-managed node")
 	}
-	order := []string{"nodes", "reachable", "distinct", "replica", "persistence", "recovery", "eviction", "clock", "clock spread", "latency", "version", "sentinel", "split brain", "promoted"}
+	sortChecks(checks)
+	// The nodes a failed check names: by its row's label, or the second
+	// node of a pair (one server or one history counted twice).
+	bad := map[int]bool{}
+	for _, c := range checks {
+		if c.Verdict != verdictFail {
+			continue
+		}
+		for _, i := range c.nodes {
+			bad[i] = true
+		}
+		for i := range probes {
+			if c.Node == label(i) {
+				bad[i] = true
+			}
+		}
+	}
+	return checks, bad
+}
+
+// checkOrder is the order of doctor's rows.
+var checkOrder = []string{"nodes", "reachable", "distinct", "replica", "persistence", "recovery", "eviction", "clock", "clock spread", "latency", "version", "sentinel", "split brain", "promoted"}
+
+func sortChecks(checks []check) {
 	slices.SortStableFunc(checks, func(a, b check) int {
-		return slices.Index(order, a.Check) - slices.Index(order, b.Check)
+		return slices.Index(checkOrder, a.Check) - slices.Index(checkOrder, b.Check)
 	})
-	return checks
 }
 
 func plural(n int) string {
@@ -184,11 +222,20 @@ func plural(n int) string {
 
 // distinctChecks checks that no two nodes are one server, and that no node
 // is a replica of, or shares a replication history with, another.
-func distinctChecks(probes []nodeProbe, label func(int) string, up func(nodeProbe) []serverProbe) []check {
-	describe := func(i int) string { return fmt.Sprintf("%d (%s)", i, probes[i].spec.label) }
+func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, up func(nodeProbe) []serverProbe) []check {
+	describe := func(i int) string { return fmt.Sprintf("%s%d (%s)", prefix, i, probes[i].spec.label) }
 	var checks []check
 	add := func(name, node, verdict, format string, args ...any) {
+		if node == "all" {
+			node = prefix + node
+		}
 		checks = append(checks, check{Check: name, Node: node, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
+	}
+	// addPair adds a failed check of two nodes, the second of which is
+	// counted as failed (the first still votes once).
+	addPair := func(name string, pair [2]int, format string, args ...any) {
+		checks = append(checks, check{Check: name, Node: fmt.Sprintf("%s%d, %d", prefix, pair[0], pair[1]), Verdict: verdictFail,
+			Detail: fmt.Sprintf(format, args...), nodes: []int{pair[1]}})
 	}
 	type where struct {
 		node int
@@ -218,7 +265,7 @@ func distinctChecks(probes []nodeProbe, label func(int) string, up func(nodeProb
 		}
 	}
 	for _, pair := range sortedPairs(samePairs) {
-		add("distinct", fmt.Sprintf("%d, %d", pair[0], pair[1]), verdictFail,
+		addPair("distinct", pair,
 			"nodes %s and %s are the same redis-server process (run_id %.12s…): one server would cast two votes",
 			describe(pair[0]), describe(pair[1]), samePairs[pair])
 	}
@@ -270,7 +317,7 @@ func distinctChecks(probes []nodeProbe, label func(int) string, up func(nodeProb
 		}
 	}
 	for _, pair := range sortedPairs(shared) {
-		add("replica", fmt.Sprintf("%d, %d", pair[0], pair[1]), verdictFail,
+		addPair("replica", pair,
 			"nodes %s and %s share a replication history (master_replid %.12s…): they are not independent",
 			describe(pair[0]), describe(pair[1]), shared[pair])
 	}

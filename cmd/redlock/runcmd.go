@@ -59,8 +59,9 @@ and these never share a NAME (exit 75, "held by a lock of another kind").
 Readers' tokens are not ordered among themselves; a writer's is above every
 token given before it.
 
-Exit status: the command's own (128+N if killed by signal N); 2 usage error;
-69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
+Exit status: the command's own (128+N if killed by signal N); 2 usage error,
+or one redis-server given as two nodes (127.0.0.1 and localhost, a DNS
+alias: the library compares the nodes' run_id at first contact); 69 fewer than a quorum of nodes reachable; 75 lock not obtained within --wait
 (held elsewhere, or nodes recovering); 76 lock lost, command terminated;
 77 authentication failed: a node refused the password or user (WRONGPASS,
 NOAUTH) and fewer than a quorum accepted them; 126 command found but not

@@ -1,0 +1,237 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/quorum"
+)
+
+// The check that no two nodes are one redis-server process: one server
+// given twice under two addresses (127.0.0.1 and localhost, a host name
+// and its IP address, two DNS names) would cast two votes, which New
+// cannot see since it does no I/O. At a Client's first contact with its
+// nodes (the first acquire round) it reads each node's run_id with INFO
+// server, of each master for a Redis Cluster, and refuses the node set
+// when two nodes share one: that obtain and every later one fail with an
+// error wrapping ErrInvalid that names both nodes and the run_id.
+//
+// A node is identified once per Client. The first contact waits for every
+// node's answer, up to the node timeout, but for a silent node only a
+// little once a quorum answered (firstContact). A node that did not answer
+// is learned when its request ends, or asked again, without waiting,
+// before a later acquire round, at most once per identityRetry (or node
+// timeout); until it answers its votes count as any node's.
+
+// identityRetry is the least time between two identity requests to a node
+// that has not answered.
+const identityRetry = time.Second
+
+// errSameServer marks the error of a node set with one server twice: the
+// obtain loop returns it at once.
+var errSameServer = errors.New("redlock: one redis-server process given as two nodes")
+
+type sameServerError struct{ msg string }
+
+func (e *sameServerError) Error() string { return e.msg }
+func (e *sameServerError) Is(target error) bool {
+	return target == ErrInvalid || target == errSameServer
+}
+
+type identityState struct {
+	// done is set once every node is identified, or two are one server
+	// (err): the check costs one atomic load from then on.
+	done atomic.Bool
+	mu   sync.Mutex
+	// ids holds each node's servers' run_ids once it answered (an empty
+	// slice when INFO gave none: unknown, not asked again); nil before
+	// the first contact.
+	ids [][]string
+	// asked is when each node was last sent a request.
+	asked []time.Time
+	// first is closed when the first contact is over.
+	first chan struct{}
+	err   error
+}
+
+var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
+
+// checkIdentity is asked before each acquire round on the nodes: it
+// identifies the nodes not yet identified, and returns the error of a node
+// set with one server twice. The caller holds e.life for reading: the
+// requests run on goroutines of e.bg.
+func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error {
+	s := &e.ident
+	if s.done.Load() {
+		return s.result()
+	}
+	if len(e.nodes) < 2 {
+		s.done.Store(true)
+		return nil
+	}
+	s.mu.Lock()
+	contact := s.ids == nil
+	if contact {
+		s.ids = make([][]string, len(e.nodes))
+		s.asked = make([]time.Time, len(e.nodes))
+		s.first = make(chan struct{})
+	}
+	first := s.first
+	var ask []int
+	select {
+	case <-first:
+		now := time.Now()
+		for i := range e.nodes {
+			if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
+				ask = append(ask, i)
+				s.asked[i] = now
+			}
+		}
+	default:
+		if contact {
+			for i := range e.nodes {
+				ask = append(ask, i)
+				s.asked[i] = time.Now()
+			}
+		}
+	}
+	s.mu.Unlock()
+	if !contact {
+		// Another obtain makes the first contact: wait for it.
+		select {
+		case <-first:
+		case <-ctx.Done():
+			return ctxErr(ctx)
+		}
+	}
+	// Each request reports its round trip when it ends.
+	ended := make(chan time.Duration, len(ask))
+	for _, i := range ask {
+		e.bg.Go(func() {
+			t0 := time.Now()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			ids, err := readRunIDs(rctx, e.nodes[i])
+			cancel()
+			s.mu.Lock()
+			e.learnIdentity(i, ids, err)
+			s.mu.Unlock()
+			ended <- time.Since(t0)
+		})
+	}
+	if contact {
+		// The first contact waits for every node's answer, but not for
+		// a silent node once a quorum of them answered: then at most
+		// twice the slowest answer so far, and 10 ms, more (one server
+		// under two addresses answers both at about the same time).
+		// The rest are learned when they answer.
+		e.firstContact(ctx, ended, len(ask), timeout)
+		close(first)
+	}
+	return s.result()
+}
+
+// firstContact waits for the first contact's n requests, which report
+// their round trips on ended: until all ended, or a quorum of them ended
+// and the grace after it passed, or the node timeout, or ctx ends.
+func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n int, timeout time.Duration) {
+	deadline := time.NewTimer(timeout + 10*time.Millisecond)
+	defer deadline.Stop()
+	var grace <-chan time.Time
+	slowest := time.Duration(0)
+	for got := 0; got < n; {
+		select {
+		case rtt := <-ended:
+			got++
+			slowest = max(slowest, rtt)
+			if got >= n/2+1 && got < n {
+				g := time.NewTimer(2*slowest + 10*time.Millisecond)
+				defer g.Stop()
+				grace = g.C
+			}
+		case <-grace:
+			return
+		case <-deadline.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *identityState) result() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// learnIdentity records node i's answer and compares it with the other
+// nodes'. The caller holds e.ident.mu.
+func (e *engine) learnIdentity(i int, ids []string, err error) {
+	s := &e.ident
+	if err != nil || s.err != nil {
+		return
+	}
+	if ids == nil {
+		ids = []string{}
+	}
+	s.ids[i] = ids
+	for j, other := range s.ids {
+		if j == i || other == nil {
+			continue
+		}
+		for _, id := range ids {
+			if slices.Contains(other, id) {
+				a, b := min(i, j), max(i, j)
+				s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) are one redis-server process (run_id %s): one server would cast two votes; give each server once",
+					ErrInvalid, a, e.nodes[a].Addr, b, e.nodes[b].Addr, id)}
+				s.done.Store(true)
+				return
+			}
+		}
+	}
+	if !slices.ContainsFunc(s.ids, func(ids []string) bool { return ids == nil }) {
+		s.done.Store(true)
+	}
+}
+
+// readRunIDs reads the run_id of a node's server (a Sentinel-managed
+// node's master), or of each master of a Redis Cluster. An error reply
+// (INFO refused by an ACL) is an answer: the node's identity stays unknown
+// and is not asked again.
+func readRunIDs(ctx context.Context, n *quorum.Node) ([]string, error) {
+	conns := []interface {
+		Do(ctx context.Context, args ...any) (any, error)
+	}{n.Conn}
+	if n.Cluster {
+		masters, err := n.Conn.Masters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conns = conns[:0]
+		for _, m := range masters {
+			conns = append(conns, m)
+		}
+	}
+	ids := []string{}
+	for _, c := range conns {
+		v, err := c.Do(ctx, "INFO", "server")
+		if err != nil {
+			if driver.IsReply(err) {
+				continue
+			}
+			return nil, err
+		}
+		s, _ := v.(string)
+		if m := runIDPattern.FindStringSubmatch(s); m != nil {
+			ids = append(ids, m[1])
+		}
+	}
+	return ids, nil
+}

@@ -1,0 +1,156 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+// dial is a go-redis client of addr, closed when the test ends.
+func dial(t *testing.T, addr string) redis.UniversalClient {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func runIDOf(t *testing.T, c redis.UniversalClient) string {
+	t.Helper()
+	s, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(s, "run_id:")
+	id, _, _ := strings.Cut(rest, "\r\n")
+	return id
+}
+
+// TestOneServerTwoAddresses: one redis-server given as two nodes, under
+// 127.0.0.1 and localhost, is refused at the Client's first contact, and
+// every obtain of that Client fails with the same error, at once; a set of
+// distinct servers is unaffected (issue 38, item 5).
+func TestOneServerTwoAddresses(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	ctx := context.Background()
+	port := strconv.Itoa(servers[0].Port())
+	a, b := dial(t, "127.0.0.1:"+port), dial(t, "localhost:"+port)
+	c := newClient(t, []redis.UniversalClient{a, b, dial(t, servers[1].Addr())}, WithNodeTimeout(time.Second))
+	l, err := c.TryObtain(ctx, "dup", 5*time.Second)
+	if err == nil {
+		_ = l.Release(ctx)
+		t.Fatal("one server given twice: obtained")
+	}
+	want := "nodes 0 (127.0.0.1:" + port + ") and 1 (localhost:" + port + ") are one redis-server process (run_id " + runIDOf(t, a) + ")"
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("TryObtain: %v, want ErrInvalid naming %q", err, want)
+	}
+	// Every later obtain, of any kind, fails with it at once.
+	start := time.Now()
+	_, err2 := c.Obtain(ctx, "other", 5*time.Second, WithMaxAttempts(50))
+	_, w := c.RWMutex("rw")
+	_, err3 := w.Obtain(ctx, 5*time.Second)
+	for _, e := range []error{err2, err3} {
+		if !errors.Is(e, ErrInvalid) || e.Error() != err.Error() {
+			t.Errorf("later obtain: %v, want %v", e, err)
+		}
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("the refused obtains took %v: they retried", d)
+	}
+	// Nothing was written on the server: no lock, no record.
+	if n, err := a.DBSize(ctx).Result(); err != nil || n != 0 {
+		t.Errorf("%d keys written (%v)", n, err)
+	}
+
+	// Distinct servers: unaffected.
+	three := redistest.Start(t, 3)
+	ok := newClient(t, []redis.UniversalClient{dial(t, three[0].Addr()), dial(t, "localhost:"+strconv.Itoa(three[1].Port())), dial(t, three[2].Addr())})
+	for range 3 {
+		l, err := ok.TryObtain(ctx, "fine", 5*time.Second)
+		if err != nil {
+			t.Fatalf("distinct servers: %v", err)
+		}
+		_ = l.Release(ctx)
+	}
+}
+
+// TestOneServerTwoAddressesLater: a node that did not answer at first
+// contact is identified when it answers, and the Client then refuses the
+// node set.
+func TestOneServerTwoAddressesLater(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	ctx := context.Background()
+	p, err := faultproxy.New(servers[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	p.SetBlackhole(true)
+	c := newClient(t, []redis.UniversalClient{dial(t, servers[0].Addr()), dial(t, p.Addr()), dial(t, servers[1].Addr())},
+		WithNodeTimeout(200*time.Millisecond))
+	// Node 1 does not answer: nodes 0 and 2 make the quorum.
+	l, err := c.TryObtain(ctx, "late", 5*time.Second)
+	if err != nil {
+		t.Fatalf("node 1 silent: %v", err)
+	}
+	_ = l.Release(ctx)
+	p.Heal()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l, err := c.TryObtain(ctx, "late", 5*time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+		} else if errors.Is(err, ErrInvalid) {
+			if !strings.Contains(err.Error(), "nodes 0 (") || !strings.Contains(err.Error(), "and 1 ("+p.Addr()+")") {
+				t.Errorf("error: %v", err)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 1 answers, one server with node 0, still not refused: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestOneServerTwoNodesClusterSentinel: a Redis Cluster given twice, by
+// the seed address of two different masters, and a Sentinel-managed
+// master also given by its own address, are refused too.
+func TestOneServerTwoNodesClusterSentinel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster and a Sentinel deployment")
+	}
+	ctx := context.Background()
+	other := redistest.Start(t, 1)
+	t.Run("cluster", func(t *testing.T) {
+		rc := redistest.StartClusterT(t, 3)
+		seed := func(i int) redis.UniversalClient {
+			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{rc.Servers[i].Addr()}, ContextTimeoutEnabled: true})
+			t.Cleanup(func() { _ = c.Close() })
+			return c
+		}
+		c := newClient(t, []redis.UniversalClient{seed(0), seed(1), dial(t, other[0].Addr())}, WithNodeTimeout(time.Second))
+		_, err := c.TryObtain(ctx, "cl", 5*time.Second)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nodes 0 (") || !strings.Contains(err.Error(), "are one redis-server process") {
+			t.Fatalf("one cluster given twice: %v", err)
+		}
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		d := redistest.StartSentinelT(t, "ident")
+		fc := d.FailoverClient()
+		t.Cleanup(func() { _ = fc.Close() })
+		c := newClient(t, []redis.UniversalClient{fc, dial(t, d.Master.Addr()), dial(t, other[0].Addr())}, WithNodeTimeout(time.Second))
+		_, err := c.TryObtain(ctx, "se", 5*time.Second)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "and 1 ("+d.Master.Addr()+") are one redis-server process (run_id "+runIDOf(t, fc)+")") {
+			t.Fatalf("a Sentinel master also given by its address: %v", err)
+		}
+	})
+}
