@@ -34,15 +34,6 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 		checks = append(checks, check{Check: name, Node: node, Verdict: verdict, Detail: fmt.Sprintf(format, args...)})
 	}
 	label := func(i int) string { return fmt.Sprintf("%s%d %s", prefix, i, probes[i].spec.label) }
-	up := func(p nodeProbe) []serverProbe {
-		var s []serverProbe
-		for _, sp := range p.servers {
-			if sp.err == nil {
-				s = append(s, sp)
-			}
-		}
-		return s
-	}
 
 	// Quorum arithmetic.
 	n := len(probes)
@@ -62,20 +53,20 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 		switch {
 		case p.err != nil:
 			add("reachable", label(i), verdictFail, "%v", p.err)
-		case len(up(p)) < len(p.servers):
-			add("reachable", label(i), verdictWarn, "%d of %d servers answered", len(up(p)), len(p.servers))
+		case len(p.up()) < len(p.servers):
+			add("reachable", label(i), verdictWarn, "%d of %d servers answered", len(p.up()), len(p.servers))
 		default:
 			add("reachable", label(i), verdictOK, "answers PING")
 		}
 	}
 
-	checks = append(checks, distinctChecks(probes, prefix, label, up)...)
+	checks = append(checks, distinctChecks(probes, prefix, label)...)
 
 	// Per node, per server: persistence, eviction, version, latency, clock.
 	type span struct{ lo, hi time.Duration }
 	var clocks []span
 	for i, p := range probes {
-		servers := up(p)
+		servers := p.up()
 		if len(servers) == 0 {
 			continue
 		}
@@ -132,7 +123,7 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 		}
 		whose := "the nodes' clocks"
 		for _, p := range probes {
-			if len(up(p)) < len(p.servers) || p.err != nil {
+			if len(p.up()) < len(p.servers) || p.err != nil {
 				whose = "the clocks of the servers that answered (the others are unknown)"
 				break
 			}
@@ -156,7 +147,7 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 			v, d := checkEpochDelta(a.downAfter)
 			add("sentinel", label(i), v, "sentinel %s: %s", a.addr, d)
 		}
-		for _, sp := range up(p) {
+		for _, sp := range p.up() {
 			v, d := splitBrain(cfg, sp)
 			add("split brain", label(i), v, "%s", d)
 		}
@@ -169,7 +160,7 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 			continue
 		}
 		var promoted []string
-		for _, sp := range up(p) {
+		for _, sp := range p.up() {
 			if id := sp.info["master_replid2"]; id != "" && strings.Trim(id, "0") != "" {
 				promoted = append(promoted, sp.addr)
 			}
@@ -222,7 +213,7 @@ func plural(n int) string {
 
 // distinctChecks checks that no two nodes are one server, and that no node
 // is a replica of, or shares a replication history with, another.
-func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, up func(nodeProbe) []serverProbe) []check {
+func distinctChecks(probes []nodeProbe, prefix string, label func(int) string) []check {
 	describe := func(i int) string { return fmt.Sprintf("%s%d (%s)", prefix, i, probes[i].spec.label) }
 	var checks []check
 	add := func(name, node, verdict, format string, args ...any) {
@@ -244,7 +235,7 @@ func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, u
 	runIDs := map[string][]where{}
 	replIDs := map[string][]where{}
 	for i, p := range probes {
-		for _, sp := range up(p) {
+		for _, sp := range p.up() {
 			if id := sp.info["run_id"]; id != "" {
 				runIDs[id] = append(runIDs[id], where{i, sp.addr})
 			}
@@ -270,7 +261,7 @@ func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, u
 			describe(pair[0]), describe(pair[1]), samePairs[pair])
 	}
 	if len(samePairs) == 0 {
-		v, d := distinctVerdict(probes, up)
+		v, d := distinctVerdict(probes)
 		add("distinct", "all", v, "%s", d)
 	}
 
@@ -282,7 +273,7 @@ func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, u
 		if p.spec.kind == cluster {
 			continue // a cluster's own replicas are part of the node
 		}
-		for _, sp := range up(p) {
+		for _, sp := range p.up() {
 			if sp.info["role"] != "slave" {
 				add("replica", label(i), verdictOK, "a master")
 				continue
@@ -293,7 +284,7 @@ func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, u
 				if j == i {
 					continue
 				}
-				for _, s2 := range up(q) {
+				for _, s2 := range q.up() {
 					if s2.info["master_replid"] == sp.info["master_replid"] || sameEndpoint(s2.addr, master) || hasReplica(s2.info, sp.addr) {
 						other = ", which is node " + describe(j)
 						replicaOf[[2]int{min(i, j), max(i, j)}] = true
@@ -327,10 +318,10 @@ func distinctChecks(probes []nodeProbe, prefix string, label func(int) string, u
 // distinctVerdict is the verdict of the distinct check when no two nodes
 // that answered are one process: it says which nodes were compared, and
 // that nothing is known of those that did not answer (fully).
-func distinctVerdict(probes []nodeProbe, up func(nodeProbe) []serverProbe) (verdict, detail string) {
+func distinctVerdict(probes []nodeProbe) (verdict, detail string) {
 	var known, unknown []string
 	for i, p := range probes {
-		if p.err == nil && len(p.servers) > 0 && len(up(p)) == len(p.servers) {
+		if p.err == nil && len(p.servers) > 0 && len(p.up()) == len(p.servers) {
 			known = append(known, strconv.Itoa(i))
 		} else {
 			unknown = append(unknown, strconv.Itoa(i))

@@ -17,15 +17,6 @@ import (
 // failed (the next set's node of such a pair: the current set's one still
 // votes there).
 func crossChecks(cur, next []nodeProbe, same func(i, j int) bool) ([]check, map[int]bool) {
-	up := func(p nodeProbe) []serverProbe {
-		var s []serverProbe
-		for _, sp := range p.servers {
-			if sp.err == nil {
-				s = append(s, sp)
-			}
-		}
-		return s
-	}
 	curName := func(i int) string { return fmt.Sprintf("current %d (%s)", i, cur[i].spec.label) }
 	nextName := func(j int) string { return fmt.Sprintf("next %d (%s)", j, next[j].spec.label) }
 	var checks []check
@@ -40,7 +31,7 @@ func crossChecks(cur, next []nodeProbe, same func(i, j int) bool) ([]check, map[
 			if same(i, j) {
 				continue
 			}
-			a, b := up(cur[i]), up(next[j])
+			a, b := cur[i].up(), next[j].up()
 			if len(a) == 0 || len(b) == 0 || len(a) < len(cur[i].servers) || len(b) < len(next[j].servers) || cur[i].err != nil || next[j].err != nil {
 				unknown++
 			} else {

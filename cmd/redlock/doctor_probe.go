@@ -38,6 +38,17 @@ type nodeProbe struct {
 	epoch nodeEpoch
 }
 
+// up returns the servers of the node that answered.
+func (p nodeProbe) up() []serverProbe {
+	var s []serverProbe
+	for _, sp := range p.servers {
+		if sp.err == nil {
+			s = append(s, sp)
+		}
+	}
+	return s
+}
+
 type sentinelAnswer struct {
 	addr      string
 	downAfter time.Duration
