@@ -113,8 +113,8 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	cmd := newInvocation("plan", stdout, stderr)
 	fs := cmd.fs
 	var cfg planConfig
-	nList := fs.String("n", "5", "number of nodes, or a comma-separated list (1 to 64 each)")
-	pList := fs.String("p", "", "chance that a node is unavailable, in [0, 1), or a comma-separated list")
+	nList := fs.String("n", "5", "number of nodes (1 to 64), or a comma-separated `list` of them")
+	pList := fs.String("p", "", "chance that a node is unavailable, in [0, 1), or a comma-separated `list`")
 	fs.Float64Var(&cfg.target, "target", 0, "find the smallest odd number of nodes whose chance of no quorum\nis at most this, in (0, 1) (default none)")
 	fs.IntVar(&cfg.next, "next", 0, "nodes of the next set of a move: the joint configuration\n(0: no move)")
 	fs.IntVar(&cfg.shared, "shared", 0, "nodes in both the current and the next set of a move")
@@ -200,6 +200,9 @@ func (c *planConfig) parse(nList, pList string) error {
 	}
 	if c.asJSON && c.markdown {
 		return usagef("--json and --markdown: give one")
+	}
+	if c.markdown && c.given["target"] {
+		return usagef("--markdown prints the chances of no quorum, not --target's answer")
 	}
 	if c.given["p"] {
 		for _, s := range strings.Split(pList, ",") {

@@ -282,6 +282,7 @@ func TestPlanUsage(t *testing.T) {
 		{[]string{"--ttl", "10s", "--drift", "NaN"}, "--drift NaN: outside [0, 0.5)"},
 		{[]string{"--drift", "0.1"}, "--drift needs --ttl"},
 		{[]string{"-p", "0.1", "--json", "--markdown"}, "give one"},
+		{[]string{"-p", "0.1", "--target", "0.01", "--markdown"}, "not --target's answer"},
 		{[]string{"-p", "0.1", "extra"}, `unexpected argument "extra"`},
 		{[]string{"-p", "0.1", "--nodes", "redis://x"}, "unknown flag --nodes"},
 	} {
