@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/bits"
+	"os"
 	"strings"
 	"testing"
 )
@@ -289,6 +290,35 @@ func TestPlanUsage(t *testing.T) {
 		r := runCLI(t, append([]string{"plan"}, tc.args...)...)
 		if r.code != exitUsage || !strings.HasPrefix(r.stderr, "redlock plan: ") || !strings.Contains(r.stderr, tc.msg) || r.stdout != "" {
 			t.Errorf("plan %v: want exit 2 and %q\n%v", tc.args, tc.msg, r)
+		}
+	}
+}
+
+// TestPlanTablesInSafetyDoc: the tables of docs/safety.md, section 8, are
+// what the commands it gives print.
+func TestPlanTablesInSafetyDoc(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/safety.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := []string{"-p", "0.01,0.05,0.1,0.15"}
+	for _, args := range [][]string{
+		{"-n", "1,3,5,7"},
+		{"-n", "1,3,5,7", "--permits", "2"},
+		{"-n", "1,3,5,7", "--permits", "4"},
+		{"-n", "3", "--next", "5", "--shared", "3"},
+		{"-n", "5", "--next", "5", "--shared", "4"},
+		{"-n", "5", "--next", "5", "--shared", "0"},
+		{"-n", "5", "--next", "3", "--shared", "3"},
+	} {
+		r := runCLI(t, append(append([]string{"plan", "--markdown"}, args...), ps...)...)
+		if r.code != exitOK {
+			t.Fatalf("%v: %v", args, r)
+		}
+		for line := range strings.SplitSeq(r.stdout, "\n") {
+			if strings.HasPrefix(line, "| ") && !strings.Contains(string(doc), line+"\n") {
+				t.Errorf("docs/safety.md lacks the row %q of plan --markdown %v", line, args)
+			}
 		}
 	}
 }
