@@ -5,6 +5,7 @@
 //	redlock doctor   check a deployment against the assumptions of Redlock
 //	redlock bench    measure throughput and latency
 //	redlock demo     a flash sale on five local Redis nodes, with faults
+//	redlock plan     how many nodes: the chance of no quorum, the validity left
 //
 // Nodes are Redis URLs given with --nodes or REDLOCK_NODES; passwords come
 // from the URLs, --password-file or REDLOCK_PASSWORD and are never printed
@@ -14,7 +15,8 @@
 //
 //	0    success; for run, the command's own status when it ran
 //	1    the command failed (doctor: a check failed; demo: the sale did not
-//	     sell out, or oversold under the lock)
+//	     sell out, or oversold under the lock; plan: no number of nodes
+//	     meets --target)
 //	2    usage: bad flags, arguments, node URLs or password file
 //	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE)
 //	77   a node refused the credentials (WRONGPASS, NOAUTH: a wrong or missing
@@ -80,6 +82,7 @@ func commands() []command {
 		{"doctor", "check a deployment against the assumptions of Redlock", runDoctor},
 		{"bench", "measure lock throughput and latency", runBench},
 		{"demo", "run a flash sale on local Redis nodes, with a node killed and one frozen midway", runDemo},
+		{"plan", "how many nodes: the chance of no quorum, the nodes a target needs, the validity left", runPlan},
 	}
 }
 
