@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
@@ -43,22 +41,6 @@ type sameServerError struct{ msg string }
 func (e *sameServerError) Error() string { return e.msg }
 func (e *sameServerError) Is(target error) bool {
 	return target == ErrInvalid || target == errSameServer
-}
-
-type identityState struct {
-	// done is set once every node is identified, or two are one server
-	// (err): the check costs one atomic load from then on.
-	done atomic.Bool
-	mu   sync.Mutex
-	// ids holds each node's servers' run_ids once it answered (an empty
-	// slice when INFO gave none: unknown, not asked again); nil before
-	// the first contact.
-	ids [][]string
-	// asked is when each node was last sent a request.
-	asked []time.Time
-	// first is closed when the first contact is over.
-	first chan struct{}
-	err   error
 }
 
 var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
@@ -163,12 +145,6 @@ func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n
 			return
 		}
 	}
-}
-
-func (s *identityState) result() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
 }
 
 // learnIdentity records node i's answer and compares it with the other

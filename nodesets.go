@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
@@ -103,4 +104,28 @@ type recorder struct {
 func sameNode(a, b driver.Node) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// identityState is what a Client learned of its nodes' run_ids
+// (identity.go).
+type identityState struct {
+	// done is set once every node is identified, or two are one server
+	// (err): the check costs one atomic load from then on.
+	done atomic.Bool
+	mu   sync.Mutex
+	// ids holds each node's servers' run_ids once it answered (an empty
+	// slice when INFO gave none: unknown, not asked again); nil before
+	// the first contact.
+	ids [][]string
+	// asked is when each node was last sent a request.
+	asked []time.Time
+	// first is closed when the first contact is over.
+	first chan struct{}
+	err   error
+}
+
+func (s *identityState) result() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
 }

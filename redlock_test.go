@@ -536,6 +536,16 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	nodes := slices.Clone(cl.clients)
 	nodes[4] = late
 	c := newClient(t, nodes, WithNodeTimeout(300*time.Millisecond))
+	// The Client's first contact (each node's run_id, identity.go) before
+	// node 4 freezes: its INFO would hold node 4's one connection, and the
+	// acquire would never be written there.
+	warmed, err := c.TryObtain(ctx, "first-contact", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := warmed.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Another owner holds the key on nodes 0 and 1: with node 4 frozen the
 	// outcome is open until node 4's timeout, and then fails.
 	for _, i := range []int{0, 1} {
@@ -544,7 +554,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 		}
 	}
 	cl.pause(t, 4)
-	_, err := c.TryObtain(ctx, "late", time.Minute)
+	_, err = c.TryObtain(ctx, "late", time.Minute)
 	if !errors.Is(err, ErrNotObtained) || !errors.Is(err, ErrNodeTimeout) {
 		t.Fatalf("TryObtain: %v, want ErrNotObtained with a node timeout", err)
 	}
