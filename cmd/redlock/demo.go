@@ -682,6 +682,11 @@ func sale(ctx context.Context, cfg demoConfig, segments int, instances []*redloc
 	// failed: the sale then ends with its error).
 	buy := func(seg int, token int64) (bought, dry bool) {
 		stock, stale, err := sh.read(open, seg, token)
+		if err != nil && open.Err() != nil {
+			// The sale closed (sold out) while this buyer read: no
+			// stock, not a failure of the store.
+			return false, true
+		}
 		if err != nil {
 			select {
 			case storeErr <- err:
