@@ -122,6 +122,9 @@ func (l *Lock) Handoff() ([]byte, error) {
 // first. A failed Resume gives back what it claimed: the lock is then
 // nobody's, and expires. The caller must Release the returned lock.
 func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOption) (*Lock, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	e := &c.engine
 	var f handoffForm
 	if err := json.Unmarshal(handoff, &f); err != nil {

@@ -94,6 +94,7 @@ func TestInvalidNilInputs(t *testing.T) {
 		{"Any Do nil context", func() error {
 			return c.Any("a", "b").Do(nilCtx, time.Second, func(context.Context) error { return nil })
 		}},
+		{"Resume nil context", func() error { _, err := c.Resume(nilCtx, []byte("{}")); return err }},
 		{"nil obtain option", func() error { _, err := c.Obtain(context.Background(), "x", time.Second, nilObtainOption); return err }},
 		{"Do nil function", func() error { return c.Do(context.Background(), "x", time.Second, nil) }},
 		{"Mutex Do nil function", func() error { return c.Mutex("x").Do(context.Background(), time.Second, nil) }},
