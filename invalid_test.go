@@ -94,7 +94,12 @@ func TestInvalidNilInputs(t *testing.T) {
 		{"Any Do nil context", func() error {
 			return c.Any("a", "b").Do(nilCtx, time.Second, func(context.Context) error { return nil })
 		}},
-		{"Resume nil context", func() error { _, err := c.Resume(nilCtx, []byte("{}")); return err }},
+		{"Resume nil context", func() error {
+			// A well-formed form: only the context is wrong.
+			form := fmt.Sprintf(`{"v":1,"prefix":%q,"nodes":%d,"name":"x","kind":"plain","secret":"s","token":1,"ttl_ms":1000}`, c.engine.cfg.prefix, len(nodes))
+			_, err := c.Resume(nilCtx, []byte(form))
+			return err
+		}},
 		{"nil obtain option", func() error { _, err := c.Obtain(context.Background(), "x", time.Second, nilObtainOption); return err }},
 		{"Do nil function", func() error { return c.Do(context.Background(), "x", time.Second, nil) }},
 		{"Mutex Do nil function", func() error { return c.Mutex("x").Do(context.Background(), time.Second, nil) }},
