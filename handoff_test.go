@@ -373,6 +373,12 @@ func TestResumePartialClaim(t *testing.T) {
 	if l.keys.fence != fence || l.Token() != 1001 {
 		t.Fatalf("the lock's counter is %s, its token %d; want %s and 1001", l.keys.fence, l.Token(), fence)
 	}
+	// The obtain returns at a quorum: its acquire may reach node 0 after
+	// the rival's claim below, which then finds nothing to claim there.
+	eventually(t, "node 0 holds the lock", func() bool {
+		_, ok := rawGet(t, cl.clients[0], "partial")
+		return ok
+	})
 	form, err := l.Handoff()
 	if err != nil {
 		t.Fatal(err)
