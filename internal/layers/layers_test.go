@@ -8,34 +8,6 @@ import (
 
 const module = "github.com/redlock-go/redlock"
 
-// TestDocumentedLayers holds docs/engine.md's drawing of the root package
-// to the code: it names every file, and each file uses only names declared
-// in the files below it and in the module's packages.
-func TestDocumentedLayers(t *testing.T) {
-	p, err := Load("../..", module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	order, err := Documented("../../docs/engine.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range p.Files {
-		if !slices.Contains(order, f) && p.arrowsOf(f) > 0 {
-			t.Errorf("docs/engine.md's layers do not draw %s", f)
-		}
-	}
-	for _, f := range order {
-		if !slices.Contains(p.Files, f) {
-			t.Errorf("docs/engine.md's layers draw %s, which the package does not have", f)
-		}
-	}
-	for _, a := range p.Up(order) {
-		t.Errorf("%s uses %s, drawn above it in docs/engine.md: %s", a[0], a[1], strings.Join(p.Names[a[0]+" -> "+a[1]], ", "))
-	}
-	t.Logf("%d boxes, %d arrows; from Client.Obtain, %d calls climb back up", len(p.Boxes()), p.Arrows(), len(p.Climbs("client.go:Client.Obtain", order)))
-}
-
 // TestSurface holds the root package to at most 100 exported names, as
 // docs/engine.md counts them: what go doc -all lists, methods of types
 // included, and struct fields and the methods of interfaces, listed inside
