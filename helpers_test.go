@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -20,12 +19,6 @@ import (
 func TestMain(m *testing.M) {
 	// go-redis logs every failed dial; tests kill nodes on purpose.
 	redis.SetLogger(quietLogger{})
-	switch os.Getenv("REDLOCK_CHILD") {
-	case "paused":
-		os.Exit(pausedChild())
-	case "resume":
-		os.Exit(resumeChild())
-	}
 	goleak.VerifyTestMain(m)
 }
 
