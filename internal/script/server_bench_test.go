@@ -20,7 +20,9 @@ import (
 // one run even on a busy machine. The modes guard-off and guard-on run the
 // acquire and the release as the package does (FCALL, library.go); their
 // -evalsha twins run the same scripts with EVALSHA, as on a node without
-// functions:
+// functions. exec-µs/cycle is the commands' own execution time per cycle
+// (INFO commandstats, the usec of every command but INFO's), without the
+// parsing and system calls that dominate server-µs/cycle:
 //
 //	go test -run '^$' -bench ServerCycle -benchtime 20000x ./internal/script
 func BenchmarkServerCycle(b *testing.B) {
@@ -75,6 +77,9 @@ func BenchmarkServerCycle(b *testing.B) {
 	for _, m := range modes {
 		b.Run("mode="+m.name, func(b *testing.B) {
 			i := 0
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
 			before := serverCPU(b, c)
 			for b.Loop() {
 				i++
@@ -83,6 +88,7 @@ func BenchmarkServerCycle(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/cycle")
+			b.ReportMetric(float64(execUsec(b, c))/float64(b.N), "exec-µs/cycle")
 		})
 	}
 }
@@ -205,6 +211,32 @@ return {0, 0}`)},
 			b.ReportMetric(commandUsec(b, c, top), "call-µs/op")
 		})
 	}
+}
+
+// execUsec is the execution time of every command since CONFIG RESETSTAT
+// but INFO's (INFO commandstats), µs.
+func execUsec(tb testing.TB, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_config" {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				x, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					tb.Fatalf("INFO commandstats: %q", line)
+				}
+				total += x
+			}
+		}
+	}
+	return total
 }
 
 // commandUsec is a command's mean execution time (INFO commandstats), µs.
