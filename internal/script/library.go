@@ -190,7 +190,8 @@ func setFunctionsOff(n driver.Node) {
 // loadLibrary loads the library on n: on each master of a Redis Cluster,
 // else on the node. A library that exists already counts as loaded. It
 // returns fnUnsupported when a server refused FUNCTION LOAD (no such
-// command, an ACL), and a node's failure as an error.
+// command, an ACL), and a node's failure as an error (the caller then runs
+// the script with EVALSHA, this once).
 func loadLibrary(ctx context.Context, n driver.Node) (fnOutcome, error) {
 	targets := []driver.Node{n}
 	if n.Info().Sharded {
@@ -233,7 +234,9 @@ func fcall(ctx context.Context, n driver.Node, args []any) (v any, err error, ok
 	}
 	switch out, lerr := loadLibrary(ctx, n); {
 	case lerr != nil:
-		return nil, lerr, true
+		// The load failed on the way (a Cluster master that did not
+		// answer): EVALSHA, this once, on the node that answered.
+		return nil, nil, false
 	case out == fnUnsupported:
 		setFunctionsOff(n)
 		return nil, nil, false
@@ -268,7 +271,7 @@ func fpipe(ctx context.Context, n driver.Node, cmds [][]any) (replies []driver.R
 	}
 	switch out, lerr := loadLibrary(ctx, n); {
 	case lerr != nil:
-		return nil, lerr, true
+		return nil, nil, false
 	case out == fnUnsupported:
 		setFunctionsOff(n)
 		return nil, nil, false

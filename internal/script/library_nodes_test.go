@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -147,4 +148,46 @@ func cycleEventually(t *testing.T, n driver.Node, k Keys) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	cycle(t, n, k, off, Ack{})
+}
+
+// shardedFailing is a real standalone node that says it is a Cluster
+// whose masters cannot be listed: the one way to make the library's load
+// fail on the way while the node itself answers (a mock of the listing
+// only; every command goes to the real server).
+type shardedFailing struct{ driver.Node }
+
+func (n shardedFailing) Info() driver.Info {
+	i := n.Node.Info()
+	i.Sharded = true
+	return i
+}
+
+func (shardedFailing) Masters(context.Context) ([]driver.Node, error) {
+	return nil, errors.New("masters unreachable")
+}
+
+// A load that fails on the way (a master that does not answer) leaves
+// the call to EVALSHA, this once: the call works, and the node is not
+// remembered as without functions.
+func TestLibraryLoadFailsOnTheWay(t *testing.T) {
+	forgetNoFunctions(t)
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := shardedFailing{nodeOf(c)}
+	k := keys("x")
+	ctx := context.Background()
+	a, err := Acquire(ctx, n, k, "mine", time.Minute, off, Ack{})
+	if err != nil || a.Status != Taken {
+		t.Fatalf("acquire: %+v, %v", a, err)
+	}
+	a, err = Acquire(ctx, n, keys("y"), "mine", time.Minute, off, Ack{Replicas: 1, Timeout: 10 * time.Millisecond})
+	if err != nil || a.Status != Taken || !a.Unreplicated {
+		t.Fatalf("acquire with WAIT: %+v, %v", a, err)
+	}
+	if r, err := Release(ctx, n, k.Lock, "mine", true, false); err != nil || !r.Deleted {
+		t.Fatalf("release: %+v, %v", r, err)
+	}
+	if functionsOff(n) || hasLibrary(t, c) || cmdCalls(t, c, "evalsha") != 3 {
+		t.Errorf("functions off %v, library %v, EVALSHA %d; want false, false, 3", functionsOff(n), hasLibrary(t, c), cmdCalls(t, c, "evalsha"))
+	}
 }
