@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,8 +35,14 @@ func TestLibraryOnCluster(t *testing.T) {
 	n := goredis.New(cc)
 	ctx := context.Background()
 	masters := func() []*redis.Client {
-		var ms []*redis.Client
+		var (
+			mu sync.Mutex
+			ms []*redis.Client
+		)
+		// ForEachMaster calls on a goroutine per master.
 		if err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
 			ms = append(ms, c)
 			return nil
 		}); err != nil {
