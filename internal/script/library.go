@@ -13,9 +13,9 @@ import (
 	"github.com/redlock-go/redlock/internal/reply"
 )
 
-// The Redis Functions library (Redis 7 and later): the hot scripts, the
-// plain lock's acquire and release, as functions of one library that a
-// node loads once (FUNCTION LOAD) and runs by name (FCALL). A script run
+// The Redis Functions library (Redis 7 and later): the hot script, the
+// plain lock's acquire, as a function of a library that a node loads once
+// (FUNCTION LOAD) and runs by name (FCALL). A script run
 // with EVALSHA executes its whole chunk on every call, and the acquire's
 // chunk defines the epoch guard's, the counter's and token.lua's helper
 // functions before it runs its own body; a function library defines them
@@ -24,7 +24,7 @@ import (
 // (KEYS, ARGV): the semantics are the scripts' own (TestLibraryMatchesScripts).
 //
 // Names and versions. A library's name is redlock_V and its functions'
-// redlock_V_acquire and redlock_V_release, where V is the first 16 hex
+// redlock_V_NAME (redlock_V_acquire), where V is the first 16 hex
 // digits of the SHA-256 of the library's template (the source with the
 // version left out), computed when the package initializes: FIPS 140 mode
 // allows SHA-256, and no SHA-1 is computed. Function names are global on
@@ -50,17 +50,24 @@ import (
 // for noFunctionsFor, after which FCALL is tried again once (an upgrade, a
 // changed ACL).
 //
-// Flags. A function without flags is refused as a whole under maxmemory
-// (OOM) and on a read-only replica, where a script without flags runs
-// until its first write that could raise memory use (DENYOOM) or its first
-// write. The acquire has no flags: under OOM the script failed at its SET
-// NX anyway (DENYOOM, before any write) on every path but one, a node
-// that recovers and had checked its identity, which answered Recovering
-// and now answers OOM: no vote either way. The release runs no DENYOOM
-// command (GET, DEL, PUBLISH, SPUBLISH), so allow-oom keeps it as it was:
-// a release works under OOM. Scripts whose paths mix DENYOOM writes with
-// writes that must work under OOM (refresh: PEXPIRE extends, SET
-// re-seeds) stay with EVALSHA, where nothing changes.
+// Flags, and which scripts. A function that may write is refused as a
+// whole under maxmemory (OOM) unless flagged allow-oom, which then lets
+// every command through, and on a read-only replica; a script without
+// flags runs until its first command that could raise memory use
+// (DENYOOM) under OOM, or its first write on a replica. The acquire has no
+// flags: every path of its script writes (SET NX, or the guard's SET or DEL
+// of its fast-path key), so a replica refused it at that write as it
+// refuses the function; under OOM the script failed at a DENYOOM command
+// (SET NX, the guard's HSET or SET) before any write on every path but
+// one, a node that recovers and had checked its identity, which answered
+// Recovering and now answers OOM: no vote either way
+// (TestLibraryUnderMaxmemory). The other scripts stay with EVALSHA, where
+// nothing changes: the release, because on a read-only replica its script
+// answers "not deleted" where the key is not ours, and under OOM deletes,
+// which no set of flags keeps both (and its chunk defines no helpers: a
+// function would save it about 0.5 µs); the refresh, whose PEXPIRE must
+// work under OOM while its re-seed's SET must not; the others, which run
+// once per acquire at most, until each is checked as the acquire was.
 
 // libraryVersion is V, libraryName the library's name, librarySrc the
 // source FUNCTION LOAD takes.
@@ -81,17 +88,14 @@ type libFunction struct {
 func libFunctions() (helpers string, fns []libFunction) {
 	return epochSrc + "\n" + counterSrc + "\n" + tokenSrc, []libFunction{
 		{"acquire", acquireSrc, ""},
-		{"release", releaseSrc, "'allow-oom'"},
 	}
 }
 
-// The FCALL heads of the library's calls: "fcall" and the function's name.
-var (
-	acquireFn = [2]any{"fcall", functionName("acquire")}
-	releaseFn = [2]any{"fcall", functionName("release")}
-)
+// acquireFn is the FCALL head of the acquire: "fcall" and the function's
+// name.
+var acquireFn = [2]any{"fcall", functionName("acquire")}
 
-// functionName is the name of the library's function name.
+// functionName is the full name of the library's function name.
 func functionName(name string) string { return libraryName + "_" + name }
 
 // buildLibrary builds the library's source.

@@ -1,9 +1,9 @@
 // Package script holds the Lua scripts that run on each Redis node, their
 // argument encoding and the decoding of their replies.
 //
-// The plain lock's acquire and release run as Redis Functions (FCALL) where
-// the node has them, from a library loaded on first use (library.go); every
-// other script, and those two on a node without functions, runs with
+// The plain lock's acquire runs as a Redis Function (FCALL) where the node
+// has functions, from a library loaded on first use (library.go); every
+// other script, and the acquire on a node without functions, runs with
 // EVALSHA, and falls back to EVAL when the node answers NOSCRIPT (after
 // SCRIPT FLUSH or a restart). Every call goes through the node transport
 // (internal/transport).
@@ -95,6 +95,7 @@ var (
 // argument slice, and go-redis sends it as it is (Do), with no copy and no
 // boxing of its own.
 var (
+	releaseSha       = release.boxed()
 	fenceSha         = fence.boxed()
 	familyAcquireSha = familyAcquire.boxed()
 	familyReleaseSha = familyRelease.boxed()
@@ -471,7 +472,7 @@ func ReleaseCall(a LockArgs, publish, sharded bool) Call {
 	case publish:
 		flag = "0"
 	}
-	return Call{args: []any{releaseFn[0], releaseFn[1], "1", a.key, a.value, flag}, s: &release}
+	return Call{args: []any{releaseSha[0], releaseSha[1], "1", a.key, a.value, flag}, s: &release}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see

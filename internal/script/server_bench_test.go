@@ -18,9 +18,9 @@ import (
 // compare-and-delete script. The client's time and the machine's load do
 // not enter the metric, only what the server spent, so modes compare within
 // one run even on a busy machine. The modes guard-off and guard-on run the
-// acquire and the release as the package does (FCALL, library.go); their
-// -evalsha twins run the same scripts with EVALSHA, as on a node without
-// functions. exec-µs/cycle is the commands' own execution time per cycle
+// acquire and the release as the package does (the acquire by FCALL,
+// library.go); their -evalsha twins run the acquire's script with EVALSHA,
+// as on a node without functions. exec-µs/cycle is the commands' own execution time per cycle
 // (INFO commandstats, the usec of every command but INFO's), without the
 // parsing and system calls that dominate server-µs/cycle:
 //
@@ -60,7 +60,7 @@ func BenchmarkServerCycle(b *testing.B) {
 			}{name, func(v string) error {
 				acq, rel := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g), ReleaseCall(NewLockArgs(k.Lock, v), true, false)
 				if evalsha {
-					acq, rel = acq.scripted(), rel.scripted()
+					acq = acq.scripted()
 				}
 				a, err := acq.Acquire(ctx, nodeOf(c), Ack{})
 				if err != nil {
