@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"math/bits"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -482,51 +481,6 @@ func minTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// sleep waits for d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctxErr(ctx)
-	}
-}
-
-// backoff yields the waits between the passes of one obtain (and the
-// rounds of a manual Refresh): exponential
-// growth from the minimum, capped at the maximum, with jitter above the
-// minimum so that waiters spread out.
-type backoff struct {
-	cfg retryConfig
-	n   uint
-}
-
-func newBackoff(cfg retryConfig) backoff { return backoff{cfg: cfg} }
-
-// next is the n-th wait (from 0): the caller's strategy's (WithBackoff),
-// or uniform in [min, min(max, min·2ⁿ⁺¹)]. ok is false when the strategy
-// ends the retries.
-func (b *backoff) next() (d time.Duration, ok bool) {
-	if f := b.cfg.strategy; f != nil {
-		d = f(int(b.n))
-		b.n++
-		return d, d >= 0
-	}
-	lo, hi := b.cfg.minDelay, b.cfg.maxDelay
-	if b.n < 32 {
-		if c := lo << (b.n + 1); c > 0 && c < hi {
-			hi = c
-		}
-		b.n++
-	}
-	if hi <= lo {
-		return lo, true
-	}
-	return lo + rand.N(hi-lo+1), true
 }
 
 // rule is the quorum rule of a lock of kind k: the kind's quorum of the
