@@ -84,7 +84,7 @@ func (e *engine) breakerError() *QuorumError {
 	st := e.brk.current()
 	next := time.Duration(0)
 	if st == breakerOpen {
-		next = max(time.Until(e.brk.nextProbe), 0)
+		next = max(e.brk.nextProbe.Sub(e.cfg.now()), 0)
 	}
 	e.brk.mu.Unlock()
 	detail := " (probing now)"
@@ -114,7 +114,7 @@ func (e *engine) openBreaker(ctx context.Context, timeout time.Duration) {
 		b.stop = make(chan struct{})
 	}
 	b.timeout = timeout
-	b.nextProbe = time.Now().Add(e.breakerCooldown())
+	b.nextProbe = e.cfg.now().Add(e.breakerCooldown())
 	b.setLocked(breakerOpen)
 	stop := b.stop
 	b.mu.Unlock()
@@ -146,7 +146,7 @@ func (e *engine) probeLoop(stop <-chan struct{}) {
 		if won {
 			b.setLocked(breakerClosed)
 		} else {
-			b.nextProbe = time.Now().Add(e.breakerCooldown())
+			b.nextProbe = e.cfg.now().Add(e.breakerCooldown())
 			b.setLocked(breakerOpen)
 		}
 		b.mu.Unlock()

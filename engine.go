@@ -115,7 +115,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.held = make(map[releaser]struct{})
 	e.plainNode = -1
 	e.closeDone = make(chan struct{})
-	e.epoch = time.Now() // only the grid's phase; not read through cfg.now
+	e.epoch = cfg.now() // the origin of the refresh grid: only its phase matters
 	e.epochKey = keys.Layout{Prefix: cfg.prefix}.NodeEpoch()
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
@@ -254,7 +254,7 @@ func (e *engine) ttlFor(key string, base time.Duration, fixed bool) (time.Durati
 	if e.adapt == nil || fixed {
 		return base, adaptive.Given
 	}
-	now := time.Now()
+	now := e.cfg.now()
 	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.Waiting(key), now)
 	if l := e.cfg.logger; l != nil && atMax > 0 && e.nodeLog.due(-1, logRTTAtMax, now) {
 		l.LogAttrs(context.Background(), slog.LevelWarn,
@@ -279,7 +279,7 @@ func observeRTT[T any](e *engine, replies []quorum.Reply[T], timeout time.Durati
 		}
 		ds = append(ds, d)
 	}
-	e.adapt.AddRTT(time.Now(), ds...)
+	e.adapt.AddRTT(e.cfg.now(), ds...)
 }
 
 // observed is true when anything watches the Client.
@@ -367,7 +367,7 @@ func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
 	if l == nil {
 		return
 	}
-	now := time.Now()
+	now := e.cfg.now()
 	for _, n := range nodes {
 		kind := -1
 		switch n.Reason {

@@ -74,12 +74,12 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 		e.gaveUp(r, err)
 		return l, err
 	}
-	start := time.Now()
+	start := e.cfg.now()
 	r.id = obtainIDs.Add(1)
 	l, err := e.waitLoop(ctx, r)
 	e.gaveUp(r, err)
 	if e.cfg.hook != nil {
-		ev := ObtainEvent{Name: r.names[0], Kind: r.label, ObtainID: r.id, Attempts: r.attempts, Elapsed: time.Since(start),
+		ev := ObtainEvent{Name: r.names[0], Kind: r.label, ObtainID: r.id, Attempts: r.attempts, Elapsed: e.cfg.now().Sub(start),
 			Err: err, TTL: r.lastTTL, TTLReason: r.why, Result: obtainResult(err)}
 		if l != nil {
 			ev.Name, ev.LockID, ev.Token, ev.Degraded = l.name, l.id, l.token, l.Degraded()
@@ -219,7 +219,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if e.adapt != nil {
 		observeRTT(e, res.Replies, timeout)
 		if !res.Won && acquireRefused(res.Replies) {
-			e.adapt.Refused(l.keys.key, time.Now())
+			e.adapt.Refused(l.keys.key, e.cfg.now())
 		}
 	}
 	if !res.Won {

@@ -393,9 +393,11 @@ func WithDegradedMode(store LeaseStore) Option {
 	return clientOption(func(c *config) { c.fallback, c.fallbackSet = store, true })
 }
 
-// WithClock replaces time.Now for the validity arithmetic of this Client:
-// for tests that run a client whose clock runs fast or slow (the fault
-// suite does). The times it returns must carry a monotonic reading (derive
+// WithClock replaces time.Now for every reading of the time by this
+// Client: the validity arithmetic, the durations its events report, the
+// adaptive TTL's windows and the circuit breaker's next probe (its timers
+// and waits still run on the machine's time). For tests that run a client
+// whose clock runs fast or slow (the fault suite does). The times it returns must carry a monotonic reading (derive
 // them from time.Now). Production code has no reason to use it. A nil now
 // is refused by New with ErrInvalid.
 func WithClock(now func() time.Time) Option {

@@ -50,7 +50,7 @@ func (e *engine) sample(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	now := time.Now()
+	now := e.cfg.now()
 	rtt := e.adapt.RTTP95(now)
 	s := &e.sampler
 	s.mu.Lock()
@@ -147,7 +147,7 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 		}
 		wg.Wait()
 	}
-	e.adapt.SetWaiting(counts, time.Now())
+	e.adapt.SetWaiting(counts, e.cfg.now())
 }
 
 // pressure says what is wrong with a node's memory, or "" when nothing is.
@@ -176,7 +176,7 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 	read := func(ctx context.Context, c driver.Node) (SampleEvent, error) {
 		ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 		defer cancel()
-		start := time.Now()
+		start := e.cfg.now()
 		replies, err := c.Pipe(ctx, [][]any{{"INFO", "memory"}, {"INFO", "stats"}})
 		if err != nil {
 			return SampleEvent{}, err
@@ -192,7 +192,8 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 		s := &e.sampler
 		s.mu.Lock()
 		if s.warm[n.Index] {
-			e.adapt.AddRTT(time.Now(), time.Since(start))
+			now := e.cfg.now()
+			e.adapt.AddRTT(now, now.Sub(start))
 		}
 		s.warm[n.Index] = true
 		s.mu.Unlock()
