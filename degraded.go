@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/breaker"
 	"github.com/redlock-go/redlock/internal/limits"
 )
 
@@ -144,7 +145,7 @@ func (lh *leaseHold) ranOut(l *Lock) error {
 // breakerClosed is true when the breaker is closed or has closed since the
 // lock was taken.
 func (lh *leaseHold) breakerClosed(e *engine) bool {
-	return e.brk.current() == breakerClosed || e.brk.closings.Load() != lh.closings
+	return e.brk.State() == breaker.Closed || e.brk.Closings() != lh.closings
 }
 
 // refresh extends the lease in the store while the breaker has not closed

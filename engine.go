@@ -11,6 +11,7 @@ import (
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/adaptive"
+	"github.com/redlock-go/redlock/internal/breaker"
 	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
@@ -68,7 +69,7 @@ type engine struct {
 	sched *keepalive.Scheduler[any]
 	epoch time.Time
 
-	brk     breakerState
+	brk     breaker.Breaker
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
 	sampler samplerState
 	waits   waitq.Queues
@@ -386,59 +387,6 @@ func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
 			l.LogAttrs(ctx, slog.LevelInfo, "redlock: node recovering after a restart or failover",
 				slog.Int("node", n.Node), slog.String("addr", n.Addr), slog.String("reason", n.Err.Error()))
 		}
-	}
-}
-
-// breakerState is the state of the Client's circuit breaker; breaker.go
-// drives it.
-type breakerState struct {
-	state atomic.Value // a string: breakerClosed, breakerOpen or breakerHalfOpen
-	// closings counts the breaker's changes to closed: a degraded lock
-	// records it when taken, and is not extended once it has moved, even
-	// if the breaker has opened again since (degraded.go).
-	closings atomic.Uint64
-
-	mu        sync.Mutex
-	changed   chan struct{} // closed at each change of state, then replaced
-	stop      chan struct{} // closed by Close: the probe goroutine returns
-	stopped   bool
-	nextProbe time.Time     // when the next probe is due (open only)
-	timeout   time.Duration // the per-node timeout of the probes
-}
-
-// The states of the circuit breaker (Client.BreakerState).
-const (
-	breakerClosed   = "closed"
-	breakerOpen     = "open"
-	breakerHalfOpen = "half_open"
-)
-
-// current is the breaker's state.
-func (b *breakerState) current() string {
-	if s, ok := b.state.Load().(string); ok {
-		return s
-	}
-	return breakerClosed
-}
-
-// changedLocked returns the channel closed at the next change. b.mu must be
-// held.
-func (b *breakerState) changedLocked() chan struct{} {
-	if b.changed == nil {
-		b.changed = make(chan struct{})
-	}
-	return b.changed
-}
-
-// setLocked moves the breaker to s and wakes the waiters. b.mu must be held.
-func (b *breakerState) setLocked(s string) {
-	if s == breakerClosed && b.current() != breakerClosed {
-		b.closings.Add(1)
-	}
-	b.state.Store(s)
-	if b.changed != nil {
-		close(b.changed)
-		b.changed = nil
 	}
 }
 

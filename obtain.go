@@ -139,7 +139,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		e.startSampler()
 	}
 	timeout := e.cfg.nodeTimeoutFor(ttl)
-	closings := e.brk.closings.Load()
+	closings := e.brk.Closings()
 	var (
 		l         *Lock
 		holderTTL time.Duration
