@@ -139,11 +139,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,
 			ContentionHalf: a.ContentionHalf, SampleInterval: a.SampleInterval})
-		e.sampler.evicted = make([]int64, len(e.nodes))
-		e.sampler.warm = make([]bool, len(e.nodes))
-		for i := range e.sampler.evicted {
-			e.sampler.evicted[i] = -1
-		}
+		e.sampler.nodes.Init(len(e.nodes))
 	}
 	for _, n := range nodes {
 		e.hubs = append(e.hubs, n.Notifier())
@@ -388,17 +384,6 @@ func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
 				slog.Int("node", n.Node), slog.String("addr", n.Addr), slog.String("reason", n.Err.Error()))
 		}
 	}
-}
-
-// samplerState is the state of the adaptive TTL's sampler (sampler.go).
-type samplerState struct {
-	loop loop
-	mu   sync.Mutex // guards the fields below
-	// evicted is each node's evicted_keys at the last sample (-1: none
-	// yet); warm is set once the sampler has read the node, whose first
-	// read, with its dial, is no round trip.
-	evicted []int64
-	warm    []bool
 }
 
 // ambiguous reports whether a failed request may still have run on the

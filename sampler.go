@@ -2,9 +2,7 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/reply"
+	"github.com/redlock-go/redlock/internal/sampler"
 )
 
 // The adaptive TTL's sampler (WithAdaptiveTTL): a goroutine of the Client
@@ -20,6 +19,12 @@ import (
 // measure round trips when no lock is taken and to report memory pressure,
 // and counts the Clients waiting for its names. It feeds the policy
 // (internal/adaptive) and reports SampleEvents; it never shortens a TTL.
+
+// samplerState is the sampler's goroutine and its memory of the nodes.
+type samplerState struct {
+	loop  loop
+	nodes sampler.State
+}
 
 const (
 	// sampleTimeout bounds one node's INFO in the sampler.
@@ -52,24 +57,17 @@ func (e *engine) sample(ctx context.Context) {
 	}
 	now := e.cfg.now()
 	rtt := e.adapt.RTTP95(now)
-	s := &e.sampler
-	s.mu.Lock()
 	for i := range samples {
 		m := &samples[i]
 		m.RTT = rtt
 		if m.Err != nil {
 			continue
 		}
-		total := m.Evicted // readNode puts the node's total here
-		if prev := s.evicted[i]; prev >= 0 && total >= prev {
-			m.Evicted = total - prev
-		} else {
-			m.Evicted = 0 // first sample, or a restarted node
-		}
-		s.evicted[i] = total
+		// readNode puts the node's total here: 0 at the first sample, or
+		// for a restarted node.
+		m.Evicted = e.sampler.nodes.Evictions(i, m.Evicted)
 		m.Pressure = pressure(m, e.cfg.adaptive.MemoryRatio)
 	}
-	s.mu.Unlock()
 	if l := e.cfg.logger; l != nil {
 		for _, m := range samples {
 			if m.Err != nil && e.nodeLog.due(m.Node, logSampleErr, now) {
@@ -150,21 +148,22 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 	e.adapt.SetWaiting(counts, e.cfg.now())
 }
 
-// pressure says what is wrong with a node's memory, or "" when nothing is.
+// pressure says what is wrong with a node's memory, or "" when nothing is
+// (sampler.Pressure).
 func pressure(m *SampleEvent, ratio float64) string {
-	var why []string
-	if m.Evicted > 0 {
-		why = append(why, fmt.Sprintf("%d keys evicted since the last sample (maxmemory-policy %s): a lock key may be among them", m.Evicted, m.Policy))
-	}
-	if m.MaxMemory > 0 && float64(m.UsedMemory) >= ratio*float64(m.MaxMemory) {
-		effect := "keys will be evicted"
-		if m.Policy == "noeviction" {
-			effect = "writes, acquires included, will be refused"
-		}
-		why = append(why, fmt.Sprintf("used_memory %d is %.0f%% of maxmemory %d (maxmemory-policy %s): %s",
-			m.UsedMemory, 100*float64(m.UsedMemory)/float64(m.MaxMemory), m.MaxMemory, m.Policy, effect))
-	}
-	return strings.Join(why, "; ")
+	return sampler.Pressure(memoryOf(*m), ratio)
+}
+
+// memoryOf is a sample's memory.
+func memoryOf(m SampleEvent) sampler.Memory {
+	return sampler.Memory{Used: m.UsedMemory, Max: m.MaxMemory, Policy: m.Policy, Evicted: m.Evicted}
+}
+
+// parseMemory reads a node's memory from INFO's text (sampler.Parse),
+// with evicted_keys in Evicted.
+func parseMemory(info string) SampleEvent {
+	m := sampler.Parse(info)
+	return SampleEvent{UsedMemory: m.Used, MaxMemory: m.Max, Policy: m.Policy, Evicted: m.Evicted}
 }
 
 // readNode reads one node's memory; its Evicted is the node's total
@@ -189,14 +188,10 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 			}
 			info.WriteString(s)
 		}
-		s := &e.sampler
-		s.mu.Lock()
-		if s.warm[n.Index] {
+		if e.sampler.nodes.Warm(n.Index) {
 			now := e.cfg.now()
 			e.adapt.AddRTT(now, now.Sub(start))
 		}
-		s.warm[n.Index] = true
-		s.mu.Unlock()
 		return parseMemory(info.String()), nil
 	}
 	masters, err := n.Conn.Masters(ctx)
@@ -219,44 +214,10 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 			return SampleEvent{Node: n.Index, Addr: n.Addr, Err: err}
 		}
 		ev := m.Evicted + s.Evicted
-		if m.Policy == "" || fuller(s, m) {
+		if m.Policy == "" || sampler.Fuller(memoryOf(s), memoryOf(m)) {
 			m.UsedMemory, m.MaxMemory, m.Policy = s.UsedMemory, s.MaxMemory, s.Policy
 		}
 		m.Evicted = ev
-	}
-	return m
-}
-
-// fuller reports whether x is closer to its maxmemory than y.
-func fuller(x, y SampleEvent) bool {
-	ratio := func(m SampleEvent) float64 {
-		if m.MaxMemory <= 0 {
-			return 0
-		}
-		return float64(m.UsedMemory) / float64(m.MaxMemory)
-	}
-	return ratio(x) > ratio(y)
-}
-
-// parseMemory reads used_memory, maxmemory, maxmemory_policy and
-// evicted_keys (into Evicted) from INFO's text.
-func parseMemory(info string) SampleEvent {
-	var m SampleEvent
-	for line := range strings.Lines(info) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "used_memory":
-			m.UsedMemory, _ = strconv.ParseInt(v, 10, 64)
-		case "maxmemory":
-			m.MaxMemory, _ = strconv.ParseInt(v, 10, 64)
-		case "maxmemory_policy":
-			m.Policy = v
-		case "evicted_keys":
-			m.Evicted, _ = strconv.ParseInt(v, 10, 64)
-		}
 	}
 	return m
 }
