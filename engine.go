@@ -15,6 +15,7 @@ import (
 	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/waitq"
@@ -73,7 +74,7 @@ type engine struct {
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
 	sampler samplerState
 	waits   waitq.Queues
-	nodeLog nodeLog
+	nodeLog nodelog.Limiter
 	ident   identityState // no server given twice (identity.go)
 }
 
@@ -253,7 +254,7 @@ func (e *engine) ttlFor(key string, base time.Duration, fixed bool) (time.Durati
 	}
 	now := e.cfg.now()
 	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.Waiting(key), now)
-	if l := e.cfg.logger; l != nil && atMax > 0 && e.nodeLog.due(-1, logRTTAtMax, now) {
+	if l := e.cfg.logger; l != nil && atMax > 0 && e.nodeLog.Due(-1, nodelog.RTTAtMax, now) {
 		l.LogAttrs(context.Background(), slog.LevelWarn,
 			"redlock: adaptive TTL capped at Max although the nodes' round-trip time asks for more: validity margins are thinner than RTTMultiple",
 			slog.Duration("rtt_p95", atMax), slog.Float64("wanted_seconds", e.cfg.adaptive.RTTMultiple*atMax.Seconds()), slog.Duration("max", e.cfg.adaptive.Max))
@@ -325,65 +326,6 @@ func quorumError[T any](e *engine, need quorum.Rule, op string, res quorum.Resul
 		qe.Nodes = append(qe.Nodes, NodeResult{Node: i, Addr: e.nodes[i].Addr, Err: err, Reason: reason(err), Latency: r.Latency})
 	}
 	return qe
-}
-
-// nodeLog rate-limits the log lines about nodes: one per node and kind a
-// minute.
-type nodeLog struct {
-	mu   sync.Mutex
-	last map[[2]int]time.Time // node, kind → last logged
-}
-
-// The kinds of nodeLog lines.
-const (
-	logSkipped = iota
-	logRecovering
-	logDegraded
-	logMemory
-	logRTTAtMax
-	logSampleErr
-)
-
-func (nl *nodeLog) due(node, kind int, now time.Time) bool {
-	nl.mu.Lock()
-	defer nl.mu.Unlock()
-	if nl.last == nil {
-		nl.last = make(map[[2]int]time.Time)
-	}
-	k := [2]int{node, kind}
-	if t, ok := nl.last[k]; ok && now.Sub(t) < time.Minute {
-		return false
-	}
-	nl.last[k] = now
-	return true
-}
-
-// logNodes logs the nodes of a round that are skipped or recovering.
-func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
-	l := e.cfg.logger
-	if l == nil {
-		return
-	}
-	now := e.cfg.now()
-	for _, n := range nodes {
-		kind := -1
-		switch n.Reason {
-		case "skipped":
-			kind = logSkipped
-		case "recovering":
-			kind = logRecovering
-		}
-		if kind < 0 || !e.nodeLog.due(n.Node, kind, now) {
-			continue
-		}
-		if kind == logSkipped {
-			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node skipped after repeated timeouts",
-				slog.Int("node", n.Node), slog.String("addr", n.Addr))
-		} else {
-			l.LogAttrs(ctx, slog.LevelInfo, "redlock: node recovering after a restart or failover",
-				slog.Int("node", n.Node), slog.String("addr", n.Addr), slog.String("reason", n.Err.Error()))
-		}
-	}
 }
 
 // ambiguous reports whether a failed request may still have run on the

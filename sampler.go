@@ -9,6 +9,7 @@ import (
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/reply"
 	"github.com/redlock-go/redlock/internal/sampler"
@@ -70,11 +71,11 @@ func (e *engine) sample(ctx context.Context) {
 	}
 	if l := e.cfg.logger; l != nil {
 		for _, m := range samples {
-			if m.Err != nil && e.nodeLog.due(m.Node, logSampleErr, now) {
+			if m.Err != nil && e.nodeLog.Due(m.Node, nodelog.SampleErr, now) {
 				l.LogAttrs(ctx, slog.LevelWarn, "redlock: adaptive TTL cannot read the node's memory (INFO): its memory pressure is unknown",
 					slog.Int("node", m.Node), slog.String("addr", m.Addr), slog.String("error", m.Err.Error()))
 			}
-			if m.Pressure == "" || !e.nodeLog.due(m.Node, logMemory, now) {
+			if m.Pressure == "" || !e.nodeLog.Due(m.Node, nodelog.Memory, now) {
 				continue
 			}
 			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node under memory pressure: lock keys can be evicted or refused (the adaptive TTL does not shorten TTLs for it)",
