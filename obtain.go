@@ -184,7 +184,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	// The call of every node that is not a Redis Cluster: their keys and
 	// guard are the same (the first such node's, if any).
 	var plain script.Call
-	if p := e.plainNode; p >= 0 {
+	if p := e.layout.plainNode; p >= 0 {
 		plain = l.kind.acquire(l.keys.on(e, p), &l.secret, ttl, e.guard(p))
 	}
 	round := quorum.Round[script.Acquired]{

@@ -96,8 +96,8 @@ func (e *engine) sample(ctx context.Context) {
 // waiting.
 func (e *engine) sampleWaiters(ctx context.Context) {
 	names := make(map[string]string, maxSubNames) // channel → lock key
-	e.mu.Lock()
-	for h := range e.held { // map order: another subset each time when there are more
+	e.reg.mu.Lock()
+	for h := range e.reg.held { // map order: another subset each time when there are more
 		if len(names) >= maxSubNames {
 			break
 		}
@@ -109,7 +109,7 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 			l.mu.Unlock()
 		}
 	}
-	e.mu.Unlock()
+	e.reg.mu.Unlock()
 	for _, k := range e.adapt.Contended(maxSubNames - len(names)) {
 		names[keys.Channel(k)] = k
 	}
