@@ -8,9 +8,9 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// The rounds on the nodes, as the engine sees them: each lock's quorum
-// rule (internal/quorum decides the rounds), and a round's outcome as the
-// public types NodeResult and QuorumError.
+// The quorums of the engine: each lock's quorum rule (internal/quorum
+// decides the rounds with it), and a round's outcome as the public types
+// NodeResult and QuorumError.
 
 // rule is the quorum rule of a lock of kind k: the kind's quorum of the
 // nodes, or in a joint configuration the kind's quorum of each set. Every
