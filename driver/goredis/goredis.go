@@ -10,10 +10,13 @@
 // ReadTimeout (3 s by default), and redlock runs each request on a
 // goroutine of its own that it stops waiting for at the deadline.
 //
-// Notifications: go-redis pub/sub, one connection per node for every
-// channel (per channel on a Redis Cluster, with SSUBSCRIBE); go-redis
-// reconnects a broken connection and subscribes again, and every waiter is
-// woken when it breaks.
+// Notifications: a driver.Hub on go-redis PubSub connections, one per
+// node for every channel (one per channel on a Redis Cluster, with
+// SSUBSCRIBE, on the master of the channel's slot). A connection that
+// breaks, or a sharded subscription that the server ends (its slot moved
+// to another master), wakes its waiters, and the hub subscribes again on
+// a new connection; a PubSub quiet for 10 s is sent a PING, and counts as
+// broken after 10 s more without an answer.
 //
 // A node that refuses connections: go-redis retries a refused dial
 // (DialerRetries, 5 by default, DialerRetryTimeout apart), retries the
@@ -55,16 +58,11 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/driver"
 )
-
-// hubTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write of a node's
-// notification connection.
-const hubTimeout = 2 * time.Second
 
 // Node is a go-redis client as a driver.Node.
 type Node struct {
@@ -186,12 +184,13 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	return replies, nil
 }
 
-// Notifier implements driver.Node: a hub on the client.
+// Notifier implements driver.Node: a driver.Hub on the client's PubSub
+// connections (pubsub.go).
 func (n *Node) Notifier() driver.Notifier {
 	if n.c == nil {
 		return driver.NewHub(nil, false, hubTimeout) // never confirms
 	}
-	return newHub(n.c, n.info.Sharded, hubTimeout)
+	return newNotifier(n.c, n.info.Sharded)
 }
 
 // Masters implements driver.Node.
