@@ -20,7 +20,8 @@
 // address with its data (AddressChange, where 127.0.0.2 and 127.0.0.3
 // can be bound), Info, Masters and sharded notifications on a Redis Cluster,
 // WithReplicaAck on a Redis Cluster with a replica frozen (WAIT reaches the
-// master that ran the write),
+// master that ran the write), a waiter woken by a release after its lock's
+// slot moved to another master of a Redis Cluster,
 // a Sentinel deployment and its failover, and redlock Clients over the
 // driver obtaining, waiting for a release notification, refreshing and
 // releasing, on one and on three nodes.
@@ -125,6 +126,12 @@ func Run(t *testing.T, d Driver) {
 			t.Skipf("%s does not support Redis Cluster", d.Name)
 		}
 		testClusterReplicaAck(t, d)
+	})
+	t.Run("ClusterSlotMigration", func(t *testing.T) {
+		if d.Cluster == nil {
+			t.Skipf("%s does not support Redis Cluster", d.Name)
+		}
+		testClusterSlotMigration(t, d)
 	})
 	t.Run("Sentinel", func(t *testing.T) {
 		if d.Sentinel == nil {
