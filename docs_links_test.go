@@ -2,6 +2,8 @@ package redlock
 
 import (
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"net/url"
 	"os"
@@ -132,6 +134,45 @@ func TestReadmeExampleBuilds(t *testing.T) {
 	cmd := exec.Command(gocmd, "build", "-o", filepath.Join(dir, "quickstart"), main)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("the README's quick start does not build: %v\n%s", err, out)
+	}
+}
+
+// go doc's package overview shows the README's quick start: every line of
+// code under doc.go's "# Use" heading, but "...", is a line of it.
+func TestPackageDocExampleIsReadmes(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, ok := quickStart(string(b))
+	if !ok {
+		t.Fatal("README.md has no quick start")
+	}
+	readme := map[string]bool{}
+	for _, l := range strings.Split(src, "\n") {
+		readme[strings.TrimSpace(l)] = true
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "doc.go", nil, parser.ParseComments|parser.PackageClauseOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, use, ok := strings.Cut(f.Doc.Text(), "\n# Use\n")
+	if !ok {
+		t.Fatal(`doc.go's package comment has no "# Use" heading`)
+	}
+	use, _, _ = strings.Cut(use, "\n# ")
+	code := 0
+	for _, l := range strings.Split(use, "\n") {
+		if !strings.HasPrefix(l, "\t") || strings.TrimSpace(l) == "..." {
+			continue
+		}
+		code++
+		if !readme[strings.TrimSpace(l)] {
+			t.Errorf("doc.go's overview shows %q, which the README's quick start does not have", strings.TrimSpace(l))
+		}
+	}
+	if code == 0 {
+		t.Error(`doc.go's "# Use" section shows no code`)
 	}
 }
 
