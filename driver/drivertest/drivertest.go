@@ -18,7 +18,8 @@
 // churn, Close), node timeouts and a frozen node (SIGSTOP), refused
 // connections, Info, Masters and sharded notifications on a Redis Cluster,
 // WithReplicaAck on a Redis Cluster with a replica frozen (WAIT reaches the
-// master that ran the write),
+// master that ran the write), a waiter woken by a release after its lock's
+// slot moved to another master of a Redis Cluster,
 // a Sentinel deployment and its failover, and redlock Clients over the
 // driver obtaining, waiting for a release notification, refreshing and
 // releasing, on one and on three nodes.
@@ -110,6 +111,12 @@ func Run(t *testing.T, d Driver) {
 			t.Skipf("%s does not support Redis Cluster", d.Name)
 		}
 		testClusterReplicaAck(t, d)
+	})
+	t.Run("ClusterSlotMigration", func(t *testing.T) {
+		if d.Cluster == nil {
+			t.Skipf("%s does not support Redis Cluster", d.Name)
+		}
+		testClusterSlotMigration(t, d)
 	})
 	t.Run("Sentinel", func(t *testing.T) {
 		if d.Sentinel == nil {
