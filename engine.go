@@ -463,17 +463,7 @@ func ambiguous(err error) bool {
 // releaseAll releases locks in parallel, a bounded number at a time, so that
 // Close with a frozen node takes a few node timeouts, not one per lock.
 func releaseAll[L releaser](locks []L) {
-	const parallel = 64
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for _, l := range locks {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_ = l.Release(context.Background())
-		})
-	}
-	wg.Wait()
+	fanOut(len(locks), func(i int) { _ = locks[i].Release(context.Background()) })
 }
 
 // minTime is the earlier of a and b.

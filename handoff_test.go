@@ -163,7 +163,7 @@ func TestHandoffAcrossProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Release(ctx)
-			data, err := (&Lock{e: l.e, name: "forged", label: "plain", secret: secret{hold: l.secret.hold}, backend: nodeBackend{}, ttl: time.Minute}).formForTest("0123456789abcdef")
+			data, err := (&Lock{e: l.e, name: "forged", label: "plain", secret: secret{hold: l.secret.hold}, backend: nodeBackend{}, validity: validity{ttl: time.Minute}}).formForTest("0123456789abcdef")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,7 +15,7 @@ import (
 type Entry[T any] struct {
 	Value T
 	at    time.Time
-	index int // in the heap, or -1
+	index int32 // in the heap, or -1; int32 keeps an entry small (one per held lock)
 	live  bool
 }
 
@@ -68,7 +68,7 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 	}
 	e.at = at
 	if e.live {
-		heap.Fix(&s.h, e.index)
+		heap.Fix(&s.h, int(e.index))
 	} else {
 		e.live = true
 		heap.Push(&s.h, e)
@@ -87,7 +87,7 @@ func (s *Scheduler[T]) Cancel(e *Entry[T]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.live {
-		heap.Remove(&s.h, e.index)
+		heap.Remove(&s.h, int(e.index))
 		e.live = false
 	}
 }
@@ -175,12 +175,12 @@ func (h entries[T]) Len() int           { return len(h) }
 func (h entries[T]) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h entries[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].index = int32(i)
+	h[j].index = int32(j)
 }
 func (h *entries[T]) Push(x any) {
 	e := x.(*Entry[T])
-	e.index = len(*h)
+	e.index = int32(len(*h))
 	*h = append(*h, e)
 }
 func (h *entries[T]) Pop() any {

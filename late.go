@@ -1,0 +1,205 @@
+package redlock
+
+import (
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// lateAnswers is the part of a lock that arranges the answers that came
+// after their round was decided with the lock's Release, bits by node:
+//
+//   - confirmed has bit i set when node i answered yes in time to an
+//     acquire or refresh round of the lock, so it held our key. Only such a
+//     node's "not ours" at Release is evidence that the lock was lost
+//     (certainlyNotOurs): another may not have received our key yet.
+//   - Once releasing is set (Release's round is out), a late yes of an
+//     acquire or refresh round cleans up after itself (settleLate).
+//   - The won acquire round's answers still to come at its decision are in
+//     acq (pending); Release sends its request to such a node after the
+//     answer, so that its delete lands after the acquire's SET, and the
+//     answer that finds the release waiting leaves its clean-up to it.
+//
+// It has a mutex of its own and no I/O, so that its arrangement is tested
+// without Redis (late_test.go).
+type lateAnswers struct {
+	mu        sync.Mutex
+	confirmed uint64
+	// in are the nodes whose answer to the won acquire round is in.
+	in        uint64
+	releasing bool
+	// acq is made when the won acquire round had answers still to come at
+	// its decision (expect); most rounds have none.
+	acq *pendingAcquire
+}
+
+// pendingAcquire is the state of the won acquire round's late answers
+// (bits by node): pending are the nodes it had not heard from at its
+// decision. waits are the nodes to which Release holds back its request
+// until their answer (await), which closes next when it comes in;
+// handedOver those whose answer came while Release waited, and left its
+// clean-up to it.
+type pendingAcquire struct {
+	pending, waits, handedOver uint64
+	next                       chan struct{}
+}
+
+// confirm records the nodes, of n, that answered yes in time to a round of
+// the lock.
+func (a *lateAnswers) confirm(n int, yes func(i int) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i := range n {
+		if yes(i) {
+			a.confirmed |= 1 << i
+		}
+	}
+}
+
+// expect records the nodes whose answer to the won acquire round was still
+// to come at its decision (some may be in already), before the lock is
+// shared.
+func (a *lateAnswers) expect(pending uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.acq == nil {
+		a.acq = &pendingAcquire{}
+	}
+	a.acq.pending = pending
+}
+
+// arrive records the answer of node i to the won acquire round, which was
+// definite unless ambiguous; it reports whether the answer is covered: the
+// Release that waits for it sends its delete after it, so the answer needs
+// no clean-up of its own. An answer without a definite outcome (a timeout)
+// may come before its request ran on the node, so the release that
+// follows it may still land first: it is never covered.
+func (a *lateAnswers) arrive(i int, ambiguous bool) (covered bool) {
+	bit := uint64(1) << i
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.in |= bit
+	p := a.acq
+	if p == nil {
+		return false // no release waits for an answer not expected yet
+	}
+	covered = p.waits&bit != 0 && !ambiguous
+	if covered {
+		p.handedOver |= bit
+	}
+	if p.next != nil {
+		close(p.next)
+		p.next = nil
+	}
+	return covered
+}
+
+// startRelease marks Release's round out and makes it wait for the
+// acquire's answers still to come; it returns the confirmed nodes.
+func (a *lateAnswers) startRelease() (confirmed uint64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.releasing = true
+	if p := a.acq; p != nil {
+		p.waits = p.pending &^ a.in
+	}
+	return a.confirmed
+}
+
+// isReleasing reports whether Release's round is out.
+func (a *lateAnswers) isReleasing() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.releasing
+}
+
+// await is called by Release before it sends its request to node i: when
+// the node's answer to the acquire round is still to come, it returns a
+// channel closed when the next late answer comes in (the caller asks
+// again), and node i's answer will leave its clean-up to the release; nil
+// once node i's answer is in.
+func (a *lateAnswers) await(i int) <-chan struct{} {
+	bit := uint64(1) << i
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.acq
+	if p == nil || p.pending&^a.in&bit == 0 {
+		return nil
+	}
+	p.waits |= bit
+	if p.next == nil {
+		p.next = make(chan struct{})
+	}
+	return p.next
+}
+
+// abandon is called by Release when it stops waiting for node i's answer
+// without sending its request: it reports whether that answer came and
+// left its clean-up to the release, which must then be done anyway.
+func (a *lateAnswers) abandon(i int) bool {
+	bit := uint64(1) << i
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.acq
+	if p == nil {
+		return false
+	}
+	p.waits &^= bit
+	return p.handedOver&bit != 0
+}
+
+// waiting is the nodes Release waits for (or waited for and has not
+// abandoned).
+func (a *lateAnswers) waiting() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.acq == nil {
+		return 0
+	}
+	return a.acq.waits
+}
+
+// expectLate records the nodes whose answer to the won acquire round was
+// still to come at its decision, before the lock is shared.
+func (l *Lock) expectLate(pending uint64) { l.late.expect(pending) }
+
+// settleAcquire settles a node's answer to the won acquire round: unless
+// Release is waiting to send its request to the node after this definite
+// answer (lateAnswers.await), which then deletes whatever the acquire set,
+// it is settleLate's.
+func (l *Lock) settleAcquire(n *quorum.Node, r script.RefreshResult, err error, late bool) {
+	if !l.late.arrive(n.Index, ambiguous(err)) {
+		l.settleLate(n, r, err, late)
+	}
+}
+
+// settleLate deletes our key on a node whose reply to an acquire or refresh
+// round of the lock may have set or extended it after the lock's release
+// was sent: a yes that came after its round was decided (late), or a
+// request with no definite outcome. Every round of a lock is decided
+// before its Release begins (l.op), so a reply that came before its
+// round's decision is covered by the release.
+func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, late bool) {
+	if ((late && r.Agrees()) || ambiguous(err)) && l.late.isReleasing() {
+		l.releaseNode(n, l.nodeTimeoutNow())
+	}
+}
+
+// notSent takes back from the acquire's late answers the nodes that
+// Release's round did not send its request to (skipped by their breaker or
+// in-flight bound): such an answer still to come cleans up after itself,
+// one that came already is cleaned up here.
+func (l *Lock) notSent(replies []quorum.Reply[script.Released], timeout time.Duration) {
+	waits := l.late.waiting()
+	if waits == 0 {
+		return
+	}
+	for i, r := range replies {
+		if waits&(1<<i) != 0 && errors.Is(r.Err, quorum.ErrSkipped) && l.late.abandon(i) {
+			l.releaseNode(l.e.nodes[i], timeout)
+		}
+	}
+}
