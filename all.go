@@ -86,9 +86,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 			l.keepAliveOff()
 		}
 	}
-	l := &Lock{e: e, label: "plain"}
-	l.impl = &allOf{parts: parts, done: firstDone(parts)}
-	return l, nil
+	return &Lock{e: e, label: "plain", all: &allOf{parts: parts, done: firstDone(parts)}}, nil
 }
 
 // allOf is the variant of a lock of several names (Client.All): its parts,

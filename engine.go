@@ -66,7 +66,7 @@ type engine struct {
 	// sched runs the keep-alive: automatic refreshes and loss deadlines;
 	// its entries' values are *Lock. epoch is the origin of the refresh
 	// grid.
-	sched *keepalive.Scheduler[any]
+	sched *keepalive.Scheduler[*Lock]
 	epoch time.Time
 
 	brk     breakerState
@@ -98,7 +98,7 @@ const minReleaseTimeout = 100 * time.Millisecond
 // init checks the nodes and builds the engine over them in place (its
 // goroutines' owner is its own WaitGroup); fire is the keep-alive's handler
 // of due locks. It does no I/O.
-func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepalive.Entry[any])) error {
+func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepalive.Entry[*Lock])) error {
 	if len(nodes) == 0 {
 		return invalid("no nodes given")
 	}

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 )
 
@@ -17,10 +16,6 @@ type gate struct {
 	// made when the Client has a hook. The lock's other events wait for it
 	// (emit).
 	announced chan struct{}
-	// reporting counts the end being reported (the loss to Do's function,
-	// the hook and the logger): a Release that comes meanwhile waits for
-	// it, so that the hook hears of a lock's loss before its release.
-	reporting sync.WaitGroup
 	// silent is set on a lock that its obtain gives back before returning
 	// it: none of its events is reported.
 	silent bool

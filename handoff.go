@@ -57,7 +57,7 @@ func (l *Lock) Handoff() ([]byte, error) {
 	if l == nil {
 		return nil, errNilLock
 	}
-	return l.impl.handoff()
+	return l.impl().handoff()
 }
 
 // handoff is Handoff of a lock of one name.

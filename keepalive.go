@@ -17,7 +17,7 @@ import (
 // scheduler's mutex guards. Its times are kept from the lock's obtainedAt
 // (validity), which is where they start.
 type keeper struct {
-	ka keepalive.Entry[any]
+	ka keepalive.Entry[*Lock]
 	// interval is the automatic refresh's period; refreshIn is when the
 	// next automatic refresh is due, and maxHold (0: no limit) past which
 	// it does not extend the lock, both from obtainedAt.
@@ -46,11 +46,11 @@ func (l *Lock) holdUntil() time.Time {
 
 // fire handles the locks whose scheduled event has come: a lock past its
 // loss deadline is lost; a lock due for refresh joins this batch.
-func (e *engine) fire(due []*keepalive.Entry[any]) {
+func (e *engine) fire(due []*keepalive.Entry[*Lock]) {
 	now := e.cfg.now()
 	var batch []*Lock
 	for _, entry := range due {
-		l := entry.Value.(*Lock)
+		l := entry.Value
 		l.mu.Lock()
 		ended, deadline := l.err != nil, l.lossDeadline()
 		refresh := l.auto && !l.refreshAt().After(now.Add(batchWindow))

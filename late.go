@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/quorum"
@@ -16,21 +15,21 @@ import (
 //     acquire or refresh round of the lock, so it held our key. Only such a
 //     node's "not ours" at Release is evidence that the lock was lost
 //     (certainlyNotOurs): another may not have received our key yet.
-//   - Once releasing is set (Release's round is out), a late yes of an
-//     acquire or refresh round cleans up after itself (settleLate).
+//   - Once the lock is releasing (ending: Release's round is out), a late
+//     yes of an acquire or refresh round cleans up after itself
+//     (settleLate).
 //   - The won acquire round's answers still to come at its decision are in
 //     acq (pending); Release sends its request to such a node after the
 //     answer, so that its delete lands after the acquire's SET, and the
 //     answer that finds the release waiting leaves its clean-up to it.
 //
-// It has a mutex of its own and no I/O, so that its arrangement is tested
-// without Redis (late_test.go).
+// The Lock's mu guards it (the acquire's Settle runs on the round's
+// goroutines). It does no I/O, so that its arrangement is tested without
+// Redis (late_test.go).
 type lateAnswers struct {
-	mu        sync.Mutex
 	confirmed uint64
 	// in are the nodes whose answer to the won acquire round is in.
-	in        uint64
-	releasing bool
+	in uint64
 	// acq is made when the won acquire round had answers still to come at
 	// its decision (expect); most rounds have none.
 	acq *pendingAcquire
@@ -50,8 +49,6 @@ type pendingAcquire struct {
 // confirm records the nodes, of n, that answered yes in time to a round of
 // the lock.
 func (a *lateAnswers) confirm(n int, yes func(i int) bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	for i := range n {
 		if yes(i) {
 			a.confirmed |= 1 << i
@@ -63,8 +60,6 @@ func (a *lateAnswers) confirm(n int, yes func(i int) bool) {
 // to come at its decision (some may be in already), before the lock is
 // shared.
 func (a *lateAnswers) expect(pending uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.acq == nil {
 		a.acq = &pendingAcquire{}
 	}
@@ -79,8 +74,6 @@ func (a *lateAnswers) expect(pending uint64) {
 // follows it may still land first: it is never covered.
 func (a *lateAnswers) arrive(i int, ambiguous bool) (covered bool) {
 	bit := uint64(1) << i
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	a.in |= bit
 	p := a.acq
 	if p == nil {
@@ -97,23 +90,13 @@ func (a *lateAnswers) arrive(i int, ambiguous bool) (covered bool) {
 	return covered
 }
 
-// startRelease marks Release's round out and makes it wait for the
-// acquire's answers still to come; it returns the confirmed nodes.
+// startRelease makes Release's round wait for the acquire's answers still
+// to come; it returns the confirmed nodes.
 func (a *lateAnswers) startRelease() (confirmed uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.releasing = true
 	if p := a.acq; p != nil {
 		p.waits = p.pending &^ a.in
 	}
 	return a.confirmed
-}
-
-// isReleasing reports whether Release's round is out.
-func (a *lateAnswers) isReleasing() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.releasing
 }
 
 // await is called by Release before it sends its request to node i: when
@@ -123,8 +106,6 @@ func (a *lateAnswers) isReleasing() bool {
 // once node i's answer is in.
 func (a *lateAnswers) await(i int) <-chan struct{} {
 	bit := uint64(1) << i
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	p := a.acq
 	if p == nil || p.pending&^a.in&bit == 0 {
 		return nil
@@ -141,8 +122,6 @@ func (a *lateAnswers) await(i int) <-chan struct{} {
 // left its clean-up to the release, which must then be done anyway.
 func (a *lateAnswers) abandon(i int) bool {
 	bit := uint64(1) << i
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	p := a.acq
 	if p == nil {
 		return false
@@ -154,8 +133,6 @@ func (a *lateAnswers) abandon(i int) bool {
 // waiting is the nodes Release waits for (or waited for and has not
 // abandoned).
 func (a *lateAnswers) waiting() uint64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	if a.acq == nil {
 		return 0
 	}
@@ -164,14 +141,21 @@ func (a *lateAnswers) waiting() uint64 {
 
 // expectLate records the nodes whose answer to the won acquire round was
 // still to come at its decision, before the lock is shared.
-func (l *Lock) expectLate(pending uint64) { l.late.expect(pending) }
+func (l *Lock) expectLate(pending uint64) {
+	l.mu.Lock()
+	l.late.expect(pending)
+	l.mu.Unlock()
+}
 
 // settleAcquire settles a node's answer to the won acquire round: unless
 // Release is waiting to send its request to the node after this definite
 // answer (lateAnswers.await), which then deletes whatever the acquire set,
 // it is settleLate's.
 func (l *Lock) settleAcquire(n *quorum.Node, r script.RefreshResult, err error, late bool) {
-	if !l.late.arrive(n.Index, ambiguous(err)) {
+	l.mu.Lock()
+	covered := l.late.arrive(n.Index, ambiguous(err))
+	l.mu.Unlock()
+	if !covered {
 		l.settleLate(n, r, err, late)
 	}
 }
@@ -183,7 +167,7 @@ func (l *Lock) settleAcquire(n *quorum.Node, r script.RefreshResult, err error, 
 // before its Release begins (l.op), so a reply that came before its
 // round's decision is covered by the release.
 func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, late bool) {
-	if ((late && r.Agrees()) || ambiguous(err)) && l.late.isReleasing() {
+	if ((late && r.Agrees()) || ambiguous(err)) && l.isReleasing() {
 		l.releaseNode(n, l.nodeTimeoutNow())
 	}
 }
@@ -193,13 +177,35 @@ func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, lat
 // in-flight bound): such an answer still to come cleans up after itself,
 // one that came already is cleaned up here.
 func (l *Lock) notSent(replies []quorum.Reply[script.Released], timeout time.Duration) {
+	l.mu.Lock()
 	waits := l.late.waiting()
+	l.mu.Unlock()
 	if waits == 0 {
 		return
 	}
 	for i, r := range replies {
-		if waits&(1<<i) != 0 && errors.Is(r.Err, quorum.ErrSkipped) && l.late.abandon(i) {
+		if waits&(1<<i) != 0 && errors.Is(r.Err, quorum.ErrSkipped) && l.abandonAwait(i) {
 			l.releaseNode(l.e.nodes[i], timeout)
 		}
 	}
+}
+
+// awaitAcquire is lateAnswers.await of node i under the Lock's mu.
+func (l *Lock) awaitAcquire(i int) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.late.await(i)
+}
+
+// abandonAwait is lateAnswers.abandon of node i under the Lock's mu.
+func (l *Lock) abandonAwait(i int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.late.abandon(i)
+}
+
+func (l *Lock) isReleasing() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.releasing
 }

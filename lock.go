@@ -33,9 +33,9 @@ import (
 // for a lock of one name, whose state is made of the parts below, each with
 // its own file, or an allOf (all.go) for a lock of several names.
 type Lock struct {
-	// impl is the variant the public methods delegate to: the Lock itself
-	// (one name), or an *allOf (Client.All).
-	impl  variant
+	// all is the variant of a lock of several names (Client.All); nil for
+	// a lock of one name (see impl).
+	all   *allOf
 	e     *engine
 	name  string
 	label string // the kind's label in events
@@ -67,6 +67,15 @@ type Lock struct {
 	do       *doBinding  // do.go: Do's binding; nil outside Do
 }
 
+// impl is the variant the public methods delegate to: the Lock itself for
+// a lock of one name, or its allOf.
+func (l *Lock) impl() variant {
+	if l.all != nil {
+		return l.all
+	}
+	return l
+}
+
 // variant is what the public methods of a Lock delegate to: the Lock
 // itself for a lock of one name (its methods below), or an *allOf for a
 // lock of several names (all.go).
@@ -88,11 +97,12 @@ type ending struct {
 	err        error // nil while held; then ErrLost or ErrNotHeld
 	releaseErr error
 	// done is made by the first Done call (most locks are never watched),
-	// and closed once err is set and a loss reported; doneClosed says the
-	// closing is over, so that a later Done gets a closed channel.
-	done       chan struct{}
-	doneClosed bool
-	released   bool
+	// and closed once err is set and a loss reported; it is closedChan once
+	// the closing is over, so that a later Done gets a closed channel.
+	done chan struct{}
+	// releasing: Release's round is out, and late yes-replies clean up
+	// after themselves (late.go); released: it is over.
+	releasing, released bool
 }
 
 // backend is where a lock is held: the nodes (the lock's own rounds,
@@ -130,7 +140,6 @@ func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeo
 	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
 		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
 		quorum:   e.rule(sp.kind, &sp.proto), backend: nodeBackend{}}
-	l.impl = l
 	l.secret = sp.kind.newSecret(key, &sp.proto, newValue(), wait)
 	l.ka.Value = l
 	return l
@@ -176,7 +185,7 @@ func (l *Lock) Parts() []*Lock {
 	if l == nil {
 		return nil
 	}
-	return l.impl.lockParts()
+	return l.impl().lockParts()
 }
 
 // Degraded reports whether the lock was obtained in degraded mode, from the
@@ -186,7 +195,7 @@ func (l *Lock) Degraded() bool {
 	if l == nil {
 		return false
 	}
-	return l.impl.isDegraded()
+	return l.impl().isDegraded()
 }
 
 // ValidUntil returns the time until which the lock is guaranteed to be held
@@ -199,7 +208,7 @@ func (l *Lock) ValidUntil() time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	return l.impl.heldUntil()
+	return l.impl().heldUntil()
 }
 
 // TTL returns the time to live used by the last acquire or refresh (for a
@@ -209,7 +218,7 @@ func (l *Lock) TTL() time.Duration {
 	if l == nil {
 		return 0
 	}
-	return l.impl.lastTTL()
+	return l.impl().lastTTL()
 }
 
 // Done returns a channel that is closed when the lock ends: when it is lost
@@ -221,7 +230,7 @@ func (l *Lock) Done() <-chan struct{} {
 	if l == nil {
 		return closedChan
 	}
-	return l.impl.doneChan()
+	return l.impl().doneChan()
 }
 
 // closedChan is Done of a nil *Lock, and of a lock that had ended before
@@ -236,7 +245,7 @@ func (l *Lock) Err() error {
 	if l == nil {
 		return errNilLock
 	}
-	return l.impl.endErr()
+	return l.impl().endErr()
 }
 
 // Refresh extends the lock to ttl from now. A round counts only if a
@@ -275,7 +284,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return l.impl.refresh(ctx, ttl)
+	return l.impl().refresh(ctx, ttl)
 }
 
 // refresh is Refresh of a lock of one name, its TTL checked: rounds until
@@ -346,7 +355,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return l.impl.release(ctx)
+	return l.impl().release(ctx)
 }
 
 // release is Release of a lock of one name.
@@ -364,15 +373,16 @@ func (l *Lock) release(ctx context.Context) error {
 	// Nothing depends on a release being quick, and a key that stays
 	// blocks others for its TTL: give the nodes more time than an acquire.
 	timeout := max(l.nodeTimeout, minReleaseTimeout)
-	l.mu.Unlock()
 	// From here, a late yes of an earlier acquire or refresh round (which
 	// may land on a node after this release's delete) deletes its own key
 	// (settleLate); one that landed before is deleted by the release. The
 	// acquire's answers still to come leave their clean-up to this release,
 	// which sends its request to their nodes after them.
+	l.releasing = true
 	confirmed := l.late.startRelease()
+	l.mu.Unlock()
 	l.end(errReleased)
-	l.reporting.Wait() // a loss being reported goes first
+	l.endReported() // a loss being reported goes first
 	err := l.backend.release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
@@ -409,11 +419,7 @@ func (l *Lock) doneChan() <-chan struct{} {
 	watch := !l.watched && l.err == nil
 	l.watched = true
 	if l.done == nil {
-		if l.doneClosed {
-			l.done = closedChan
-		} else {
-			l.done = make(chan struct{})
-		}
+		l.done = make(chan struct{})
 	}
 	done := l.done
 	l.mu.Unlock()
@@ -448,19 +454,17 @@ func (l *Lock) end(err error) {
 	l.err = err
 	l.validUntil = time.Time{}
 	do := l.do
-	l.reporting.Add(1)
 	l.mu.Unlock()
 	// Done is closed last, so that whoever waits on it finds the loss
 	// already reported to Do's function, the hook and the logger.
 	defer func() {
 		l.mu.Lock()
 		done := l.done
-		l.doneClosed = true
+		l.done = closedChan
 		l.mu.Unlock()
 		if done != nil {
 			close(done)
 		}
-		l.reporting.Done()
 	}()
 	l.e.sched.Cancel(&l.ka)
 	if !errors.Is(err, ErrLost) {
@@ -468,6 +472,25 @@ func (l *Lock) end(err error) {
 	}
 	do.lost()
 	l.reportLoss(err)
+}
+
+// endReported waits until the lock's end, which has begun, is reported
+// (its loss to Do's function, the hook and the logger) and Done closed: a
+// Release that comes meanwhile waits for it, so that the hook hears of a
+// lock's loss before its release.
+func (l *Lock) endReported() {
+	l.mu.Lock()
+	var wait chan struct{}
+	if l.done != closedChan {
+		if l.done == nil {
+			l.done = make(chan struct{})
+		}
+		wait = l.done
+	}
+	l.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
 }
 
 // eachPart runs f on every part of a lock of several names, a bounded

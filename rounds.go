@@ -198,12 +198,12 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 			// decided gets its delete after the answer, not before the
 			// acquire's SET: the answer then needs no clean-up of its own.
 			waited := false
-			for wait := l.late.await(n.Index); wait != nil; wait = l.late.await(n.Index) {
+			for wait := l.awaitAcquire(n.Index); wait != nil; wait = l.awaitAcquire(n.Index) {
 				waited = true
 				select {
 				case <-wait:
 				case <-ctx.Done():
-					if l.late.abandon(n.Index) {
+					if l.abandonAwait(n.Index) {
 						l.releaseNode(n, timeout)
 					}
 					return script.Released{}, ctx.Err()

@@ -14,8 +14,10 @@ import (
 // owned by one Scheduler at a time.
 type Entry[T any] struct {
 	Value T
-	at    time.Time
-	index int32 // in the heap, or -1; int32 keeps an entry small (one per held lock)
+	// at is the deadline, in nanoseconds from the Scheduler's origin; it
+	// and index are kept small, as there is one Entry per held lock.
+	at    int64
+	index int32 // in the heap, or -1
 	live  bool
 }
 
@@ -27,6 +29,7 @@ type Scheduler[T any] struct {
 	window time.Duration
 	fire   func(due []*Entry[T])
 	now    func() time.Time
+	origin time.Time // of the entries' deadlines: now at New
 
 	mu      sync.Mutex
 	h       entries[T]
@@ -48,6 +51,7 @@ func New[T any](window time.Duration, now func() time.Time, fire func(due []*Ent
 		window: window,
 		fire:   fire,
 		now:    now,
+		origin: now(),
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -66,7 +70,7 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 		s.started = true
 		go s.loop()
 	}
-	e.at = at
+	e.at = s.since(at)
 	if e.live {
 		heap.Fix(&s.h, int(e.index))
 	} else {
@@ -81,6 +85,10 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 	}
 	return true
 }
+
+// since is t in nanoseconds from the Scheduler's origin (saturated, as
+// time.Time.Sub is, about 292 years away).
+func (s *Scheduler[T]) since(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
 // Cancel removes e from the schedule, if it is scheduled.
 func (s *Scheduler[T]) Cancel(e *Entry[T]) {
@@ -155,12 +163,12 @@ func (s *Scheduler[T]) takeDue() (due []*Entry[T], next time.Time, ok bool) {
 	if len(s.h) == 0 {
 		return nil, time.Time{}, false
 	}
-	now := s.now()
-	if s.h[0].at.After(now) {
-		return nil, s.h[0].at, true
+	now := s.since(s.now())
+	if s.h[0].at > now {
+		return nil, s.origin.Add(time.Duration(s.h[0].at)), true
 	}
-	limit := now.Add(s.window)
-	for len(s.h) > 0 && !s.h[0].at.After(limit) {
+	limit := now + int64(s.window)
+	for len(s.h) > 0 && s.h[0].at <= limit {
 		e := heap.Pop(&s.h).(*Entry[T])
 		e.live = false
 		due = append(due, e)
@@ -172,7 +180,7 @@ func (s *Scheduler[T]) takeDue() (due []*Entry[T], next time.Time, ok bool) {
 type entries[T any] []*Entry[T]
 
 func (h entries[T]) Len() int           { return len(h) }
-func (h entries[T]) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h entries[T]) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h entries[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index = int32(i)
