@@ -86,7 +86,13 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 			l.keepAliveOff()
 		}
 	}
-	return &Lock{e: e, label: "plain", all: &allOf{parts: parts, done: firstDone(parts)}}, nil
+	// One allocation for the Lock and its variant, as before the variant.
+	both := &struct {
+		Lock
+		allOf
+	}{Lock{e: e, label: "plain"}, allOf{parts: parts, done: firstDone(parts)}}
+	both.Lock.all = &both.allOf
+	return &both.Lock, nil
 }
 
 // allOf is the variant of a lock of several names (Client.All): its parts,

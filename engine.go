@@ -463,7 +463,7 @@ func ambiguous(err error) bool {
 // releaseAll releases locks in parallel, a bounded number at a time, so that
 // Close with a frozen node takes a few node timeouts, not one per lock.
 func releaseAll[L releaser](locks []L) {
-	fanOut(len(locks), func(i int) { _ = locks[i].Release(context.Background()) })
+	fanOut(locks, func(l L) error { return l.Release(context.Background()) })
 }
 
 // minTime is the earlier of a and b.

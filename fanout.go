@@ -7,19 +7,21 @@ import "sync"
 // goroutine per lock.
 const fanOutLimit = 64
 
-// fanOut runs f(i) for every i in [0, n) on goroutines of its own, at most
-// fanOutLimit at a time, and returns when every call has: the bounded
-// parallel fan-out of a lock of several names (eachPart) and of Close
-// (releaseAll).
-func fanOut(n int, f func(i int)) {
+// fanOut runs f on every item on goroutines of its own, at most
+// fanOutLimit at a time, and returns when every call has, with each call's
+// error at its item's index: the bounded parallel fan-out of a lock of
+// several names (eachPart) and of Close (releaseAll).
+func fanOut[T any](items []T, f func(T) error) []error {
+	errs := make([]error, len(items))
 	sem := make(chan struct{}, fanOutLimit)
 	var wg sync.WaitGroup
-	for i := range n {
+	for i, item := range items {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			f(i)
+			errs[i] = f(item)
 		})
 	}
 	wg.Wait()
+	return errs
 }

@@ -18,8 +18,8 @@ import (
 //   - Once the lock is releasing (ending: Release's round is out), a late
 //     yes of an acquire or refresh round cleans up after itself
 //     (settleLate).
-//   - The won acquire round's answers still to come at its decision are in
-//     acq (pending); Release sends its request to such a node after the
+//   - The won acquire round's answers still to come at its decision are
+//     pending; Release sends its request to such a node after the
 //     answer, so that its delete lands after the acquire's SET, and the
 //     answer that finds the release waiting leaves its clean-up to it.
 //
@@ -28,22 +28,16 @@ import (
 // Redis (late_test.go).
 type lateAnswers struct {
 	confirmed uint64
-	// in are the nodes whose answer to the won acquire round is in.
-	in uint64
-	// acq is made when the won acquire round had answers still to come at
-	// its decision (expect); most rounds have none.
-	acq *pendingAcquire
-}
-
-// pendingAcquire is the state of the won acquire round's late answers
-// (bits by node): pending are the nodes it had not heard from at its
-// decision. waits are the nodes to which Release holds back its request
-// until their answer (await), which closes next when it comes in;
-// handedOver those whose answer came while Release waited, and left its
-// clean-up to it.
-type pendingAcquire struct {
-	pending, waits, handedOver uint64
-	next                       chan struct{}
+	// The won acquire round's answers that came after its decision:
+	// pending are the nodes it had not heard from then, in those whose
+	// answer is in. waits are the nodes to which Release holds back its
+	// request until their answer (await), which closes next when it comes
+	// in; handedOver those whose answer came while Release waited, and
+	// left its clean-up to it. (They are the Lock's own, not made on
+	// demand: a round on five nodes often has answers pending, and an
+	// allocation more per cycle would cost more than their 40 bytes.)
+	pending, in, waits, handedOver uint64
+	next                           chan struct{}
 }
 
 // confirm records the nodes, of n, that answered yes in time to a round of
@@ -60,10 +54,7 @@ func (a *lateAnswers) confirm(n int, yes func(i int) bool) {
 // to come at its decision (some may be in already), before the lock is
 // shared.
 func (a *lateAnswers) expect(pending uint64) {
-	if a.acq == nil {
-		a.acq = &pendingAcquire{}
-	}
-	a.acq.pending = pending
+	a.pending = pending
 }
 
 // arrive records the answer of node i to the won acquire round, which was
@@ -75,17 +66,13 @@ func (a *lateAnswers) expect(pending uint64) {
 func (a *lateAnswers) arrive(i int, ambiguous bool) (covered bool) {
 	bit := uint64(1) << i
 	a.in |= bit
-	p := a.acq
-	if p == nil {
-		return false // no release waits for an answer not expected yet
-	}
-	covered = p.waits&bit != 0 && !ambiguous
+	covered = a.waits&bit != 0 && !ambiguous
 	if covered {
-		p.handedOver |= bit
+		a.handedOver |= bit
 	}
-	if p.next != nil {
-		close(p.next)
-		p.next = nil
+	if a.next != nil {
+		close(a.next)
+		a.next = nil
 	}
 	return covered
 }
@@ -93,9 +80,7 @@ func (a *lateAnswers) arrive(i int, ambiguous bool) (covered bool) {
 // startRelease makes Release's round wait for the acquire's answers still
 // to come; it returns the confirmed nodes.
 func (a *lateAnswers) startRelease() (confirmed uint64) {
-	if p := a.acq; p != nil {
-		p.waits = p.pending &^ a.in
-	}
+	a.waits = a.pending &^ a.in
 	return a.confirmed
 }
 
@@ -106,15 +91,14 @@ func (a *lateAnswers) startRelease() (confirmed uint64) {
 // once node i's answer is in.
 func (a *lateAnswers) await(i int) <-chan struct{} {
 	bit := uint64(1) << i
-	p := a.acq
-	if p == nil || p.pending&^a.in&bit == 0 {
+	if a.pending&^a.in&bit == 0 {
 		return nil
 	}
-	p.waits |= bit
-	if p.next == nil {
-		p.next = make(chan struct{})
+	a.waits |= bit
+	if a.next == nil {
+		a.next = make(chan struct{})
 	}
-	return p.next
+	return a.next
 }
 
 // abandon is called by Release when it stops waiting for node i's answer
@@ -122,22 +106,13 @@ func (a *lateAnswers) await(i int) <-chan struct{} {
 // left its clean-up to the release, which must then be done anyway.
 func (a *lateAnswers) abandon(i int) bool {
 	bit := uint64(1) << i
-	p := a.acq
-	if p == nil {
-		return false
-	}
-	p.waits &^= bit
-	return p.handedOver&bit != 0
+	a.waits &^= bit
+	return a.handedOver&bit != 0
 }
 
 // waiting is the nodes Release waits for (or waited for and has not
 // abandoned).
-func (a *lateAnswers) waiting() uint64 {
-	if a.acq == nil {
-		return 0
-	}
-	return a.acq.waits
-}
+func (a *lateAnswers) waiting() uint64 { return a.waits }
 
 // expectLate records the nodes whose answer to the won acquire round was
 // still to come at its decision, before the lock is shared.

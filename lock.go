@@ -497,11 +497,11 @@ func (l *Lock) endReported() {
 // number at a time (fanOut), and joins the errors, each prefixed with its
 // part's name.
 func eachPart(parts []*Lock, f func(*Lock) error) error {
-	errs := make([]error, len(parts))
-	fanOut(len(parts), func(i int) {
-		if err := f(parts[i]); err != nil {
+	errs := fanOut(parts, f)
+	for i, err := range errs {
+		if err != nil {
 			errs[i] = fmt.Errorf("lock %q: %w", parts[i].name, err)
 		}
-	})
+	}
 	return errors.Join(errs...)
 }
