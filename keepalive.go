@@ -164,7 +164,7 @@ func (l *Lock) refreshWon(start time.Time, ttl time.Duration) {
 // win, at now: try again soon, while a refresh can still finish in time.
 // l.mu must be held.
 func (l *Lock) refreshLost(now time.Time) {
-	l.setRefreshAt(now.Add(max(l.interval/4, l.nodeTimeout)))
+	l.setRefreshAt(autoRetryAt(now, l.interval, l.nodeTimeout))
 }
 
 // nextRefresh is the TTL an automatic refresh sent at start asks for (and

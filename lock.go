@@ -288,31 +288,15 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 // refresh is Refresh of a lock of one name, its TTL checked: rounds until
-// one is decided, ctx ends or the lock passes its loss deadline.
+// one is decided, ctx ends or the lock passes its loss deadline
+// (retryRefresh).
 func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
 	e := l.e
-	backoff := newBackoff(e.cfg.retry)
-	for {
-		err := l.refreshOnce(ctx, ttl)
-		if err == nil || err == ErrClosed || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrDegraded) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return errors.Join(err, ctxErr(ctx))
-		}
-		// Wait, but not past the moment from which no round could be
-		// confirmed in time: the next round then ends the lock.
+	return retryRefresh(ctx, e.cfg.retry, func() error { return l.refreshOnce(ctx, ttl) }, func() time.Duration {
 		l.mu.Lock()
-		left := l.lossDeadline().Sub(e.cfg.now())
-		l.mu.Unlock()
-		delay, more := backoff.next()
-		if !more {
-			return err // the caller's strategy ends the retries
-		}
-		if serr := sleep(ctx, max(0, min(delay, left))); serr != nil {
-			return errors.Join(err, serr)
-		}
-	}
+		defer l.mu.Unlock()
+		return l.lossDeadline().Sub(e.cfg.now())
+	})
 }
 
 // refreshOnce is one round of Refresh.
