@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
@@ -235,7 +234,7 @@ func jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
 // i (-1: a node that answered late).
 func (e *engine) conflictError(c *joint.Conflict, i int) error {
 	how := "records a Client"
-	if strings.HasPrefix(c.Field, "s:") {
+	if _, seen, _ := keys.ParseConfigAlone(c.Field); seen {
 		how = "holds a joint Client's report of a Client"
 	}
 	node := "a node"

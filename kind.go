@@ -101,8 +101,8 @@ type spec struct {
 
 var (
 	plainSpec  = spec{"plain", plainKind, script.Hold{}}
-	readerSpec = spec{"read", familyKind, script.Hold{Mode: 'r'}}
-	writerSpec = spec{"write", familyKind, script.Hold{Mode: 'w'}}
+	readerSpec = spec{"read", familyKind, script.Hold{Mode: keys.ModeRead}}
+	writerSpec = spec{"write", familyKind, script.Hold{Mode: keys.ModeWrite}}
 )
 
 // reentrantSpec is the spec of a reentrant lock held by owner.
@@ -110,7 +110,7 @@ func reentrantSpec(owner string) (spec, error) {
 	if owner == "" {
 		return spec{}, invalid("empty owner of a reentrant lock")
 	}
-	return spec{"reentrant", familyKind, script.Hold{Mode: 'w', Owner: owner}}, nil
+	return spec{"reentrant", familyKind, script.Hold{Mode: keys.ModeWrite, Owner: owner}}, nil
 }
 
 // permitSpec is the spec of a permit of a semaphore of k permits.
@@ -118,7 +118,7 @@ func permitSpec(k int) (spec, error) {
 	if k < 1 || k > limits.MaxPermits {
 		return spec{}, invalid("%d permits: a semaphore has 1 to %d", k, limits.MaxPermits)
 	}
-	return spec{"permit", permitKind, script.Hold{Mode: 's', Permits: k}}, nil
+	return spec{"permit", permitKind, script.Hold{Mode: keys.ModePermit, Permits: k}}, nil
 }
 
 // specOf is the spec of a lock of this label (Client.Resume): owner is a
@@ -259,7 +259,7 @@ type family struct{}
 func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 	h := *proto
 	h.ID = id
-	if h.Mode == 'w' {
+	if h.Mode == keys.ModeWrite {
 		if h.Owner == "" { // a writer: an owner of its own
 			h.Owner = newValue()
 		}
@@ -275,7 +275,7 @@ func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 }
 
 func (family) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, TTL: ttl, Hold: &s.hold}
+	return script.FamilyRefresh(k, &s.hold, ttl)
 }
 
 func (family) release(key string, s *secret, publish, sharded bool) script.Call {
@@ -292,7 +292,7 @@ func (family) release(key string, s *secret, publish, sharded bool) script.Call 
 // missed the token (a late vote of the first acquire, a re-seed), and
 // deciding on them would open a new tenure, with a new token, for nothing.
 func (family) enough(s *secret, q quorum.Rule) func([]quorum.Reply[script.Acquired]) bool {
-	if s.hold.Mode != 'w' {
+	if s.hold.Mode != keys.ModeWrite {
 		return nil
 	}
 	return func(replies []quorum.Reply[script.Acquired]) bool {
@@ -389,7 +389,7 @@ func (family) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
 // holdCheck reads the expiry of a hold (holds.lua: a hash field h:ID whose
 // value is its expiry on the node's clock) and the node's time.
 func holdCheck(key string, s *secret) [][]any {
-	return [][]any{{"HGET", key, "h:" + s.hold.ID}, {"TIME"}}
+	return [][]any{{"HGET", key, keys.Hold(s.hold.ID)}, {"TIME"}}
 }
 
 // holdLeft decodes holdCheck's replies: the hold is live, for that long.
@@ -430,13 +430,13 @@ func (family) degradable() bool { return false }
 // own lock: a re-entry must never wait behind anyone. The group cannot
 // collide with a lock key, which starts with '{'.
 func (family) group(key string, proto *script.Hold) string {
-	if proto.Mode == 'w' && proto.Owner != "" {
+	if proto.Mode == keys.ModeWrite && proto.Owner != "" {
 		return "owner\x00" + key + "\x00" + proto.Owner
 	}
 	return key
 }
 
-func (family) exclusive(proto *script.Hold) bool { return proto.Mode == 'w' }
+func (family) exclusive(proto *script.Hold) bool { return proto.Mode == keys.ModeWrite }
 
 func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) error {
 	_, err := script.Withdraw(ctx, n, keys.WriterWaits(key), wait)
@@ -462,7 +462,7 @@ func (permit) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 }
 
 func (permit) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, TTL: ttl, Hold: &s.hold}
+	return script.PermitRefresh(k, &s.hold, ttl)
 }
 
 func (permit) release(key string, s *secret, publish, sharded bool) script.Call {
@@ -501,7 +501,7 @@ func (permit) looked(replies []driver.Reply, proto *script.Hold) (bool, time.Dur
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, _ := fields[i].(string)
 		v, _ := fields[i+1].(string)
-		if !strings.HasPrefix(f, "h:") {
+		if !strings.HasPrefix(f, keys.HoldPrefix) {
 			continue
 		}
 		exp, err := strconv.ParseInt(v, 10, 64)

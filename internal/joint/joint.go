@@ -11,11 +11,7 @@
 // the library, ticks in the model.
 package joint
 
-import (
-	"strings"
-
-	"github.com/redlock-go/redlock/internal/keys"
-)
+import "github.com/redlock-go/redlock/internal/keys"
 
 // Value is a live field of a configuration record on one node.
 type Value struct {
@@ -259,7 +255,7 @@ func Conflicting(recs []*Records, fp string) *Conflict {
 			continue
 		}
 		for f := range rc.Fields {
-			if a, b, ok := strings.Cut(strings.TrimPrefix(f, "j:"), ":"); ok && strings.HasPrefix(f, "j:") {
+			if a, b, ok := keys.ParseConfigJoint(f); ok {
 				switch fp {
 				case a:
 					moves[b] = true
@@ -275,11 +271,8 @@ func Conflicting(recs []*Records, fp string) *Conflict {
 			continue
 		}
 		for f, v := range rc.Fields {
-			if !strings.HasPrefix(f, "c:") && !strings.HasPrefix(f, "s:") {
-				continue
-			}
-			other := f[2:]
-			if other == fp || !moves[other] {
+			other, _, ok := keys.ParseConfigAlone(f)
+			if !ok || other == fp || !moves[other] {
 				continue
 			}
 			// The first node, and on it the field that lasts longest:
@@ -302,7 +295,7 @@ func MovedTo(recs []*Records, fp string) bool {
 			continue
 		}
 		for f := range rc.Fields {
-			if strings.HasPrefix(f, "j:") && strings.HasSuffix(f, ":"+fp) {
+			if _, b, ok := keys.ParseConfigJoint(f); ok && b == fp {
 				return true
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
+	layout "github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/reply"
 )
 
@@ -291,10 +292,10 @@ type Hold struct {
 }
 
 func (h Hold) mode() string {
-	if h.Mode == 'r' {
-		return "r"
+	if h.Mode == layout.ModeRead {
+		return string(layout.ModeRead)
 	}
-	return "w"
+	return string(layout.ModeWrite)
 }
 
 // PermitAcquireCall prepares the semaphore's acquire script (permit.lua)
@@ -508,25 +509,49 @@ func (it RefreshItem) Run(ctx context.Context, node driver.Node, g Guard) (Refre
 // ms encodes a duration as whole milliseconds for PX and PEXPIRE.
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-// RefreshItem is one lock in a batched refresh.
+// RefreshItem is one lock in a batched refresh. A plain lock's item is a
+// literal (Keys, Value, TTL); a hold's is made by FamilyRefresh or
+// PermitRefresh, which pick its script.
 type RefreshItem struct {
 	Keys  Keys
 	Value string
 	TTL   time.Duration
-	// Hold is set for a lock of the family; Value is then unused.
+	// Hold is set for a lock of the family or a permit; Value is then
+	// unused.
 	Hold *Hold
+	// script makes the item's call with the guard's arguments ga: nil for
+	// a plain lock (refresh.lua).
+	script func(it RefreshItem, ga []any) Call
+}
+
+// FamilyRefresh is the refresh item of a hold of the lock family
+// (familyrefresh.lua).
+func FamilyRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, TTL: ttl, Hold: h, script: familyRefreshCall}
+}
+
+// PermitRefresh is the refresh item of a semaphore's permit
+// (permitrefresh.lua).
+func PermitRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, TTL: ttl, Hold: h, script: permitRefreshCall}
+}
+
+func familyRefreshCall(it RefreshItem, ga []any) Call {
+	h := it.Hold
+	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
+}
+
+func permitRefreshCall(it RefreshItem, ga []any) Call {
+	h := it.Hold
+	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
 }
 
 // call is the item's refresh call; ga are the guard's arguments.
 func (it RefreshItem) call(ga []any) Call {
-	keys := []string{it.Keys.Lock, it.Keys.Epoch}
-	if h := it.Hold; h != nil && h.Mode == 's' {
-		return permitRefresh.call(keys, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
+	if it.script != nil {
+		return it.script(it, ga)
 	}
-	if h := it.Hold; h != nil {
-		return familyRefresh.call(keys, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
-	}
-	return refresh.call(keys, append([]any{it.Value, ms(it.TTL)}, ga...)...)
+	return refresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{it.Value, ms(it.TTL)}, ga...)...)
 }
 
 // RefreshBatch runs the refresh script for every item on one node in one
@@ -620,9 +645,9 @@ func ClaimCall(key, fenceKey string, h *Hold, old, new string, token int64, tomb
 	arg := ""
 	switch {
 	case h == nil:
-	case h.Mode == 'w':
+	case h.Mode == layout.ModeWrite:
 		arg = h.Owner
-	case h.Mode == 's':
+	case h.Mode == layout.ModePermit:
 		arg = strconv.Itoa(h.Permits)
 	}
 	return resume.call([]string{key, fenceKey}, ClaimKind(h), arg, old, new, ms(tombTTL), strconv.FormatInt(token, 10))
