@@ -90,7 +90,7 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	if cfg.hook != nil {
-		cfg.hook = &guardedHook{h: cfg.hook, logger: cfg.logger}
+		cfg.hook = &guardedHook{h: cfg.hook, logger: cfg.logger, now: cfg.now}
 	}
 	for i, n := range nodes {
 		if n == nil || isNilValue(n) {

@@ -85,6 +85,13 @@ var (
 	// single probe request may reach it again, or it already had the most
 	// requests in flight (WithMaxInFlight).
 	ErrNodeSkipped = quorum.ErrSkipped
+
+	// ErrConfigConflict is returned by an obtain of a Client on one set of nodes
+	// that sees, on its nodes, that a Client of another set alone is alive or
+	// was within the max TTL: the two could hold one lock at once. During a
+	// move, it means step 2 of the runbook was cut short
+	// (docs/reconfiguration.md). The error names the other configuration.
+	ErrConfigConflict = errors.New("redlock: another node configuration is in use on these nodes")
 )
 
 // errReleased is Err of a released lock.

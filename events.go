@@ -127,6 +127,7 @@ func observe(ctx context.Context, h Hook, e Event) (p *hookPanic) {
 type guardedHook struct {
 	h      Hook
 	logger *slog.Logger
+	now    func() time.Time // the Client's clock
 
 	mu      sync.Mutex
 	logged  time.Time // when the last panic was logged
@@ -145,7 +146,7 @@ func (g *guardedHook) report(ctx context.Context, e Event, p *hookPanic) {
 	if g.logger == nil {
 		return
 	}
-	now := time.Now()
+	now := g.now()
 	g.mu.Lock()
 	if g.everLog && now.Sub(g.logged) < time.Minute {
 		g.unseen++

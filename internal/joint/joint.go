@@ -11,7 +11,12 @@
 // the library, ticks in the model.
 package joint
 
-import "github.com/redlock-go/redlock/internal/keys"
+import (
+	"time"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/script"
+)
 
 // Value is a live field of a configuration record on one node.
 type Value struct {
@@ -35,6 +40,24 @@ type Records struct {
 	Now    int64
 	Start  int64
 	Fields map[string]Value
+}
+
+// FromScript are a node's records as record.lua returned them (rc), in
+// milliseconds, each field's life counted from now: the reply arrived age
+// ago, after from the round's start.
+func FromScript(rc *script.Records, age, after time.Duration) *Records {
+	out := &Records{Now: rc.Now, Start: rc.Now - after.Milliseconds() - 1,
+		Fields: make(map[string]Value, len(rc.Fields))}
+	for f, v := range rc.Fields {
+		jv := Value{Left: (v.Left - age).Milliseconds(), Floor: v.Floor}
+		if v.Fresh != 0 {
+			jv.Fresh = v.Fresh - rc.Now - age.Milliseconds()
+		}
+		if jv.Left > 0 {
+			out.Fields[f] = jv
+		}
+	}
+	return out
 }
 
 // Sets are a Client's node sets, as masks of its nodes (node i is bit i
