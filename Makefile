@@ -27,8 +27,10 @@ vet:
 lint:
 	@GO=$(GO) ./scripts/staticcheck.sh $(MODULES)
 
-# Vet every module for darwin/arm64 and windows/amd64, and for linux/arm64
-# those with a file for one architecture (scripts/cross.sh says why those).
+# Vet for darwin/arm64 and windows/amd64 every module with code that may
+# compile on Linux alone (a file for one OS, or syscall, x/sys, os/signal),
+# and for linux/arm64 those with a file for one architecture
+# (scripts/cross.sh says why those).
 cross:
 	@GO=$(GO) ./scripts/cross.sh $(MODULES)
 
@@ -37,7 +39,8 @@ lean:
 	@GO=$(GO) ./scripts/lean-module.sh
 
 # Vet the released modules with the oldest Go release they declare (all
-# modules must declare the same).
+# modules must declare the same); skipped while the toolchain is of that
+# release's line (go1.26.8 against go 1.26.0: patch releases add no API).
 oldest:
 	@GO=$(GO) ./scripts/oldest-go.sh $(RELEASED)
 

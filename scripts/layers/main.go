@@ -3,7 +3,9 @@
 // with methods and interface methods, struct fields aside), its arrows
 // between files, the fewest that can run back up in any order of the files
 // and the ones that run back up in the order that docs/engine.md draws,
-// and the calls from Client.Obtain that climb back up.
+// the calls from Client.Obtain that climb back up, and the shape that
+// issue #34 holds the code to (the longest functions and files, the
+// largest structs, the reads of the time).
 //
 //	go run ./scripts/layers
 package main
@@ -50,6 +52,22 @@ func main() {
 		}
 	}
 	report("fewest", best)
+	shape, err := layers.MeasureShape(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	top := func(what string, m []layers.Measure, n int) {
+		fmt.Printf("%s:", what)
+		for _, x := range m[:min(n, len(m))] {
+			fmt.Printf(" %s %d,", x.Name, x.N)
+		}
+		fmt.Println()
+	}
+	top("longest functions (root package, lines)", shape.Funcs, 5)
+	top("longest files (root package, lines)", shape.Files, 5)
+	top("largest structs (repository, fields)", shape.Structs, 5)
+	fmt.Printf("time reads outside the Client's clock (root package): %d %s\n", len(shape.TimeReads), strings.Join(shape.TimeReads, ", "))
 	if doc, err := layers.Documented("docs/engine.md"); err == nil {
 		report("docs/engine.md", doc)
 	}
