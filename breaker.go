@@ -237,7 +237,7 @@ func (e *engine) breakerChanged(ctx context.Context, from, to string, reachable 
 		reachable, _, _ = e.reachable(false)
 	}
 	if e.cfg.hook != nil {
-		ev := BreakerEvent{From: from, To: to, Reachable: reachable, Need: e.majority.Need()}
+		ev := BreakerEvent{From: BreakerState(from), To: BreakerState(to), Reachable: reachable, Need: e.majority.Need()}
 		if berr != nil {
 			ev.Err = berr
 		}

@@ -149,7 +149,7 @@ func (c *Client) Close() error {
 // WithBreaker): "closed" (a quorum of nodes is reachable), "open" (obtains
 // are refused, wait, or fall back to the degraded mode), or "half_open" (a
 // probe is under way). It is "closed" when the breaker is off.
-func (c *Client) BreakerState() string { return c.brk.current() }
+func (c *Client) BreakerState() BreakerState { return BreakerState(c.brk.current()) }
 
 // Locker is a handle on a lock: a name (or names) and a kind, made by the
 // Client's Mutex, Reentrant, RWMutex, Semaphore, All and Any. Making one

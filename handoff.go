@@ -25,7 +25,7 @@ type handoffForm struct {
 	Prefix  string `json:"prefix"`
 	Nodes   int    `json:"nodes"`
 	Name    string `json:"name"`
-	Kind    string `json:"kind"`
+	Kind    Kind   `json:"kind"`
 	// Secret is the plain lock's value, or the hold's ID: whoever has it
 	// holds the lock.
 	Secret  string `json:"secret"`
@@ -83,8 +83,8 @@ func (l *Lock) Handoff() ([]byte, error) {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(context.Background(), ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token,
-			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: "handed_off", Degraded: l.Degraded()})
+		l.emit(context.Background(), ReleaseEvent{LockInfo: l.info(),
+			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: ResultHandedOff, Degraded: l.Degraded()})
 	}
 	return data, nil
 }
@@ -239,8 +239,8 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	l.schedule()
 	if e.cfg.hook != nil {
 		defer l.announce() // even if the hook panics
-		e.emit(ctx, ObtainEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Elapsed: e.cfg.now().Sub(start),
-			TTL: l.ttl, TTLReason: "given", Result: "obtained"})
+		e.emit(ctx, ObtainEvent{LockInfo: l.info(), Elapsed: e.cfg.now().Sub(start),
+			TTL: l.ttl, TTLReason: "given", Result: ResultObtained})
 	}
 	return l, nil
 }

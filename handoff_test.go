@@ -138,7 +138,7 @@ func TestHandoffAcrossProcesses(t *testing.T) {
 				contender := map[string]Locker{
 					"plain": other.Mutex(l.Name()), "reentrant": other.Reentrant(l.Name(), "run-10"),
 					"write": writer(other, l.Name()), "permit": other.Semaphore(l.Name(), 1),
-				}[l.label]
+				}[string(l.label)]
 				if l.label == "permit" {
 					// Of two permits, one is the worker's: one is left.
 					p, err := other.Semaphore(l.Name(), 2).TryObtain(ctx, time.Minute)

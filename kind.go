@@ -94,15 +94,15 @@ func newValue() string {
 // label that events name it by. The functions below make the spec of each
 // handle, and check what a handle's maker can get wrong.
 type spec struct {
-	label string
+	label Kind
 	kind  kind
 	proto script.Hold
 }
 
 var (
-	plainSpec  = spec{"plain", plainKind, script.Hold{}}
-	readerSpec = spec{"read", familyKind, script.Hold{Mode: keys.ModeRead}}
-	writerSpec = spec{"write", familyKind, script.Hold{Mode: keys.ModeWrite}}
+	plainSpec  = spec{KindPlain, plainKind, script.Hold{}}
+	readerSpec = spec{KindRead, familyKind, script.Hold{Mode: keys.ModeRead}}
+	writerSpec = spec{KindWrite, familyKind, script.Hold{Mode: keys.ModeWrite}}
 )
 
 // reentrantSpec is the spec of a reentrant lock held by owner.
@@ -110,7 +110,7 @@ func reentrantSpec(owner string) (spec, error) {
 	if owner == "" {
 		return spec{}, invalid("empty owner of a reentrant lock")
 	}
-	return spec{"reentrant", familyKind, script.Hold{Mode: keys.ModeWrite, Owner: owner}}, nil
+	return spec{KindReentrant, familyKind, script.Hold{Mode: keys.ModeWrite, Owner: owner}}, nil
 }
 
 // permitSpec is the spec of a permit of a semaphore of k permits.
@@ -118,25 +118,31 @@ func permitSpec(k int) (spec, error) {
 	if k < 1 || k > limits.MaxPermits {
 		return spec{}, invalid("%d permits: a semaphore has 1 to %d", k, limits.MaxPermits)
 	}
-	return spec{"permit", permitKind, script.Hold{Mode: keys.ModePermit, Permits: k}}, nil
+	return spec{KindPermit, permitKind, script.Hold{Mode: keys.ModePermit, Permits: k}}, nil
 }
 
 // specOf is the spec of a lock of this label (Client.Resume): owner is a
 // reentrant lock's or a writer's owner, permits a permit's semaphore's.
-func specOf(label, owner string, permits int) (spec, error) {
+func specOf(label Kind, owner string, permits int) (spec, error) {
 	switch label {
-	case "plain":
+	case KindPlain:
 		return plainSpec, nil
-	case "read":
+	case KindRead:
 		return readerSpec, nil
-	case "write", "reentrant":
+	case KindWrite, KindReentrant:
 		s, err := reentrantSpec(owner)
 		s.label = label
 		return s, err
-	case "permit":
+	case KindPermit:
 		return permitSpec(permits)
 	}
 	return spec{}, invalid("unknown kind %q", label)
+}
+
+// Kinds returns the Kind of every handle, in a fixed order: for a hook
+// that shows a series per kind from the start (the adapters do).
+func Kinds() []Kind {
+	return []Kind{KindPlain, KindReentrant, KindWrite, KindRead, KindPermit}
 }
 
 // The three kinds.

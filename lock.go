@@ -36,7 +36,7 @@ type Lock struct {
 	e     *engine
 	id    uint64 // ObtainEvent.LockID; 0 when nothing observes the Client
 	name  string
-	label string // the kind's label in events
+	label Kind // the kind's label in events
 	kind  kind
 	keys  lockKeys
 	// secret is the kind's part of the lock: its value or hold.
@@ -502,7 +502,7 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
 	e := l.e
 	if e.cfg.hook != nil {
-		l.emit(ctx, RefreshEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Auto: auto,
+		l.emit(ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
 			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
 	}
 }
@@ -564,7 +564,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(ctx, ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: now.Sub(l.obtainedAt),
+		l.emit(ctx, ReleaseEvent{LockInfo: l.info(), Held: now.Sub(l.obtainedAt),
 			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err), Lost: lost, Degraded: l.Degraded()})
 	}
 	return err
@@ -607,7 +607,7 @@ func (l *Lock) end(err error) {
 	}
 	held := e.cfg.now().Sub(l.obtainedAt)
 	ctx := l.eventCtx()
-	l.emit(ctx, LostEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: held, Err: err, Degraded: l.Degraded()})
+	l.emit(ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
 	if lg := e.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
 			slog.String("name", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))

@@ -216,7 +216,7 @@ func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <
 // waited reports a wait of an obtain that began at start to the hook.
 func (e *engine) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
 	if e.cfg.hook != nil {
-		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: time.Since(start), WokenBy: why})
+		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: time.Since(start), WokenBy: WokenBy(why)})
 	}
 }
 

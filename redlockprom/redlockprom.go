@@ -189,24 +189,20 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 	if cfg.lockLabel == nil {
 		// Without a lock label these have one series per kind: show them
 		// at 0 from the start.
-		for _, k := range kinds {
-			h.lost.WithLabelValues(k)
-			h.heldLocks.WithLabelValues(k)
+		for _, k := range redlock.Kinds() {
+			h.lost.WithLabelValues(string(k))
+			h.heldLocks.WithLabelValues(string(k))
 		}
 		h.degradedLocks.WithLabelValues()
 	}
-	for _, s := range []string{"closed", "open", "half_open"} {
-		h.breakerTransitions.WithLabelValues(s)
+	for s := range breakerStates {
+		h.breakerTransitions.WithLabelValues(string(s))
 	}
 	if err := reg.Register(all); err != nil {
 		return nil, err
 	}
 	return h, nil
 }
-
-// kinds are the values of the lock_kind label: the events' Kind, a fixed
-// set.
-var kinds = []string{"plain", "reentrant", "write", "read", "permit"}
 
 // collectors registers every metric of a Hook at once, so that New
 // registers all of them or none.
@@ -238,36 +234,36 @@ func (h *Hook) Observe(_ context.Context, e redlock.Event) {
 	case redlock.AttemptEvent:
 		h.attempt(e)
 	case redlock.WaitEvent:
-		h.waitTime.WithLabelValues(h.values(e.Name, e.WokenBy)...).Observe(e.Waited.Seconds())
+		h.waitTime.WithLabelValues(h.values(e.Name, string(e.WokenBy))...).Observe(e.Waited.Seconds())
 	case redlock.ObtainEvent:
 		h.obtain(e)
 	case redlock.RefreshEvent:
 		h.refresh(e)
 	case redlock.ReleaseEvent:
-		h.releases.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
+		h.releases.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Inc()
 		h.quorumNodes("release", e.Err)
 		if !e.Lost { // else its hold ended at its LostEvent
 			h.ended(e.Name, e.Kind, "released", e.Held.Seconds(), e.Degraded)
 		}
 	case redlock.LostEvent:
-		h.lost.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
+		h.lost.WithLabelValues(h.values(e.Name, string(e.Kind))...).Inc()
 		h.ended(e.Name, e.Kind, "lost", e.Held.Seconds(), e.Degraded)
 	case redlock.BreakerEvent:
 		if s, ok := breakerStates[e.To]; ok {
 			h.breakerState.Set(s)
 		}
-		h.breakerTransitions.WithLabelValues(e.To).Inc()
+		h.breakerTransitions.WithLabelValues(string(e.To)).Inc()
 	case redlock.SampleEvent:
 		h.sample(e)
 	}
 }
 
 // breakerStates are the values of redlock_breaker_state.
-var breakerStates = map[string]float64{"closed": 0, "open": 1, "half_open": 2}
+var breakerStates = map[redlock.BreakerState]float64{redlock.BreakerClosed: 0, redlock.BreakerOpen: 1, redlock.BreakerHalfOpen: 2}
 
 // attempt counts the attempt and each node's refusal or failure.
 func (h *Hook) attempt(e redlock.AttemptEvent) {
-	h.attempts.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
+	h.attempts.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError("acquire", n)
@@ -277,8 +273,8 @@ func (h *Hook) attempt(e redlock.AttemptEvent) {
 
 // obtain counts the call and, when it obtained a lock, the lock as held.
 func (h *Hook) obtain(e redlock.ObtainEvent) {
-	h.acquires.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
-	h.acquireTime.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Observe(e.Elapsed.Seconds())
+	h.acquires.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Inc()
+	h.acquireTime.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Observe(e.Elapsed.Seconds())
 	if e.Err != nil {
 		return
 	}
@@ -286,7 +282,7 @@ func (h *Hook) obtain(e redlock.ObtainEvent) {
 	if e.LockID == 0 {
 		return
 	}
-	h.heldLocks.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
+	h.heldLocks.WithLabelValues(h.values(e.Name, string(e.Kind))...).Inc()
 	if e.Degraded {
 		h.degradedLocks.WithLabelValues(h.values(e.Name)...).Inc()
 	}
@@ -295,9 +291,9 @@ func (h *Hook) obtain(e redlock.ObtainEvent) {
 // ended counts the end of a lock's hold: its loss, or its release when it
 // was not lost before. The Client reports a lock's ObtainEvent before its
 // end (redlock.Hook), so the lock was counted as held.
-func (h *Hook) ended(name, kind, outcome string, held float64, degraded bool) {
-	h.holdTime.WithLabelValues(h.values(name, outcome, kind)...).Observe(held)
-	h.heldLocks.WithLabelValues(h.values(name, kind)...).Dec()
+func (h *Hook) ended(name string, kind redlock.Kind, outcome string, held float64, degraded bool) {
+	h.holdTime.WithLabelValues(h.values(name, outcome, string(kind))...).Observe(held)
+	h.heldLocks.WithLabelValues(h.values(name, string(kind))...).Dec()
 	if degraded {
 		h.degradedLocks.WithLabelValues(h.values(name)...).Dec()
 	}
@@ -306,8 +302,8 @@ func (h *Hook) ended(name, kind, outcome string, held float64, degraded bool) {
 // refresh counts the refresh and the nodes that refused or failed in it.
 func (h *Hook) refresh(e redlock.RefreshEvent) {
 	auto := strconv.FormatBool(e.Auto)
-	h.refreshes.WithLabelValues(h.values(e.Name, e.Result, auto, e.Kind)...).Inc()
-	h.refreshTime.WithLabelValues(h.values(e.Name, auto, e.Kind)...).Observe(e.Elapsed.Seconds())
+	h.refreshes.WithLabelValues(h.values(e.Name, string(e.Result), auto, string(e.Kind))...).Inc()
+	h.refreshTime.WithLabelValues(h.values(e.Name, auto, string(e.Kind))...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
 	if e.Err == nil {
 		h.ttlChosen.WithLabelValues(h.values(e.Name, "refresh", e.TTLReason)...).Observe(e.TTL.Seconds())
@@ -349,5 +345,5 @@ func (h *Hook) quorumNodes(op string, err error) {
 }
 
 func (h *Hook) nodeError(op string, n redlock.NodeResult) {
-	h.nodeErrors.WithLabelValues(op, strconv.Itoa(n.Node), n.Reason).Inc()
+	h.nodeErrors.WithLabelValues(op, strconv.Itoa(n.Node), string(n.Reason)).Inc()
 }
