@@ -3,68 +3,11 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// aroundEval runs f around every EVALSHA and EVAL a client processes; f
-// decides whether, and when, to pass the command on (next) and to return.
-type aroundEval func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
-
-func (aroundEval) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (f aroundEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
-			return f(ctx, cmd, next)
-		}
-		return next(ctx, cmd)
-	}
-}
-func (aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
-}
-
-// isAcquire and isFence recognise the library's scripts by their shape:
-// acquire.lua has three keys and seven arguments, fence.lua one key (the
-// fencing counter) and two arguments.
-func isAcquire(cmd redis.Cmder) bool { return len(cmd.Args()) == 13 }
-func isFence(cmd redis.Cmder) bool {
-	args := cmd.Args()
-	return len(args) == 6 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence")
-}
-
-// signal is closed once, when an event has happened.
-type signal struct {
-	once sync.Once
-	at   time.Time
-	c    chan struct{}
-}
-
-func newSignal() *signal { return &signal{c: make(chan struct{})} }
-
-func (s *signal) fire() {
-	s.once.Do(func() {
-		s.at = time.Now()
-		close(s.c)
-	})
-}
-
-// wait waits for the signal for at most 20 s, and returns when it fired.
-func (s *signal) wait(t *testing.T, what string) time.Time {
-	t.Helper()
-	select {
-	case <-s.c:
-		return s.at
-	case <-time.After(20 * time.Second):
-		t.Fatalf("timed out waiting until %s", what)
-		return time.Time{}
-	}
-}
 
 // TestFencingInversionThroughSecondRound reproduces review finding 1 on
 // real nodes: a fencing second round that counted a confirmation from a

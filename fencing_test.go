@@ -13,22 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// guarded returns a Client with the restart guard on and a short recovery
-// window, for servers that were just started: it waits until they are out
-// of their first recovery window.
-func guarded(t *testing.T, nodes []redis.UniversalClient, maxTTL time.Duration, opts ...Option) *Client {
-	t.Helper()
-	c := newClient(t, nodes, append([]Option{WithMaxTTL(maxTTL), WithRestartGuard(GuardOn)}, opts...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*maxTTL)
-	defer cancel()
-	l, err := c.Obtain(ctx, "warm-up", maxTTL)
-	if err != nil {
-		t.Fatalf("nodes still recovering after %v: %v", 10*maxTTL, err)
-	}
-	_ = l.Release(ctx)
-	return c
-}
-
 func TestTokensIncreaseAcrossClients(t *testing.T) {
 	cl := startNodes(t, 5)
 	clients := []*Client{newClient(t, cl.clients), newClient(t, cl.clients), newClient(t, cl.clients)}

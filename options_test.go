@@ -16,3 +16,19 @@ func TestDriftAllowance(t *testing.T) {
 		t.Errorf("validity = %v, want the TTL less limits.DriftAllowance: %v", got, want)
 	}
 }
+
+func TestNodeTimeoutDefault(t *testing.T) {
+	cfg := defaultConfig()
+	tests := []struct{ ttl, want time.Duration }{
+		{10 * time.Second, 500 * time.Millisecond},
+		{time.Minute, time.Second},
+		{time.Second, 50 * time.Millisecond},
+		{100 * time.Millisecond, 10 * time.Millisecond},
+		{20 * time.Millisecond, 5 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		if got := cfg.nodeTimeoutFor(tt.ttl); got != tt.want {
+			t.Errorf("nodeTimeoutFor(%v) = %v, want %v", tt.ttl, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,230 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	// go-redis logs every failed dial; tests kill nodes on purpose.
+	redis.SetLogger(quietLogger{})
+	goleak.VerifyTestMain(m)
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+// cluster is a set of real redis-server processes and a client for each.
+type cluster struct {
+	servers []*redistest.Server
+	clients []redis.UniversalClient
+}
+
+// pause stops the given nodes' processes (SIGSTOP) until the test ends, or
+// until a Resume before that.
+func (cl *cluster) pause(t testing.TB, nodes ...int) {
+	t.Helper()
+	for _, i := range nodes {
+		if err := cl.servers[i].Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cl.servers[i].Resume() })
+	}
+}
+
+func startNodes(t testing.TB, n int) *cluster {
+	t.Helper()
+	cl := &cluster{servers: redistest.Start(t, n)}
+	for _, s := range cl.servers {
+		c := s.Client()
+		t.Cleanup(func() { _ = c.Close() })
+		cl.clients = append(cl.clients, c)
+	}
+	return cl
+}
+
+// newClient returns a Client closed at the end of the test. Unless opts say
+// otherwise, its node timeout is 250 ms (the defaults derived from short
+// test TTLs, 10 ms, are too tight for a loaded machine under -race) and the
+// restart guard is off: the test's servers were just started, and would
+// recover for a minute. The guard's own tests turn it on. So are the
+// configuration records, whose script call on each node before the first
+// obtain would meet the frozen and paused nodes of other tests; their own
+// tests (joint_test.go) turn them on.
+func newClient(t *testing.T, nodes []redis.UniversalClient, opts ...Option) *Client {
+	t.Helper()
+	defaults := []Option{WithNodeTimeout(250 * time.Millisecond), WithRestartGuard(GuardOff), WithConfigRecords(false)}
+	c, err := New(nodes, append(defaults, opts...)...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// rawGet reads a lock's key on one node directly.
+func rawGet(t *testing.T, node redis.UniversalClient, name string) (string, bool) {
+	t.Helper()
+	v, err := node.Get(context.Background(), "{"+limits.Prefix+name+"}").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false
+	}
+	if err != nil {
+		t.Fatalf("GET %s: %v", name, err)
+	}
+	return v, true
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// assertReleased checks, right after a Release returned, that a quorum of
+// nodes no longer holds the lock, and that the others drop it soon: Release
+// returns once a quorum deleted the key.
+func assertReleased(t *testing.T, nodes []redis.UniversalClient, name string) {
+	t.Helper()
+	still := 0
+	for _, node := range nodes {
+		if _, ok := rawGet(t, node, name); ok {
+			still++
+		}
+	}
+	if quorum := len(nodes)/2 + 1; len(nodes)-still < quorum {
+		t.Errorf("%d of %d nodes still hold the key when Release returns, want at most %d", still, len(nodes), len(nodes)-quorum)
+	}
+	for i, node := range nodes {
+		eventually(t, fmt.Sprintf("node %d drops the released key", i), func() bool {
+			_, ok := rawGet(t, node, name)
+			return !ok
+		})
+	}
+}
+
+// tooMany is limits.MaxNodes+1 distinct clients (New does no I/O with them).
+func tooMany(t *testing.T) []redis.UniversalClient {
+	nodes := make([]redis.UniversalClient, limits.MaxNodes+1)
+	for i := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", 1+i)})
+		t.Cleanup(func() { _ = c.Close() })
+		nodes[i] = c
+	}
+	return nodes
+}
+
+// onEval calls f with every EVALSHA or EVAL a client has processed, and
+// the error it ended with (NOSCRIPT, for an EVALSHA that EVAL follows).
+type onEval func(redis.Cmder, error)
+
+func (onEval) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// configRecord reports whether cmd runs record.lua, the configuration
+// record a Client writes before its first obtain (joint.go): the hooks of
+// these tests are about the scripts of locks.
+func configRecord(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	k, _ := args[min(3, len(args)-1)].(string)
+	return strings.HasSuffix(k, "}:configs")
+}
+func (f onEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && !configRecord(cmd) {
+			f(cmd, err)
+		}
+		return err
+	}
+}
+func (onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// aroundEval runs f around every EVALSHA and EVAL a client processes; f
+// decides whether, and when, to pass the command on (next) and to return.
+type aroundEval func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (aroundEval) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f aroundEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			return f(ctx, cmd, next)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// isAcquire and isFence recognise the library's scripts by their shape:
+// acquire.lua has three keys and seven arguments, fence.lua one key (the
+// fencing counter) and two arguments.
+func isAcquire(cmd redis.Cmder) bool { return len(cmd.Args()) == 13 }
+func isFence(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	return len(args) == 6 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence")
+}
+
+// signal is closed once, when an event has happened.
+type signal struct {
+	once sync.Once
+	at   time.Time
+	c    chan struct{}
+}
+
+func newSignal() *signal { return &signal{c: make(chan struct{})} }
+
+func (s *signal) fire() {
+	s.once.Do(func() {
+		s.at = time.Now()
+		close(s.c)
+	})
+}
+
+// wait waits for the signal for at most 20 s, and returns when it fired.
+func (s *signal) wait(t *testing.T, what string) time.Time {
+	t.Helper()
+	select {
+	case <-s.c:
+		return s.at
+	case <-time.After(20 * time.Second):
+		t.Fatalf("timed out waiting until %s", what)
+		return time.Time{}
+	}
+}
+
+// guarded returns a Client with the restart guard on and a short recovery
+// window, for servers that were just started: it waits until they are out
+// of their first recovery window.
+func guarded(t *testing.T, nodes []redis.UniversalClient, maxTTL time.Duration, opts ...Option) *Client {
+	t.Helper()
+	c := newClient(t, nodes, append([]Option{WithMaxTTL(maxTTL), WithRestartGuard(GuardOn)}, opts...)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*maxTTL)
+	defer cancel()
+	l, err := c.Obtain(ctx, "warm-up", maxTTL)
+	if err != nil {
+		t.Fatalf("nodes still recovering after %v: %v", 10*maxTTL, err)
+	}
+	_ = l.Release(ctx)
+	return c
+}
