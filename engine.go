@@ -112,7 +112,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	}
 	e.cfg = cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
-	e.majority = e.rule(plainKind, &plainSpec.proto)
+	e.majority = e.rule(&plainSpec)
 	e.held = make(map[releaser]struct{})
 	e.plainNode = -1
 	e.closeDone = make(chan struct{})
@@ -529,14 +529,14 @@ func (b *backoff) next() (d time.Duration, ok bool) {
 	return lo + rand.N(hi-lo+1), true
 }
 
-// rule is the quorum rule of a lock of kind k: the kind's quorum of the
+// rule is the quorum rule of a lock of the spec sp: its quorum of the
 // nodes, or in a joint configuration the kind's quorum of each set. Every
 // round of a lock decides with it.
-func (e *engine) rule(k kind, proto *script.Hold) quorum.Rule {
+func (e *engine) rule(sp *spec) quorum.Rule {
 	s := &e.sets
 	if !s.joint() {
-		return quorum.Count(k.quorum(len(e.nodes), proto))
+		return quorum.Count(sp.quorum(len(e.nodes)))
 	}
 	a, b := bits.OnesCount64(s.cur), bits.OnesCount64(s.next)
-	return quorum.Joint(s.cur, k.quorum(a, proto), s.next, k.quorum(b, proto))
+	return quorum.Joint(s.cur, sp.quorum(a), s.next, sp.quorum(b))
 }

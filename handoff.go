@@ -144,7 +144,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	if err != nil {
 		return nil, fmt.Errorf("redlock: handoff: %w", err)
 	}
-	if f.Mode != "" && f.Mode != modeOf(&sp.proto) {
+	if f.Mode != "" && f.Mode != sp.mode() {
 		return nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
 	}
 	r := request{spec: sp}

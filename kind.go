@@ -22,21 +22,25 @@ import (
 // docs/lock-family.md) and the semaphore's permit (Client.Semaphore). It
 // gives a lock of its kind its scripts, its quorum, its vote rule, its
 // token rule, and its refresh and release calls; nothing outside this file
-// asks which kind a lock is.
+// asks which kind a lock is, or which script a mode runs.
 //
-// Kinds hold no state: what one handle's locks share (a reader's or a
-// writer's mode, a reentrant lock's owner, a semaphore's number of permits)
-// is its prototype hold, a script.Hold that each new lock copies and gives
-// a random ID of its own (newSecret).
+// A kind's rules hold no state of their own: a handle's kind with its
+// state (a reader's or a writer's mode, a reentrant lock's owner, a
+// semaphore's number of permits: its prototype hold) is its spec, whose
+// methods (spec.newSecret, quorum, group, exclusive, looked) are what the
+// rest of the package calls before a lock exists; a lock's own state is
+// its secret (value or hold), which the calls on a lock take. The methods
+// two kinds share are written once, in the small types embedded below
+// (majority, pttlProbe, fenced, noMark, holds, ownQueue).
 type kind interface {
 	// newSecret makes the secret of a lock of the kind under key, its
-	// value (or its hold's ID) id.
+	// value (or its hold's ID) id, from the handle's prototype hold.
 	newSecret(key string, proto *script.Hold, id, wait string) secret
 	// quorum is how many of n nodes must agree to each round of a lock.
 	quorum(n int, proto *script.Hold) int
 	// acquire, refresh and release are the lock's calls on one node
 	// (release publishes on the lock's channel when publish is set; a
-	// Redis Cluster node is sharded).
+	// Redis Cluster node is sharded): the kind picks the script.
 	acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call
 	refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem
 	release(key string, s *secret, publish, sharded bool) script.Call
@@ -90,9 +94,11 @@ func newValue() string {
 	return hex.EncodeToString(b[:])
 }
 
-// spec is what a handle asks for: a kind, its prototype hold, and the
-// label that events name it by. The functions below make the spec of each
-// handle, and check what a handle's maker can get wrong.
+// spec is a handle's kind with its state: the kind's rules, its prototype
+// hold (a mode, an owner, a number of permits), and the label that events
+// name it by. The functions below make the spec of each handle, and check
+// what a handle's maker can get wrong; its methods are the kind's calls
+// that need the state, so that no caller passes the prototype around.
 type spec struct {
 	label Kind
 	kind  kind
@@ -104,6 +110,31 @@ var (
 	readerSpec = spec{KindRead, familyKind, script.Hold{Mode: keys.ModeRead}}
 	writerSpec = spec{KindWrite, familyKind, script.Hold{Mode: keys.ModeWrite}}
 )
+
+// newSecret makes the secret of a new lock of the spec under key: its
+// value (or hold's ID) id, and an exclusive hold's writer mark wait.
+func (sp *spec) newSecret(key, id, wait string) secret {
+	return sp.kind.newSecret(key, &sp.proto, id, wait)
+}
+
+// quorum is how many of n nodes must agree to each round of the spec's
+// locks.
+func (sp *spec) quorum(n int) int { return sp.kind.quorum(n, &sp.proto) }
+
+// group is the key of the local queue of an obtain of the lock key.
+func (sp *spec) group(key string) string { return sp.kind.group(key, &sp.proto) }
+
+// exclusive is true when an obtain of the spec leaves a writer mark.
+func (sp *spec) exclusive() bool { return sp.kind.exclusive(&sp.proto) }
+
+// mode is the mode of the spec's holds as Lock.Handoff's form writes it
+// (modeOf).
+func (sp *spec) mode() string { return modeOf(&sp.proto) }
+
+// looked decodes a waiter's probe (kind.probe) of one node.
+func (sp *spec) looked(replies []driver.Reply) (bool, time.Duration) {
+	return sp.kind.looked(replies, &sp.proto)
+}
 
 // reentrantSpec is the spec of a reentrant lock held by owner.
 func reentrantSpec(owner string) (spec, error) {
@@ -161,15 +192,80 @@ func modeOf(h *script.Hold) string {
 	return string(h.Mode)
 }
 
+// The methods two kinds share, each written once.
+
+// majority: a lock of the plain kind or of the family needs a majority.
+type majority struct{}
+
+func (majority) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
+
+// pttlProbe: a waiter of a plain lock or of the family looks for a
+// missed release with PTTL: the key is gone, or has that long left.
+type pttlProbe struct{}
+
+func (pttlProbe) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
+
+func (pttlProbe) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
+	return pttlGone(replies[0])
+}
+
+// fenced: the plain lock's and the permit's token rule (highestToken),
+// with no vote rule beyond the count, and their second round (fence.lua).
+type fenced struct{}
+
+func (fenced) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
+
+func (fenced) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
+	return highestToken(replies, q)
+}
+
+func (fenced) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+	return script.Fence(ctx, n, k.Fence, token, g)
+}
+
+// noMark: a plain lock and a permit leave no writer mark, and queue by
+// the lock key.
+type noMark struct{}
+
+func (noMark) group(key string, _ *script.Hold) string { return key }
+
+func (noMark) exclusive(*script.Hold) bool { return false }
+
+func (noMark) withdraw(context.Context, driver.Node, string, string) error { return nil }
+
+// holds: a lock of the family and a permit are holds in a hash (holds.lua),
+// read by their expiry field; neither falls back to the degraded mode.
+type holds struct{}
+
+func (holds) check(key string, s *secret) [][]any { return holdCheck(key, s) }
+
+func (holds) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
+	return holdLeft(replies)
+}
+
+func (holds) degradable() bool { return false }
+
+// releaseChannel is the channel a release of the lock key publishes on
+// (none unless publish): the family's and the permit's scripts take it.
+func releaseChannel(key string, publish bool) string {
+	if publish {
+		return keys.Channel(key)
+	}
+	return ""
+}
+
 // plain is the plain lock: one exclusive holder, its random value in a
 // string key (acquire.lua); the cheapest cycle.
-type plain struct{}
+type plain struct {
+	majority
+	pttlProbe
+	fenced
+	noMark
+}
 
 func (plain) newSecret(key string, _ *script.Hold, id, _ string) secret {
 	return secret{hold: script.Hold{ID: id}, args: script.NewLockArgs(key, id)}
 }
-
-func (plain) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
 
 func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
 	return script.AcquireCall(k, s.args, ttl, g)
@@ -181,22 +277,6 @@ func (plain) refresh(k script.Keys, s *secret, ttl time.Duration) script.Refresh
 
 func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {
 	return script.ReleaseCall(s.args, publish, sharded)
-}
-
-func (plain) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
-
-func (plain) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
-	return highestToken(replies, q)
-}
-
-func (plain) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
-	return script.Fence(ctx, n, k.Fence, token, g)
-}
-
-func (plain) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
-
-func (plain) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
-	return pttlGone(replies[0])
 }
 
 func (plain) check(key string, _ *secret) [][]any { return [][]any{{"GET", key}, {"PTTL", key}} }
@@ -216,13 +296,6 @@ func (plain) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
 }
 
 func (plain) degradable() bool { return true }
-
-func (plain) group(key string, _ *script.Hold) string { return key }
-
-func (plain) exclusive(*script.Hold) bool { return false }
-
-// withdraw: a plain lock leaves no writer mark.
-func (plain) withdraw(context.Context, driver.Node, string, string) error { return nil }
 
 // highestToken is the token rule of the plain lock and the permit: the
 // highest counter among the yes-votes; unless a quorum of them issued it,
@@ -260,7 +333,11 @@ func pttlGone(r driver.Reply) (bool, time.Duration) {
 // family is the lock family: reentrant locks (a caller's owner ID, mode
 // 'w'), writers (a random owner, mode 'w') and readers (mode 'r'), as holds
 // in one hash per name (family.lua, docs/lock-family.md).
-type family struct{}
+type family struct {
+	majority
+	pttlProbe
+	holds
+}
 
 func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 	h := *proto
@@ -274,8 +351,6 @@ func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 	return secret{hold: h}
 }
 
-func (family) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
-
 func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
 	return script.FamilyAcquireCall(k, s.hold, ttl, g)
 }
@@ -285,11 +360,7 @@ func (family) refresh(k script.Keys, s *secret, ttl time.Duration) script.Refres
 }
 
 func (family) release(key string, s *secret, publish, sharded bool) script.Call {
-	channel := ""
-	if publish {
-		channel = keys.Channel(key)
-	}
-	return script.FamilyReleaseCall(key, s.hold, channel, sharded)
+	return script.FamilyReleaseCall(key, s.hold, releaseChannel(key, publish), sharded)
 }
 
 // enough: an exclusive hold whose votes found the owner's lock waits for
@@ -380,18 +451,6 @@ func (family) raise(ctx context.Context, n driver.Node, k script.Keys, token int
 	return script.Seal(ctx, n, k, token, s.hold.Owner, g)
 }
 
-func (family) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
-
-func (family) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
-	return pttlGone(replies[0])
-}
-
-func (family) check(key string, s *secret) [][]any { return holdCheck(key, s) }
-
-func (family) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
-	return holdLeft(replies)
-}
-
 // holdCheck reads the expiry of a hold (holds.lua: a hash field h:ID whose
 // value is its expiry on the node's clock) and the node's time.
 func holdCheck(key string, s *secret) [][]any {
@@ -429,8 +488,6 @@ func nodeTime(r driver.Reply) (int64, bool) {
 	return secs*1000 + micros/1000, true
 }
 
-func (family) degradable() bool { return false }
-
 // group: a reentrant owner's obtains queue among themselves only, never
 // behind other waiters of the name, which may be waiting for the owner's
 // own lock: a re-entry must never wait behind anyone. The group cannot
@@ -451,7 +508,11 @@ func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) err
 
 // permit is one permit of a semaphore of proto.Permits (permit.lua): a
 // hash like the family's, one expiring field per permit.
-type permit struct{}
+type permit struct {
+	fenced
+	noMark
+	holds
+}
 
 func (permit) newSecret(_ string, proto *script.Hold, id, _ string) secret {
 	h := *proto
@@ -472,21 +533,7 @@ func (permit) refresh(k script.Keys, s *secret, ttl time.Duration) script.Refres
 }
 
 func (permit) release(key string, s *secret, publish, sharded bool) script.Call {
-	channel := ""
-	if publish {
-		channel = keys.Channel(key)
-	}
-	return script.PermitReleaseCall(key, s.hold, channel, sharded)
-}
-
-func (permit) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
-
-func (permit) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
-	return highestToken(replies, q)
-}
-
-func (permit) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
-	return script.Fence(ctx, n, k.Fence, token, g)
+	return script.PermitReleaseCall(key, s.hold, releaseChannel(key, publish), sharded)
 }
 
 func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIME"}} }
@@ -524,18 +571,3 @@ func (permit) looked(replies []driver.Reply, proto *script.Hold) (bool, time.Dur
 	}
 	return false, time.Duration(soonest-ms) * time.Millisecond
 }
-
-func (permit) check(key string, s *secret) [][]any { return holdCheck(key, s) }
-
-func (permit) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
-	return holdLeft(replies)
-}
-
-func (permit) degradable() bool { return false }
-
-func (permit) group(key string, _ *script.Hold) string { return key }
-
-func (permit) exclusive(*script.Hold) bool { return false }
-
-// withdraw: a permit leaves no writer mark.
-func (permit) withdraw(context.Context, driver.Node, string, string) error { return nil }

@@ -149,8 +149,8 @@ type refreshPlan struct {
 // key, with a new secret made from the spec's prototype hold.
 func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key), ttl: ttl, nodeTimeout: nodeTimeout,
-		quorum: e.rule(sp.kind, &sp.proto), backend: nodeBackend{}}
-	l.secret = sp.kind.newSecret(key, &sp.proto, newValue(), wait)
+		quorum: e.rule(sp), backend: nodeBackend{}}
+	l.secret = sp.newSecret(key, newValue(), wait)
 	l.ka.Value = l
 	return l
 }

@@ -70,7 +70,7 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 // obtain runs one obtain, reports it to the hook, and cleans up after one
 // that gave up.
 func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
-	if r.kind.exclusive(&r.proto) {
+	if r.spec.exclusive() {
 		r.wait = newValue()
 	}
 	if !e.observed() {
@@ -227,7 +227,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 		return err
 	}
 
-	group := r.kind.group(r.keys[0], &r.proto)
+	group := r.spec.group(r.keys[0])
 	if n > 1 {
 		group = anyGroup(r.keys)
 	}
