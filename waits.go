@@ -138,7 +138,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 			}
 			lk := look{free: make([]bool, len(r.keys)), holder: make([]time.Duration, len(r.keys))}
 			for i := range r.keys {
-				lk.free[i], lk.holder[i] = r.spec.looked(replies[i*per+1:(i+1)*per])
+				lk.free[i], lk.holder[i] = r.spec.looked(replies[i*per+1 : (i+1)*per])
 			}
 			return lk, nil
 		},
