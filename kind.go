@@ -17,6 +17,19 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
+// Kind is a lock's kind, as the events name it (ObtainEvent.Kind and the
+// others): the handle that made the lock.
+type Kind string
+
+// The kinds (Kinds lists them): the labels of the specs below.
+const (
+	KindPlain     Kind = "plain"     // Client.Mutex, All, Any, and the Client's Obtain, TryObtain and Do
+	KindReentrant Kind = "reentrant" // Client.Reentrant
+	KindRead      Kind = "read"      // the reader of Client.RWMutex
+	KindWrite     Kind = "write"     // the writer of Client.RWMutex
+	KindPermit    Kind = "permit"    // Client.Semaphore
+)
+
 // A kind is what sets the primitives apart: the plain lock (Client.Mutex),
 // the lock family (Client.Reentrant and Client.RWMutex, one hash per name,
 // docs/lock-family.md) and the semaphore's permit (Client.Semaphore). It

@@ -4,20 +4,8 @@ package redlock
 // and the adapters (redlockprom, redlockotel) match and use as metric
 // labels and span attributes. Each is a string type of its own, so that a
 // hook compares with the constants below and the compiler catches a typo;
-// string(v) gives the label as it is written.
-
-// Kind is a lock's kind, as the events name it (ObtainEvent.Kind and the
-// others): the handle that made the lock.
-type Kind string
-
-// The kinds (Kinds lists them).
-const (
-	KindPlain     Kind = "plain"     // Client.Mutex, All, Any, and the Client's Obtain, TryObtain and Do
-	KindReentrant Kind = "reentrant" // Client.Reentrant
-	KindRead      Kind = "read"      // the reader of Client.RWMutex
-	KindWrite     Kind = "write"     // the writer of Client.RWMutex
-	KindPermit    Kind = "permit"    // Client.Semaphore
-)
+// string(v) gives the label as it is written. The lock's Kind, with its
+// constants, is in kind.go, with the kinds.
 
 // Result is an outcome as the events' Result field labels it. Each event
 // type uses some of the values: see its Result field.
