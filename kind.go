@@ -40,11 +40,11 @@ const (
 // A kind's rules hold no state of their own: a handle's kind with its
 // state (a reader's or a writer's mode, a reentrant lock's owner, a
 // semaphore's number of permits: its prototype hold) is its spec, whose
-// methods (spec.newSecret, quorum, group, exclusive, looked) are what the
+// methods (newSecret, quorum, group, exclusive, looked, mode) are what the
 // rest of the package calls before a lock exists; a lock's own state is
 // its secret (value or hold), which the calls on a lock take. The methods
 // two kinds share are written once, in the small types embedded below
-// (majority, pttlProbe, fenced, noMark, holds, ownQueue).
+// (majority, pttlProbe, fenced, noMark, holds).
 type kind interface {
 	// newSecret makes the secret of a lock of the kind under key, its
 	// value (or its hold's ID) id, from the handle's prototype hold.
