@@ -55,9 +55,10 @@ type RefreshItem struct {
 	Keys  Keys
 	Value string
 	TTL   time.Duration
-	// Hold is set for a lock of the family or a permit; Value is then
-	// unused.
-	Hold *Hold
+	// hold is set for a lock of the family or a permit (FamilyRefresh,
+	// PermitRefresh: unexported, so that a literal cannot give a hold
+	// without its script); Value is then unused.
+	hold *Hold
 	// script makes the item's call with the guard's arguments ga: nil for
 	// a plain lock (refresh.lua).
 	script func(it RefreshItem, ga []any) Call
@@ -66,22 +67,22 @@ type RefreshItem struct {
 // FamilyRefresh is the refresh item of a hold of the lock family
 // (familyrefresh.lua).
 func FamilyRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
-	return RefreshItem{Keys: k, TTL: ttl, Hold: h, script: familyRefreshCall}
+	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: familyRefreshCall}
 }
 
 // PermitRefresh is the refresh item of a semaphore's permit
 // (permitrefresh.lua).
 func PermitRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
-	return RefreshItem{Keys: k, TTL: ttl, Hold: h, script: permitRefreshCall}
+	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: permitRefreshCall}
 }
 
 func familyRefreshCall(it RefreshItem, ga []any) Call {
-	h := it.Hold
+	h := it.hold
 	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
 }
 
 func permitRefreshCall(it RefreshItem, ga []any) Call {
-	h := it.Hold
+	h := it.hold
 	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
 }
 
