@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/breaker"
 	"github.com/redlock-go/redlock/internal/quorum"
 )
 
@@ -57,6 +58,10 @@ func (e *engine) reachable(detail bool) (n int, up uint64, down []NodeResult) {
 	return n, up, down
 }
 
+// breakerLabel is the label of a state of the breaker
+// (Client.BreakerState, BreakerEvent).
+func breakerLabel(s breaker.State) BreakerState { return BreakerState(s.String()) }
+
 // gate is asked before each acquire round: it returns nil when the round
 // may go to the nodes, and the error to return instead (a *QuorumError
 // matching ErrBreakerOpen) when the breaker is open, or opens now because
@@ -67,7 +72,7 @@ func (e *engine) gate(ctx context.Context, timeout time.Duration) *QuorumError {
 	if e.cfg.breaker.off {
 		return nil
 	}
-	if e.brk.current() == breakerClosed {
+	if e.brk.State() == breaker.Closed {
 		if _, up, _ := e.reachable(false); e.majority.Met(up) {
 			return nil
 		}
@@ -80,15 +85,13 @@ func (e *engine) gate(ctx context.Context, timeout time.Duration) *QuorumError {
 // it refused.
 func (e *engine) breakerError() *QuorumError {
 	n, _, down := e.reachable(true)
-	e.brk.mu.Lock()
-	st := e.brk.current()
+	st, at := e.brk.NextProbe()
 	next := time.Duration(0)
-	if st == breakerOpen {
-		next = max(time.Until(e.brk.nextProbe), 0)
+	if st == breaker.Open {
+		next = max(at.Sub(e.cfg.now()), 0)
 	}
-	e.brk.mu.Unlock()
 	detail := " (probing now)"
-	if st == breakerOpen {
+	if st == breaker.Open {
 		detail = fmt.Sprintf(" (next probe in %v)", next.Round(time.Millisecond))
 	}
 	return &QuorumError{Op: "obtain", Need: e.majority.Need(), Agreed: n, Nodes: down,
@@ -101,62 +104,38 @@ func refusedByBreaker(err error) bool {
 	return errors.Is(err, ErrBreakerOpen)
 }
 
-// openBreaker opens a closed breaker and starts its probe goroutine, which
+// openBreaker opens a closed breaker and starts its probe loop, which
 // e.bg owns and Close stops. The caller holds e.life for reading.
 func (e *engine) openBreaker(ctx context.Context, timeout time.Duration) {
-	b := &e.brk
-	b.mu.Lock()
-	if b.current() != breakerClosed || b.stopped {
-		b.mu.Unlock()
+	stop, ok := e.brk.Open(e.cfg.now(), e.breakerCooldown(), timeout)
+	if !ok {
 		return
 	}
-	if b.stop == nil {
-		b.stop = make(chan struct{})
-	}
-	b.timeout = timeout
-	b.nextProbe = time.Now().Add(e.breakerCooldown())
-	b.setLocked(breakerOpen)
-	stop := b.stop
-	b.mu.Unlock()
 	e.bg.Go(func() { e.probeLoop(stop) })
 	berr := e.breakerError()
-	e.breakerChanged(ctx, breakerClosed, breakerOpen, berr.Agreed, berr)
+	e.breakerChanged(ctx, breaker.Closed, breaker.Open, berr.Agreed, berr)
 }
 
 // probeLoop probes an open breaker every cooldown until a quorum of nodes
 // answers (the breaker closes) or Close stops it.
 func (e *engine) probeLoop(stop <-chan struct{}) {
-	b := &e.brk
-	t := time.NewTimer(e.breakerCooldown())
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		b.mu.Lock()
-		b.setLocked(breakerHalfOpen)
-		timeout := b.timeout
-		b.mu.Unlock()
-		e.breakerChanged(context.Background(), breakerOpen, breakerHalfOpen, -1, nil)
-		won := e.probe(timeout)
-		n, _, _ := e.reachable(false)
-		b.mu.Lock()
-		if won {
-			b.setLocked(breakerClosed)
-		} else {
-			b.nextProbe = time.Now().Add(e.breakerCooldown())
-			b.setLocked(breakerOpen)
-		}
-		b.mu.Unlock()
-		if won {
-			e.breakerChanged(context.Background(), breakerHalfOpen, breakerClosed, n, nil)
-			return
-		}
-		e.breakerChanged(context.Background(), breakerHalfOpen, breakerOpen, n, nil)
-		t.Reset(e.breakerCooldown())
-	}
+	n := -1 // the reachable nodes after the last probe
+	e.brk.ProbeLoop(stop, breaker.Prober{
+		Cooldown: e.breakerCooldown(),
+		Now:      e.cfg.now,
+		Probe: func(timeout time.Duration) bool {
+			won := e.probe(timeout)
+			n, _, _ = e.reachable(false)
+			return won
+		},
+		Changed: func(ctx context.Context, from, to breaker.State) {
+			reachable := -1
+			if from == breaker.HalfOpen {
+				reachable = n
+			}
+			e.breakerChanged(ctx, from, to, reachable, nil)
+		},
+	})
 }
 
 // minProbeTimeout is the least time a probe waits for a node: it runs in
@@ -183,24 +162,10 @@ func (e *engine) probe(timeout time.Duration) bool {
 	return round.Run(context.Background(), &e.bg).Won
 }
 
-// stopBreaker stops the probe goroutine; Close calls it before waiting for
-// e.bg.
-func (e *engine) stopBreaker() {
-	b := &e.brk
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.stopped {
-		b.stopped = true
-		if b.stop != nil {
-			close(b.stop)
-		}
-		if b.changed != nil {
-			// Wake the waiters of obtains: they return ErrClosed.
-			close(b.changed)
-			b.changed = nil
-		}
-	}
-}
+// stopBreaker stops the probe goroutine and wakes the obtains that wait
+// for the breaker (they return ErrClosed); Close calls it before waiting
+// for e.bg.
+func (e *engine) stopBreaker() { e.brk.Stop() }
 
 // waitBreaker waits until the breaker is closed, or ctx ends: then it
 // returns the breaker's error (the caller joins ctx's).
@@ -208,12 +173,9 @@ func (e *engine) waitBreaker(ctx context.Context) error {
 	if e.cfg.breaker.off {
 		return nil
 	}
-	b := &e.brk
 	for {
-		b.mu.Lock()
-		st, ch := b.current(), b.changedLocked()
-		b.mu.Unlock()
-		if st == breakerClosed {
+		st, ch := e.brk.Changed()
+		if st == breaker.Closed {
 			return nil
 		}
 		if e.isClosed() {
@@ -229,7 +191,7 @@ func (e *engine) waitBreaker(ctx context.Context) error {
 
 // breakerChanged reports a change of state to the hook and the logger.
 // reachable < 0 means not known (counted here).
-func (e *engine) breakerChanged(ctx context.Context, from, to string, reachable int, berr *QuorumError) {
+func (e *engine) breakerChanged(ctx context.Context, from, to breaker.State, reachable int, berr *QuorumError) {
 	if !e.observed() {
 		return
 	}
@@ -237,7 +199,7 @@ func (e *engine) breakerChanged(ctx context.Context, from, to string, reachable 
 		reachable, _, _ = e.reachable(false)
 	}
 	if e.cfg.hook != nil {
-		ev := BreakerEvent{From: BreakerState(from), To: BreakerState(to), Reachable: reachable, Need: e.majority.Need()}
+		ev := BreakerEvent{From: breakerLabel(from), To: breakerLabel(to), Reachable: reachable, Need: e.majority.Need()}
 		if berr != nil {
 			ev.Err = berr
 		}
@@ -248,14 +210,14 @@ func (e *engine) breakerChanged(ctx context.Context, from, to string, reachable 
 		return
 	}
 	switch {
-	case from == breakerClosed && to == breakerOpen:
+	case from == breaker.Closed && to == breaker.Open:
 		mode := "obtains fail at once (TryObtain) or wait (Obtain)"
 		if e.cfg.fallback != nil {
 			mode = "obtains of plain locks use the degraded mode's lease store"
 		}
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: circuit breaker open: fewer than a quorum of nodes reachable; "+mode,
 			slog.Int("reachable", reachable), slog.Int("need", e.majority.Need()), slog.String("reason", berr.Error()))
-	case to == breakerClosed:
+	case to == breaker.Closed:
 		lg.LogAttrs(ctx, slog.LevelInfo, "redlock: circuit breaker closed: a quorum of nodes answered a probe",
 			slog.Int("reachable", reachable), slog.Int("need", e.majority.Need()))
 	}

@@ -114,20 +114,12 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 // does not close the Redis clients. Close is idempotent and returns nil.
 func (c *Client) Close() error {
 	c.life.Lock()
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		c.life.Unlock()
-		<-c.closeDone
+	held, first := c.reg.close()
+	c.life.Unlock()
+	if !first {
+		<-c.reg.done
 		return nil
 	}
-	c.closed = true
-	held := make([]releaser, 0, len(c.held))
-	for l := range c.held {
-		held = append(held, l)
-	}
-	c.mu.Unlock()
-	c.life.Unlock()
 	// The scheduler starts refresh goroutines: stop it first. Release
 	// starts no goroutine once a lock is released, and every held lock is
 	// released here before bg.Wait.
@@ -141,7 +133,7 @@ func (c *Client) Close() error {
 	}
 	c.workers.Stop()
 	c.bg.Wait()
-	close(c.closeDone)
+	close(c.reg.done)
 	return nil
 }
 
@@ -149,7 +141,7 @@ func (c *Client) Close() error {
 // WithBreaker): "closed" (a quorum of nodes is reachable), "open" (obtains
 // are refused, wait, or fall back to the degraded mode), or "half_open" (a
 // probe is under way). It is "closed" when the breaker is off.
-func (c *Client) BreakerState() BreakerState { return BreakerState(c.brk.current()) }
+func (c *Client) BreakerState() BreakerState { return breakerLabel(c.brk.State()) }
 
 // Locker is a handle on a lock: a name (or names) and a kind, made by the
 // Client's Mutex, Reentrant, RWMutex, Semaphore, All and Any. Making one

@@ -7,7 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/breaker"
 	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/nodelog"
 )
 
 // The degraded mode (WithDegradedMode, docs/safety.md section 7): while the
@@ -85,7 +87,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	l.token = degradedTokenBase + lease.Version
 	l.obtained(start, validUntil, func(int) bool { return false })
 	e.attemptedDegraded(ctx, l, r.id, start, nil)
-	if lg := e.cfg.logger; lg != nil && e.nodeLog.due(-1, logDegraded, time.Now()) {
+	if lg := e.cfg.logger; lg != nil && e.nodeLog.Due(-1, nodelog.Degraded, e.cfg.now()) {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: degraded mode: lock obtained from the lease store, not from a quorum of nodes; it excludes only clients that fell back to the same store",
 			slog.String("name", l.name), slog.Int64("token", l.token))
 	}
@@ -144,7 +146,7 @@ func (lh *leaseHold) ranOut(l *Lock) error {
 // breakerClosed is true when the breaker is closed or has closed since the
 // lock was taken.
 func (lh *leaseHold) breakerClosed(e *engine) bool {
-	return e.brk.current() == breakerClosed || e.brk.closings.Load() != lh.closings
+	return e.brk.State() == breaker.Closed || e.brk.Closings() != lh.closings
 }
 
 // refresh extends the lease in the store while the breaker has not closed

@@ -386,28 +386,11 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.parts != nil {
 		return eachPart(l.parts, func(p *Lock) error { return p.Refresh(ctx, ttl) })
 	}
-	backoff := newBackoff(e.cfg.retry)
-	for {
-		err := l.refreshOnce(ctx, ttl)
-		if err == nil || err == ErrClosed || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrDegraded) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return errors.Join(err, ctxErr(ctx))
-		}
-		// Wait, but not past the moment from which no round could be
-		// confirmed in time: the next round then ends the lock.
+	return retryRefresh(ctx, e.cfg.retry, func() error { return l.refreshOnce(ctx, ttl) }, func() time.Duration {
 		l.mu.Lock()
-		left := l.lossDeadline().Sub(e.cfg.now())
-		l.mu.Unlock()
-		delay, more := backoff.next()
-		if !more {
-			return err // the caller's strategy ends the retries
-		}
-		if serr := sleep(ctx, max(0, min(delay, left))); serr != nil {
-			return errors.Join(err, serr)
-		}
-	}
+		defer l.mu.Unlock()
+		return l.lossDeadline().Sub(e.cfg.now())
+	})
 }
 
 // refreshOnce is one round of Refresh.
@@ -483,7 +466,7 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 			l.validUntil = newValid
 		}
 		// Try again soon, while a refresh can still finish in time.
-		l.refreshAt = now.Add(max(l.interval/4, l.nodeTimeout))
+		l.refreshAt = autoRetryAt(now, l.interval, l.nodeTimeout)
 	}
 	expired := !now.Before(l.lossDeadline())
 	l.mu.Unlock()

@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"time"
 
-	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/reply"
@@ -78,12 +74,12 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 		e.gaveUp(r, err)
 		return l, err
 	}
-	start := time.Now()
+	start := e.cfg.now()
 	r.id = obtainIDs.Add(1)
 	l, err := e.waitLoop(ctx, r)
 	e.gaveUp(r, err)
 	if e.cfg.hook != nil {
-		ev := ObtainEvent{LockInfo: LockInfo{Name: r.names[0], Kind: r.label}, ObtainID: r.id, Attempts: r.attempts, Elapsed: time.Since(start),
+		ev := ObtainEvent{LockInfo: LockInfo{Name: r.names[0], Kind: r.label}, ObtainID: r.id, Attempts: r.attempts, Elapsed: e.cfg.now().Sub(start),
 			Err: err, TTL: r.lastTTL, TTLReason: r.why, Result: obtainResult(err)}
 		if l != nil {
 			ev.LockInfo, ev.Degraded = l.info(), l.Degraded()
@@ -127,213 +123,6 @@ func (e *engine) gaveUp(r *request, err error) {
 	round.Run(context.Background(), e.workers)
 }
 
-// waitLoop is the one wait loop of every obtain, over one candidate name
-// or several (Client.Any). It makes passes over the candidates until one
-// is obtained, ctx ends or the passes of WithMaxAttempts are used up. The
-// first pass is made at once, unless others of this Client wait for the
-// same names, or a grace period holds this Client back; then the caller
-// queues behind this Client's other waiters for the names (docs/waiting.md),
-// and its turn waits on release notifications, the holders' TTL and a
-// backoff. Every pass but the caller's first follows such a wait.
-func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
-	backoff := newBackoff(r.o.retry)
-	var last error // the last pass's error, reported when ctx ends
-	n := len(r.names)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	// heldUntil[i] is when candidate i's holder, as last seen, runs out:
-	// it cannot be free before, unless released, and a release of it
-	// wakes this waiter (its refusal marked it as waited for). Zero:
-	// unknown.
-	heldUntil := make([]time.Time, n)
-	var heard *driver.Waiter // the queue's waiter, once joined
-	// pass makes one attempt on each candidate, in the order of arrange,
-	// until one is obtained. A pass after a release notification
-	// (onlyLikely) skips the candidates known to be held that were not
-	// heard of; a pass after a timer tries them all, in case a release
-	// went unheard. It returns the soonest a holder runs out (-1 if none
-	// is known).
-	pass := func(onlyLikely bool) (*Lock, time.Duration, error) {
-		if ctx.Err() != nil {
-			if last == nil {
-				last = ErrNotObtained
-			}
-			return nil, -1, last
-		}
-		if r.o.retry.maxAttempts == 0 && !(r.kind.degradable() && e.cfg.fallback != nil) {
-			// The circuit breaker is open: wait for it to close. (With
-			// WithMaxAttempts, each refusal uses up a pass instead.)
-			if err := e.waitBreaker(ctx); err != nil {
-				last = err
-				return nil, -1, err
-			}
-		}
-		r.passes++
-		rank := e.arrange(r, order, heard)
-		// A wake-up that names no release (a broken connection) tries all.
-		onlyLikely = onlyLikely && slices.Contains(rank, 0)
-		now := e.cfg.now()
-		holderTTL := time.Duration(-1)
-		for _, i := range order {
-			if ctx.Err() != nil {
-				break
-			}
-			if onlyLikely && rank[i] > 0 && now.Before(heldUntil[i]) {
-				continue
-			}
-			l, after, err := e.attempt(ctx, r, i)
-			if err == nil || err == ErrClosed || errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) || errors.Is(err, errSameServer) {
-				return l, 0, err
-			}
-			if refusedByBreaker(err) {
-				last = err
-				return nil, -1, err
-			}
-			last = err
-			if n > 1 {
-				last = fmt.Errorf("redlock: obtain any: none of %d names obtained; the last tried, %q: %w", n, r.names[i], err)
-			}
-			heldUntil[i] = time.Time{}
-			if after >= 0 {
-				heldUntil[i] = e.cfg.now().Add(after)
-				if holderTTL < 0 || after < holderTTL {
-					holderTTL = after
-				}
-			}
-		}
-		if holderTTL < 0 {
-			for _, t := range heldUntil {
-				if d := t.Sub(now); !t.IsZero() && d > 0 && (holderTTL < 0 || d < holderTTL) {
-					holderTTL = d
-				}
-			}
-		}
-		if last == nil {
-			last = ErrNotObtained
-		}
-		return nil, holderTTL, last
-	}
-	done := func(err error) bool {
-		return err == nil || err == ErrClosed || ctx.Err() != nil ||
-			(r.o.retry.maxAttempts > 0 && r.passes >= r.o.retry.maxAttempts) ||
-			errors.Is(err, ErrWrongKind) || errors.Is(err, ErrConfigConflict) || errors.Is(err, errSameServer) // waiting would not help
-	}
-	fail := func(err error) error {
-		if err != nil && err != ErrClosed && ctx.Err() != nil {
-			return errors.Join(err, ctxErr(ctx))
-		}
-		return err
-	}
-
-	group := r.spec.group(r.keys[0])
-	if n > 1 {
-		group = anyGroup(r.keys)
-	}
-	var (
-		lock      *Lock
-		holderTTL       = time.Duration(-1)
-		err       error = ErrNotObtained
-	)
-	// Fast path: nobody here waits for these names, or the call makes a
-	// single pass, which has no turn to wait for.
-	if e.cfg.notifyOff || r.o.retry.maxAttempts == 1 || !e.waits.Queued(group) {
-		if n == 1 {
-			if until := e.waits.GraceUntil(r.keys[0], e.cfg.now()); !until.IsZero() {
-				if serr := sleep(ctx, until.Sub(e.cfg.now())); serr != nil {
-					return nil, errors.Join(ErrNotObtained, serr)
-				}
-			}
-		}
-		lock, holderTTL, err = pass(false)
-		if done(err) {
-			return lock, fail(err)
-		}
-	}
-
-	var wake <-chan struct{}
-	if !e.cfg.notifyOff {
-		q, m := e.waits.Join(group, r.keys)
-		defer func() {
-			if e.waits.Leave(q, m) {
-				e.unsubscribe(q)
-			}
-		}()
-		if werr := e.waitTurn(ctx, r.names[0], r.id, m); werr != nil {
-			return nil, errors.Join(err, werr)
-		}
-		// The head subscribes before its next pass: from the nodes'
-		// confirmation on, every release wakes it.
-		e.subscribe(ctx, q, e.cfg.nodeTimeoutFor(r.ttl))
-		wake, heard = q.Wake.C, q.Wake
-		select {
-		case <-wake: // meant for an earlier head
-		default:
-		}
-		if r.passes == 0 {
-			// Queued before any pass: make the first now.
-			lock, holderTTL, err = pass(false)
-			if done(err) {
-				return lock, fail(err)
-			}
-		} else {
-			// A release since the caller's pass may have come before the
-			// subscription, or while an earlier head had the queue's
-			// wake-ups: no notification of it will come. Look for it
-			// instead of attempting again, so that the next pass, the one
-			// WithMaxAttempts counts, still follows a wait.
-			holderTTL = e.lookForRelease(ctx, r, q.Wake, holderTTL)
-		}
-	}
-	for {
-		delay, more := backoff.next()
-		if !more {
-			return nil, err // the caller's strategy ends the retries
-		}
-		why, werr := e.waitRelease(ctx, r.names[0], r.id, wake, delay, holderTTL)
-		if werr != nil {
-			return nil, errors.Join(err, werr)
-		}
-		select {
-		case <-wake: // came since the wait ended: this pass covers it
-		default:
-		}
-		lock, holderTTL, err = pass(why == "release")
-		if done(err) {
-			return lock, fail(err)
-		}
-	}
-}
-
-// arrange orders the candidates of a pass, and ranks them: for several
-// names, at random, but the names whose release woke this waiter first
-// (rank 0: they are likely free), and a name in its grace period last
-// (rank 2: this Client released it and others were notified: let their
-// waiters have it). A single name needs no order; its rank is nil.
-func (e *engine) arrange(r *request, order []int, heard *driver.Waiter) (rank []int) {
-	if len(order) == 1 {
-		return nil
-	}
-	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	rank = make([]int, len(order))
-	for i, k := range r.keys {
-		rank[i] = 1
-		if !e.waits.GraceUntil(k, e.cfg.now()).IsZero() {
-			rank[i] = 2
-		}
-	}
-	if heard != nil {
-		for _, ch := range heard.Heard() {
-			if i := slices.IndexFunc(r.keys, func(k string) bool { return keys.Channel(k) == ch }); i >= 0 {
-				rank[i] = 0
-			}
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return rank[a] - rank[b] })
-	return rank
-}
-
 // attempt is one acquire attempt on candidate i: a round on the nodes, or,
 // while the breaker is open, a request to the degraded mode's lease store
 // (or the breaker's refusal). On failure it returns the shortest remaining
@@ -350,7 +139,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		e.startSampler()
 	}
 	timeout := e.cfg.nodeTimeoutFor(ttl)
-	closings := e.brk.closings.Load()
+	closings := e.brk.Closings()
 	var (
 		l         *Lock
 		holderTTL time.Duration
@@ -395,7 +184,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	// The call of every node that is not a Redis Cluster: their keys and
 	// guard are the same (the first such node's, if any).
 	var plain script.Call
-	if p := e.plainNode; p >= 0 {
+	if p := e.layout.plainNode; p >= 0 {
 		plain = l.kind.acquire(l.keys.on(e, p), &l.secret, ttl, e.guard(p))
 	}
 	round := quorum.Round[script.Acquired]{
@@ -430,7 +219,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if e.adapt != nil {
 		observeRTT(e, res.Replies, timeout)
 		if !res.Won && acquireRefused(res.Replies) {
-			e.adapt.Refused(l.keys.key, time.Now())
+			e.adapt.Refused(l.keys.key, e.cfg.now())
 		}
 	}
 	if !res.Won {

@@ -1,13 +1,11 @@
 package redlock
 
 import (
-	"fmt"
 	"log/slog"
 	"math"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
-	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -16,20 +14,6 @@ import (
 // one wins.
 type Option interface {
 	applyClient(*config)
-}
-
-// ObtainOption configures one obtain: a call of Obtain, TryObtain or Do on
-// any handle, or on the Client.
-type ObtainOption interface {
-	applyObtain(*obtainConfig)
-}
-
-// RetryOption configures how an obtain retries. Given to New it sets the
-// Client's default; given to an obtain it overrides that default for the
-// call.
-type RetryOption interface {
-	Option
-	ObtainOption
 }
 
 type config struct {
@@ -66,24 +50,6 @@ const (
 	defaultBreakerFailures = 3
 	defaultBreakerCooldown = time.Second
 )
-
-type obtainConfig struct {
-	retry    retryConfig
-	auto     bool
-	interval time.Duration // 0: TTL/3
-	maxHold  time.Duration // 0: unlimited
-	fixedTTL bool          // WithFixedTTL
-}
-
-type retryConfig struct {
-	minDelay    time.Duration
-	maxDelay    time.Duration
-	maxAttempts int // 0: until the context ends
-	// strategy, when set (WithBackoff), gives the waits instead of
-	// minDelay and maxDelay.
-	strategy   func(n int) time.Duration
-	nilBackoff bool // WithBackoff(nil)
-}
 
 func defaultConfig() config {
 	return config{
@@ -143,50 +109,9 @@ func (c *config) validate() error {
 	return c.retry.validate()
 }
 
-func (r *retryConfig) validate() error {
-	if r.nilBackoff {
-		return invalid("nil backoff function (WithBackoff)")
-	}
-	if r.minDelay <= 0 {
-		return invalid("minimum retry delay %v must be positive", r.minDelay)
-	}
-	if r.maxDelay < r.minDelay {
-		return invalid("maximum retry delay %v is below the minimum %v", r.maxDelay, r.minDelay)
-	}
-	if r.maxAttempts < 0 {
-		return invalid("max attempts %d is negative", r.maxAttempts)
-	}
-	return nil
-}
-
-func (o *obtainConfig) validate(ttl time.Duration, a *AdaptiveTTL) error {
-	if err := o.retry.validate(); err != nil {
-		return err
-	}
-	if o.interval < 0 || (o.interval > 0 && o.interval >= ttl) {
-		return invalid("refresh interval %v must be positive and below the TTL %v", o.interval, ttl)
-	}
-	if a != nil && !o.fixedTTL && o.interval > 0 && o.interval >= a.Min {
-		return invalid("refresh interval %v must be below the adaptive TTL's Min %v", o.interval, a.Min)
-	}
-	if o.maxHold < 0 {
-		return invalid("max hold %v is negative", o.maxHold)
-	}
-	return nil
-}
-
 type clientOption func(*config)
 
 func (f clientOption) applyClient(c *config) { f(c) }
-
-type obtainOption func(*obtainConfig)
-
-func (f obtainOption) applyObtain(c *obtainConfig) { f(c) }
-
-type retryOption func(*retryConfig)
-
-func (f retryOption) applyClient(c *config)       { f(&c.retry) }
-func (f retryOption) applyObtain(c *obtainConfig) { f(&c.retry) }
 
 // WithPrefix sets the prefix of every lock's Redis key. Default "redlock:".
 // Every client of one deployment must use the same prefix, or they will
@@ -393,9 +318,11 @@ func WithDegradedMode(store LeaseStore) Option {
 	return clientOption(func(c *config) { c.fallback, c.fallbackSet = store, true })
 }
 
-// WithClock replaces time.Now for the validity arithmetic of this Client:
-// for tests that run a client whose clock runs fast or slow (the fault
-// suite does). The times it returns must carry a monotonic reading (derive
+// WithClock replaces time.Now for every reading of the time by this
+// Client: the validity arithmetic, the durations its events report, the
+// adaptive TTL's windows and the circuit breaker's next probe (its timers
+// and waits still run on the machine's time). For tests that run a client
+// whose clock runs fast or slow (the fault suite does). The times it returns must carry a monotonic reading (derive
 // them from time.Now). Production code has no reason to use it. A nil now
 // is refused by New with ErrInvalid.
 func WithClock(now func() time.Time) Option {
@@ -406,168 +333,6 @@ func WithClock(now func() time.Time) Option {
 // notifications do; the baseline of the contention benchmarks.
 func withoutNotify() Option {
 	return clientOption(func(c *config) { c.notifyOff = true })
-}
-
-// WithRetryDelay sets the bounds of the wait between two attempts of an
-// obtain. The n-th wait (from 0) is drawn uniformly from
-// [min, min(max, min·2ⁿ⁺¹)], and never outlasts the holder's remaining TTL
-// reported by the nodes; a release of the lock ends it early. Defaults
-// 10 ms and 500 ms.
-func WithRetryDelay(min, max time.Duration) RetryOption {
-	return retryOption(func(r *retryConfig) { r.minDelay, r.maxDelay = min, max })
-}
-
-// WithMaxAttempts limits Obtain to n attempts, each one acquire round on
-// every node (for Client.Any, one pass over its names): the first, and
-// n−1 more, each after a wait of the retry delay (WithRetryDelay) that a
-// release of the lock cuts short. The hook reports each attempt as an
-// AttemptEvent, and ObtainEvent.Attempts is their number. An attempt
-// refused at once by the open circuit breaker (ErrBreakerOpen) makes no
-// round but uses up an attempt too. 0, the default, retries until the
-// context ends. TryObtain makes one attempt whatever it says.
-func WithMaxAttempts(n int) RetryOption {
-	return retryOption(func(r *retryConfig) { r.maxAttempts = n })
-}
-
-// WithBackoff replaces the retry delay (WithRetryDelay) with a strategy of
-// the caller's own: next(n) is the wait before the obtain's attempt n+2,
-// after n+1 attempts (n from 0), and a negative wait ends the obtain as if
-// its attempts were used up. A release notification still ends a wait
-// early, and no wait outlasts the holder's remaining TTL. Given to New, it
-// also spaces the rounds of a manual Refresh of the Client's locks (given
-// to an obtain, it does not), and a negative wait ends that Refresh with
-// its last round's error. next is called on the obtaining (or refreshing)
-// goroutine, once per wait; it may be called from several goroutines at
-// once when several obtains or refreshes run at once.
-func WithBackoff(next func(n int) time.Duration) RetryOption {
-	return retryOption(func(r *retryConfig) { r.strategy, r.nilBackoff = next, next == nil })
-}
-
-// WithAutoRefresh keeps the lock alive until it is released or lost: the
-// Client refreshes it every TTL/3 (see WithRefreshInterval), batching the
-// refreshes of all its locks into one pipeline per node. When no refresh
-// can be confirmed by a quorum before the lock's validity ends, the lock is
-// lost: Done is closed and Err returns ErrLost. Do turns it on.
-func WithAutoRefresh() ObtainOption {
-	return obtainOption(func(o *obtainConfig) { o.auto = true })
-}
-
-// WithRefreshInterval sets how often an auto-refreshed lock is refreshed.
-// Default TTL/3; it must be below the TTL (and below AdaptiveTTL.Min with
-// WithAdaptiveTTL). A failed refresh is retried after a quarter of the
-// interval (at least the per-node timeout).
-func WithRefreshInterval(d time.Duration) ObtainOption {
-	return obtainOption(func(o *obtainConfig) { o.interval = d })
-}
-
-// WithMaxHold caps the total time an auto-refreshed lock is held: refreshes
-// do not extend it past obtain + d, after which it runs out and is lost with
-// an error saying so. Default 0: unlimited.
-func WithMaxHold(d time.Duration) ObtainOption {
-	return obtainOption(func(o *obtainConfig) { o.maxHold = d })
-}
-
-// WithFixedTTL makes one obtain, and the lock's refreshes, use the TTL as
-// given on a Client with WithAdaptiveTTL. Without WithAdaptiveTTL it changes
-// nothing.
-func WithFixedTTL() ObtainOption {
-	return obtainOption(func(o *obtainConfig) { o.fixedTTL = true })
-}
-
-// AdaptiveTTL configures WithAdaptiveTTL: the bounds of the TTLs it picks
-// and how it weighs its signals. Min and Max are required; a zero value in
-// any other field means its default.
-type AdaptiveTTL struct {
-	// Min and Max bound every TTL picked: 10 ms ≤ Min ≤ Max ≤ the
-	// deployment's maximum TTL (WithMaxTTL). No TTL above Max is ever
-	// used. The one exception to Min: the last automatic refreshes before
-	// a WithMaxHold limit ask only for the time left to the limit (reason
-	// "hold_limit"), which may be below Min, down to 10 ms.
-	Min, Max time.Duration
-	// RTTMultiple: the TTL is raised to at least RTTMultiple × the p95 of
-	// the nodes' round-trip times, so that the validity stays far above a
-	// round trip. Default 40; at least 3.
-	RTTMultiple float64
-	// ContentionHalf is the contention on a name at which the TTL is
-	// halved: the TTL is ttl / (1 + contention/ContentionHalf). Contention
-	// is this Client's goroutines waiting for the name, plus the other
-	// Clients waiting for it (counted by the sampler), plus this Client's
-	// attempts refused because another owner held it, per second. Default
-	// 4.
-	ContentionHalf float64
-	// SampleInterval is how often a goroutine of the Client reads INFO
-	// (memory and stats) from every node, to report memory pressure and
-	// measure round trips when no lock is taken, and counts the Clients
-	// waiting for its names (PUBSUB NUMSUB). Default 5 s.
-	SampleInterval time.Duration
-	// MemoryRatio: a node whose used_memory is at least MemoryRatio ×
-	// maxmemory is reported under memory pressure. In (0, 1]; default 0.9.
-	MemoryRatio float64
-}
-
-// WithAdaptiveTTL makes the Client pick the TTL of every acquire attempt
-// and every refresh, automatic or manual, within [a.Min, a.Max]: the TTL
-// given to an obtain or to Refresh becomes the base that the Client
-// adjusts. It lowers it when the name is contended (a crashed holder's lock
-// is handed over sooner) and raises it to cover the nodes' round-trip time.
-// Memory pressure on the nodes is reported (SampleEvent, the logger) and
-// changes no TTL. A shorter TTL does not weaken mutual exclusion: it only
-// makes a lock whose refreshes fail lost sooner.
-//
-// The TTL chosen and its reason are in ObtainEvent and RefreshEvent, and
-// Lock.TTL returns it. WithFixedTTL opts one obtain out. The sampler reads
-// INFO from every node every a.SampleInterval on a goroutine that starts
-// with the first obtain and that Close stops. See docs/adaptive-ttl.md.
-//
-// New returns an error wrapping ErrInvalid when a is out of range: Min or
-// Max missing, Min above Max, Min below 10 ms or too short for the
-// per-node timeout, Max above WithMaxTTL, or another field out of its
-// range.
-func WithAdaptiveTTL(a AdaptiveTTL) Option {
-	return clientOption(func(c *config) { c.adaptive = &a })
-}
-
-// validateAdaptive checks WithAdaptiveTTL's settings and fills in the
-// defaults.
-func (c *config) validateAdaptive() error {
-	a := c.adaptive
-	if a == nil {
-		return nil
-	}
-	switch {
-	case a.Min <= 0 || a.Max <= 0:
-		return invalid("adaptive TTL bounds [%v, %v]: Min and Max are required and must be positive", a.Min, a.Max)
-	case a.Min > a.Max:
-		return invalid("adaptive TTL Min %v is above Max %v", a.Min, a.Max)
-	case a.Min < limits.MinTTL:
-		return invalid("adaptive TTL Min %v is below the minimum TTL %v", a.Min, limits.MinTTL)
-	case a.Max > c.maxTTL:
-		return invalid("adaptive TTL Max %v is above the deployment's maximum TTL %v (WithMaxTTL)", a.Max, c.maxTTL)
-	case a.RTTMultiple < 0 || math.IsNaN(a.RTTMultiple) || math.IsInf(a.RTTMultiple, 0) || (a.RTTMultiple > 0 && a.RTTMultiple < 3):
-		return invalid("adaptive TTL RTTMultiple %v must be at least 3 (0: default %d)", a.RTTMultiple, adaptive.RTTMultiple)
-	case a.ContentionHalf < 0 || math.IsNaN(a.ContentionHalf) || math.IsInf(a.ContentionHalf, 0):
-		return invalid("adaptive TTL ContentionHalf %v must be positive (0: default %d)", a.ContentionHalf, adaptive.ContentionHalf)
-	case a.SampleInterval < 0 || (a.SampleInterval > 0 && a.SampleInterval < adaptive.MinSampleInterval):
-		return invalid("adaptive TTL SampleInterval %v must be at least %v (0: default %v)", a.SampleInterval, adaptive.MinSampleInterval, adaptive.SampleInterval)
-	case a.MemoryRatio < 0 || a.MemoryRatio > 1 || math.IsNaN(a.MemoryRatio):
-		return invalid("adaptive TTL MemoryRatio %v is outside (0, 1] (0: default %v)", a.MemoryRatio, adaptive.MemoryRatio)
-	}
-	if _, err := c.checkTTL(a.Min); err != nil {
-		return fmt.Errorf("adaptive TTL Min: %w", err)
-	}
-	if a.RTTMultiple == 0 {
-		a.RTTMultiple = adaptive.RTTMultiple
-	}
-	if a.ContentionHalf == 0 {
-		a.ContentionHalf = adaptive.ContentionHalf
-	}
-	if a.SampleInterval == 0 {
-		a.SampleInterval = adaptive.SampleInterval
-	}
-	if a.MemoryRatio == 0 {
-		a.MemoryRatio = adaptive.MemoryRatio
-	}
-	return nil
 }
 
 // nodeTimeoutFor is the per-node timeout for one call with this TTL.

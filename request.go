@@ -24,4 +24,8 @@ type request struct {
 	// The TTL of the last attempt, and why (ObtainEvent).
 	lastTTL time.Duration
 	why     string
+	// The storage of the waiter's candidates (waiter.order, heldUntil)
+	// for a few names, so that they need no allocation of their own.
+	orderBuf [4]int
+	heldBuf  [1]time.Time
 }

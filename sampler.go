@@ -2,17 +2,17 @@ package redlock
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/reply"
+	"github.com/redlock-go/redlock/internal/sampler"
 )
 
 // The adaptive TTL's sampler (WithAdaptiveTTL): a goroutine of the Client
@@ -20,6 +20,12 @@ import (
 // measure round trips when no lock is taken and to report memory pressure,
 // and counts the Clients waiting for its names. It feeds the policy
 // (internal/adaptive) and reports SampleEvents; it never shortens a TTL.
+
+// samplerState is the sampler's goroutine and its memory of the nodes.
+type samplerState struct {
+	loop  loop
+	nodes sampler.State
+}
 
 const (
 	// sampleTimeout bounds one node's INFO in the sampler.
@@ -50,33 +56,26 @@ func (e *engine) sample(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	now := time.Now()
+	now := e.cfg.now()
 	rtt := e.adapt.RTTP95(now)
-	s := &e.sampler
-	s.mu.Lock()
 	for i := range samples {
 		m := &samples[i]
 		m.RTT = rtt
 		if m.Err != nil {
 			continue
 		}
-		total := m.Evicted // readNode puts the node's total here
-		if prev := s.evicted[i]; prev >= 0 && total >= prev {
-			m.Evicted = total - prev
-		} else {
-			m.Evicted = 0 // first sample, or a restarted node
-		}
-		s.evicted[i] = total
+		// readNode puts the node's total here: 0 at the first sample, or
+		// for a restarted node.
+		m.Evicted = e.sampler.nodes.Evictions(i, m.Evicted)
 		m.Pressure = pressure(m, e.cfg.adaptive.MemoryRatio)
 	}
-	s.mu.Unlock()
 	if l := e.cfg.logger; l != nil {
 		for _, m := range samples {
-			if m.Err != nil && e.nodeLog.due(m.Node, logSampleErr, now) {
+			if m.Err != nil && e.nodeLog.Due(m.Node, nodelog.SampleErr, now) {
 				l.LogAttrs(ctx, slog.LevelWarn, "redlock: adaptive TTL cannot read the node's memory (INFO): its memory pressure is unknown",
 					slog.Int("node", m.Node), slog.String("addr", m.Addr), slog.String("error", m.Err.Error()))
 			}
-			if m.Pressure == "" || !e.nodeLog.due(m.Node, logMemory, now) {
+			if m.Pressure == "" || !e.nodeLog.Due(m.Node, nodelog.Memory, now) {
 				continue
 			}
 			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node under memory pressure: lock keys can be evicted or refused (the adaptive TTL does not shorten TTLs for it)",
@@ -97,8 +96,8 @@ func (e *engine) sample(ctx context.Context) {
 // waiting.
 func (e *engine) sampleWaiters(ctx context.Context) {
 	names := make(map[string]string, maxSubNames) // channel → lock key
-	e.mu.Lock()
-	for h := range e.held { // map order: another subset each time when there are more
+	e.reg.mu.Lock()
+	for h := range e.reg.held { // map order: another subset each time when there are more
 		if len(names) >= maxSubNames {
 			break
 		}
@@ -110,7 +109,7 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 			l.mu.Unlock()
 		}
 	}
-	e.mu.Unlock()
+	e.reg.mu.Unlock()
 	for _, k := range e.adapt.Contended(maxSubNames - len(names)) {
 		names[keys.Channel(k)] = k
 	}
@@ -147,24 +146,25 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 		}
 		wg.Wait()
 	}
-	e.adapt.SetWaiting(counts, time.Now())
+	e.adapt.SetWaiting(counts, e.cfg.now())
 }
 
-// pressure says what is wrong with a node's memory, or "" when nothing is.
+// pressure says what is wrong with a node's memory, or "" when nothing is
+// (sampler.Pressure).
 func pressure(m *SampleEvent, ratio float64) string {
-	var why []string
-	if m.Evicted > 0 {
-		why = append(why, fmt.Sprintf("%d keys evicted since the last sample (maxmemory-policy %s): a lock key may be among them", m.Evicted, m.Policy))
-	}
-	if m.MaxMemory > 0 && float64(m.UsedMemory) >= ratio*float64(m.MaxMemory) {
-		effect := "keys will be evicted"
-		if m.Policy == "noeviction" {
-			effect = "writes, acquires included, will be refused"
-		}
-		why = append(why, fmt.Sprintf("used_memory %d is %.0f%% of maxmemory %d (maxmemory-policy %s): %s",
-			m.UsedMemory, 100*float64(m.UsedMemory)/float64(m.MaxMemory), m.MaxMemory, m.Policy, effect))
-	}
-	return strings.Join(why, "; ")
+	return sampler.Pressure(memoryOf(*m), ratio)
+}
+
+// memoryOf is a sample's memory.
+func memoryOf(m SampleEvent) sampler.Memory {
+	return sampler.Memory{Used: m.UsedMemory, Max: m.MaxMemory, Policy: m.Policy, Evicted: m.Evicted}
+}
+
+// parseMemory reads a node's memory from INFO's text (sampler.Parse),
+// with evicted_keys in Evicted.
+func parseMemory(info string) SampleEvent {
+	m := sampler.Parse(info)
+	return SampleEvent{UsedMemory: m.Used, MaxMemory: m.Max, Policy: m.Policy, Evicted: m.Evicted}
 }
 
 // readNode reads one node's memory; its Evicted is the node's total
@@ -176,7 +176,7 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 	read := func(ctx context.Context, c driver.Node) (SampleEvent, error) {
 		ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 		defer cancel()
-		start := time.Now()
+		start := e.cfg.now()
 		replies, err := c.Pipe(ctx, [][]any{{"INFO", "memory"}, {"INFO", "stats"}})
 		if err != nil {
 			return SampleEvent{}, err
@@ -189,13 +189,10 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 			}
 			info.WriteString(s)
 		}
-		s := &e.sampler
-		s.mu.Lock()
-		if s.warm[n.Index] {
-			e.adapt.AddRTT(time.Now(), time.Since(start))
+		if e.sampler.nodes.Warm(n.Index) {
+			now := e.cfg.now()
+			e.adapt.AddRTT(now, now.Sub(start))
 		}
-		s.warm[n.Index] = true
-		s.mu.Unlock()
 		return parseMemory(info.String()), nil
 	}
 	masters, err := n.Conn.Masters(ctx)
@@ -218,44 +215,10 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 			return SampleEvent{Node: n.Index, Addr: n.Addr, Err: err}
 		}
 		ev := m.Evicted + s.Evicted
-		if m.Policy == "" || fuller(s, m) {
+		if m.Policy == "" || sampler.Fuller(memoryOf(s), memoryOf(m)) {
 			m.UsedMemory, m.MaxMemory, m.Policy = s.UsedMemory, s.MaxMemory, s.Policy
 		}
 		m.Evicted = ev
-	}
-	return m
-}
-
-// fuller reports whether x is closer to its maxmemory than y.
-func fuller(x, y SampleEvent) bool {
-	ratio := func(m SampleEvent) float64 {
-		if m.MaxMemory <= 0 {
-			return 0
-		}
-		return float64(m.UsedMemory) / float64(m.MaxMemory)
-	}
-	return ratio(x) > ratio(y)
-}
-
-// parseMemory reads used_memory, maxmemory, maxmemory_policy and
-// evicted_keys (into Evicted) from INFO's text.
-func parseMemory(info string) SampleEvent {
-	var m SampleEvent
-	for line := range strings.Lines(info) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok {
-			continue
-		}
-		switch k {
-		case "used_memory":
-			m.UsedMemory, _ = strconv.ParseInt(v, 10, 64)
-		case "maxmemory":
-			m.MaxMemory, _ = strconv.ParseInt(v, 10, 64)
-		case "maxmemory_policy":
-			m.Policy = v
-		case "evicted_keys":
-			m.Evicted, _ = strconv.ParseInt(v, 10, 64)
-		}
 	}
 	return m
 }

@@ -179,7 +179,7 @@ func (e *engine) waitTurn(ctx context.Context, name string, id uint64, m *waitq.
 		return nil // the head: no wait to report
 	default:
 	}
-	start := time.Now()
+	start := e.cfg.now()
 	why, err := "turn", error(nil)
 	select {
 	case <-m.Turn:
@@ -198,7 +198,7 @@ func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <
 	if holderTTL >= 0 {
 		delay = min(delay, holderTTL+time.Millisecond)
 	}
-	start := time.Now()
+	start := e.cfg.now()
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	why, err := "timer", error(nil)
@@ -216,7 +216,7 @@ func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <
 // waited reports a wait of an obtain that began at start to the hook.
 func (e *engine) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
 	if e.cfg.hook != nil {
-		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: time.Since(start), WokenBy: WokenBy(why)})
+		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: e.cfg.now().Sub(start), WokenBy: WokenBy(why)})
 	}
 }
 

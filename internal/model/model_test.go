@@ -25,8 +25,8 @@ func base() Config {
 func faults() Config {
 	return Config{Nodes: 3, Clients: []ClientSpec{{Acquires: 2, Refresh: 1, Release: true}, {Acquires: 2, Release: true}, {Acquires: 1}},
 		TTL: 3, MaxTTL: 4, NodeTimeout: 2, Delta: 1, Horizon: 30, Offsets: []int64{0, 1, -1},
-		Restarts: 1, DataRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3, ReplicaOffsets: []int64{-1, 0, 1},
-		AssumeBand: true, LossGap: 10, Global: true}
+		Faults: Faults{Restarts: 1, DataRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3, ReplicaOffsets: []int64{-1, 0, 1},
+			AssumeBand: true, LossGap: 10}, Global: true}
 }
 
 // finding1 is the schedule of review finding 1, as found by the search.
@@ -107,7 +107,7 @@ func searchTable() map[string]search {
 	// with horizon 25 finds it).
 	behind := func() Config {
 		return Config{Nodes: 3, Clients: []ClientSpec{{Acquires: 2, Release: true}, {Acquires: 2, Release: true}}, TTL: 3, MaxTTL: 20,
-			NodeTimeout: 2, Delta: 1, Horizon: 23, Promotions: 1, FailoverTime: 2, ReplicaOffsets: []int64{-15}}
+			NodeTimeout: 2, Delta: 1, Horizon: 23, Faults: Faults{Promotions: 1, FailoverTime: 2, ReplicaOffsets: []int64{-15}}}
 	}
 	// Finding 3: clients trusting persistence, a failover within the
 	// documented bounds.
@@ -123,7 +123,7 @@ func searchTable() map[string]search {
 	// restart that kept the data; only (e) is asserted.
 	mixed := func() Config {
 		return Config{Nodes: 3, Clients: []ClientSpec{{Acquires: 2, MaxTTL: 8}, {Acquires: 2, Mode: 'p'}},
-			TTL: 3, MaxTTL: 4, NodeTimeout: 2, Delta: 1, Horizon: 25, DataRestarts: 1, Restarts: 1, RestartTime: 2, LossGap: 12}
+			TTL: 3, MaxTTL: 4, NodeTimeout: 2, Delta: 1, Horizon: 25, Faults: Faults{DataRestarts: 1, Restarts: 1, RestartTime: 2, LossGap: 12}}
 	}
 	restarts := func() Config {
 		c := faults()

@@ -28,8 +28,8 @@ func semFaults() Config {
 	return Config{Nodes: 5, Permits: 2,
 		Clients: []ClientSpec{{Kind: Permit, Acquires: 2, Refresh: 1, Release: true}, {Kind: Permit, Acquires: 2, Release: true}, {Kind: Permit, Acquires: 2}},
 		TTL:     3, MaxTTL: 4, NodeTimeout: 2, Delta: 1, Horizon: 30, Offsets: []int64{0, 1, -1, 0, 1},
-		Restarts: 1, DataRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3, ReplicaOffsets: []int64{-1, 0, 1},
-		AssumeBand: true, LossGap: 10, Global: true}
+		Faults: Faults{Restarts: 1, DataRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3, ReplicaOffsets: []int64{-1, 0, 1},
+			AssumeBand: true, LossGap: 10}, Global: true}
 }
 
 // The semaphore's mutants are each found; the semaphore as implemented

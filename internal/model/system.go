@@ -36,6 +36,30 @@ type ClientSpec struct {
 	Release bool // release a held lock (else let it expire)
 }
 
+// Faults is the fault plan of a Config: the faults a schedule may
+// inject, and the bounds they keep to.
+type Faults struct {
+	// How many of each, per schedule.
+	Restarts     int // restart without data
+	DataRestarts int // restart keeping data
+	Promotions   int // failover to a lagging replica
+	// RestartTime is how long a restarted node is down (> Delta: the
+	// assumption that a restart with data is slower than the cache).
+	RestartTime int64
+	// FailoverTime is how long a failover takes; ReplicaOffsets are the
+	// replica machines' clock offsets a promotion may bring.
+	FailoverTime   int64
+	ReplicaOffsets []int64
+	// AssumeBand, when set, refuses promotions that break the documented
+	// assumption FailoverTime + (replica - master offset) >= Delta. When
+	// false, every offset is allowed (for finding 2's premise, a replica
+	// far behind).
+	AssumeBand bool
+	// LossGap is the real time that must separate two faults that lose
+	// data on different nodes (a minority per recovery window).
+	LossGap int64
+}
+
 // Config bounds a model: its nodes, clients, times and faults. Times are
 // integer ticks.
 type Config struct {
@@ -57,25 +81,8 @@ type Config struct {
 	// Second is the node time of a second, for uptime_in_seconds.
 	Second int64
 
-	// Faults: how many of each, per schedule.
-	Restarts     int // restart without data
-	DataRestarts int // restart keeping data
-	Promotions   int // failover to a lagging replica
-	// RestartTime is how long a restarted node is down (> Delta: the
-	// assumption that a restart with data is slower than the cache).
-	RestartTime int64
-	// FailoverTime is how long a failover takes; ReplicaOffsets are the
-	// replica machines' clock offsets a promotion may bring.
-	FailoverTime   int64
-	ReplicaOffsets []int64
-	// AssumeBand, when set, refuses promotions that break the documented
-	// assumption FailoverTime + (replica - master offset) >= Delta. When
-	// false, every offset is allowed (for finding 2's premise, a replica
-	// far behind).
-	AssumeBand bool
-	// LossGap is the real time that must separate two faults that lose
-	// data on different nodes (a minority per recovery window).
-	LossGap int64
+	// Faults is the fault plan of every schedule.
+	Faults
 
 	// Global says whether properties (a) and (b) are asserted: only under
 	// the documented assumptions (guard on for all, one max TTL, offsets

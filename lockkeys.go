@@ -1,0 +1,86 @@
+package redlock
+
+import (
+	"time"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// A lock's Redis keys on each node, and each node's epoch guard
+// (docs/fencing.md); the layout itself is internal/keys'.
+
+// keyLayout is where the engine finds a lock's keys on its nodes.
+type keyLayout struct {
+	// epochKey is the epoch record of a standalone node; cluster is set
+	// when some node is a Redis Cluster (see lockKeys.on). plainNode is the
+	// first node that is not (-1 if none): every such node shares one
+	// prepared script call per lock.
+	epochKey  string
+	cluster   bool
+	plainNode int
+}
+
+// lockKeys are the Redis keys of one lock: its key, its fencing counter,
+// and on a Redis Cluster its epoch record.
+type lockKeys struct {
+	key, fence, clusterEpoch string
+}
+
+// keysOf forms the keys of the lock of key.
+func (e *engine) keysOf(key string) lockKeys {
+	k := lockKeys{key: key, fence: keys.Fence(key)}
+	if e.layout.cluster {
+		k.clusterEpoch = keys.ClusterEpoch(key)
+	}
+	return k
+}
+
+// on are the lock's keys on node i. The epoch record is one per node,
+// except on a Redis Cluster, where a script may only touch the slot of its
+// lock: there each lock's hash tag has a record of its own.
+func (k lockKeys) on(e *engine, i int) script.Keys {
+	sk := script.Keys{Lock: k.key, Fence: k.fence, Epoch: e.layout.epochKey}
+	if e.nodes[i].Cluster {
+		sk.Epoch = k.clusterEpoch
+	}
+	return sk
+}
+
+// redisKey is the Redis key of a lock name: the prefix and the name inside
+// one hash tag, so that every key of a lock lands in one Cluster slot
+// (internal/keys).
+func (e *engine) redisKey(name string) (string, error) {
+	key, err := keys.Layout{Prefix: e.cfg.prefix}.Lock(name)
+	if err != nil {
+		return "", invalid("%v", err)
+	}
+	return key, nil
+}
+
+// guard is the epoch guard's setting for node i, prepared by newEngine.
+func (e *engine) guard(i int) script.Guard { return e.guards[i] }
+
+// newGuard is the epoch guard's setting for node i.
+func (e *engine) newGuard(i int) script.Guard {
+	mode := byte('1')
+	switch e.cfg.guard {
+	case GuardTrustPersistence:
+		mode = 'p'
+	case GuardOff:
+		mode = '0'
+	}
+	g := script.Guard{
+		MaxTTL:   e.cfg.maxTTL,
+		Delta:    limits.EpochTrust,
+		Mode:     mode,
+		FenceTTL: max(time.Hour, 10*e.cfg.maxTTL),
+	}
+	if e.nodes[i].Cluster {
+		// One record per lock: let the records of idle locks go. A
+		// missing record is safe (see epoch.lua).
+		g.RecordTTL = max(24*time.Hour, 10*e.cfg.maxTTL)
+	}
+	return g.Prepared()
+}

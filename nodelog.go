@@ -1,0 +1,39 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/redlock-go/redlock/internal/nodelog"
+)
+
+// The logger's lines about nodes, each node's condition at most once a
+// minute (internal/nodelog).
+
+// logNodes logs the nodes of a round that are skipped or recovering.
+func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
+	l := e.cfg.logger
+	if l == nil {
+		return
+	}
+	now := e.cfg.now()
+	for _, n := range nodes {
+		kind := nodelog.Kind(-1)
+		switch n.Reason {
+		case "skipped":
+			kind = nodelog.Skipped
+		case "recovering":
+			kind = nodelog.Recovering
+		}
+		if kind < 0 || !e.nodeLog.Due(n.Node, kind, now) {
+			continue
+		}
+		if kind == nodelog.Skipped {
+			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node skipped after repeated timeouts",
+				slog.Int("node", n.Node), slog.String("addr", n.Addr))
+		} else {
+			l.LogAttrs(ctx, slog.LevelInfo, "redlock: node recovering after a restart or failover",
+				slog.Int("node", n.Node), slog.String("addr", n.Addr), slog.String("reason", n.Err.Error()))
+		}
+	}
+}
