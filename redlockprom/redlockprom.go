@@ -109,23 +109,61 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 		}
 		o.apply(&cfg)
 	}
-	labels := func(names ...string) []string {
-		if cfg.lockLabel != nil {
-			names = append(names, "lock")
+	f := factory{&cfg}
+	h := f.lockMetrics()
+	f.samplerMetrics(h)
+	all := collectors{
+		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
+		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
+		h.breakerState, h.breakerTransitions, h.degradedLocks,
+		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
+	}
+	if cfg.lockLabel == nil {
+		// Without a lock label these have one series per kind: show them
+		// at 0 from the start.
+		for _, k := range redlock.Kinds() {
+			h.lost.WithLabelValues(string(k))
+			h.heldLocks.WithLabelValues(string(k))
 		}
-		return names
+		h.degradedLocks.WithLabelValues()
 	}
-	counter := func(name, help string, names ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "redlock", Name: name, Help: help, ConstLabels: cfg.constLabels,
-		}, names)
+	for s := range breakerStates {
+		h.breakerTransitions.WithLabelValues(string(s))
 	}
-	histogram := func(name, help string, buckets []float64, names ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "redlock", Name: name, Help: help, ConstLabels: cfg.constLabels, Buckets: buckets,
-		}, names)
+	if err := reg.Register(all); err != nil {
+		return nil, err
 	}
-	h := &Hook{
+	return h, nil
+}
+
+// factory makes the metrics of a Hook with its options' labels.
+type factory struct{ cfg *config }
+
+// labels appends the lock label, when there is one, to names.
+func (f factory) labels(names ...string) []string {
+	if f.cfg.lockLabel != nil {
+		names = append(names, "lock")
+	}
+	return names
+}
+
+func (f factory) counter(name, help string, names ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "redlock", Name: name, Help: help, ConstLabels: f.cfg.constLabels,
+	}, names)
+}
+
+func (f factory) histogram(name, help string, buckets []float64, names ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "redlock", Name: name, Help: help, ConstLabels: f.cfg.constLabels, Buckets: buckets,
+	}, names)
+}
+
+// lockMetrics makes a Hook with the metrics of locks and of the circuit
+// breaker.
+func (f factory) lockMetrics() *Hook {
+	cfg, labels, counter, histogram := f.cfg, f.labels, f.counter, f.histogram
+	return &Hook{
 		lockLabel: cfg.lockLabel,
 		acquires: counter("acquire_total",
 			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "lock_kind")...),
@@ -162,10 +200,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 			Help: "Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost.",
 		}, labels()),
 	}
-	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
-	h.ttlChosen = histogram("ttl_chosen_seconds",
+}
+
+// samplerMetrics adds to h the metrics of the adaptive TTL
+// (redlock.WithAdaptiveTTL) and its sampler.
+func (f factory) samplerMetrics(h *Hook) {
+	cfg := f.cfg
+	h.ttlChosen = f.histogram("ttl_chosen_seconds",
 		"TTL of each lock obtained (op=obtain) and each successful refresh (op=refresh), and why it has that value (reason: given, base, contention, rtt, min, max, hold_limit).",
-		DefaultTTLBuckets, labels("op", "reason")...)
+		DefaultTTLBuckets, f.labels("op", "reason")...)
 	h.rttP95 = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "redlock", Name: "rtt_p95_seconds", ConstLabels: cfg.constLabels,
 		Help: "p95 of the nodes' round-trip times over the last minute, as the adaptive TTL measures it.",
@@ -178,30 +221,8 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 		Namespace: "redlock", Name: "node_memory_pressure", ConstLabels: cfg.constLabels,
 		Help: "1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused.",
 	}, []string{"node"})
-	h.evicted = counter("node_evicted_keys_total",
+	h.evicted = f.counter("node_evicted_keys_total",
 		"Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.", "node")
-	all := collectors{
-		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
-		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
-		h.breakerState, h.breakerTransitions, h.degradedLocks,
-		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
-	}
-	if cfg.lockLabel == nil {
-		// Without a lock label these have one series per kind: show them
-		// at 0 from the start.
-		for _, k := range redlock.Kinds() {
-			h.lost.WithLabelValues(string(k))
-			h.heldLocks.WithLabelValues(string(k))
-		}
-		h.degradedLocks.WithLabelValues()
-	}
-	for s := range breakerStates {
-		h.breakerTransitions.WithLabelValues(string(s))
-	}
-	if err := reg.Register(all); err != nil {
-		return nil, err
-	}
-	return h, nil
 }
 
 // collectors registers every metric of a Hook at once, so that New
