@@ -119,7 +119,7 @@ func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Gua
 	if len(again) > 0 {
 		cmds = cmds[:0]
 		for _, i := range again {
-			cmds = append(cmds, evalArgs(calls[i].args, calls[i].src))
+			cmds = append(cmds, withHead(calls[i].args, [2]any{"eval", calls[i].s.src}))
 		}
 		retried, err := n.Pipe(ctx, cmds)
 		if err != nil {
