@@ -163,14 +163,11 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 	if err != nil {
 		return nil, holderTTL, err
 	}
+	var base time.Duration
 	if e.adapt != nil && !r.o.fixedTTL {
-		l.base = r.ttl // WithAdaptiveTTL picks each refresh's TTL from it
+		base = r.ttl // WithAdaptiveTTL picks each refresh's TTL from it
 	}
-	if r.o.auto {
-		l.keepAlive(l.obtainedAt, r.o.interval, r.o.maxHold)
-	}
-	e.register(l)
-	l.schedule()
+	e.adopt(l, &r.o, base)
 	return l, 0, nil
 }
 
