@@ -114,7 +114,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	}
 	e.cfg = cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
-	e.majority = e.rule(plainKind, &plainSpec.proto)
+	e.majority = e.rule(&plainSpec)
 	e.reg.held = make(map[releaser]struct{})
 	e.reg.done = make(chan struct{})
 	e.layout.plainNode = -1

@@ -66,7 +66,7 @@ func (l *Lock) eventCtx() context.Context {
 func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
 	e := l.e
 	if e.cfg.hook != nil {
-		l.emit(ctx, RefreshEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Auto: auto,
+		l.emit(ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
 			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
 	}
 }
@@ -77,7 +77,7 @@ func (l *Lock) reportLoss(err error) {
 	e := l.e
 	held := e.cfg.now().Sub(l.obtainedAt)
 	ctx := l.eventCtx()
-	l.emit(ctx, LostEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: held, Err: err, Degraded: l.Degraded()})
+	l.emit(ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
 	if lg := e.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
 			slog.String("name", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))

@@ -25,7 +25,7 @@ type handoffForm struct {
 	Prefix  string `json:"prefix"`
 	Nodes   int    `json:"nodes"`
 	Name    string `json:"name"`
-	Kind    string `json:"kind"`
+	Kind    Kind   `json:"kind"`
 	// Secret is the plain lock's value, or the hold's ID: whoever has it
 	// holds the lock.
 	Secret  string `json:"secret"`
@@ -85,8 +85,8 @@ func (l *Lock) handoff() ([]byte, error) {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(context.Background(), ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token,
-			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: "handed_off", Degraded: l.Degraded()})
+		l.emit(context.Background(), ReleaseEvent{LockInfo: l.info(),
+			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: ResultHandedOff, Degraded: l.Degraded()})
 	}
 	return data, nil
 }
@@ -170,8 +170,8 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	e.adopt(l, &r.o, 0) // a resumed lock keeps the form's TTL
 	if e.cfg.hook != nil {
 		defer l.announce() // even if the hook panics
-		e.emit(ctx, ObtainEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Elapsed: e.cfg.now().Sub(start),
-			TTL: l.ttl, TTLReason: "given", Result: "obtained"})
+		e.emit(ctx, ObtainEvent{LockInfo: l.info(), Elapsed: e.cfg.now().Sub(start),
+			TTL: l.ttl, TTLReason: "given", Result: ResultObtained})
 	}
 	return l, nil
 }
@@ -197,7 +197,7 @@ func (e *engine) readForm(handoff []byte, opts []ObtainOption) (*handoffForm, *r
 	if err != nil {
 		return nil, nil, fmt.Errorf("redlock: handoff: %w", err)
 	}
-	if f.Mode != "" && f.Mode != modeOf(&sp.proto) {
+	if f.Mode != "" && f.Mode != sp.mode() {
 		return nil, nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
 	}
 	r := &request{spec: sp}

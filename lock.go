@@ -38,7 +38,7 @@ type Lock struct {
 	all   *allOf
 	e     *engine
 	name  string
-	label string // the kind's label in events
+	label Kind // the kind's label in events
 	kind  kind
 	keys  lockKeys
 	// secret is the kind's part of the lock: its value or hold.
@@ -139,8 +139,8 @@ type refreshPlan struct {
 func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
 		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
-		quorum:   e.rule(sp.kind, &sp.proto), backend: nodeBackend{}}
-	l.secret = sp.kind.newSecret(key, &sp.proto, newValue(), wait)
+		quorum:   e.rule(sp), backend: nodeBackend{}}
+	l.secret = sp.newSecret(key, newValue(), wait)
 	l.ka.Value = l
 	return l
 }
@@ -375,7 +375,7 @@ func (l *Lock) release(ctx context.Context) error {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(ctx, ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Held: now.Sub(l.obtainedAt),
+		l.emit(ctx, ReleaseEvent{LockInfo: l.info(), Held: now.Sub(l.obtainedAt),
 			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err), Lost: lost, Degraded: l.Degraded()})
 	}
 	return err

@@ -8,8 +8,17 @@ import (
 
 const module = "github.com/redlock-go/redlock"
 
-// TestSurface holds the root package to at most 100 exported names, as
-// docs/engine.md counts them: what go doc -all lists, methods of types
+// maxSurface is the most exported names the root package may have. It was
+// 100 (the engine brought 179 down to 95); issue #34 raised it to 134 for
+// the typed labels that hooks and the adapters match: the types Kind,
+// Result, Reason, WokenBy and BreakerState with their 32 constants, Kinds
+// (the list of kinds, so that an adapter need not be changed for a new
+// kind) and LockInfo (the fields every lock event embeds): 39 names that
+// replace string literals written in the adapters and in users' hooks.
+const maxSurface = 134
+
+// TestSurface holds the root package to at most maxSurface exported names,
+// as docs/engine.md counts them: what go doc -all lists, methods of types
 // included, and struct fields and the methods of interfaces, listed inside
 // their type, aside.
 func TestSurface(t *testing.T) {
@@ -17,8 +26,8 @@ func TestSurface(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := p.Surface(false); len(s) > 100 {
-		t.Errorf("the root package exports %d names, more than 100: %s", len(s), strings.Join(s, " "))
+	if s := p.Surface(false); len(s) > maxSurface {
+		t.Errorf("the root package exports %d names, more than %d: %s", len(s), maxSurface, strings.Join(s, " "))
 	}
 }
 
