@@ -31,25 +31,44 @@ func TestSurface(t *testing.T) {
 	}
 }
 
-func TestBestOrder(t *testing.T) {
-	// a uses b, b uses c, c uses a (a cycle), and a uses c: one arrow
-	// must run back up, c -> a.
-	p := &Package{Files: []string{"a.go", "b.go", "c.go"}, Uses: map[string]map[string]int{
-		"a.go": {"b.go": 1, "c.go": 1},
-		"b.go": {"c.go": 1},
-		"c.go": {"a.go": 1},
-	}}
-	order, err := p.BestOrder()
+// The shape issue #34 holds the root package to (docs/engine.md, "How
+// it is measured"): no function over maxFuncLines lines, no file of
+// maxFileLines lines or more, no struct over maxFields fields, and no
+// read of the time but the defaults of a clock (the Client's, in
+// defaultConfig, and the in-memory lease store's own, NewLocalLeases):
+// everything else reads the Client's clock (WithClock).
+const (
+	maxFuncLines = 80
+	maxFileLines = 600
+	maxFields    = 20
+)
+
+var clockDefaults = []string{"options.go:defaultConfig time.Now", "leases.go:NewLocalLeases time.Now"}
+
+func TestShape(t *testing.T) {
+	s, err := MeasureShape("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"a.go", "b.go", "c.go"}; !slices.Equal(order, want) {
-		t.Errorf("BestOrder = %v, want %v", order, want)
+	for _, f := range s.Funcs {
+		if f.N > maxFuncLines {
+			t.Errorf("%s is %d lines long, more than %d", f.Name, f.N, maxFuncLines)
+		}
 	}
-	if up := p.Up(order); len(up) != 1 || up[0] != [2]string{"c.go", "a.go"} {
-		t.Errorf("Up = %v, want [[c.go a.go]]", up)
+	for _, f := range s.Files {
+		if f.N >= maxFileLines {
+			t.Errorf("%s is %d lines long, %d or more", f.Name, f.N, maxFileLines)
+		}
 	}
-	if up := p.Up([]string{"c.go", "b.go", "a.go"}); len(up) != 3 {
-		t.Errorf("Up(c, b, a) = %v, want three arrows", up)
+	for _, st := range s.Structs {
+		if !strings.Contains(st.Name, "/") && st.N > maxFields {
+			t.Errorf("struct %s has %d fields, more than %d", st.Name, st.N, maxFields)
+		}
 	}
+	for _, r := range s.TimeReads {
+		if !slices.Contains(clockDefaults, r) {
+			t.Errorf("%s: the root package reads the time outside the Client's clock", r)
+		}
+	}
+	t.Logf("longest function %v, longest file %v, largest struct of the repository %v", s.Funcs[0], s.Files[0], s.Structs[0])
 }
