@@ -132,8 +132,15 @@ func tooMany(t *testing.T) []redis.UniversalClient {
 	return nodes
 }
 
-// onEval calls f with every EVALSHA or EVAL a client has processed, and
-// the error it ended with (NOSCRIPT, for an EVALSHA that EVAL follows).
+// scriptCall reports whether a command named name runs one of the
+// library's scripts: EVALSHA or EVAL, or FCALL for the acquire, which runs
+// as a Redis Function where the node has them (internal/script/library.go).
+func scriptCall(name string) bool { return name == "evalsha" || name == "eval" || name == "fcall" }
+
+// onEval calls f with every EVALSHA, EVAL or FCALL a client has processed,
+// and the error it ended with (NOSCRIPT, for an EVALSHA that EVAL follows),
+// whether it went out alone or in a pipeline (the go-redis driver
+// auto-pipelines requests that meet on one node).
 type onEval func(redis.Cmder, error)
 
 func (onEval) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -149,24 +156,33 @@ func configRecord(cmd redis.Cmder) bool {
 func (f onEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && !configRecord(cmd) {
+		if scriptCall(cmd.Name()) && !configRecord(cmd) {
 			f(cmd, err)
 		}
 		return err
 	}
 }
-func (onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (f onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if scriptCall(cmd.Name()) && !configRecord(cmd) {
+				f(cmd, cmd.Err())
+			}
+		}
+		return err
+	}
 }
 
-// aroundEval runs f around every EVALSHA and EVAL a client processes; f
-// decides whether, and when, to pass the command on (next) and to return.
+// aroundEval runs f around every EVALSHA, EVAL and FCALL a client
+// processes; f decides whether, and when, to pass the command on (next) and
+// to return.
 type aroundEval func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
 
 func (aroundEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (f aroundEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		if scriptCall(cmd.Name()) {
 			return f(ctx, cmd, next)
 		}
 		return next(ctx, cmd)

@@ -111,20 +111,28 @@ func TestMaxAttemptsAreSpacedByTheRetryDelay(t *testing.T) {
 	}
 }
 
-// countEval counts EVALSHA and EVAL commands sent through a client.
+// countEval counts EVALSHA, EVAL and FCALL commands sent through a client,
+// alone or in a pipeline.
 type countEval struct{ n *atomic.Int32 }
 
 func (countEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h countEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		if scriptCall(cmd.Name()) {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)
 	}
 }
-func (countEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (h countEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if scriptCall(cmd.Name()) {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 func TestBackoffBounds(t *testing.T) {
