@@ -2,8 +2,10 @@ package rueidis_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,6 +52,15 @@ func TestConformance(t *testing.T) {
 		Name: "rueidis",
 		Standalone: func(t testing.TB, addr string) driver.Node {
 			return rueidisdriver.New(newClient(t, rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true}))
+		},
+		Dialing: func(t testing.TB, addr string, dial drivertest.Dialer) driver.Node {
+			return rueidisdriver.New(newClient(t, rueidis.ClientOption{
+				InitAddress:       []string{addr},
+				ForceSingleClient: true,
+				DialCtxFn: func(ctx context.Context, dst string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+					return dial(ctx, "tcp", dst)
+				},
+			}))
 		},
 		Cluster: func(t testing.TB, addrs []string) driver.Node {
 			return rueidisdriver.New(newClient(t, rueidis.ClientOption{InitAddress: addrs}))
