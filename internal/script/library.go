@@ -220,72 +220,65 @@ func loadLibrary(ctx context.Context, n driver.Node) (fnOutcome, error) {
 	return fnMissing, nil
 }
 
-// fcall runs a call built for FCALL (args[0] "fcall") on n, loading the
-// library where the node lacks it. ok is false when the node cannot run
-// the function (the function did not run): the caller then runs the
-// script with EVALSHA.
-func fcall(ctx context.Context, n driver.Node, args []any) (v any, err error, ok bool) {
+// withLibrary sends a call built for FCALL with send, which returns the
+// error its FCALL ended with (a reply's error, or the transport's), and
+// loads the library and sends again where the node lacks it. ok is false
+// when the node cannot run the function, which then did not run: the
+// caller runs the script with EVALSHA. Every other outcome, an error
+// included, is the call's: the function may have run.
+func withLibrary(ctx context.Context, n driver.Node, send func() error) (ok bool) {
 	if functionsOff(n) {
-		return nil, nil, false
+		return false
 	}
-	v, err = n.Do(ctx, args...)
-	switch classify(err) {
+	switch classify(send()) {
 	case fnRan:
-		return v, err, true
+		return true
 	case fnUnsupported:
 		setFunctionsOff(n)
-		return nil, nil, false
+		return false
 	}
 	switch out, lerr := loadLibrary(ctx, n); {
 	case lerr != nil:
 		// The load failed on the way (a Cluster master that did not
 		// answer): EVALSHA, this once, on the node that answered.
-		return nil, nil, false
+		return false
 	case out == fnUnsupported:
 		setFunctionsOff(n)
-		return nil, nil, false
+		return false
 	}
-	v, err = n.Do(ctx, args...)
-	if classify(err) != fnRan {
-		// Still missing (a Cluster's slot moved to a master that the
-		// load did not reach): EVALSHA, this once.
+	// Still missing (a Cluster's slot moved to a master that the load did
+	// not reach): EVALSHA, this once.
+	return classify(send()) == fnRan
+}
+
+// fcall runs a call built for FCALL (args[0] "fcall") on n, as
+// withLibrary says.
+func fcall(ctx context.Context, n driver.Node, args []any) (v any, err error, ok bool) {
+	ok = withLibrary(ctx, n, func() error {
+		v, err = n.Do(ctx, args...)
+		return err
+	})
+	if !ok {
 		return nil, nil, false
 	}
 	return v, err, true
 }
 
 // fpipe runs in one pipeline a call built for FCALL, cmds[0], and the
-// commands after it (WAIT), as fcall does: ok is false when the node
-// cannot run the function, which then did not run, nor did the commands
-// after it.
+// commands after it (WAIT), as withLibrary says: when ok is false, neither
+// the function nor the commands after it ran.
 func fpipe(ctx context.Context, n driver.Node, cmds [][]any) (replies []driver.Reply, err error, ok bool) {
-	if functionsOff(n) {
+	ok = withLibrary(ctx, n, func() error {
+		if replies, err = n.Pipe(ctx, cmds); err != nil {
+			return err
+		}
+		return replies[0].Err
+	})
+	if !ok {
 		return nil, nil, false
 	}
-	replies, err = n.Pipe(ctx, cmds)
 	if err != nil {
 		return nil, err, true
-	}
-	switch classify(replies[0].Err) {
-	case fnRan:
-		return replies, nil, true
-	case fnUnsupported:
-		setFunctionsOff(n)
-		return nil, nil, false
-	}
-	switch out, lerr := loadLibrary(ctx, n); {
-	case lerr != nil:
-		return nil, nil, false
-	case out == fnUnsupported:
-		setFunctionsOff(n)
-		return nil, nil, false
-	}
-	replies, err = n.Pipe(ctx, cmds)
-	if err != nil {
-		return nil, err, true
-	}
-	if classify(replies[0].Err) != fnRan {
-		return nil, nil, false
 	}
 	return replies, nil, true
 }
