@@ -1,15 +1,46 @@
 // Package redlock provides distributed locks on Redis: the single-instance
 // lock (SET NX PX with a compare-and-delete release) on one node, and the
-// Redlock algorithm on N independent nodes.
+// Redlock algorithm on N independent nodes. It is for Go services where
+// something must happen once: a flash sale that must not oversell, a cron
+// job that must run on one instance of a fleet, a payment that must not be
+// processed twice.
 //
 // # Use
 //
-//	c, err := redlock.New([]redis.UniversalClient{n1, n2, n3, n4, n5})
+// New takes a go-redis client per node (NewFromNodes takes the nodes of
+// any driver: package driver):
+//
+//	c, err := redlock.New(nodes)
 //	...
-//	lock, err := c.Obtain(ctx, "order:42", 10*time.Second)
-//	if err != nil { ... }
+//	defer c.Close() // releases locks still held
+//
+//	// The simplest form: obtain, keep alive, run, release.
+//	err = c.Do(ctx, "payment:8812", 10*time.Second, func(ctx context.Context) error {
+//		// ctx is cancelled (cause redlock.ErrLost) if the lock is lost.
+//		return nil
+//	})
+//
+//	// Or hold it yourself.
+//	lock, err := c.TryObtain(ctx, "cron:cleanup", time.Minute)
+//	if errors.Is(err, redlock.ErrHeld) {
+//		return // another instance runs the job
+//	} else if err != nil {
+//		log.Fatal(err) // no quorum of nodes answered; the error says why, node by node
+//	}
 //	defer lock.Release(ctx)
-//	// The lock is held until lock.ValidUntil(), unless refreshed.
+//
+//	// ... work, refreshing before lock.ValidUntil() ...
+//	if err := lock.Refresh(ctx, time.Minute); errors.Is(err, redlock.ErrNotHeld) {
+//		log.Fatal("lost the lock: stop")
+//	}
+//
+// Obtain, unlike TryObtain, waits for the lock until its context ends. On
+// nodes just started, the first minute is refused: a node whose Redis
+// process is new answers "recovering" for the longest TTL (WithMaxTTL, 1
+// minute by default), so that it cannot give out a lock it forgot in a
+// restart (the restart guard, below). The README of the repository has the
+// whole program (its quick start), what you get, and where each part is
+// documented.
 //
 // # Handles
 //

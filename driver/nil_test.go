@@ -12,7 +12,7 @@ import (
 
 // ptrConn is a pointer type that implements driver.PubSubConn, for a
 // typed nil behind the interface.
-type ptrConn struct{ pubsubConn }
+type ptrConn struct{ driver.PubSubConn }
 
 // A dial that returns no connection and no error (nil, or a nil pointer
 // behind the interface) is a failed dial: the Hub never confirms, and

@@ -16,9 +16,12 @@
 // layer, pipelines with an error reply inside, the Notifier (confirmations,
 // messages, unsubscription, a broken connection, a restarted server,
 // churn, Close), node timeouts and a frozen node (SIGSTOP), refused
-// connections, Info, Masters and sharded notifications on a Redis Cluster,
+// connections, a node named by a host name that comes back on a new IP
+// address with its data (AddressChange, where 127.0.0.2 and 127.0.0.3
+// can be bound), Info, Masters and sharded notifications on a Redis Cluster,
 // WithReplicaAck on a Redis Cluster with a replica frozen (WAIT reaches the
-// master that ran the write),
+// master that ran the write), a waiter woken by a release after its lock's
+// slot moved to another master of a Redis Cluster,
 // a Sentinel deployment and its failover, and redlock Clients over the
 // driver obtaining, waiting for a release notification, refreshing and
 // releasing, on one and on three nodes.
@@ -60,6 +63,13 @@ type Driver struct {
 	Name string
 	// Standalone returns a node for the redis-server at addr (host:port).
 	Standalone func(t testing.TB, addr string) driver.Node
+	// Dialing returns a node for the redis-server named addr, a host
+	// name and port that no resolver knows, whose driver opens every
+	// connection with dial, given the address (the driver's dial option:
+	// go-redis's Options.Dialer, rueidis's ClientOption.DialCtxFn,
+	// redigo's DialContextFunc). The AddressChange part moves the server
+	// to another IP address behind the name; nil skips it.
+	Dialing func(t testing.TB, addr string, dial Dialer) driver.Node
 	// Cluster returns a node for the Redis Cluster whose masters are at
 	// addrs; nil when the driver does not support Redis Cluster.
 	Cluster func(t testing.TB, addrs []string) driver.Node
@@ -93,6 +103,12 @@ func Run(t *testing.T, d Driver) {
 	t.Run("NotifierClose", func(t *testing.T) { testNotifierClose(t, d) })
 	t.Run("FrozenNode", func(t *testing.T) { testFrozen(t, d) })
 	t.Run("RefusedConnection", func(t *testing.T) { testRefused(t, d) })
+	t.Run("AddressChange", func(t *testing.T) {
+		if d.Dialing == nil {
+			t.Skipf("%s: no Dialing constructor", d.Name)
+		}
+		testAddressChange(t, d)
+	})
 	t.Run("EndToEnd", func(t *testing.T) {
 		for _, n := range []int{1, 3} {
 			t.Run(fmt.Sprintf("nodes=%d", n), func(t *testing.T) { testEndToEnd(t, d, n) })
@@ -110,6 +126,12 @@ func Run(t *testing.T, d Driver) {
 			t.Skipf("%s does not support Redis Cluster", d.Name)
 		}
 		testClusterReplicaAck(t, d)
+	})
+	t.Run("ClusterSlotMigration", func(t *testing.T) {
+		if d.Cluster == nil {
+			t.Skipf("%s does not support Redis Cluster", d.Name)
+		}
+		testClusterSlotMigration(t, d)
 	})
 	t.Run("Sentinel", func(t *testing.T) {
 		if d.Sentinel == nil {

@@ -25,7 +25,8 @@ const fipsChildEnv = "REDLOCK_DRIVERTEST_FIPS140_NODES"
 // again with only this test selected and that GODEBUG, and fails with the
 // child's output unless the child passed. The child checks that the mode
 // is enforced, then obtains, refreshes and releases a plain lock (after a
-// SCRIPT FLUSH too, to take the EVAL fallback), a writer and a reader of a
+// SCRIPT FLUSH and FUNCTION FLUSH too, to take the EVAL fallback and
+// the library's load), a writer and a reader of a
 // read-write lock and a semaphore's permit, on the three nodes.
 //
 // Call it from a test of the driver's package:
@@ -94,13 +95,16 @@ func fipsCycle(t *testing.T, d Driver, addrs []string) {
 		}
 	}
 	cycle("plain lock", c.Mutex(unique("fips")))
-	// Without the scripts on the nodes, the calls fall back to EVAL.
+	// Without the scripts and the library on the nodes, the scripts fall
+	// back to EVAL and the acquire loads the library again.
 	for _, n := range nodes {
-		if _, err := n.Do(ctx, "SCRIPT", "FLUSH"); err != nil {
-			t.Fatalf("SCRIPT FLUSH: %v", err)
+		for _, what := range []string{"SCRIPT", "FUNCTION"} {
+			if _, err := n.Do(ctx, what, "FLUSH"); err != nil {
+				t.Fatalf("%s FLUSH: %v", what, err)
+			}
 		}
 	}
-	cycle("plain lock after SCRIPT FLUSH", c.Mutex(unique("fips")))
+	cycle("plain lock after SCRIPT FLUSH and FUNCTION FLUSH", c.Mutex(unique("fips")))
 	r, w := c.RWMutex(unique("fips-rw"))
 	cycle("writer", w)
 	cycle("reader", r)

@@ -13,7 +13,7 @@ import (
 )
 
 // channels is what the suite reads of a Notifier that counts its channels
-// (driver.Hub and the go-redis driver's hub do).
+// (driver.Hub does).
 type channels interface{ Channels() int }
 
 // publish sends PUBLISH through the node and returns its receivers.

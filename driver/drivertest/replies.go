@@ -191,20 +191,25 @@ func testScripts(t *testing.T, d Driver) {
 	k := script.Keys{Lock: lockKey, Fence: keys.Fence(lockKey), Epoch: keys.Layout{Prefix: "drivertest:"}.NodeEpoch()}
 	g := script.Guard{MaxTTL: time.Minute, Delta: 50 * time.Millisecond, Mode: '0', FenceTTL: time.Hour}
 
+	// flush empties the node's script cache and its functions: the
+	// acquire (FCALL) then finds no function and loads the library, the
+	// other scripts (EVALSHA) answer NOSCRIPT and fall back to EVAL.
 	flush := func() {
 		t.Helper()
-		if got := do(t, n, "SCRIPT", "FLUSH"); got != "OK" {
-			t.Fatalf("SCRIPT FLUSH: %#v", got)
+		for _, what := range []string{"SCRIPT", "FUNCTION"} {
+			if got := do(t, n, what, "FLUSH"); got != "OK" {
+				t.Fatalf("%s FLUSH: %#v", what, got)
+			}
 		}
 	}
 	flush()
 	a, err := script.Acquire(ctx, n, k, "mine", time.Minute, g, script.Ack{})
 	if err != nil || a.Status != script.Taken || a.Token <= 0 {
-		t.Fatalf("Acquire after SCRIPT FLUSH (EVALSHA, NOSCRIPT, EVAL): %+v, %v", a, err)
+		t.Fatalf("Acquire after SCRIPT FLUSH and FUNCTION FLUSH (FCALL, no such function, FUNCTION LOAD, FCALL): %+v, %v", a, err)
 	}
 	a2, err := script.Acquire(ctx, n, k, "theirs", time.Minute, g, script.Ack{})
 	if err != nil || a2.Status != script.Held || a2.HolderTTL <= 0 {
-		t.Fatalf("Acquire of a held lock (EVALSHA): %+v, %v", a2, err)
+		t.Fatalf("Acquire of a held lock (FCALL): %+v, %v", a2, err)
 	}
 
 	// The refresh of several locks in one pipeline, after a flush: the

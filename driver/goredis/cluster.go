@@ -40,14 +40,22 @@ func (n *Node) pipeline(ctx context.Context, cmds [][]any) (redis.Pipeliner, err
 	return m.Pipeline(), nil
 }
 
+// connBound1 reports whether one command's reply depends on the
+// connection it runs on (WAIT, WAITAOF).
+func connBound1(args []any) bool {
+	if len(args) == 0 {
+		return false
+	}
+	name, ok := args[0].(string)
+	return ok && (strings.EqualFold(name, "WAIT") || strings.EqualFold(name, "WAITAOF"))
+}
+
 // connBound reports whether cmds holds a command whose reply depends on
 // the connection it runs on (WAIT, WAITAOF).
 func connBound(cmds [][]any) bool {
 	for _, args := range cmds {
-		if len(args) > 0 {
-			if name, ok := args[0].(string); ok && (strings.EqualFold(name, "WAIT") || strings.EqualFold(name, "WAITAOF")) {
-				return true
-			}
+		if connBound1(args) {
+			return true
 		}
 	}
 	return false

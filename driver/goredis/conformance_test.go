@@ -30,6 +30,11 @@ func TestConformance(t *testing.T) {
 					t.Cleanup(func() { _ = rc.Close() })
 					return goredis.New(rc)
 				},
+				Dialing: func(t testing.TB, addr string, dial drivertest.Dialer) driver.Node {
+					rc := redis.NewClient(&redis.Options{Addr: addr, Dialer: dial, ContextTimeoutEnabled: c.deadline})
+					t.Cleanup(func() { _ = rc.Close() })
+					return goredis.New(rc)
+				},
 				Cluster: func(t testing.TB, addrs []string) driver.Node {
 					rc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: c.deadline})
 					t.Cleanup(func() { _ = rc.Close() })

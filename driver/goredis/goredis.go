@@ -10,10 +10,24 @@
 // ReadTimeout (3 s by default), and redlock runs each request on a
 // goroutine of its own that it stops waiting for at the deadline.
 //
-// Notifications: go-redis pub/sub, one connection per node for every
-// channel (per channel on a Redis Cluster, with SSUBSCRIBE); go-redis
-// reconnects a broken connection and subscribes again, and every waiter is
-// woken when it breaks.
+// Auto-pipelining (WithAutoPipelining, on by default on a standalone or
+// Sentinel client): requests that concurrent goroutines send to a node
+// while others of the Node are in flight there leave together, as one
+// go-redis pipeline (one write, one read), sent by a goroutine of the
+// Node's that runs while requests are queued; a request alone on its node
+// goes straight out, as a go-redis Do. A queued request returns at its own
+// deadline whatever its pipeline does, and is not sent once its deadline
+// has passed. WAIT and WAITAOF, whose reply depends on their connection,
+// always go straight out; a Cluster or Ring client is not auto-pipelined.
+// New(c, WithAutoPipelining(false)) sends every request on its own.
+//
+// Notifications: a driver.Hub on go-redis PubSub connections, one per
+// node for every channel (one per channel on a Redis Cluster, with
+// SSUBSCRIBE, on the master of the channel's slot). A connection that
+// breaks, or a sharded subscription that the server ends (its slot moved
+// to another master), wakes its waiters, and the hub subscribes again on
+// a new connection; a PubSub quiet for 10 s is sent a PING, and counts as
+// broken after 10 s more without an answer.
 //
 // A node that refuses connections: go-redis retries a refused dial
 // (DialerRetries, 5 by default, DialerRetryTimeout apart), retries the
@@ -55,16 +69,11 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/driver"
 )
-
-// hubTimeout bounds one SUBSCRIBE or UNSUBSCRIBE write of a node's
-// notification connection.
-const hubTimeout = 2 * time.Second
 
 // Node is a go-redis client as a driver.Node.
 type Node struct {
@@ -73,13 +82,36 @@ type Node struct {
 	// g is the client's refusal state, shared by every Node on the client
 	// (gate.go).
 	g *gate
+	// ap pipelines the requests of concurrent goroutines (pipeline.go);
+	// nil when WithAutoPipelining(false), or on a Cluster or Ring client.
+	ap *pipeliner
+}
+
+// Option configures a Node (New).
+type Option func(*options)
+
+type options struct {
+	noAutoPipelining bool
+}
+
+// WithAutoPipelining turns auto-pipelining on (the default) or off. On, the
+// requests that concurrent goroutines send to a standalone or Sentinel
+// node while others of the Node are in flight there leave in one write,
+// as one go-redis pipeline, and their replies come back in one read; a
+// request alone on its node goes straight out, as it does off. Each
+// request keeps its deadline: it returns at it whatever its batch does.
+// Off, every request is a go-redis Do of its own. A Cluster or Ring client
+// is never auto-pipelined (a batch would wait for its slowest master).
+func WithAutoPipelining(on bool) Option {
+	return func(o *options) { o.noAutoPipelining = !on }
 }
 
 var _ driver.Node = (*Node)(nil)
 
 // New wraps a go-redis client: a *redis.Client (standalone, or a Sentinel
 // failover client from redis.NewFailoverClient) or a *redis.ClusterClient.
-// It does no I/O. To a *redis.Client it adds a dial hook (AddHook) that
+// It does no I/O. A standalone or Sentinel node is auto-pipelined unless
+// opts say WithAutoPipelining(false). To a *redis.Client it adds a dial hook (AddHook) that
 // watches for refused connections (see the package doc), once for the
 // client's life: every Node on one client, however many redlock Clients
 // use it, shares that hook and its state, so that the client behaves as
@@ -87,11 +119,21 @@ var _ driver.Node = (*Node)(nil)
 // the redlock Clients that use it. A nil client, or a nil pointer of a
 // client type ((*redis.Client)(nil)), gives a nil node, which
 // redlock.NewFromNodes refuses with ErrInvalid.
-func New(c redis.UniversalClient) *Node {
+func New(c redis.UniversalClient, opts ...Option) *Node {
 	if isNil(c) {
 		return nil
 	}
-	return &Node{c: c, info: describe(c), g: gateOf(c)}
+	var o options
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	n := &Node{c: c, info: describe(c), g: gateOf(c)}
+	if rc, ok := c.(*redis.Client); ok && !o.noAutoPipelining {
+		n.ap = newPipeliner(rc)
+	}
+	return n
 }
 
 // isNil reports whether c is nil or a nil value of a type that can be
@@ -142,7 +184,15 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	if err := n.g.check(ctx); err != nil {
 		return nil, err
 	}
-	v, err := n.c.Do(ctx, args...).Result()
+	var (
+		v   any
+		err error
+	)
+	if n.ap != nil && !connBound1(args) {
+		v, err = n.ap.do(ctx, args)
+	} else {
+		v, err = n.c.Do(ctx, args...).Result()
+	}
 	if err == redis.Nil {
 		n.g.observe(nil)
 		return nil, nil
@@ -186,12 +236,13 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	return replies, nil
 }
 
-// Notifier implements driver.Node: a hub on the client.
+// Notifier implements driver.Node: a driver.Hub on the client's PubSub
+// connections (pubsub.go).
 func (n *Node) Notifier() driver.Notifier {
 	if n.c == nil {
 		return driver.NewHub(nil, false, hubTimeout) // never confirms
 	}
-	return newHub(n.c, n.info.Sharded, hubTimeout)
+	return newNotifier(n.c, n.info.Sharded)
 }
 
 // Masters implements driver.Node.

@@ -40,6 +40,17 @@ var redigoDriver = drivertest.Driver{
 	Standalone: func(t testing.TB, addr string) driver.Node {
 		return redigodriver.New(pool(t, addr), addr)
 	},
+	Dialing: func(t testing.TB, addr string, dial drivertest.Dialer) driver.Node {
+		p := &redis.Pool{
+			DialContext: func(ctx context.Context) (redis.Conn, error) {
+				return redis.DialContext(ctx, "tcp", addr, redis.DialContextFunc(dial))
+			},
+			MaxIdle:     16,
+			IdleTimeout: time.Minute,
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		return redigodriver.New(p, addr)
+	},
 }
 
 func TestConformance(t *testing.T) {

@@ -2,8 +2,10 @@ package rueidis_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,11 +24,15 @@ import (
 )
 
 // rueidis's cluster client closes the connections a topology refresh
-// replaced five seconds later, on a goroutine of its own that nothing
-// stops; it ends by itself. TestMain is also the main of the client
-// processes that the fault suite (TestFaults) starts.
+// replaced five seconds later, and refreshes its topology after a MOVED
+// (the slot migration of the conformance suite) after a random delay, each
+// on a goroutine of its own that nothing stops, not even Close; they end
+// by themselves. TestMain is also the main of the client processes that
+// the fault suite (TestFaults) starts.
 func TestMain(m *testing.M) {
-	fault.Main(m, faultDriver, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"))
+	fault.Main(m, faultDriver,
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }
 
 // newClient makes a rueidis client as the package documentation says, and
@@ -46,6 +52,15 @@ func TestConformance(t *testing.T) {
 		Name: "rueidis",
 		Standalone: func(t testing.TB, addr string) driver.Node {
 			return rueidisdriver.New(newClient(t, rueidis.ClientOption{InitAddress: []string{addr}, ForceSingleClient: true}))
+		},
+		Dialing: func(t testing.TB, addr string, dial drivertest.Dialer) driver.Node {
+			return rueidisdriver.New(newClient(t, rueidis.ClientOption{
+				InitAddress:       []string{addr},
+				ForceSingleClient: true,
+				DialCtxFn: func(ctx context.Context, dst string, _ *net.Dialer, _ *tls.Config) (net.Conn, error) {
+					return dial(ctx, "tcp", dst)
+				},
+			}))
 		},
 		Cluster: func(t testing.TB, addrs []string) driver.Node {
 			return rueidisdriver.New(newClient(t, rueidis.ClientOption{InitAddress: addrs}))

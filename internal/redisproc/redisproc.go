@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,10 +38,12 @@ var ErrNotInstalled = errors.New("redisproc: redis-server or redis-sentinel is n
 // readyTimeout bounds how long a starting server may take to answer PING.
 const readyTimeout = 10 * time.Second
 
-// Server is one redis-server (or redis-sentinel) process on 127.0.0.1.
+// Server is one redis-server (or redis-sentinel) process on 127.0.0.1
+// (or the loopback address Options.Host names).
 type Server struct {
 	bin  string
 	dir  string
+	host atomic.Pointer[string] // the address it binds; nil or "" is 127.0.0.1
 	port int
 	argv func(*Server) []string // the program's arguments
 
@@ -57,15 +60,19 @@ type Options struct {
 	// Args are extra redis-server arguments, such as
 	// []string{"--maxmemory-policy", "allkeys-lru"}.
 	Args []string
+	// Host is the loopback address the server binds, such as 127.0.0.2
+	// (Linux routes all of 127.0.0.0/8 to the loopback interface; other
+	// systems may have 127.0.0.1 only); "" is 127.0.0.1. MoveTo moves it.
+	Host string
 }
 
 // StartServer starts one redis-server on a free loopback port and waits
 // until it answers PING. The caller must call Stop.
 func StartServer(opts Options) (*Server, error) {
-	return launch("redis-server", nil, func(s *Server) []string {
+	return launch("redis-server", opts.Host, nil, func(s *Server) []string {
 		args := []string{
 			"--port", strconv.Itoa(s.port),
-			"--bind", "127.0.0.1",
+			"--bind", s.hostname(),
 			"--save", "",
 			"--appendonly", "no",
 			"--dir", s.dir,
@@ -80,7 +87,7 @@ func StartServer(opts Options) (*Server, error) {
 // launch starts program in a new directory on a free port: prepare (when
 // set) readies the directory once the port is known, argv gives the
 // arguments.
-func launch(program string, prepare func(*Server) error, argv func(*Server) []string) (*Server, error) {
+func launch(program, host string, prepare func(*Server) error, argv func(*Server) []string) (*Server, error) {
 	bin, err := exec.LookPath(program)
 	if err != nil {
 		return nil, ErrNotInstalled
@@ -90,10 +97,11 @@ func launch(program string, prepare func(*Server) error, argv func(*Server) []st
 		return nil, fmt.Errorf("redisproc: %w", err)
 	}
 	s := &Server{bin: bin, dir: dir, argv: argv}
+	s.host.Store(&host)
 	// A free port found by listening on :0 can be taken by someone else
 	// before the server binds it; try a few ports before giving up.
 	for try := 0; ; try++ {
-		s.port, err = freePort()
+		s.port, err = freePort(s.hostname())
 		if err == nil && prepare != nil {
 			err = prepare(s)
 		}
@@ -111,7 +119,15 @@ func launch(program string, prepare func(*Server) error, argv func(*Server) []st
 }
 
 // Addr is the server's host:port.
-func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
+func (s *Server) Addr() string { return net.JoinHostPort(s.hostname(), strconv.Itoa(s.port)) }
+
+// hostname is the address the server binds.
+func (s *Server) hostname() string {
+	if h := s.host.Load(); h != nil && *h != "" {
+		return *h
+	}
+	return "127.0.0.1"
+}
 
 // Port is the server's TCP port.
 func (s *Server) Port() int { return s.port }
@@ -227,6 +243,19 @@ func (s *Server) Restart() error {
 	return s.start()
 }
 
+// MoveTo kills the server and starts it again on the same port and
+// directory but bound to host (a loopback address, see Options.Host): a
+// node that comes back on a new IP address, as a Kubernetes Pod does. It
+// keeps its data only with persistence (Options.Args with --appendonly
+// yes). On error the server is left stopped.
+func (s *Server) MoveTo(host string) error {
+	if err := s.Kill(); err != nil {
+		return err
+	}
+	s.host.Store(&host)
+	return s.start()
+}
+
 // Pause freezes the process with SIGSTOP: it keeps its sockets open but
 // answers nothing, like a node in a long GC or swap storm. Where there is
 // no SIGSTOP (Windows), it returns an error wrapping ErrFreezeUnsupported.
@@ -271,8 +300,8 @@ func (s *Server) Stop() error {
 	return err
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("redisproc: find a free port: %w", err)
 	}

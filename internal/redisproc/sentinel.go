@@ -239,7 +239,7 @@ func waitLinkUp(ctx context.Context, s *Server) error {
 
 func startSentinelProc(name string, masterPort int) (*SentinelProc, error) {
 	p := &SentinelProc{}
-	srv, err := launch("redis-sentinel",
+	srv, err := launch("redis-sentinel", "",
 		func(s *Server) error {
 			p.Server = s
 			p.conf = filepath.Join(s.dir, "sentinel.conf")

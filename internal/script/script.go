@@ -1,9 +1,12 @@
 // Package script holds the Lua scripts that run on each Redis node, their
 // argument encoding and the decoding of their replies.
 //
-// Each script runs with EVALSHA, and falls back to EVAL when the node answers
-// NOSCRIPT (after SCRIPT FLUSH or a restart). Every call goes through the
-// node transport (internal/transport).
+// The plain lock's acquire runs as a Redis Function (FCALL) where the node
+// has functions, from a library loaded on first use (library.go); every
+// other script, and the acquire on a node without functions, runs with
+// EVALSHA, and falls back to EVAL when the node answers NOSCRIPT (after
+// SCRIPT FLUSH or a restart). Every call goes through the node transport
+// (internal/transport).
 //
 // The package computes no SHA-1 at run time, so that it works in a FIPS
 // 140-only process (GODEBUG=fips140=only), where crypto/sha1 panics: each
@@ -92,7 +95,6 @@ var (
 // argument slice, and go-redis sends it as it is (Do), with no copy and no
 // boxing of its own.
 var (
-	acquireSha       = acquire.boxed()
 	releaseSha       = release.boxed()
 	fenceSha         = fence.boxed()
 	familyAcquireSha = familyAcquire.boxed()
@@ -101,24 +103,35 @@ var (
 	permitReleaseSha = permitRelease.boxed()
 )
 
-// run sends EVALSHA with args ("evalsha", sha, numkeys, keys..., argv...),
-// and EVAL with the source when the node does not have the script (after
-// SCRIPT FLUSH or a restart). args is not kept.
-func run(ctx context.Context, n driver.Node, src string, args []any) (any, error) {
+// run sends a call of s: args are ("fcall", function, numkeys, keys...,
+// argv...) for a function of the library (library.go), else ("evalsha",
+// sha, ...) or ("eval", source, ...). FCALL loads the library where the
+// node lacks it, and gives way to EVALSHA where the node cannot run
+// functions; EVALSHA gives way to EVAL when the node does not have the
+// script (after SCRIPT FLUSH or a restart). args is not kept.
+func run(ctx context.Context, n driver.Node, s *luaScript, args []any) (any, error) {
+	if args[0] == "fcall" {
+		v, err, ok := fcall(ctx, n, args)
+		if ok {
+			return v, err
+		}
+		args = withHead(args, s.boxed())
+	}
 	v, err := n.Do(ctx, args...)
 	if err != nil && reply.HasPrefix(err, "NOSCRIPT") {
-		v, err = n.Do(ctx, evalArgs(args, src)...)
+		v, err = n.Do(ctx, withHead(args, [2]any{"eval", s.src})...)
 	}
 	return v, err
 }
 
-// evalArgs turns EVALSHA arguments into EVAL's, in a copy: the original
-// may be in use by calls to other nodes.
-func evalArgs(args []any, src string) []any {
-	eval := make([]any, len(args))
-	copy(eval, args)
-	eval[0], eval[1] = "eval", src
-	return eval
+// withHead is args with their first two replaced (EVALSHA's or EVAL's for
+// FCALL's, EVAL's for EVALSHA's), in a copy: the original may be in use by
+// calls to other nodes.
+func withHead(args []any, head [2]any) []any {
+	c := make([]any, len(args))
+	copy(c, args)
+	c[0], c[1] = head[0], head[1]
+	return c
 }
 
 // luaScript is a script's source and its SHA-1 digest, for EVALSHA.
@@ -154,25 +167,25 @@ func (s luaScript) head() (cmd, arg any) {
 
 // boxed is s's head, boxed once for the calls that build their
 // arguments by hand.
-func (s luaScript) boxed() [2]any {
+func (s *luaScript) boxed() [2]any {
 	cmd, arg := s.head()
 	return [2]any{cmd, arg}
 }
 
 // call is the EVALSHA arguments of s with keys and argv.
-func (s luaScript) call(keys []string, argv ...any) Call {
+func (s *luaScript) call(keys []string, argv ...any) Call {
 	args := make([]any, 0, 3+len(keys)+len(argv))
 	cmd, arg := s.head()
 	args = append(args, cmd, arg, strconv.Itoa(len(keys)))
 	for _, k := range keys {
 		args = append(args, k)
 	}
-	return Call{append(args, argv...), s.src}
+	return Call{args: append(args, argv...), s: s}
 }
 
 // Run runs a prepared call on one node and returns its raw reply.
 func (call Call) Run(ctx context.Context, n driver.Node) (any, error) {
-	return run(ctx, n, call.src, call.args)
+	return run(ctx, n, call.s, call.args)
 }
 
 // Keys are the Redis keys of one lock on one node.
@@ -255,8 +268,11 @@ type Ack struct {
 // the same call sent to several nodes (those whose keys are the same) costs
 // one argument slice, not one per node.
 type Call struct {
-	args []any  // "evalsha", sha, numkeys, keys..., argv...
-	src  string // the script, for EVAL when the node lacks it
+	// args are "fcall" and a function of the library (library.go), or
+	// "evalsha" and a digest, or "eval" and a source; then numkeys,
+	// keys..., argv...
+	args []any
+	s    *luaScript // the script, for EVALSHA and EVAL
 }
 
 // LockArgs are a plain lock's key and owner value, boxed once as script
@@ -271,8 +287,8 @@ func NewLockArgs(key, value string) LockArgs { return LockArgs{key, value} }
 func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
-	args = append(args, acquireSha[0], acquireSha[1], "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
-	return Call{append(args, ga...), acquire.src}
+	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
+	return Call{args: append(args, ga...), s: &acquire}
 }
 
 // Hold is one hold of a lock of the family (family.lua): a read-write or
@@ -303,7 +319,7 @@ func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 9+len(ga))
 	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
-	return Call{append(args, ga...), permitAcquire.src}
+	return Call{args: append(args, ga...), s: &permitAcquire}
 }
 
 // PermitReleaseCall prepares the semaphore's release script
@@ -313,7 +329,7 @@ func PermitReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 	if sharded {
 		flag = "1"
 	}
-	return Call{[]any{permitReleaseSha[0], permitReleaseSha[1], "1", key, h.ID, channel, flag}, permitRelease.src}
+	return Call{args: []any{permitReleaseSha[0], permitReleaseSha[1], "1", key, h.ID, channel, flag}, s: &permitRelease}
 }
 
 // FamilyAcquireCall prepares the family's acquire script for a hold.
@@ -322,7 +338,7 @@ func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	args := make([]any, 0, 11+len(ga))
 	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
 	args = append(args, ga...)
-	return Call{append(args, h.Wait), familyAcquire.src}
+	return Call{args: append(args, h.Wait), s: &familyAcquire}
 }
 
 // Acquire runs the acquire script on one node, followed in the same
@@ -335,7 +351,7 @@ func Acquire(ctx context.Context, n driver.Node, k Keys, value string, ttl time.
 // pipeline by WAIT when ack asks for replicas.
 func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired, error) {
 	if ack.Replicas == 0 {
-		v, err := run(ctx, n, call.src, call.args)
+		v, err := run(ctx, n, call.s, call.args)
 		if err != nil {
 			return Acquired{}, err
 		}
@@ -344,9 +360,20 @@ func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired,
 	// WAIT on the same connection, right after the script: it counts the
 	// replicas that acknowledged the script's writes.
 	wait := []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()}
-	replies, err := n.Pipe(ctx, [][]any{call.args, wait})
-	if err == nil && reply.HasPrefix(replies[0].Err, "NOSCRIPT") {
-		replies, err = n.Pipe(ctx, [][]any{evalArgs(call.args, call.src), wait})
+	args := call.args
+	var replies []driver.Reply
+	var err error
+	ok := false
+	if args[0] == "fcall" {
+		if replies, err, ok = fpipe(ctx, n, [][]any{args, wait}); !ok {
+			args = withHead(args, call.s.boxed())
+		}
+	}
+	if !ok {
+		replies, err = n.Pipe(ctx, [][]any{args, wait})
+		if err == nil && reply.HasPrefix(replies[0].Err, "NOSCRIPT") {
+			replies, err = n.Pipe(ctx, [][]any{withHead(args, [2]any{"eval", call.s.src}), wait})
+		}
 	}
 	if err != nil {
 		return Acquired{}, err
@@ -397,7 +424,7 @@ func decodeAcquire(v any) (Acquired, error) {
 
 // Fence raises a lock's fencing counter on one node to at least token.
 func Fence(ctx context.Context, n driver.Node, fenceKey string, token int64, g Guard) error {
-	_, err := run(ctx, n, fence.src, []any{fenceSha[0], fenceSha[1], "1", fenceKey, token, g.FenceTTL.Milliseconds()})
+	_, err := run(ctx, n, &fence, []any{fenceSha[0], fenceSha[1], "1", fenceKey, token, g.FenceTTL.Milliseconds()})
 	return err
 }
 
@@ -445,7 +472,7 @@ func ReleaseCall(a LockArgs, publish, sharded bool) Call {
 	case publish:
 		flag = "0"
 	}
-	return Call{[]any{releaseSha[0], releaseSha[1], "1", a.key, a.value, flag}, release.src}
+	return Call{args: []any{releaseSha[0], releaseSha[1], "1", a.key, a.value, flag}, s: &release}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see
@@ -455,12 +482,12 @@ func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
 	if sharded {
 		flag = "1"
 	}
-	return Call{[]any{familyReleaseSha[0], familyReleaseSha[1], "1", key, h.mode(), h.Owner, h.ID, channel, flag}, familyRelease.src}
+	return Call{args: []any{familyReleaseSha[0], familyReleaseSha[1], "1", key, h.mode(), h.Owner, h.ID, channel, flag}, s: &familyRelease}
 }
 
 // Release runs a prepared release on one node.
 func (call Call) Release(ctx context.Context, node driver.Node) (Released, error) {
-	n, err := reply.Int64(run(ctx, node, call.src, call.args))
+	n, err := reply.Int64(run(ctx, node, call.s, call.args))
 	if err != nil {
 		return Released{}, err
 	}
@@ -554,7 +581,7 @@ func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Gua
 	if len(again) > 0 {
 		cmds = cmds[:0]
 		for _, i := range again {
-			cmds = append(cmds, evalArgs(calls[i].args, calls[i].src))
+			cmds = append(cmds, withHead(calls[i].args, [2]any{"eval", calls[i].s.src}))
 		}
 		retried, err := n.Pipe(ctx, cmds)
 		if err != nil {

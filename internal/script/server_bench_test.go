@@ -17,7 +17,12 @@ import (
 // cycle: the metric server-µs/cycle), next to the floor: SET NX PX and a
 // compare-and-delete script. The client's time and the machine's load do
 // not enter the metric, only what the server spent, so modes compare within
-// one run even on a busy machine:
+// one run even on a busy machine. The modes guard-off and guard-on run the
+// acquire and the release as the package does (the acquire by FCALL,
+// library.go); their -evalsha twins run the acquire's script with EVALSHA,
+// as on a node without functions. exec-µs/cycle is the commands' own execution time per cycle
+// (INFO commandstats, the usec of every command but INFO's), without the
+// parsing and system calls that dominate server-µs/cycle:
 //
 //	go test -run '^$' -bench ServerCycle -benchtime 20000x ./internal/script
 func BenchmarkServerCycle(b *testing.B) {
@@ -43,25 +48,38 @@ func BenchmarkServerCycle(b *testing.B) {
 		name string
 		g    Guard
 	}{{"guard-off", off.Prepared()}, {"guard-on", guard}} {
-		k := keys("lock-" + g.name)
-		modes = append(modes, struct {
-			name  string
-			cycle func(v string) error
-		}{g.name, func(v string) error {
-			a, err := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g).Acquire(ctx, nodeOf(c), Ack{})
-			if err != nil {
+		for _, evalsha := range []bool{false, true} {
+			name := g.name
+			if evalsha {
+				name += "-evalsha"
+			}
+			k := keys("lock-" + name)
+			modes = append(modes, struct {
+				name  string
+				cycle func(v string) error
+			}{name, func(v string) error {
+				acq, rel := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g), ReleaseCall(NewLockArgs(k.Lock, v), true, false)
+				if evalsha {
+					acq = acq.scripted()
+				}
+				a, err := acq.Acquire(ctx, nodeOf(c), Ack{})
+				if err != nil {
+					return err
+				}
+				if !a.OK() {
+					return errNotTaken(a)
+				}
+				_, err = rel.Release(ctx, nodeOf(c))
 				return err
-			}
-			if !a.OK() {
-				return errNotTaken(a)
-			}
-			_, err = ReleaseCall(NewLockArgs(k.Lock, v), true, false).Release(ctx, nodeOf(c))
-			return err
-		}})
+			}})
+		}
 	}
 	for _, m := range modes {
 		b.Run("mode="+m.name, func(b *testing.B) {
 			i := 0
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
 			before := serverCPU(b, c)
 			for b.Loop() {
 				i++
@@ -70,6 +88,7 @@ func BenchmarkServerCycle(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/cycle")
+			b.ReportMetric(float64(execUsec(b, c))/float64(b.N), "exec-µs/cycle")
 		})
 	}
 }
@@ -134,15 +153,25 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return {0, 0}`)},
 		{"acquire", acquire.sha},
+		{"fcall-empty", "fcall:redlock_bench_empty"},
+		{"fcall-acquire", "fcall:" + functionName("acquire")},
 	}
 	if err := c.ScriptLoad(ctx, acquire.src).Err(); err != nil {
+		b.Fatal(err)
+	}
+	// waitVoting's acquire loaded the library (FUNCTION LOAD).
+	if err := c.FunctionLoad(ctx, "#!lua name=redlock_bench\nredis.register_function('redlock_bench_empty', function() return {1, 1} end)").Err(); err != nil {
 		b.Fatal(err)
 	}
 	for _, v := range variants {
 		b.Run("variant="+v.name, func(b *testing.B) {
 			top := "evalsha"
-			if v.sha == "" {
+			fn, isFn := strings.CutPrefix(v.sha, "fcall:")
+			switch {
+			case v.sha == "":
 				top = "set"
+			case isFn:
+				top = "fcall"
 			}
 			if err := c.ConfigResetStat(ctx).Err(); err != nil {
 				b.Fatal(err)
@@ -164,9 +193,12 @@ return {0, 0}`)},
 			for b.Loop() {
 				k := keys("bench:" + strconv.Itoa(i%64))
 				val := "v" + strconv.Itoa(i)
-				if v.sha == "" {
+				switch {
+				case v.sha == "":
 					pipe.SetNX(ctx, k.Lock, val, 10*time.Second)
-				} else {
+				case isFn:
+					pipe.FCall(ctx, fn, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, guard.args()...)...)
+				default:
 					pipe.EvalSha(ctx, v.sha, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, guard.args()...)...)
 				}
 				pipe.Del(ctx, k.Lock)
@@ -179,6 +211,32 @@ return {0, 0}`)},
 			b.ReportMetric(commandUsec(b, c, top), "call-µs/op")
 		})
 	}
+}
+
+// execUsec is the execution time of every command since CONFIG RESETSTAT
+// but INFO's (INFO commandstats), µs.
+func execUsec(tb testing.TB, c *redis.Client) int64 {
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var total int64
+	for _, line := range strings.Split(info, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || !strings.HasPrefix(name, "cmdstat_") || name == "cmdstat_info" || name == "cmdstat_config" {
+			continue
+		}
+		for _, f := range strings.Split(rest, ",") {
+			if v, ok := strings.CutPrefix(f, "usec="); ok {
+				x, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					tb.Fatalf("INFO commandstats: %q", line)
+				}
+				total += x
+			}
+		}
+	}
+	return total
 }
 
 // commandUsec is a command's mean execution time (INFO commandstats), µs.
