@@ -60,7 +60,7 @@ func (e *engine) reachable(detail bool) (n int, up uint64, down []NodeResult) {
 
 // breakerLabel is the label of a state of the breaker
 // (Client.BreakerState, BreakerEvent).
-func breakerLabel(s breaker.State) string { return s.String() }
+func breakerLabel(s breaker.State) BreakerState { return BreakerState(s.String()) }
 
 // gate is asked before each acquire round: it returns nil when the round
 // may go to the nodes, and the error to return instead (a *QuorumError

@@ -90,7 +90,7 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	if cfg.hook != nil {
-		cfg.hook = &guardedHook{h: cfg.hook, logger: cfg.logger}
+		cfg.hook = &guardedHook{h: cfg.hook, logger: cfg.logger, now: cfg.now}
 	}
 	for i, n := range nodes {
 		if n == nil || isNilValue(n) {
@@ -141,7 +141,7 @@ func (c *Client) Close() error {
 // WithBreaker): "closed" (a quorum of nodes is reachable), "open" (obtains
 // are refused, wait, or fall back to the degraded mode), or "half_open" (a
 // probe is under way). It is "closed" when the breaker is off.
-func (c *Client) BreakerState() string { return breakerLabel(c.brk.State()) }
+func (c *Client) BreakerState() BreakerState { return breakerLabel(c.brk.State()) }
 
 // Locker is a handle on a lock: a name (or names) and a kind, made by the
 // Client's Mutex, Reentrant, RWMutex, Semaphore, All and Any. Making one

@@ -67,7 +67,7 @@ func TestDegradedReleaseOfALeaseTakenByAnotherIsNotHeld(t *testing.T) {
 	var res []string
 	for _, ev := range rec.releases {
 		if ev.Name == "taken" {
-			res = append(res, ev.Result)
+			res = append(res, string(ev.Result))
 		}
 	}
 	rec.mu.Unlock()

@@ -59,7 +59,7 @@ type engine struct {
 	// sched runs the keep-alive: automatic refreshes and loss deadlines;
 	// its entries' values are *Lock. epoch is the origin of the refresh
 	// grid.
-	sched *keepalive.Scheduler[any]
+	sched *keepalive.Scheduler[*Lock]
 	epoch time.Time
 
 	brk     breaker.Breaker
@@ -100,7 +100,7 @@ const minReleaseTimeout = 100 * time.Millisecond
 // init checks the nodes and builds the engine over them in place (its
 // goroutines' owner is its own WaitGroup); fire is the keep-alive's handler
 // of due locks. It does no I/O.
-func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepalive.Entry[any])) error {
+func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepalive.Entry[*Lock])) error {
 	if len(nodes) == 0 {
 		return invalid("no nodes given")
 	}
@@ -114,7 +114,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	}
 	e.cfg = cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
-	e.majority = e.rule(plainKind, &plainSpec.proto)
+	e.majority = e.rule(&plainSpec)
 	e.reg.held = make(map[releaser]struct{})
 	e.reg.done = make(chan struct{})
 	e.layout.plainNode = -1
@@ -217,17 +217,7 @@ var lockIDs, obtainIDs atomic.Uint64
 // releaseAll releases locks in parallel, a bounded number at a time, so that
 // Close with a frozen node takes a few node timeouts, not one per lock.
 func releaseAll[L releaser](locks []L) {
-	const parallel = 64
-	sem := make(chan struct{}, parallel)
-	var wg sync.WaitGroup
-	for _, l := range locks {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			_ = l.Release(context.Background())
-		})
-	}
-	wg.Wait()
+	fanOut(locks, func(l L) error { return l.Release(context.Background()) })
 }
 
 // minTime is the earlier of a and b.

@@ -85,6 +85,13 @@ var (
 	// single probe request may reach it again, or it already had the most
 	// requests in flight (WithMaxInFlight).
 	ErrNodeSkipped = quorum.ErrSkipped
+
+	// ErrConfigConflict is returned by an obtain of a Client on one set of nodes
+	// that sees, on its nodes, that a Client of another set alone is alive or
+	// was within the max TTL: the two could hold one lock at once. During a
+	// move, it means step 2 of the runbook was cut short
+	// (docs/reconfiguration.md). The error names the other configuration.
+	ErrConfigConflict = errors.New("redlock: another node configuration is in use on these nodes")
 )
 
 // errReleased is Err of a released lock.
@@ -174,86 +181,86 @@ func ctxErr(ctx context.Context) error {
 }
 
 // reason is a node's reason as NodeResult.Reason's label.
-func reason(err error) string {
+func reason(err error) Reason {
 	switch {
 	case err == nil:
 		return ""
 	case errors.Is(err, ErrHeld):
-		return "held"
+		return ReasonHeld
 	case errors.Is(err, ErrNotOwner):
-		return "not_owner"
+		return ReasonNotOwner
 	case errors.Is(err, ErrWrongKind):
-		return "wrong_kind"
+		return ReasonWrongKind
 	case errors.Is(err, ErrNodeRecovering):
-		return "recovering"
+		return ReasonRecovering
 	case errors.Is(err, ErrNodeTimeout):
-		return "timeout"
+		return ReasonTimeout
 	case errors.Is(err, ErrNodePending):
-		return "pending"
+		return ReasonPending
 	case errors.Is(err, ErrNodeSkipped):
-		return "skipped"
+		return ReasonSkipped
 	case errors.Is(err, ErrNotReplicated):
-		return "not_replicated"
+		return ReasonNotReplicated
 	}
-	return "error"
+	return ReasonError
 }
 
 // attemptResult is AttemptEvent.Result.
-func attemptResult(obtained bool, err error) string {
+func attemptResult(obtained bool, err error) Result {
 	var qe *QuorumError
 	switch {
 	case obtained:
-		return "obtained"
+		return ResultObtained
 	case errors.Is(err, ErrHeld):
-		return "held"
+		return ResultHeld
 	case errors.As(err, &qe):
-		return "no_quorum"
+		return ResultNoQuorum
 	}
-	return "error"
+	return ResultError
 }
 
 // obtainResult is ObtainEvent.Result.
-func obtainResult(err error) string {
+func obtainResult(err error) Result {
 	var qe *QuorumError
 	switch {
 	case err == nil:
-		return "obtained"
+		return ResultObtained
 	case errors.Is(err, ErrClosed):
-		return "closed"
+		return ResultClosed
 	case errors.Is(err, ErrHeld):
-		return "held"
+		return ResultHeld
 	case errors.Is(err, ErrBreakerOpen):
-		return "breaker_open"
+		return ResultBreakerOpen
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return "canceled"
+		return ResultCanceled
 	case errors.As(err, &qe):
-		return "no_quorum"
+		return ResultNoQuorum
 	}
-	return "error"
+	return ResultError
 }
 
 // refreshResult is RefreshEvent.Result.
-func refreshResult(err error) string {
+func refreshResult(err error) Result {
 	switch {
 	case err == nil:
-		return "ok"
+		return ResultOK
 	case errors.Is(err, ErrNotHeld):
-		return "not_held"
+		return ResultNotHeld
 	case errors.Is(err, ErrClosed):
-		return "closed"
+		return ResultClosed
 	}
-	return "failed"
+	return ResultFailed
 }
 
 // releaseResult is ReleaseEvent.Result.
-func releaseResult(err error) string {
+func releaseResult(err error) Result {
 	switch {
 	case err == nil:
-		return "ok"
+		return ResultOK
 	case errors.Is(err, ErrNotHeld):
-		return "not_held"
+		return ResultNotHeld
 	}
-	return "failed"
+	return ResultFailed
 }
 
 // isNilValue reports whether v, a non-nil interface, holds a nil pointer,

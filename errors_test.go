@@ -27,7 +27,7 @@ func TestEventResults(t *testing.T) {
 		{errors.Join(&QuorumError{Op: "obtain", Nodes: []NodeResult{{Err: context.DeadlineExceeded}}}, context.DeadlineExceeded), "canceled"},
 		{errors.New("other"), "error"},
 	} {
-		if got := obtainResult(tt.err); got != tt.want {
+		if got := obtainResult(tt.err); string(got) != tt.want {
 			t.Errorf("obtainResult(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}
@@ -40,7 +40,7 @@ func TestEventResults(t *testing.T) {
 		{AttemptEvent{Err: timeout}, "no_quorum"},
 		{AttemptEvent{Err: errors.New("other")}, "error"},
 	} {
-		if got := attemptResult(tt.e.Obtained, tt.e.Err); got != tt.want {
+		if got := attemptResult(tt.e.Obtained, tt.e.Err); string(got) != tt.want {
 			t.Errorf("attemptResult(%+v) = %q, want %q", tt.e, got, tt.want)
 		}
 	}
@@ -54,10 +54,10 @@ func TestEventResults(t *testing.T) {
 		{ErrClosed, "closed", "failed"},
 		{&QuorumError{Op: "refresh"}, "failed", "failed"},
 	} {
-		if got := refreshResult(tt.err); got != tt.refresh {
+		if got := refreshResult(tt.err); string(got) != tt.refresh {
 			t.Errorf("refreshResult(%v) = %q, want %q", tt.err, got, tt.refresh)
 		}
-		if got := releaseResult(tt.err); got != tt.rel {
+		if got := releaseResult(tt.err); string(got) != tt.rel {
 			t.Errorf("releaseResult(%v) = %q, want %q", tt.err, got, tt.rel)
 		}
 	}
@@ -79,7 +79,7 @@ func TestNodeReason(t *testing.T) {
 		{ErrNotReplicated, "not_replicated"},
 		{errors.New("NOPERM"), "error"},
 	} {
-		if got := reason(tt.err); got != tt.want {
+		if got := reason(tt.err); string(got) != tt.want {
 			t.Errorf("reason(%v) = %q, want %q", tt.err, got, tt.want)
 		}
 	}

@@ -127,6 +127,7 @@ func observe(ctx context.Context, h Hook, e Event) (p *hookPanic) {
 type guardedHook struct {
 	h      Hook
 	logger *slog.Logger
+	now    func() time.Time // the Client's clock
 
 	mu      sync.Mutex
 	logged  time.Time // when the last panic was logged
@@ -145,7 +146,7 @@ func (g *guardedHook) report(ctx context.Context, e Event, p *hookPanic) {
 	if g.logger == nil {
 		return
 	}
-	now := time.Now()
+	now := g.now()
 	g.mu.Lock()
 	if g.everLog && now.Sub(g.logged) < time.Minute {
 		g.unseen++
@@ -171,10 +172,10 @@ type NodeResult struct {
 	// Redis client.
 	Err error
 	// Reason is Err as a short, stable label: "" when the node agreed,
-	// else "held", "not_owner", "wrong_kind", "recovering",
-	// "not_replicated", "timeout", "pending", "skipped", or "error" for
-	// any other failure.
-	Reason string
+	// else ReasonHeld, ReasonNotOwner, ReasonWrongKind, ReasonRecovering,
+	// ReasonNotReplicated, ReasonTimeout, ReasonPending, ReasonSkipped, or
+	// ReasonError for any other failure.
+	Reason Reason
 	// Latency is how long the node took to answer; 0 when it had not
 	// answered by the decision.
 	Latency time.Duration
@@ -187,9 +188,8 @@ type NodeResult struct {
 type AttemptEvent struct {
 	// Name is the lock's name.
 	Name string
-	// Kind is the lock's kind: "plain", "reentrant", "read", "write" or
-	// "permit".
-	Kind string
+	// Kind is the lock's kind (Kinds).
+	Kind Kind
 	// ObtainID is that of the obtain the attempt belongs to (ObtainEvent).
 	ObtainID uint64
 	// Obtained is true when a quorum agreed in time: the lock is ours.
@@ -210,9 +210,9 @@ type AttemptEvent struct {
 	// Err is nil when obtained; otherwise a *QuorumError with each node's
 	// reason (errors.Is matches ErrHeld when a node has another owner).
 	Err error
-	// Result is the outcome as a label: "obtained", "held" (another owner
-	// has the lock), "no_quorum", or "error".
-	Result string
+	// Result is the outcome as a label: ResultObtained, ResultHeld
+	// (another owner has the lock), ResultNoQuorum, or ResultError.
+	Result Result
 }
 
 // WaitEvent describes one wait of an obtain: between two attempts, or for
@@ -225,37 +225,48 @@ type WaitEvent struct {
 	ObtainID uint64
 	// Waited is how long the wait lasted.
 	Waited time.Duration
-	// WokenBy says what ended it: "release" (a release notification, or
-	// the key found gone after subscribing), "timer" (the backoff or the
-	// holder's remaining TTL), "context" (the caller's context ended), or
-	// "turn" (a waiter ahead in this Client's queue left).
-	WokenBy string
+	// WokenBy says what ended it: WokenByRelease (a release
+	// notification, or the key found gone after subscribing),
+	// WokenByTimer (the backoff or the holder's remaining TTL),
+	// WokenByContext (the caller's context ended), or WokenByTurn (a
+	// waiter ahead in this Client's queue left).
+	WokenBy WokenBy
+}
+
+// LockInfo is what every event of one lock says of the lock: the
+// ObtainEvent that obtained it, its RefreshEvents, its LostEvent and its
+// ReleaseEvent embed it, so that e.Name, e.Kind, e.LockID and e.Token
+// read the same on each.
+type LockInfo struct {
+	// Name is the lock's name. For Client.Any it is the name obtained,
+	// or, in an ObtainEvent that obtained none, the first of the names
+	// given.
+	Name string
+	// Kind is the lock's kind (Kinds).
+	Kind Kind
+	// LockID identifies the lock, unique in the process: its ObtainEvent,
+	// RefreshEvents, ReleaseEvent and LostEvent carry the same LockID. 0
+	// in an ObtainEvent that obtained none.
+	LockID uint64
+	// Token is the lock's fencing token; 0 in an ObtainEvent that
+	// obtained none.
+	Token int64
 }
 
 // ObtainEvent describes one call of Obtain or TryObtain (or Do's obtain),
-// on any handle.
+// on any handle. Its LockInfo is the lock's when one was obtained, else
+// the name and kind asked for.
 type ObtainEvent struct {
-	// Name is the lock's name. For Client.Any it is the name obtained,
-	// or, when none was, the first of the names given.
-	Name string
-	// Kind is the lock's kind: "plain", "reentrant", "read", "write" or
-	// "permit".
-	Kind string
+	LockInfo
 	// ObtainID identifies the call, unique in the process: the attempts and
 	// waits of the call, reported before it, carry the same ObtainID.
 	ObtainID uint64
-	// LockID identifies the lock obtained, unique in the process: its
-	// RefreshEvents, its ReleaseEvent and its LostEvent carry the same
-	// LockID. 0 when none was obtained.
-	LockID uint64
 	// Attempts is the number of acquire attempts the call made: its
 	// AttemptEvents, the attempts that WithMaxAttempts bounds. It is 0
 	// when the call's context ended before its first.
 	Attempts int
 	// Elapsed is how long the call took, waits included.
 	Elapsed time.Duration
-	// Token is the lock's fencing token when obtained, 0 otherwise.
-	Token int64
 	// Degraded is true for a lock obtained in degraded mode, from the
 	// lease store of WithDegradedMode: it excludes only the clients that
 	// fell back to the same store (docs/safety.md, section 7).
@@ -269,19 +280,17 @@ type ObtainEvent struct {
 	TTLReason string
 	// Err is the call's error: nil when the lock was obtained.
 	Err error
-	// Result is the outcome as a label: "obtained", "closed" (the Client
-	// was closed), "held", "breaker_open" (refused, or still waiting when
-	// its context ended, because the circuit breaker was open),
-	// "canceled" (its context ended first), "no_quorum", or "error".
-	Result string
+	// Result is the outcome as a label: ResultObtained, ResultClosed (the
+	// Client was closed), ResultHeld, ResultBreakerOpen (refused, or still
+	// waiting when its context ended, because the circuit breaker was
+	// open), ResultCanceled (its context ended first), ResultNoQuorum, or
+	// ResultError.
+	Result Result
 }
 
 // RefreshEvent describes one refresh, manual or automatic.
 type RefreshEvent struct {
-	Name    string
-	Kind    string
-	LockID  uint64        // the lock's ObtainEvent.LockID
-	Token   int64         // the lock's fencing token
+	LockInfo
 	Auto    bool          // by the keep-alive, not a call of Refresh
 	Elapsed time.Duration // the refresh's round
 	Err     error         // Refresh's error: nil when a quorum confirmed in time
@@ -289,24 +298,21 @@ type RefreshEvent struct {
 	// ObtainEvent.TTLReason).
 	TTL       time.Duration
 	TTLReason string
-	// Result is the outcome as a label: "ok", "not_held" (the lock is no
-	// longer this owner's), "closed", or "failed".
-	Result string
+	// Result is the outcome as a label: ResultOK, ResultNotHeld (the lock
+	// is no longer this owner's), ResultClosed, or ResultFailed.
+	Result Result
 }
 
 // ReleaseEvent describes one Release.
 type ReleaseEvent struct {
-	Name    string
-	Kind    string
-	LockID  uint64        // the lock's ObtainEvent.LockID
-	Token   int64         // the lock's fencing token
+	LockInfo
 	Held    time.Duration // from the acquire to the end of the release
 	Elapsed time.Duration // the release itself
 	Err     error         // Release's error: nil when a quorum deleted the key
-	// Result is the outcome as a label: "ok", "not_held", "failed", or
-	// "handed_off" for a lock this process handed to another
-	// (Lock.Handoff), which it no longer holds and did not release.
-	Result string
+	// Result is the outcome as a label: ResultOK, ResultNotHeld,
+	// ResultFailed, or ResultHandedOff for a lock this process handed to
+	// another (Lock.Handoff), which it no longer holds and did not release.
+	Result Result
 	// Lost is true when the lock was lost before the release: its
 	// LostEvent came first, and the hold ended then.
 	Lost bool
@@ -318,10 +324,7 @@ type ReleaseEvent struct {
 // by its owner (or Close) later, which reports a ReleaseEvent with the same
 // LockID, always after the LostEvent.
 type LostEvent struct {
-	Name     string
-	Kind     string
-	LockID   uint64        // the lock's ObtainEvent.LockID
-	Token    int64         // the lock's fencing token
+	LockInfo
 	Held     time.Duration // from the acquire to the loss
 	Err      error         // why it was lost; it wraps ErrLost
 	Degraded bool          // the lock's ObtainEvent.Degraded
@@ -330,9 +333,9 @@ type LostEvent struct {
 // BreakerEvent describes a change of the circuit breaker's state (see
 // WithBreaker and Client.BreakerState).
 type BreakerEvent struct {
-	// From and To are the states before and after: "closed", "open" or
-	// "half_open".
-	From, To string
+	// From and To are the states before and after: BreakerClosed,
+	// BreakerOpen or BreakerHalfOpen.
+	From, To BreakerState
 	// Reachable is how many nodes the breaker counted as reachable, of the
 	// Need that a quorum takes.
 	Reachable, Need int
@@ -367,4 +370,10 @@ type SampleEvent struct {
 	// Err is the error of the node's INFO; the memory fields are then
 	// zero.
 	Err error
+}
+
+// info is the lock's part of each of its events (LockInfo): the one place
+// that fills the fields every lock event shares.
+func (l *Lock) info() LockInfo {
+	return LockInfo{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token}
 }

@@ -25,7 +25,7 @@ type handoffForm struct {
 	Prefix  string `json:"prefix"`
 	Nodes   int    `json:"nodes"`
 	Name    string `json:"name"`
-	Kind    string `json:"kind"`
+	Kind    Kind   `json:"kind"`
 	// Secret is the plain lock's value, or the hold's ID: whoever has it
 	// holds the lock.
 	Secret  string `json:"secret"`
@@ -57,9 +57,11 @@ func (l *Lock) Handoff() ([]byte, error) {
 	if l == nil {
 		return nil, errNilLock
 	}
-	if l.parts != nil {
-		return nil, errors.New("redlock: handoff: a lock of several names (Client.All) is handed off part by part (Lock.Parts)")
-	}
+	return l.impl().handoff()
+}
+
+// handoff is Handoff of a lock of one name.
+func (l *Lock) handoff() ([]byte, error) {
 	if l.backend.degraded() {
 		return nil, errors.New("redlock: handoff: a lock obtained in degraded mode lives in a lease store of this process's deployment and cannot be handed off")
 	}
@@ -83,8 +85,8 @@ func (l *Lock) Handoff() ([]byte, error) {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(context.Background(), ReleaseEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token,
-			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: "handed_off", Degraded: l.Degraded()})
+		l.emit(context.Background(), ReleaseEvent{LockInfo: l.info(),
+			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: ResultHandedOff, Degraded: l.Degraded()})
 	}
 	return data, nil
 }
@@ -126,32 +128,9 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, errNilContext
 	}
 	e := &c.engine
-	var f handoffForm
-	if err := json.Unmarshal(handoff, &f); err != nil {
-		return nil, invalid("handoff: %v", err)
-	}
-	switch {
-	case f.Version != 1:
-		return nil, invalid("handoff: version %d, want 1", f.Version)
-	case f.Prefix != e.cfg.prefix:
-		return nil, invalid("handoff: a lock of prefix %q, this Client's is %q (WithPrefix)", f.Prefix, e.cfg.prefix)
-	case f.Nodes != len(e.nodes):
-		return nil, invalid("handoff: a lock of a Client of %d nodes, this one has %d", f.Nodes, len(e.nodes))
-	case f.Secret == "":
-		return nil, invalid("handoff: no secret")
-	}
-	sp, err := specOf(f.Kind, f.Owner, f.Permits)
+	f, r, err := e.readForm(handoff, opts)
 	if err != nil {
-		return nil, fmt.Errorf("redlock: handoff: %w", err)
-	}
-	if f.Mode != "" && f.Mode != modeOf(&sp.proto) {
-		return nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
-	}
-	r := request{spec: sp}
-	r.one[0] = f.Name
-	r.names = r.one[:]
-	if err := e.prepare(&r, time.Duration(f.TTL)*time.Millisecond, opts, false); err != nil {
-		return nil, fmt.Errorf("redlock: handoff: %w", err)
+		return nil, err
 	}
 	e.life.RLock()
 	defer e.life.RUnlock()
@@ -162,11 +141,83 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	// The resumed lock has a new secret of its own (newLock): the claim
 	// makes it the lock's on the nodes, in place of the form's.
 	l := e.newLock(f.Name, r.keys[0], &r.spec, "", r.ttl, timeout)
+	start := e.cfg.now()
+	res := l.claim(ctx, f, timeout)
+	if !res.Won {
+		sentinel := ErrNotHeld
+		for _, rep := range res.Replies {
+			if errors.Is(rep.Err, ErrWrongKind) {
+				sentinel = ErrWrongKind
+			}
+		}
+		return nil, quorumError(e, l.quorum, "resume", res, sentinel, disagreeClaim)
+	}
+	validUntil := l.claimedUntil(res, start)
+	l.token = f.Token
+	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
+	if res.Pending != 0 {
+		l.expectLate(res.Pending)
+	}
+	if !e.cfg.now().Before(validUntil.Add(-timeout)) {
+		// Claimed, but with too little left to use: give it back, which
+		// the caller never had.
+		l.silent = true
+		_ = l.Release(context.WithoutCancel(ctx))
+		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, disagreeClaim)
+		qe.Expired = true
+		return nil, qe
+	}
+	e.adopt(l, &r.o, 0) // a resumed lock keeps the form's TTL
+	if e.cfg.hook != nil {
+		defer l.announce() // even if the hook panics
+		e.emit(ctx, ObtainEvent{LockInfo: l.info(), Elapsed: e.cfg.now().Sub(start),
+			TTL: l.ttl, TTLReason: "given", Result: ResultObtained})
+	}
+	return l, nil
+}
+
+// readForm reads and checks a handoff form, before any I/O, and makes the
+// request of its lock with the options of Resume.
+func (e *engine) readForm(handoff []byte, opts []ObtainOption) (*handoffForm, *request, error) {
+	f := new(handoffForm)
+	if err := json.Unmarshal(handoff, f); err != nil {
+		return nil, nil, invalid("handoff: %v", err)
+	}
+	switch {
+	case f.Version != 1:
+		return nil, nil, invalid("handoff: version %d, want 1", f.Version)
+	case f.Prefix != e.cfg.prefix:
+		return nil, nil, invalid("handoff: a lock of prefix %q, this Client's is %q (WithPrefix)", f.Prefix, e.cfg.prefix)
+	case f.Nodes != len(e.nodes):
+		return nil, nil, invalid("handoff: a lock of a Client of %d nodes, this one has %d", f.Nodes, len(e.nodes))
+	case f.Secret == "":
+		return nil, nil, invalid("handoff: no secret")
+	}
+	sp, err := specOf(f.Kind, f.Owner, f.Permits)
+	if err != nil {
+		return nil, nil, fmt.Errorf("redlock: handoff: %w", err)
+	}
+	if f.Mode != "" && f.Mode != sp.mode() {
+		return nil, nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
+	}
+	r := &request{spec: sp}
+	r.one[0] = f.Name
+	r.names = r.one[:]
+	if err := e.prepare(r, time.Duration(f.TTL)*time.Millisecond, opts, false); err != nil {
+		return nil, nil, fmt.Errorf("redlock: handoff: %w", err)
+	}
+	return f, r, nil
+}
+
+// claim is Resume's round: on every node, the form's secret replaced with
+// the lock's own, where the node holds it in the form's kind and no later
+// holder can have drawn a token.
+func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration) quorum.Result[script.Claim] {
+	e := l.e
 	var hold *script.Hold
 	if l.secret.hold.Mode != 0 {
 		hold = &l.secret.hold
 	}
-	start := e.cfg.now()
 	round := quorum.Round[script.Claim]{
 		Nodes:   e.nodes,
 		Quorum:  l.quorum,
@@ -195,54 +246,22 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 			l.settleAcquire(n, r, err, late)
 		},
 	}
-	res := round.Run(ctx, e.workers)
-	// The lock is held while a quorum holds it: until the quorum-th
-	// longest of the nodes' remaining times, counted from before the claim
-	// was sent, less the drift allowance.
+	return round.Run(ctx, e.workers)
+}
+
+// claimedUntil is the validity of a won claim sent at start: the lock is
+// held while a quorum holds it, until the quorum-th longest of the nodes'
+// remaining times, counted from start, less the drift allowance.
+func (l *Lock) claimedUntil(res quorum.Result[script.Claim], start time.Time) time.Time {
 	lefts := make([]int64, len(res.Replies))
 	for i, rep := range res.Replies {
 		lefts[i] = int64(rep.Val.Left)
 	}
-	validUntil := time.Time{}
 	if v, ok := l.quorum.Largest(lefts, res.Yes); ok {
 		left := time.Duration(v)
-		validUntil = start.Add(left - limits.DriftAllowance(left, e.cfg.drift))
+		return start.Add(left - limits.DriftAllowance(left, l.e.cfg.drift))
 	}
-	if !res.Won {
-		sentinel := ErrNotHeld
-		for _, rep := range res.Replies {
-			if errors.Is(rep.Err, ErrWrongKind) {
-				sentinel = ErrWrongKind
-			}
-		}
-		qe := quorumError(e, l.quorum, "resume", res, sentinel, disagreeClaim)
-		return nil, qe
-	}
-	l.token = f.Token
-	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
-	if res.Pending != 0 {
-		l.expectLate(res.Pending)
-	}
-	if !e.cfg.now().Before(validUntil.Add(-timeout)) {
-		// Claimed, but with too little left to use: give it back, which
-		// the caller never had.
-		l.silent = true
-		_ = l.Release(context.WithoutCancel(ctx))
-		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, disagreeClaim)
-		qe.Expired = true
-		return nil, qe
-	}
-	if r.o.auto {
-		l.keepAlive(start, r.o.interval, r.o.maxHold)
-	}
-	e.register(l)
-	l.schedule()
-	if e.cfg.hook != nil {
-		defer l.announce() // even if the hook panics
-		e.emit(ctx, ObtainEvent{Name: l.name, Kind: l.label, LockID: l.id, Token: l.token, Elapsed: e.cfg.now().Sub(start),
-			TTL: l.ttl, TTLReason: "given", Result: "obtained"})
-	}
-	return l, nil
+	return time.Time{}
 }
 
 // errResumedAlready is a node's reason when the form's secret was claimed

@@ -132,7 +132,7 @@ func tooMany(t *testing.T) []redis.UniversalClient {
 	return nodes
 }
 
-// onEval calls f with every EVALSHA or EVAL a client has processed, and
+// onEval calls f with every EVALSHA, EVAL or FCALL (the acquire) a client has processed, and
 // the error it ended with (NOSCRIPT, for an EVALSHA that EVAL follows).
 type onEval func(redis.Cmder, error)
 
@@ -149,31 +149,58 @@ func configRecord(cmd redis.Cmder) bool {
 func (f onEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && !configRecord(cmd) {
+		if isScript(cmd) && !configRecord(cmd) {
 			f(cmd, err)
 		}
 		return err
 	}
 }
-func (onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+
+// ProcessPipelineHook: the go-redis driver sends concurrent requests to one
+// node as one pipeline (auto-pipelining), so a script can come that way too.
+func (f onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if isScript(cmd) && !configRecord(cmd) {
+				f(cmd, cmd.Err())
+			}
+		}
+		return err
+	}
 }
 
-// aroundEval runs f around every EVALSHA and EVAL a client processes; f
+// isScript reports whether cmd runs one of the library's scripts:
+// EVALSHA, EVAL, or FCALL (the acquire, a Redis Function).
+func isScript(cmd redis.Cmder) bool {
+	name := cmd.Name()
+	return name == "evalsha" || name == "eval" || name == "fcall"
+}
+
+// aroundEval runs f around every EVALSHA, EVAL and FCALL a client processes; f
 // decides whether, and when, to pass the command on (next) and to return.
+// A pipeline that holds a script (auto-pipelining) is passed to f as its
+// first script: f's next sends the whole pipeline.
 type aroundEval func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
 
 func (aroundEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (f aroundEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+		if isScript(cmd) {
 			return f(ctx, cmd, next)
 		}
 		return next(ctx, cmd)
 	}
 }
-func (aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (f aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if isScript(cmd) {
+				return f(ctx, cmd, func(ctx context.Context, _ redis.Cmder) error { return next(ctx, cmds) })
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // isAcquire and isFence recognise the library's scripts by their shape:

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
@@ -43,6 +45,30 @@ func (e *sameServerError) Is(target error) bool {
 	return target == ErrInvalid || target == errSameServer
 }
 
+// identityState is what a Client learned of its nodes' run_ids
+// (identity.go).
+type identityState struct {
+	// done is set once every node is identified, or two are one server
+	// (err): the check costs one atomic load from then on.
+	done atomic.Bool
+	mu   sync.Mutex
+	// ids holds each node's servers' run_ids once it answered (an empty
+	// slice when INFO gave none: unknown, not asked again); nil before
+	// the first contact.
+	ids [][]string
+	// asked is when each node was last sent a request.
+	asked []time.Time
+	// first is closed when the first contact is over.
+	first chan struct{}
+	err   error
+}
+
+func (s *identityState) result() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
 
 // checkIdentity is asked before each acquire round on the nodes: it
@@ -69,7 +95,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 	var ask []int
 	select {
 	case <-first:
-		now := time.Now()
+		now := e.cfg.now()
 		for i := range e.nodes {
 			if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
 				ask = append(ask, i)
@@ -80,7 +106,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 		if contact {
 			for i := range e.nodes {
 				ask = append(ask, i)
-				s.asked[i] = time.Now()
+				s.asked[i] = e.cfg.now()
 			}
 		}
 	}
@@ -97,14 +123,14 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 	ended := make(chan time.Duration, len(ask))
 	for _, i := range ask {
 		e.bg.Go(func() {
-			t0 := time.Now()
+			t0 := e.cfg.now()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 			ids, err := readRunIDs(rctx, e.nodes[i])
 			cancel()
 			s.mu.Lock()
 			e.learnIdentity(i, ids, err)
 			s.mu.Unlock()
-			ended <- time.Since(t0)
+			ended <- e.cfg.now().Sub(t0)
 		})
 	}
 	if contact {

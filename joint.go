@@ -7,9 +7,8 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
@@ -18,13 +17,6 @@ import (
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
-
-// ErrConfigConflict is returned by an obtain of a Client on one set of nodes
-// that sees, on its nodes, that a Client of another set alone is alive or
-// was within the max TTL: the two could hold one lock at once. During a
-// move, it means step 2 of the runbook was cut short
-// (docs/reconfiguration.md). The error names the other configuration.
-var ErrConfigConflict = errors.New("redlock: another node configuration is in use on these nodes")
 
 // WithNextNodes puts the Client in joint configuration, moving from the
 // nodes given to New (or NewFromNodes), the current set, to next: every
@@ -58,6 +50,16 @@ func WithNextNodes(next ...driver.Node) Option {
 // nodes needs them on in every Client. Default on.
 func WithConfigRecords(on bool) Option {
 	return clientOption(func(c *config) { c.noRecords = !on })
+}
+
+// recorder keeps the Client's configuration record on its nodes.
+type recorder struct {
+	loop     loop       // the recording goroutine
+	mu       sync.Mutex // held during a record round
+	state    sync.Mutex // guards the fields below
+	last     time.Time  // the last record that reached a node
+	conflict error      // ErrConfigConflict, from the last record
+	floor    int64      // the move floor x 1024; 0: none
 }
 
 // recordTTL is how long a configuration record outlives its write: a lock
@@ -95,7 +97,7 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 		r.state.Lock()
 		last := r.last
 		r.state.Unlock()
-		if time.Since(last) < e.recordStale() {
+		if e.cfg.now().Sub(last) < e.recordStale() {
 			break
 		}
 		e.record(ctx, timeout, false)
@@ -139,12 +141,12 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	defer r.mu.Unlock()
 	s := e.jointSets()
 	ttl := e.recordTTL()
-	started := time.Now()
+	started := e.cfg.now()
 	var late func(*script.Records, time.Time)
 	if !s.Joint() {
 		late = func(rc *script.Records, at time.Time) {
 			recs := make([]*joint.Records, len(e.nodes))
-			recs[0] = jointRecords(rc, at, started)
+			recs[0] = e.jointRecords(rc, at, started)
 			if c := joint.Conflicting(recs, s.CurFP); c != nil {
 				r.state.Lock()
 				r.conflict = e.conflictError(c, -1)
@@ -159,7 +161,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	answered := false
 	for i, rc := range read {
 		if rc.recs != nil {
-			recs[i] = jointRecords(rc.recs, rc.at, started)
+			recs[i] = e.jointRecords(rc.recs, rc.at, started)
 			answered = true
 		}
 	}
@@ -188,7 +190,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 			after := make([]*joint.Records, len(e.nodes))
 			for i, rc := range more {
 				if rc.recs != nil {
-					after[i] = jointRecords(rc.recs, rc.at, started)
+					after[i] = e.jointRecords(rc.recs, rc.at, started)
 				}
 			}
 			floor = max(floor, joint.FloorOf(after, s.CurFP))
@@ -212,30 +214,18 @@ func (e *engine) jointSets() joint.Sets {
 	return joint.Sets{Cur: s.cur, Next: s.next, CurFP: s.curFP, NextFP: s.nextFP}
 }
 
-// jointRecords are a node's records as joint.Decide takes them (ms), each
-// field's life counted from now: the reply arrived at at, in a round that
-// started at started.
-func jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
-	age := time.Since(at)
-	out := &joint.Records{Now: rc.Now, Start: rc.Now - at.Sub(started).Milliseconds() - 1,
-		Fields: make(map[string]joint.Value, len(rc.Fields))}
-	for f, v := range rc.Fields {
-		jv := joint.Value{Left: (v.Left - age).Milliseconds(), Floor: v.Floor}
-		if v.Fresh != 0 {
-			jv.Fresh = v.Fresh - rc.Now - age.Milliseconds()
-		}
-		if jv.Left > 0 {
-			out.Fields[f] = jv
-		}
-	}
-	return out
+// jointRecords are a node's records as joint.Decide takes them
+// (joint.FromScript), each field's life counted from now on the Client's
+// clock: the reply arrived at at, in a round that started at started.
+func (e *engine) jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
+	return joint.FromScript(rc, e.cfg.now().Sub(at), at.Sub(started))
 }
 
 // conflictError is the ErrConfigConflict of the evidence c, seen on node
 // i (-1: a node that answered late).
 func (e *engine) conflictError(c *joint.Conflict, i int) error {
 	how := "records a Client"
-	if strings.HasPrefix(c.Field, "s:") {
+	if _, seen, _ := keys.ParseConfigAlone(c.Field); seen {
 		how = "holds a joint Client's report of a Client"
 	}
 	node := "a node"
@@ -271,7 +261,7 @@ func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all boo
 			if err != nil {
 				return recordReply{}, err
 			}
-			return recordReply{recs: &rc, at: time.Now()}, nil
+			return recordReply{recs: &rc, at: e.cfg.now()}, nil
 		},
 		Agree: func(rc recordReply) bool { return rc.recs != nil },
 	}

@@ -17,26 +17,43 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
+// Kind is a lock's kind, as the events name it (ObtainEvent.Kind and the
+// others): the handle that made the lock.
+type Kind string
+
+// The kinds (Kinds lists them): the labels of the specs below.
+const (
+	KindPlain     Kind = "plain"     // Client.Mutex, All, Any, and the Client's Obtain, TryObtain and Do
+	KindReentrant Kind = "reentrant" // Client.Reentrant
+	KindRead      Kind = "read"      // the reader of Client.RWMutex
+	KindWrite     Kind = "write"     // the writer of Client.RWMutex
+	KindPermit    Kind = "permit"    // Client.Semaphore
+)
+
 // A kind is what sets the primitives apart: the plain lock (Client.Mutex),
 // the lock family (Client.Reentrant and Client.RWMutex, one hash per name,
 // docs/lock-family.md) and the semaphore's permit (Client.Semaphore). It
 // gives a lock of its kind its scripts, its quorum, its vote rule, its
 // token rule, and its refresh and release calls; nothing outside this file
-// asks which kind a lock is.
+// asks which kind a lock is, or which script a mode runs.
 //
-// Kinds hold no state: what one handle's locks share (a reader's or a
-// writer's mode, a reentrant lock's owner, a semaphore's number of permits)
-// is its prototype hold, a script.Hold that each new lock copies and gives
-// a random ID of its own (newSecret).
+// A kind's rules hold no state of their own: a handle's kind with its
+// state (a reader's or a writer's mode, a reentrant lock's owner, a
+// semaphore's number of permits: its prototype hold) is its spec, whose
+// methods (newSecret, quorum, group, exclusive, looked, mode) are what the
+// rest of the package calls before a lock exists; a lock's own state is
+// its secret (value or hold), which the calls on a lock take. The methods
+// two kinds share are written once, in the small types embedded below
+// (majority, pttlProbe, fenced, noMark, holds).
 type kind interface {
 	// newSecret makes the secret of a lock of the kind under key, its
-	// value (or its hold's ID) id.
+	// value (or its hold's ID) id, from the handle's prototype hold.
 	newSecret(key string, proto *script.Hold, id, wait string) secret
 	// quorum is how many of n nodes must agree to each round of a lock.
 	quorum(n int, proto *script.Hold) int
 	// acquire, refresh and release are the lock's calls on one node
 	// (release publishes on the lock's channel when publish is set; a
-	// Redis Cluster node is sharded).
+	// Redis Cluster node is sharded): the kind picks the script.
 	acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call
 	refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem
 	release(key string, s *secret, publish, sharded bool) script.Call
@@ -90,27 +107,54 @@ func newValue() string {
 	return hex.EncodeToString(b[:])
 }
 
-// spec is what a handle asks for: a kind, its prototype hold, and the
-// label that events name it by. The functions below make the spec of each
-// handle, and check what a handle's maker can get wrong.
+// spec is a handle's kind with its state: the kind's rules, its prototype
+// hold (a mode, an owner, a number of permits), and the label that events
+// name it by. The functions below make the spec of each handle, and check
+// what a handle's maker can get wrong; its methods are the kind's calls
+// that need the state, so that no caller passes the prototype around.
 type spec struct {
-	label string
+	label Kind
 	kind  kind
 	proto script.Hold
 }
 
 var (
-	plainSpec  = spec{"plain", plainKind, script.Hold{}}
-	readerSpec = spec{"read", familyKind, script.Hold{Mode: 'r'}}
-	writerSpec = spec{"write", familyKind, script.Hold{Mode: 'w'}}
+	plainSpec  = spec{KindPlain, plainKind, script.Hold{}}
+	readerSpec = spec{KindRead, familyKind, script.Hold{Mode: keys.ModeRead}}
+	writerSpec = spec{KindWrite, familyKind, script.Hold{Mode: keys.ModeWrite}}
 )
+
+// newSecret makes the secret of a new lock of the spec under key: its
+// value (or hold's ID) id, and an exclusive hold's writer mark wait.
+func (sp *spec) newSecret(key, id, wait string) secret {
+	return sp.kind.newSecret(key, &sp.proto, id, wait)
+}
+
+// quorum is how many of n nodes must agree to each round of the spec's
+// locks.
+func (sp *spec) quorum(n int) int { return sp.kind.quorum(n, &sp.proto) }
+
+// group is the key of the local queue of an obtain of the lock key.
+func (sp *spec) group(key string) string { return sp.kind.group(key, &sp.proto) }
+
+// exclusive is true when an obtain of the spec leaves a writer mark.
+func (sp *spec) exclusive() bool { return sp.kind.exclusive(&sp.proto) }
+
+// mode is the mode of the spec's holds as Lock.Handoff's form writes it
+// (modeOf).
+func (sp *spec) mode() string { return modeOf(&sp.proto) }
+
+// looked decodes a waiter's probe (kind.probe) of one node.
+func (sp *spec) looked(replies []driver.Reply) (bool, time.Duration) {
+	return sp.kind.looked(replies, &sp.proto)
+}
 
 // reentrantSpec is the spec of a reentrant lock held by owner.
 func reentrantSpec(owner string) (spec, error) {
 	if owner == "" {
 		return spec{}, invalid("empty owner of a reentrant lock")
 	}
-	return spec{"reentrant", familyKind, script.Hold{Mode: 'w', Owner: owner}}, nil
+	return spec{KindReentrant, familyKind, script.Hold{Mode: keys.ModeWrite, Owner: owner}}, nil
 }
 
 // permitSpec is the spec of a permit of a semaphore of k permits.
@@ -118,25 +162,31 @@ func permitSpec(k int) (spec, error) {
 	if k < 1 || k > limits.MaxPermits {
 		return spec{}, invalid("%d permits: a semaphore has 1 to %d", k, limits.MaxPermits)
 	}
-	return spec{"permit", permitKind, script.Hold{Mode: 's', Permits: k}}, nil
+	return spec{KindPermit, permitKind, script.Hold{Mode: keys.ModePermit, Permits: k}}, nil
 }
 
 // specOf is the spec of a lock of this label (Client.Resume): owner is a
 // reentrant lock's or a writer's owner, permits a permit's semaphore's.
-func specOf(label, owner string, permits int) (spec, error) {
+func specOf(label Kind, owner string, permits int) (spec, error) {
 	switch label {
-	case "plain":
+	case KindPlain:
 		return plainSpec, nil
-	case "read":
+	case KindRead:
 		return readerSpec, nil
-	case "write", "reentrant":
+	case KindWrite, KindReentrant:
 		s, err := reentrantSpec(owner)
 		s.label = label
 		return s, err
-	case "permit":
+	case KindPermit:
 		return permitSpec(permits)
 	}
 	return spec{}, invalid("unknown kind %q", label)
+}
+
+// Kinds returns the Kind of every handle, in a fixed order: for a hook
+// that shows a series per kind from the start (the adapters do).
+func Kinds() []Kind {
+	return []Kind{KindPlain, KindReentrant, KindWrite, KindRead, KindPermit}
 }
 
 // The three kinds.
@@ -155,15 +205,80 @@ func modeOf(h *script.Hold) string {
 	return string(h.Mode)
 }
 
+// The methods two kinds share, each written once.
+
+// majority: a lock of the plain kind or of the family needs a majority.
+type majority struct{}
+
+func (majority) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
+
+// pttlProbe: a waiter of a plain lock or of the family looks for a
+// missed release with PTTL: the key is gone, or has that long left.
+type pttlProbe struct{}
+
+func (pttlProbe) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
+
+func (pttlProbe) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
+	return pttlGone(replies[0])
+}
+
+// fenced: the plain lock's and the permit's token rule (highestToken),
+// with no vote rule beyond the count, and their second round (fence.lua).
+type fenced struct{}
+
+func (fenced) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
+
+func (fenced) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
+	return highestToken(replies, q)
+}
+
+func (fenced) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+	return script.Fence(ctx, n, k.Fence, token, g)
+}
+
+// noMark: a plain lock and a permit leave no writer mark, and queue by
+// the lock key.
+type noMark struct{}
+
+func (noMark) group(key string, _ *script.Hold) string { return key }
+
+func (noMark) exclusive(*script.Hold) bool { return false }
+
+func (noMark) withdraw(context.Context, driver.Node, string, string) error { return nil }
+
+// holds: a lock of the family and a permit are holds in a hash (holds.lua),
+// read by their expiry field; neither falls back to the degraded mode.
+type holds struct{}
+
+func (holds) check(key string, s *secret) [][]any { return holdCheck(key, s) }
+
+func (holds) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
+	return holdLeft(replies)
+}
+
+func (holds) degradable() bool { return false }
+
+// releaseChannel is the channel a release of the lock key publishes on
+// (none unless publish): the family's and the permit's scripts take it.
+func releaseChannel(key string, publish bool) string {
+	if publish {
+		return keys.Channel(key)
+	}
+	return ""
+}
+
 // plain is the plain lock: one exclusive holder, its random value in a
 // string key (acquire.lua); the cheapest cycle.
-type plain struct{}
+type plain struct {
+	majority
+	pttlProbe
+	fenced
+	noMark
+}
 
 func (plain) newSecret(key string, _ *script.Hold, id, _ string) secret {
 	return secret{hold: script.Hold{ID: id}, args: script.NewLockArgs(key, id)}
 }
-
-func (plain) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
 
 func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
 	return script.AcquireCall(k, s.args, ttl, g)
@@ -175,22 +290,6 @@ func (plain) refresh(k script.Keys, s *secret, ttl time.Duration) script.Refresh
 
 func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {
 	return script.ReleaseCall(s.args, publish, sharded)
-}
-
-func (plain) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
-
-func (plain) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
-	return highestToken(replies, q)
-}
-
-func (plain) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
-	return script.Fence(ctx, n, k.Fence, token, g)
-}
-
-func (plain) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
-
-func (plain) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
-	return pttlGone(replies[0])
 }
 
 func (plain) check(key string, _ *secret) [][]any { return [][]any{{"GET", key}, {"PTTL", key}} }
@@ -210,13 +309,6 @@ func (plain) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
 }
 
 func (plain) degradable() bool { return true }
-
-func (plain) group(key string, _ *script.Hold) string { return key }
-
-func (plain) exclusive(*script.Hold) bool { return false }
-
-// withdraw: a plain lock leaves no writer mark.
-func (plain) withdraw(context.Context, driver.Node, string, string) error { return nil }
 
 // highestToken is the token rule of the plain lock and the permit: the
 // highest counter among the yes-votes; unless a quorum of them issued it,
@@ -254,12 +346,16 @@ func pttlGone(r driver.Reply) (bool, time.Duration) {
 // family is the lock family: reentrant locks (a caller's owner ID, mode
 // 'w'), writers (a random owner, mode 'w') and readers (mode 'r'), as holds
 // in one hash per name (family.lua, docs/lock-family.md).
-type family struct{}
+type family struct {
+	majority
+	pttlProbe
+	holds
+}
 
 func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 	h := *proto
 	h.ID = id
-	if h.Mode == 'w' {
+	if h.Mode == keys.ModeWrite {
 		if h.Owner == "" { // a writer: an owner of its own
 			h.Owner = newValue()
 		}
@@ -268,22 +364,16 @@ func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 	return secret{hold: h}
 }
 
-func (family) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
-
 func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
 	return script.FamilyAcquireCall(k, s.hold, ttl, g)
 }
 
 func (family) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, TTL: ttl, Hold: &s.hold}
+	return script.FamilyRefresh(k, &s.hold, ttl)
 }
 
 func (family) release(key string, s *secret, publish, sharded bool) script.Call {
-	channel := ""
-	if publish {
-		channel = keys.Channel(key)
-	}
-	return script.FamilyReleaseCall(key, s.hold, channel, sharded)
+	return script.FamilyReleaseCall(key, s.hold, releaseChannel(key, publish), sharded)
 }
 
 // enough: an exclusive hold whose votes found the owner's lock waits for
@@ -292,7 +382,7 @@ func (family) release(key string, s *secret, publish, sharded bool) script.Call 
 // missed the token (a late vote of the first acquire, a re-seed), and
 // deciding on them would open a new tenure, with a new token, for nothing.
 func (family) enough(s *secret, q quorum.Rule) func([]quorum.Reply[script.Acquired]) bool {
-	if s.hold.Mode != 'w' {
+	if s.hold.Mode != keys.ModeWrite {
 		return nil
 	}
 	return func(replies []quorum.Reply[script.Acquired]) bool {
@@ -374,22 +464,10 @@ func (family) raise(ctx context.Context, n driver.Node, k script.Keys, token int
 	return script.Seal(ctx, n, k, token, s.hold.Owner, g)
 }
 
-func (family) probe(key string) [][]any { return [][]any{{"PTTL", key}} }
-
-func (family) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Duration) {
-	return pttlGone(replies[0])
-}
-
-func (family) check(key string, s *secret) [][]any { return holdCheck(key, s) }
-
-func (family) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
-	return holdLeft(replies)
-}
-
 // holdCheck reads the expiry of a hold (holds.lua: a hash field h:ID whose
 // value is its expiry on the node's clock) and the node's time.
 func holdCheck(key string, s *secret) [][]any {
-	return [][]any{{"HGET", key, "h:" + s.hold.ID}, {"TIME"}}
+	return [][]any{{"HGET", key, keys.Hold(s.hold.ID)}, {"TIME"}}
 }
 
 // holdLeft decodes holdCheck's replies: the hold is live, for that long.
@@ -423,20 +501,18 @@ func nodeTime(r driver.Reply) (int64, bool) {
 	return secs*1000 + micros/1000, true
 }
 
-func (family) degradable() bool { return false }
-
 // group: a reentrant owner's obtains queue among themselves only, never
 // behind other waiters of the name, which may be waiting for the owner's
 // own lock: a re-entry must never wait behind anyone. The group cannot
 // collide with a lock key, which starts with '{'.
 func (family) group(key string, proto *script.Hold) string {
-	if proto.Mode == 'w' && proto.Owner != "" {
+	if proto.Mode == keys.ModeWrite && proto.Owner != "" {
 		return "owner\x00" + key + "\x00" + proto.Owner
 	}
 	return key
 }
 
-func (family) exclusive(proto *script.Hold) bool { return proto.Mode == 'w' }
+func (family) exclusive(proto *script.Hold) bool { return proto.Mode == keys.ModeWrite }
 
 func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) error {
 	_, err := script.Withdraw(ctx, n, keys.WriterWaits(key), wait)
@@ -445,7 +521,11 @@ func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) err
 
 // permit is one permit of a semaphore of proto.Permits (permit.lua): a
 // hash like the family's, one expiring field per permit.
-type permit struct{}
+type permit struct {
+	fenced
+	noMark
+	holds
+}
 
 func (permit) newSecret(_ string, proto *script.Hold, id, _ string) secret {
 	h := *proto
@@ -462,25 +542,11 @@ func (permit) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 }
 
 func (permit) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, TTL: ttl, Hold: &s.hold}
+	return script.PermitRefresh(k, &s.hold, ttl)
 }
 
 func (permit) release(key string, s *secret, publish, sharded bool) script.Call {
-	channel := ""
-	if publish {
-		channel = keys.Channel(key)
-	}
-	return script.PermitReleaseCall(key, s.hold, channel, sharded)
-}
-
-func (permit) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
-
-func (permit) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
-	return highestToken(replies, q)
-}
-
-func (permit) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
-	return script.Fence(ctx, n, k.Fence, token, g)
+	return script.PermitReleaseCall(key, s.hold, releaseChannel(key, publish), sharded)
 }
 
 func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIME"}} }
@@ -501,7 +567,7 @@ func (permit) looked(replies []driver.Reply, proto *script.Hold) (bool, time.Dur
 	for i := 0; i+1 < len(fields); i += 2 {
 		f, _ := fields[i].(string)
 		v, _ := fields[i+1].(string)
-		if !strings.HasPrefix(f, "h:") {
+		if !strings.HasPrefix(f, keys.HoldPrefix) {
 			continue
 		}
 		exp, err := strconv.ParseInt(v, 10, 64)
@@ -518,18 +584,3 @@ func (permit) looked(replies []driver.Reply, proto *script.Hold) (bool, time.Dur
 	}
 	return false, time.Duration(soonest-ms) * time.Millisecond
 }
-
-func (permit) check(key string, s *secret) [][]any { return holdCheck(key, s) }
-
-func (permit) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
-	return holdLeft(replies)
-}
-
-func (permit) degradable() bool { return false }
-
-func (permit) group(key string, _ *script.Hold) string { return key }
-
-func (permit) exclusive(*script.Hold) bool { return false }
-
-// withdraw: a permit leaves no writer mark.
-func (permit) withdraw(context.Context, driver.Node, string, string) error { return nil }

@@ -1,15 +1,12 @@
 package redlock
 
 // A Client's node sets: the nodes it locks on, and in a joint configuration
-// (WithNextNodes, joint.go) the next set beside the current one, with the
-// state of its configuration records.
+// (WithNextNodes, joint.go) the next set beside the current one, with
+// their fingerprints.
 
 import (
 	"reflect"
 	"slices"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/keys"
@@ -89,43 +86,9 @@ func ruleDetail(r quorum.Rule) string {
 	return " (joint configuration: " + r.String() + ")"
 }
 
-// recorder keeps the Client's configuration record on its nodes.
-type recorder struct {
-	loop     loop       // the recording goroutine
-	mu       sync.Mutex // held during a record round
-	state    sync.Mutex // guards the fields below
-	last     time.Time  // the last record that reached a node
-	conflict error      // ErrConfigConflict, from the last record
-	floor    int64      // the move floor x 1024; 0: none
-}
-
 // sameNode reports whether a and b are one node: equal values of a
 // comparable type (a pointer, as drivers' nodes are).
 func sameNode(a, b driver.Node) bool {
 	ta := reflect.TypeOf(a)
 	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
-}
-
-// identityState is what a Client learned of its nodes' run_ids
-// (identity.go).
-type identityState struct {
-	// done is set once every node is identified, or two are one server
-	// (err): the check costs one atomic load from then on.
-	done atomic.Bool
-	mu   sync.Mutex
-	// ids holds each node's servers' run_ids once it answered (an empty
-	// slice when INFO gave none: unknown, not asked again); nil before
-	// the first contact.
-	ids [][]string
-	// asked is when each node was last sent a request.
-	asked []time.Time
-	// first is closed when the first contact is over.
-	first chan struct{}
-	err   error
-}
-
-func (s *identityState) result() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
 }

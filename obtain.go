@@ -66,7 +66,7 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 // obtain runs one obtain, reports it to the hook, and cleans up after one
 // that gave up.
 func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
-	if r.kind.exclusive(&r.proto) {
+	if r.spec.exclusive() {
 		r.wait = newValue()
 	}
 	if !e.observed() {
@@ -79,10 +79,10 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 	l, err := e.waitLoop(ctx, r)
 	e.gaveUp(r, err)
 	if e.cfg.hook != nil {
-		ev := ObtainEvent{Name: r.names[0], Kind: r.label, ObtainID: r.id, Attempts: r.attempts, Elapsed: e.cfg.now().Sub(start),
+		ev := ObtainEvent{LockInfo: LockInfo{Name: r.names[0], Kind: r.label}, ObtainID: r.id, Attempts: r.attempts, Elapsed: e.cfg.now().Sub(start),
 			Err: err, TTL: r.lastTTL, TTLReason: r.why, Result: obtainResult(err)}
 		if l != nil {
-			ev.Name, ev.LockID, ev.Token, ev.Degraded = l.name, l.id, l.token, l.Degraded()
+			ev.LockInfo, ev.Degraded = l.info(), l.Degraded()
 			defer l.announce() // even if the hook panics
 		}
 		e.emit(ctx, ev)
@@ -163,14 +163,11 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 	if err != nil {
 		return nil, holderTTL, err
 	}
+	var base time.Duration
 	if e.adapt != nil && !r.o.fixedTTL {
-		l.base = r.ttl // WithAdaptiveTTL picks each refresh's TTL from it
+		base = r.ttl // WithAdaptiveTTL picks each refresh's TTL from it
 	}
-	if r.o.auto {
-		l.keepAlive(l.obtainedAt, r.o.interval, r.o.maxHold)
-	}
-	e.register(l)
-	l.schedule()
+	e.adopt(l, &r.o, base)
 	return l, 0, nil
 }
 

@@ -5,23 +5,22 @@ import (
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/quorum"
-	"github.com/redlock-go/redlock/internal/script"
 )
 
 // The quorums of the engine: each lock's quorum rule (internal/quorum
 // decides the rounds with it), and a round's outcome as the public types
 // NodeResult and QuorumError.
 
-// rule is the quorum rule of a lock of kind k: the kind's quorum of the
-// nodes, or in a joint configuration the kind's quorum of each set. Every
+// rule is the quorum rule of a lock of the spec sp: its quorum of the
+// nodes, or in a joint configuration its quorum of each set. Every
 // round of a lock decides with it.
-func (e *engine) rule(k kind, proto *script.Hold) quorum.Rule {
+func (e *engine) rule(sp *spec) quorum.Rule {
 	s := &e.sets
 	if !s.joint() {
-		return quorum.Count(k.quorum(len(e.nodes), proto))
+		return quorum.Count(sp.quorum(len(e.nodes)))
 	}
 	a, b := bits.OnesCount64(s.cur), bits.OnesCount64(s.next)
-	return quorum.Joint(s.cur, k.quorum(a, proto), s.next, k.quorum(b, proto))
+	return quorum.Joint(s.cur, sp.quorum(a), s.next, sp.quorum(b))
 }
 
 // nodeResults turns a round's replies into NodeResults. disagree gives the

@@ -89,7 +89,7 @@ func (r *eventRecorder) transitions() []string {
 	defer r.mu.Unlock()
 	var out []string
 	for _, e := range r.changes {
-		out = append(out, e.From+">"+e.To)
+		out = append(out, string(e.From)+">"+string(e.To))
 	}
 	return out
 }

@@ -68,7 +68,7 @@ func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
 func (w *waiter) run() (*Lock, error) {
 	e, r := w.e, w.r
 	err := error(ErrNotObtained)
-	group := r.kind.group(r.keys[0], &r.proto)
+	group := r.spec.group(r.keys[0])
 	if len(r.names) > 1 {
 		group = anyGroup(r.keys)
 	}

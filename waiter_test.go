@@ -13,7 +13,8 @@ import (
 )
 
 // Redis-free tests of the waiter's pure decisions (waiter.go). The waits
-// themselves run against Redis in wait_test.go and multi_test.go.
+// themselves run against Redis in wait_test.go, obtain_test.go and
+// all_wait_test.go.
 
 func TestRankCandidates(t *testing.T) {
 	rkeys := []string{"{a}", "{b}", "{c}", "{d}"}

@@ -114,7 +114,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 	if e.isClosed() {
 		return holderTTL // the next attempt says ErrClosed
 	}
-	need := e.rule(r.kind, &r.proto)
+	need := e.rule(&r.spec)
 	type look struct {
 		free   []bool
 		holder []time.Duration
@@ -139,7 +139,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 			}
 			lk := look{free: make([]bool, len(r.keys)), holder: make([]time.Duration, len(r.keys))}
 			for i := range r.keys {
-				lk.free[i], lk.holder[i] = r.kind.looked(replies[i*per+1:(i+1)*per], &r.proto)
+				lk.free[i], lk.holder[i] = r.spec.looked(replies[i*per+1 : (i+1)*per])
 			}
 			return lk, nil
 		},
@@ -217,7 +217,7 @@ func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <
 // waited reports a wait of an obtain that began at start to the hook.
 func (e *engine) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
 	if e.cfg.hook != nil {
-		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: e.cfg.now().Sub(start), WokenBy: why})
+		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: e.cfg.now().Sub(start), WokenBy: WokenBy(why)})
 	}
 }
 

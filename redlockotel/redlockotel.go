@@ -253,7 +253,7 @@ func (h *Hook) Observe(ctx context.Context, e redlock.Event) {
 	case redlock.AttemptEvent:
 		h.attempt(ctx, e)
 	case redlock.WaitEvent:
-		h.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Name, wokenKey.String(e.WokenBy)))
+		h.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Name, wokenKey.String(string(e.WokenBy))))
 		h.journal.add(e.ObtainID, record{at: time.Now(), wait: &e})
 	case redlock.ObtainEvent:
 		h.obtain(ctx, e)
@@ -267,18 +267,18 @@ func (h *Hook) Observe(ctx context.Context, e redlock.Event) {
 		if s, ok := breakerStates[e.To]; ok {
 			h.breakerState.Record(ctx, s)
 		}
-		h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(e.To)))
+		h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(string(e.To))))
 	case redlock.SampleEvent:
 		h.sample(ctx, e)
 	}
 }
 
 // breakerStates are the values of redlock.breaker.state.
-var breakerStates = map[string]int64{"closed": 0, "open": 1, "half_open": 2}
+var breakerStates = map[redlock.BreakerState]int64{redlock.BreakerClosed: 0, redlock.BreakerOpen: 1, redlock.BreakerHalfOpen: 2}
 
 // attempt counts the attempt and keeps it for its obtain's span.
 func (h *Hook) attempt(ctx context.Context, e redlock.AttemptEvent) {
-	h.attempts.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(e.Result), kindKey.String(e.Kind)))
+	h.attempts.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(string(e.Result)), kindKey.String(string(e.Kind))))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError(ctx, "acquire", n)
@@ -293,8 +293,8 @@ func (h *Hook) attempt(ctx context.Context, e redlock.AttemptEvent) {
 func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
-	kind := kindKey.String(e.Kind)
-	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Name, outcomeKey.String(e.Result), kind))
+	kind := kindKey.String(string(e.Kind))
+	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Name, outcomeKey.String(string(e.Result)), kind))
 	if e.Err == nil {
 		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason)))
 		if e.LockID != 0 {
@@ -306,7 +306,7 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 	}
 
 	records := h.journal.take(e.ObtainID)
-	attrs := []attribute.KeyValue{outcomeKey.String(e.Result), kind, attemptsKey.Int(e.Attempts)}
+	attrs := []attribute.KeyValue{outcomeKey.String(string(e.Result)), kind, attemptsKey.Int(e.Attempts)}
 	if e.TTL > 0 {
 		attrs = append(attrs, ttlKey.Float64(ms(e.TTL)), ttlReasonKey.String(e.TTLReason))
 	}
@@ -326,7 +326,7 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 		for _, r := range records {
 			if r.wait != nil {
 				span.AddEvent("redlock.wait", trace.WithTimestamp(r.at), trace.WithAttributes(
-					wokenKey.String(r.wait.WokenBy), waitedKey.Float64(ms(r.wait.Waited))))
+					wokenKey.String(string(r.wait.WokenBy)), waitedKey.Float64(ms(r.wait.Waited))))
 				continue
 			}
 			number++
@@ -338,13 +338,13 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 					at = attemptStart.Add(n.Latency)
 				}
 				if n.Err != nil {
-					outcome = n.Reason
+					outcome = string(n.Reason)
 				}
 				span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
 					attemptKey.Int(number), nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr),
 					nodeOutcomeKey.String(outcome), nodeLatencyKey.Float64(ms(n.Latency))))
 			}
-			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(a.Result), secondKey.Bool(a.SecondRound)}
+			attempt := []attribute.KeyValue{attemptKey.Int(number), outcomeKey.String(string(a.Result)), secondKey.Bool(a.SecondRound)}
 			if a.Obtained {
 				attempt = append(attempt, tokenKey.Int64(a.Token))
 			}
@@ -357,15 +357,15 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 // refresh makes the redlock.refresh span.
 func (h *Hook) refresh(ctx context.Context, e redlock.RefreshEvent) {
 	now := time.Now()
-	kind := kindKey.String(e.Kind)
+	kind := kindKey.String(string(e.Kind))
 	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
-		h.measure(e.Name, outcomeKey.String(e.Result), autoKey.Bool(e.Auto), kind))
+		h.measure(e.Name, outcomeKey.String(string(e.Result)), autoKey.Bool(e.Auto), kind))
 	h.quorumNodes(ctx, "refresh", e.Err)
 	ttlReason := ttlReasonKey.String(e.TTLReason)
 	if e.Err == nil {
 		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("refresh"), ttlReason))
 	}
-	span := h.start(ctx, "redlock.refresh", e.Name, now.Add(-e.Elapsed), outcomeKey.String(e.Result), autoKey.Bool(e.Auto), kind,
+	span := h.start(ctx, "redlock.refresh", e.Name, now.Add(-e.Elapsed), outcomeKey.String(string(e.Result)), autoKey.Bool(e.Auto), kind,
 		ttlKey.Float64(ms(e.TTL)), ttlReason)
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
@@ -375,13 +375,13 @@ func (h *Hook) refresh(ctx context.Context, e redlock.RefreshEvent) {
 // before, ends its hold.
 func (h *Hook) release(ctx context.Context, e redlock.ReleaseEvent) {
 	now := time.Now()
-	kind := kindKey.String(e.Kind)
-	h.releases.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(e.Result), kind))
+	kind := kindKey.String(string(e.Kind))
+	h.releases.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(string(e.Result)), kind))
 	h.quorumNodes(ctx, "release", e.Err)
 	if !e.Lost { // else its hold ended at its LostEvent
 		h.ended(ctx, e.Name, kind, "released", e.Held, e.Degraded)
 	}
-	span := h.start(ctx, "redlock.release", e.Name, now, outcomeKey.String(e.Result), kind, heldKey.Float64(ms(e.Held)))
+	span := h.start(ctx, "redlock.release", e.Name, now, outcomeKey.String(string(e.Result)), kind, heldKey.Float64(ms(e.Held)))
 	h.nodeEvents(span, now, e.Err)
 	end(span, now, e.Err)
 }
@@ -389,7 +389,7 @@ func (h *Hook) release(ctx context.Context, e redlock.ReleaseEvent) {
 // lose makes the redlock.lost span and ends the lock's hold.
 func (h *Hook) lose(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
-	kind := kindKey.String(e.Kind)
+	kind := kindKey.String(string(e.Kind))
 	h.lost.Add(ctx, 1, h.measure(e.Name, kind))
 	h.ended(ctx, e.Name, kind, "lost", e.Held, e.Degraded)
 	span := h.start(ctx, "redlock.lost", e.Name, now, kind, heldKey.Float64(ms(e.Held)))
@@ -442,7 +442,7 @@ func (h *Hook) nodeEvents(span trace.Span, at time.Time, err error) {
 	span.SetAttributes(quorumKey.Int(qe.Need), agreedKey.Int(qe.Agreed))
 	for _, n := range qe.Nodes {
 		span.AddEvent("redlock.node", trace.WithTimestamp(at), trace.WithAttributes(
-			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(n.Reason)))
+			nodeKey.Int(n.Node), nodeAddrKey.String(n.Addr), nodeOutcomeKey.String(string(n.Reason))))
 	}
 }
 
@@ -461,7 +461,7 @@ func (h *Hook) quorumNodes(ctx context.Context, op string, err error) {
 
 func (h *Hook) nodeError(ctx context.Context, op string, n redlock.NodeResult) {
 	h.nodeErrors.Add(ctx, 1, metric.WithAttributes(
-		opKey.String(op), nodeKey.Int(n.Node), errorKindKey.String(n.Reason)))
+		opKey.String(op), nodeKey.Int(n.Node), errorKindKey.String(string(n.Reason))))
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -466,7 +466,7 @@ func TestDefaultsToTheGlobalProviders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.Observe(context.Background(), redlock.LostEvent{Name: "k", Kind: "plain", LockID: 1, Held: time.Second, Err: redlock.ErrLost})
+	h.Observe(context.Background(), redlock.LostEvent{LockInfo: redlock.LockInfo{Name: "k", Kind: redlock.KindPlain, LockID: 1}, Held: time.Second, Err: redlock.ErrLost})
 	if got := len(tel.ended("redlock.lost")); got != 1 {
 		t.Errorf("%d lost spans through the global provider, want 1", got)
 	}
@@ -694,13 +694,13 @@ func TestBreakerAndDegradedMetrics(t *testing.T) {
 // once, by its first end.
 func TestHeldCount(t *testing.T) {
 	obtain := func(id uint64, degraded bool) redlock.Event {
-		return redlock.ObtainEvent{Name: "x", Kind: "plain", LockID: id, Result: "obtained", Degraded: degraded}
+		return redlock.ObtainEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain, LockID: id}, Result: "obtained", Degraded: degraded}
 	}
 	lost := func(id uint64, degraded bool) redlock.Event {
-		return redlock.LostEvent{Name: "x", Kind: "plain", LockID: id, Degraded: degraded}
+		return redlock.LostEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain, LockID: id}, Degraded: degraded}
 	}
 	release := func(id uint64, wasLost, degraded bool) redlock.Event {
-		return redlock.ReleaseEvent{Name: "x", Kind: "plain", LockID: id, Result: "ok", Lost: wasLost, Degraded: degraded}
+		return redlock.ReleaseEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain, LockID: id}, Result: "ok", Lost: wasLost, Degraded: degraded}
 	}
 	tests := []struct {
 		name     string

@@ -17,13 +17,13 @@ import (
 // its first end.
 func TestHeldCount(t *testing.T) {
 	obtain := func(id uint64, degraded bool) redlock.Event {
-		return redlock.ObtainEvent{Name: "x", Kind: "plain", LockID: id, Result: "obtained", Degraded: degraded}
+		return redlock.ObtainEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain, LockID: id}, Result: "obtained", Degraded: degraded}
 	}
 	lost := func(id uint64, degraded bool) redlock.Event {
-		return redlock.LostEvent{Name: "x", Kind: "plain", LockID: id, Degraded: degraded}
+		return redlock.LostEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain, LockID: id}, Degraded: degraded}
 	}
 	release := func(id uint64, wasLost, degraded bool) redlock.Event {
-		return redlock.ReleaseEvent{Name: "x", Kind: "plain", LockID: id, Result: "ok", Lost: wasLost, Degraded: degraded}
+		return redlock.ReleaseEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain, LockID: id}, Result: "ok", Lost: wasLost, Degraded: degraded}
 	}
 	tests := []struct {
 		name     string
@@ -37,7 +37,7 @@ func TestHeldCount(t *testing.T) {
 		{"lost then released", []redlock.Event{obtain(1, false), lost(1, false), release(1, true, false)}, []float64{1, 0, 0}, []float64{0, 0, 0}, 1, 0},
 		{"two locks, one degraded", []redlock.Event{obtain(1, false), obtain(2, true), lost(2, true), release(1, false, false), release(2, true, true)},
 			[]float64{1, 2, 1, 0, 0}, []float64{0, 1, 0, 0, 0}, 1, 1},
-		{"not obtained", []redlock.Event{redlock.ObtainEvent{Name: "x", Kind: "plain", Result: "held", Err: redlock.ErrNotObtained}}, []float64{0}, []float64{0}, 0, 0},
+		{"not obtained", []redlock.Event{redlock.ObtainEvent{LockInfo: redlock.LockInfo{Name: "x", Kind: redlock.KindPlain}, Result: "held", Err: redlock.ErrNotObtained}}, []float64{0}, []float64{0}, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -109,23 +109,61 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 		}
 		o.apply(&cfg)
 	}
-	labels := func(names ...string) []string {
-		if cfg.lockLabel != nil {
-			names = append(names, "lock")
+	f := factory{&cfg}
+	h := f.lockMetrics()
+	f.samplerMetrics(h)
+	all := collectors{
+		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
+		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
+		h.breakerState, h.breakerTransitions, h.degradedLocks,
+		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
+	}
+	if cfg.lockLabel == nil {
+		// Without a lock label these have one series per kind: show them
+		// at 0 from the start.
+		for _, k := range redlock.Kinds() {
+			h.lost.WithLabelValues(string(k))
+			h.heldLocks.WithLabelValues(string(k))
 		}
-		return names
+		h.degradedLocks.WithLabelValues()
 	}
-	counter := func(name, help string, names ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "redlock", Name: name, Help: help, ConstLabels: cfg.constLabels,
-		}, names)
+	for s := range breakerStates {
+		h.breakerTransitions.WithLabelValues(string(s))
 	}
-	histogram := func(name, help string, buckets []float64, names ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "redlock", Name: name, Help: help, ConstLabels: cfg.constLabels, Buckets: buckets,
-		}, names)
+	if err := reg.Register(all); err != nil {
+		return nil, err
 	}
-	h := &Hook{
+	return h, nil
+}
+
+// factory makes the metrics of a Hook with its options' labels.
+type factory struct{ cfg *config }
+
+// labels appends the lock label, when there is one, to names.
+func (f factory) labels(names ...string) []string {
+	if f.cfg.lockLabel != nil {
+		names = append(names, "lock")
+	}
+	return names
+}
+
+func (f factory) counter(name, help string, names ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "redlock", Name: name, Help: help, ConstLabels: f.cfg.constLabels,
+	}, names)
+}
+
+func (f factory) histogram(name, help string, buckets []float64, names ...string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "redlock", Name: name, Help: help, ConstLabels: f.cfg.constLabels, Buckets: buckets,
+	}, names)
+}
+
+// lockMetrics makes a Hook with the metrics of locks and of the circuit
+// breaker.
+func (f factory) lockMetrics() *Hook {
+	cfg, labels, counter, histogram := f.cfg, f.labels, f.counter, f.histogram
+	return &Hook{
 		lockLabel: cfg.lockLabel,
 		acquires: counter("acquire_total",
 			"Calls of Obtain, TryObtain and Do's obtain, by result and lock kind.", labels("result", "lock_kind")...),
@@ -162,10 +200,15 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 			Help: "Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost.",
 		}, labels()),
 	}
-	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
-	h.ttlChosen = histogram("ttl_chosen_seconds",
+}
+
+// samplerMetrics adds to h the metrics of the adaptive TTL
+// (redlock.WithAdaptiveTTL) and its sampler.
+func (f factory) samplerMetrics(h *Hook) {
+	cfg := f.cfg
+	h.ttlChosen = f.histogram("ttl_chosen_seconds",
 		"TTL of each lock obtained (op=obtain) and each successful refresh (op=refresh), and why it has that value (reason: given, base, contention, rtt, min, max, hold_limit).",
-		DefaultTTLBuckets, labels("op", "reason")...)
+		DefaultTTLBuckets, f.labels("op", "reason")...)
 	h.rttP95 = prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "redlock", Name: "rtt_p95_seconds", ConstLabels: cfg.constLabels,
 		Help: "p95 of the nodes' round-trip times over the last minute, as the adaptive TTL measures it.",
@@ -178,35 +221,9 @@ func New(reg prometheus.Registerer, opts ...Option) (*Hook, error) {
 		Namespace: "redlock", Name: "node_memory_pressure", ConstLabels: cfg.constLabels,
 		Help: "1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused.",
 	}, []string{"node"})
-	h.evicted = counter("node_evicted_keys_total",
+	h.evicted = f.counter("node_evicted_keys_total",
 		"Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.", "node")
-	all := collectors{
-		h.acquires, h.acquireTime, h.attempts, h.waitTime, h.holdTime,
-		h.refreshes, h.refreshTime, h.releases, h.lost, h.nodeErrors, h.heldLocks,
-		h.breakerState, h.breakerTransitions, h.degradedLocks,
-		h.ttlChosen, h.rttP95, h.memRatio, h.memPressure, h.evicted,
-	}
-	if cfg.lockLabel == nil {
-		// Without a lock label these have one series per kind: show them
-		// at 0 from the start.
-		for _, k := range kinds {
-			h.lost.WithLabelValues(k)
-			h.heldLocks.WithLabelValues(k)
-		}
-		h.degradedLocks.WithLabelValues()
-	}
-	for _, s := range []string{"closed", "open", "half_open"} {
-		h.breakerTransitions.WithLabelValues(s)
-	}
-	if err := reg.Register(all); err != nil {
-		return nil, err
-	}
-	return h, nil
 }
-
-// kinds are the values of the lock_kind label: the events' Kind, a fixed
-// set.
-var kinds = []string{"plain", "reentrant", "write", "read", "permit"}
 
 // collectors registers every metric of a Hook at once, so that New
 // registers all of them or none.
@@ -238,36 +255,36 @@ func (h *Hook) Observe(_ context.Context, e redlock.Event) {
 	case redlock.AttemptEvent:
 		h.attempt(e)
 	case redlock.WaitEvent:
-		h.waitTime.WithLabelValues(h.values(e.Name, e.WokenBy)...).Observe(e.Waited.Seconds())
+		h.waitTime.WithLabelValues(h.values(e.Name, string(e.WokenBy))...).Observe(e.Waited.Seconds())
 	case redlock.ObtainEvent:
 		h.obtain(e)
 	case redlock.RefreshEvent:
 		h.refresh(e)
 	case redlock.ReleaseEvent:
-		h.releases.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
+		h.releases.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Inc()
 		h.quorumNodes("release", e.Err)
 		if !e.Lost { // else its hold ended at its LostEvent
 			h.ended(e.Name, e.Kind, "released", e.Held.Seconds(), e.Degraded)
 		}
 	case redlock.LostEvent:
-		h.lost.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
+		h.lost.WithLabelValues(h.values(e.Name, string(e.Kind))...).Inc()
 		h.ended(e.Name, e.Kind, "lost", e.Held.Seconds(), e.Degraded)
 	case redlock.BreakerEvent:
 		if s, ok := breakerStates[e.To]; ok {
 			h.breakerState.Set(s)
 		}
-		h.breakerTransitions.WithLabelValues(e.To).Inc()
+		h.breakerTransitions.WithLabelValues(string(e.To)).Inc()
 	case redlock.SampleEvent:
 		h.sample(e)
 	}
 }
 
 // breakerStates are the values of redlock_breaker_state.
-var breakerStates = map[string]float64{"closed": 0, "open": 1, "half_open": 2}
+var breakerStates = map[redlock.BreakerState]float64{redlock.BreakerClosed: 0, redlock.BreakerOpen: 1, redlock.BreakerHalfOpen: 2}
 
 // attempt counts the attempt and each node's refusal or failure.
 func (h *Hook) attempt(e redlock.AttemptEvent) {
-	h.attempts.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
+	h.attempts.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Inc()
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError("acquire", n)
@@ -277,8 +294,8 @@ func (h *Hook) attempt(e redlock.AttemptEvent) {
 
 // obtain counts the call and, when it obtained a lock, the lock as held.
 func (h *Hook) obtain(e redlock.ObtainEvent) {
-	h.acquires.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Inc()
-	h.acquireTime.WithLabelValues(h.values(e.Name, e.Result, e.Kind)...).Observe(e.Elapsed.Seconds())
+	h.acquires.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Inc()
+	h.acquireTime.WithLabelValues(h.values(e.Name, string(e.Result), string(e.Kind))...).Observe(e.Elapsed.Seconds())
 	if e.Err != nil {
 		return
 	}
@@ -286,7 +303,7 @@ func (h *Hook) obtain(e redlock.ObtainEvent) {
 	if e.LockID == 0 {
 		return
 	}
-	h.heldLocks.WithLabelValues(h.values(e.Name, e.Kind)...).Inc()
+	h.heldLocks.WithLabelValues(h.values(e.Name, string(e.Kind))...).Inc()
 	if e.Degraded {
 		h.degradedLocks.WithLabelValues(h.values(e.Name)...).Inc()
 	}
@@ -295,9 +312,9 @@ func (h *Hook) obtain(e redlock.ObtainEvent) {
 // ended counts the end of a lock's hold: its loss, or its release when it
 // was not lost before. The Client reports a lock's ObtainEvent before its
 // end (redlock.Hook), so the lock was counted as held.
-func (h *Hook) ended(name, kind, outcome string, held float64, degraded bool) {
-	h.holdTime.WithLabelValues(h.values(name, outcome, kind)...).Observe(held)
-	h.heldLocks.WithLabelValues(h.values(name, kind)...).Dec()
+func (h *Hook) ended(name string, kind redlock.Kind, outcome string, held float64, degraded bool) {
+	h.holdTime.WithLabelValues(h.values(name, outcome, string(kind))...).Observe(held)
+	h.heldLocks.WithLabelValues(h.values(name, string(kind))...).Dec()
 	if degraded {
 		h.degradedLocks.WithLabelValues(h.values(name)...).Dec()
 	}
@@ -306,8 +323,8 @@ func (h *Hook) ended(name, kind, outcome string, held float64, degraded bool) {
 // refresh counts the refresh and the nodes that refused or failed in it.
 func (h *Hook) refresh(e redlock.RefreshEvent) {
 	auto := strconv.FormatBool(e.Auto)
-	h.refreshes.WithLabelValues(h.values(e.Name, e.Result, auto, e.Kind)...).Inc()
-	h.refreshTime.WithLabelValues(h.values(e.Name, auto, e.Kind)...).Observe(e.Elapsed.Seconds())
+	h.refreshes.WithLabelValues(h.values(e.Name, string(e.Result), auto, string(e.Kind))...).Inc()
+	h.refreshTime.WithLabelValues(h.values(e.Name, auto, string(e.Kind))...).Observe(e.Elapsed.Seconds())
 	h.quorumNodes("refresh", e.Err)
 	if e.Err == nil {
 		h.ttlChosen.WithLabelValues(h.values(e.Name, "refresh", e.TTLReason)...).Observe(e.TTL.Seconds())
@@ -349,5 +366,5 @@ func (h *Hook) quorumNodes(op string, err error) {
 }
 
 func (h *Hook) nodeError(op string, n redlock.NodeResult) {
-	h.nodeErrors.WithLabelValues(op, strconv.Itoa(n.Node), n.Reason).Inc()
+	h.nodeErrors.WithLabelValues(op, strconv.Itoa(n.Node), string(n.Reason)).Inc()
 }

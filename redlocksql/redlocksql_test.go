@@ -320,7 +320,7 @@ type releaseResults struct {
 func (r *releaseResults) Observe(_ context.Context, ev redlock.Event) {
 	if e, ok := ev.(redlock.ReleaseEvent); ok {
 		r.mu.Lock()
-		r.got = append(r.got, e.Name+":"+e.Result)
+		r.got = append(r.got, e.Name+":"+string(e.Result))
 		r.mu.Unlock()
 	}
 }

@@ -296,17 +296,8 @@ func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, sho
 	return n
 }
 
-// Fields of a lock of the family's hash (docs/lock-family.md, holds.lua).
-const (
-	fieldMode  = "mode" // 'w' or 'r'; 's' for a semaphore (permit.lua)
-	fieldK     = "k"    // a semaphore's number of permits
-	fieldOwner = "o"    // the exclusive owner (mode 'w')
-	fieldToken = "t"    // the token recorded for the owner
-	holdPrefix = "h:"   // one field per hold, its value the hold's expiry (node ms)
-)
-
-// family reads the fields of a lock of the family, a flat list of names
-// and values, at the node's time now (ms): the lock is held while a hold's
+// family reads the fields of a lock of the family's (or a semaphore's)
+// hash (keys.FieldMode and the others), a flat list of names and values, at the node's time now (ms): the lock is held while a hold's
 // expiry is after now, as the scripts count it (holds.lua).
 func (n *inspectNode) family(fields []any, now int64, showOwner bool) {
 	var mode, owner string
@@ -314,26 +305,26 @@ func (n *inspectNode) family(fields []any, now int64, showOwner bool) {
 		f, _ := fields[i].(string)
 		v, _ := fields[i+1].(string)
 		switch {
-		case f == fieldMode:
+		case f == keys.FieldMode:
 			mode = v
-		case f == fieldOwner:
+		case f == keys.FieldOwner:
 			owner = v
-		case f == fieldToken:
+		case f == keys.FieldToken:
 			n.Token = v
-		case f == fieldK:
+		case f == keys.FieldPermits:
 			n.Permits = v
-		case strings.HasPrefix(f, holdPrefix):
+		case strings.HasPrefix(f, keys.HoldPrefix):
 			if exp, err := strconv.ParseInt(v, 10, 64); err == nil && exp > now {
 				n.Holds++
 			}
 		}
 	}
 	switch mode {
-	case "r":
+	case string(keys.ModeRead):
 		n.Kind = "read"
-	case "s":
+	case string(keys.ModePermit):
 		n.Kind = "permit"
-	case "w":
+	case string(keys.ModeWrite):
 		n.Kind = "write"
 		if owner != "" {
 			n.Owner = fingerprint(owner)

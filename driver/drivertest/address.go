@@ -184,7 +184,7 @@ func testAddressChange(t *testing.T, d Driver) {
 		defer cancel()
 		v, err := n.Do(ctx, "PTTL", lk)
 		ms, ok := v.(int64)
-		return err == nil && ok && ms > (40 * time.Second).Milliseconds()
+		return err == nil && ok && ms > (40*time.Second).Milliseconds()
 	})
 	must(t, "Release after the move", lock.Release(ctx))
 	eventually(t, "the release on the moved node", patience, func() bool { return !exists(n, lk) })

@@ -24,7 +24,7 @@ type recorder struct {
 func (r *recorder) Observe(_ context.Context, e redlock.Event) {
 	if w, ok := e.(redlock.WaitEvent); ok {
 		r.mu.Lock()
-		r.wokeBy = append(r.wokeBy, w.WokenBy)
+		r.wokeBy = append(r.wokeBy, string(w.WokenBy))
 		r.mu.Unlock()
 	}
 }

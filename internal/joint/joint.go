@@ -12,9 +12,10 @@
 package joint
 
 import (
-	"strings"
+	"time"
 
 	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Value is a live field of a configuration record on one node.
@@ -39,6 +40,24 @@ type Records struct {
 	Now    int64
 	Start  int64
 	Fields map[string]Value
+}
+
+// FromScript are a node's records as record.lua returned them (rc), in
+// milliseconds, each field's life counted from now: the reply arrived age
+// ago, after from the round's start.
+func FromScript(rc *script.Records, age, after time.Duration) *Records {
+	out := &Records{Now: rc.Now, Start: rc.Now - after.Milliseconds() - 1,
+		Fields: make(map[string]Value, len(rc.Fields))}
+	for f, v := range rc.Fields {
+		jv := Value{Left: (v.Left - age).Milliseconds(), Floor: v.Floor}
+		if v.Fresh != 0 {
+			jv.Fresh = v.Fresh - rc.Now - age.Milliseconds()
+		}
+		if jv.Left > 0 {
+			out.Fields[f] = jv
+		}
+	}
+	return out
 }
 
 // Sets are a Client's node sets, as masks of its nodes (node i is bit i
@@ -259,7 +278,7 @@ func Conflicting(recs []*Records, fp string) *Conflict {
 			continue
 		}
 		for f := range rc.Fields {
-			if a, b, ok := strings.Cut(strings.TrimPrefix(f, "j:"), ":"); ok && strings.HasPrefix(f, "j:") {
+			if a, b, ok := keys.ParseConfigJoint(f); ok {
 				switch fp {
 				case a:
 					moves[b] = true
@@ -275,11 +294,8 @@ func Conflicting(recs []*Records, fp string) *Conflict {
 			continue
 		}
 		for f, v := range rc.Fields {
-			if !strings.HasPrefix(f, "c:") && !strings.HasPrefix(f, "s:") {
-				continue
-			}
-			other := f[2:]
-			if other == fp || !moves[other] {
+			other, _, ok := keys.ParseConfigAlone(f)
+			if !ok || other == fp || !moves[other] {
 				continue
 			}
 			// The first node, and on it the field that lasts longest:
@@ -302,7 +318,7 @@ func MovedTo(recs []*Records, fp string) bool {
 			continue
 		}
 		for f := range rc.Fields {
-			if strings.HasPrefix(f, "j:") && strings.HasSuffix(f, ":"+fp) {
+			if _, b, ok := keys.ParseConfigJoint(f); ok && b == fp {
 				return true
 			}
 		}

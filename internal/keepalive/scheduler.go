@@ -14,8 +14,10 @@ import (
 // owned by one Scheduler at a time.
 type Entry[T any] struct {
 	Value T
-	at    time.Time
-	index int // in the heap, or -1
+	// at is the deadline, in nanoseconds from the Scheduler's origin; it
+	// and index are kept small, as there is one Entry per held lock.
+	at    int64
+	index int32 // in the heap, or -1
 	live  bool
 }
 
@@ -27,6 +29,7 @@ type Scheduler[T any] struct {
 	window time.Duration
 	fire   func(due []*Entry[T])
 	now    func() time.Time
+	origin time.Time // of the entries' deadlines: now at New
 
 	mu      sync.Mutex
 	h       entries[T]
@@ -48,6 +51,7 @@ func New[T any](window time.Duration, now func() time.Time, fire func(due []*Ent
 		window: window,
 		fire:   fire,
 		now:    now,
+		origin: now(),
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -66,9 +70,9 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 		s.started = true
 		go s.loop()
 	}
-	e.at = at
+	e.at = s.since(at)
 	if e.live {
-		heap.Fix(&s.h, e.index)
+		heap.Fix(&s.h, int(e.index))
 	} else {
 		e.live = true
 		heap.Push(&s.h, e)
@@ -82,12 +86,16 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 	return true
 }
 
+// since is t in nanoseconds from the Scheduler's origin (saturated, as
+// time.Time.Sub is, about 292 years away).
+func (s *Scheduler[T]) since(t time.Time) int64 { return int64(t.Sub(s.origin)) }
+
 // Cancel removes e from the schedule, if it is scheduled.
 func (s *Scheduler[T]) Cancel(e *Entry[T]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.live {
-		heap.Remove(&s.h, e.index)
+		heap.Remove(&s.h, int(e.index))
 		e.live = false
 	}
 }
@@ -155,12 +163,12 @@ func (s *Scheduler[T]) takeDue() (due []*Entry[T], next time.Time, ok bool) {
 	if len(s.h) == 0 {
 		return nil, time.Time{}, false
 	}
-	now := s.now()
-	if s.h[0].at.After(now) {
-		return nil, s.h[0].at, true
+	now := s.since(s.now())
+	if s.h[0].at > now {
+		return nil, s.origin.Add(time.Duration(s.h[0].at)), true
 	}
-	limit := now.Add(s.window)
-	for len(s.h) > 0 && !s.h[0].at.After(limit) {
+	limit := now + int64(s.window)
+	for len(s.h) > 0 && s.h[0].at <= limit {
 		e := heap.Pop(&s.h).(*Entry[T])
 		e.live = false
 		due = append(due, e)
@@ -172,15 +180,15 @@ func (s *Scheduler[T]) takeDue() (due []*Entry[T], next time.Time, ok bool) {
 type entries[T any] []*Entry[T]
 
 func (h entries[T]) Len() int           { return len(h) }
-func (h entries[T]) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h entries[T]) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h entries[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = i
-	h[j].index = j
+	h[i].index = int32(i)
+	h[j].index = int32(j)
 }
 func (h *entries[T]) Push(x any) {
 	e := x.(*Entry[T])
-	e.index = len(*h)
+	e.index = int32(len(*h))
 	*h = append(*h, e)
 }
 func (h *entries[T]) Pop() any {

@@ -4,8 +4,9 @@
 //
 //	{PREFIX+NAME}           the lock: the owner's value, with the lock's TTL;
 //	                        for the lock family and a semaphore, a hash
-//	                        (mode, k, one expiring field h:ID per hold or
-//	                        permit: family.lua, permit.lua)
+//	                        (mode, k, o, t, one expiring field h:ID per hold
+//	                        or permit: FieldMode and the others below;
+//	                        family.lua, permit.lua)
 //	{PREFIX+NAME}:fence     the fencing counter
 //	{PREFIX+NAME}:released  the release channel (pub/sub)
 //	{PREFIX+NAME}:waiters   the mark that someone waits: a release publishes
@@ -85,12 +86,66 @@ func (l Layout) Epoch(lockKey string, cluster bool) string {
 // lock under the prefix on a node (docs/reconfiguration.md).
 func (l Layout) Configs() string { return "{" + l.Prefix + "}:configs" }
 
+// The prefixes of the fields of the configuration records (Configs).
+const (
+	ConfigSinglePrefix = "c:" // c:FP, a Client on node set FP alone
+	ConfigJointPrefix  = "j:" // j:FPA:FPB, a Client moving from FPA to FPB
+	ConfigSeenPrefix   = "s:" // s:FP, a joint Client saw a Client on FP alone
+	ConfigFloorPrefix  = "m:" // m:FP, the move floor of a move to FP
+)
+
 // The fields of the configuration records (Configs): fp, a and b are node
 // set fingerprints.
-func ConfigSingle(fp string) string  { return "c:" + fp }
-func ConfigJoint(a, b string) string { return "j:" + a + ":" + b }
-func ConfigSeen(fp string) string    { return "s:" + fp }
-func ConfigFloor(fp string) string   { return "m:" + fp }
+func ConfigSingle(fp string) string  { return ConfigSinglePrefix + fp }
+func ConfigJoint(a, b string) string { return ConfigJointPrefix + a + ":" + b }
+func ConfigSeen(fp string) string    { return ConfigSeenPrefix + fp }
+func ConfigFloor(fp string) string   { return ConfigFloorPrefix + fp }
+
+// ParseConfigJoint returns the fingerprints a and b of a joint Client's
+// field j:A:B (ConfigJoint); ok is false for any other field.
+func ParseConfigJoint(f string) (a, b string, ok bool) {
+	rest, ok := strings.CutPrefix(f, ConfigJointPrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, ":")
+}
+
+// ParseConfigAlone returns the fingerprint of a field that records a
+// Client on one node set alone: its own (c:FP, ConfigSingle) or as a joint
+// Client saw it (s:FP, ConfigSeen); seen tells which. ok is false for any
+// other field.
+func ParseConfigAlone(f string) (fp string, seen, ok bool) {
+	if fp, ok := strings.CutPrefix(f, ConfigSinglePrefix); ok {
+		return fp, false, true
+	}
+	if fp, ok := strings.CutPrefix(f, ConfigSeenPrefix); ok {
+		return fp, true, true
+	}
+	return "", false, false
+}
+
+// The fields of a lock's hash, for the lock family and the semaphore
+// (docs/lock-family.md; family.lua, permit.lua and holds.lua write them,
+// with the same names as literals: TestLuaFields checks that they agree).
+const (
+	FieldMode    = "mode" // the hash's mode: ModeWrite, ModeRead or ModePermit
+	FieldPermits = "k"    // a semaphore's number of permits (ModePermit)
+	FieldOwner   = "o"    // the exclusive owner (ModeWrite)
+	FieldToken   = "t"    // the fencing token recorded for the owner (ModeWrite)
+	HoldPrefix   = "h:"   // h:ID, one field per hold or permit, its value the hold's expiry (node ms)
+)
+
+// The values of FieldMode, and the modes of a script.Hold.
+const (
+	ModeWrite  = 'w' // an exclusive hold: a writer or a reentrant lock's owner
+	ModeRead   = 'r' // a shared hold: a reader
+	ModePermit = 's' // a semaphore's permit
+)
+
+// Hold is the field of the hold (or permit) of random ID id in a lock's
+// hash.
+func Hold(id string) string { return HoldPrefix + id }
 
 // Fingerprint names a set of nodes, given by their addresses, in the
 // configuration records: the first 16 hex digits of the SHA-256 of the

@@ -1,8 +1,9 @@
 // Package layers measures the shape of the root package: its exported
-// surface, and its files drawn as boxes on floors, one arrow per file whose
-// code uses a name declared in another file. Its test holds the layering
-// that docs/engine.md draws to the code, and scripts/layers prints the figures
-// for any checkout.
+// surface, its files as boxes with one arrow per file whose code uses a name
+// declared in another file, and (shape.go) the length of its functions and
+// files, the fields of the repository's structs and its reads of the time.
+// Its tests hold the surface and the shape to the limits docs/engine.md
+// gives, and scripts/layers prints the figures for any checkout.
 package layers
 
 import (
@@ -15,7 +16,6 @@ import (
 	"go/token"
 	"go/types"
 	"io"
-	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -318,144 +318,6 @@ func (p *Package) Arrows() int {
 	return n
 }
 
-// Up returns the arrows that run back up in order, the boxes from the top
-// floor down: each from a box to one on a higher floor. A box missing from
-// order is placed below every box in it, in the order of Boxes (the
-// packages of the module, which the root package's files never lie below).
-func (p *Package) Up(order []string) [][2]string {
-	floor := p.floors(order)
-	var up [][2]string
-	for from, tos := range p.Uses {
-		for to := range tos {
-			if floor[to] > floor[from] {
-				up = append(up, [2]string{from, to})
-			}
-		}
-	}
-	sort.Slice(up, func(i, j int) bool {
-		if up[i][0] != up[j][0] {
-			return up[i][0] < up[j][0]
-		}
-		return up[i][1] < up[j][1]
-	})
-	return up
-}
-
-// floors returns each box's floor: the top of order is the highest, and
-// boxes missing from order are placed below it, packages in import order.
-func (p *Package) floors(order []string) map[string]int {
-	floor := map[string]int{}
-	for i, b := range order {
-		floor[b] = len(order) - i + 1000
-	}
-	// The packages below, each above the packages it imports.
-	var rest []string
-	for _, b := range p.Boxes() {
-		if _, ok := floor[b]; !ok {
-			rest = append(rest, b)
-		}
-	}
-	depth := map[string]int{}
-	var d func(b string, stack map[string]bool) int
-	d = func(b string, stack map[string]bool) int {
-		if v, ok := depth[b]; ok {
-			return v
-		}
-		if stack[b] {
-			return 0
-		}
-		stack[b] = true
-		best := 0
-		for to := range p.Uses[b] {
-			if _, placed := floor[to]; !placed {
-				best = max(best, d(to, stack)+1)
-			}
-		}
-		delete(stack, b)
-		depth[b] = best
-		return best
-	}
-	for _, b := range rest {
-		floor[b] = d(b, map[string]bool{})
-	}
-	return floor
-}
-
-// BestOrder returns an order of the root package's files, top floor first,
-// with the fewest arrows running back up among them: an exact minimum
-// feedback arc set, by dynamic programming over the sets of files already
-// placed from the bottom up. The module's packages sit below every file,
-// which costs no arrow: a package of the module never uses the root
-// package. It refuses more than 24 files.
-func (p *Package) BestOrder() ([]string, error) {
-	n := len(p.Files)
-	if n > 24 {
-		return nil, fmt.Errorf("layers: %d files, more than 24", n)
-	}
-	// usedBy[v]: the files that use v, as a bit set.
-	usedBy := make([]uint32, n)
-	for i, from := range p.Files {
-		for j, to := range p.Files {
-			if i != j && p.Uses[from][to] > 0 {
-				usedBy[j] |= 1 << i
-			}
-		}
-	}
-	// cost[S]: the fewest arrows running up among the files of S, placed
-	// as the lowest floors; last[S] is the file on the top of them.
-	full := uint32(1)<<n - 1
-	cost := make([]uint8, full+1)
-	last := make([]int8, full+1)
-	for s := uint32(1); s <= full; s++ {
-		best, arg := 255, -1
-		for v := 0; v < n; v++ {
-			if s&(1<<v) == 0 {
-				continue
-			}
-			below := s &^ (1 << v)
-			// v on top of below: the files below that use v point up.
-			c := int(cost[below]) + bits.OnesCount32(usedBy[v]&below)
-			if c < best {
-				best, arg = c, v
-			}
-		}
-		cost[s], last[s] = uint8(min(best, 255)), int8(arg)
-	}
-	var order []string
-	for s := full; s != 0; s &^= 1 << last[s] {
-		order = append(order, p.Files[last[s]])
-	}
-	return order, nil
-}
-
-// Climbs returns the calls reachable from the function start (as
-// "file:name", such as "client.go:Client.Obtain") whose callee lies on a
-// higher floor of order than its caller: every use of a function of the
-// root package by another, followed from start, counted once per pair of
-// functions. A call through an interface counts as a use of the
-// interface's method, declared where the interface is.
-func (p *Package) Climbs(start string, order []string) [][2]string {
-	floor := p.floors(order)
-	fileOf := func(fn string) string { f, _, _ := strings.Cut(fn, ":"); return f }
-	seen := map[string]bool{start: true}
-	queue := []string{start}
-	var up [][2]string
-	for len(queue) > 0 {
-		fn := queue[0]
-		queue = queue[1:]
-		for _, callee := range p.Calls[fn] {
-			if floor[fileOf(callee)] > floor[fileOf(fn)] {
-				up = append(up, [2]string{fn, callee})
-			}
-			if !seen[callee] {
-				seen[callee] = true
-				queue = append(queue, callee)
-			}
-		}
-	}
-	return up
-}
-
 // Surface returns the exported names of the root package as go doc -all
 // lists them: constants, variables, functions, types and the methods of
 // types, and with interfaces the methods of exported interfaces; struct
@@ -502,30 +364,4 @@ func (p *Package) Surface(interfaces bool) []string {
 		}
 	}
 	return names
-}
-
-// Documented returns the order of files that the first code block after
-// the heading "## Layers" of the Markdown file at path draws, top floor
-// first: the first word of each line that names a .go file.
-func Documented(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	_, rest, ok := strings.Cut(string(data), "\n## Layers\n")
-	if !ok {
-		return nil, fmt.Errorf("layers: %s has no section Layers", path)
-	}
-	_, rest, ok = strings.Cut(rest, "\n```\n")
-	if !ok {
-		return nil, fmt.Errorf("layers: the section Layers of %s has no code block", path)
-	}
-	block, _, _ := strings.Cut(rest, "\n```")
-	var order []string
-	for _, line := range strings.Split(block, "\n") {
-		if f := strings.Fields(line); len(f) > 0 && strings.HasSuffix(f[0], ".go") && !strings.HasPrefix(line, " ") {
-			order = append(order, f[0])
-		}
-	}
-	return order, nil
 }

@@ -231,7 +231,7 @@ func (b *sealBench) release(h script.Hold, ns ...int) {
 func (b *sealBench) refresh(h script.Hold, ttl time.Duration, want script.RefreshResult, ns ...int) {
 	b.t.Helper()
 	for _, n := range ns {
-		r, err := script.RefreshItem{Keys: b.k, TTL: ttl, Hold: &h}.Run(b.ctx, goredis.New(b.nodes[n]), b.g)
+		r, err := script.FamilyRefresh(b.k, &h, ttl).Run(b.ctx, goredis.New(b.nodes[n]), b.g)
 		if err != nil || r != want {
 			b.t.Fatalf("%s's refresh on n%d: %v %v, want %v", h.ID, n+1, r, err, want)
 		}

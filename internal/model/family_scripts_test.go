@@ -218,7 +218,7 @@ func TestFamilyModelMatchesScripts(t *testing.T) {
 			})
 		case op < 16:
 			p.step("refresh "+label, func() string {
-				r, err := script.RefreshItem{Keys: famKeys, TTL: ttl * time.Millisecond, Hold: &hold}.Run(p.ctx, goredis.New(p.c), permitGuard)
+				r, err := script.FamilyRefresh(famKeys, &hold, ttl*time.Millisecond).Run(p.ctx, goredis.New(p.c), permitGuard)
 				if err != nil {
 					if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
 						return "kind"

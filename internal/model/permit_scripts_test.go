@@ -179,7 +179,7 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 			})
 		case op < 12:
 			p.step(fmt.Sprintf("refresh %s of %d", hold.ID, k), func() string {
-				r, err := script.RefreshItem{Keys: permitKeys, TTL: permitTTL * time.Millisecond, Hold: &hold}.Run(p.ctx, goredis.New(p.c), permitGuard)
+				r, err := script.PermitRefresh(permitKeys, &hold, permitTTL*time.Millisecond).Run(p.ctx, goredis.New(p.c), permitGuard)
 				if err != nil {
 					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
 						return "kind"

@@ -31,7 +31,7 @@ func giveHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold) Released {
 
 func extendHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Duration) RefreshResult {
 	t.Helper()
-	r, err := RefreshItem{Keys: k, TTL: ttl, Hold: &h}.Run(context.Background(), nodeOf(c), off)
+	r, err := FamilyRefresh(k, &h, ttl).Run(context.Background(), nodeOf(c), off)
 	if err != nil {
 		t.Fatalf("family refresh %+v: %v", h, err)
 	}

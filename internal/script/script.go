@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
+	layout "github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/reply"
 )
 
@@ -307,10 +308,10 @@ type Hold struct {
 }
 
 func (h Hold) mode() string {
-	if h.Mode == 'r' {
-		return "r"
+	if h.Mode == layout.ModeRead {
+		return string(layout.ModeRead)
 	}
-	return "w"
+	return string(layout.ModeWrite)
 }
 
 // PermitAcquireCall prepares the semaphore's acquire script (permit.lua)
@@ -497,179 +498,5 @@ func (call Call) Release(ctx context.Context, node driver.Node) (Released, error
 	return Released{Deleted: n&1 == 1, Receivers: n >> 1}, nil
 }
 
-// RefreshResult is what the refresh script did on one node.
-type RefreshResult int
-
-const (
-	// NotOwner: another owner holds the key; nothing was changed.
-	NotOwner RefreshResult = 0
-	// Extended: the key held our value; its expiry is at least the TTL.
-	Extended RefreshResult = 1
-	// Reseeded: the key was missing and was set again with our value.
-	Reseeded RefreshResult = 2
-	// NotReseeded: the key was missing, and the node is recovering.
-	NotReseeded RefreshResult = 3
-)
-
-// Agrees reports whether the node votes for the refresh.
-func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
-
-// Refresh runs the refresh script on one node.
-func Refresh(ctx context.Context, n driver.Node, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
-	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, n, g)
-}
-
-// Run refreshes the item on one node.
-func (it RefreshItem) Run(ctx context.Context, node driver.Node, g Guard) (RefreshResult, error) {
-	call := it.call(g.args())
-	n, err := reply.Int64(call.Run(ctx, node))
-	if err != nil {
-		return NotOwner, err
-	}
-	if n < 0 || n > 3 {
-		return NotOwner, fmt.Errorf("redlock: unexpected refresh reply %d", n)
-	}
-	return RefreshResult(n), nil
-}
-
 // ms encodes a duration as whole milliseconds for PX and PEXPIRE.
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-
-// RefreshItem is one lock in a batched refresh.
-type RefreshItem struct {
-	Keys  Keys
-	Value string
-	TTL   time.Duration
-	// Hold is set for a lock of the family; Value is then unused.
-	Hold *Hold
-}
-
-// call is the item's refresh call; ga are the guard's arguments.
-func (it RefreshItem) call(ga []any) Call {
-	keys := []string{it.Keys.Lock, it.Keys.Epoch}
-	if h := it.Hold; h != nil && h.Mode == 's' {
-		return permitRefresh.call(keys, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
-	}
-	if h := it.Hold; h != nil {
-		return familyRefresh.call(keys, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
-	}
-	return refresh.call(keys, append([]any{it.Value, ms(it.TTL)}, ga...)...)
-}
-
-// RefreshBatch runs the refresh script for every item on one node in one
-// pipeline, re-running with EVAL those the node answered NOSCRIPT. It
-// returns each item's result and error; err is set when the node itself
-// failed (a network error or timeout), and then no item's result counts.
-func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
-	ga := g.args()
-	calls := make([]Call, len(items))
-	cmds := make([][]any, len(items))
-	for i, it := range items {
-		calls[i] = it.call(ga)
-		cmds[i] = calls[i].args
-	}
-	replies, err := n.Pipe(ctx, cmds)
-	if err != nil {
-		return nil, nil, err
-	}
-	var again []int
-	for i, r := range replies {
-		if reply.HasPrefix(r.Err, "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		cmds = cmds[:0]
-		for _, i := range again {
-			cmds = append(cmds, withHead(calls[i].args, [2]any{"eval", calls[i].s.src}))
-		}
-		retried, err := n.Pipe(ctx, cmds)
-		if err != nil {
-			return nil, nil, err
-		}
-		for j, i := range again {
-			replies[i] = retried[j]
-		}
-	}
-	results = make([]RefreshResult, len(items))
-	errs = make([]error, len(items))
-	for i, r := range replies {
-		v, err := reply.Int64(r.Val, r.Err)
-		switch {
-		case err != nil:
-			errs[i] = err
-		case v < 0 || v > 3:
-			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", v)
-		default:
-			results[i] = RefreshResult(v)
-		}
-	}
-	return results, errs, nil
-}
-
-// ClaimStatus is what a claim of a handed-off lock found on one node.
-type ClaimStatus int
-
-const (
-	// NotClaimed: the node does not hold the form's secret.
-	NotClaimed ClaimStatus = 0
-	// Claimed: the secret was the form's and is the new one now.
-	Claimed ClaimStatus = 1
-	// AlreadyClaimed: a claim of the form's secret ran on the node before.
-	AlreadyClaimed ClaimStatus = 3
-	// Superseded: the node holds the secret, but its fencing counter is
-	// missing or above the form's token: a holder granted after the
-	// form's lock can have drawn a token there. Nothing changed.
-	Superseded ClaimStatus = 4
-)
-
-// Claim is the decoded reply of resume.lua: the status, and how long the
-// claimed hold has left on the node when Claimed.
-type Claim struct {
-	Status ClaimStatus
-	Left   time.Duration
-}
-
-// ClaimKind is resume.lua's kind argument of a hold: 'p' for a plain
-// lock (h nil), else the hold's mode.
-func ClaimKind(h *Hold) string {
-	if h == nil || h.Mode == 0 {
-		return "p"
-	}
-	return string(h.Mode)
-}
-
-// ClaimCall prepares resume.lua: on the lock key, the secret old of a lock
-// of h's kind (h nil or of Mode 0: a plain lock) and of fencing token
-// token becomes new, where the lock's fencing counter (fenceKey) is at
-// most token, and the claim leaves a tombstone of old for tombTTL.
-func ClaimCall(key, fenceKey string, h *Hold, old, new string, token int64, tombTTL time.Duration) Call {
-	arg := ""
-	switch {
-	case h == nil:
-	case h.Mode == 'w':
-		arg = h.Owner
-	case h.Mode == 's':
-		arg = strconv.Itoa(h.Permits)
-	}
-	return resume.call([]string{key, fenceKey}, ClaimKind(h), arg, old, new, ms(tombTTL), strconv.FormatInt(token, 10))
-}
-
-// Claim runs a prepared claim on one node. A node that holds the secret
-// in another kind answers an error starting with REDLOCK_KIND.
-func (call Call) Claim(ctx context.Context, n driver.Node) (Claim, error) {
-	v, err := call.Run(ctx, n)
-	if err != nil {
-		return Claim{}, err
-	}
-	a, ok := v.([]any)
-	if !ok || len(a) != 2 {
-		return Claim{}, fmt.Errorf("redlock: unexpected claim reply %v", v)
-	}
-	status, ok1 := a[0].(int64)
-	left, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || (status != 0 && status != 1 && status != 3 && status != 4) {
-		return Claim{}, fmt.Errorf("redlock: unexpected claim reply %v", v)
-	}
-	return Claim{Status: ClaimStatus(status), Left: time.Duration(left) * time.Millisecond}, nil
-}

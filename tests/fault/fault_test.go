@@ -10,7 +10,8 @@ import (
 )
 
 // goRedis is the suite's driver in this module: go-redis, configured as
-// the README recommends (ContextTimeoutEnabled, no retries), with short
+// safety.md's checklist recommends (ContextTimeoutEnabled, and its optional
+// MaxRetries: -1), with short
 // timeouts. The modules of the other drivers run the suite on theirs
 // (driver/redigo, driver/rueidis).
 var goRedis = Driver{

@@ -175,7 +175,8 @@ func (c *clock) real(t time.Time) time.Time {
 }
 
 // goRedisOptions are the go-redis options of the suite's clients: the
-// README's recommended configuration (ContextTimeoutEnabled, no retries),
+// configuration docs/safety.md's checklist recommends (ContextTimeoutEnabled,
+// and its optional MaxRetries: -1),
 // with timeouts short enough that a dead node costs little.
 func goRedisOptions(addr string) *redis.Options {
 	return &redis.Options{

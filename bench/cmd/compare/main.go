@@ -6,7 +6,8 @@
 //
 // Every contender on go-redis (floor, redlock, redsync, redislock) runs on
 // two client configurations, each a row of its own: "/ctx" with
-// ContextTimeoutEnabled and no go-redis retries, as the README recommends,
+// ContextTimeoutEnabled and no go-redis retries, as docs/safety.md's
+// checklist recommends (the retries as an option),
 // and "/defaults" with go-redis's default options. rueidislock runs on its
 // own rueidis client, on one node only.
 //

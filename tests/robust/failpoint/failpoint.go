@@ -169,24 +169,56 @@ func (h hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// ProcessPipelineHook applies the failpoints to a pipeline: the go-redis
+// driver sends concurrent requests to one node as one pipeline
+// (auto-pipelining), and the keep-alive its batched refreshes. A refresh
+// batch's failpoint is drawn once per pipeline and drops every reply, as
+// before; an acquire's, a fence's or a release's is drawn for its command:
+// its delay holds the whole pipeline (before it is sent, or for an
+// acquire after it ran: replies come back in order), and its drop loses
+// that command's reply alone.
 func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		refresh := false
+		var before, after time.Duration
+		var lost []redis.Cmder
+		refresh, dropAll := false, false
 		for _, c := range cmds {
-			refresh = refresh || Classify(c.Args()) == RefreshBatch
+			p := Classify(c.Args())
+			if p == "" || (p == RefreshBatch && refresh) {
+				continue
+			}
+			sp, ok := h.s.match(p, h.node)
+			if p == RefreshBatch {
+				refresh = true
+			}
+			if !ok {
+				continue
+			}
+			switch {
+			case p == AcquireReply:
+				after = max(after, sp.Delay)
+			default:
+				before = max(before, sp.Delay)
+			}
+			switch {
+			case !sp.Drop:
+			case p == RefreshBatch:
+				dropAll = true
+			default:
+				lost = append(lost, c)
+			}
 		}
-		if !refresh {
-			return next(ctx, cmds)
-		}
-		sp, ok := h.s.match(RefreshBatch, h.node)
-		if !ok {
-			return next(ctx, cmds)
-		}
-		time.Sleep(sp.Delay)
+		time.Sleep(before)
 		err := next(ctx, cmds)
-		if sp.Drop && err == nil {
-			for _, c := range cmds {
-				c.SetErr(ErrReplyLost)
+		time.Sleep(after)
+		if dropAll {
+			lost = cmds
+		}
+		if err == nil && len(lost) > 0 {
+			for _, c := range lost {
+				if c.Err() == nil {
+					c.SetErr(ErrReplyLost)
+				}
 			}
 			err = ErrReplyLost
 		}
@@ -203,7 +235,8 @@ func Classify(args []any) string {
 	if len(args) < 4 {
 		return ""
 	}
-	if c := strings.ToLower(fmt.Sprint(args[0])); c != "evalsha" && c != "eval" {
+	// FCALL (the acquire, run as a Redis Function) has EVALSHA's layout.
+	if c := strings.ToLower(fmt.Sprint(args[0])); c != "evalsha" && c != "eval" && c != "fcall" {
 		return ""
 	}
 	n, err := strconv.Atoi(fmt.Sprint(args[2]))

@@ -9,6 +9,7 @@ func TestClassify(t *testing.T) {
 		want string
 	}{
 		{[]any{"evalsha", "abc", "3", lock, lock + ":fence", "{redlock:}:epoch", "v", int64(500)}, AcquireReply},
+		{[]any{"fcall", "redlock_acquire_0123456789abcdef", "3", lock, lock + ":fence", "{redlock:}:epoch", "v", int64(500)}, AcquireReply},
 		{[]any{"eval", "src", "3", lock, lock + ":fence", "{redlock:}:epoch", "w", "", "id", int64(500)}, AcquireReply},
 		{[]any{"evalsha", "abc", "1", lock + ":fence", int64(7), int64(0)}, Fence},
 		{[]any{"evalsha", "abc", 2, lock + ":fence", lock, int64(7), int64(0), "o"}, Fence},

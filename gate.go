@@ -1,0 +1,85 @@
+package redlock
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// gate is the part of a lock that keeps its events in order (see Hook): its
+// ObtainEvent first, its LostEvent (if any) before its ReleaseEvent. A loss
+// found by the keep-alive, or a release by Close, can come before the
+// obtain that returns the lock has reported it.
+type gate struct {
+	id uint64 // ObtainEvent.LockID; 0 when nothing observes the Client
+	// announced is closed once the lock's ObtainEvent is reported; it is
+	// made when the Client has a hook. The lock's other events wait for it
+	// (emit).
+	announced chan struct{}
+	// silent is set on a lock that its obtain gives back before returning
+	// it: none of its events is reported.
+	silent bool
+}
+
+// open readies the gate of a lock just obtained, before it is shared: its
+// ID when the Client is observed, and the wait for its ObtainEvent when it
+// has a hook.
+func (g *gate) open(e *engine) {
+	if e.observed() {
+		g.id = lockIDs.Add(1)
+	}
+	if e.cfg.hook != nil {
+		g.announced = make(chan struct{})
+	}
+}
+
+// announce is called once the lock's ObtainEvent is reported: its other
+// events may go.
+func (g *gate) announce() {
+	if g.announced != nil {
+		close(g.announced)
+	}
+}
+
+// emit reports one of the lock's events after its ObtainEvent (see Hook),
+// waiting for it if need be: the obtain that returns the lock reports it
+// as soon as its round is over.
+func (l *Lock) emit(ctx context.Context, ev Event) {
+	if l.silent {
+		return
+	}
+	if l.announced != nil {
+		<-l.announced
+	}
+	l.e.emit(ctx, ev)
+}
+
+// eventCtx is the context of the hook events of no call: automatic
+// refreshes and the loss.
+func (l *Lock) eventCtx() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.do.context()
+}
+
+// refreshed reports a refresh, manual or automatic, to the hook.
+func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
+	e := l.e
+	if e.cfg.hook != nil {
+		l.emit(ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
+			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
+	}
+}
+
+// reportLoss reports the loss of the lock, which ended with err, to the
+// hook and the logger.
+func (l *Lock) reportLoss(err error) {
+	e := l.e
+	held := e.cfg.now().Sub(l.obtainedAt)
+	ctx := l.eventCtx()
+	l.emit(ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
+	if lg := e.cfg.logger; lg != nil {
+		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
+			slog.String("name", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
+	}
+}

@@ -1,0 +1,146 @@
+package script
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/reply"
+)
+
+// The refresh of a lock: one item, or a batch of items in one pipeline
+// (refresh.lua, familyrefresh.lua, permitrefresh.lua).
+
+// RefreshResult is what the refresh script did on one node.
+type RefreshResult int
+
+const (
+	// NotOwner: another owner holds the key; nothing was changed.
+	NotOwner RefreshResult = 0
+	// Extended: the key held our value; its expiry is at least the TTL.
+	Extended RefreshResult = 1
+	// Reseeded: the key was missing and was set again with our value.
+	Reseeded RefreshResult = 2
+	// NotReseeded: the key was missing, and the node is recovering.
+	NotReseeded RefreshResult = 3
+)
+
+// Agrees reports whether the node votes for the refresh.
+func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
+
+// Refresh runs the refresh script on one node.
+func Refresh(ctx context.Context, n driver.Node, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
+	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, n, g)
+}
+
+// Run refreshes the item on one node.
+func (it RefreshItem) Run(ctx context.Context, node driver.Node, g Guard) (RefreshResult, error) {
+	call := it.call(g.args())
+	n, err := reply.Int64(call.Run(ctx, node))
+	if err != nil {
+		return NotOwner, err
+	}
+	if n < 0 || n > 3 {
+		return NotOwner, fmt.Errorf("redlock: unexpected refresh reply %d", n)
+	}
+	return RefreshResult(n), nil
+}
+
+// RefreshItem is one lock in a batched refresh. A plain lock's item is a
+// literal (Keys, Value, TTL); a hold's is made by FamilyRefresh or
+// PermitRefresh, which pick its script.
+type RefreshItem struct {
+	Keys  Keys
+	Value string
+	TTL   time.Duration
+	// hold is set for a lock of the family or a permit (FamilyRefresh,
+	// PermitRefresh: unexported, so that a literal cannot give a hold
+	// without its script); Value is then unused.
+	hold *Hold
+	// script makes the item's call with the guard's arguments ga: nil for
+	// a plain lock (refresh.lua).
+	script func(it RefreshItem, ga []any) Call
+}
+
+// FamilyRefresh is the refresh item of a hold of the lock family
+// (familyrefresh.lua).
+func FamilyRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: familyRefreshCall}
+}
+
+// PermitRefresh is the refresh item of a semaphore's permit
+// (permitrefresh.lua).
+func PermitRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: permitRefreshCall}
+}
+
+func familyRefreshCall(it RefreshItem, ga []any) Call {
+	h := it.hold
+	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
+}
+
+func permitRefreshCall(it RefreshItem, ga []any) Call {
+	h := it.hold
+	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
+}
+
+// call is the item's refresh call; ga are the guard's arguments.
+func (it RefreshItem) call(ga []any) Call {
+	if it.script != nil {
+		return it.script(it, ga)
+	}
+	return refresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{it.Value, ms(it.TTL)}, ga...)...)
+}
+
+// RefreshBatch runs the refresh script for every item on one node in one
+// pipeline, re-running with EVAL those the node answered NOSCRIPT. It
+// returns each item's result and error; err is set when the node itself
+// failed (a network error or timeout), and then no item's result counts.
+func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
+	ga := g.args()
+	calls := make([]Call, len(items))
+	cmds := make([][]any, len(items))
+	for i, it := range items {
+		calls[i] = it.call(ga)
+		cmds[i] = calls[i].args
+	}
+	replies, err := n.Pipe(ctx, cmds)
+	if err != nil {
+		return nil, nil, err
+	}
+	var again []int
+	for i, r := range replies {
+		if reply.HasPrefix(r.Err, "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		cmds = cmds[:0]
+		for _, i := range again {
+			cmds = append(cmds, withHead(calls[i].args, [2]any{"eval", calls[i].s.src}))
+		}
+		retried, err := n.Pipe(ctx, cmds)
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, i := range again {
+			replies[i] = retried[j]
+		}
+	}
+	results = make([]RefreshResult, len(items))
+	errs = make([]error, len(items))
+	for i, r := range replies {
+		v, err := reply.Int64(r.Val, r.Err)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case v < 0 || v > 3:
+			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", v)
+		default:
+			results[i] = RefreshResult(v)
+		}
+	}
+	return results, errs, nil
+}

@@ -1,0 +1,133 @@
+package redlock
+
+import (
+	"fmt"
+	"time"
+)
+
+// validity is the part of a lock that says how long it is held: the TTL
+// of its last round, the per-node timeout that goes with it, and the time
+// until which a quorum is guaranteed to hold it. The Lock's mu guards it.
+type validity struct {
+	ttl time.Duration
+	// base is the TTL asked for, which WithAdaptiveTTL adjusts; 0: as
+	// given.
+	base        time.Duration
+	nodeTimeout time.Duration
+	validUntil  time.Time
+	obtainedAt  time.Time
+}
+
+// lossDeadline is the moment from which no refresh could be confirmed
+// before validUntil.
+func (v *validity) lossDeadline() time.Time {
+	return v.validUntil.Add(-v.nodeTimeout)
+}
+
+// extend records a won round sent at start: its validity, TTL and per-node
+// timeout.
+func (v *validity) extend(validUntil time.Time, ttl, timeout time.Duration) {
+	v.validUntil, v.ttl, v.nodeTimeout = validUntil, ttl, timeout
+}
+
+// lower records a round that did not win, whose validity would have been
+// validUntil: it may have shortened the keys on some nodes, so only the
+// earlier of the two validities is still guaranteed.
+func (v *validity) lower(validUntil time.Time) {
+	if validUntil.Before(v.validUntil) {
+		v.validUntil = validUntil
+	}
+}
+
+// ranOut is the error of a lock whose validity ran out without a refresh.
+func (l *Lock) ranOut() error {
+	if why := l.backend.ranOut(l); why != nil {
+		return fmt.Errorf("%w: %w", ErrLost, why)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.capped {
+		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
+	}
+	return fmt.Errorf("%w: no refresh confirmed by a quorum before its validity ran out", ErrLost)
+}
+
+// adaptTTL is the TTL of a manual refresh to ttl, and why: ttl becomes the
+// base of a lock whose TTL WithAdaptiveTTL picks.
+func (l *Lock) adaptTTL(ttl time.Duration) (time.Duration, string) {
+	l.mu.Lock()
+	adaptive := l.base > 0
+	if adaptive {
+		l.base = ttl
+	}
+	l.mu.Unlock()
+	return l.e.ttlFor(l.keys.key, ttl, !adaptive)
+}
+
+// check returns the error of a refresh that must not be sent: the lock was
+// released or lost, or is past its loss deadline.
+func (l *Lock) check(now time.Time) error {
+	l.mu.Lock()
+	released, err, deadline := l.released, l.err, l.lossDeadline()
+	l.mu.Unlock()
+	switch {
+	case released:
+		return errReleased
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	case !now.Before(deadline):
+		l.end(l.ranOut())
+		return fmt.Errorf("%w: %w", ErrNotHeld, l.Err())
+	}
+	return nil
+}
+
+// applyRefresh records the outcome of a refresh round that was sent at
+// start. A refresh that does not win may still have run on some nodes, and
+// a shorter TTL there makes their keys expire sooner: only the earlier of
+// the two validities is still guaranteed. It returns an error wrapping
+// ErrNotHeld when the lock ended meanwhile.
+func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newValid time.Time, won, refusedBy bool, yes func(node int) bool) error {
+	now := l.e.cfg.now()
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	if won {
+		l.extend(newValid, ttl, timeout)
+		l.refreshWon(start, ttl)
+		l.late.confirm(len(l.e.nodes), yes)
+	} else {
+		l.lower(newValid)
+		l.refreshLost(now)
+	}
+	expired := !now.Before(l.lossDeadline())
+	l.mu.Unlock()
+	switch {
+	case refusedBy:
+		l.end(fmt.Errorf("%w: a quorum of nodes answered that the key is gone or another owner's", ErrLost))
+	case expired:
+		l.end(l.ranOut())
+	default:
+		l.schedule()
+	}
+	return nil
+}
+
+// obtained records a won acquire, sent at start, before the lock is shared:
+// its validity, the nodes that voted yes, and its ID when the Client is
+// observed.
+func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
+	l.validUntil = validUntil
+	l.obtainedAt = start
+	l.late.confirm(len(l.e.nodes), yes)
+	l.open(l.e)
+}
+
+func (l *Lock) nodeTimeoutNow() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.nodeTimeout
+}
