@@ -25,7 +25,7 @@ type saleCounts struct {
 	haveNodes          bool
 }
 
-var wokenBy = [...]string{"release", "timer", "turn", "context"}
+var wokenBy = [...]redlock.WokenBy{redlock.WokenByRelease, redlock.WokenByTimer, redlock.WokenByTurn, redlock.WokenByContext}
 
 // countHook sends the events of the instances to the counts of the sale
 // running (nil between sales).
@@ -106,7 +106,7 @@ func printCounts(out io.Writer, segments int, one, seg *saleCounts, oneSold, seg
 	}
 	row("lock attempts", func(c *saleCounts) int64 { return c.attempts.Load() })
 	for i, w := range wokenBy[:3] {
-		row("wake-ups by "+w, func(c *saleCounts) int64 { return c.woken[i].Load() })
+		row("wake-ups by "+string(w), func(c *saleCounts) int64 { return c.woken[i].Load() })
 	}
 	if one.haveNodes && seg.haveNodes {
 		row("node commands", func(c *saleCounts) int64 { return c.nodeCmds })
