@@ -20,7 +20,9 @@ import (
 //
 //  1. each pass first waits for an open circuit breaker (breakerWait);
 //  2. the first pass is made at once (firstPass), unless others of this
-//     Client wait for the same names, or a grace period holds it back;
+//     Client wait for the same name, or a grace period holds it back;
+//     Client.Any's first pass is made as the head of the queue instead
+//     (queue), so that one Client's obtains of a set attempt one at a time;
 //  3. then the waiter queues behind this Client's other waiters for the
 //     names (docs/waiting.md), and when its turn comes subscribes to every
 //     candidate's release channel (queue);
