@@ -52,12 +52,13 @@ model:
 	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
 	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants|TestHandoffMutants' ./internal/model
 
-# vet first (it fails fast and compiles the dependencies), then, in lanes
-# that run at once (scripts/test-lanes.sh says which and why): lint lean
-# cross oldest model at the lowest CPU priority, and every module's go test
-# -race. deps installed PostgreSQL: the redlocksql tests must not skip for
-# want of it.
-test: deps vet
+# In lanes that run at once (scripts/test-lanes.sh says which and why):
+# lint lean cross oldest model at the lowest CPU priority, and every
+# module's go test -race -vet=all, which is make vet's check on the race
+# build the tests compile anyway (a separate go vet compiled every
+# dependency once more, minutes of a fresh CI machine). deps installed
+# PostgreSQL: the redlocksql tests must not skip for want of it.
+test: deps
 	@GO=$(GO) MAKE=$(MAKE) ./scripts/test-lanes.sh $(MODULES)
 
 # The robustness suite's randomized runs for a long budget (tests/robust,

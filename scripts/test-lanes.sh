@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# What make test runs after deps and vet: the static checks and every
-# module's tests with -race, in lanes that run at once.
+# What make test runs after deps: the static checks and every module's
+# tests with -race and every vet check (-vet=all: make vet's, on the race
+# build the tests compile anyway), in lanes that run at once.
 #
 # The tests spend most of their time waiting on real Redis nodes (TTLs,
 # node timeouts, faults held for seconds): run one after another they kept
@@ -39,8 +40,8 @@ step() { echo "== [$((SECONDS - start)) s] $*"; }
 gotest() { # module dir, then packages
   local m=$1
   shift
-  step "go test -race $m $*"
-  (cd "$m" && REDLOCK_REQUIRE_POSTGRES=1 $GO test -race -count=1 -timeout 15m "$@")
+  step "go test -race -vet=all $m $*"
+  (cd "$m" && REDLOCK_REQUIRE_POSTGRES=1 $GO test -race -vet=all -count=1 -timeout 15m "$@")
 }
 
 lane_static() {

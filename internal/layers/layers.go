@@ -278,17 +278,6 @@ func (p *Package) packageUses(ctx build.Context) error {
 	return nil
 }
 
-// arrowsOf returns the number of arrows from or to box.
-func (p *Package) arrowsOf(box string) int {
-	n := len(p.Uses[box])
-	for _, tos := range p.Uses {
-		if tos[box] > 0 {
-			n++
-		}
-	}
-	return n
-}
-
 // Boxes returns every box: the root package's files, then the module's
 // packages that they use, directly or not.
 func (p *Package) Boxes() []string {

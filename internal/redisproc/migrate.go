@@ -129,15 +129,23 @@ func owner(ctx context.Context, c *redis.Client, ids []string, slot int) (int, e
 	return -1, fmt.Errorf("redisproc: slot %d is served by %s, not a master of this cluster", slot, id)
 }
 
-// slotOwner returns the node ID of the master that c says serves slot.
+// slotOwner returns the node ID of the master that c says serves slot
+// (CLUSTER SHARDS, Redis 7.0).
 func slotOwner(ctx context.Context, c *redis.Client, slot int) (string, error) {
-	ranges, err := c.ClusterSlots(ctx).Result()
+	shards, err := c.ClusterShards(ctx).Result()
 	if err != nil {
-		return "", fmt.Errorf("redisproc: CLUSTER SLOTS at %s: %w", c.Options().Addr, err)
+		return "", fmt.Errorf("redisproc: CLUSTER SHARDS at %s: %w", c.Options().Addr, err)
 	}
-	for _, r := range ranges {
-		if r.Start <= slot && slot <= r.End && len(r.Nodes) > 0 {
-			return r.Nodes[0].ID, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if r.Start > int64(slot) || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					return n.ID, nil
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("redisproc: %s serves slot %d on no node", c.Options().Addr, slot)
