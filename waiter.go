@@ -20,7 +20,9 @@ import (
 //
 //  1. each pass first waits for an open circuit breaker (breakerWait);
 //  2. the first pass is made at once (firstPass), unless others of this
-//     Client wait for the same names, or a grace period holds it back;
+//     Client wait for the same name, or a grace period holds it back;
+//     Client.Any's first pass is made as the head of the queue instead
+//     (queue), so that one Client's obtains of a set attempt one at a time;
 //  3. then the waiter queues behind this Client's other waiters for the
 //     names (docs/waiting.md), and when its turn comes subscribes to every
 //     candidate's release channel (queue);
@@ -72,9 +74,13 @@ func (w *waiter) run() (*Lock, error) {
 	if len(r.names) > 1 {
 		group = anyGroup(r.keys)
 	}
-	// Fast path: nobody here waits for these names, or the call makes a
-	// single pass, which has no turn to wait for.
-	if e.cfg.notifyOff || r.o.retry.maxAttempts == 1 || !e.waits.Queued(group) {
+	// Fast path: nobody here waits for the name, or the call makes a
+	// single pass, which has no turn to wait for. Client.Any takes no fast
+	// path past the queue (unless single-pass): its first pass waits for
+	// its turn like the others (queue), so that one Client's obtains of a
+	// set that arrive together do not each sweep every candidate at once.
+	viaQueue := len(r.names) > 1 && !e.cfg.notifyOff && r.o.retry.maxAttempts != 1
+	if !viaQueue && (e.cfg.notifyOff || r.o.retry.maxAttempts == 1 || !e.waits.Queued(group)) {
 		l, ferr, end := w.firstPass()
 		if end {
 			return l, ferr
@@ -125,6 +131,15 @@ func (w *waiter) queue(q *waitq.Queue, m *waitq.Member, err error) (l *Lock, _ e
 	e, r := w.e, w.r
 	if werr := e.waitTurn(w.ctx, r.names[0], r.id, m); werr != nil {
 		return nil, errors.Join(err, werr), true
+	}
+	if r.passes == 0 && q.Confirmed == nil {
+		// The head of a queue that has not subscribed (Client.Any's
+		// first pass, see run): attempt first, as the fast path does,
+		// and subscribe only if that fails.
+		l, err = w.pass(false)
+		if w.done(err) {
+			return l, w.fail(err), true
+		}
 	}
 	// The head subscribes before its next pass: from the nodes'
 	// confirmation on, every release wakes it.

@@ -51,6 +51,7 @@ func anyGroup(rkeys []string) string {
 // it, which would each lose the timeout again for as long as the queue
 // lives.
 func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Duration) {
+	e.waits.Track(q)
 	if q.Confirmed == nil {
 		q.Confirmed = make([]<-chan struct{}, len(e.hubs)*len(q.Keys))
 		for i, h := range e.hubs {

@@ -77,7 +77,11 @@ each under a lock of its own: a buyer takes whichever segment is free
 (Client.Any) and moves on to another when its segment has run dry, so up to
 N purchases run at once. --compare runs the same sale with one lock and with
 N segments on the same nodes, one after the other, and prints throughput
-and latency side by side. Each run ends when every buyer has bought, found
+and latency side by side, and per item sold the lock attempts, the
+waiters' wake-ups and, on the demo's own nodes, the commands the nodes ran
+(INFO commandstats: the scripts' inner commands and the stock's included)
+and their CPU time: counts, unlike throughput, do not depend on the
+machine's load. Each run ends when every buyer has bought, found
 no stock, or waited --wait; buyers still waiting when the last item is sold
 stop waiting and find no stock.
 
@@ -416,11 +420,12 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 	// Each instance has its own Redis connections and lock client, as
 	// separate services would.
 	instances := make([]*redlock.Client, cfg.instances)
+	counts := &countHook{}
 	for i := range instances {
 		if cfg.external != nil {
 			conns := openAll(cfg.external, cfg.timeout)
 			defer closeAll(conns)
-			c, err := redlock.New(clients(conns), cfg.extOpts...)
+			c, err := redlock.New(clients(conns), append(slices.Clone(cfg.extOpts), redlock.WithHook(counts))...)
 			if err != nil {
 				return err
 			}
@@ -436,7 +441,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		}
 		// The restart guard is on unless the flags or in-process nodes say
 		// otherwise (ownGuard).
-		opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL)}
+		opts := []redlock.Option{redlock.WithMaxTTL(cfg.maxTTL), redlock.WithHook(counts)}
 		if !cfg.guard {
 			opts = append(opts, redlock.WithRestartGuard(redlock.GuardOff))
 		}
@@ -476,7 +481,7 @@ func demo(ctx context.Context, cfg demoConfig, out io.Writer) error {
 		}
 		return r.report(ctx, cfg, out)
 	}
-	return compare(ctx, cfg, instances, servers, db, out)
+	return compare(ctx, cfg, instances, servers, db, counts, out)
 }
 
 // report prints what one sale measured, and returns its verdict.
@@ -515,12 +520,31 @@ func (r saleResult) report(ctx context.Context, cfg demoConfig, out io.Writer) e
 
 // compare runs the same sale with one lock and with segments, on the same
 // nodes and instances, one after the other, and prints both side by side.
-func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, servers []demoNode, db redis.UniversalClient, out io.Writer) error {
-	one, err := sale(ctx, cfg, 1, instances, servers, db, out)
+func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, servers []demoNode, db redis.UniversalClient, hook *countHook, out io.Writer) error {
+	var stats []*redis.Client // the lock nodes, for INFO (none when not the demo's own)
+	for _, s := range servers {
+		rc := s.Client()
+		defer rc.Close()
+		stats = append(stats, rc)
+	}
+	counted := func(segments int) (saleResult, *saleCounts, error) {
+		c := new(saleCounts)
+		calls0, usec0, cpu0, ok0 := nodeStats(ctx, stats)
+		hook.cur.Store(c)
+		r, err := sale(ctx, cfg, segments, instances, servers, db, out)
+		hook.cur.Store(nil)
+		calls1, usec1, cpu1, ok1 := nodeStats(ctx, stats)
+		if ok0 && ok1 && len(stats) > 0 {
+			c.haveNodes = true
+			c.nodeCmds, c.nodeUsec, c.nodeCPUus = calls1-calls0, usec1-usec0, cpu1-cpu0
+		}
+		return r, c, err
+	}
+	one, oneCounts, err := counted(1)
 	if err != nil {
 		return err
 	}
-	seg, err := sale(ctx, cfg, cfg.segments, instances, servers, db, out)
+	seg, segCounts, err := counted(cfg.segments)
 	if err != nil {
 		return err
 	}
@@ -538,6 +562,9 @@ func compare(ctx context.Context, cfg demoConfig, instances []*redlock.Client, s
 	row("acquire p99", func(r saleResult) string { return r.latency(0.99) })
 	row("acquire max", func(r saleResult) string { return r.latency(1) })
 	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if err := printCounts(out, cfg.segments, oneCounts, segCounts, one.sold, seg.sold); err != nil {
 		return err
 	}
 	if one.throughput() > 0 {

@@ -23,7 +23,8 @@ type Queue struct {
 	Group string
 	Keys  []string
 	// Wake is woken by a release of any of Keys: a notification of the
-	// node, or a release through this Client.
+	// node, or a release through this Client. It is made when the queue is
+	// tracked (Track): a lone head's first attempt needs none.
 	Wake *driver.Waiter
 	// Confirmed holds each node's confirmation of the subscription to each
 	// of Keys (node-major), once the first head has subscribed; Settled is
@@ -33,6 +34,7 @@ type Queue struct {
 	Settled   bool
 
 	members []*Member
+	tracked bool // in Queues.of, with a Wake (guarded by Queues.mu)
 }
 
 // Member is one waiter of a queue.
@@ -65,26 +67,49 @@ func (w *Queues) Join(group string, keys []string) (*Queue, *Member) {
 	defer w.mu.Unlock()
 	q := w.groups[group]
 	if q == nil {
-		wake := driver.NewWaiter()
-		if len(keys) > 1 {
-			wake = driver.NewTrackingWaiter()
-		}
-		q = &Queue{Group: group, Keys: keys, Wake: wake}
+		q = &Queue{Group: group, Keys: keys}
 		if w.groups == nil {
 			w.groups = make(map[string]*Queue)
-			w.of = make(map[string][]*Queue)
 		}
 		w.groups[group] = q
-		for _, k := range keys {
-			w.of[k] = append(w.of[k], q)
-		}
 	}
 	m := &Member{Turn: make(chan struct{})}
 	q.members = append(q.members, m)
 	if len(q.members) == 1 {
 		close(m.Turn)
+	} else {
+		w.track(q) // someone waits behind the head
 	}
 	return q, m
+}
+
+// Track makes q's Wake and counts its members as waiting for its keys
+// (Waiting, WakeLocal), if not done yet: its head calls it before it
+// subscribes. Until then a queue is a lone head's, making its first
+// attempt, which costs no Wake and is not counted as waiting.
+func (w *Queues) Track(q *Queue) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.track(q)
+}
+
+func (w *Queues) track(q *Queue) {
+	if q.tracked {
+		return
+	}
+	q.tracked = true
+	if q.Wake == nil {
+		q.Wake = driver.NewWaiter()
+		if len(q.Keys) > 1 {
+			q.Wake = driver.NewTrackingWaiter()
+		}
+	}
+	if w.of == nil {
+		w.of = make(map[string][]*Queue)
+	}
+	for _, k := range q.Keys {
+		w.of[k] = append(w.of[k], q)
+	}
 }
 
 // Leave removes m from q and passes the turn on. It reports whether q is
@@ -107,6 +132,9 @@ func (w *Queues) Leave(q *Queue, m *Member) (gone bool) {
 		return false
 	}
 	delete(w.groups, q.Group)
+	if !q.tracked {
+		return true
+	}
 	for _, k := range q.Keys {
 		qs := slices.DeleteFunc(w.of[k], func(x *Queue) bool { return x == q })
 		if len(qs) == 0 {
