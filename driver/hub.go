@@ -125,12 +125,19 @@ type hubConn struct {
 //   - A broken connection clears active for its channels and replaces a
 //     closed confirmed: the subscription on the next connection must be
 //     confirmed again.
+//
+// A broken connection wakes the channel's waiters, as a release may have
+// been missed; the node may be down then (a restart), so that what the
+// woken waiter reads there fails. The confirmation of the subscription
+// on the next connection wakes them once more (rewake): the node answers
+// again, and a release may have been missed until then too.
 type hubChannel struct {
 	waiters   map[*Waiter]struct{}
 	want      bool          // someone waits: should be subscribed
 	active    bool          // SUBSCRIBE written or being written, and no UNSUBSCRIBE since
 	confirmed chan struct{} // closed when the server confirmed the active subscription
 	conn      *hubConn      // sharded only: the channel's connection
+	rewake    bool          // broken since the last confirmation: the next one wakes the waiters
 }
 
 var _ Notifier = (*Hub)(nil)
@@ -394,6 +401,12 @@ func (h *Hub) confirm(c *hubConn, name string) {
 	case <-ch.confirmed:
 	default:
 		close(ch.confirmed)
+		if ch.rewake {
+			ch.rewake = false
+			for w := range ch.waiters {
+				w.Wake()
+			}
+		}
 	}
 }
 
@@ -449,6 +462,7 @@ func (h *Hub) broken(c *hubConn) {
 			w.Wake()
 		}
 		if ch.want {
+			ch.rewake = true
 			lost = true
 		} else {
 			delete(h.channels, name)
