@@ -55,6 +55,8 @@ type engine struct {
 	// closed, so that no goroutine is added to bg while Close waits on it.
 	life sync.RWMutex
 	reg  registry
+	// lastRule is the quorum rule of the last lock made (sharedRule).
+	lastRule atomic.Pointer[quorum.Rule]
 
 	// sched runs the keep-alive: automatic refreshes and loss deadlines;
 	// its entries' values are *Lock. epoch is the origin of the refresh

@@ -43,8 +43,9 @@ type Lock struct {
 	keys  lockKeys
 	// secret is the kind's part of the lock: its value or hold.
 	secret secret
-	// quorum is which nodes must agree to each round of the lock.
-	quorum quorum.Rule
+	// quorum is which nodes must agree to each round of the lock: shared
+	// by the locks of one rule (engine.sharedRule).
+	quorum *quorum.Rule
 	token  int64
 	// backend holds the lock: the nodes (rounds.go), or the degraded
 	// mode's lease store (degraded.go).
@@ -139,7 +140,7 @@ type refreshPlan struct {
 func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
 		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
-		quorum:   e.rule(sp), backend: nodeBackend{}}
+		quorum:   e.sharedRule(sp), backend: nodeBackend{}}
 	l.secret = sp.newSecret(key, newValue(), wait)
 	l.ka.Value = l
 	return l
