@@ -72,7 +72,7 @@ func (l *Lock) handoff() ([]byte, error) {
 		return nil, err
 	}
 	h := l.secret.hold
-	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.name, Kind: l.label,
+	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.lockName(), Kind: l.label,
 		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
 	if err != nil {

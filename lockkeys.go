@@ -39,6 +39,17 @@ func (e *engine) keysOf(key string) lockKeys {
 	return k
 }
 
+// lockName is the lock's name, read back from its key (keys.Layout.Lock:
+// "{" + prefix + name + "}") without a copy; "" for a lock of several names,
+// which has no key.
+func (l *Lock) lockName() string {
+	k := l.keys.key
+	if k == "" {
+		return ""
+	}
+	return k[1+len(l.e.cfg.prefix) : len(k)-1]
+}
+
 // fence is the key of the lock's fencing counter.
 func (k lockKeys) fence() string { return keys.Fence(k.key) }
 

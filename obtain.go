@@ -306,7 +306,7 @@ func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.T
 	e.logNodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
-		e.emit(ctx, AttemptEvent{Name: l.name, Kind: l.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
+		e.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err, Result: attemptResult(obtained, err)})
 	}
 }
