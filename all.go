@@ -78,7 +78,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 			if e.isClosed() {
 				return nil, fmt.Errorf("redlock: obtain all: %w", ErrClosed)
 			}
-			return nil, fmt.Errorf("redlock: obtain all: lock %q ended while the others were obtained: %w", l.name, errors.Join(ErrNotObtained, lerr))
+			return nil, fmt.Errorf("redlock: obtain all: lock %q ended while the others were obtained: %w", l.lockName(), errors.Join(ErrNotObtained, lerr))
 		}
 	}
 	if !auto && !try {
@@ -146,7 +146,7 @@ func (a *allOf) lastTTL() time.Duration {
 func (a *allOf) endErr() error {
 	for _, p := range a.parts {
 		if err := p.Err(); err != nil {
-			return fmt.Errorf("lock %q: %w", p.name, err)
+			return fmt.Errorf("lock %q: %w", p.lockName(), err)
 		}
 	}
 	return nil

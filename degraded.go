@@ -89,7 +89,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	e.attemptedDegraded(ctx, l, r.id, start, nil)
 	if lg := e.cfg.logger; lg != nil && e.nodeLog.Due(-1, nodelog.Degraded, e.cfg.now()) {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: degraded mode: lock obtained from the lease store, not from a quorum of nodes; it excludes only clients that fell back to the same store",
-			slog.String("name", l.name), slog.Int64("token", l.token))
+			slog.String("name", l.lockName()), slog.Int64("token", l.token))
 	}
 	return l, 0, nil
 }
@@ -108,7 +108,7 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 	if e.cfg.hook == nil {
 		return
 	}
-	ev := AttemptEvent{Name: l.name, Kind: l.label, ObtainID: id, Obtained: err == nil, Degraded: true,
+	ev := AttemptEvent{Name: l.lockName(), Kind: l.label, ObtainID: id, Obtained: err == nil, Degraded: true,
 		Elapsed: e.cfg.now().Sub(start), Err: err, Result: attemptResult(err == nil, err)}
 	if err == nil {
 		ev.Token = l.token

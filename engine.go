@@ -55,6 +55,8 @@ type engine struct {
 	// closed, so that no goroutine is added to bg while Close waits on it.
 	life sync.RWMutex
 	reg  registry
+	// lastRule is the quorum rule of the last lock made (sharedRule).
+	lastRule atomic.Pointer[quorum.Rule]
 
 	// sched runs the keep-alive: automatic refreshes and loss deadlines;
 	// its entries' values are *Lock. epoch is the origin of the refresh
@@ -71,12 +73,14 @@ type engine struct {
 }
 
 // registry is the Client's held locks, which Close releases, and whether
-// it is closed.
+// it is closed. held is unordered: each lock knows its index in it
+// (ending.regAt), so that it leaves in constant time, at 8 bytes a lock
+// where a map took about 36.
 type registry struct {
 	mu     sync.Mutex
 	closed bool
 	done   chan struct{} // closed when Close has finished
-	held   map[releaser]struct{}
+	held   []*Lock
 }
 
 // releaser is a held lock, as the registry that Close releases sees it.
@@ -115,7 +119,6 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.cfg = cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
 	e.majority = e.rule(&plainSpec)
-	e.reg.held = make(map[releaser]struct{})
 	e.reg.done = make(chan struct{})
 	e.layout.plainNode = -1
 	e.epoch = cfg.now() // the origin of the refresh grid: only its phase matters
@@ -157,17 +160,28 @@ func (e *engine) isClosed() bool {
 	return e.reg.closed
 }
 
-// register adds a held lock to the registry that Close releases.
-func (e *engine) register(l releaser) {
+// register adds a held lock to the registry that Close releases, once.
+func (e *engine) register(l *Lock) {
 	e.reg.mu.Lock()
-	e.reg.held[l] = struct{}{}
+	if l.regAt == 0 {
+		e.reg.held = append(e.reg.held, l)
+		l.regAt = int32(len(e.reg.held))
+	}
 	e.reg.mu.Unlock()
 }
 
-// forget removes a released lock from the registry.
-func (e *engine) forget(l releaser) {
+// forget removes a released lock from the registry, if it is there: the
+// last lock takes its place.
+func (e *engine) forget(l *Lock) {
 	e.reg.mu.Lock()
-	delete(e.reg.held, l)
+	if i := int(l.regAt) - 1; i >= 0 {
+		held := e.reg.held
+		last := held[len(held)-1]
+		held[i], last.regAt = last, int32(i+1)
+		held[len(held)-1] = nil
+		e.reg.held = held[:len(held)-1]
+		l.regAt = 0
+	}
 	e.reg.mu.Unlock()
 }
 
@@ -181,7 +195,7 @@ func (r *registry) close() (held []releaser, first bool) {
 	}
 	r.closed = true
 	held = make([]releaser, 0, len(r.held))
-	for l := range r.held {
+	for _, l := range r.held {
 		held = append(held, l)
 	}
 	return held, true

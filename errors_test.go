@@ -106,13 +106,14 @@ func TestCertainlyNotOurs(t *testing.T) {
 		{"unconfirmed nodes do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil)}, 0b00011, false},
 		{"three confirmed", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, 0b00111, true},
 	} {
-		if got := certainlyNotOurs(&Lock{e: e, quorum: e.majority}, tc.replies, gone, tc.evidence); got != tc.want {
+		if got := certainlyNotOurs(&Lock{e: e, quorum: &e.majority}, tc.replies, gone, tc.evidence); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 	// A permit of a semaphore of two permits needs four of five nodes: two
 	// "not ours" already leave fewer than four that could agree.
-	permit := &Lock{e: e, quorum: quorum.Count(limits.PermitQuorum(5, 2))}
+	permitRule := quorum.Count(limits.PermitQuorum(5, 2))
+	permit := &Lock{e: e, quorum: &permitRule}
 	two := []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil), reply(false, nil)}
 	if !certainlyNotOurs(permit, two, gone, everyNode) {
 		t.Error("permit of 2 on 5 nodes: two of five not ours is not certain")

@@ -80,6 +80,6 @@ func (l *Lock) reportLoss(err error) {
 	l.emit(ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
 	if lg := e.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
-			slog.String("name", l.name), slog.Duration("held", held), slog.String("reason", err.Error()))
+			slog.String("name", l.lockName()), slog.Duration("held", held), slog.String("reason", err.Error()))
 	}
 }

@@ -72,7 +72,7 @@ func (l *Lock) handoff() ([]byte, error) {
 		return nil, err
 	}
 	h := l.secret.hold
-	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.name, Kind: l.label,
+	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.lockName(), Kind: l.label,
 		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
 	if err != nil {
@@ -150,7 +150,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 				sentinel = ErrWrongKind
 			}
 		}
-		return nil, quorumError(e, l.quorum, "resume", res, sentinel, disagreeClaim)
+		return nil, quorumError(e, *l.quorum, "resume", res, sentinel, disagreeClaim)
 	}
 	validUntil := l.claimedUntil(res, start)
 	l.token = f.Token
@@ -163,7 +163,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		// the caller never had.
 		l.silent = true
 		_ = l.Release(context.WithoutCancel(ctx))
-		qe := quorumError(e, l.quorum, "resume", res, ErrNotHeld, disagreeClaim)
+		qe := quorumError(e, *l.quorum, "resume", res, ErrNotHeld, disagreeClaim)
 		qe.Expired = true
 		return nil, qe
 	}
@@ -220,12 +220,12 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 	}
 	round := quorum.Round[script.Claim]{
 		Nodes:   e.nodes,
-		Quorum:  l.quorum,
+		Quorum:  *l.quorum,
 		Timeout: timeout,
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
-			call := script.ClaimCall(l.keys.key, l.keys.fence, hold, f.Secret, l.secret.hold.ID, f.Token, e.guard(n.Index).FenceTTL)
+			call := script.ClaimCall(l.keys.key, l.keys.fence(), hold, f.Secret, l.secret.hold.ID, f.Token, e.guard(n.Index).FenceTTL)
 			c, err := call.Claim(ctx, n.Conn)
 			return c, kindError(err)
 		},

@@ -176,8 +176,8 @@ func TestResumePartialClaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l.keys.fence != fence || l.Token() != 1001 {
-		t.Fatalf("the lock's counter is %s, its token %d; want %s and 1001", l.keys.fence, l.Token(), fence)
+	if l.keys.fence() != fence || l.Token() != 1001 {
+		t.Fatalf("the lock's counter is %s, its token %d; want %s and 1001", l.keys.fence(), l.Token(), fence)
 	}
 	// The obtain returns at a quorum: its acquire may reach node 0 after
 	// the rival's claim below, which then finds nothing to claim there.
@@ -190,7 +190,7 @@ func TestResumePartialClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rival's claim, on node 0 alone.
-	rival := script.ClaimCall(l.keys.key, l.keys.fence, nil, l.secret.hold.ID, newValue(), l.token, time.Hour)
+	rival := script.ClaimCall(l.keys.key, l.keys.fence(), nil, l.secret.hold.ID, newValue(), l.token, time.Hour)
 	if c, err := rival.Claim(ctx, sched.engine.nodes[0].Conn); err != nil || c.Status != script.Claimed {
 		t.Fatalf("the rival's claim on node 0: %+v, %v", c, err)
 	}

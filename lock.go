@@ -35,16 +35,17 @@ import (
 type Lock struct {
 	// all is the variant of a lock of several names (Client.All); nil for
 	// a lock of one name (see impl).
-	all   *allOf
-	e     *engine
-	name  string
+	all *allOf
+	e   *engine
+	// The lock's name is not kept: it is read back from its key (lockName).
 	label Kind // the kind's label in events
 	kind  kind
 	keys  lockKeys
 	// secret is the kind's part of the lock: its value or hold.
 	secret secret
-	// quorum is which nodes must agree to each round of the lock.
-	quorum quorum.Rule
+	// quorum is which nodes must agree to each round of the lock: shared
+	// by the locks of one rule (engine.sharedRule).
+	quorum *quorum.Rule
 	token  int64
 	// backend holds the lock: the nodes (rounds.go), or the degraded
 	// mode's lease store (degraded.go).
@@ -103,6 +104,9 @@ type ending struct {
 	// releasing: Release's round is out, and late yes-replies clean up
 	// after themselves (late.go); released: it is over.
 	releasing, released bool
+	// regAt is 1 + the lock's index in the registry that Close releases
+	// (engine.go), 0 when it is not in it; the registry's mu guards it.
+	regAt int32
 }
 
 // backend is where a lock is held: the nodes (the lock's own rounds,
@@ -135,11 +139,12 @@ type refreshPlan struct {
 }
 
 // newLock is a lock of the spec's kind about to be acquired under name and
-// key, with a new secret made from the spec's prototype hold.
+// its key (redisKey), with a new secret made from the spec's prototype hold.
+// The lock keeps the key only, from which lockName reads the name back.
 func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
-	l := &Lock{e: e, name: name, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
+	l := &Lock{e: e, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
 		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
-		quorum:   e.rule(sp), backend: nodeBackend{}}
+		quorum:   e.sharedRule(sp), backend: nodeBackend{}}
 	l.secret = sp.newSecret(key, newValue(), wait)
 	l.ka.Value = l
 	return l
@@ -152,7 +157,7 @@ func (l *Lock) Name() string {
 	if l == nil {
 		return ""
 	}
-	return l.name
+	return l.lockName()
 }
 
 // Token returns the lock's fencing token: for a lock name, the token of
@@ -484,7 +489,7 @@ func eachPart(parts []*Lock, f func(*Lock) error) error {
 	errs := fanOut(parts, f)
 	for i, err := range errs {
 		if err != nil {
-			errs[i] = fmt.Errorf("lock %q: %w", parts[i].name, err)
+			errs[i] = fmt.Errorf("lock %q: %w", parts[i].lockName(), err)
 		}
 	}
 	return errors.Join(errs...)

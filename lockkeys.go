@@ -22,29 +22,54 @@ type keyLayout struct {
 	plainNode int
 }
 
-// lockKeys are the Redis keys of one lock: its key, its fencing counter,
-// and on a Redis Cluster its epoch record.
+// lockKeys are the Redis keys of one lock: its key, and on a Redis Cluster
+// its epoch record. Its fencing counter's key, which only the acquire and
+// the fencing rounds use, is formed when they need it (fence), rather than
+// kept by every held lock.
 type lockKeys struct {
-	key, fence, clusterEpoch string
+	key, clusterEpoch string
 }
 
 // keysOf forms the keys of the lock of key.
 func (e *engine) keysOf(key string) lockKeys {
-	k := lockKeys{key: key, fence: keys.Fence(key)}
+	k := lockKeys{key: key}
 	if e.layout.cluster {
 		k.clusterEpoch = keys.ClusterEpoch(key)
 	}
 	return k
 }
 
-// on are the lock's keys on node i. The epoch record is one per node,
+// lockName is the lock's name, read back from its key (keys.Layout.Lock:
+// "{" + prefix + name + "}") without a copy; "" for a lock of several names,
+// which has no key.
+func (l *Lock) lockName() string {
+	k := l.keys.key
+	if k == "" {
+		return ""
+	}
+	return k[1+len(l.e.cfg.prefix) : len(k)-1]
+}
+
+// fence is the key of the lock's fencing counter.
+func (k lockKeys) fence() string { return keys.Fence(k.key) }
+
+// on are the lock's keys on node i, but its fencing counter (Fence is
+// empty: a refresh does not use it). The epoch record is one per node,
 // except on a Redis Cluster, where a script may only touch the slot of its
 // lock: there each lock's hash tag has a record of its own.
 func (k lockKeys) on(e *engine, i int) script.Keys {
-	sk := script.Keys{Lock: k.key, Fence: k.fence, Epoch: e.layout.epochKey}
+	sk := script.Keys{Lock: k.key, Epoch: e.layout.epochKey}
 	if e.nodes[i].Cluster {
 		sk.Epoch = k.clusterEpoch
 	}
+	return sk
+}
+
+// fenced are the lock's keys on node i with its fencing counter fence
+// (from fence, formed once per round).
+func (k lockKeys) fenced(e *engine, i int, fence string) script.Keys {
+	sk := k.on(e, i)
+	sk.Fence = fence
 	return sk
 }
 

@@ -181,24 +181,25 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	// The call of every node that is not a Redis Cluster: their keys and
 	// guard are the same (the first such node's, if any).
 	var plain script.Call
+	fence := l.keys.fence()
 	if p := e.layout.plainNode; p >= 0 {
-		plain = l.kind.acquire(l.keys.on(e, p), &l.secret, ttl, e.guard(p))
+		plain = l.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.guard(p))
 	}
 	round := quorum.Round[script.Acquired]{
 		Nodes:   e.nodes,
-		Quorum:  l.quorum,
+		Quorum:  *l.quorum,
 		Timeout: timeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
 			call := plain
 			if n.Cluster {
-				call = l.kind.acquire(l.keys.on(e, n.Index), &l.secret, ttl, e.guard(n.Index))
+				call = l.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
 			}
 			a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
 			return a, kindError(err)
 		},
 		Agree:      script.Acquired.OK,
-		Enough:     l.kind.enough(&l.secret, l.quorum),
+		Enough:     l.kind.enough(&l.secret, *l.quorum),
 		ValidUntil: validUntil,
 		Settle: func(n *quorum.Node, a script.Acquired, err error, won, late bool) {
 			// A failed attempt must not leave our key behind: release
@@ -220,7 +221,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		}
 	}
 	if !res.Won {
-		qe := quorumError(e, l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
+		qe := quorumError(e, *l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
 		qe.Expired = l.quorum.Met(res.Yes)
 		if e.observed() {
 			e.attempted(ctx, l, r.id, start, res, false, qe, 0)
@@ -231,7 +232,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if res.Pending != 0 {
 		l.expectLate(res.Pending)
 	}
-	token, second := e.moveFloor(l.kind.token(res.Replies, l.quorum))
+	token, second := e.moveFloor(l.kind.token(res.Replies, *l.quorum))
 	var err error
 	if second {
 		err = e.raise(ctx, l, res.Replies, token, validUntil)
@@ -264,20 +265,21 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	// still goes to every node, so that the counters converge. A node's
 	// value is why it does not count: nil for a yes-voter, else its
 	// first round's reason, which a QuorumError names.
+	fence := l.keys.fence()
 	round := quorum.Round[error]{
 		Nodes:   e.nodes,
-		Quorum:  l.quorum,
+		Quorum:  *l.quorum,
 		Timeout: l.nodeTimeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (error, error) {
-			return e.firstRoundNo(replies[n.Index]), l.kind.raise(ctx, n.Conn, l.keys.on(e, n.Index), token, &l.secret, e.guard(n.Index))
+			return e.firstRoundNo(replies[n.Index]), l.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.guard(n.Index))
 		},
 		Agree:      func(no error) bool { return no == nil },
 		ValidUntil: validUntil,
 	}
 	res := round.Run(ctx, e.workers)
 	if !res.Won {
-		qe := quorumError(e, l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(no error) error { return no })
+		qe := quorumError(e, *l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(no error) error { return no })
 		qe.Expired = l.quorum.Met(res.Yes)
 		return qe
 	}
@@ -304,7 +306,7 @@ func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.T
 	e.logNodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
-		e.emit(ctx, AttemptEvent{Name: l.name, Kind: l.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
+		e.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err, Result: attemptResult(obtained, err)})
 	}
 }

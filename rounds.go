@@ -30,7 +30,7 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 	newValid := start.Add(e.cfg.validity(ttl))
 	round := quorum.Round[script.RefreshResult]{
 		Nodes:   e.nodes,
-		Quorum:  l.quorum,
+		Quorum:  *l.quorum,
 		Timeout: timeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
@@ -62,7 +62,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 		if l.Err() != nil {
 			sentinel = ErrNotHeld
 		}
-		qe := quorumError(e, l.quorum, "refresh", res, sentinel, disagreeRefresh)
+		qe := quorumError(e, *l.quorum, "refresh", res, sentinel, disagreeRefresh)
 		qe.Expired = l.quorum.Met(res.Yes)
 		err = qe
 	}
@@ -185,7 +185,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 	plain := l.kind.release(l.keys.key, &l.secret, true, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   e.nodes,
-		Quorum:  l.quorum,
+		Quorum:  *l.quorum,
 		Timeout: timeout,
 		// Return once a quorum deleted the key: the other nodes' deletes
 		// finish in the background (a late one cannot delete a later
@@ -237,7 +237,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 	if certainlyNotOurs(l, res.Replies, func(r script.Released) bool { return !r.Deleted }, confirmed) {
 		sentinel = ErrNotHeld
 	}
-	return quorumError(e, l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
+	return quorumError(e, *l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
 }
 
 // releaseNode deletes the lock's key (its hold) on one node; used for

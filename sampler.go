@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"time"
@@ -97,17 +98,22 @@ func (e *engine) sample(ctx context.Context) {
 func (e *engine) sampleWaiters(ctx context.Context) {
 	names := make(map[string]string, maxSubNames) // channel → lock key
 	e.reg.mu.Lock()
-	for h := range e.reg.held { // map order: another subset each time when there are more
+	held := e.reg.held
+	// From a random place: another subset each time when there are more.
+	from := 0
+	if len(held) > 0 {
+		from = rand.IntN(len(held))
+	}
+	for i := range held {
 		if len(names) >= maxSubNames {
 			break
 		}
-		if l, ok := h.(*Lock); ok {
-			l.mu.Lock()
-			if l.base > 0 {
-				names[keys.Channel(l.keys.key)] = l.keys.key
-			}
-			l.mu.Unlock()
+		l := held[(from+i)%len(held)]
+		l.mu.Lock()
+		if l.base > 0 {
+			names[keys.Channel(l.keys.key)] = l.keys.key
 		}
+		l.mu.Unlock()
 	}
 	e.reg.mu.Unlock()
 	for _, k := range e.adapt.Contended(maxSubNames - len(names)) {
