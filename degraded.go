@@ -46,7 +46,7 @@ type leaseHold struct {
 // e.life for reading.
 func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeout time.Duration, closings uint64) (*Lock, time.Duration, error) {
 	store := e.cfg.fallback
-	l := e.newLock(r.names[i], r.keys[i], &r.spec, r.wait, ttl, timeout)
+	l := e.newLock(r.keys[i], &r.spec, r.wait, ttl, timeout)
 	lh := &leaseHold{store: store, name: e.cfg.prefix + r.names[i], closings: closings}
 	l.backend = lh
 	value := l.secret.hold.ID

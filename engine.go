@@ -59,10 +59,8 @@ type engine struct {
 	lastRule atomic.Pointer[quorum.Rule]
 
 	// sched runs the keep-alive: automatic refreshes and loss deadlines;
-	// its entries' values are *Lock. epoch is the origin of the refresh
-	// grid.
+	// its entries' values are *Lock. Its origin is the refresh grid's.
 	sched *keepalive.Scheduler[*Lock]
-	epoch time.Time
 
 	brk     breaker.Breaker
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
@@ -121,7 +119,6 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.majority = e.rule(&plainSpec)
 	e.reg.done = make(chan struct{})
 	e.layout.plainNode = -1
-	e.epoch = cfg.now() // the origin of the refresh grid: only its phase matters
 	e.layout.epochKey = keys.Layout{Prefix: cfg.prefix}.NodeEpoch()
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
@@ -210,7 +207,7 @@ func (e *engine) grid(t time.Time, interval time.Duration) time.Time {
 	if step <= batchWindow {
 		return t
 	}
-	d := t.Sub(e.epoch)
+	d := t.Sub(e.sched.Origin()) // only the grid's phase matters
 	return t.Add(-(d % step))
 }
 

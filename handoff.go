@@ -140,7 +140,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
 	// The resumed lock has a new secret of its own (newLock): the claim
 	// makes it the lock's on the nodes, in place of the form's.
-	l := e.newLock(f.Name, r.keys[0], &r.spec, "", r.ttl, timeout)
+	l := e.newLock(r.keys[0], &r.spec, "", r.ttl, timeout)
 	start := e.cfg.now()
 	res := l.claim(ctx, f, timeout)
 	if !res.Won {

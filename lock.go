@@ -138,10 +138,10 @@ type refreshPlan struct {
 	oldValid time.Time
 }
 
-// newLock is a lock of the spec's kind about to be acquired under name and
-// its key (redisKey), with a new secret made from the spec's prototype hold.
+// newLock is a lock of the spec's kind about to be acquired under its key
+// (redisKey of its name), with a new secret made from the spec's prototype hold.
 // The lock keeps the key only, from which lockName reads the name back.
-func (e *engine) newLock(name, key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
+func (e *engine) newLock(key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
 	l := &Lock{e: e, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
 		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
 		quorum:   e.sharedRule(sp), backend: nodeBackend{}}

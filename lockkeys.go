@@ -39,15 +39,13 @@ func (e *engine) keysOf(key string) lockKeys {
 	return k
 }
 
-// lockName is the lock's name, read back from its key (keys.Layout.Lock:
-// "{" + prefix + name + "}") without a copy; "" for a lock of several names,
-// which has no key.
+// lockName is the lock's name, read back from its key (keys.Layout.Name)
+// without a copy; "" for a lock of several names, which has no key.
 func (l *Lock) lockName() string {
-	k := l.keys.key
-	if k == "" {
+	if l.keys.key == "" {
 		return ""
 	}
-	return k[1+len(l.e.cfg.prefix) : len(k)-1]
+	return keys.Layout{Prefix: l.e.cfg.prefix}.Name(l.keys.key)
 }
 
 // fence is the key of the lock's fencing counter.

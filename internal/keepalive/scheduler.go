@@ -90,6 +90,9 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 // time.Time.Sub is, about 292 years away).
 func (s *Scheduler[T]) since(t time.Time) int64 { return int64(t.Sub(s.origin)) }
 
+// Origin is the Scheduler's origin: the time of New.
+func (s *Scheduler[T]) Origin() time.Time { return s.origin }
+
 // Cancel removes e from the schedule, if it is scheduled.
 func (s *Scheduler[T]) Cancel(e *Entry[T]) {
 	s.mu.Lock()

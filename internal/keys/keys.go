@@ -69,6 +69,12 @@ func (l Layout) Lock(name string) (string, error) {
 	return "{" + tag + "}", nil
 }
 
+// Name is the lock name whose key (from Lock) is lockKey: Lock's
+// inverse, a slice of lockKey, not a copy.
+func (l Layout) Name(lockKey string) string {
+	return lockKey[1+len(l.Prefix) : len(lockKey)-1]
+}
+
 // NodeEpoch is the epoch record of a standalone or Sentinel-managed node,
 // shared by every lock of the prefix on the node.
 func (l Layout) NodeEpoch() string { return "{" + l.Prefix + "}:epoch" }

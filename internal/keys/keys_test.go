@@ -58,3 +58,20 @@ func TestPrefixJoinedWithoutSeparator(t *testing.T) {
 		}
 	}
 }
+
+// Name reads back the name Lock put in a key, whatever the prefix and the
+// name hold (braces, colons).
+func TestNameIsLocksInverse(t *testing.T) {
+	for _, prefix := range []string{"", "redlock:", "{app}:", "a}b"} {
+		for _, name := range []string{"x", "{y}", "a:b:c", "}z{", "naïve"} {
+			l := Layout{Prefix: prefix}
+			key, err := l.Lock(name)
+			if err != nil {
+				continue // a tag that starts with '}' is refused
+			}
+			if got := l.Name(key); got != name {
+				t.Errorf("prefix %q: Name(Lock(%q)) = %q", prefix, name, got)
+			}
+		}
+	}
+}
