@@ -67,10 +67,9 @@ func TestRunReleasesOnSIGTERM(t *testing.T) {
 			}
 			exited := waitProcess(t, cmd)
 			waitFor(t, "the command to start", func() bool { _, err := os.Stat(ready); return err == nil })
-			held := heldOn(t, name, servers)
-			if held != len(servers) {
-				t.Fatalf("the lock's key is on %d of %d nodes while the command runs; want all", held, len(servers))
-			}
+			// An obtain returns at a quorum: the last node's acquire may
+			// land a moment later. The release must then find it on all.
+			waitFor(t, "the lock's key on every node while the command runs", func() bool { return heldOn(t, name, servers) == len(servers) })
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
 			}
@@ -101,9 +100,9 @@ func TestClientCloseReleasesOnSIGTERM(t *testing.T) {
 	}
 	exited := waitProcess(t, cmd)
 	waitFor(t, "the holder to obtain the lock", func() bool { _, err := os.Stat(ready); return err == nil })
-	if n := heldOn(t, name, servers); n != len(servers) {
-		t.Fatalf("the lock's key is on %d of %d nodes while the holder runs; want all\n%s", n, len(servers), out.String())
-	}
+	// An obtain returns at a quorum: the last node's acquire may land a
+	// moment later. The release must then find it on all.
+	waitFor(t, "the lock's key on every node while the holder runs", func() bool { return heldOn(t, name, servers) == len(servers) })
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
