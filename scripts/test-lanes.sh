@@ -9,11 +9,14 @@
 # static checks (staticcheck, go vet for other platforms and with the
 # oldest Go) are compile work that kept it busy. So:
 #
-#   static  make lint lean cross oldest model, at the lowest CPU priority
+#   static  make lint lean cross oldest, at the lowest CPU priority
 #           (nice 19) from start to end: it takes what the tests leave,
 #           and the tests see no more load than their own;
 #   fault   the root module's fault suite (./tests/fault), then the
-#           drivers' modules (their fault-suite subsets);
+#           drivers' modules (their fault-suite subsets), then make model
+#           (the model checker's searches: this lane ends about a
+#           minute and a half before rest, and the static lane, the
+#           longest, no longer carries them);
 #   rest    the root module's other packages, then every other module
 #           but those of the fault lane and the two below;
 #   alone   once fault and rest are done: cmd/redlock, whose test of the
@@ -46,7 +49,7 @@ gotest() { # module dir, then packages
 
 lane_static() {
   local t
-  for t in lint lean cross oldest model; do
+  for t in lint lean cross oldest; do
     step "make $t (nice 19)"
     nice -n 19 "$MAKE" --no-print-directory "$t"
   done
@@ -57,6 +60,8 @@ lane_fault() {
   for m in "${fault_modules[@]}"; do
     gotest "$m" ./...
   done
+  step "make model"
+  "$MAKE" --no-print-directory model
 }
 
 lane_rest() {
