@@ -221,6 +221,17 @@ func TestReleaseTimeoutIsNotErrNotHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The obtain returns at a quorum: wait for every node's acquire, so
+	// that a late one cannot land on node 0 after the DEL below (a CI run
+	// released on nodes 0 and 2).
+	eventually(t, "every node holds the lock", func() bool {
+		for _, n := range cl.clients {
+			if _, ok := rawGet(t, n, "release-timeout"); !ok {
+				return false
+			}
+		}
+		return true
+	})
 	// Node 0 lost the key; node 1 does not answer: no quorum confirms the
 	// release, but neither did a quorum say the lock was not ours.
 	if err := cl.clients[0].Del(ctx, "{redlock:release-timeout}").Err(); err != nil {

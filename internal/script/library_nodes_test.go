@@ -88,8 +88,12 @@ func TestLibraryOnCluster(t *testing.T) {
 		}
 	}
 	// The guard through the function on a shard: a lock's own epoch
-	// record, recovering on its first use.
-	a, err := Acquire(ctx, n, clusterKeys("guarded"), "mine", time.Minute, on, Ack{})
+	// record, recovering on its first use. A new record recovers until the
+	// process start plus the max TTL: a minute, not on's 2 s, which a
+	// loaded CI machine had spent starting the cluster and the cycles.
+	long := on
+	long.MaxTTL = time.Minute
+	a, err := Acquire(ctx, n, clusterKeys("guarded"), "mine", time.Minute, long, Ack{})
 	if err != nil || a.Status != Recovering {
 		t.Fatalf("guarded acquire on a new epoch record: %+v, %v; want recovering", a, err)
 	}
