@@ -187,7 +187,7 @@ func bumpCounters(ctx context.Context, l *lab) {
 	}
 	var rcs []*redis.Client
 	for _, a := range l.nodeAddrs() {
-		rc := nodeClient(a)
+		rc := nodeClient(a, 0)
 		defer rc.Close()
 		rcs = append(rcs, rc)
 	}

@@ -197,7 +197,7 @@ func (l *lab) waitRecovered(maxTTL time.Duration) {
 	l.t.Helper()
 	var nodes []redis.UniversalClient
 	for _, a := range l.nodeAddrs() {
-		rc := nodeClient(a)
+		rc := nodeClient(a, 0)
 		defer rc.Close()
 		nodes = append(nodes, rc)
 	}

@@ -117,14 +117,17 @@ func (e *emitter) ev(ev history.Event) { e.line("ev", ev) }
 func (e *emitter) in(v int)            { e.line("in", v) }
 
 // nodeClient is a go-redis client for a lock node, with timeouts short
-// enough that an unreachable node costs little.
-func nodeClient(addr string) *redis.Client {
+// enough that an unreachable node costs little, and never shorter than the
+// lock client's node timeout (0: the defaults): a dial timeout below a
+// slow link's round trip would leave a node unreachable for good after
+// its first broken connection.
+func nodeClient(addr string, nodeTimeout time.Duration) *redis.Client {
 	return redis.NewClient(&redis.Options{
 		Addr:                  addr,
 		ContextTimeoutEnabled: true,
-		DialTimeout:           200 * time.Millisecond,
-		ReadTimeout:           500 * time.Millisecond,
-		WriteTimeout:          500 * time.Millisecond,
+		DialTimeout:           max(200*time.Millisecond, nodeTimeout),
+		ReadTimeout:           max(500*time.Millisecond, nodeTimeout),
+		WriteTimeout:          max(500*time.Millisecond, nodeTimeout),
 		MaxRetries:            -1,
 	})
 }
@@ -157,7 +160,7 @@ func runClient(raw string) int {
 	var nodes []redis.UniversalClient
 	var rcs []*redis.Client
 	for i, a := range cfg.Nodes {
-		rc := nodeClient(a)
+		rc := nodeClient(a, cfg.NodeTimeout)
 		if len(cfg.Failpoints) > 0 {
 			rc.AddHook(fps.Hook(i))
 		}
