@@ -27,10 +27,10 @@ vet:
 lint:
 	@GO=$(GO) ./scripts/staticcheck.sh $(MODULES)
 
-# Vet for darwin/arm64 and windows/amd64 every module with code that may
-# compile on Linux alone (a file for one OS, or syscall, x/sys, os/signal),
-# and for linux/arm64 those with a file for one architecture
-# (scripts/cross.sh says why those).
+# Type-check every module, tests included, for darwin/arm64 and
+# windows/amd64 (and for linux/arm64 those with a file for one
+# architecture), from source with scripts/crosscheck: code that compiles on
+# Linux alone fails here (scripts/cross.sh says why not go vet).
 cross:
 	@GO=$(GO) ./scripts/cross.sh $(MODULES)
 
