@@ -285,7 +285,7 @@ func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard
 }
 
 func (plain) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, Value: s.hold.ID, TTL: ttl}
+	return script.RefreshItem{Keys: k, Value: s.hold.ID, TTL: ttl, Boxed: s.args}
 }
 
 func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {

@@ -1,7 +1,12 @@
 // Package keepalive schedules the deadlines of many held locks on one
-// goroutine: a heap of entries ordered by their next deadline. It knows
-// nothing of locks; the owner's fire function decides what a deadline means
-// (refresh, or the end of validity) and reschedules.
+// goroutine. Entries that share a deadline share a bucket, and a small heap
+// orders the buckets: the keep-alive places refreshes on a grid (so locks
+// of one TTL fall into a few cohorts), so that scheduling or taking an
+// entry costs a map lookup and an append, where a heap of one entry per
+// lock cost a sift through about 17 levels of 100,000 entries, each a
+// pointer to another lock (a cache miss), per refresh. It knows nothing of
+// locks; the owner's fire function decides what a deadline means (refresh,
+// or the end of validity) and reschedules.
 package keepalive
 
 import (
@@ -15,10 +20,17 @@ import (
 type Entry[T any] struct {
 	Value T
 	// at is the deadline, in nanoseconds from the Scheduler's origin; it
-	// and index are kept small, as there is one Entry per held lock.
-	at    int64
-	index int32 // in the heap, or -1
-	live  bool
+	// and pos are kept small, as there is one Entry per held lock.
+	at   int64
+	pos  int32 // in its bucket's entries
+	live bool
+}
+
+// bucket is the entries of one deadline, in no order.
+type bucket[T any] struct {
+	at      int64
+	entries []*Entry[T]
+	index   int // in the heap of buckets
 }
 
 // Scheduler runs fire for entries whose deadline has come. One goroutine,
@@ -32,7 +44,9 @@ type Scheduler[T any] struct {
 	origin time.Time // of the entries' deadlines: now at New
 
 	mu      sync.Mutex
-	h       entries[T]
+	h       buckets[T]           // by deadline
+	at      map[int64]*bucket[T] // the buckets by deadline
+	n       int                  // scheduled entries
 	started bool
 	stopped bool
 	wake    chan struct{} // buffered 1: the earliest deadline changed
@@ -52,6 +66,7 @@ func New[T any](window time.Duration, now func() time.Time, fire func(due []*Ent
 		fire:   fire,
 		now:    now,
 		origin: now(),
+		at:     map[int64]*bucket[T]{},
 		wake:   make(chan struct{}, 1),
 		quit:   make(chan struct{}),
 		done:   make(chan struct{}),
@@ -70,20 +85,51 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 		s.started = true
 		go s.loop()
 	}
-	e.at = s.since(at)
+	t := s.since(at)
 	if e.live {
-		heap.Fix(&s.h, int(e.index))
-	} else {
-		e.live = true
-		heap.Push(&s.h, e)
+		if e.at == t {
+			return true
+		}
+		s.remove(e)
 	}
-	if e.index == 0 {
+	if s.add(e, t) {
 		select {
 		case s.wake <- struct{}{}:
 		default:
 		}
 	}
 	return true
+}
+
+// add schedules e at t; it reports whether t is now the earliest
+// deadline.
+func (s *Scheduler[T]) add(e *Entry[T], t int64) bool {
+	b := s.at[t]
+	if b == nil {
+		b = &bucket[T]{at: t}
+		s.at[t] = b
+		heap.Push(&s.h, b)
+	}
+	e.at, e.pos, e.live = t, int32(len(b.entries)), true
+	b.entries = append(b.entries, e)
+	s.n++
+	return b.index == 0
+}
+
+// remove unschedules e, which is scheduled: the last entry of its bucket
+// takes its place, and an empty bucket leaves the heap.
+func (s *Scheduler[T]) remove(e *Entry[T]) {
+	b := s.at[e.at]
+	last := b.entries[len(b.entries)-1]
+	b.entries[e.pos], last.pos = last, e.pos
+	b.entries[len(b.entries)-1] = nil
+	b.entries = b.entries[:len(b.entries)-1]
+	if len(b.entries) == 0 {
+		heap.Remove(&s.h, b.index)
+		delete(s.at, b.at)
+	}
+	e.live = false
+	s.n--
 }
 
 // since is t in nanoseconds from the Scheduler's origin (saturated, as
@@ -98,8 +144,7 @@ func (s *Scheduler[T]) Cancel(e *Entry[T]) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.live {
-		heap.Remove(&s.h, int(e.index))
-		e.live = false
+		s.remove(e)
 	}
 }
 
@@ -107,7 +152,7 @@ func (s *Scheduler[T]) Cancel(e *Entry[T]) {
 func (s *Scheduler[T]) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.h)
+	return s.n
 }
 
 // Stop stops the goroutine and waits for it. Entries still scheduled are
@@ -121,10 +166,12 @@ func (s *Scheduler[T]) Stop() {
 	}
 	s.stopped = true
 	started := s.started
-	for _, e := range s.h {
-		e.live = false
+	for _, b := range s.h {
+		for _, e := range b.entries {
+			e.live = false
+		}
 	}
-	s.h = nil
+	s.h, s.at, s.n = nil, nil, 0
 	s.mu.Unlock()
 	close(s.quit)
 	if started {
@@ -172,33 +219,41 @@ func (s *Scheduler[T]) takeDue() (due []*Entry[T], next time.Time, ok bool) {
 	}
 	limit := now + int64(s.window)
 	for len(s.h) > 0 && s.h[0].at <= limit {
-		e := heap.Pop(&s.h).(*Entry[T])
-		e.live = false
-		due = append(due, e)
+		b := heap.Pop(&s.h).(*bucket[T])
+		delete(s.at, b.at)
+		for _, e := range b.entries {
+			e.live = false
+		}
+		if due == nil {
+			due = b.entries
+		} else {
+			due = append(due, b.entries...)
+		}
+		s.n -= len(b.entries)
 	}
 	return due, time.Time{}, false
 }
 
-// entries is a min-heap by deadline.
-type entries[T any] []*Entry[T]
+// buckets is a min-heap by deadline.
+type buckets[T any] []*bucket[T]
 
-func (h entries[T]) Len() int           { return len(h) }
-func (h entries[T]) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h entries[T]) Swap(i, j int) {
+func (h buckets[T]) Len() int           { return len(h) }
+func (h buckets[T]) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h buckets[T]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index = int32(i)
-	h[j].index = int32(j)
+	h[i].index = i
+	h[j].index = j
 }
-func (h *entries[T]) Push(x any) {
-	e := x.(*Entry[T])
-	e.index = int32(len(*h))
-	*h = append(*h, e)
+func (h *buckets[T]) Push(x any) {
+	b := x.(*bucket[T])
+	b.index = len(*h)
+	*h = append(*h, b)
 }
-func (h *entries[T]) Pop() any {
+func (h *buckets[T]) Pop() any {
 	old := *h
-	e := old[len(old)-1]
+	b := old[len(old)-1]
 	old[len(old)-1] = nil
-	e.index = -1
+	b.index = -1
 	*h = old[:len(old)-1]
-	return e
+	return b
 }

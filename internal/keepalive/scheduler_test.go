@@ -124,3 +124,50 @@ func TestStop(t *testing.T) {
 	}
 	s.Cancel(e) // after Stop: no-op
 }
+
+// TestSharedDeadlines schedules many entries on a few deadlines (as the
+// keep-alive's grid does), cancels and moves some from the middle of their
+// buckets, and checks that each deadline fires exactly the entries left on
+// it, every entry once, and that Len counts them throughout.
+func TestSharedDeadlines(t *testing.T) {
+	r := newRecorder()
+	s := New(0, nil, r.fire)
+	defer s.Stop()
+	base := time.Now().Add(100 * time.Millisecond)
+	at := func(k int) time.Time { return base.Add(time.Duration(k) * 60 * time.Millisecond) }
+	es := make([]*Entry[int], 300)
+	for i := range es {
+		es[i] = &Entry[int]{Value: i}
+		s.Schedule(es[i], at(i%3))
+	}
+	// Cancel every tenth; move every seventh (not cancelled) to the last
+	// deadline; schedule some again at the deadline they have.
+	want := map[int][]int{}
+	for i, e := range es {
+		switch {
+		case i%10 == 0:
+			s.Cancel(e)
+		case i%7 == 0:
+			s.Schedule(e, at(3))
+			want[3] = append(want[3], i)
+		default:
+			if i%5 == 0 {
+				s.Schedule(e, at(i%3))
+			}
+			want[i%3] = append(want[i%3], i)
+		}
+	}
+	if n := len(want[0]) + len(want[1]) + len(want[2]) + len(want[3]); s.Len() != n {
+		t.Fatalf("Len %d, want %d", s.Len(), n)
+	}
+	got := r.wait(t, 4)
+	for k := range 4 {
+		g := slices.Sorted(slices.Values(got[k]))
+		if !slices.Equal(g, want[k]) {
+			t.Errorf("deadline %d fired %v, want %v", k, g, want[k])
+		}
+	}
+	if s.Len() != 0 {
+		t.Fatalf("%d entries left after firing", s.Len())
+	}
+}

@@ -55,6 +55,9 @@ type RefreshItem struct {
 	Keys  Keys
 	Value string
 	TTL   time.Duration
+	// Boxed, when set, are Keys.Lock and Value boxed once by the lock
+	// (NewLockArgs), so that a batch boxes neither again.
+	Boxed LockArgs
 	// hold is set for a lock of the family or a permit (FamilyRefresh,
 	// PermitRefresh: unexported, so that a literal cannot give a hold
 	// without its script); Value is then unused.
@@ -86,6 +89,55 @@ func permitRefreshCall(it RefreshItem, ga []any) Call {
 	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
 }
 
+// refreshArgs is the number of a plain lock's refresh arguments before the
+// guard's: the head, numkeys, the two keys, the value and the TTL.
+const refreshArgs = 7
+
+// refreshCalls are the calls of a batch, and their arguments. A plain
+// lock's arguments (nearly every item of a batch) are cut from one array,
+// with its key and value boxed by the lock (Boxed) and the epoch record's
+// key and the TTL boxed once for the run of items that share them: a
+// refresh then allocates nothing of its own on the client but the
+// driver's command.
+func refreshCalls(items []RefreshItem, ga []any) ([]Call, [][]any) {
+	calls := make([]Call, len(items))
+	cmds := make([][]any, len(items))
+	plain := 0
+	for _, it := range items {
+		if it.script == nil {
+			plain++
+		}
+	}
+	buf := make([]any, 0, plain*(refreshArgs+len(ga)))
+	cmd, arg := refresh.head()
+	var epochKey string
+	var epoch, ttl any
+	ttlOf := time.Duration(-1)
+	for i, it := range items {
+		if it.script != nil {
+			calls[i] = it.script(it, ga)
+			cmds[i] = calls[i].args
+			continue
+		}
+		key, value := it.Boxed.key, it.Boxed.value
+		if key == nil {
+			key, value = it.Keys.Lock, it.Value
+		}
+		if epoch == nil || it.Keys.Epoch != epochKey {
+			epochKey, epoch = it.Keys.Epoch, it.Keys.Epoch
+		}
+		if it.TTL != ttlOf {
+			ttlOf, ttl = it.TTL, ms(it.TTL)
+		}
+		start := len(buf)
+		buf = append(buf, cmd, arg, "2", key, epoch, value, ttl)
+		buf = append(buf, ga...)
+		calls[i] = Call{args: buf[start:len(buf):len(buf)], s: &refresh}
+		cmds[i] = calls[i].args
+	}
+	return calls, cmds
+}
+
 // call is the item's refresh call; ga are the guard's arguments.
 func (it RefreshItem) call(ga []any) Call {
 	if it.script != nil {
@@ -99,13 +151,7 @@ func (it RefreshItem) call(ga []any) Call {
 // returns each item's result and error; err is set when the node itself
 // failed (a network error or timeout), and then no item's result counts.
 func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
-	ga := g.args()
-	calls := make([]Call, len(items))
-	cmds := make([][]any, len(items))
-	for i, it := range items {
-		calls[i] = it.call(ga)
-		cmds[i] = calls[i].args
-	}
+	calls, cmds := refreshCalls(items, g.args())
 	replies, err := n.Pipe(ctx, cmds)
 	if err != nil {
 		return nil, nil, err

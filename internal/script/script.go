@@ -143,6 +143,9 @@ type luaScript struct {
 	// regenerated, which TestDigests reports): the script then always
 	// runs with EVAL.
 	sha string
+	// hd is head's result, boxed once by newScript: a call's arguments
+	// then box neither again.
+	hd [2]any
 }
 
 // registered are the sources of every script made by newScript, in the
@@ -154,12 +157,17 @@ var registered []string
 func newScript(src string) luaScript {
 	registered = append(registered, src)
 	h := sha256.Sum256([]byte(src))
-	return luaScript{src: src, sha: digests[hex.EncodeToString(h[:])]}
+	s := luaScript{src: src, sha: digests[hex.EncodeToString(h[:])]}
+	s.hd[0], s.hd[1] = s.head()
+	return s
 }
 
 // head is the first two arguments of a call of s: "evalsha" and the
 // digest, or "eval" and the source when the digest is unknown.
-func (s luaScript) head() (cmd, arg any) {
+func (s *luaScript) head() (cmd, arg any) {
+	if s.hd[0] != nil {
+		return s.hd[0], s.hd[1]
+	}
 	if s.sha == "" {
 		return "eval", s.src
 	}

@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,39 @@ func TestRefreshBatch(t *testing.T) {
 		}
 	}
 	var _ redis.Scripter = c
+}
+
+// TestRefreshCallsAreEachItemsCall checks a batch's arguments, cut from one
+// array with boxes shared between items, against each item's own call: a
+// plain item with and without its boxed key and value, items of two TTLs
+// and two epoch records (a Cluster's, one per lock), and a family hold's
+// and a permit's, which keep their own calls.
+func TestRefreshCallsAreEachItemsCall(t *testing.T) {
+	ga := Guard{MaxTTL: time.Minute, Delta: time.Second, Mode: '1', FenceTTL: time.Hour}.Prepared().args()
+	k := func(lock, epoch string) Keys { return Keys{Lock: lock, Epoch: epoch} }
+	items := []RefreshItem{
+		{Keys: k("a", "e"), Value: "va", TTL: time.Second},
+		{Keys: k("b", "e"), Value: "vb", TTL: time.Second, Boxed: NewLockArgs("b", "vb")},
+		{Keys: k("c", "e"), Value: "vc", TTL: 2 * time.Second, Boxed: NewLockArgs("c", "vc")},
+		FamilyRefresh(k("d", "e"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, time.Second),
+		{Keys: k("f", "e2"), Value: "vf", TTL: 2 * time.Second, Boxed: NewLockArgs("f", "vf")},
+		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, time.Second),
+		{Keys: k("h", "e"), Value: "vh", TTL: time.Second},
+	}
+	calls, cmds := refreshCalls(items, ga)
+	for i, it := range items {
+		want := it.call(ga)
+		if !reflect.DeepEqual(calls[i].args, want.args) || calls[i].s != want.s || !reflect.DeepEqual(cmds[i], want.args) {
+			t.Errorf("item %d: %v, want %v", i, calls[i].args, want.args)
+		}
+	}
+	// Each call's arguments end at their own last: appending to one
+	// (withHead copies; a driver may append) cannot overwrite the next.
+	for i := range calls {
+		if len(calls[i].args) != cap(calls[i].args) {
+			t.Errorf("item %d: len %d, cap %d", i, len(calls[i].args), cap(calls[i].args))
+		}
+	}
 }
 
 // Right after a restart a node recovers for nearly the whole window, even
