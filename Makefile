@@ -54,7 +54,7 @@ model:
 
 # In lanes that run at once (scripts/test-lanes.sh says which and why):
 # lint lean cross oldest at the lowest CPU priority, model after the
-# fault suite, and every
+# other modules' tests, and every
 # module's go test -race -vet=all, which is make vet's check on the race
 # build the tests compile anyway (a separate go vet compiled every
 # dependency once more, minutes of a fresh CI machine). deps installed
