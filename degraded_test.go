@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ func TestDegradedRunOutAfterBreakerClosedWrapsErrDegraded(t *testing.T) {
 	cl, a, _, rec := degradedPair(t, NewLocalLeases())
 	l := obtainDegraded(t, a, "quiet", 8*time.Second)
 	for _, i := range []int{0, 1} {
-		if err := cl.servers[i].Restart(); err != nil {
+		if err := cl.restartHeld(i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,8 +111,41 @@ func degradedPair(t *testing.T, store LeaseStore, opts ...Option) (*cluster, *Cl
 		if err := cl.servers[i].Kill(); err != nil {
 			t.Fatal(err)
 		}
+		holdPort(t, cl, i)
 	}
 	return cl, a, b, rec
+}
+
+// holdPort keeps dead node i's port bound until the test ends or
+// restartHeld restarts the node. It accepts nothing: a connection waits in
+// the listener's backlog and its request times out, as on a frozen node
+// (closing each connection instead made a node answer EOF at once, which
+// decided a degraded Client's attempts as held). Other test processes start redis-servers on free
+// ports beside this one (go test runs packages at once, make test lanes at
+// once): one of them once took a killed node's port, and b, whose restart
+// guard is off, took the new server at that address for the node and
+// obtained "taken" on two "nodes" of three, not degraded.
+func holdPort(t *testing.T, cl *cluster, i int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", cl.servers[i].Addr())
+	if err != nil {
+		t.Fatalf("hold dead node %d's port: %v (another process took it)", i, err)
+	}
+	release := sync.OnceFunc(func() { _ = ln.Close() })
+	if cl.held == nil {
+		cl.held = map[int]func(){}
+	}
+	cl.held[i] = release
+	t.Cleanup(release)
+}
+
+// restartHeld starts dead node i again on its port, which holdPort held.
+func (cl *cluster) restartHeld(i int) error {
+	if release := cl.held[i]; release != nil {
+		release()
+		delete(cl.held, i)
+	}
+	return cl.servers[i].Restart()
 }
 
 // obtainDegraded makes TryObtain attempts (at most 40, within 20 s) until
@@ -217,7 +252,7 @@ func TestDegradedLockNotUpgradedWhenBreakerCloses(t *testing.T) {
 	ctx := context.Background()
 	l := obtainDegraded(t, a, "held", 2*time.Second, WithAutoRefresh())
 	for _, i := range []int{0, 1} {
-		if err := cl.servers[i].Restart(); err != nil {
+		if err := cl.restartHeld(i); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -296,7 +331,7 @@ func TestDegradedLockNotExtendedAfterABreakerFlap(t *testing.T) {
 	d1 := obtainDegraded(t, a, "flap-1", 30*time.Second)
 	d2 := obtainDegraded(t, a, "flap-2", 30*time.Second)
 	for _, i := range []int{0, 1} {
-		if err := cl.servers[i].Restart(); err != nil {
+		if err := cl.restartHeld(i); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -30,6 +30,7 @@ func (quietLogger) Printf(context.Context, string, ...any) {}
 type cluster struct {
 	servers []*redistest.Server
 	clients []redis.UniversalClient
+	held    map[int]func() // dead nodes' ports held (holdPort), by node
 }
 
 // pause stops the given nodes' processes (SIGSTOP) until the test ends, or

@@ -8,8 +8,8 @@ import (
 )
 
 // The keep-alive: one scheduler goroutine per Client (internal/keepalive),
-// a heap of the locks' next events, refreshes batched into one pipeline per
-// node, and the loss of a lock whose validity runs out.
+// the locks' next events in buckets by deadline, refreshes batched into one
+// pipeline per node, and the loss of a lock whose validity runs out.
 
 // keeper is the part of a lock that keeps it alive: its place in the
 // Client's schedule (its next automatic refresh, or its loss deadline) and
