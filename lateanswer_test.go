@@ -186,7 +186,10 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	if err := cl.servers[4].Resume(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the clean-up deletes the late yes on node 4", func() bool { return cleaned.Load() == 1 })
+	// At least one, then exactly one: a count above one fails with the
+	// count (a CI run once timed out here on == 1, which a second counted
+	// clean-up would explain, and did not say).
+	eventually(t, "the clean-up deletes the late yes on node 4", func() bool { return cleaned.Load() >= 1 })
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		v, ok := rawGet(t, cl.clients[4], "late")
@@ -197,5 +200,8 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 			t.Fatalf("node 4 still holds the late yes %q", v)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+	if n := cleaned.Load(); n != 1 {
+		t.Errorf("%d clean-ups deleted the late yes on node 4, want 1", n)
 	}
 }
