@@ -56,7 +56,8 @@ type RefreshItem struct {
 	Value string
 	TTL   time.Duration
 	// Boxed, when set, are Keys.Lock and Value boxed once by the lock
-	// (NewLockArgs), so that a batch boxes neither again.
+	// (NewLockArgs of the same key and value), so that a batch boxes
+	// neither again.
 	Boxed LockArgs
 	// hold is set for a lock of the family or a permit (FamilyRefresh,
 	// PermitRefresh: unexported, so that a literal cannot give a hold
@@ -138,12 +139,14 @@ func refreshCalls(items []RefreshItem, ga []any) ([]Call, [][]any) {
 	return calls, cmds
 }
 
-// call is the item's refresh call; ga are the guard's arguments.
+// call is the item's refresh call; ga are the guard's arguments. A plain
+// lock's arguments are laid out by refreshCalls alone.
 func (it RefreshItem) call(ga []any) Call {
 	if it.script != nil {
 		return it.script(it, ga)
 	}
-	return refresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{it.Value, ms(it.TTL)}, ga...)...)
+	calls, _ := refreshCalls([]RefreshItem{it}, ga)
+	return calls[0]
 }
 
 // RefreshBatch runs the refresh script for every item on one node in one

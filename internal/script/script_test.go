@@ -273,7 +273,8 @@ func TestRefreshBatch(t *testing.T) {
 }
 
 // TestRefreshCallsAreEachItemsCall checks a batch's arguments, cut from one
-// array with boxes shared between items, against each item's own call: a
+// array with boxes shared between items, against each item's call made on
+// its own by the script's general builder (refresh.lua's KEYS and ARGV): a
 // plain item with and without its boxed key and value, items of two TTLs
 // and two epoch records (a Cluster's, one per lock), and a family hold's
 // and a permit's, which keep their own calls.
@@ -292,6 +293,9 @@ func TestRefreshCallsAreEachItemsCall(t *testing.T) {
 	calls, cmds := refreshCalls(items, ga)
 	for i, it := range items {
 		want := it.call(ga)
+		if it.script == nil {
+			want = refresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{it.Value, ms(it.TTL)}, ga...)...)
+		}
 		if !reflect.DeepEqual(calls[i].args, want.args) || calls[i].s != want.s || !reflect.DeepEqual(cmds[i], want.args) {
 			t.Errorf("item %d: %v, want %v", i, calls[i].args, want.args)
 		}
