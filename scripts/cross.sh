@@ -5,7 +5,8 @@
 # it from source, compiling nothing; it says what that gives up against
 # go vet for each target, which cost a fresh CI machine over ten minutes
 # of CPU here (the standard library and every dependency compiled again
-# for each target) against about a minute and a half.
+# for each target) against under three (164 CPU-seconds measured for
+# every module, the tool's own build included).
 #
 # A module with a file for one architecture (a _amd64.go or _arm64.s name,
 # or a //go:build line naming an architecture) is checked for linux/arm64
