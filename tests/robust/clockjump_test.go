@@ -226,6 +226,8 @@ func (j *jumper) jump(cj clockJump) {
 			got = g
 		}
 	}
-	j.out.ev(history.Event{Type: history.TypeFault, Client: j.cfg.ID, Fault: faultClockJump, Target: cj.Clock.String(),
-		Start: at.UnixNano(), Stop: at.UnixNano(), Count: 1, Value: int64(got), Prev: int64(want), Text: cj.String()})
+	j.out.ev(history.Event{Type: history.TypeFault, Client: j.cfg.ID, Text: cj.String(),
+		FaultFields: history.FaultFields{Fault: faultClockJump, Target: cj.Clock.String(), Start: at.UnixNano(), Stop: at.UnixNano(), Count: 1},
+		// The offset read, against the offset set (checkJumps).
+		StoreFields: history.StoreFields{Value: int64(got), Prev: int64(want)}})
 }

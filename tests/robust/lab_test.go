@@ -320,7 +320,8 @@ func (l *lab) whenHolding(ctx context.Context, id string, max time.Duration) boo
 
 // fault records a fault of the run.
 func (l *lab) fault(kind, target string, start, stop time.Time, text string) {
-	l.rec.Add(history.Event{Type: history.TypeFault, Fault: kind, Target: target, Start: start.UnixNano(), Stop: stop.UnixNano(), Text: text})
+	l.rec.Add(history.Event{Type: history.TypeFault, Text: text,
+		FaultFields: history.FaultFields{Fault: kind, Target: target, Start: start.UnixNano(), Stop: stop.UnixNano()}})
 }
 
 // partition cuts client from each of nodes (both ways: packets dropped,
@@ -376,7 +377,7 @@ type spec struct {
 func (l *lab) run(s spec) (history.Result, []history.Event) {
 	l.t.Helper()
 	cfgJSON, _ := json.Marshal(map[string]any{"clients": s.clients, "drawn": s.config})
-	l.rec.Add(history.Event{Type: history.TypeRun, Scenario: s.name, Seed: s.seed, Config: cfgJSON})
+	l.rec.Add(history.Event{Type: history.TypeRun, RunFields: history.RunFields{Scenario: s.name, Seed: s.seed, Config: cfgJSON}})
 	stop := time.Now().Add(s.d)
 	for i := range s.clients {
 		s.clients[i].Stop = stop.UnixNano()
@@ -491,7 +492,7 @@ func (l *lab) final() {
 	if err != nil {
 		l.t.Fatalf("store stats: %v", err)
 	}
-	l.rec.Add(history.Event{Type: history.TypeFinal, Final: atoi(v), Accepted: acc, Rejected: rej})
+	l.rec.Add(history.Event{Type: history.TypeFinal, FinalFields: history.FinalFields{Final: atoi(v), Accepted: acc, Rejected: rej}})
 }
 
 // porcupineTimeout bounds porcupine's search; a search cut short is

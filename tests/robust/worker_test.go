@@ -155,7 +155,8 @@ func runClient(raw string) int {
 	out := &emitter{w: bufio.NewWriter(os.Stdout)}
 	// The process's own clocks, for the parent to see a time namespace's
 	// offset: CLOCK_MONOTONIC (Value) read with the wall clock (Inv).
-	out.ev(history.Event{Type: history.TypeNote, Client: cfg.ID, Inv: time.Now().UnixNano(), Value: monoNow(), Text: "clock"})
+	out.ev(history.Event{Type: history.TypeNote, Client: cfg.ID, Text: "clock",
+		CallFields: history.CallFields{Inv: time.Now().UnixNano()}, StoreFields: history.StoreFields{Value: monoNow()}})
 	fps := failpoint.NewSet(cfg.Failpoints, cfg.Seed)
 	var nodes []redis.UniversalClient
 	var rcs []*redis.Client
@@ -197,8 +198,9 @@ func runClient(raw string) int {
 	work(cfg, c, store.New(sdb, storeName), clk, jumper, out)
 	for i, n := range fps.Fired() {
 		sp := fps.Specs()[i]
-		out.ev(history.Event{Type: history.TypeFault, Client: cfg.ID, Fault: "failpoint " + sp.Point,
-			Target: fmt.Sprintf("nodes %v", sp.Nodes), Start: sp.Start, Stop: sp.Stop, Count: n, Text: sp.String()})
+		out.ev(history.Event{Type: history.TypeFault, Client: cfg.ID, Text: sp.String(),
+			FaultFields: history.FaultFields{Fault: "failpoint " + sp.Point, Target: fmt.Sprintf("nodes %v", sp.Nodes),
+				Start: sp.Start, Stop: sp.Stop, Count: n}})
 	}
 	return 0
 }
@@ -218,7 +220,8 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 		l, err := c.Obtain(octx, lockName, cfg.Kind, cfg.TTL, cfg.ID, cfg.Auto)
 		cancel()
 		resp := stamp()
-		at := history.Event{Type: history.TypeAttempt, Client: cfg.ID, Inv: inv.UnixNano(), Resp: resp.UnixNano(), OK: err == nil}
+		at := history.Event{Type: history.TypeAttempt, Client: cfg.ID,
+			CallFields: history.CallFields{Inv: inv.UnixNano(), Resp: resp.UnixNano(), OK: err == nil}}
 		if err != nil {
 			at.Err = err.Error()
 			out.ev(at)
@@ -226,7 +229,8 @@ func work(cfg clientConfig, c *lockclient.Client, st *store.Store, clk clientClo
 			continue
 		}
 		out.ev(at)
-		h := history.Event{Type: history.TypeHold, Client: cfg.ID, Kind: string(cfg.Kind), Token: l.Token(), Obtained: resp.UnixNano()}
+		h := history.Event{Type: history.TypeHold, Client: cfg.ID,
+			HoldFields: history.HoldFields{Kind: string(cfg.Kind), Token: l.Token(), Obtained: resp.UnixNano()}}
 		// remaining is the validity left as the process's clocks
 		// measure it, in real time.
 		remaining := func() time.Duration {
@@ -279,8 +283,9 @@ func hold(cfg clientConfig, l *lockclient.Lock, st *store.Store, believed func()
 		case err != nil:
 			res = history.Unknown
 		}
-		out.ev(history.Event{Type: history.TypeStore, Client: cfg.ID, Op: op, StoreToken: storeToken, LockToken: token,
-			Inv: inv.UnixNano(), Resp: resp.UnixNano(), Value: value, Prev: prev, Result: res})
+		out.ev(history.Event{Type: history.TypeStore, Client: cfg.ID,
+			CallFields:  history.CallFields{Inv: inv.UnixNano(), Resp: resp.UnixNano()},
+			StoreFields: history.StoreFields{Op: op, StoreToken: storeToken, LockToken: token, Value: value, Prev: prev, Result: res}})
 		return res
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -55,58 +55,89 @@ const (
 // Event is one line of a history. Times are Unix nanoseconds of the wall
 // clock, shared by every process of the machine (a process's own clock
 // offsets, if any, are undone by its recorder).
+//
+// Its fields are grouped by the event types that use them, in embedded
+// structs: encoding/json promotes an embedded struct's fields, so a line is
+// one flat JSON object, the same as if the fields were Event's own, and
+// e.Token reads a HoldFields field. A composite literal names the groups:
+//
+//	Event{Type: TypeHold, Client: "c0", HoldFields: HoldFields{Kind: "plain", Token: 7}}
+//
+// A few events borrow another type's fields: a note of a client's clocks
+// sets Inv and Value, a clock jump (a fault) sets Value and Prev.
 type Event struct {
 	Type   string `json:"type"`
 	Client string `json:"client,omitempty"`
 
-	// TypeRun.
+	RunFields
+	CallFields
+	HoldFields
+	StoreFields
+	FaultFields
+	FinalFields
+
+	// TypeNote, or a comment on any event.
+	Text string `json:"text,omitempty"`
+}
+
+// RunFields are the fields of TypeRun.
+type RunFields struct {
 	Scenario string          `json:"scenario,omitempty"`
 	Seed     int64           `json:"seed,omitempty"`
 	Config   json.RawMessage `json:"config,omitempty"`
+}
 
-	// TypeAttempt and TypeStore: the call's invocation and response.
-	Inv  int64 `json:"inv,omitempty"`
-	Resp int64 `json:"resp,omitempty"`
-	// TypeAttempt: whether the lock was obtained, and the error.
-	OK  bool   `json:"ok,omitempty"`
-	Err string `json:"err,omitempty"`
+// CallFields are a call's fields: for TypeAttempt and TypeStore, its
+// invocation and response; for TypeAttempt, whether the lock was obtained,
+// and the error.
+type CallFields struct {
+	Inv  int64  `json:"inv,omitempty"`
+	Resp int64  `json:"resp,omitempty"`
+	OK   bool   `json:"ok,omitempty"`
+	Err  string `json:"err,omitempty"`
+}
 
-	// TypeHold: the lock's kind, token, when Obtain returned it and when
-	// the hold ended: min(Release called, the validity's end in real
-	// time). Lost when the client found it lost before its write.
+// HoldFields are the fields of TypeHold: the lock's kind, token, when
+// Obtain returned it and when the hold ended: min(Release called, the
+// validity's end in real time). Lost when the client found it lost before
+// its write.
+type HoldFields struct {
 	Kind     string `json:"kind,omitempty"`
 	Token    int64  `json:"token,omitempty"`
 	Obtained int64  `json:"obtained,omitempty"`
 	End      int64  `json:"end,omitempty"`
 	Lost     bool   `json:"lost,omitempty"`
+}
 
-	// TypeStore: the operation, the token it carried (a control without
-	// fencing sends a constant), the lock's token, the value read or
-	// written, for a write the value its writer had read, and the store's
-	// decision.
+// StoreFields are the fields of TypeStore: the operation, the token it
+// carried (a control without fencing sends a constant), the lock's token,
+// the value read or written, for a write the value its writer had read,
+// and the store's decision.
+type StoreFields struct {
 	Op         string `json:"op,omitempty"`
 	StoreToken int64  `json:"store_token,omitempty"`
 	LockToken  int64  `json:"lock_token,omitempty"`
 	Value      int64  `json:"value,omitempty"`
 	Prev       int64  `json:"prev,omitempty"`
 	Result     string `json:"result,omitempty"`
+}
 
-	// TypeFault: what, on what, from Start to Stop; for a failpoint, how
-	// many times it fired.
+// FaultFields are the fields of TypeFault: what, on what, from Start to
+// Stop; for a failpoint, how many times it fired.
+type FaultFields struct {
 	Fault  string `json:"fault,omitempty"`
 	Target string `json:"target,omitempty"`
 	Start  int64  `json:"start,omitempty"`
 	Stop   int64  `json:"stop,omitempty"`
 	Count  int64  `json:"count,omitempty"`
+}
 
-	// TypeFinal: the store's counter, and its own counts of accepted
-	// writes and refused operations.
+// FinalFields are the fields of TypeFinal: the store's counter, and its own
+// counts of accepted writes and refused operations.
+type FinalFields struct {
 	Final    int64 `json:"final,omitempty"`
 	Accepted int64 `json:"accepted,omitempty"`
 	Rejected int64 `json:"rejected,omitempty"`
-
-	// TypeNote, or a comment on any event.
-	Text string `json:"text,omitempty"`
 }
 
 // Recorder collects events from any goroutine.

@@ -14,14 +14,19 @@ import (
 // storeToken to the store: a read at t answering read, a write at t+10.
 func rmw(client string, token, storeToken, t, read int64, readRes, writeRes string) []Event {
 	return []Event{
-		{Type: TypeHold, Client: client, Kind: "plain", Token: token, Obtained: t - 1, End: t + 12},
-		{Type: TypeStore, Client: client, Op: OpRead, StoreToken: storeToken, LockToken: token, Inv: t, Resp: t + 1, Value: read, Result: readRes},
-		{Type: TypeStore, Client: client, Op: OpWrite, StoreToken: storeToken, LockToken: token, Inv: t + 10, Resp: t + 11, Value: read + 1, Prev: read, Result: writeRes},
+		{Type: TypeHold, Client: client, HoldFields: HoldFields{Kind: "plain", Token: token, Obtained: t - 1, End: t + 12}},
+		store(client, t, t+1, StoreFields{Op: OpRead, StoreToken: storeToken, LockToken: token, Value: read, Result: readRes}),
+		store(client, t+10, t+11, StoreFields{Op: OpWrite, StoreToken: storeToken, LockToken: token, Value: read + 1, Prev: read, Result: writeRes}),
 	}
 }
 
+// store is client's operation on the store, called at inv, answered at resp.
+func store(client string, inv, resp int64, op StoreFields) Event {
+	return Event{Type: TypeStore, Client: client, CallFields: CallFields{Inv: inv, Resp: resp}, StoreFields: op}
+}
+
 func final(v, acc, rej int64) Event {
-	return Event{Type: TypeFinal, Final: v, Accepted: acc, Rejected: rej}
+	return Event{Type: TypeFinal, FinalFields: FinalFields{Final: v, Accepted: acc, Rejected: rej}}
 }
 
 func TestCheck(t *testing.T) {
@@ -89,7 +94,7 @@ func TestCheck(t *testing.T) {
 
 func TestReentrantSameToken(t *testing.T) {
 	hold := func(c string, tok, from, to int64) Event {
-		return Event{Type: TypeHold, Client: c, Kind: "reentrant", Token: tok, Obtained: from, End: to}
+		return Event{Type: TypeHold, Client: c, HoldFields: HoldFields{Kind: "reentrant", Token: tok, Obtained: from, End: to}}
 	}
 	// One owner's holds with one token: one hold on the nodes.
 	if _, inv := Conflicts([]Event{hold("a", 5, 1, 2), hold("a", 5, 3, 4), hold("a", 5, 5, 6)}); inv != 0 {
@@ -103,12 +108,12 @@ func TestReentrantSameToken(t *testing.T) {
 
 func TestSharedReads(t *testing.T) {
 	ev := []Event{
-		{Type: TypeHold, Client: "r1", Kind: "read", Token: 5, Obtained: 1, End: 50},
-		{Type: TypeHold, Client: "r2", Kind: "read", Token: 6, Obtained: 2, End: 50},
-		{Type: TypeStore, Client: "r2", Op: OpShared, StoreToken: 6, Inv: 10, Resp: 11, Result: OK},
-		{Type: TypeStore, Client: "r1", Op: OpShared, StoreToken: 5, Inv: 12, Resp: 13, Result: OK},
+		{Type: TypeHold, Client: "r1", HoldFields: HoldFields{Kind: "read", Token: 5, Obtained: 1, End: 50}},
+		{Type: TypeHold, Client: "r2", HoldFields: HoldFields{Kind: "read", Token: 6, Obtained: 2, End: 50}},
+		store("r2", 10, 11, StoreFields{Op: OpShared, StoreToken: 6, Result: OK}),
+		store("r1", 12, 13, StoreFields{Op: OpShared, StoreToken: 5, Result: OK}),
 		// A writer older than the newest reader is refused.
-		{Type: TypeStore, Client: "w", Op: OpWrite, StoreToken: 4, Inv: 20, Resp: 21, Prev: 0, Value: 1, Result: Stale},
+		store("w", 20, 21, StoreFields{Op: OpWrite, StoreToken: 4, Prev: 0, Value: 1, Result: Stale}),
 		final(0, 0, 1),
 	}
 	r, err := Check(ev, 0, "")
@@ -119,16 +124,16 @@ func TestSharedReads(t *testing.T) {
 		t.Errorf("readers: %s", r.Row())
 	}
 	// A reader accepted after a newer writer's read is not linearizable.
-	ev = append(ev, Event{Type: TypeStore, Client: "w2", Op: OpRead, StoreToken: 9, Inv: 30, Resp: 31, Result: OK},
-		Event{Type: TypeStore, Client: "r1", Op: OpShared, StoreToken: 5, Inv: 40, Resp: 41, Result: OK})
+	ev = append(ev, store("w2", 30, 31, StoreFields{Op: OpRead, StoreToken: 9, Result: OK}),
+		store("r1", 40, 41, StoreFields{Op: OpShared, StoreToken: 5, Result: OK}))
 	if r, _ := Check(ev, 0, ""); r.Linearizable != porcupine.Illegal {
 		t.Errorf("a stale reader accepted: %s", r.Linearizable)
 	}
 }
 
 func TestWriteRead(t *testing.T) {
-	ev := append(rmw("a", 3, 3, 10, 0, OK, OK), Event{Type: TypeRun, Scenario: "s", Seed: 42}, final(1, 1, 0),
-		Event{Type: TypeFault, Fault: "partition", Target: "c0|n0", Start: 5, Stop: 9})
+	ev := append(rmw("a", 3, 3, 10, 0, OK, OK), Event{Type: TypeRun, RunFields: RunFields{Scenario: "s", Seed: 42}}, final(1, 1, 0),
+		Event{Type: TypeFault, FaultFields: FaultFields{Fault: "partition", Target: "c0|n0", Start: 5, Stop: 9}})
 	var buf bytes.Buffer
 	if err := Write(&buf, ev); err != nil {
 		t.Fatal(err)
