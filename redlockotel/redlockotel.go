@@ -85,6 +85,16 @@ type Hook struct {
 	lockAttr func(string) string
 	parent   trace.SpanContext
 
+	locks    lockInstruments
+	adaptive adaptiveInstruments
+	breaker  breakerInstruments
+
+	journal journal
+}
+
+// lockInstruments are the metrics of locks: obtains and their attempts
+// and waits, holds, refreshes, releases, losses, and the nodes' errors.
+type lockInstruments struct {
 	obtainTime  metric.Float64Histogram
 	attempts    metric.Int64Counter
 	waitTime    metric.Float64Histogram
@@ -93,19 +103,25 @@ type Hook struct {
 	releases    metric.Int64Counter
 	lost        metric.Int64Counter
 	nodeErrors  metric.Int64Counter
-	heldLocks   metric.Int64UpDownCounter
+	held        metric.Int64UpDownCounter
+}
 
-	breakerState       metric.Int64Gauge
-	breakerTransitions metric.Int64Counter
-	degradedLocks      metric.Int64UpDownCounter
-
+// adaptiveInstruments are the metrics of the adaptive TTL
+// (redlock.WithAdaptiveTTL) and its sampler.
+type adaptiveInstruments struct {
 	ttlChosen   metric.Float64Histogram
 	rttP95      metric.Float64Gauge
 	memRatio    metric.Float64Gauge
 	memPressure metric.Int64Gauge
 	evicted     metric.Int64Counter
+}
 
-	journal journal
+// breakerInstruments are the metrics of the circuit breaker and of the
+// locks obtained in degraded mode.
+type breakerInstruments struct {
+	state         metric.Int64Gauge
+	transitions   metric.Int64Counter
+	degradedLocks metric.Int64UpDownCounter
 }
 
 var _ redlock.Hook = (*Hook)(nil)
@@ -145,35 +161,37 @@ func New(opts ...Option) (*Hook, error) {
 		errs = append(errs, err)
 		return i
 	}
-	h.obtainTime = histogram("redlock.obtain.duration", "Duration of Obtain, TryObtain and Do's obtain, waits included.")
-	h.attempts = counter("redlock.attempts", "{attempt}", "Acquire rounds.")
-	h.waitTime = histogram("redlock.wait.duration", "Waits between acquire attempts.")
-	h.holdTime = histogram("redlock.hold.duration", "How long each lock was held, until its release or its loss.")
-	h.refreshTime = histogram("redlock.refresh.duration", "Duration of refreshes, manual and automatic.")
-	h.releases = counter("redlock.releases", "{release}", "Releases.")
-	h.lost = counter("redlock.lost", "{lock}", "Locks lost while held.")
-	h.nodeErrors = counter("redlock.node.errors", "{error}", "Refusals and failures of one node in an acquire, refresh or release round.")
+	// Locks.
+	h.locks.obtainTime = histogram("redlock.obtain.duration", "Duration of Obtain, TryObtain and Do's obtain, waits included.")
+	h.locks.attempts = counter("redlock.attempts", "{attempt}", "Acquire rounds.")
+	h.locks.waitTime = histogram("redlock.wait.duration", "Waits between acquire attempts.")
+	h.locks.holdTime = histogram("redlock.hold.duration", "How long each lock was held, until its release or its loss.")
+	h.locks.refreshTime = histogram("redlock.refresh.duration", "Duration of refreshes, manual and automatic.")
+	h.locks.releases = counter("redlock.releases", "{release}", "Releases.")
+	h.locks.lost = counter("redlock.lost", "{lock}", "Locks lost while held.")
+	h.locks.nodeErrors = counter("redlock.node.errors", "{error}", "Refusals and failures of one node in an acquire, refresh or release round.")
 	var err error
-	h.heldLocks, err = meter.Int64UpDownCounter("redlock.locks.held", metric.WithUnit("{lock}"),
+	h.locks.held, err = meter.Int64UpDownCounter("redlock.locks.held", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks obtained and neither released nor lost."))
 	errs = append(errs, err)
 	// The adaptive TTL (redlock.WithAdaptiveTTL) and its sampler.
-	h.ttlChosen = histogram("redlock.ttl.chosen", "TTL of each lock obtained and each successful refresh, by redlock.op and redlock.ttl.reason.")
-	h.rttP95, err = meter.Float64Gauge("redlock.rtt.p95", metric.WithUnit("s"),
+	h.adaptive.ttlChosen = histogram("redlock.ttl.chosen", "TTL of each lock obtained and each successful refresh, by redlock.op and redlock.ttl.reason.")
+	h.adaptive.rttP95, err = meter.Float64Gauge("redlock.rtt.p95", metric.WithUnit("s"),
 		metric.WithDescription("p95 of the nodes' round-trip times over the last minute, as the adaptive TTL measures it."))
 	errs = append(errs, err)
-	h.memRatio, err = meter.Float64Gauge("redlock.node.memory.used_ratio", metric.WithUnit("1"),
+	h.adaptive.memRatio, err = meter.Float64Gauge("redlock.node.memory.used_ratio", metric.WithUnit("1"),
 		metric.WithDescription("used_memory / maxmemory of each node at the adaptive TTL's last sample (0: no maxmemory)."))
 	errs = append(errs, err)
-	h.memPressure, err = meter.Int64Gauge("redlock.node.memory.pressure", metric.WithUnit("1"),
+	h.adaptive.memPressure, err = meter.Int64Gauge("redlock.node.memory.pressure", metric.WithUnit("1"),
 		metric.WithDescription("1 while a node evicts keys or is near its maxmemory: lock keys can vanish or be refused."))
 	errs = append(errs, err)
-	h.evicted = counter("redlock.node.evicted_keys", "{key}", "Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.")
-	h.breakerState, err = meter.Int64Gauge("redlock.breaker.state", metric.WithUnit("1"),
+	h.adaptive.evicted = counter("redlock.node.evicted_keys", "{key}", "Keys each node evicted, as the adaptive TTL's sampler saw evicted_keys grow.")
+	// The circuit breaker and degraded mode.
+	h.breaker.state, err = meter.Int64Gauge("redlock.breaker.state", metric.WithUnit("1"),
 		metric.WithDescription("State of the Client's circuit breaker: 0 closed, 1 open, 2 half-open (redlock.Client.BreakerState)."))
 	errs = append(errs, err)
-	h.breakerTransitions = counter("redlock.breaker.transitions", "{change}", "Changes of the circuit breaker's state, by the state entered.")
-	h.degradedLocks, err = meter.Int64UpDownCounter("redlock.locks.degraded", metric.WithUnit("{lock}"),
+	h.breaker.transitions = counter("redlock.breaker.transitions", "{change}", "Changes of the circuit breaker's state, by the state entered.")
+	h.breaker.degradedLocks, err = meter.Int64UpDownCounter("redlock.locks.degraded", metric.WithUnit("{lock}"),
 		metric.WithDescription("Locks obtained in degraded mode (from the lease store, not Redis) and neither released nor lost."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
@@ -253,7 +271,7 @@ func (h *Hook) Observe(ctx context.Context, e redlock.Event) {
 	case redlock.AttemptEvent:
 		h.attempt(ctx, e)
 	case redlock.WaitEvent:
-		h.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Name, wokenKey.String(string(e.WokenBy))))
+		h.locks.waitTime.Record(ctx, e.Waited.Seconds(), h.measure(e.Name, wokenKey.String(string(e.WokenBy))))
 		h.journal.add(e.ObtainID, record{at: time.Now(), wait: &e})
 	case redlock.ObtainEvent:
 		h.obtain(ctx, e)
@@ -265,9 +283,9 @@ func (h *Hook) Observe(ctx context.Context, e redlock.Event) {
 		h.lose(ctx, e)
 	case redlock.BreakerEvent:
 		if s, ok := breakerStates[e.To]; ok {
-			h.breakerState.Record(ctx, s)
+			h.breaker.state.Record(ctx, s)
 		}
-		h.breakerTransitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(string(e.To))))
+		h.breaker.transitions.Add(ctx, 1, metric.WithAttributes(breakerKey.String(string(e.To))))
 	case redlock.SampleEvent:
 		h.sample(ctx, e)
 	}
@@ -278,7 +296,7 @@ var breakerStates = map[redlock.BreakerState]int64{redlock.BreakerClosed: 0, red
 
 // attempt counts the attempt and keeps it for its obtain's span.
 func (h *Hook) attempt(ctx context.Context, e redlock.AttemptEvent) {
-	h.attempts.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(string(e.Result)), kindKey.String(string(e.Kind))))
+	h.locks.attempts.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(string(e.Result)), kindKey.String(string(e.Kind))))
 	for _, n := range e.Nodes {
 		if n.Err != nil {
 			h.nodeError(ctx, "acquire", n)
@@ -294,13 +312,13 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 	now := time.Now()
 	began := now.Add(-e.Elapsed)
 	kind := kindKey.String(string(e.Kind))
-	h.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Name, outcomeKey.String(string(e.Result)), kind))
+	h.locks.obtainTime.Record(ctx, e.Elapsed.Seconds(), h.measure(e.Name, outcomeKey.String(string(e.Result)), kind))
 	if e.Err == nil {
-		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason)))
+		h.adaptive.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("obtain"), ttlReasonKey.String(e.TTLReason)))
 		if e.LockID != 0 {
-			h.heldLocks.Add(ctx, 1, h.measure(e.Name, kind))
+			h.locks.held.Add(ctx, 1, h.measure(e.Name, kind))
 			if e.Degraded {
-				h.degradedLocks.Add(ctx, 1, h.measure(e.Name))
+				h.breaker.degradedLocks.Add(ctx, 1, h.measure(e.Name))
 			}
 		}
 	}
@@ -358,12 +376,12 @@ func (h *Hook) obtain(ctx context.Context, e redlock.ObtainEvent) {
 func (h *Hook) refresh(ctx context.Context, e redlock.RefreshEvent) {
 	now := time.Now()
 	kind := kindKey.String(string(e.Kind))
-	h.refreshTime.Record(ctx, e.Elapsed.Seconds(),
+	h.locks.refreshTime.Record(ctx, e.Elapsed.Seconds(),
 		h.measure(e.Name, outcomeKey.String(string(e.Result)), autoKey.Bool(e.Auto), kind))
 	h.quorumNodes(ctx, "refresh", e.Err)
 	ttlReason := ttlReasonKey.String(e.TTLReason)
 	if e.Err == nil {
-		h.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("refresh"), ttlReason))
+		h.adaptive.ttlChosen.Record(ctx, e.TTL.Seconds(), h.measure(e.Name, opKey.String("refresh"), ttlReason))
 	}
 	span := h.start(ctx, "redlock.refresh", e.Name, now.Add(-e.Elapsed), outcomeKey.String(string(e.Result)), autoKey.Bool(e.Auto), kind,
 		ttlKey.Float64(ms(e.TTL)), ttlReason)
@@ -376,7 +394,7 @@ func (h *Hook) refresh(ctx context.Context, e redlock.RefreshEvent) {
 func (h *Hook) release(ctx context.Context, e redlock.ReleaseEvent) {
 	now := time.Now()
 	kind := kindKey.String(string(e.Kind))
-	h.releases.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(string(e.Result)), kind))
+	h.locks.releases.Add(ctx, 1, h.measure(e.Name, outcomeKey.String(string(e.Result)), kind))
 	h.quorumNodes(ctx, "release", e.Err)
 	if !e.Lost { // else its hold ended at its LostEvent
 		h.ended(ctx, e.Name, kind, "released", e.Held, e.Degraded)
@@ -390,7 +408,7 @@ func (h *Hook) release(ctx context.Context, e redlock.ReleaseEvent) {
 func (h *Hook) lose(ctx context.Context, e redlock.LostEvent) {
 	now := time.Now()
 	kind := kindKey.String(string(e.Kind))
-	h.lost.Add(ctx, 1, h.measure(e.Name, kind))
+	h.locks.lost.Add(ctx, 1, h.measure(e.Name, kind))
 	h.ended(ctx, e.Name, kind, "lost", e.Held, e.Degraded)
 	span := h.start(ctx, "redlock.lost", e.Name, now, kind, heldKey.Float64(ms(e.Held)))
 	err := e.Err
@@ -403,7 +421,7 @@ func (h *Hook) lose(ctx context.Context, e redlock.LostEvent) {
 // sample records one node's sample of the adaptive TTL's sampler: the RTT
 // p95, and the node's memory, pressure and evictions.
 func (h *Hook) sample(ctx context.Context, e redlock.SampleEvent) {
-	h.rttP95.Record(ctx, e.RTT.Seconds())
+	h.adaptive.rttP95.Record(ctx, e.RTT.Seconds())
 	if e.Err != nil {
 		return
 	}
@@ -412,23 +430,23 @@ func (h *Hook) sample(ctx context.Context, e redlock.SampleEvent) {
 	if e.MaxMemory > 0 {
 		ratio = float64(e.UsedMemory) / float64(e.MaxMemory)
 	}
-	h.memRatio.Record(ctx, ratio, node)
+	h.adaptive.memRatio.Record(ctx, ratio, node)
 	var pressure int64
 	if e.Pressure != "" {
 		pressure = 1
 	}
-	h.memPressure.Record(ctx, pressure, node)
-	h.evicted.Add(ctx, e.Evicted, node)
+	h.adaptive.memPressure.Record(ctx, pressure, node)
+	h.adaptive.evicted.Add(ctx, e.Evicted, node)
 }
 
 // ended counts the end of a lock's hold: its loss, or its release when it
 // was not lost before. The Client reports a lock's ObtainEvent before its
 // end (redlock.Hook), so the lock was counted as held.
 func (h *Hook) ended(ctx context.Context, name string, kind attribute.KeyValue, outcome string, held time.Duration, degraded bool) {
-	h.holdTime.Record(ctx, held.Seconds(), h.measure(name, outcomeKey.String(outcome), kind))
-	h.heldLocks.Add(ctx, -1, h.measure(name, kind))
+	h.locks.holdTime.Record(ctx, held.Seconds(), h.measure(name, outcomeKey.String(outcome), kind))
+	h.locks.held.Add(ctx, -1, h.measure(name, kind))
 	if degraded {
-		h.degradedLocks.Add(ctx, -1, h.measure(name))
+		h.breaker.degradedLocks.Add(ctx, -1, h.measure(name))
 	}
 }
 
@@ -460,7 +478,7 @@ func (h *Hook) quorumNodes(ctx context.Context, op string, err error) {
 }
 
 func (h *Hook) nodeError(ctx context.Context, op string, n redlock.NodeResult) {
-	h.nodeErrors.Add(ctx, 1, metric.WithAttributes(
+	h.locks.nodeErrors.Add(ctx, 1, metric.WithAttributes(
 		opKey.String(op), nodeKey.Int(n.Node), errorKindKey.String(string(n.Reason))))
 }
 
