@@ -132,7 +132,7 @@ func arg(v any) string {
 // redirected asks a Cluster client to reload its view of the slots when a
 // reply of a pipeline sent to one master says the slot moved: go-redis
 // follows a MOVED in its own routing, not on a master's client.
-func (n *Node) redirected(ctx context.Context, out []*redis.Cmd) {
+func (n *Node) redirected(ctx context.Context, out []redis.Cmder) {
 	cc, ok := n.c.(*redis.ClusterClient)
 	if !ok {
 		return

@@ -173,7 +173,10 @@ func (n *Node) Info() driver.Info { return n.info }
 
 // errNoClient is the error of a Node that New did not make (a zero Node),
 // which has no client.
-var errNoClient = errors.New("redlock: a go-redis Node without a client: make it with goredis.New")
+var (
+	errNoClient  = errors.New("redlock: a go-redis Node without a client: make it with goredis.New")
+	errNoCommand = errors.New("redlock: an empty command")
+)
 
 // Do implements driver.Node. Redis's nil reply is returned as nil, not
 // as redis.Nil.
@@ -215,10 +218,17 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*redis.Cmd, len(cmds))
+	// The commands are queued in one call, which the pipeline copies once:
+	// queued one by one, its queue would grow by doubling (a batch of the
+	// keep-alive holds thousands).
+	out := make([]redis.Cmder, len(cmds))
 	for i, args := range cmds {
-		out[i] = p.Do(ctx, args...)
+		if len(args) == 0 {
+			return nil, errNoCommand
+		}
+		out[i] = redis.NewCmd(ctx, args...)
 	}
+	_ = p.BatchProcess(ctx, out...)
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !driver.IsReply(err) {
 		n.g.observe(err)
 		return nil, err
@@ -226,8 +236,8 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 	n.g.observe(nil)
 	n.redirected(ctx, out)
 	replies := make([]driver.Reply, len(cmds))
-	for i, cmd := range out {
-		v, err := cmd.Result()
+	for i, c := range out {
+		v, err := c.(*redis.Cmd).Result()
 		if err == redis.Nil {
 			v, err = nil, nil
 		}

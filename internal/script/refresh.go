@@ -94,20 +94,23 @@ func permitRefreshCall(it RefreshItem, ga []any) Call {
 // guard's: the head, numkeys, the two keys, the value and the TTL.
 const refreshArgs = 7
 
-// refreshCalls are the calls of a batch, and their arguments. A plain
-// lock's arguments (nearly every item of a batch) are cut from one array,
+// refreshCalls are the arguments of a batch's calls, and each call's
+// script: nil when every item is a plain lock's (refresh.lua), the case of
+// nearly every batch. A plain lock's arguments are cut from one array,
 // with its key and value boxed by the lock (Boxed) and the epoch record's
 // key and the TTL boxed once for the run of items that share them: a
 // refresh then allocates nothing of its own on the client but the
 // driver's command.
-func refreshCalls(items []RefreshItem, ga []any) ([]Call, [][]any) {
-	calls := make([]Call, len(items))
-	cmds := make([][]any, len(items))
+func refreshCalls(items []RefreshItem, ga []any) (cmds [][]any, scripts []*luaScript) {
+	cmds = make([][]any, len(items))
 	plain := 0
 	for _, it := range items {
 		if it.script == nil {
 			plain++
 		}
+	}
+	if plain < len(items) {
+		scripts = make([]*luaScript, len(items))
 	}
 	buf := make([]any, 0, plain*(refreshArgs+len(ga)))
 	cmd, arg := refresh.head()
@@ -116,8 +119,8 @@ func refreshCalls(items []RefreshItem, ga []any) ([]Call, [][]any) {
 	ttlOf := time.Duration(-1)
 	for i, it := range items {
 		if it.script != nil {
-			calls[i] = it.script(it, ga)
-			cmds[i] = calls[i].args
+			call := it.script(it, ga)
+			cmds[i], scripts[i] = call.args, call.s
 			continue
 		}
 		key, value := it.Boxed.key, it.Boxed.value
@@ -133,10 +136,12 @@ func refreshCalls(items []RefreshItem, ga []any) ([]Call, [][]any) {
 		start := len(buf)
 		buf = append(buf, cmd, arg, "2", key, epoch, value, ttl)
 		buf = append(buf, ga...)
-		calls[i] = Call{args: buf[start:len(buf):len(buf)], s: &refresh}
-		cmds[i] = calls[i].args
+		cmds[i] = buf[start:len(buf):len(buf)]
+		if scripts != nil {
+			scripts[i] = &refresh
+		}
 	}
-	return calls, cmds
+	return cmds, scripts
 }
 
 // call is the item's refresh call; ga are the guard's arguments. A plain
@@ -145,8 +150,8 @@ func (it RefreshItem) call(ga []any) Call {
 	if it.script != nil {
 		return it.script(it, ga)
 	}
-	calls, _ := refreshCalls([]RefreshItem{it}, ga)
-	return calls[0]
+	cmds, _ := refreshCalls([]RefreshItem{it}, ga)
+	return Call{args: cmds[0], s: &refresh}
 }
 
 // RefreshBatch runs the refresh script for every item on one node in one
@@ -154,7 +159,7 @@ func (it RefreshItem) call(ga []any) Call {
 // returns each item's result and error; err is set when the node itself
 // failed (a network error or timeout), and then no item's result counts.
 func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Guard) (results []RefreshResult, errs []error, err error) {
-	calls, cmds := refreshCalls(items, g.args())
+	cmds, scripts := refreshCalls(items, g.args())
 	replies, err := n.Pipe(ctx, cmds)
 	if err != nil {
 		return nil, nil, err
@@ -166,11 +171,15 @@ func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Gua
 		}
 	}
 	if len(again) > 0 {
-		cmds = cmds[:0]
-		for _, i := range again {
-			cmds = append(cmds, withHead(calls[i].args, [2]any{"eval", calls[i].s.src}))
+		retry := make([][]any, len(again))
+		for j, i := range again {
+			s := &refresh
+			if scripts != nil {
+				s = scripts[i]
+			}
+			retry[j] = withHead(cmds[i], [2]any{"eval", s.src})
 		}
-		retried, err := n.Pipe(ctx, cmds)
+		retried, err := n.Pipe(ctx, retry)
 		if err != nil {
 			return nil, nil, err
 		}

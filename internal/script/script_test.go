@@ -256,6 +256,9 @@ func TestRefreshBatch(t *testing.T) {
 		items = append(items, RefreshItem{Keys: keys(name), Value: "mine", TTL: time.Minute})
 	}
 	items[2].Value = "not-mine"
+	// A hold of the family in the batch: its EVAL runs its own script. Its
+	// hash is missing, so the script re-seeds it (the guard is off).
+	items = append(items, FamilyRefresh(keys("f1"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, time.Minute))
 	if err := c.ScriptFlush(ctx).Err(); err != nil { // the batch falls back to EVAL
 		t.Fatal(err)
 	}
@@ -263,7 +266,7 @@ func TestRefreshBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []RefreshResult{Extended, Extended, NotOwner}
+	want := []RefreshResult{Extended, Extended, NotOwner, Reseeded}
 	for i := range items {
 		if errs[i] != nil || results[i] != want[i] {
 			t.Errorf("item %d: %v, %v; want %v", i, results[i], errs[i], want[i])
@@ -290,22 +293,27 @@ func TestRefreshCallsAreEachItemsCall(t *testing.T) {
 		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, time.Second),
 		{Keys: k("h", "e"), Value: "vh", TTL: time.Second},
 	}
-	calls, cmds := refreshCalls(items, ga)
+	cmds, scripts := refreshCalls(items, ga)
 	for i, it := range items {
 		want := it.call(ga)
 		if it.script == nil {
 			want = refresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{it.Value, ms(it.TTL)}, ga...)...)
 		}
-		if !reflect.DeepEqual(calls[i].args, want.args) || calls[i].s != want.s || !reflect.DeepEqual(cmds[i], want.args) {
-			t.Errorf("item %d: %v, want %v", i, calls[i].args, want.args)
+		if !reflect.DeepEqual(cmds[i], want.args) || scripts[i] != want.s {
+			t.Errorf("item %d: %v, want %v", i, cmds[i], want.args)
 		}
 	}
 	// Each call's arguments end at their own last: appending to one
 	// (withHead copies; a driver may append) cannot overwrite the next.
-	for i := range calls {
-		if len(calls[i].args) != cap(calls[i].args) {
-			t.Errorf("item %d: len %d, cap %d", i, len(calls[i].args), cap(calls[i].args))
+	for i := range cmds {
+		if len(cmds[i]) != cap(cmds[i]) {
+			t.Errorf("item %d: len %d, cap %d", i, len(cmds[i]), cap(cmds[i]))
 		}
+	}
+	// A batch of plain locks alone names no script: each is refresh.lua.
+	plain := []RefreshItem{items[0], items[1], items[6]}
+	if cmds, scripts := refreshCalls(plain, ga); scripts != nil || len(cmds) != len(plain) {
+		t.Errorf("a plain batch: %d commands, scripts %v", len(cmds), scripts)
 	}
 }
 
