@@ -47,6 +47,10 @@ type Scheduler[T any] struct {
 	h       buckets[T]           // by deadline
 	at      map[int64]*bucket[T] // the buckets by deadline
 	n       int                  // scheduled entries
+	// spare is the list of the last entries fired, empty, for the next
+	// new bucket: a cohort of thousands of locks fires, and its locks are
+	// scheduled again into one bucket of about as many.
+	spare []*Entry[T]
 	started bool
 	stopped bool
 	wake    chan struct{} // buffered 1: the earliest deadline changed
@@ -56,7 +60,8 @@ type Scheduler[T any] struct {
 
 // New returns a Scheduler. fire is called on the scheduler's goroutine with
 // the entries that are due, already removed from the schedule; it must not
-// block for long (start slow work on goroutines of its own).
+// block for long (start slow work on goroutines of its own), nor keep the
+// slice, which the Scheduler reuses once fire returns.
 func New[T any](window time.Duration, now func() time.Time, fire func(due []*Entry[T])) *Scheduler[T] {
 	if now == nil {
 		now = time.Now
@@ -106,7 +111,8 @@ func (s *Scheduler[T]) Schedule(e *Entry[T], at time.Time) bool {
 func (s *Scheduler[T]) add(e *Entry[T], t int64) bool {
 	b := s.at[t]
 	if b == nil {
-		b = &bucket[T]{at: t}
+		b = &bucket[T]{at: t, entries: s.spare}
+		s.spare = nil
 		s.at[t] = b
 		heap.Push(&s.h, b)
 	}
@@ -189,6 +195,12 @@ func (s *Scheduler[T]) loop() {
 		due, next, ok := s.takeDue()
 		if len(due) > 0 {
 			s.fire(due)
+			clear(due)
+			s.mu.Lock()
+			if cap(due) > cap(s.spare) {
+				s.spare = due[:0]
+			}
+			s.mu.Unlock()
 			continue
 		}
 		wait := time.Hour

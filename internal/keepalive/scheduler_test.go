@@ -171,3 +171,48 @@ func TestSharedDeadlines(t *testing.T) {
 		t.Fatalf("%d entries left after firing", s.Len())
 	}
 }
+
+// TestFiredListReused schedules a cohort again from its own fire, as the
+// keep-alive does once its refreshes are sent: the new bucket takes the
+// list of the entries just fired, which the Scheduler reuses only once
+// fire has returned, and each round fires the whole cohort, once.
+func TestFiredListReused(t *testing.T) {
+	const cohort, rounds = 50, 4
+	var s *Scheduler[int]
+	fired := make(chan []int, rounds)
+	es := make([]*Entry[int], cohort)
+	n := 0
+	s = New(0, nil, func(due []*Entry[int]) {
+		var vs []int
+		for _, e := range due {
+			vs = append(vs, e.Value)
+		}
+		slices.Sort(vs)
+		if n++; n < rounds {
+			for _, e := range es {
+				s.Schedule(e, time.Now().Add(5*time.Millisecond))
+			}
+		}
+		fired <- vs
+	})
+	defer s.Stop()
+	for i := range es {
+		es[i] = &Entry[int]{Value: i}
+		s.Schedule(es[i], time.Now().Add(5*time.Millisecond))
+	}
+	want := make([]int, cohort)
+	for i := range want {
+		want[i] = i
+	}
+	for range rounds {
+		var vs []int
+		select {
+		case vs = <-fired:
+		case <-time.After(10 * time.Second):
+			t.Fatal("scheduler did not fire within 10s")
+		}
+		if !slices.Equal(vs, want) {
+			t.Fatalf("fired %v, want 0..%d once each", vs, cohort-1)
+		}
+	}
+}
