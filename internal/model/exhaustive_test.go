@@ -73,9 +73,9 @@ func TestExhaustiveFamily(t *testing.T) {
 		want bool // a counterexample
 	}{
 		{"reader+writer", famExhaustive(11, Shared, Exclusive), Mutations{}, false},
-		{"reader+writer/ReaderJoinsWriter", famExhaustive(11, Shared, Exclusive), Mutations{ReaderJoinsWriter: true}, true},
+		{"reader+writer/ReaderJoinsWriter", famExhaustive(11, Shared, Exclusive), Mutations{FamilyMutations: FamilyMutations{ReaderJoinsWriter: true}}, true},
 		{"two writers", famExhaustive(11, Exclusive, Exclusive), Mutations{}, false},
-		{"two writers/SealCountsAnyNode", famExhaustive(12, Exclusive, Exclusive), Mutations{SealCountsAnyNode: true}, true},
+		{"two writers/SealCountsAnyNode", famExhaustive(12, Exclusive, Exclusive), Mutations{FamilyMutations: FamilyMutations{SealCountsAnyNode: true}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Mut = tc.mut
@@ -128,8 +128,8 @@ func TestExhaustiveFindsReentryMutants(t *testing.T) {
 		horizon int64
 		mut     Mutations
 	}{
-		{"ReentryRawCounter", 14, Mutations{ReentryRawCounter: true}},
-		{"Rule2RecordedToken", 13, Mutations{Rule2RecordedToken: true}},
+		{"ReentryRawCounter", 14, Mutations{FamilyMutations: FamilyMutations{ReentryRawCounter: true}}},
+		{"Rule2RecordedToken", 13, Mutations{FamilyMutations: FamilyMutations{Rule2RecordedToken: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := reseedExhaustive(tc.horizon)

@@ -71,14 +71,14 @@ func jointSearches() map[string]search {
 // quorum of A or of B, and a move without its floor.
 func jointMutants() []mutant {
 	return []mutant{
-		{name: "SkipStep2", mut: Mutations{SkipStep2: true}, search: "jointReplace"},
-		{name: "SkipStep2/move", mut: Mutations{SkipStep2: true}, search: "jointMove"},
-		{name: "JointDropA", mut: Mutations{JointDropA: true}, search: "jointWithA"},
-		{name: "JointDropB", mut: Mutations{JointDropB: true}, search: "jointWithB"},
-		{name: "NoMoveFloor", mut: Mutations{NoMoveFloor: true}, search: "jointShrinkLong", budget: 60000, seeds: []uint64{1}},
+		{name: "SkipStep2", mut: Mutations{JointMutations: JointMutations{SkipStep2: true}}, search: "jointReplace"},
+		{name: "SkipStep2/move", mut: Mutations{JointMutations: JointMutations{SkipStep2: true}}, search: "jointMove"},
+		{name: "JointDropA", mut: Mutations{JointMutations: JointMutations{JointDropA: true}}, search: "jointWithA"},
+		{name: "JointDropB", mut: Mutations{JointMutations: JointMutations{JointDropB: true}}, search: "jointWithB"},
+		{name: "NoMoveFloor", mut: Mutations{JointMutations: JointMutations{NoMoveFloor: true}}, search: "jointShrinkLong", budget: 60000, seeds: []uint64{1}},
 		// Issue 33's finding 1: the floor written once by the joint
 		// client, before the grants of a client on A alone.
-		{name: "FirstWriterFloor", mut: Mutations{FirstWriterFloor: true}, search: "jointShrinkLong", budget: 60000, seeds: []uint64{3}},
+		{name: "FirstWriterFloor", mut: Mutations{JointMutations: JointMutations{FirstWriterFloor: true}}, search: "jointShrinkLong", budget: 60000, seeds: []uint64{3}},
 	}
 }
 

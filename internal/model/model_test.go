@@ -220,26 +220,26 @@ func searchTable() map[string]search {
 //	go test ./internal/model -run TestSearchPower -args -power 'NAME' -powerseeds 40
 func mutantTable() []mutant {
 	return []mutant{
-		{name: "NoSecondRound", mut: Mutations{NoSecondRound: true}, search: "base", seeds: []uint64{4394430945733612005}},
-		{name: "NoClockSeed", mut: Mutations{NoClockSeed: true}, search: "restarts", seeds: []uint64{2088781249918376544}},
-		{name: "NoRecoveryWindow", mut: Mutations{NoRecoveryWindow: true}, search: "restarts", seeds: []uint64{1056863129688703774}},
-		{name: "TrustWithoutLowerBound", mut: Mutations{TrustWithoutLowerBound: true}, search: "behind", seeds: []uint64{1355593322235642026}},
-		{name: "PersistenceWaivesPromotion", mut: Mutations{PersistenceWaivesPromotion: true}, search: "promote", seeds: []uint64{5771838755591251981}},
-		{name: "PerRequestMaxTTL", mut: Mutations{PerRequestMaxTTL: true}, search: "mixed", seeds: []uint64{9217632275363446107}},
-		{name: "OkKeyReplicated", mut: Mutations{OkKeyReplicated: true}, search: "behind", seeds: []uint64{3635441849298218962}},
-		{name: "ReaderJoinsWriter", mut: Mutations{ReaderJoinsWriter: true}, search: "famRW", seeds: []uint64{6816838366880486555}},
-		{name: "Rule1AnyExisted", mut: Mutations{Rule1AnyExisted: true}, search: "famRW", seeds: []uint64{4522957543836347084}},
-		{name: "SealOverwrites", mut: Mutations{SealOverwrites: true}, search: "famTokens", seeds: []uint64{7369143787168503716}},
-		{name: "SealRecordsUnrecorded", mut: Mutations{SealRecordsUnrecorded: true}, search: "famStale", budget: 300000, seeds: []uint64{5632444249729780857}},
-		{name: "Rule2ExistedCounter", mut: Mutations{Rule2ExistedCounter: true}, search: "famStale", budget: 150000, seeds: []uint64{5982600933007544753}},
-		{name: "ReseedRecordsToken", mut: Mutations{ReseedRecordsToken: true}, search: "famStale", budget: 50000, seeds: []uint64{2778395991797548491}},
-		{name: "SealCountsAnyNode", mut: Mutations{SealCountsAnyNode: true}, search: "famFinding1", budget: 300000, seeds: []uint64{3298890106829798513}},
+		{name: "NoSecondRound", mut: Mutations{GuardMutations: GuardMutations{NoSecondRound: true}}, search: "base", seeds: []uint64{4394430945733612005}},
+		{name: "NoClockSeed", mut: Mutations{GuardMutations: GuardMutations{NoClockSeed: true}}, search: "restarts", seeds: []uint64{2088781249918376544}},
+		{name: "NoRecoveryWindow", mut: Mutations{GuardMutations: GuardMutations{NoRecoveryWindow: true}}, search: "restarts", seeds: []uint64{1056863129688703774}},
+		{name: "TrustWithoutLowerBound", mut: Mutations{GuardMutations: GuardMutations{TrustWithoutLowerBound: true}}, search: "behind", seeds: []uint64{1355593322235642026}},
+		{name: "PersistenceWaivesPromotion", mut: Mutations{GuardMutations: GuardMutations{PersistenceWaivesPromotion: true}}, search: "promote", seeds: []uint64{5771838755591251981}},
+		{name: "PerRequestMaxTTL", mut: Mutations{GuardMutations: GuardMutations{PerRequestMaxTTL: true}}, search: "mixed", seeds: []uint64{9217632275363446107}},
+		{name: "OkKeyReplicated", mut: Mutations{GuardMutations: GuardMutations{OkKeyReplicated: true}}, search: "behind", seeds: []uint64{3635441849298218962}},
+		{name: "ReaderJoinsWriter", mut: Mutations{FamilyMutations: FamilyMutations{ReaderJoinsWriter: true}}, search: "famRW", seeds: []uint64{6816838366880486555}},
+		{name: "Rule1AnyExisted", mut: Mutations{FamilyMutations: FamilyMutations{Rule1AnyExisted: true}}, search: "famRW", seeds: []uint64{4522957543836347084}},
+		{name: "SealOverwrites", mut: Mutations{FamilyMutations: FamilyMutations{SealOverwrites: true}}, search: "famTokens", seeds: []uint64{7369143787168503716}},
+		{name: "SealRecordsUnrecorded", mut: Mutations{FamilyMutations: FamilyMutations{SealRecordsUnrecorded: true}}, search: "famStale", budget: 300000, seeds: []uint64{5632444249729780857}},
+		{name: "Rule2ExistedCounter", mut: Mutations{FamilyMutations: FamilyMutations{Rule2ExistedCounter: true}}, search: "famStale", budget: 150000, seeds: []uint64{5982600933007544753}},
+		{name: "ReseedRecordsToken", mut: Mutations{FamilyMutations: FamilyMutations{ReseedRecordsToken: true}}, search: "famStale", budget: 50000, seeds: []uint64{2778395991797548491}},
+		{name: "SealCountsAnyNode", mut: Mutations{FamilyMutations: FamilyMutations{SealCountsAnyNode: true}}, search: "famFinding1", budget: 300000, seeds: []uint64{3298890106829798513}},
 		// Issue 24: finding 1, its hardening, and the reviewer's rule-2
 		// variant, each from the initial state.
-		{name: "ReentryRawCounter", mut: Mutations{ReentryRawCounter: true}, search: "famExpiry", seeds: []uint64{2077517015605691279}},
-		{name: "RaiseUnseeded", mut: Mutations{RaiseUnseeded: true}, search: "famRW", seeds: []uint64{3925096356500295844}},
-		{name: "RaiseUnseeded/end-to-end", mut: Mutations{RaiseUnseeded: true}, search: "famRWEnd", budget: 50000, seeds: []uint64{1624464415709628229}},
-		{name: "Rule2RecordedToken", mut: Mutations{Rule2RecordedToken: true}, search: "famReseed", seeds: []uint64{2518716641999151733}},
+		{name: "ReentryRawCounter", mut: Mutations{FamilyMutations: FamilyMutations{ReentryRawCounter: true}}, search: "famExpiry", seeds: []uint64{2077517015605691279}},
+		{name: "RaiseUnseeded", mut: Mutations{GuardMutations: GuardMutations{RaiseUnseeded: true}}, search: "famRW", seeds: []uint64{3925096356500295844}},
+		{name: "RaiseUnseeded/end-to-end", mut: Mutations{GuardMutations: GuardMutations{RaiseUnseeded: true}}, search: "famRWEnd", budget: 50000, seeds: []uint64{1624464415709628229}},
+		{name: "Rule2RecordedToken", mut: Mutations{FamilyMutations: FamilyMutations{Rule2RecordedToken: true}}, search: "famReseed", seeds: []uint64{2518716641999151733}},
 	}
 }
 

@@ -12,8 +12,18 @@
 package model
 
 // Mutations switch parts of the protocol back to earlier, broken versions.
-// The zero value is the protocol as implemented.
+// The zero value is the protocol as implemented. Each switch is a field of
+// one of the embedded groups below, promoted: m.NoSecondRound reads
+// m.GuardMutations.NoSecondRound.
 type Mutations struct {
+	GuardMutations
+	FamilyMutations
+	JointMutations
+	PermitMutations
+}
+
+// GuardMutations are the mutants of the guard and the tokens (docs/fencing.md).
+type GuardMutations struct {
 	// FenceCountsAnyNode counts a second-round confirmation from any node,
 	// not only from a first-round yes-voter (review finding 1).
 	FenceCountsAnyNode bool
@@ -44,9 +54,10 @@ type Mutations struct {
 	// token, without seeding it from the node's time first: a raise
 	// delayed past the counter's expiry writes an old token into it.
 	RaiseUnseeded bool
+}
 
-	// The lock family (family.go, docs/lock-family.md).
-
+// FamilyMutations are the mutants of the lock family (docs/lock-family.md).
+type FamilyMutations struct {
 	// Rule1AnyExisted: the client's rule 1 takes the recorded token of any
 	// yes-vote that found the owner's lock (the largest), without a quorum
 	// of them agreeing on it.
@@ -68,25 +79,6 @@ type Mutations struct {
 	// re-entry then opens new tenures more often. The explorer runs with
 	// it to compare (TestEnoughWait).
 	DecideAtQuorum bool
-
-	// The joint configuration (joint.go, docs/reconfiguration.md).
-
-	// JointDropA and JointDropB: a joint client's rule leaves out the
-	// quorum of the current set (A) or of the next (B).
-	JointDropA, JointDropB bool
-	// NoMoveFloor: a client on B alone takes its token from the votes
-	// alone, without the move floor.
-	NoMoveFloor bool
-	// SkipStep2: a client on B alone starts without step 2 of the
-	// runbook (every client on A alone done, and redlock doctor's "step
-	// 3 is safe", joint.StepOf): the operator's mistake, not the
-	// library's.
-	SkipStep2 bool
-	// FirstWriterFloor: the move floor before issue 33 (joint.Mut): a
-	// joint client writes it once, first writer wins, at a round that
-	// sees no client on A alone; a client on B alone writes one the same
-	// way when none is there; doctor's step 3 asks for no floor.
-	FirstWriterFloor bool
 	// SealOverwrites: seal.lua records the token as the owner's t even
 	// when t is higher.
 	SealOverwrites bool
@@ -103,9 +95,30 @@ type Mutations struct {
 	// ReseedRecordsToken: familyrefresh.lua records the hold's token as
 	// the owner's t when it re-seeds.
 	ReseedRecordsToken bool
+}
 
-	// The semaphore (permit.go, docs/safety.md, "Semaphores").
+// JointMutations are the mutants of the joint configuration (docs/reconfiguration.md).
+type JointMutations struct {
+	// JointDropA and JointDropB: a joint client's rule leaves out the
+	// quorum of the current set (A) or of the next (B).
+	JointDropA, JointDropB bool
+	// NoMoveFloor: a client on B alone takes its token from the votes
+	// alone, without the move floor.
+	NoMoveFloor bool
+	// SkipStep2: a client on B alone starts without step 2 of the
+	// runbook (every client on A alone done, and redlock doctor's "step
+	// 3 is safe", joint.StepOf): the operator's mistake, not the
+	// library's.
+	SkipStep2 bool
+	// FirstWriterFloor: the move floor before issue 33 (joint.Mut): a
+	// joint client writes it once, first writer wins, at a round that
+	// sees no client on A alone; a client on B alone writes one the same
+	// way when none is there; doctor's step 3 asks for no floor.
+	FirstWriterFloor bool
+}
 
+// PermitMutations are the mutants of the semaphore (docs/safety.md, "Semaphores").
+type PermitMutations struct {
 	// PermitMajority: a permit needs a majority of the nodes, not
 	// PermitQuorum.
 	PermitMajority bool

@@ -51,10 +51,10 @@ func permitSearches() map[string]search {
 // permitMutants is TestPermitMutants' mutants.
 func permitMutants() []mutant {
 	return []mutant{
-		{name: "PermitMajority", mut: Mutations{PermitMajority: true}, search: "semBase", seeds: []uint64{1270283819319042918}},
-		{name: "PermitCapacityOffByOne", mut: Mutations{PermitCapacityOffByOne: true}, search: "semBase", seeds: []uint64{4247307932018606231}},
-		{name: "PermitPruneEarly", mut: Mutations{PermitPruneEarly: true}, search: "semRefresh", seeds: []uint64{981170563297185361}},
-		{name: "NoSecondRound", mut: Mutations{NoSecondRound: true}, search: "semRefresh", seeds: []uint64{4017401499879095359}},
+		{name: "PermitMajority", mut: Mutations{PermitMutations: PermitMutations{PermitMajority: true}}, search: "semBase", seeds: []uint64{1270283819319042918}},
+		{name: "PermitCapacityOffByOne", mut: Mutations{PermitMutations: PermitMutations{PermitCapacityOffByOne: true}}, search: "semBase", seeds: []uint64{4247307932018606231}},
+		{name: "PermitPruneEarly", mut: Mutations{PermitMutations: PermitMutations{PermitPruneEarly: true}}, search: "semRefresh", seeds: []uint64{981170563297185361}},
+		{name: "NoSecondRound", mut: Mutations{GuardMutations: GuardMutations{NoSecondRound: true}}, search: "semRefresh", seeds: []uint64{4017401499879095359}},
 	}
 }
 
