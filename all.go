@@ -19,7 +19,7 @@ import (
 // for each other in a cycle (docs/lock-family.md, "Multi-name locks").
 func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duration, opts []ObtainOption, try bool) (*Lock, error) {
 	// Check every name and option before any I/O, as Client.Any's would.
-	check := request{names: names, spec: plainSpec}
+	check := request{names: names, spec: &plainSpec}
 	if err := e.prepare(&check, ttl, opts, try); err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 		if i == len(sorted)-1 {
 			o = opts
 		}
-		r := request{names: []string{name}, spec: plainSpec}
+		r := request{names: []string{name}, spec: &plainSpec}
 		err := e.prepare(&r, ttl, o, try)
 		var l *Lock
 		if err == nil {
@@ -90,7 +90,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 	both := &struct {
 		Lock
 		allOf
-	}{Lock{e: e, label: "plain"}, allOf{parts: parts, done: firstDone(parts)}}
+	}{Lock{e: e, sp: &plainSpec}, allOf{parts: parts, done: firstDone(parts)}}
 	both.Lock.all = &both.allOf
 	return &both.Lock, nil
 }

@@ -338,7 +338,7 @@ func (h *handle) obtain(ctx context.Context, ttl time.Duration, opts []ObtainOpt
 	if h.all {
 		return e.obtainAll(ctx, h.names, ttl, opts, try)
 	}
-	r := request{names: h.names, spec: h.spec}
+	r := request{names: h.names, spec: &h.spec}
 	if err := e.prepare(&r, ttl, opts, try); err != nil {
 		return nil, err
 	}
@@ -377,7 +377,7 @@ func (c *Client) plain(ctx context.Context, name string, ttl time.Duration, opts
 	if ctx == nil {
 		return nil, errNilContext
 	}
-	r := request{spec: plainSpec}
+	r := request{spec: &plainSpec}
 	r.one[0] = name
 	r.names = r.one[:]
 	if err := c.prepare(&r, ttl, opts, try); err != nil {

@@ -46,9 +46,9 @@ type leaseHold struct {
 // e.life for reading.
 func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeout time.Duration, closings uint64) (*Lock, time.Duration, error) {
 	store := e.cfg.fallback
-	l := e.newLock(r.keys[i], &r.spec, r.wait, ttl, timeout)
+	l := e.newLock(r.keys[i], r.spec, r.wait, ttl, timeout)
 	lh := &leaseHold{store: store, name: e.cfg.prefix + r.names[i], closings: closings}
-	l.backend = lh
+	l.lease = lh
 	value := l.secret.hold.ID
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
@@ -108,7 +108,7 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 	if e.cfg.hook == nil {
 		return
 	}
-	ev := AttemptEvent{Name: l.lockName(), Kind: l.label, ObtainID: id, Obtained: err == nil, Degraded: true,
+	ev := AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: err == nil, Degraded: true,
 		Elapsed: e.cfg.now().Sub(start), Err: err, Result: attemptResult(err == nil, err)}
 	if err == nil {
 		ev.Token = l.token
@@ -156,7 +156,7 @@ func (lh *leaseHold) refresh(ctx context.Context, l *Lock, start time.Time, ttl 
 	timeout := e.cfg.nodeTimeoutFor(ttl)
 	newValid := start.Add(e.cfg.validity(ttl))
 	l.mu.Lock()
-	oldValid := l.validUntil
+	oldValid := l.validUntil()
 	l.mu.Unlock()
 	var err error
 	won, refused := false, false
@@ -202,7 +202,7 @@ func (*leaseHold) refreshBatch(start time.Time, plans []refreshPlan) {
 			if e.isClosed() {
 				return
 			}
-			_ = p.l.backend.refresh(p.l.eventCtx(), p.l, start, p.ttl, p.why, true)
+			_ = p.l.backend().refresh(p.l.eventCtx(), p.l, start, p.ttl, p.why, true)
 		})
 	}
 }

@@ -29,8 +29,8 @@ func TestReentrantDepth(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if first.label != "reentrant" || first.Token() <= 0 {
-				t.Fatalf("kind %v, token %d", first.label, first.Token())
+			if first.sp.label != "reentrant" || first.Token() <= 0 {
+				t.Fatalf("kind %v, token %d", first.sp.label, first.Token())
 			}
 			holds := []*Lock{first}
 			for i := range 120 {
@@ -153,8 +153,8 @@ func TestReadWrite(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r1.label != "read" {
-				t.Fatalf("kind %v", r1.label)
+			if r1.sp.label != "read" {
+				t.Fatalf("kind %v", r1.sp.label)
 			}
 			type result struct {
 				l   *Lock

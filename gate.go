@@ -75,7 +75,7 @@ func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration
 // hook and the logger.
 func (l *Lock) reportLoss(err error) {
 	e := l.e
-	held := e.cfg.now().Sub(l.obtainedAt)
+	held := e.cfg.now().Sub(l.obtainedAt())
 	ctx := l.eventCtx()
 	l.emit(ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
 	if lg := e.cfg.logger; lg != nil {

@@ -62,7 +62,7 @@ func (l *Lock) Handoff() ([]byte, error) {
 
 // handoff is Handoff of a lock of one name.
 func (l *Lock) handoff() ([]byte, error) {
-	if l.backend.degraded() {
+	if l.backend().degraded() {
 		return nil, errors.New("redlock: handoff: a lock obtained in degraded mode lives in a lease store of this process's deployment and cannot be handed off")
 	}
 	e := l.e
@@ -72,7 +72,7 @@ func (l *Lock) handoff() ([]byte, error) {
 		return nil, err
 	}
 	h := l.secret.hold
-	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.lockName(), Kind: l.label,
+	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.lockName(), Kind: l.sp.label,
 		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
 	if err != nil {
@@ -86,7 +86,7 @@ func (l *Lock) handoff() ([]byte, error) {
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
 		l.emit(context.Background(), ReleaseEvent{LockInfo: l.info(),
-			Held: now.Sub(l.obtainedAt), Err: errHandedOff, Result: ResultHandedOff, Degraded: l.Degraded()})
+			Held: now.Sub(l.obtainedAt()), Err: errHandedOff, Result: ResultHandedOff, Degraded: l.Degraded()})
 	}
 	return data, nil
 }
@@ -140,7 +140,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
 	// The resumed lock has a new secret of its own (newLock): the claim
 	// makes it the lock's on the nodes, in place of the form's.
-	l := e.newLock(r.keys[0], &r.spec, "", r.ttl, timeout)
+	l := e.newLock(r.keys[0], r.spec, "", r.ttl, timeout)
 	start := e.cfg.now()
 	res := l.claim(ctx, f, timeout)
 	if !res.Won {
@@ -200,7 +200,7 @@ func (e *engine) readForm(handoff []byte, opts []ObtainOption) (*handoffForm, *r
 	if f.Mode != "" && f.Mode != sp.mode() {
 		return nil, nil, invalid("handoff: mode %q of a %s lock", f.Mode, f.Kind)
 	}
-	r := &request{spec: sp}
+	r := &request{spec: &sp}
 	r.one[0] = f.Name
 	r.names = r.one[:]
 	if err := e.prepare(r, time.Duration(f.TTL)*time.Millisecond, opts, false); err != nil {

@@ -273,7 +273,7 @@ func lateRefresh(t *testing.T, l *Lock) []script.RefreshResult {
 	e := l.e
 	var out []script.RefreshResult
 	for i, n := range e.nodes {
-		r, err := l.kind.refresh(l.keys.on(e, i), &l.secret, l.ttl).Run(context.Background(), n.Conn, e.guard(i))
+		r, err := l.sp.kind.refresh(l.keys.on(e, i), &l.secret, l.ttl).Run(context.Background(), n.Conn, e.guard(i))
 		if err != nil {
 			t.Fatalf("node %d: the late refresh: %v", i, err)
 		}

@@ -29,11 +29,11 @@ type keeper struct {
 }
 
 // refreshAt is when the next automatic refresh is due. l.mu must be held.
-func (l *Lock) refreshAt() time.Time { return l.obtainedAt.Add(l.refreshIn) }
+func (l *Lock) refreshAt() time.Time { return l.obtainedAt().Add(l.refreshIn) }
 
 // setRefreshAt sets when the next automatic refresh is due. l.mu must be
 // held.
-func (l *Lock) setRefreshAt(t time.Time) { l.refreshIn = t.Sub(l.obtainedAt) }
+func (l *Lock) setRefreshAt(t time.Time) { l.refreshIn = t.Sub(l.obtainedAt()) }
 
 // holdUntil is the time past which automatic refresh does not extend the
 // lock (WithMaxHold); zero: no limit. l.mu must be held.
@@ -41,7 +41,7 @@ func (l *Lock) holdUntil() time.Time {
 	if l.maxHold == 0 {
 		return time.Time{}
 	}
-	return l.obtainedAt.Add(l.maxHold)
+	return l.obtainedAt().Add(l.maxHold)
 }
 
 // fire handles the locks whose scheduled event has come: a lock past its
@@ -98,13 +98,13 @@ func (e *engine) refreshBatch(batch []*Lock) {
 		if byBackend == nil {
 			byBackend = make(map[backend][]refreshPlan, 1)
 		}
-		plans := byBackend[l.backend]
+		b := l.backend()
+		plans := byBackend[b]
 		if plans == nil {
 			plans = make([]refreshPlan, 0, len(batch))
 		}
 		t := e.cfg.nodeTimeoutFor(ttl)
-		byBackend[l.backend] = append(plans, refreshPlan{l: l, ttl: ttl, why: why, timeout: t,
-			newValid: start.Add(e.cfg.validity(ttl)), oldValid: old})
+		byBackend[b] = append(plans, refreshPlan{l: l, ttl: ttl, why: why, timeout: t, oldValid: old})
 	}
 	for b, plans := range byBackend {
 		b.refreshBatch(start, plans)
@@ -137,7 +137,7 @@ func (l *Lock) keepAlive(interval, maxHold time.Duration) {
 		l.interval = l.ttl / 3
 		l.ttlInterval = true
 	}
-	l.setRefreshAt(l.e.grid(l.obtainedAt.Add(l.interval), l.interval))
+	l.setRefreshAt(l.e.grid(l.obtainedAt().Add(l.interval), l.interval))
 	l.maxHold = maxHold
 }
 
@@ -194,7 +194,7 @@ func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, why string, vali
 			return 0, why, time.Time{}, false
 		}
 	}
-	return ttl, why, l.validUntil, true
+	return ttl, why, l.validUntil(), true
 }
 
 // refreshLater moves an automatic refresh that could not start at now (an

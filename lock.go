@@ -38,18 +38,19 @@ type Lock struct {
 	all *allOf
 	e   *engine
 	// The lock's name is not kept: it is read back from its key (lockName).
-	label Kind // the kind's label in events
-	kind  kind
-	keys  lockKeys
+	// sp is its handle's kind, label and prototype hold (kind.go), shared
+	// by the handle's locks.
+	sp   *spec
+	keys lockKeys
 	// secret is the kind's part of the lock: its value or hold.
 	secret secret
 	// quorum is which nodes must agree to each round of the lock: shared
 	// by the locks of one rule (engine.sharedRule).
 	quorum *quorum.Rule
 	token  int64
-	// backend holds the lock: the nodes (rounds.go), or the degraded
-	// mode's lease store (degraded.go).
-	backend backend
+	// lease is the lease of a lock obtained in degraded mode (degraded.go);
+	// nil for a lock held on the nodes (rounds.go). See backend.
+	lease *leaseHold
 
 	// op serializes the network operations on the lock (Refresh, Release,
 	// automatic refresh), so that a refresh cannot re-seed a key that a
@@ -109,6 +110,14 @@ type ending struct {
 	regAt int32
 }
 
+// backend is where the lock is held: its lease, or the nodes.
+func (l *Lock) backend() backend {
+	if l.lease != nil {
+		return l.lease
+	}
+	return nodeBackend{}
+}
+
 // backend is where a lock is held: the nodes (the lock's own rounds,
 // rounds.go), or the degraded mode's lease store (degraded.go).
 type backend interface {
@@ -128,23 +137,28 @@ type backend interface {
 }
 
 // refreshPlan is one lock of an automatic refresh: the TTL it asks for and
-// why, its per-node timeout, and its validity before and after.
+// why, its per-node timeout, and its validity before (and after: newValid).
+// A batch holds one per lock, thousands at a time.
 type refreshPlan struct {
 	l        *Lock
 	ttl      time.Duration
 	why      string
 	timeout  time.Duration
-	newValid time.Time
 	oldValid time.Time
+}
+
+// newValid is the validity of the plan's refresh if it wins, sent at start.
+func (p *refreshPlan) newValid(start time.Time) time.Time {
+	return start.Add(p.l.e.cfg.validity(p.ttl))
 }
 
 // newLock is a lock of the spec's kind about to be acquired under its key
 // (redisKey of its name), with a new secret made from the spec's prototype hold.
 // The lock keeps the key only, from which lockName reads the name back.
 func (e *engine) newLock(key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
-	l := &Lock{e: e, label: sp.label, kind: sp.kind, keys: e.keysOf(key),
+	l := &Lock{e: e, sp: sp, keys: e.keysOf(key),
 		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
-		quorum:   e.sharedRule(sp), backend: nodeBackend{}}
+		quorum:   e.sharedRule(sp)}
 	l.secret = sp.newSecret(key, newValue(), wait)
 	l.ka.Value = l
 	return l
@@ -319,7 +333,7 @@ func (l *Lock) refreshOnce(ctx context.Context, ttl time.Duration) error {
 	if err := l.check(start); err != nil {
 		return err
 	}
-	return l.backend.refresh(ctx, l, start, ttl, why, false)
+	return l.backend().refresh(ctx, l, start, ttl, why, false)
 }
 
 // Release deletes the lock on every node where it still holds our value.
@@ -372,7 +386,7 @@ func (l *Lock) release(ctx context.Context) error {
 	l.mu.Unlock()
 	l.end(errReleased)
 	l.endReported() // a loss being reported goes first
-	err := l.backend.release(ctx, l, timeout, confirmed)
+	err := l.backend().release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
 	lost := errors.Is(l.err, ErrLost)
@@ -380,7 +394,7 @@ func (l *Lock) release(ctx context.Context) error {
 	e.forget(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(ctx, ReleaseEvent{LockInfo: l.info(), Held: now.Sub(l.obtainedAt),
+		l.emit(ctx, ReleaseEvent{LockInfo: l.info(), Held: now.Sub(l.obtainedAt()),
 			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err), Lost: lost, Degraded: l.Degraded()})
 	}
 	return err
@@ -389,12 +403,12 @@ func (l *Lock) release(ctx context.Context) error {
 // The variant of a lock of one name: the Lock's own state.
 
 func (l *Lock) lockParts() []*Lock { return nil }
-func (l *Lock) isDegraded() bool   { return l.backend.degraded() }
+func (l *Lock) isDegraded() bool   { return l.backend().degraded() }
 
 func (l *Lock) heldUntil() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.validUntil
+	return l.validUntil()
 }
 
 func (l *Lock) lastTTL() time.Duration {
@@ -441,7 +455,7 @@ func (l *Lock) end(err error) {
 		return
 	}
 	l.err = err
-	l.validUntil = time.Time{}
+	l.setValidUntil(time.Time{})
 	do := l.do
 	l.mu.Unlock()
 	// Done is closed last, so that whoever waits on it finds the loss

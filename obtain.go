@@ -175,7 +175,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 // second round when the token needs one. The caller holds e.life for
 // reading.
 func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout time.Duration) (*Lock, time.Duration, error) {
-	l := e.newLock(r.keys[i], &r.spec, r.wait, ttl, timeout)
+	l := e.newLock(r.keys[i], r.spec, r.wait, ttl, timeout)
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
 	// The call of every node that is not a Redis Cluster: their keys and
@@ -183,7 +183,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	var plain script.Call
 	fence := l.keys.fence()
 	if p := e.layout.plainNode; p >= 0 {
-		plain = l.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.guard(p))
+		plain = l.sp.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.guard(p))
 	}
 	round := quorum.Round[script.Acquired]{
 		Nodes:   e.nodes,
@@ -193,13 +193,13 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
 			call := plain
 			if n.Cluster {
-				call = l.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
+				call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
 			}
 			a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
 			return a, kindError(err)
 		},
 		Agree:      script.Acquired.OK,
-		Enough:     l.kind.enough(&l.secret, *l.quorum),
+		Enough:     l.sp.kind.enough(&l.secret, *l.quorum),
 		ValidUntil: validUntil,
 		Settle: func(n *quorum.Node, a script.Acquired, err error, won, late bool) {
 			// A failed attempt must not leave our key behind: release
@@ -232,7 +232,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if res.Pending != 0 {
 		l.expectLate(res.Pending)
 	}
-	token, second := e.moveFloor(l.kind.token(res.Replies, *l.quorum))
+	token, second := e.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
 	var err error
 	if second {
 		err = e.raise(ctx, l, res.Replies, token, validUntil)
@@ -272,7 +272,7 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 		Timeout: l.nodeTimeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (error, error) {
-			return e.firstRoundNo(replies[n.Index]), l.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.guard(n.Index))
+			return e.firstRoundNo(replies[n.Index]), l.sp.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.guard(n.Index))
 		},
 		Agree:      func(no error) bool { return no == nil },
 		ValidUntil: validUntil,
@@ -306,7 +306,7 @@ func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.T
 	e.logNodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
-		e.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
+		e.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err, Result: attemptResult(obtained, err)})
 	}
 }

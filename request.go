@@ -10,7 +10,7 @@ type request struct {
 	one, oneKey [1]string
 	names       []string
 	keys        []string
-	spec                      // the kind asked for
+	*spec                     // the kind asked for: a handle's, or a package spec
 	ttl         time.Duration // the TTL asked for, checked
 	o           obtainConfig
 	id          uint64 // ObtainID, when observed

@@ -24,7 +24,7 @@ func (nodeBackend) ranOut(*Lock) error { return nil }
 func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl time.Duration, why string, auto bool) error {
 	e := l.e
 	l.mu.Lock()
-	validUntil := l.validUntil
+	validUntil := l.validUntil()
 	l.mu.Unlock()
 	timeout := e.cfg.nodeTimeoutFor(ttl)
 	newValid := start.Add(e.cfg.validity(ttl))
@@ -34,7 +34,7 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 		Timeout: timeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-			return l.kind.refresh(l.keys.on(e, n.Index), &l.secret, ttl).Run(ctx, n.Conn, e.guard(n.Index))
+			return l.sp.kind.refresh(l.keys.on(e, n.Index), &l.secret, ttl).Run(ctx, n.Conn, e.guard(n.Index))
 		},
 		Agree: script.RefreshResult.Agrees,
 		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
@@ -117,6 +117,29 @@ func splitTimeout(plans []refreshPlan) (group, rest []refreshPlan) {
 	return group, rest
 }
 
+// refreshItems are the items of a batch on each node, made before its
+// round. They are the same on every node but for the epoch record's key,
+// which is each lock's own on a Cluster node (lockKeys.on): one list for
+// the nodes of each kind.
+func refreshItems(e *engine, plans []refreshPlan) (itemsOf func(node int) []script.RefreshItem) {
+	var items [2][]script.RefreshItem // [0]: not a Cluster, [1]: a Cluster
+	at := func(i int) *[]script.RefreshItem {
+		if e.nodes[i].Cluster {
+			return &items[1]
+		}
+		return &items[0]
+	}
+	for i := range e.nodes {
+		if it := at(i); *it == nil {
+			*it = make([]script.RefreshItem, len(plans))
+			for j, p := range plans {
+				(*it)[j] = p.l.sp.kind.refresh(p.l.keys.on(e, i), &p.l.secret, p.ttl)
+			}
+		}
+	}
+	return func(i int) []script.RefreshItem { return *at(i) }
+}
+
 // refreshGroup refreshes locks that share a per-node timeout: one pipeline
 // per node, and a quorum decision per lock.
 func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
@@ -125,6 +148,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 		results []script.RefreshResult
 		errs    []error
 	}
+	itemsOf := refreshItems(e, plans)
 	round := quorum.Round[batchReply]{
 		Nodes:   e.nodes,
 		Quorum:  e.majority,
@@ -132,11 +156,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
-			items := make([]script.RefreshItem, len(plans))
-			for i, p := range plans {
-				items[i] = p.l.kind.refresh(p.l.keys.on(e, n.Index), &p.l.secret, p.ttl)
-			}
-			results, errs, err := script.RefreshBatch(ctx, n.Conn, items, e.guard(n.Index))
+			results, errs, err := script.RefreshBatch(ctx, n.Conn, itemsOf(n.Index), e.guard(n.Index))
 			return batchReply{results, errs}, err
 		},
 		Agree: func(batchReply) bool { return true },
@@ -175,14 +195,15 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 				}
 			}
 		}
-		res.Won = p.l.quorum.Met(res.Yes) && now.Before(minTime(p.oldValid, p.newValid))
-		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.why, p.timeout, p.newValid, true)
+		newValid := p.newValid(start)
+		res.Won = p.l.quorum.Met(res.Yes) && now.Before(minTime(p.oldValid, newValid))
+		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.why, p.timeout, newValid, true)
 	}
 }
 
 func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, confirmed uint64) error {
 	e := l.e
-	plain := l.kind.release(l.keys.key, &l.secret, true, false)
+	plain := l.sp.kind.release(l.keys.key, &l.secret, true, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   e.nodes,
 		Quorum:  *l.quorum,
@@ -216,7 +237,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 			}
 			call := plain
 			if n.Cluster {
-				call = l.kind.release(l.keys.key, &l.secret, true, true)
+				call = l.sp.kind.release(l.keys.key, &l.secret, true, true)
 			}
 			return call.Release(ctx, n.Conn)
 		},
@@ -251,7 +272,7 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 		Force:   true,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := l.kind.release(l.keys.key, &l.secret, false, false).Release(ctx, n.Conn)
+			r, err := l.sp.kind.release(l.keys.key, &l.secret, false, false).Release(ctx, n.Conn)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },

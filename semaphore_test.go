@@ -144,8 +144,8 @@ func TestPermitIsALock(t *testing.T) {
 		if err != nil {
 			t.Fatalf("permit %d: %v", i, err)
 		}
-		if l.label != "permit" || l.Token() <= 0 || l.Name() != "sem" || l.Err() != nil {
-			t.Fatalf("permit %d: kind %v, token %d, key %q, err %v", i, l.label, l.Token(), l.Name(), l.Err())
+		if l.sp.label != "permit" || l.Token() <= 0 || l.Name() != "sem" || l.Err() != nil {
+			t.Fatalf("permit %d: kind %v, token %d, key %q, err %v", i, l.sp.label, l.Token(), l.Name(), l.Err())
 		}
 		held = append(held, l)
 	}

@@ -2,46 +2,77 @@ package redlock
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
 // validity is the part of a lock that says how long it is held: the TTL
 // of its last round, the per-node timeout that goes with it, and the time
 // until which a quorum is guaranteed to hold it. The Lock's mu guards it.
+//
+// Its times are durations: when the lock was obtained, from the Client's
+// origin (the keep-alive schedule's, keepalive.Scheduler.Origin), and the
+// validity's end from then, like the keep-alive's own times (keeper).
+// There is one per held lock, and a duration is a third of a time.Time.
 type validity struct {
 	ttl time.Duration
 	// base is the TTL asked for, which WithAdaptiveTTL adjusts; 0: as
 	// given.
 	base        time.Duration
 	nodeTimeout time.Duration
-	validUntil  time.Time
-	obtainedAt  time.Time
+	obtainedIn  time.Duration // obtainedAt, from the Client's origin
+	validFor    time.Duration // validUntil, from obtainedAt; noValidity once ended
+}
+
+// noValidity is validFor once the lock ended: its validUntil is zero.
+const noValidity time.Duration = math.MinInt64
+
+// obtainedAt is when the lock's acquire round was sent.
+func (l *Lock) obtainedAt() time.Time { return l.e.sched.Origin().Add(l.obtainedIn) }
+
+// validUntil is the time until which a quorum is guaranteed to hold the
+// lock; zero once it ended. l.mu must be held once the lock is shared.
+func (l *Lock) validUntil() time.Time {
+	if l.validFor == noValidity {
+		return time.Time{}
+	}
+	return l.obtainedAt().Add(l.validFor)
+}
+
+// setValidUntil records the validity's end t (zero: the lock ended).
+func (l *Lock) setValidUntil(t time.Time) {
+	if t.IsZero() {
+		l.validFor = noValidity
+		return
+	}
+	l.validFor = t.Sub(l.obtainedAt())
 }
 
 // lossDeadline is the moment from which no refresh could be confirmed
 // before validUntil.
-func (v *validity) lossDeadline() time.Time {
-	return v.validUntil.Add(-v.nodeTimeout)
+func (l *Lock) lossDeadline() time.Time {
+	return l.validUntil().Add(-l.nodeTimeout)
 }
 
 // extend records a won round sent at start: its validity, TTL and per-node
 // timeout.
-func (v *validity) extend(validUntil time.Time, ttl, timeout time.Duration) {
-	v.validUntil, v.ttl, v.nodeTimeout = validUntil, ttl, timeout
+func (l *Lock) extend(validUntil time.Time, ttl, timeout time.Duration) {
+	l.setValidUntil(validUntil)
+	l.ttl, l.nodeTimeout = ttl, timeout
 }
 
 // lower records a round that did not win, whose validity would have been
 // validUntil: it may have shortened the keys on some nodes, so only the
 // earlier of the two validities is still guaranteed.
-func (v *validity) lower(validUntil time.Time) {
-	if validUntil.Before(v.validUntil) {
-		v.validUntil = validUntil
+func (l *Lock) lower(validUntil time.Time) {
+	if validUntil.Before(l.validUntil()) {
+		l.setValidUntil(validUntil)
 	}
 }
 
 // ranOut is the error of a lock whose validity ran out without a refresh.
 func (l *Lock) ranOut() error {
-	if why := l.backend.ranOut(l); why != nil {
+	if why := l.backend().ranOut(l); why != nil {
 		return fmt.Errorf("%w: %w", ErrLost, why)
 	}
 	l.mu.Lock()
@@ -120,8 +151,8 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 // its validity, the nodes that voted yes, and its ID when the Client is
 // observed.
 func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
-	l.validUntil = validUntil
-	l.obtainedAt = start
+	l.obtainedIn = start.Sub(l.e.sched.Origin())
+	l.setValidUntil(validUntil)
 	l.late.confirm(len(l.e.nodes), yes)
 	l.open(l.e)
 }
