@@ -43,14 +43,14 @@ type Scheduler[T any] struct {
 	now    func() time.Time
 	origin time.Time // of the entries' deadlines: now at New
 
-	mu      sync.Mutex
-	h       buckets[T]           // by deadline
-	at      map[int64]*bucket[T] // the buckets by deadline
-	n       int                  // scheduled entries
+	mu sync.Mutex
+	h  buckets[T]           // by deadline
+	at map[int64]*bucket[T] // the buckets by deadline
+	n  int                  // scheduled entries
 	// spare is the list of the last entries fired, empty, for the next
 	// new bucket: a cohort of thousands of locks fires, and its locks are
 	// scheduled again into one bucket of about as many.
-	spare []*Entry[T]
+	spare   []*Entry[T]
 	started bool
 	stopped bool
 	wake    chan struct{} // buffered 1: the earliest deadline changed
