@@ -49,7 +49,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	l := e.newLock(r.keys[i], r.spec, r.wait, ttl, timeout)
 	lh := &leaseHold{store: store, name: e.cfg.prefix + r.names[i], closings: closings}
 	l.lease = lh
-	value := l.secret.hold.ID
+	value := l.secret.id
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
 	// Like a round's requests, the store's is not abandoned when ctx ends,
@@ -167,7 +167,7 @@ func (lh *leaseHold) refresh(ctx context.Context, l *Lock, start time.Time, ttl 
 		err = fmt.Errorf("redlock: refresh: %w; it runs out at its validity", ErrDegraded)
 	} else {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-		ok, serr := lh.store.Extend(sctx, lh.name, l.secret.hold.ID, lh.version, ttl)
+		ok, serr := lh.store.Extend(sctx, lh.name, l.secret.id, lh.version, ttl)
 		cancel()
 		switch {
 		case serr != nil:
@@ -211,7 +211,7 @@ func (*leaseHold) refreshBatch(start time.Time, plans []refreshPlan) {
 // another owner's, is not held: the release says so with ErrNotHeld, as a
 // release on the nodes does.
 func (lh *leaseHold) release(_ context.Context, l *Lock, timeout time.Duration, _ uint64) error {
-	ok, err := l.e.releaseLease(lh.store, lh.name, l.secret.hold.ID, lh.version, timeout)
+	ok, err := l.e.releaseLease(lh.store, lh.name, l.secret.id, lh.version, timeout)
 	switch {
 	case err != nil:
 		return fmt.Errorf("redlock: release (degraded mode): lease store: %w", err)

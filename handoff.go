@@ -71,7 +71,7 @@ func (l *Lock) handoff() ([]byte, error) {
 	if err := l.check(e.cfg.now()); err != nil {
 		return nil, err
 	}
-	h := l.secret.hold
+	h := l.secret.holdOf()
 	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.lockName(), Kind: l.sp.label,
 		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
@@ -214,10 +214,7 @@ func (e *engine) readForm(handoff []byte, opts []ObtainOption) (*handoffForm, *r
 // holder can have drawn a token.
 func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration) quorum.Result[script.Claim] {
 	e := l.e
-	var hold *script.Hold
-	if l.secret.hold.Mode != 0 {
-		hold = &l.secret.hold
-	}
+	hold := l.secret.hold // nil for a plain lock
 	round := quorum.Round[script.Claim]{
 		Nodes:   e.nodes,
 		Quorum:  *l.quorum,
@@ -225,7 +222,7 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
-			call := script.ClaimCall(l.keys.key, l.keys.fence(), hold, f.Secret, l.secret.hold.ID, f.Token, e.guard(n.Index).FenceTTL)
+			call := script.ClaimCall(l.keys.key, l.keys.fence(), hold, f.Secret, l.secret.id, f.Token, e.guard(n.Index).FenceTTL)
 			c, err := call.Claim(ctx, n.Conn)
 			return c, kindError(err)
 		},

@@ -47,8 +47,9 @@ const (
 // (majority, pttlProbe, fenced, noMark, holds).
 type kind interface {
 	// newSecret makes the secret of a lock of the kind under key, its
-	// value (or its hold's ID) id, from the handle's prototype hold.
-	newSecret(key string, proto *script.Hold, id, wait string) secret
+	// value (or its hold's ID) id, from the handle's prototype hold; a
+	// kind of holds writes the lock's hold to hold (newLock's storage).
+	newSecret(key string, proto *script.Hold, id, wait string, hold *script.Hold) secret
 	// quorum is how many of n nodes must agree to each round of a lock.
 	quorum(n int, proto *script.Hold) int
 	// acquire, refresh and release are the lock's calls on one node
@@ -94,10 +95,21 @@ type kind interface {
 
 // secret is what makes a lock its holder's on the nodes: the random value
 // of a plain lock, or the hold of a lock of the family or of a permit,
-// with its random ID.
+// with its random ID. A plain lock, the most held, has no hold: its hold
+// is stored beside the Lock of the others (newLock), not in every Lock.
 type secret struct {
-	hold script.Hold     // Mode 0 for a plain lock, whose value is hold.ID
+	id   string          // the value, or the hold's ID
+	hold *script.Hold    // nil for a plain lock
 	args script.LockArgs // a plain lock's key and value, boxed once
+}
+
+// holdOf is the lock's hold: a plain lock's has its value as ID, and
+// Mode 0.
+func (s *secret) holdOf() script.Hold {
+	if s.hold != nil {
+		return *s.hold
+	}
+	return script.Hold{ID: s.id}
 }
 
 // newValue returns 128 random bits, hex-encoded: the owner's secret.
@@ -126,9 +138,13 @@ var (
 
 // newSecret makes the secret of a new lock of the spec under key: its
 // value (or hold's ID) id, and an exclusive hold's writer mark wait.
-func (sp *spec) newSecret(key, id, wait string) secret {
-	return sp.kind.newSecret(key, &sp.proto, id, wait)
+func (sp *spec) newSecret(key, id, wait string, hold *script.Hold) secret {
+	return sp.kind.newSecret(key, &sp.proto, id, wait, hold)
 }
+
+// hasHold is true for the kinds of holds (the family and the semaphore),
+// whose locks are stored with their hold (newLock).
+func (sp *spec) hasHold() bool { return sp.proto.Mode != 0 }
 
 // quorum is how many of n nodes must agree to each round of the spec's
 // locks.
@@ -276,8 +292,8 @@ type plain struct {
 	noMark
 }
 
-func (plain) newSecret(key string, _ *script.Hold, id, _ string) secret {
-	return secret{hold: script.Hold{ID: id}, args: script.NewLockArgs(key, id)}
+func (plain) newSecret(key string, _ *script.Hold, id, _ string, _ *script.Hold) secret {
+	return secret{id: id, args: script.NewLockArgs(key, id)}
 }
 
 func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
@@ -285,7 +301,7 @@ func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard
 }
 
 func (plain) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, Value: s.hold.ID, TTL: ttl, Boxed: s.args}
+	return script.RefreshItem{Keys: k, Value: s.id, TTL: ttl, Boxed: s.args}
 }
 
 func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {
@@ -298,7 +314,7 @@ func (plain) check(key string, _ *secret) [][]any { return [][]any{{"GET", key},
 // WRONGTYPE, no holding either).
 func (plain) holding(replies []driver.Reply, s *secret) (bool, time.Duration) {
 	v, err := reply.String(replies[0].Val, replies[0].Err)
-	if err != nil || v != s.hold.ID {
+	if err != nil || v != s.id {
 		return false, 0
 	}
 	ms, err := reply.Int64(replies[1].Val, replies[1].Err)
@@ -352,8 +368,8 @@ type family struct {
 	holds
 }
 
-func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
-	h := *proto
+func (family) newSecret(_ string, proto *script.Hold, id, wait string, h *script.Hold) secret {
+	*h = *proto
 	h.ID = id
 	if h.Mode == keys.ModeWrite {
 		if h.Owner == "" { // a writer: an owner of its own
@@ -361,19 +377,19 @@ func (family) newSecret(_ string, proto *script.Hold, id, wait string) secret {
 		}
 		h.Wait = wait
 	}
-	return secret{hold: h}
+	return secret{id: id, hold: h}
 }
 
 func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
-	return script.FamilyAcquireCall(k, s.hold, ttl, g)
+	return script.FamilyAcquireCall(k, *s.hold, ttl, g)
 }
 
 func (family) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.FamilyRefresh(k, &s.hold, ttl)
+	return script.FamilyRefresh(k, s.hold, ttl)
 }
 
 func (family) release(key string, s *secret, publish, sharded bool) script.Call {
-	return script.FamilyReleaseCall(key, s.hold, releaseChannel(key, publish), sharded)
+	return script.FamilyReleaseCall(key, *s.hold, releaseChannel(key, publish), sharded)
 }
 
 // enough: an exclusive hold whose votes found the owner's lock waits for
@@ -467,7 +483,7 @@ func (family) raise(ctx context.Context, n driver.Node, k script.Keys, token int
 // holdCheck reads the expiry of a hold (holds.lua: a hash field h:ID whose
 // value is its expiry on the node's clock) and the node's time.
 func holdCheck(key string, s *secret) [][]any {
-	return [][]any{{"HGET", key, keys.Hold(s.hold.ID)}, {"TIME"}}
+	return [][]any{{"HGET", key, keys.Hold(s.id)}, {"TIME"}}
 }
 
 // holdLeft decodes holdCheck's replies: the hold is live, for that long.
@@ -527,10 +543,10 @@ type permit struct {
 	holds
 }
 
-func (permit) newSecret(_ string, proto *script.Hold, id, _ string) secret {
-	h := *proto
+func (permit) newSecret(_ string, proto *script.Hold, id, _ string, h *script.Hold) secret {
+	*h = *proto
 	h.ID = id
-	return secret{hold: h}
+	return secret{id: id, hold: h}
 }
 
 // quorum is limits.PermitQuorum: floor(n·k/(k+1)) + 1 (docs/safety.md,
@@ -538,15 +554,15 @@ func (permit) newSecret(_ string, proto *script.Hold, id, _ string) secret {
 func (permit) quorum(n int, proto *script.Hold) int { return limits.PermitQuorum(n, proto.Permits) }
 
 func (permit) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call {
-	return script.PermitAcquireCall(k, s.hold, ttl, g)
+	return script.PermitAcquireCall(k, *s.hold, ttl, g)
 }
 
 func (permit) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.PermitRefresh(k, &s.hold, ttl)
+	return script.PermitRefresh(k, s.hold, ttl)
 }
 
 func (permit) release(key string, s *secret, publish, sharded bool) script.Call {
-	return script.PermitReleaseCall(key, s.hold, releaseChannel(key, publish), sharded)
+	return script.PermitReleaseCall(key, *s.hold, releaseChannel(key, publish), sharded)
 }
 
 func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIME"}} }

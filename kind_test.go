@@ -100,17 +100,17 @@ func TestTokenFamily(t *testing.T) {
 // recorded token; a reader, and a hold whose votes found nothing, decide
 // on the count alone.
 func TestEnoughFamily(t *testing.T) {
-	reader := familyKind.newSecret("{k}", &readerSpec.proto, "id", "")
+	reader := familyKind.newSecret("{k}", &readerSpec.proto, "id", "", new(script.Hold))
 	if familyKind.enough(&reader, quorum.Count(2)) != nil {
 		t.Error("a reader has a vote rule beyond the count")
 	}
 	for _, k := range []kind{plainKind, permitKind} {
-		s := k.newSecret("{k}", &script.Hold{Mode: keys.ModePermit, Permits: 2}, "id", "")
+		s := k.newSecret("{k}", &script.Hold{Mode: keys.ModePermit, Permits: 2}, "id", "", new(script.Hold))
 		if k.enough(&s, quorum.Count(2)) != nil {
 			t.Errorf("%T has a vote rule beyond the count", k)
 		}
 	}
-	writer := familyKind.newSecret("{k}", &writerSpec.proto, "id", "wait")
+	writer := familyKind.newSecret("{k}", &writerSpec.proto, "id", "wait", new(script.Hold))
 	enough := familyKind.enough(&writer, quorum.Count(2))
 	if enough == nil {
 		t.Fatal("a writer has no vote rule")

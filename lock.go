@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Lock is a lock obtained through a handle (or the Client's Obtain,
@@ -155,11 +156,23 @@ func (p *refreshPlan) newValid(start time.Time) time.Time {
 // newLock is a lock of the spec's kind about to be acquired under its key
 // (redisKey of its name), with a new secret made from the spec's prototype hold.
 // The lock keeps the key only, from which lockName reads the name back.
+// A lock of a kind of holds is one allocation with its hold, as when every
+// Lock had room for one.
 func (e *engine) newLock(key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
-	l := &Lock{e: e, sp: sp, keys: e.keysOf(key),
-		validity: validity{ttl: ttl, nodeTimeout: nodeTimeout},
-		quorum:   e.sharedRule(sp)}
-	l.secret = sp.newSecret(key, newValue(), wait)
+	var l *Lock
+	var hold *script.Hold
+	if sp.hasHold() {
+		both := new(struct {
+			Lock
+			hold script.Hold
+		})
+		l, hold = &both.Lock, &both.hold
+	} else {
+		l = new(Lock)
+	}
+	l.e, l.sp, l.keys, l.quorum = e, sp, e.keysOf(key), e.sharedRule(sp)
+	l.ttl, l.nodeTimeout = ttl, nodeTimeout
+	l.secret = sp.newSecret(key, newValue(), wait, hold)
 	l.ka.Value = l
 	return l
 }

@@ -61,7 +61,7 @@ func TestSentinelNode(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		if v, ok := rawGet(t, master, "sentinel-after"); !ok || v != l.secret.hold.ID {
+		if v, ok := rawGet(t, master, "sentinel-after"); !ok || v != l.secret.id {
 			_ = l.Release(ctx)
 			return false
 		}
