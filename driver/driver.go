@@ -59,7 +59,8 @@ type Node interface {
 	// Pipe sends the commands in one round trip and returns each reply in
 	// order. err is set when the node itself failed (no reply at all);
 	// otherwise every command has its own Reply, an error reply included.
-	// cmds is not kept, and must not be modified. A pipeline that holds a
+	// cmds is not kept, and must not be modified; an empty command is an
+	// error of the whole pipeline. A pipeline that holds a
 	// WAIT (WithReplicaAck) must run on one connection, in order, so that
 	// WAIT counts the replicas of the writes before it: on a Redis
 	// Cluster, a connection to the master of those writes' keys, not

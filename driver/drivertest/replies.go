@@ -178,6 +178,11 @@ func testPipelines(t *testing.T, d Driver) {
 			t.Fatalf("ECHO %d: %#v, %v", i, r.Val, r.Err)
 		}
 	}
+
+	// An empty command is refused with an error, not sent or panicked on.
+	if _, err := n.Pipe(ctx, [][]any{{"GET", k}, {}}); err == nil {
+		t.Error("Pipe with an empty command: no error")
+	}
 }
 
 // redlock's script layer over the driver: EVALSHA, NOSCRIPT and the EVAL

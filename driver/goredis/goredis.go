@@ -228,7 +228,9 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 		}
 		out[i] = redis.NewCmd(ctx, args...)
 	}
-	_ = p.BatchProcess(ctx, out...)
+	if err := p.BatchProcess(ctx, out...); err != nil {
+		return nil, err
+	}
 	if _, err := p.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) && !driver.IsReply(err) {
 		n.g.observe(err)
 		return nil, err
