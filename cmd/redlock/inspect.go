@@ -136,13 +136,16 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	showOwner := fs.Bool("show-owner", false, "show the owner ID of a read-write or reentrant lock in clear, not a fingerprint")
 	nf.register(fs)
 	nx.register(fs)
-	if code, ok := cmd.parse(inspectHelp, args); !ok {
+	ops, code, ok := cmd.parseMixed(inspectHelp, args, -1)
+	if !ok {
 		return code
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME (flags go before it)\nRun \"redlock inspect --help\" for usage.")
+	names := append(ops.names, ops.rest...)
+	if len(names) != 1 || names[0] == "" {
+		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME\nRun \"redlock inspect --help\" for usage.")
 		return exitUsage
 	}
+	name := names[0]
 	specs, _, err := nf.resolve()
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
@@ -152,7 +155,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return cmd.fail(exitUsage, "%v", err)
 	}
 	layout := keys.Layout{Prefix: *prefix}
-	if _, err := layout.Lock(fs.Arg(0)); err != nil {
+	if _, err := layout.Lock(name); err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
 	conns := openAll(specs, nf.timeout)
@@ -165,7 +168,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rule = quorum.Joint(a, limits.Majority(bits.OnesCount64(a)), b, limits.Majority(bits.OnesCount64(b)))
 	}
 
-	rep := inspect(ctx, conns, rule, fs.Arg(0), layout, nf.timeout, *showOwner)
+	rep := inspect(ctx, conns, rule, name, layout, nf.timeout, *showOwner)
 	if *asJSON {
 		if !cmd.printJSON(rep) {
 			return exitError

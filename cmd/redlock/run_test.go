@@ -230,7 +230,9 @@ func TestRunUsageErrors(t *testing.T) {
 	}{
 		{[]string{"run"}, "missing lock NAME"},
 		{[]string{"run", nodes, "job"}, "missing COMMAND"},
-		{[]string{"run", nodes, "job", "--ttl", "5s", "--", "true"}, "flags go before NAME"},
+		{[]string{"run", nodes, "job", "--ttl", "5s"}, "missing COMMAND"},
+		{[]string{"run", nodes, "job", "--bogus", "--", "true"}, "unknown flag --bogus"},
+		{[]string{"inspect", nodes, "a", "b"}, "exactly one lock NAME"},
 		{[]string{"run", "--", "true"}, `redlock run: missing lock NAME before "--"`},
 		{[]string{"run", nodes, "--ttl=2s", "--", "true"}, `missing lock NAME before "--"`},
 		{[]string{"run", "--bogus", "job", "--", "true"}, "redlock run: unknown flag --bogus\n"},
@@ -268,6 +270,26 @@ func TestRunUsageErrors(t *testing.T) {
 		if strings.Contains(r.stderr, ": redlock: ") || regexp.MustCompile(`(^|\s)-[a-z]`).MatchString(r.stderr) {
 			t.Errorf("redlock %q: %q", tt.args, r.stderr)
 		}
+	}
+}
+
+// TestFlagsAfterName: flags are taken after the lock name too (C7 of
+// issue 49), up to the "--" or the first word that is not a flag, which
+// begins the command with its own flags.
+func TestFlagsAfterName(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	for _, args := range [][]string{
+		{"run", nodes, "job", "--ttl", "4s", noGuard, "--", "sh", "-c", `echo "$REDLOCK_NAME" "$0"`, "x"},
+		{"run", "job", nodes, "--ttl=4s", noGuard, "sh", "-c", `echo "$REDLOCK_NAME" "$0"`, "x"},
+		{"run", noGuard, nodes, "job", "sh", "-c", `echo "$REDLOCK_NAME" "$0"`, "x", "--ttl", "1ms"},
+	} {
+		if r := runCLI(t, args...); r.code != 0 || r.stdout != "job x\n" {
+			t.Errorf("redlock %q: want exit 0 and \"job x\": %v", args, r)
+		}
+	}
+	if r := runCLI(t, "inspect", "job", nodes, "--json"); r.code != 0 || !strings.HasPrefix(r.stdout, "{") {
+		t.Errorf("inspect NAME --json: want JSON: %v", r)
 	}
 }
 

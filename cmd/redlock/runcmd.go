@@ -20,7 +20,7 @@ import (
 )
 
 var runHelp = helpText{
-	usage: "run [flags] NAME -- COMMAND [ARGS...]",
+	usage: "run [flags] NAME [flags] [--] COMMAND [ARGS...]",
 	about: `A distributed flock(1): obtains the lock NAME (waiting up to --wait), keeps it
 alive, runs COMMAND in its own process group and releases the lock when the
 command and every process it left running in its group have exited, as
@@ -120,10 +120,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	nf.register(fset)
 	nx.register(fset)
 	gf.register(fset)
-	if code, ok := cmd.parse(runHelp, args); !ok {
+	ops, code, ok := cmd.parseMixed(runHelp, args, 1)
+	if !ok {
 		return code
 	}
-	if err := cfg.parseArgs(fset.Args(), endedByDashes(fset, args)); err != nil {
+	if err := cfg.parseArgs(ops); err != nil {
 		cmd.fail(exitUsage, "%v", err)
 		fmt.Fprintln(cmd.stderr, `Run "redlock run --help" for usage.`)
 		return exitUsage
@@ -172,30 +173,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cfg.supervise(ctx, lock, cmd, sigs)
 }
 
-// parseArgs takes NAME -- COMMAND [ARGS...] (the "--" may be left out).
-// afterDashes is set when the flags ended at a "--", which the flag package
-// dropped: no NAME came before it.
-func (cfg *runConfig) parseArgs(args []string, afterDashes bool) error {
-	if len(args) == 0 {
+// parseArgs takes NAME and COMMAND [ARGS...] from the operands of
+// parseMixed: NAME, then flags or not, then COMMAND after a "--" or as
+// the first word that is not a flag.
+func (cfg *runConfig) parseArgs(ops operands) error {
+	switch {
+	case len(ops.names) == 0 && ops.dashed:
+		return errors.New(`missing lock NAME before "--"`)
+	case len(ops.names) == 0:
 		return errors.New("missing lock NAME and COMMAND")
 	}
-	if afterDashes {
-		return errors.New(`missing lock NAME before "--"`)
-	}
-	cfg.name, args = args[0], args[1:]
-	if cfg.name == "--" || strings.HasPrefix(cfg.name, "-") {
+	cfg.name = ops.names[0]
+	if cfg.name == "-" {
 		return fmt.Errorf("missing lock NAME before %q", cfg.name)
 	}
-	switch {
-	case len(args) > 0 && args[0] == "--":
-		args = args[1:]
-	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
-		return fmt.Errorf("flag %s after the lock name: flags go before NAME", args[0])
-	}
-	if len(args) == 0 {
+	if len(ops.rest) == 0 {
 		return errors.New("missing COMMAND after the lock name")
 	}
-	cfg.argv = args
+	cfg.argv = ops.rest
 	return nil
 }
 
