@@ -23,7 +23,7 @@ import (
 )
 
 var inspectHelp = helpText{
-	usage: "inspect [flags] NAME",
+	usage: "inspect [flags] NAME [flags]",
 	about: `Shows, for each node, whether the lock NAME is held, its remaining time to
 live, a fingerprint of its owner (never the owner's secret value), the lock's
 fencing counter and the node's epoch (restart guard) state: "voting",
