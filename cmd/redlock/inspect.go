@@ -83,6 +83,7 @@ type inspectNode struct {
 	Error       string `json:"error,omitempty"`
 
 	authFailed bool // the node refused the credentials
+	badDB      bool // the node has no database of the URL's index
 }
 
 // MarshalJSON writes the node's view, with "answered", and null for what a
@@ -116,6 +117,7 @@ type inspectReport struct {
 
 	quorate    bool // the nodes that answered meet the quorum rule
 	authFailed bool // a node refused the credentials
+	badDB      bool // a node has no database of its URL's index
 }
 
 // jointSuffix says a joint rule after a count, in messages.
@@ -176,6 +178,9 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	} else {
 		rep.print(cmd.stdout)
 	}
+	if rep.badDB {
+		return cmd.fail(exitUsage, "a node has no database of the index in its URL (see ERROR): a configuration error")
+	}
 	if !rep.quorate {
 		code, why := exitUnavailable, ""
 		if rep.authFailed {
@@ -215,6 +220,7 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 			answered |= 1 << i
 		}
 		rep.authFailed = rep.authFailed || n.authFailed
+		rep.badDB = rep.badDB || n.badDB
 		if n.Held {
 			held++
 			owners[holder{n.Kind, n.Owner}] |= 1 << i
@@ -268,7 +274,7 @@ func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, sho
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		n.Error, n.authFailed = nodeErr(explainTLS(ctx, c.spec.tlsAddrs(), err, timeout)).Error(), authFailed(err)
+		n.Error, n.authFailed, n.badDB = nodeErr(explainTLS(ctx, c.spec.tlsAddrs(), err, timeout)).Error(), authFailed(err), badDB(err)
 		return n
 	}
 	typ, _ := res[0].(string)

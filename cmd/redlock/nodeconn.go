@@ -116,6 +116,10 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 	}
 	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
 		done()
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return nil, nil, cmd.fail(exitUsage, "%v", err)
+		}
 		if authFailed(err) {
 			return nil, nil, cmd.fail(exitAuth, "nodes refused the credentials: %v", err)
 		}
@@ -145,6 +149,11 @@ func pingAll(ctx context.Context, conns []conn, timeout time.Duration) []error {
 // that authFailed finds a refusal of the credentials.
 func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
 	errs := pingAll(ctx, conns, timeout)
+	for i, err := range errs {
+		if badDB(err) {
+			return usagef("node %d (%s): %v: the database index in its URL is not one the server has (its \"databases\" setting); a configuration error, not a node that is down", i, conns[i].spec, err)
+		}
+	}
 	var bad []string
 	var failed []error
 	for i, err := range errs {
@@ -181,6 +190,8 @@ func nodeErr(err error) error {
 		return errors.New("no answer in time")
 	case authFailed(err):
 		return fmt.Errorf("authentication failed: %w", err)
+	case badDB(err):
+		return fmt.Errorf("the server has no database of the index in the URL (a configuration error): %w", err)
 	}
 	return explain(err, nil)
 }
@@ -197,6 +208,17 @@ func authFailed(err error) bool {
 	msg := re.Error()
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
 		strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured")
+}
+
+// badDB reports whether a node refused the database index of its URL
+// (SELECT): a mistake in the URL, which no retry mends.
+func badDB(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "ERR DB index is out of range") || strings.HasPrefix(msg, "ERR invalid DB index")
 }
 
 // tlsAddrs are the addresses the node reaches over TLS: none without TLS.

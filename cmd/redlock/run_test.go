@@ -327,3 +327,27 @@ func TestChildEnv(t *testing.T) {
 		t.Errorf("childEnv = %q, want %q", env, want)
 	}
 }
+
+// TestBadDatabaseIndex: a database index that the servers do not have
+// (/99 with the default 16 databases) is a configuration error, exit 2,
+// not unreachable nodes (C6 of issue 49).
+func TestBadDatabaseIndex(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = "redis://" + s.Addr() + "/99"
+	}
+	nodes := "--nodes=" + strings.Join(urls, ",")
+	for _, args := range [][]string{
+		{"run", nodes, noGuard, "job", "--", "true"},
+		{"inspect", nodes, "job"},
+	} {
+		r := runCLI(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "database") || strings.Contains(r.stderr, "unreachable") {
+			t.Errorf("redlock %s with /99: want exit %d naming the database index: %v", args[0], exitUsage, r)
+		}
+	}
+	if r := runCLI(t, "doctor", nodes); !strings.Contains(r.stdout, "configuration error") {
+		t.Errorf("doctor with /99: want the reachable check to name a configuration error: %v", r)
+	}
+}
