@@ -30,7 +30,9 @@
 //	127  run: the command was not found, or the interpreter its #! line
 //	     names was not found (as bash and dash exit)
 //
-// Run "redlock help" for the list of subcommands.
+// Run "redlock help" for the list of subcommands, "redlock version" (or
+// "redlock --version") for the version, commit and Go release the binary
+// was built from, read from its build information.
 package main
 
 import (
@@ -96,6 +98,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "redlock version: unexpected argument %q\n", args[1])
+			return exitUsage
+		}
+		printVersion(stdout)
+		return exitOK
+	}
 	if args[0] == "help" {
 		if len(args) == 1 {
 			usage(stdout)
@@ -137,5 +147,6 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "77 authentication failed (wrong or missing password),")
 	fmt.Fprintln(w, "126 command not executable, 127 command not found.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "redlock <command> --help" for the flags of a command.`)
+	fmt.Fprintln(w, `Run "redlock <command> --help" for the flags of a command,`)
+	fmt.Fprintln(w, `"redlock version" (or --version) for the build's version and commit.`)
 }
