@@ -44,6 +44,9 @@ process group gets SIGTERM, then SIGKILL after --grace, whether the command
 itself still runs or only what it left in its group. Until then it may
 overlap with the next holder: protect the resource with the fencing token.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
+A forwarded SIGTERM is bounded like a lost lock's: what of the group is left
+after --grace gets SIGKILL, and the lock is released, so that run ends within
+--grace and a release of a SIGTERM, whatever the command does with it.
 On Windows, which has no process groups or SIGTERM, only the command's own
 process is controlled: the lock is released when it exits, and it is killed
 at once when the lock is lost.
@@ -109,7 +112,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 	fset.DurationVar(&cfg.ttl, "ttl", defaultRunTTL, ttlUsage(fmt.Sprintf("lock TTL, at least %v; the lock is refreshed every TTL/3", minRunTTL), defaultRunTTL))
 	fset.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 makes a single attempt")
-	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "after the lock is lost, time from SIGTERM to SIGKILL; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
+	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "time from SIGTERM to SIGKILL of the command's group, after the lock\nis lost or a SIGTERM to redlock was forwarded; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
 	fset.StringVar(&cfg.prefix, "prefix", limits.Prefix, "prefix of the lock's Redis key (WithPrefix)")
 	fset.BoolVar(&cfg.shared, "shared", false, "take a shared (read) lock: readers of NAME run at once, writers wait")
 	fset.BoolVar(&cfg.exclusive, "exclusive", false, "take the exclusive (write) lock of a read-write lock: no reader or other writer")
@@ -380,19 +383,28 @@ loop:
 			}
 		case sig := <-sigs:
 			job.signal(sig)
+			if sig == syscall.SIGTERM && kill == nil {
+				// A SIGTERM asks for an end within a bound (a
+				// supervisor's, a Pod's grace period): --grace.
+				kill = time.NewTimer(cfg.grace)
+				defer kill.Stop()
+				killC = kill.C
+			}
 		case <-held:
 			held = nil
 			if err := lock.Err(); errors.Is(err, redlock.ErrLost) {
 				lost = true
 				inv.say("%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
 				job.terminate()
-				kill = time.NewTimer(cfg.grace)
-				defer kill.Stop()
-				killC = kill.C
+				if kill == nil {
+					kill = time.NewTimer(cfg.grace)
+					defer kill.Stop()
+					killC = kill.C
+				}
 			}
 		case <-killC:
 			killC = nil
-			say(stderr, "run", "the command outlived --grace %v: sending SIGKILL", cfg.grace)
+			say(stderr, "run", "the command outlived --grace %v after SIGTERM: sending SIGKILL to its group", cfg.grace)
 			job.kill()
 			if leaderExited == nil {
 				break loop // the rest of the group was killed
