@@ -64,6 +64,9 @@ const (
 )
 
 func main() {
+	if run, ok := isGuardian(); ok {
+		os.Exit(guardianMain(run, os.Stdin, os.Stderr))
+	}
 	// go-redis logs every failed dial; the demo kills nodes on purpose, and
 	// the commands report node errors themselves.
 	redis.SetLogger(quietLogger{})

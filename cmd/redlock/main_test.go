@@ -31,6 +31,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// The guardian of a run that a test runs in this process.
+	if run, ok := isGuardian(); ok {
+		os.Exit(guardianMain(run, os.Stdin, os.Stderr))
+	}
 	if os.Getenv(envBurn) != "" {
 		burnCPU(os.Getenv(envBurn))
 		return

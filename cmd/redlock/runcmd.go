@@ -47,6 +47,9 @@ SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
 A forwarded SIGTERM is bounded like a lost lock's: what of the group is left
 after --grace gets SIGKILL, and the lock is released, so that run ends within
 --grace and a release of a SIGTERM, whatever the command does with it.
+If redlock itself is killed (kill -9, the OOM killer), a guardian process
+that it started outside the group sends SIGKILL to the whole group, since
+nothing keeps the lock alive any more (Unix; docs/cli.md, "Platforms").
 On Windows, which has no process groups or SIGTERM, only the command's own
 process is controlled: the lock is released when it exits, and it is killed
 at once when the lock is lost.
@@ -342,6 +345,13 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *in
 	// Output copied through pipes (when stdout is not a file) must not
 	// keep redlock waiting on a descendant that escaped the group.
 	cmd.WaitDelay = time.Second
+	// The guardian kills the group if redlock dies without ending it.
+	guard, err := startGuardian()
+	if err != nil {
+		inv.say("cannot start the guardian process, which kills the command's group if redlock is killed: %v", err)
+		return exitError
+	}
+	defer guard.stand()
 	if err := cmd.Start(); err != nil {
 		code, msg := startFailure(cmd.Path, err)
 		say(stderr, "run", "%s", msg)
@@ -351,6 +361,10 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *in
 		defer takeTerminal(os.Stdin)
 	}
 	job := newJob(cmd.Process)
+	if err := guard.watch(cmd.Process.Pid); err != nil {
+		inv.say("the guardian process, which kills the command's group if redlock is killed, is gone (%v): ending the command", err)
+		job.kill()
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -404,7 +418,7 @@ loop:
 			}
 		case <-killC:
 			killC = nil
-			say(stderr, "run", "the command outlived --grace %v after SIGTERM: sending SIGKILL to its group", cfg.grace)
+			say(stderr, "run", "the command's group outlived --grace %v after SIGTERM: sending SIGKILL", cfg.grace)
 			job.kill()
 			if leaderExited == nil {
 				break loop // the rest of the group was killed
@@ -465,7 +479,7 @@ func signalStatus(sig os.Signal) int {
 // childEnv is the command's environment: redlock's own, without the
 // credentials, with the lock's variables.
 func childEnv(env []string, name, token string) []string {
-	drop := []string{envPassword, envNodes, envNextNodes, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
+	drop := []string{envPassword, envNodes, envNextNodes, envGuardian, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
 	out := make([]string, 0, len(env)+3)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
