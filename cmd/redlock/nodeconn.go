@@ -104,17 +104,22 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 		closeAll(nextConns)
 		return nil, nil, cmd.fail(exitUsage, "%v", err)
 	}
+	var pinged func()
 	done = func() {
 		_ = c.Close()
 		closeAll(conns)
 		closeAll(nextConns)
+		if pinged != nil {
+			pinged() // the PINGs that a quorum did not wait for
+		}
 	}
 	all, _, _ := joinConns(conns, nextConns) // the library's order of the nodes
 	cmd.labels = make([]string, len(all))
 	for i, c := range all {
 		cmd.labels[i] = c.spec.label
 	}
-	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
+	pinged, err = reachable(ctx, append(conns, nextConns...), timeout)
+	if err != nil {
 		done()
 		var ue *usageError
 		if errors.As(err, &ue) {
@@ -128,46 +133,80 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 	return c, done, 0
 }
 
-// pingAll pings every node in parallel, each within timeout, and returns
-// each node's error.
-func pingAll(ctx context.Context, conns []conn, timeout time.Duration) []error {
-	errs := make([]error, len(conns))
-	var wg sync.WaitGroup
+// pings are the PINGs of reachable: each node's error once it answered
+// or failed.
+type pings struct {
+	mu   sync.Mutex
+	errs []error
+	done []bool
+	wg   sync.WaitGroup
+}
+
+// pingQuorum pings every node in parallel, each within timeout, and
+// returns as soon as need of them answered, or once every node answered
+// or failed, as an acquire round decides at a quorum: one frozen node does
+// not hold up the others. The PINGs still under way go on; the caller must
+// close the nodes' clients, which ends them, then call wait.
+func pingQuorum(ctx context.Context, conns []conn, timeout time.Duration, need int) (errs []error, answered []bool, wait func()) {
+	p := &pings{errs: make([]error, len(conns)), done: make([]bool, len(conns))}
+	settled := make(chan struct{}, len(conns))
 	for i, c := range conns {
-		wg.Go(func() {
+		p.wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			errs[i] = c.rc.Ping(pctx).Err()
+			err := c.rc.Ping(pctx).Err()
+			p.mu.Lock()
+			p.errs[i], p.done[i] = err, true
+			p.mu.Unlock()
+			settled <- struct{}{}
 		})
 	}
-	wg.Wait()
-	return errs
+	ok := 0
+	for range conns {
+		<-settled
+		p.mu.Lock()
+		ok = 0
+		for i, d := range p.done {
+			if d && p.errs[i] == nil {
+				ok++
+			}
+		}
+		p.mu.Unlock()
+		if ok >= need {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]error(nil), p.errs...), append([]bool(nil), p.done...), p.wg.Wait
 }
 
 // reachable pings the nodes and, when fewer than a quorum answer, returns
 // an error that lists each failed node; it wraps each node's error, so
-// that authFailed finds a refusal of the credentials.
-func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
-	errs := pingAll(ctx, conns, timeout)
+// that authFailed finds a refusal of the credentials. It returns at a
+// quorum (pingQuorum): the caller must close the nodes' clients, then call
+// wait.
+func reachable(ctx context.Context, conns []conn, timeout time.Duration) (wait func(), err error) {
+	need := len(conns)/2 + 1
+	errs, answered, wait := pingQuorum(ctx, conns, timeout, need)
 	for i, err := range errs {
 		if badDB(err) {
-			return usagef("node %d (%s): %v: the database index in its URL is not one the server has (its \"databases\" setting); a configuration error, not a node that is down", i, conns[i].spec, err)
+			return wait, usagef("node %d (%s): %v: the database index in its URL is not one the server has (its \"databases\" setting); a configuration error, not a node that is down", i, conns[i].spec, err)
 		}
 	}
 	var bad []string
 	var failed []error
 	for i, err := range errs {
-		if err != nil {
+		if answered[i] && err != nil {
 			err = nodeErr(explainTLS(ctx, conns[i].spec.tlsAddrs(), err, timeout))
 			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, err))
 			failed = append(failed, err)
 		}
 	}
-	need := len(conns)/2 + 1
 	if len(conns)-len(bad) >= need {
-		return nil
+		return wait, nil
 	}
-	return &nodesError{
+	return wait, &nodesError{
 		msg:  fmt.Sprintf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; ")),
 		errs: failed,
 	}

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -349,5 +350,44 @@ func TestBadDatabaseIndex(t *testing.T) {
 	}
 	if r := runCLI(t, "doctor", nodes); !strings.Contains(r.stdout, "configuration error") {
 		t.Errorf("doctor with /99: want the reachable check to name a configuration error: %v", r)
+	}
+}
+
+// TestRunOneFrozenNode: with one node of five frozen (SIGSTOP) and
+// --timeout 20s, run starts its command as soon as a quorum answered,
+// not when the frozen node's PING ends (C1 of issue 49). How long that
+// PING takes is measured beside it, on a client opened as run opens its
+// nodes: go-redis gives up on the connection's handshake after its own
+// read timeout (5 s), before --timeout.
+func TestRunOneFrozenNode(t *testing.T) {
+	servers := redistest.Start(t, 5)
+	if err := servers[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	pinged := make(chan time.Duration, 1)
+	go func() {
+		specs, err := parseNodes("redis://" + servers[4].Addr())
+		if err != nil {
+			pinged <- 0
+			return
+		}
+		rc := specs[0].open(20 * time.Second)
+		defer rc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		_ = rc.Ping(ctx).Err()
+		pinged <- time.Since(t0)
+	}()
+	start := time.Now()
+	out, done := startCLI(t, "run", "--nodes", nodesFlag(servers...), noGuard, wait, "--timeout", "20s", "frozen-one", "--", "sh", "-c", "echo started")
+	waitFor(t, "the command to start", func() bool { return out.String() == "started\n" })
+	started := time.Since(start)
+	if r := done(); r.code != 0 {
+		t.Fatalf("want exit 0: %v", r)
+	}
+	frozen := <-pinged
+	if started >= frozen/2 {
+		t.Errorf("the command started %v after run, and a PING of the frozen node took %v: run waited for the frozen node", started, frozen)
 	}
 }
