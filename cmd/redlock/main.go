@@ -14,12 +14,15 @@
 // Exit codes:
 //
 //	0    success; for run, the command's own status when it ran
-//	1    the command failed (doctor: a check failed; demo: the sale did not
+//	1    the command failed (doctor: a check failed, or DEGRADED: a node
+//	     does not vote, a quorum does; demo: the sale did not
 //	     sell out, or oversold under the lock; plan: no number of nodes
 //	     meets --target)
 //	2    usage: bad flags, arguments, node URLs or password file, or a
 //	     database index (redis://host/99) that the servers do not have
-//	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE)
+//	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE);
+//	     doctor: fewer than a quorum of nodes vote now (down, or recovering
+//	     under the restart guard)
 //	77   a node refused the credentials (WRONGPASS, NOAUTH: a wrong or missing
 //	     password or user), and fewer than a quorum answered (sysexits
 //	     EX_NOPERM)
