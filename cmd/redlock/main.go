@@ -144,6 +144,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "  redis-cluster://[:password@]host:port[,host:port]")
 	fmt.Fprintln(w, "  rediss-sentinel://..., rediss-cluster://...  the same over TLS (?skip_verify=true")
 	fmt.Fprintln(w, "                                             accepts any certificate)")
+	fmt.Fprintln(w, "TLS with a private CA or client certificates: --tls-ca, --tls-cert, --tls-key, or")
+	fmt.Fprintln(w, "the URL's ?tls_ca=FILE&tls_cert=FILE&tls_key=FILE for one node.")
 	fmt.Fprintln(w, "The password in a URL is the master's (the cluster's); sentinel_username and")
 	fmt.Fprintln(w, "sentinel_password are the sentinels' own. A password missing from a URL is read")
 	fmt.Fprintln(w, "from --password-file, else REDLOCK_PASSWORD.")

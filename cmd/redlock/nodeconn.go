@@ -293,7 +293,12 @@ func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Dur
 		alert  tls.AlertError
 		verify *tls.CertificateVerificationError
 	)
-	if errors.As(err, &header) || errors.As(err, &alert) || errors.As(err, &verify) {
+	switch {
+	case errors.As(err, &verify):
+		return fmt.Errorf("TLS handshake failed: %w (a server certificate of a private CA needs --tls-ca or the URL's tls_ca=)", err)
+	case clientCertRefused(err):
+		return fmt.Errorf("TLS handshake failed: %w (a server that authenticates clients, tls-auth-clients yes, needs a client certificate that its CA signed: --tls-cert and --tls-key, or the URL's tls_cert= and tls_key=)", err)
+	case errors.As(err, &header) || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls: "):
 		return fmt.Errorf("TLS handshake failed: %w", err)
 	}
 	var ne net.Error
@@ -306,6 +311,20 @@ func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Dur
 		}
 	}
 	return err
+}
+
+// clientCertRefused reports whether a server's TLS alert refused the
+// client's certificate, or its lack of one: crypto/tls reports a received
+// alert as a *net.OpError "remote error" around an unexported type, so
+// the alert's text (RFC 8446, 6.2) is what tells it.
+func clientCertRefused(err error) bool {
+	msg := err.Error()
+	for _, a := range []string{"certificate required", "bad certificate", "unknown certificate authority", "certificate unknown", "handshake failure"} {
+		if strings.Contains(msg, "remote error: tls: "+a) {
+			return true
+		}
+	}
+	return false
 }
 
 // plainRedis reports whether addr answers PING in plain RESP within
