@@ -127,7 +127,7 @@ func (s *dnsServer) answer(q []byte) ([]byte, error) {
 	s.mu.Unlock()
 
 	reply := make([]byte, 12, 12+len(question)+16)
-	copy(reply[0:2], q[0:2])                                 // id
+	copy(reply[0:2], q[0:2])                                  // id
 	flags := uint16(0x8000|0x0400|0x0080) | uint16(q[2]&1)<<8 // QR, AA, RA, and RD as asked
 	if !match {
 		flags |= dnsNXDomain
