@@ -391,3 +391,19 @@ func TestRunOneFrozenNode(t *testing.T) {
 		t.Errorf("the command started %v after run, and a PING of the frozen node took %v: run waited for the frozen node", started, frozen)
 	}
 }
+
+// TestRunSaysItWaitsForRecoveringNodes: on nodes just started, the
+// restart guard refuses every lock for the max TTL; run --wait says so at
+// once, and runs the command once they vote (issue 49, the silent first
+// minute).
+func TestRunSaysItWaitsForRecoveringNodes(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	out, done := startCLI(t, "run", "--nodes", nodesFlag(servers...), "--max-ttl", "2s", "--ttl", "1s", "--wait", "20s", "fresh", "--", "sh", "-c", "echo held")
+	r := done()
+	if r.code != 0 || out.String() != "held\n" {
+		t.Fatalf("want the command run once the nodes vote: %v", r)
+	}
+	if !strings.Contains(r.stderr, "redlock run: waiting up to --wait 20s for the lock:") || !strings.Contains(r.stderr, "recovering") {
+		t.Errorf("run waited for recovering nodes without saying so: %v", r)
+	}
+}

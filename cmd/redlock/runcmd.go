@@ -169,7 +169,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer done()
 
-	lock, sig, err := obtainLock(ctx, c, cfg, sigs)
+	lock, sig, err := obtainLock(ctx, c, cfg, sigs, func(err error) {
+		cmd.say("waiting up to --wait %v for the lock: %v", cfg.wait, err)
+	})
 	switch {
 	case sig != nil:
 		return signalStatus(sig)
@@ -252,7 +254,9 @@ func (cfg *runConfig) handle(c *redlock.Client) redlock.Locker {
 
 // obtainLock obtains the lock with automatic refresh, within cfg.wait. A
 // signal ends the wait: it is returned, and no lock.
-func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-chan os.Signal) (*redlock.Lock, os.Signal, error) {
+// waiting is called, from another goroutine, when the first attempt
+// found nodes recovering and Obtain waits for them.
+func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-chan os.Signal, waiting func(error)) (*redlock.Lock, os.Signal, error) {
 	octx, cancel := context.WithCancel(ctx)
 	if cfg.wait > 0 {
 		octx, cancel = context.WithTimeout(ctx, cfg.wait)
@@ -266,10 +270,14 @@ func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-ch
 	go func() {
 		var r result
 		h := cfg.handle(c)
-		if cfg.wait > 0 {
+		r.lock, r.err = h.TryObtain(octx, cfg.ttl, redlock.WithAutoRefresh())
+		if r.err != nil && cfg.wait > 0 && ctx.Err() == nil && !errors.Is(r.err, redlock.ErrWrongKind) {
+			if errors.Is(r.err, redlock.ErrNodeRecovering) {
+				// Nodes just started or restarted refuse every lock
+				// for the max TTL: say so, rather than wait in silence.
+				waiting(r.err)
+			}
 			r.lock, r.err = h.Obtain(octx, cfg.ttl, redlock.WithAutoRefresh())
-		} else {
-			r.lock, r.err = h.TryObtain(octx, cfg.ttl, redlock.WithAutoRefresh())
 		}
 		done <- r
 	}()
