@@ -7,6 +7,8 @@ package redlock
 import (
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,4 +277,125 @@ func TestResumedHolderRecords(t *testing.T) {
 	}
 	onB := newClient(t, pick(cl, b), opts...)
 	refusedBeside(t, onB, "job", "B alone beside a worker that resumed on A alone")
+}
+
+// holderPaths are the ways a Client can come to hold a lock, each run once
+// on a Client of three nodes for the name "p": every one must record the
+// Client's configuration first and refuse on a conflict
+// (TestEveryHolderPathRecords). form is a handoff form of "p" held by
+// another Client, for Resume.
+var holderPaths = map[string]func(ctx context.Context, c *Client, form []byte) (*Lock, error){
+	"Client.Obtain": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) { return c.Obtain(ctx, "p", time.Second) },
+	"Client.TryObtain": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return c.TryObtain(ctx, "p", time.Second)
+	},
+	"Client.Do": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return nil, c.Do(ctx, "p", time.Second, noop)
+	},
+	"Client.Resume": func(ctx context.Context, c *Client, form []byte) (*Lock, error) { return c.Resume(ctx, form) },
+	"Mutex": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return c.Mutex("p").TryObtain(ctx, time.Second)
+	},
+	"Reentrant": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return c.Reentrant("p", "o").Obtain(ctx, time.Second)
+	},
+	"RWMutex/reader": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		r, _ := c.RWMutex("p")
+		return r.TryObtain(ctx, time.Second)
+	},
+	"RWMutex/writer": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		_, w := c.RWMutex("p")
+		return nil, w.Do(ctx, time.Second, noop)
+	},
+	"Semaphore": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return c.Semaphore("p", 2).TryObtain(ctx, time.Second)
+	},
+	"All": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return c.All("p", "q").TryObtain(ctx, time.Second)
+	},
+	"Any": func(ctx context.Context, c *Client, _ []byte) (*Lock, error) {
+		return c.Any("p", "q").Obtain(ctx, time.Second)
+	},
+}
+
+func noop(context.Context) error { return nil }
+
+// TestEveryHolderPathRecords: every path to a held lock records the
+// Client's configuration (a Client that holds anything takes part in the
+// records, however it came to hold it: issue 44's finding F was Resume),
+// and is refused with ErrConfigConflict beside a move and a live Client
+// of another set alone. Every method of *Client that makes a handle or a
+// lock must have its rows: one added later without them fails here.
+func TestEveryHolderPathRecords(t *testing.T) {
+	exempt := map[string]bool{"Close": true, "BreakerState": true}
+	ct := reflect.TypeFor[*Client]()
+	for i := range ct.NumMethod() {
+		name := ct.Method(i).Name
+		covered := false
+		for path := range holderPaths {
+			covered = covered || path == "Client."+name || strings.HasPrefix(path, name)
+		}
+		if !exempt[name] && !covered {
+			t.Errorf("(*Client).%s has no row in holderPaths: how does it come to hold, and does it record?", name)
+		}
+	}
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	for path, run := range holderPaths {
+		t.Run(path, func(t *testing.T) {
+			prefix := "path" + strings.NewReplacer(".", "", "/", "").Replace(path) + ":"
+			opts := seamOpts(prefix)
+			handoff := func() []byte {
+				other := newClient(t, cl.clients, append(opts, WithConfigRecords(false))...)
+				l, err := other.TryObtain(ctx, "p", 2*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				form, err := l.Handoff()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return form
+			}
+			var form []byte
+			if path == "Client.Resume" {
+				form = handoff()
+			}
+			c := newClient(t, cl.clients, opts...)
+			l, err := run(ctx, c, form)
+			if err != nil {
+				t.Fatalf("on free nodes: %v", err)
+			}
+			if l != nil {
+				_ = l.Release(ctx)
+			}
+			fp := c.jointSets().CurFP
+			configs := keys.Layout{Prefix: prefix}.Configs()
+			// The obtain's record returns at a quorum; the rest follow.
+			for i, n := range cl.clients {
+				eventually(t, fmt.Sprintf("node %d records the Client after %s", i, path), func() bool {
+					ok, _ := n.HExists(ctx, configs, keys.ConfigSingle(fp)).Result()
+					return ok
+				})
+			}
+			// Beside a move between this set and X, and a live Client of
+			// X alone, a fresh Client of the same nodes must refuse.
+			if path == "Client.Resume" {
+				form = handoff()
+			}
+			exp := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
+			for _, n := range cl.clients {
+				if err := n.HSet(ctx, configs, keys.ConfigJoint(fp, "X"), exp, keys.ConfigSingle("X"), exp).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fresh := newClient(t, cl.clients, opts...)
+			if l, err := run(ctx, fresh, form); !errors.Is(err, ErrConfigConflict) {
+				if l != nil {
+					_ = l.Release(ctx)
+				}
+				t.Fatalf("beside a live Client of another set alone: %v, want ErrConfigConflict", err)
+			}
+		})
+	}
 }
