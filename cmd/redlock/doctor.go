@@ -52,7 +52,8 @@ Verdict and exit status: ok or warn, 0; DEGRADED, 1: a quorum of nodes
 votes, not every node, and no check failed but for unreachable nodes
 (locks can be taken, with less to spare); FAIL, 1: a check failed; NO
 QUORUM, 69: fewer than a quorum of nodes vote now (no lock can be taken,
-as run would exit 69 or 75); 2 for a usage error. With --json: "verdict",
+as run would exit 69 or 75), 77 instead when a node refused the
+credentials; 2 for a usage error. With --json: "verdict",
 "quorum" (per set: nodes, needed, voting, state full, degraded or none,
 quorum_from, not_voting), "checks" (each with node, and set, index and
 address apart, and remedy, a number into "remedies").`,
@@ -179,7 +180,7 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	} else {
 		rep.print(cmd.stdout)
 	}
-	return exitOf(rep.Verdict)
+	return exitOf(rep.Verdict, rep.Quorum)
 }
 
 func (c doctorConfig) validate() error {

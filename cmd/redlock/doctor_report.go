@@ -31,6 +31,8 @@ type quorumState struct {
 	From string `json:"quorum_from,omitempty"`
 	// NotVoting lists the nodes (by index) that do not vote now.
 	NotVoting []int `json:"not_voting"`
+	// auth is set when a node refused the credentials.
+	auth bool
 }
 
 // tally counts the nodes of a set that vote now.
@@ -40,6 +42,7 @@ func tally(cfg doctorConfig, probes []nodeProbe, set string) quorumState {
 	for i, p := range probes {
 		if p.err != nil {
 			q.NotVoting = append(q.NotVoting, i)
+			q.auth = q.auth || authFailed(p.err)
 			continue
 		}
 		v := nodeVote(cfg, p)
@@ -103,11 +106,17 @@ func verdictOf(checks []check, quorums []quorumState) string {
 }
 
 // exitOf is doctor's exit status for a verdict: 69 when no quorum votes
-// (no lock can be taken now, as run exits), 1 when a check failed or the
-// set is degraded, 0 otherwise.
-func exitOf(verdict string) int {
+// (no lock can be taken now, as run exits), 77 instead when a node refused
+// the credentials, 1 when a check failed or the set is degraded, 0
+// otherwise.
+func exitOf(verdict string, quorums []quorumState) int {
 	switch verdict {
 	case verdictNoQuorum:
+		for _, q := range quorums {
+			if q.auth {
+				return exitAuth
+			}
+		}
 		return exitUnavailable
 	case verdictFail, verdictDegraded:
 		return exitError
