@@ -342,17 +342,7 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *in
 			inv.say("release (keys left behind expire with their TTL): %v", err)
 		}
 	}()
-	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
-	cmd.Env = childEnv(os.Environ(), cfg.name, lockToken(lock))
-	cmd.Stdin = os.Stdin
-	cmd.Stdout, cmd.Stderr = out.child()
-	// Its own process group, killed if redlock dies, with the terminal when
-	// redlock has it (jobAttr); redlock takes the terminal back afterwards.
-	fg := foregroundTerminal(os.Stdin)
-	cmd.SysProcAttr = jobAttr(fg, os.Stdin)
-	// Output copied through pipes (when stdout is not a file) must not
-	// keep redlock waiting on a descendant that escaped the group.
-	cmd.WaitDelay = time.Second
+	cmd, fg := cfg.command(lock, out)
 	// The guardian kills the group if redlock dies without ending it.
 	guard, err := startGuardian()
 	if err != nil {
@@ -376,18 +366,40 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *in
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
+	waitErr, lost := cfg.await(lock, inv, job, exited, sigs)
+	if lost {
+		say(stderr, "run", "lock %q lost while the command ran", cfg.name)
+		return exitLost
+	}
+	return exitStatus(waitErr, stderr)
+}
+
+// await waits while the command runs: it forwards signals, bounds a
+// SIGTERM and a lost lock by --grace, and returns once the command and
+// every process of its group have ended (or were killed), with the
+// command's own result, and whether the lock was lost.
+func (cfg *runConfig) await(lock *redlock.Lock, inv *invocation, job job, exited <-chan error, sigs <-chan os.Signal) (waitErr error, lost bool) {
 	// The lock is held while any process of the command's group lives:
 	// after the command exits, until what it left running in its group
 	// has exited too (polled), as flock(1) holds while an inheritor of
 	// its descriptor lives.
 	var (
-		waitErr      error
 		leaderExited = exited
-		kill         *time.Timer
+		kill         = time.NewTimer(time.Hour) // armed by arm
 		killC        <-chan time.Time
+		armed        bool
 		pollC        <-chan time.Time
 		held         = lock.Done()
 	)
+	kill.Stop()
+	defer kill.Stop()
+	// arm starts --grace, after which the group gets SIGKILL.
+	arm := func() {
+		if !armed {
+			armed, killC = true, kill.C
+			kill.Reset(cfg.grace)
+		}
+	}
 loop:
 	for {
 		select {
@@ -405,12 +417,10 @@ loop:
 			}
 		case sig := <-sigs:
 			job.signal(sig)
-			if sig == syscall.SIGTERM && kill == nil {
+			if sig == syscall.SIGTERM {
 				// A SIGTERM asks for an end within a bound (a
 				// supervisor's, a Pod's grace period): --grace.
-				kill = time.NewTimer(cfg.grace)
-				defer kill.Stop()
-				killC = kill.C
+				arm()
 			}
 		case <-held:
 			held = nil
@@ -418,26 +428,35 @@ loop:
 				lost = true
 				inv.say("%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
 				job.terminate()
-				if kill == nil {
-					kill = time.NewTimer(cfg.grace)
-					defer kill.Stop()
-					killC = kill.C
-				}
+				arm()
 			}
 		case <-killC:
 			killC = nil
-			say(stderr, "run", "the command's group outlived --grace %v after SIGTERM: sending SIGKILL", cfg.grace)
+			say(inv.stderr, "run", "the command's group outlived --grace %v after SIGTERM: sending SIGKILL", cfg.grace)
 			job.kill()
 			if leaderExited == nil {
 				break loop // the rest of the group was killed
 			}
 		}
 	}
-	if lost {
-		say(stderr, "run", "lock %q lost while the command ran", cfg.name)
-		return exitLost
-	}
-	return exitStatus(waitErr, stderr)
+	return waitErr, lost
+}
+
+// command is the command to run under the lock: in its own process
+// group, killed if redlock dies, with the terminal when redlock has it (fg:
+// jobAttr; redlock takes the terminal back afterwards), the lock in its
+// environment.
+func (cfg *runConfig) command(lock *redlock.Lock, out *outputs) (cmd *exec.Cmd, fg bool) {
+	cmd = exec.Command(cfg.argv[0], cfg.argv[1:]...)
+	cmd.Env = childEnv(os.Environ(), cfg.name, lockToken(lock))
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = out.child()
+	fg = foregroundTerminal(os.Stdin)
+	cmd.SysProcAttr = jobAttr(fg, os.Stdin)
+	// Output copied through pipes (when stdout is not a file) must not
+	// keep redlock waiting on a descendant that escaped the group.
+	cmd.WaitDelay = time.Second
+	return cmd, fg
 }
 
 // groupPoll is how often run checks whether the command's process group

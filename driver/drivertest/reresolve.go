@@ -16,6 +16,25 @@ import (
 // reresolveName is the name the Reresolve part's DNS server answers.
 const reresolveName = "redis-0.redis.drivertest.test"
 
+// reresolvedNode starts the Reresolve part's node: a redis-server at the
+// new address, a proxy to it at the old one, the DNS server that resolves
+// the node's name to the old one, and the driver's node, whose dial
+// resolves the name with that server and records where it connected.
+func reresolvedNode(t *testing.T, d Driver) (driver.Node, *faultproxy.Proxy, *dnsServer, *remotes) {
+	canBind(t, firstIP, secondIP)
+	s := redistest.Start(t, 1, redistest.Options{Host: secondIP})[0]
+	port := strconv.Itoa(s.Port())
+	old, err := faultproxy.NewAt(net.JoinHostPort(firstIP, port), s.Addr())
+	if err != nil {
+		t.Skipf("cannot listen at the old address %s:%s: %v", firstIP, port, err)
+	}
+	t.Cleanup(func() { _ = old.Close() })
+	dns := startDNS(t, reresolveName, firstIP)
+	seen := &remotes{by: map[string]int{}}
+	dial := seen.wrap(&net.Dialer{Resolver: dns.resolver(), Timeout: 2 * time.Second})
+	return d.Dialing(t, net.JoinHostPort(reresolveName, port), dial), old, dns, seen
+}
+
 // remotes records the IP address of every connection a dial opened.
 type remotes struct {
 	mu sync.Mutex
@@ -58,18 +77,7 @@ func (r *remotes) count(ip string) int {
 // firewall's drop would refuse the handshake too: this machine's kernel
 // has none to use; either way no answer and no reset).
 func testReresolve(t *testing.T, d Driver) {
-	canBind(t, firstIP, secondIP)
-	s := redistest.Start(t, 1, redistest.Options{Host: secondIP})[0]
-	port := strconv.Itoa(s.Port())
-	old, err := faultproxy.NewAt(net.JoinHostPort(firstIP, port), s.Addr())
-	if err != nil {
-		t.Skipf("cannot listen at the old address %s:%s: %v", firstIP, port, err)
-	}
-	t.Cleanup(func() { _ = old.Close() })
-	dns := startDNS(t, reresolveName, firstIP)
-	seen := &remotes{by: map[string]int{}}
-	dial := seen.wrap(&net.Dialer{Resolver: dns.resolver(), Timeout: 2 * time.Second})
-	n := d.Dialing(t, net.JoinHostPort(reresolveName, port), dial)
+	n, old, dns, seen := reresolvedNode(t, d)
 	others := redistest.Start(t, 2)
 	nodes := []driver.Node{n, d.Standalone(t, others[0].Addr()), d.Standalone(t, others[1].Addr())}
 
