@@ -53,7 +53,8 @@ votes, not every node, and no check failed but for unreachable nodes
 (locks can be taken, with less to spare); FAIL, 1: a check failed; NO
 QUORUM, 69: fewer than a quorum of nodes vote now (no lock can be taken,
 as run would exit 69 or 75), 77 instead when a node refused the
-credentials; 2 for a usage error. With --json: "verdict",
+credentials; 2 for a usage error, or a node without a database of its
+URL's index (redis://host/99). With --json: "verdict",
 "quorum" (per set: nodes, needed, voting, state full, degraded or none,
 quorum_from, not_voting), "checks" (each with node, and set, index and
 address apart, and remedy, a number into "remedies").`,

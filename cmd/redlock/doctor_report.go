@@ -31,8 +31,9 @@ type quorumState struct {
 	From string `json:"quorum_from,omitempty"`
 	// NotVoting lists the nodes (by index) that do not vote now.
 	NotVoting []int `json:"not_voting"`
-	// auth is set when a node refused the credentials.
-	auth bool
+	// auth is set when a node refused the credentials, badDB when one has
+	// no database of its URL's index.
+	auth, badDB bool
 }
 
 // tally counts the nodes of a set that vote now.
@@ -43,6 +44,7 @@ func tally(cfg doctorConfig, probes []nodeProbe, set string) quorumState {
 		if p.err != nil {
 			q.NotVoting = append(q.NotVoting, i)
 			q.auth = q.auth || authFailed(p.err)
+			q.badDB = q.badDB || badDB(p.err)
 			continue
 		}
 		v := nodeVote(cfg, p)
@@ -105,11 +107,17 @@ func verdictOf(checks []check, quorums []quorumState) string {
 	return verdictOK
 }
 
-// exitOf is doctor's exit status for a verdict: 69 when no quorum votes
-// (no lock can be taken now, as run exits), 77 instead when a node refused
-// the credentials, 1 when a check failed or the set is degraded, 0
+// exitOf is doctor's exit status for a verdict: 2 when a node has no
+// database of its URL's index (a configuration error), 69 when no quorum
+// votes (no lock can be taken now, as run exits), 77 instead when a node
+// refused the credentials, 1 when a check failed or the set is degraded, 0
 // otherwise.
 func exitOf(verdict string, quorums []quorumState) int {
+	for _, q := range quorums {
+		if q.badDB {
+			return exitUsage // the URL is wrong, as run and inspect exit
+		}
+	}
 	switch verdict {
 	case verdictNoQuorum:
 		for _, q := range quorums {

@@ -348,7 +348,7 @@ func TestBadDatabaseIndex(t *testing.T) {
 			t.Errorf("redlock %s with /99: want exit %d naming the database index: %v", args[0], exitUsage, r)
 		}
 	}
-	if r := runCLI(t, "doctor", nodes); !strings.Contains(r.stdout, "configuration error") {
+	if r := runCLI(t, "doctor", nodes); r.code != exitUsage || !strings.Contains(r.stdout, "configuration error") {
 		t.Errorf("doctor with /99: want the reachable check to name a configuration error: %v", r)
 	}
 }
