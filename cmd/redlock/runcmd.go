@@ -45,8 +45,8 @@ itself still runs or only what it left in its group. Until then it may
 overlap with the next holder: protect the resource with the fencing token.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
 A forwarded SIGTERM is bounded like a lost lock's: what of the group is left
-after --grace gets SIGKILL, and the lock is released, so that run ends within
---grace and a release of a SIGTERM, whatever the command does with it.
+after --grace gets SIGKILL, and the lock is released: run ends within --grace
+of a SIGTERM, plus a release round, whatever the command does with it.
 If redlock itself is killed (kill -9, the OOM killer), a guardian process
 that it started outside the group sends SIGKILL to the whole group, since
 nothing keeps the lock alive any more (Unix; docs/cli.md, "Platforms").
