@@ -145,14 +145,15 @@ func counterOf(t *testing.T, node redis.UniversalClient, l *Lock) int64 {
 }
 
 // equalCounters sets the fencing counter of lk's name to one value on
-// every node, as the counters of a name in use agree: an hour ahead of
-// the clock (x 1024), above every epoch's floor. (On a name's first use
-// each node seeds its counter from its own clock, and a vote that came
-// after the acquire was decided joins it with a counter above the token.)
+// every node, as the counters of a name in use agree: the clock x 1024,
+// as a counter seeded now, above the floor of every node out of its
+// recovery. (On a name's first use each node seeds its counter from its
+// own clock, and a vote that came after the acquire was decided joins it
+// with a counter above the token.)
 func equalCounters(t *testing.T, nodes []redis.UniversalClient, lk Locker) {
 	t.Helper()
 	key := keys.Fence("{" + limits.Prefix + lk.(*handle).names[0] + "}")
-	v := time.Now().Add(time.Hour).UnixMilli() * 1024
+	v := time.Now().UnixMilli() * 1024
 	for _, n := range nodes {
 		if err := n.Set(context.Background(), key, v, time.Hour).Err(); err != nil {
 			t.Fatal(err)
