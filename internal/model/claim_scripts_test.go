@@ -243,6 +243,19 @@ func (p *claimDiff) form(rng *rand.Rand) Form {
 	return f
 }
 
+// restored plays what a claim meets on a node restored from a snapshot,
+// once its recovery ended: a lock of f's kind taken before the node's
+// epoch began (by an acquire with the guard off, which leaves the counter
+// where it was), a new epoch that ended just now, whose floor is above
+// that counter, and a claim of the lock with the guard on.
+func (p *claimDiff) restored(rng *rand.Rand, f Form) {
+	p.deleteLock()
+	p.acquire(f, fmt.Sprintf("%c o=%d k=%d s%d", f.Kind, f.Owner, f.K, f.Secret), '0')
+	p.epoch([]byte{KindRestart, KindFailover}[rng.IntN(2)], -1)
+	p.cover["restored"]++
+	p.claim(rng, f, fmt.Sprintf("%c o=%d k=%d s%d", f.Kind, f.Owner, f.K, f.Secret), '1')
+}
+
 // play runs n random operations, after a first epoch whose recovery ended
 // a minute ago, until the first disagreement.
 func (p *claimDiff) play(rng *rand.Rand, n int) {
@@ -251,13 +264,15 @@ func (p *claimDiff) play(rng *rand.Rand, n int) {
 		f := p.form(rng)
 		label := fmt.Sprintf("%c o=%d k=%d s%d", f.Kind, f.Owner, f.K, f.Secret)
 		mode := "011p"[rng.IntN(4)]
-		switch op := rng.IntN(24); {
+		switch op := rng.IntN(27); {
 		case op < 6 && (f.Kind == 'w' || f.Kind == 'r') && p.m.Fam.OK && p.m.Fam.Mode == 's':
 			// FamAcquire (family.go) does not model family.lua's
 			// REDLOCK_KIND on a semaphore's hash, which no model search
 			// meets: not sent.
 		case op < 6:
-			p.acquire(f, label, mode)
+			// Some acquires with the guard off: they leave a counter
+			// below a floor below it.
+			p.acquire(f, label, "01p"[rng.IntN(3)])
 		case op < 8:
 			p.deleteLock()
 		case op < 9 && p.m.Fam.OK && p.m.Fam.NHolds() > 0:
@@ -266,11 +281,13 @@ func (p *claimDiff) play(rng *rand.Rand, n int) {
 			p.deleteCounter()
 		case op < 10:
 			p.forgetTombs()
-		case op < 11:
+		case op < 12:
+			// A new epoch: recovered just now (the counters written
+			// before are below its floor), a while ago, or recovering.
 			kind := []byte{KindRestart, KindFailover}[rng.IntN(2)]
 			p.epoch(kind, []int64{-1, -2000, 400, 1500}[rng.IntN(4)])
-		case p.tombs[len(p.tombs)-1].Secret != 0:
-			p.forgetTombs() // Tombs is full: forget them first
+		case op < 14:
+			p.restored(rng, f)
 		default:
 			p.claim(rng, f, label, mode)
 		}
@@ -369,23 +386,44 @@ func (p *claimDiff) forgetTombs() {
 
 // token draws a claim's token: the node's counter, or the floor of the
 // epoch that a request with guard g sees, one below, at or one above it
-// (any token when the counter is missing). The floor is the model's,
-// read at the node's time now.
-func (p *claimDiff) token(rng *rand.Rand, g Guard) int64 {
+// (any token when the counter is missing), and returns the floor too. The
+// floor is the model's, read at the node's time now.
+func (p *claimDiff) token(rng *rand.Rand, g Guard) (token, floor int64) {
 	mm := p.m
-	_, floor := mm.Epoch(p.env(p.now()), g, Mutations{})
+	_, floor = mm.Epoch(p.env(p.now()), g, Mutations{})
 	base := []int64{floor, floor, 1 + rng.Int64N(1<<50)}[rng.IntN(3)]
 	if p.m.Fence.OK && rng.IntN(2) == 0 {
 		base = p.m.Fence.V
 	}
-	return base + int64(rng.IntN(3)) - 1
+	return base + int64(rng.IntN(3)) - 1, floor
+}
+
+// floorPath names, for the coverage report, a claim whose answer the
+// epoch's floor decides: the counter at most the token, and the floor
+// above it (refused) or not (claimed); "" for any other.
+func floorPath(m Data, f Form, floor int64, status script.ClaimStatus) string {
+	if !m.Fence.OK || m.Fence.V > f.Token || m.Fence.V >= floor || (f.Kind == 's' && f.K != 1) {
+		return ""
+	}
+	switch {
+	case status == script.Superseded && floor > f.Token:
+		return fmt.Sprintf("refused by the floor %c", f.Kind)
+	case status == script.Claimed && floor <= f.Token:
+		return "claimed at or above the floor, the counter below it"
+	}
+	return ""
 }
 
 func (p *claimDiff) claim(rng *rand.Rand, f Form, label string, mode byte) {
+	if p.tombs[len(p.tombs)-1].Secret != 0 {
+		p.forgetTombs() // Tombs is full: forget them first
+	}
 	sg, g := claimGuard(mode)
 	newID := 7 + rng.IntN(3)
-	f.Token = p.token(rng, g)
+	var floor int64
+	f.Token, floor = p.token(rng, g)
 	above := !p.m.Fence.OK || p.m.Fence.V > f.Token
+	before := p.m
 	var left time.Duration
 	p.step(fmt.Sprintf("claim %s token %d guard %c -> s%d", label, f.Token, mode, newID), func() string {
 		c, err := script.ClaimCall(famKeys, claimHold(f), "s"+strconv.Itoa(f.Secret), "s"+strconv.Itoa(newID), f.Token, sg).Claim(p.ctx, p.node)
@@ -397,6 +435,9 @@ func (p *claimDiff) claim(rng *rand.Rand, f Form, label string, mode byte) {
 			p.t.Fatal(err)
 		}
 		p.cover[fmt.Sprintf("status %d %c", c.Status, f.Kind)]++
+		if path := floorPath(before, f, floor, c.Status); path != "" {
+			p.cover[path]++
+		}
 		if c.Status == script.Claimed && above {
 			// A permit of a semaphore of more than one: not checked
 			// against the counter.
@@ -429,7 +470,8 @@ func (p *claimDiff) claim(rng *rand.Rand, f Form, label string, mode byte) {
 // permits, among acquires, releases, holds aged past their expiry,
 // fencing counters deleted and new epochs of the node (a restart or a
 // failover, recovering or recovered), each claim with a token around the
-// node's counter or around the epoch's floor, and the restart guard on,
+// node's counter or around the epoch's floor (some counters below it, as
+// a restored node's), and the restart guard on,
 // trusting persistence, or off. The replies (claimed, not held,
 // recovering and for how long, claimed already, a later holder's token,
 // REDLOCK_KIND), the time left of a claimed lock, the lock key, the
@@ -445,7 +487,9 @@ func TestClaimModelMatchesScripts(t *testing.T) {
 	t.Logf("coverage: %v", p.cover)
 	for _, k := range []string{"kind", "a new epoch", "status 0 p", "status 1 p", "status 3 p", "status 4 p", "status 0 w", "status 1 w", "status 4 w",
 		"status 1 r", "status 4 r", "status 1 s", "status 3 s", "status 4 s", "claimed above the counter s k=2",
-		"status 2 p", "status 2 w", "status 2 r", "status 2 s"} {
+		"status 2 p", "status 2 w", "status 2 r", "status 2 s",
+		"refused by the floor p", "refused by the floor w", "refused by the floor r", "refused by the floor s",
+		"claimed at or above the floor, the counter below it"} {
 		if p.cover[k] == 0 {
 			t.Errorf("no claim took the path %q: %v", k, p.cover)
 		}
@@ -467,6 +511,7 @@ func TestClaimModelTellsBrokenTwins(t *testing.T) {
 		{"NoTombstone", HandoffMutations{NoTombstone: true}},
 		{"NoCounterCheck", HandoffMutations{NoCounterCheck: true}},
 		{"ClaimUnguarded", HandoffMutations{ClaimUnguarded: true}},
+		{"ClaimRawCounter", HandoffMutations{ClaimRawCounter: true}},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			p := newClaimDiff(t, srv, m.mut)

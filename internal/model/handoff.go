@@ -106,28 +106,37 @@ type Form struct {
 // how long the claimed lock has left. A node that recovers (the restart
 // guard, Epoch) answers ClaimRecovering with the time left to recover, and
 // changes nothing but its epoch record.
-// Where the node's fencing counter is missing or above f's token (a holder
-// granted after f's lock can have drawn a token here), it answers
-// Superseded and changes nothing; not for a permit of a semaphore of more
-// than one. The mutations ClaimTrustsKind, NoTombstone, NoCounterCheck and
-// ClaimUnguarded switch its checks off.
+// Where the node's fencing counter is missing or, raised to the epoch's
+// floor, above f's token (a holder granted after f's lock can have drawn
+// a token here), it answers Superseded and changes nothing; not for a
+// permit of a semaphore of more than one. The mutations ClaimTrustsKind,
+// NoTombstone, NoCounterCheck, ClaimUnguarded and ClaimRawCounter switch
+// its checks off.
 func (d *Data) Claim(t *Tombs, env Env, f Form, new int, g Guard, mut HandoffMutations) (status int, left int64) {
 	d.expire(env)
 	now := env.Now
-	if rec, _ := d.Epoch(env, g, Mutations{}); rec > 0 && !mut.ClaimUnguarded {
+	rec, floor := d.Epoch(env, g, Mutations{})
+	if rec > 0 && !mut.ClaimUnguarded {
 		return ClaimRecovering, rec
 	}
 	checkKind, tomb := !mut.ClaimTrustsKind, !mut.NoTombstone
 	if tomb && t.has(f.Secret, now) {
 		return AlreadyClaimed, 0
 	}
-	// resume.lua's later(): the counter as it is (expire cleared an
-	// expired one).
+	// resume.lua's later(): the counter missing (expire cleared an
+	// expired one), or above the token once raised to the epoch's floor.
 	later := func() bool {
 		if mut.NoCounterCheck || (f.Kind == 's' && f.K != 1) {
 			return false
 		}
-		return !d.Fence.OK || d.Fence.V > f.Token
+		if !d.Fence.OK {
+			return true
+		}
+		v := d.Fence.V
+		if !mut.ClaimRawCounter {
+			v = max(v, floor)
+		}
+		return v > f.Token
 	}
 	if d.Lock.Owner != 0 { // a string
 		if d.Lock.Owner != f.Secret {
@@ -217,9 +226,15 @@ type HandoffMutations struct {
 	// before issue 44's finding A): a node that restarted from a
 	// snapshot, or a promoted replica, gives a claim its vote while it
 	// recovers.
-	// The handoff model has no restarts; TestClaimModelMatchesScripts
-	// tells this twin from the script.
+	// The handoff model has no restarts; TestClaimModelTellsBrokenTwins
+	// shows that the differential test tells this twin from the script.
 	ClaimUnguarded bool
+	// ClaimRawCounter: the claim compares the form's token with the
+	// counter as it is, not raised to the epoch's floor (resume.lua before
+	// issue 44's finding B): a counter restored from a snapshot, or
+	// replicated to a promoted replica, that lacks a later holder's token
+	// passes. Not in the handoff model either (no restarts).
+	ClaimRawCounter bool
 }
 
 // HandoffConfig bounds a handoff model.

@@ -26,8 +26,9 @@ const (
 	// AlreadyClaimed: a claim of the form's secret ran on the node before.
 	AlreadyClaimed ClaimStatus = 3
 	// Superseded: the node holds the secret, but its fencing counter is
-	// missing or above the form's token: a holder granted after the
-	// form's lock can have drawn a token there. Nothing changed.
+	// missing or, raised to the epoch's floor as an acquire reads it,
+	// above the form's token: a holder granted after the form's lock can
+	// have drawn a token there. Nothing changed.
 	Superseded ClaimStatus = 4
 )
 
@@ -52,8 +53,9 @@ func ClaimKind(h *Hold) string {
 // counter and the node's epoch record): the secret old of a lock of h's
 // kind (h nil or of Mode 0: a plain lock) and of fencing token token
 // becomes new, where the node is not recovering (g, the restart guard, as
-// an acquire's) and the lock's fencing counter is at most token; the claim
-// leaves a tombstone of old for g.FenceTTL.
+// an acquire's) and the lock's fencing counter, raised to the epoch's
+// floor, is at most token; the claim leaves a tombstone of old for
+// g.FenceTTL.
 func ClaimCall(k Keys, h *Hold, old, new string, token int64, g Guard) Call {
 	arg := ""
 	switch {

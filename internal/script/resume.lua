@@ -7,8 +7,9 @@
 -- of that secret on the node even if a late request of the handing Client
 -- (a refresh sent before the handoff) writes the old secret back.
 -- It also refuses a claim where a later holder of the name can have been
--- granted: the node's fencing counter must exist and be at most the form's
--- token (docs/handoff.md, "The fencing token"). Every grant issues or
+-- granted: the node's fencing counter must exist and, raised to the
+-- epoch's floor as an acquire reads it, be at most the form's token
+-- (docs/handoff.md, "The fencing token"). Every grant issues or
 -- raises the counter above the tokens before it on a quorum (fencing.md's
 -- invariant), so a lock whose handing Client's late refreshes re-created
 -- it after another holder's tenure finds no quorum to claim. A missing
@@ -42,14 +43,14 @@
 -- this node), {0, 0} when the node does not hold the secret, {2, ms} when
 -- the node is recovering for ms more, {3, 0} when the secret was claimed
 -- here already (a tombstone), {4, 0} when the node holds the secret but
--- its counter is missing or above the form's token (a later holder's
--- token). Only {1, ms} changes the lock. A node that holds the secret in
+-- its counter is missing or, raised to the floor, above the form's token
+-- (a later holder's token). Only {1, ms} changes the lock. A node that holds the secret in
 -- another kind (another mode, owner or number of permits) answers an
 -- error reply starting with REDLOCK_KIND and changes nothing.
 local lock, want, arg, old, new = KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 -- The guard's fast path and the counter in one read, as acquire.lua's.
 local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
-local _, recovering = epoch(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[10]), pre[1])
+local _, recovering, floor = epoch(KEYS[3], tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[10]), pre[1])
 if recovering > 0 then
   return {2, recovering}
 end
@@ -58,13 +59,19 @@ if redis.call('EXISTS', tomb) == 1 then
   return {3, 0}
 end
 -- later reports whether a holder granted after the form's lock can have
--- drawn a token on this node: the counter missing or above the token.
+-- drawn a token on this node: the counter missing, or above the token as
+-- an acquire reads it, raised to the epoch's floor (token.lua's seen). A
+-- counter below the floor was written before the node's epoch began
+-- (restored from a snapshot, or replicated to a promoted replica) and may
+-- lack a later holder's increments; every token issued in this epoch is
+-- above the floor. A permit of a semaphore of more than one is compared
+-- with nothing, so the floor does not apply to it either.
 local function later()
   if want == 's' and arg ~= '1' then
     return false
   end
   local v = counter(KEYS[2], pre[2])
-  return v == nil or v > tonumber(ARGV[5])
+  return v == nil or math.max(v, floor) > tonumber(ARGV[5])
 end
 local function wrong(what)
   return redis.error_reply('REDLOCK_KIND ' .. lock .. ': the handed-off lock is ' .. what .. ', not what the form says')
