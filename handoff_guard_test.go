@@ -490,3 +490,62 @@ func TestResumeAfterAFailedResume(t *testing.T) {
 	}
 	refusedRecovering(t, got, err, 0, "the second copy's Resume")
 }
+
+// On a Redis Cluster the claim runs the guard on the lock's own epoch
+// record (in the lock's slot, beside its key and counter, as the
+// acquire's): a claim of a lock whose record another process wrote (a
+// restart that kept the data) answers "recovering", and on names in
+// several slots the claims of the others resume.
+func TestResumeRedisCluster(t *testing.T) {
+	rc := redistest.StartClusterT(t, 3)
+	node := rc.Client()
+	t.Cleanup(func() { _ = node.Close() })
+	c := guardOn(t, []redis.UniversalClient{node})
+	ctx := context.Background()
+	slots := map[int64]bool{}
+	for i := range 4 {
+		name := fmt.Sprintf("cluster-resume-%d", i)
+		slot, err := node.ClusterKeySlot(ctx, "{"+limits.Prefix+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[slot] = true
+		// A name new to a fresh cluster recovers for the max TTL first.
+		octx, cancel := context.WithTimeout(ctx, 10*guardMaxTTL)
+		l, err := c.Mutex(name).Obtain(octx, guardMaxTTL)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		form, err := l.Handoff()
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarted := i%2 == 1
+		if restarted {
+			// The record as a restart that kept the data leaves it: another
+			// process's run_id, checked long ago; no fast-path key.
+			rec := l.keys.clusterEpoch
+			if err := node.HSet(ctx, rec, "run", "0123456789abcdef", "check", "0").Err(); err != nil {
+				t.Fatal(err)
+			}
+			if err := node.Del(ctx, keys.Trusted(rec)).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := c.Resume(ctx, form)
+		if restarted {
+			refusedRecovering(t, got, err, 0, name+": Resume after its record's restart")
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: Resume: %v", name, err)
+		}
+		if err := got.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(slots) < 2 {
+		t.Fatalf("the names fell in %d slot(s)", len(slots))
+	}
+}
