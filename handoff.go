@@ -98,9 +98,10 @@ func (l *Lock) handoff() ([]byte, error) {
 // permits the form says), is not recovering from a restart or failover
 // (the restart guard, as for an acquire: a claim counts as a vote) and no
 // holder granted after the form's lock can have drawn a fencing token
-// (the lock's counter there exists and is at most the form's token; not
-// checked for a permit of a semaphore of more than one), and it needs a
-// quorum of such claims. A second
+// (the lock's counter there exists and, raised to the floor of the node's
+// epoch as an acquire reads it, is at most the form's token; not checked
+// for a permit of a semaphore of more than one), and it needs a quorum of
+// such claims. A second
 // Resume of the same form (a queue that delivers twice, a retried send)
 // then finds no quorum and fails with ErrNotHeld: the form is single-use.
 // The returned lock is valid until the time the nodes say the claimed
@@ -277,10 +278,12 @@ func (l *Lock) claimedUntil(res quorum.Result[script.Claim], start time.Time) ti
 var errResumedAlready = fmt.Errorf("%w: this handoff was resumed already (a form resumes at most once)", ErrNotOwner)
 
 // errLaterHolder is a node's reason when it holds the form's secret but
-// its fencing counter is missing or above the form's token: another
-// holder can have been granted the name since the form's lock, whose
-// tenure then ended (docs/handoff.md, "The fencing token").
-var errLaterHolder = fmt.Errorf("%w: the lock's fencing counter is missing or holds a later holder's token, above the form's", ErrNotOwner)
+// its fencing counter is missing or, raised to the floor of the node's
+// epoch, above the form's token: another holder can have been granted the
+// name since the form's lock, whose tenure then ended, or the node
+// restarted or failed over since and may have lost its token
+// (docs/handoff.md, "The fencing token").
+var errLaterHolder = fmt.Errorf("%w: the lock's fencing counter is missing or holds a later holder's token, above the form's (or the node restarted or failed over since the form's token was issued)", ErrNotOwner)
 
 // disagreeClaim is the per-node reason of a claim's no.
 func (e *engine) disagreeClaim(c script.Claim) error {
