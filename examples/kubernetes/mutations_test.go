@@ -56,6 +56,7 @@ const (
 	// appCommand is app.yaml's whole command, from "command:" to the
 	// job's script.
 	appCommand    = runStart + "            - --ttl\n            - 30s\n            - --grace\n            - 10s\n            - --max-ttl\n            - 1m\n" + runWait + "            - nightly-report\n            - --\n            - /bin/sh\n            - -c\n            - 'trap \"echo stopping; exit 0\" TERM; while :; do echo working; sleep 5; done'\n"
+	zoneSpread    = "      topologySpreadConstraints:\n        - topologyKey: topology.kubernetes.io/zone\n          maxSkew: 1\n          minDomains: 3\n          whenUnsatisfiable: DoNotSchedule\n          labelSelector:\n            matchLabels:\n              app.kubernetes.io/name: redlock-redis\n"
 	readinessLine = "          readinessProbe:\n            exec:\n              command: [\"sh\", \"-c\", \"redis-cli ping | grep -qx PONG\"]\n            periodSeconds: 5\n"
 )
 
@@ -143,7 +144,8 @@ var mutations = []mutation{
 	{"command [redlock] with args [run] alone", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n          args: [run]\n")}, "redlock run: no lock NAME and COMMAND"},
 	{"command [redlock] with args [run, NAME] and no COMMAND", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n          args: [run, --wait=8760h, nightly-report, --]\n")}, "redlock run: no COMMAND after the lock name"},
 	{"command [redlock] with args [run, --, …] (no NAME)", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n          args: [run, --wait=8760h, --, ./report.sh]\n")}, `no lock NAME before "--"`},
-	{"the zone spread removed", []edit{replace("redis-nodes.yaml", "          whenUnsatisfiable: DoNotSchedule\n", "          whenUnsatisfiable: ScheduleAnyway\n")}, "no zone spread"},
+	{"the zone spread removed", []edit{replace("redis-nodes.yaml", zoneSpread, "")}, "no zone spread"},
+	{"the zone spread made a preference", []edit{replace("redis-nodes.yaml", "          whenUnsatisfiable: DoNotSchedule\n", "          whenUnsatisfiable: ScheduleAnyway\n")}, "no zone spread"},
 	{"the readiness probe removed", []edit{replace("redis-nodes.yaml", readinessLine, "")}, "readiness probe must want PONG"},
 	{"publishNotReadyAddresses: true", []edit{replace("redis-nodes.yaml", "  publishNotReadyAddresses: false\n", "  publishNotReadyAddresses: true\n")}, "publishNotReadyAddresses"},
 	{"a grace period with no room for the release round", []edit{replace("app.yaml", "      terminationGracePeriodSeconds: 20\n", "      terminationGracePeriodSeconds: 11\n")}, "terminationGracePeriodSeconds 11s leaves no room"},
