@@ -62,7 +62,7 @@ func TestProbesOnRedis(t *testing.T) {
 	if _, err := s.dial(t, testPassword).do("SHUTDOWN"); err == nil {
 		t.Fatal("SHUTDOWN answered")
 	}
-	_ = s.cmd.Wait()
+	<-s.exited
 	s = startRedis(t, nd.proc.argv[1:], dir, "--key-load-delay", "200", "--loading-process-events-interval-bytes", "1024")
 	waitLoading(t, s)
 	expect("loading", auth, false, true)
