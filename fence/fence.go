@@ -48,6 +48,7 @@ package fence
 import (
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // ErrStale is matched (errors.Is) by every refusal of a token: one below
@@ -56,7 +57,9 @@ import (
 var ErrStale = errors.New("fence: stale token")
 
 // ErrInvalid is matched by the errors of bad arguments: an empty key or
-// resource, a bad identifier, a malformed token header.
+// resource, a bad identifier, a malformed token header, and a nil client,
+// store, database, function or context (a typed nil too), or a Redis,
+// Table or Guard not made by its constructor.
 var ErrInvalid = errors.New("fence: invalid argument")
 
 // ErrBound is matched by the error of Redis.Add when the change would take
@@ -119,4 +122,24 @@ func (o options) admit(resource string, token int64) error {
 		return &StaleError{Resource: resource, Token: token, Negative: true}
 	}
 	return nil
+}
+
+// invalid is an error matching ErrInvalid: "fence: invalid argument: " and
+// the problem.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice,
+// channel or function (a typed nil, which a nil check of an interface
+// misses).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

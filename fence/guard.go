@@ -31,6 +31,9 @@ type MemoryStore struct {
 
 // Admit implements GuardStore.
 func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (int64, bool, error) {
+	if s == nil {
+		return 0, false, invalid("nil *MemoryStore")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -46,6 +49,9 @@ func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (in
 // Delete forgets resource: its next token is admitted whatever it is. Call
 // it when the resource itself is deleted.
 func (s *MemoryStore) Delete(resource string) {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	delete(s.m, resource)
 	s.mu.Unlock()
@@ -75,9 +81,26 @@ type slot struct {
 	refs int
 }
 
-// NewGuard returns a guard keeping its tokens in store.
+// NewGuard returns a guard keeping its tokens in store. A nil store (a
+// typed nil too) makes every Do fail with an error matching ErrInvalid,
+// and Middleware answer 500.
 func NewGuard(store GuardStore, opts ...Option) *Guard {
+	if isNil(store) {
+		store = nil
+	}
 	return &Guard{store: store, opts: newOptions(opts), busy: make(map[string]*slot)}
+}
+
+// ready refuses a guard that cannot admit a token: nil, or without a
+// store.
+func (g *Guard) ready() error {
+	switch {
+	case g == nil:
+		return invalid("nil *Guard: make it with NewGuard")
+	case g.store == nil:
+		return invalid("no guard store: NewGuard was given a nil store")
+	}
+	return nil
 }
 
 // Do waits until no other call of Do for resource runs (or ctx ends),
@@ -86,8 +109,16 @@ func NewGuard(store GuardStore, opts ...Option) *Guard {
 // (or negative without AllowNegative), an error wrapping ErrInvalid for an
 // empty resource, the store's error, ctx's error, or fn's error.
 func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(context.Context) error) error {
-	if resource == "" {
-		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	if err := g.ready(); err != nil {
+		return err
+	}
+	switch {
+	case ctx == nil:
+		return invalid("nil context")
+	case fn == nil:
+		return invalid("nil function")
+	case resource == "":
+		return invalid("empty resource")
 	}
 	if err := g.opts.admit(resource, token); err != nil {
 		return err
@@ -113,6 +144,9 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(co
 func (g *Guard) take(resource string) *slot {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.busy == nil {
+		g.busy = make(map[string]*slot)
+	}
 	s := g.busy[resource]
 	if s == nil {
 		s = &slot{sem: make(chan struct{}, 1)}
@@ -138,8 +172,23 @@ const TokenHeader = "Fencing-Token"
 // without calling next: 428 Precondition Required without the header, 400
 // Bad Request for a malformed token or an empty resource, 409 Conflict for
 // a stale token (the body says both tokens), 503 Service Unavailable when
-// the store fails, each with the error as a plain-text body.
+// the store fails, each with the error as a plain-text body. With a nil
+// resource or next, or a guard without a store, it answers every request
+// 500 Internal Server Error, saying which.
 func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handler) http.Handler {
+	err := g.ready()
+	switch {
+	case err != nil:
+	case resource == nil:
+		err = invalid("nil resource function")
+	case isNil(next):
+		err = invalid("nil next handler")
+	}
+	if err != nil {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		})
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw := r.Header.Get(TokenHeader)
 		if raw == "" {

@@ -164,7 +164,7 @@ func TestGuardDo(t *testing.T) {
 	if len(g.busy) != 0 {
 		t.Fatalf("%d resources still tracked", len(g.busy))
 	}
-	if err := NewGuard(failing{}).Do(ctx, "r", 1, nil); err == nil || !strings.Contains(err.Error(), "store down") {
+	if err := NewGuard(failing{}).Do(ctx, "r", 1, func(context.Context) error { return nil }); err == nil || !strings.Contains(err.Error(), "store down") {
 		t.Fatalf("store error: %v", err)
 	}
 	srv := httptest.NewServer(NewGuard(failing{}).Middleware(byPath, http.NotFoundHandler()))

@@ -36,8 +36,12 @@ type Redis struct {
 }
 
 // NewRedis returns the fenced resources of rdb. The caller owns rdb and
-// closes it after its last use.
+// closes it after its last use. NewRedis does no I/O: a nil rdb (a typed
+// nil too) makes every call fail with an error matching ErrInvalid.
 func NewRedis(rdb RedisClient, opts ...Option) *Redis {
+	if isNil(rdb) {
+		rdb = nil
+	}
 	return &Redis{rdb: rdb, opts: newOptions(opts)}
 }
 
@@ -131,7 +135,7 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 // cache. The fence is raised before src runs, and stays raised if src
 // fails: the holder was current.
 func (r *Redis) Eval(ctx context.Context, key string, token int64, src string, keys []string, args ...any) (any, error) {
-	if err := r.admit(key, token); err != nil {
+	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
 	allKeys := append([]string{key}, keys...)
@@ -156,8 +160,8 @@ type State struct {
 // Inspect returns the state of the resource at key. It checks no token
 // and records nothing.
 func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
-	if key == "" {
-		return State{}, fmt.Errorf("%w: empty key", ErrInvalid)
+	if err := r.ready(ctx, key); err != nil {
+		return State{}, err
 	}
 	keys := []string{key}
 	v, err := r.rdb.EvalSha(ctx, inspectScript.sha, keys).Result()
@@ -183,9 +187,25 @@ func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
 	return st, nil
 }
 
-func (r *Redis) admit(key string, token int64) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrInvalid)
+// ready refuses a call that cannot be sent: no Redis, no client, no
+// context or no key.
+func (r *Redis) ready(ctx context.Context, key string) error {
+	switch {
+	case r == nil:
+		return invalid("nil *Redis: make it with NewRedis")
+	case r.rdb == nil:
+		return invalid("no Redis client: NewRedis was given a nil client")
+	case ctx == nil:
+		return invalid("nil context")
+	case key == "":
+		return invalid("empty key")
+	}
+	return nil
+}
+
+func (r *Redis) admit(ctx context.Context, key string, token int64) error {
+	if err := r.ready(ctx, key); err != nil {
+		return err
 	}
 	return r.opts.admit(key, token)
 }
@@ -193,7 +213,7 @@ func (r *Redis) admit(key string, token int64) error {
 // run runs s on key with token and args: EVALSHA, and EVAL when the node
 // does not have the script yet.
 func (r *Redis) run(ctx context.Context, s script, key string, token int64, args ...any) (any, error) {
-	if err := r.admit(key, token); err != nil {
+	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
 	keys := []string{key}

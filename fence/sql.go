@@ -75,8 +75,11 @@ type Execer interface {
 // (nothing is written), and an error wrapping sql.ErrNoRows when there is
 // no such row.
 func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set string, args ...any) error {
+	if err := t.ready(ctx, db); err != nil {
+		return err
+	}
 	if strings.TrimSpace(set) == "" {
-		return fmt.Errorf("%w: empty SET clause", ErrInvalid)
+		return invalid("empty SET clause")
 	}
 	return t.update(ctx, db, id, token, set+", ", args)
 }
@@ -90,7 +93,26 @@ func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set 
 // lose it. It returns a *StaleError (ErrStale) when the row's fence is
 // above token, and an error wrapping sql.ErrNoRows when there is no row.
 func (t *Table) Fence(ctx context.Context, db Execer, id any, token int64) error {
+	if err := t.ready(ctx, db); err != nil {
+		return err
+	}
 	return t.update(ctx, db, id, token, "", nil)
+}
+
+// ready refuses a statement that cannot run: no Table, a Table not made
+// by NewTable, no context or no database.
+func (t *Table) ready(ctx context.Context, db any) error {
+	switch {
+	case t == nil:
+		return invalid("nil *Table: make it with NewTable")
+	case t.name == "":
+		return invalid("a Table not made by NewTable")
+	case ctx == nil:
+		return invalid("nil context")
+	case isNil(db):
+		return invalid("nil database")
+	}
+	return nil
 }
 
 func (t *Table) update(ctx context.Context, db Execer, id any, token int64, set string, args []any) error {
@@ -148,6 +170,12 @@ func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) err
 // refused, a newer holder's waits and then reads what this one wrote.
 // fn's statements on the row need no further check; they must use tx.
 func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) (err error) {
+	if err := t.ready(ctx, db); err != nil {
+		return err
+	}
+	if fn == nil {
+		return invalid("nil function")
+	}
 	if err := t.opts.admit(t.resource(id), token); err != nil {
 		return err
 	}
