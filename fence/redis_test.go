@@ -322,3 +322,17 @@ func TestRedisSentinelFailover(t *testing.T) {
 func notFenceAnswer(err error) bool {
 	return err != nil && !errors.Is(err, ErrStale)
 }
+
+// TestRedisEvalCallerErrors: the caller's script returns errors spelled as
+// the package's own refusals; each comes back as it is, never as a
+// refusal (ErrStale, ErrBound, ErrInvalid).
+func TestRedisEvalCallerErrors(t *testing.T) {
+	r, _ := newRedis(t)
+	ctx := context.Background()
+	for _, e := range []string{"FENCE_STALE 1 2", "FENCE_STALE 7 9", "FENCE_BOUND 1 -2 0", "FENCE_NOTINT abc", "FENCE_RANGE 1 2"} {
+		_, err := r.Eval(ctx, "{q}:fence", 7, `return redis.error_reply(ARGV[1])`, nil, e)
+		if err == nil || err.Error() != e || errors.Is(err, ErrStale) || errors.Is(err, ErrBound) || errors.Is(err, ErrInvalid) {
+			t.Errorf("the script's own error %q came back as %v", e, err)
+		}
+	}
+}
