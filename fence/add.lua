@@ -1,4 +1,4 @@
--- A fenced counter change with a floor. ARGV[2] the delta, ARGV[3] the
+-- A fenced counter change with a floor. ARGV[3] the delta, ARGV[4] the
 -- floor ('' for none). The counter is the value field, an integer; a
 -- missing one is 0. Lua numbers are doubles: the floor is compared exactly
 -- while the counter stays within 2^53 in magnitude.
@@ -6,12 +6,12 @@ local e = check(true)
 if e then return e end
 local raw = redis.call('HGET', key, 'value') or '0'
 if not string.match(raw, '^-?%d+$') then
-  return redis.error_reply('FENCE_NOTINT ' .. raw)
+  return redis.error_reply('FENCE_NOTINT ' .. call .. ' ' .. raw)
 end
-if ARGV[3] ~= '' and tonumber(raw) + tonumber(ARGV[2]) < tonumber(ARGV[3]) then
+if ARGV[4] ~= '' and tonumber(raw) + tonumber(ARGV[3]) < tonumber(ARGV[4]) then
   redis.call('HINCRBY', key, 'bounded', 1)
-  return redis.error_reply('FENCE_BOUND ' .. raw .. ' ' .. ARGV[2] .. ' ' .. ARGV[3])
+  return redis.error_reply('FENCE_BOUND ' .. call .. ' ' .. raw .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
 end
 raise()
 redis.call('HINCRBY', key, 'writes', 1)
-return redis.call('HINCRBY', key, 'value', ARGV[2])
+return redis.call('HINCRBY', key, 'value', ARGV[3])

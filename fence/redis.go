@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -133,16 +134,19 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 // with EVAL, as its digest is not computed here (SHA-1 is refused in FIPS
 // 140-only mode), and Redis compiles it once and keeps it in its script
 // cache. The fence is raised before src runs, and stays raised if src
-// fails: the holder was current.
+// fails: the holder was current. An error of src comes back as it is,
+// whatever it says: the package's refusals carry a random id of the call,
+// which src is not given.
 func (r *Redis) Eval(ctx context.Context, key string, token int64, src string, keys []string, args ...any) (any, error) {
 	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
+	id := callID()
 	allKeys := append([]string{key}, keys...)
-	allArgs := append([]any{strconv.FormatInt(token, 10)}, args...)
+	allArgs := append([]any{strconv.FormatInt(token, 10), id}, args...)
 	full := checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"
 	v, err := r.rdb.Eval(ctx, full, allKeys, allArgs...).Result()
-	return v, r.reply(key, token, err)
+	return v, r.reply(key, id, token, err)
 }
 
 // State is what a resource in Redis holds, without a token: for
@@ -216,37 +220,49 @@ func (r *Redis) run(ctx context.Context, s script, key string, token int64, args
 	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
+	id := callID()
 	keys := []string{key}
-	argv := append([]any{strconv.FormatInt(token, 10)}, args...)
+	argv := append([]any{strconv.FormatInt(token, 10), id}, args...)
 	v, err := r.rdb.EvalSha(ctx, s.sha, keys, argv...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		v, err = r.rdb.Eval(ctx, s.src, keys, argv...).Result()
 	}
-	return v, r.reply(key, token, err)
+	return v, r.reply(key, id, token, err)
 }
 
-// reply turns the scripts' refusals into the package's errors.
-func (r *Redis) reply(key string, token int64, err error) error {
+// callID is a call's id: 128 random bits, in the 26 characters of
+// rand.Text. The package's scripts put it in their error replies, after
+// the code, so that reply never takes an error of the caller's own script
+// (Eval) for one of theirs, however it is spelled.
+func callID() string { return rand.Text() }
+
+// reply turns the scripts' refusals into the package's errors: those that
+// carry the call's id, and only those.
+func (r *Redis) reply(key, id string, token int64, err error) error {
 	if err == nil || errors.Is(err, redis.Nil) {
 		return err
 	}
 	msg := err.Error()
 	f := strings.Fields(msg)
+	if len(f) < 2 || f[1] != id {
+		return err
+	}
+	code, f := f[0], f[2:]
 	switch {
-	case len(f) == 3 && f[0] == "FENCE_STALE":
-		seen, perr := strconv.ParseInt(f[2], 10, 64)
+	case code == "FENCE_STALE" && len(f) == 2:
+		seen, perr := strconv.ParseInt(f[1], 10, 64)
 		if perr == nil {
 			return &StaleError{Resource: key, Token: token, Fence: seen}
 		}
-	case len(f) == 4 && f[0] == "FENCE_BOUND":
-		v, e1 := strconv.ParseInt(f[1], 10, 64)
-		d, e2 := strconv.ParseInt(f[2], 10, 64)
-		fl, e3 := strconv.ParseInt(f[3], 10, 64)
+	case code == "FENCE_BOUND" && len(f) == 3:
+		v, e1 := strconv.ParseInt(f[0], 10, 64)
+		d, e2 := strconv.ParseInt(f[1], 10, 64)
+		fl, e3 := strconv.ParseInt(f[2], 10, 64)
 		if e1 == nil && e2 == nil && e3 == nil {
 			return &BoundError{Key: key, Value: v, Delta: d, Floor: fl}
 		}
-	case len(f) >= 1 && f[0] == "FENCE_NOTINT":
-		return fmt.Errorf("%w: %s: the value %q is not an integer counter", ErrInvalid, key, strings.TrimPrefix(msg, "FENCE_NOTINT "))
+	case code == "FENCE_NOTINT":
+		return invalid("%s: the value %q is not an integer counter", key, strings.TrimPrefix(msg, "FENCE_NOTINT "+id+" "))
 	}
 	return err
 }
@@ -288,10 +304,10 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	setScript    = script{checkSrc + setSrc, "eb5da3ff9ee3d926d027c2fd685a084a28b08485"}
-	getScript    = script{checkSrc + getSrc, "b917687c7ae60c6e3583d0d33f684c17f6c07d47"}
-	sharedScript = script{checkSrc + sharedSrc, "75b1811a5ca9f2359cd888ae5a5ef5cf6172b124"}
-	addScript    = script{checkSrc + addSrc, "6b8c88c8330993c601edf7d56af5f4e5a594018f"}
+	setScript    = script{checkSrc + setSrc, "f79d4fef9c29cb4582fe75fd6a026b6b24bb50ad"}
+	getScript    = script{checkSrc + getSrc, "79dbba89248f9a4c0a0f1dcf85296ea1e6e963cd"}
+	sharedScript = script{checkSrc + sharedSrc, "3e38a0b4aa856a6a1110b7c48df245b6c3779c5c"}
+	addScript    = script{checkSrc + addSrc, "2053d4438297d772059021e9371866bef52dff52"}
 
 	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
 )
