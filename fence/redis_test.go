@@ -336,3 +336,33 @@ func TestRedisEvalCallerErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRedisAddFailureChangesNothing: an Add that Redis cannot apply (a
+// value with a leading zero, which HINCRBY refuses, or a counter that
+// would overflow int64) fails with ErrInvalid and leaves the fence and
+// the count of writes as they were.
+func TestRedisAddFailureChangesNothing(t *testing.T) {
+	r, c := newRedis(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		value string
+		delta int64
+	}{
+		{"007", 1},
+		{"9223372036854775807", 1},
+		{"-9223372036854775808", -1},
+		{"-0", 1},
+		{"1.5", 1},
+	} {
+		key := "counter:" + tc.value
+		c.HSet(ctx, key, "value", tc.value)
+		_, err := r.Add(ctx, key, 5, tc.delta, NoFloor)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Add(%+d) to %s: %v, want ErrInvalid", tc.delta, tc.value, err)
+		}
+		s, err := r.Inspect(ctx, key)
+		if err != nil || s != (State{Value: tc.value, Exists: true}) {
+			t.Errorf("after a failed Add(%+d) to %s: %+v, %v; want the value alone, no fence, no write", tc.delta, tc.value, s, err)
+		}
+	}
+}
