@@ -102,8 +102,11 @@ func (r *Redis) get(ctx context.Context, s script, key string, token int64) (str
 // it records no token) and returns a *BoundError (ErrBound):
 // a stock decremented with Add(ctx, key, token, -1, 0) never goes below
 // zero. Pass NoFloor for no floor. It returns a *StaleError (ErrStale)
-// when token is below the fence. The counter is compared with the floor
-// exactly while it stays within ±2⁵³.
+// when token is below the fence, and an error matching ErrInvalid when
+// the value is not an integer as Redis reads one (abc, 007, -0) or the
+// change would overflow int64. Every failed Add changes nothing but the
+// counts of refusals. The counter is compared with the floor exactly while
+// it stays within ±2⁵³.
 func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) (int64, error) {
 	f := ""
 	if floor != NoFloor {
@@ -261,6 +264,10 @@ func (r *Redis) reply(key, id string, token int64, err error) error {
 		if e1 == nil && e2 == nil && e3 == nil {
 			return &BoundError{Key: key, Value: v, Delta: d, Floor: fl}
 		}
+	case code == "FENCE_RANGE" && len(f) == 2:
+		if d, perr := strconv.ParseInt(f[1], 10, 64); perr == nil {
+			return invalid("%s: counter %s%+d would overflow int64", key, f[0], d)
+		}
 	case code == "FENCE_NOTINT":
 		return invalid("%s: the value %q is not an integer counter", key, strings.TrimPrefix(msg, "FENCE_NOTINT "+id+" "))
 	}
@@ -307,7 +314,7 @@ var (
 	setScript    = script{checkSrc + setSrc, "f79d4fef9c29cb4582fe75fd6a026b6b24bb50ad"}
 	getScript    = script{checkSrc + getSrc, "79dbba89248f9a4c0a0f1dcf85296ea1e6e963cd"}
 	sharedScript = script{checkSrc + sharedSrc, "3e38a0b4aa856a6a1110b7c48df245b6c3779c5c"}
-	addScript    = script{checkSrc + addSrc, "2053d4438297d772059021e9371866bef52dff52"}
+	addScript    = script{checkSrc + addSrc, "298475f7cb9f1ef708a17dcff4d529815eb73e56"}
 
 	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
 )

@@ -357,8 +357,8 @@ func TestRedisAddFailureChangesNothing(t *testing.T) {
 		key := "counter:" + tc.value
 		c.HSet(ctx, key, "value", tc.value)
 		_, err := r.Add(ctx, key, 5, tc.delta, NoFloor)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("Add(%+d) to %s: %v, want ErrInvalid", tc.delta, tc.value, err)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.value) {
+			t.Errorf("Add(%+d) to %s: %v, want ErrInvalid naming the value", tc.delta, tc.value, err)
 		}
 		s, err := r.Inspect(ctx, key)
 		if err != nil || s != (State{Value: tc.value, Exists: true}) {
