@@ -25,8 +25,10 @@ type RedisClient interface {
 // key the caller names: its field value holds the data, fence the highest
 // token of an exclusive holder, shared the highest token of a shared
 // reader, refused the count of refusals, writes the count of accepted
-// writes, bounded the count of Add calls refused by their floor. Deleting
-// the key deletes the data and its fence together.
+// writes, bounded the count of Add calls refused by their floor, added
+// the ids and results of the last 16 Add calls (so that a client's retry
+// is not applied twice). Deleting the key deletes the data and its fence
+// together.
 //
 // Every call is one script, atomic on the node that holds the key: the
 // check, the record of the token and the operation. Redis is safe for
@@ -106,7 +108,18 @@ func (r *Redis) get(ctx context.Context, s script, key string, token int64) (str
 // the value is not an integer as Redis reads one (abc, 007, -0) or the
 // change would overflow int64. Every failed Add changes nothing but the
 // counts of refusals. The counter is compared with the floor exactly while
-// it stays within ±2⁵³.
+// it stays within ±2⁵³; the value returned is exact.
+//
+// A client's retry is applied once: go-redis sends a command again when
+// its reply times out, though Redis may have applied it. Each Add carries
+// a random id, and the key keeps the ids and results of its last 16 Adds:
+// the retry gets the first result and changes nothing, even once a newer
+// holder has written. A retry that comes after 16 other Adds of the key
+// under its token would be applied again (a newer token refuses it): a
+// holder that runs that many Adds of one key at once should turn the
+// client's retries off (MaxRetries: -1). An Add that
+// returns another error (a timeout after the last retry) may or may not
+// have been applied: Inspect tells, not a new Add.
 func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) (int64, error) {
 	f := ""
 	if floor != NoFloor {
@@ -116,9 +129,13 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 	if err != nil {
 		return 0, err
 	}
-	n, ok := v.(int64)
+	s, ok := v.(string)
 	if !ok {
 		return 0, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("fence: %s: unexpected reply %q", key, s)
 	}
 	return n, nil
 }
@@ -217,13 +234,17 @@ func (r *Redis) admit(ctx context.Context, key string, token int64) error {
 	return r.opts.admit(key, token)
 }
 
-// run runs s on key with token and args: EVALSHA, and EVAL when the node
-// does not have the script yet.
+// run runs s on key with token and args, as a new call (callID).
 func (r *Redis) run(ctx context.Context, s script, key string, token int64, args ...any) (any, error) {
+	return r.call(ctx, s, key, callID(), token, args...)
+}
+
+// call runs s on key as the call id with token and args: EVALSHA, and EVAL
+// when the node does not have the script yet.
+func (r *Redis) call(ctx context.Context, s script, key, id string, token int64, args ...any) (any, error) {
 	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
-	id := callID()
 	keys := []string{key}
 	argv := append([]any{strconv.FormatInt(token, 10), id}, args...)
 	v, err := r.rdb.EvalSha(ctx, s.sha, keys, argv...).Result()
@@ -314,7 +335,7 @@ var (
 	setScript    = script{checkSrc + setSrc, "f79d4fef9c29cb4582fe75fd6a026b6b24bb50ad"}
 	getScript    = script{checkSrc + getSrc, "79dbba89248f9a4c0a0f1dcf85296ea1e6e963cd"}
 	sharedScript = script{checkSrc + sharedSrc, "3e38a0b4aa856a6a1110b7c48df245b6c3779c5c"}
-	addScript    = script{checkSrc + addSrc, "298475f7cb9f1ef708a17dcff4d529815eb73e56"}
+	addScript    = script{checkSrc + addSrc, "406fd7354179f6de0537952650bb649eaa9711d0"}
 
 	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
 )

@@ -2,6 +2,8 @@ package fence
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,5 +64,49 @@ func TestRedisAddRetried(t *testing.T) {
 	s, err := r.Inspect(ctx, "stock")
 	if err != nil || s.Value != "9" || s.Writes != 2 {
 		t.Errorf("stock %q after %d writes (%v); want 9 after 2", s.Value, s.Writes, err)
+	}
+}
+
+// TestRedisAddWindow: a call sent again with its id gets its first result
+// and changes nothing, even once its token is stale, while it is among
+// the last 16 Adds of the key; past them it is a new call. The result is
+// exact past 2^53.
+func TestRedisAddWindow(t *testing.T) {
+	r, c := newRedis(t)
+	ctx := context.Background()
+	add := func(id string, token, delta int64) (any, error) {
+		return r.call(ctx, addScript, "n", id, token, delta, "")
+	}
+	if v, err := add("FIRST", 5, 10); err != nil || v != "10" {
+		t.Fatalf("first call = %v, %v", v, err)
+	}
+	if _, err := add("NEWER", 6, 1); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := add("FIRST", 5, 10); err != nil || v != "10" {
+		t.Fatalf("the first call again, with its now stale token = %v, %v; want its result, 10", v, err)
+	}
+	for i := range 16 {
+		if _, err := add(fmt.Sprint("OTHER", i), 6, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := add("FIRST", 6, 10); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := r.Inspect(ctx, "n")
+	if s.Value != "37" || s.Writes != 19 {
+		t.Fatalf("%+v: want 10+1+16+10 = 37 after 19 writes (FIRST applied again once out of the window)", s)
+	}
+	if n := strings.Count(c.HGet(ctx, "n", "added").Val(), ";"); n != 16 {
+		t.Fatalf("%d calls kept, want 16", n)
+	}
+
+	const big = 1<<53 + 1 // not a double
+	if n, err := r.Add(ctx, "big", 7, big, NoFloor); err != nil || n != big {
+		t.Fatalf("Add(2^53+1) = %d, %v", n, err)
+	}
+	if n, err := r.Add(ctx, "big", 7, 2, NoFloor); err != nil || n != big+2 {
+		t.Fatalf("Add(2) to 2^53+1 = %d, %v; want %d", n, err, int64(big+2))
 	}
 }
