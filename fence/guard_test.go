@@ -174,3 +174,67 @@ func TestGuardDo(t *testing.T) {
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
+
+// TestGuardStalledBody: the holder of token 5 sends its headers and part
+// of its body, then stalls (a paused client, a slow link). The holder of
+// token 6 must not wait for it: its PUT lands while 5 is still stalled.
+// When 5's body finally arrives, its write is refused (409), and only
+// six's body is stored.
+func TestGuardStalledBody(t *testing.T) {
+	f := &files{data: map[string]string{}}
+	arrived := make(chan string, 2)
+	guarded := NewGuard(&MemoryStore{}).Middleware(byPath, f)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get(TokenHeader)
+		guarded.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+
+	body, stall := io.Pipe()
+	five := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/x", body)
+		req.Header.Set(TokenHeader, "5")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			five <- 0
+			return
+		}
+		resp.Body.Close()
+		five <- resp.StatusCode
+	}()
+	if _, err := io.WriteString(stall, "fi"); err != nil { // the client is sending it
+		t.Fatal(err)
+	}
+	<-arrived
+
+	// Six's PUT, while five stalls: it must not wait for five's body (a
+	// generous bound, far above a PUT on loopback; without it the test
+	// would wait for ever).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/x", strings.NewReader("six"))
+	req.Header.Set(TokenHeader, "6")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("six's PUT while five's body stalls: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("six's PUT: %d, want 200", resp.StatusCode)
+		}
+	}
+
+	if _, err := io.WriteString(stall, "ve"); err != nil {
+		t.Fatal(err)
+	}
+	stall.Close()
+	if code := <-five; code != http.StatusConflict {
+		t.Errorf("five's PUT, once its body came: %d, want 409", code)
+	}
+	if got := strings.Join(f.writes, " "); got != "six" {
+		t.Errorf("writes %q, want six's alone", got)
+	}
+}
