@@ -17,8 +17,9 @@
 //   - SQL (Table): a fence column in the row, a fenced UPDATE and a fenced
 //     read-then-write in a transaction, with database/sql.
 //   - Any other service (Guard): the highest token per resource in a store
-//     you give it, checked and held while the request runs, with a net/http
-//     middleware that reads the token from a header.
+//     you give it, checked and held while the request's write runs, with a
+//     net/http middleware that reads the token from a header and the body
+//     before it takes the resource, so that a stalled upload holds nothing.
 //
 // Every refusal is an error that matches ErrStale and is a *StaleError with
 // both tokens.
@@ -93,6 +94,8 @@ type Option interface{ apply(*options) }
 
 type options struct {
 	allowNegative bool
+	maxBody       int64 // Guard.Middleware's limit, when maxBodySet
+	maxBodySet    bool
 }
 
 type optionFunc func(*options)

@@ -2,10 +2,7 @@ package fence
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
 	"sync"
 )
 
@@ -63,7 +60,9 @@ func (s *MemoryStore) Delete(resource string) {
 // the request's work while no other request of the resource runs in this
 // process. That second part makes the check and the work one step: without
 // it, a stale request admitted just before a newer one could do its work
-// after the newer one's. Across several processes serving one resource,
+// after the newer one's. So the work holds the resource: it must be the
+// write alone, with nothing that waits on the holder (its request's body:
+// Middleware reads it first). Across several processes serving one resource,
 // the guard cannot make them one step: check in the data store itself
 // there (Redis, Table). Guard is safe for concurrent use.
 type Guard struct {
@@ -162,60 +161,4 @@ func (g *Guard) drop(resource string, s *slot) {
 	if s.refs--; s.refs == 0 {
 		delete(g.busy, resource)
 	}
-}
-
-// TokenHeader is the request header Middleware reads the token from.
-const TokenHeader = "Fencing-Token"
-
-// Middleware runs next under Do for the resource that resource names for
-// the request and the token of its Fencing-Token header. It answers
-// without calling next: 428 Precondition Required without the header, 400
-// Bad Request for a malformed token or an empty resource, 409 Conflict for
-// a stale token (the body says both tokens), 503 Service Unavailable when
-// the store fails, each with the error as a plain-text body. With a nil
-// resource or next, or a guard without a store, it answers every request
-// 500 Internal Server Error, saying which.
-func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handler) http.Handler {
-	err := g.ready()
-	switch {
-	case err != nil:
-	case resource == nil:
-		err = invalid("nil resource function")
-	case isNil(next):
-		err = invalid("nil next handler")
-	}
-	if err != nil {
-		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-		})
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw := r.Header.Get(TokenHeader)
-		if raw == "" {
-			http.Error(w, "fence: missing "+TokenHeader+" header", http.StatusPreconditionRequired)
-			return
-		}
-		token, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("fence: malformed %s header %q", TokenHeader, raw), http.StatusBadRequest)
-			return
-		}
-		ran := false
-		err = g.Do(r.Context(), resource(r), token, func(context.Context) error {
-			ran = true
-			next.ServeHTTP(w, r)
-			return nil
-		})
-		switch {
-		case ran || err == nil:
-		case errors.Is(err, ErrStale):
-			http.Error(w, err.Error(), http.StatusConflict)
-		case errors.Is(err, ErrInvalid):
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		case r.Context().Err() != nil:
-			// The client is gone: nobody reads the answer.
-		default:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		}
-	})
 }

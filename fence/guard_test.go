@@ -238,3 +238,48 @@ func TestGuardStalledBody(t *testing.T) {
 		t.Errorf("writes %q, want six's alone", got)
 	}
 }
+
+// TestGuardMaxBody: a body over the limit is answered 413 and admits
+// nothing (a lower token passes after it); 0 refuses every body; a
+// negative limit is a 500 saying so; the default is 10 MiB.
+func TestGuardMaxBody(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	for _, tc := range []struct {
+		opts  []Option
+		steps []struct {
+			token, body string
+			code        int
+		}
+	}{
+		{[]Option{MaxBody(4)}, []struct {
+			token, body string
+			code        int
+		}{{"9", "12345", 413}, {"3", "1234", 200}, {"2", "", 409}}},
+		{[]Option{MaxBody(0)}, []struct {
+			token, body string
+			code        int
+		}{{"9", "x", 413}, {"3", "", 200}}},
+		{[]Option{MaxBody(-1)}, []struct {
+			token, body string
+			code        int
+		}{{"9", "", 500}}},
+	} {
+		f := &files{data: map[string]string{}}
+		srv := httptest.NewServer(NewGuard(&MemoryStore{}, tc.opts...).Middleware(byPath, f))
+		for _, st := range tc.steps {
+			code, body := put(t, srv.URL+"/x", st.token, st.body)
+			if code != st.code {
+				t.Errorf("%d options, token %s, %d bytes: %d %q; want %d", len(tc.opts), st.token, len(st.body), code, body, st.code)
+			}
+		}
+		srv.Close()
+	}
+	// The default, 10 MiB, without a network.
+	req := httptest.NewRequest(http.MethodPut, "/x", strings.NewReader(strings.Repeat("x", 10<<20+1)))
+	req.Header.Set(TokenHeader, "9")
+	rec := httptest.NewRecorder()
+	NewGuard(&MemoryStore{}).Middleware(byPath, &files{data: map[string]string{}}).ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("default limit, 10 MiB + 1 byte: %d; want 413", rec.Code)
+	}
+}
