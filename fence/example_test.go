@@ -126,16 +126,16 @@ func ExampleTable_Tx() {
 
 // An HTTP service that refuses the requests of a holder that lost its lock:
 // the client sends its token in the Fencing-Token header. A path has many
-// spellings (//, ., .., a trailing /) that reach one file: the resource
-// must be one name for all of them, or each spelling has a fence of its
-// own and a stale token passes through the next one.
+// spellings (//, ., .., a trailing /) that reach one file: the resource is
+// the cleaned path (CleanPath), one name for all of them, or each spelling
+// would have a fence of its own and a stale token would pass through the
+// next one. The handler stores under the same name.
 func ExampleGuard_Middleware() {
-	resource := func(r *http.Request) string { return r.URL.Path }
 	put := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "stored", resource(r))
+		fmt.Fprintln(w, "stored", fence.CleanPath(r))
 	})
 	g := fence.NewGuard(&fence.MemoryStore{})
-	srv := httptest.NewServer(g.Middleware(resource, put))
+	srv := httptest.NewServer(g.Middleware(fence.CleanPath, put))
 	defer srv.Close()
 	defer http.DefaultClient.CloseIdleConnections()
 

@@ -283,3 +283,24 @@ func TestGuardMaxBody(t *testing.T) {
 		t.Errorf("default limit, 10 MiB + 1 byte: %d; want 413", rec.Code)
 	}
 }
+
+func TestCleanPath(t *testing.T) {
+	for raw, want := range map[string]string{
+		"/reports/q3":        "/reports/q3",
+		"/reports//q3":       "/reports/q3",
+		"/reports/./q3":      "/reports/q3",
+		"/reports/q3/":       "/reports/q3",
+		"/reports/x/../q3":   "/reports/q3",
+		"/reports/%71%33":    "/reports/q3",
+		"/../../etc/passwd":  "/etc/passwd",
+		"/":                  "/",
+		"/reports/q3/.":      "/reports/q3",
+		"/reports/q3%2F..":   "/reports",
+		"/a/b/../../../../c": "/c",
+	} {
+		r := httptest.NewRequest(http.MethodPut, "http://example.com"+raw, nil)
+		if got := CleanPath(r); got != want {
+			t.Errorf("CleanPath(%s) = %s, want %s", raw, got, want)
+		}
+	}
+}

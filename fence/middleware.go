@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 )
 
@@ -47,6 +48,10 @@ func MaxBody(n int64) Option {
 // error as a plain-text body. With a nil resource or next, a guard
 // without a store or a negative MaxBody, it answers every request 500
 // Internal Server Error, saying which.
+//
+// resource must give one name to every spelling of one resource, the name
+// under which next stores it: CleanPath does for a resource named by its
+// URL path.
 func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handler) http.Handler {
 	if err := g.middlewareReady(resource, next); err != nil {
 		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -137,4 +142,17 @@ func (g *Guard) readBody(w http.ResponseWriter, r *http.Request) (int, error) {
 	}
 	r.Body = io.NopCloser(&buf)
 	return 0, nil
+}
+
+// CleanPath is the resource of a request named by its URL path, for
+// Middleware: the decoded path (r.URL.Path) made rooted and cleaned as by
+// path.Clean, so that /reports//q3, /reports/./q3, /reports/q3/,
+// /reports/x/../q3 and /reports/%71%33 are all /reports/q3, one resource
+// with one fence. A handler that finds its file by the raw path instead
+// would give a stale token a way around the fence through another
+// spelling. CleanPath knows nothing of the store behind the handler: on a
+// case-insensitive file system, or one that normalizes Unicode, fold the
+// name as the store does.
+func CleanPath(r *http.Request) string {
+	return path.Clean("/" + r.URL.Path)
 }
