@@ -215,3 +215,42 @@ func TestFenceTableTx(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceTableTxPanic: fn writes the row, then panics. The panic goes on
+// up to the caller, and the transaction is rolled back: its write is gone,
+// and the row is free, so a newer holder's fenced write on another
+// connection goes through (without the rollback, it waits on PostgreSQL's
+// row lock for ever, and fails busy on SQLite's write lock).
+func TestFenceTableTxPanic(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db, db2 := open(), open()
+			ctx := context.Background()
+			dec, set := `UPDATE accounts SET balance = balance - 1 WHERE id = 1`, "balance = balance - 1"
+			func() {
+				defer func() {
+					if p := recover(); p != "boom" {
+						t.Errorf("recovered %v, want fn's panic", p)
+					}
+				}()
+				_ = tbl.Tx(ctx, db, 1, 40, func(tx *sql.Tx) error {
+					if _, err := tx.Exec(dec); err != nil {
+						t.Error(err)
+					}
+					panic("boom")
+				})
+			}()
+			// A generous bound, far above a write on this machine: the
+			// write waits for ever without the rollback.
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if err := tbl.Update(wctx, db2, 1, 41, set); err != nil {
+				t.Fatalf("the next holder's write after fn panicked: %v", err)
+			}
+			if bal, fen := balance(t, db2); bal != 99 || fen != 41 {
+				t.Fatalf("balance %d, fence %d; want 99, 41 (the panicked transaction rolled back)", bal, fen)
+			}
+		})
+	}
+}
