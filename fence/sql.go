@@ -164,12 +164,13 @@ func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) err
 // Tx runs a read-then-write in one transaction under token: it begins a
 // transaction on db, fences the row of id (Fence: refused, it rolls back
 // and returns the *StaleError, ErrStale), runs fn, and commits; when fn
-// returns an error, it rolls back and returns it. The fencing UPDATE comes
+// returns an error, it rolls back and returns it, and when fn panics, it
+// rolls back and the panic goes on. The fencing UPDATE comes
 // first, so the transaction holds the row's write lock from then on: an
 // older holder's fenced statement waits for the commit and is then
 // refused, a newer holder's waits and then reads what this one wrote.
 // fn's statements on the row need no further check; they must use tx.
-func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) (err error) {
+func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
@@ -183,11 +184,10 @@ func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func
 	if err != nil {
 		return fmt.Errorf("fence: %s: begin: %w", t.resource(id), err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
+	// Whatever ends the transaction but its commit, an error or a panic of
+	// fn, rolls it back: an open one would keep the row (PostgreSQL) or the
+	// whole database (SQLite) locked. After the commit it does nothing.
+	defer func() { _ = tx.Rollback() }()
 	if err := t.Fence(ctx, tx, id, token); err != nil {
 		return err
 	}
