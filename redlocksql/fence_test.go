@@ -254,3 +254,111 @@ func TestFenceTableTxPanic(t *testing.T) {
 		})
 	}
 }
+
+// lockWaiters counts the sessions of the database waiting on a lock.
+func lockWaiters(db *sql.DB) (int, error) {
+	var n int
+	err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// holdRow runs, in a goroutine, a Tx of token on db that fences the row,
+// then waits until another session waits on a lock (the statement under
+// test, which start runs), decrements the balance and commits. It returns
+// the errors of the Tx and of start.
+func holdRow(tbl *fence.Table, db, watch *sql.DB, token int64, start func() error) (txErr, startErr error) {
+	ctx := context.Background()
+	fenced := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- tbl.Tx(ctx, db, 1, token, func(tx *sql.Tx) error {
+			close(fenced)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				n, err := lockWaiters(watch)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return errors.New("the statement under test never waited for the row")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
+			return err
+		})
+	}()
+	<-fenced
+	startErr = start()
+	return <-done, startErr
+}
+
+// TestFenceTableIsolation: on PostgreSQL under REPEATABLE READ or
+// SERIALIZABLE (the database's default here, as an application may set
+// it), holder 40 fences the row in its Tx and writes while a newer
+// holder's statement waits for the row. The newer holder's Tx, and its
+// Update outside a transaction, wait and then go through, reading what 40
+// wrote, as under READ COMMITTED; an older holder's Tx waits and is
+// refused with ErrStale. PostgreSQL fails such a statement with SQLSTATE
+// 40001 (its snapshot predates 40's commit), and the package runs the
+// fencing statement again, which nothing before it had written.
+func TestFenceTableIsolation(t *testing.T) {
+	pg := backends[1]
+	if pg.dialect != redlocksql.Postgres {
+		t.Fatal("backends[1] is not PostgreSQL")
+	}
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(strings.ReplaceAll(level, " ", "-"), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, pg)
+			if _, err := open().Exec(`ALTER DATABASE postgres SET default_transaction_isolation = '` + level + `'`); err != nil {
+				t.Fatal(err)
+			}
+			db, db2, watch := open(), open(), open() // new sessions, at the level
+			var got string
+			if err := db2.QueryRow(`SHOW default_transaction_isolation`).Scan(&got); err != nil || got != level {
+				t.Fatalf("default_transaction_isolation %q, %v", got, err)
+			}
+			ctx := context.Background()
+			dec := func(tx *sql.Tx) error {
+				_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
+				return err
+			}
+			steps := []struct {
+				name        string
+				hold, token int64
+				run         func(token int64) error
+			}{
+				{"newer Tx", 40, 41, func(tok int64) error { return tbl.Tx(ctx, db2, 1, tok, dec) }},
+				{"newer Update", 42, 43, func(tok int64) error { return tbl.Update(ctx, db2, 1, tok, "balance = balance - 1") }},
+				{"older Tx", 45, 44, func(tok int64) error { return tbl.Tx(ctx, db2, 1, tok, dec) }},
+			}
+			for _, st := range steps {
+				before, _ := balance(t, db)
+				txErr, err := holdRow(tbl, db, watch, st.hold, func() error { return st.run(st.token) })
+				if txErr != nil {
+					t.Fatalf("%s: the holder's Tx: %v", st.name, txErr)
+				}
+				want := before - 1 // the holder's decrement
+				if st.token > st.hold {
+					if err != nil {
+						t.Errorf("%s (token %d after %d): %v; want it to wait and go through", st.name, st.token, st.hold, err)
+						continue
+					}
+					want-- // and the newer holder's, after it
+				} else {
+					var se *fence.StaleError
+					if !errors.As(err, &se) || se.Token != st.token || se.Fence != st.hold {
+						t.Errorf("%s (token %d after %d): %v; want it to wait and be refused as stale", st.name, st.token, st.hold, err)
+						continue
+					}
+				}
+				if bal, fen := balance(t, db); bal != want || fen != max(st.hold, st.token) {
+					t.Errorf("%s: balance %d, fence %d; want %d, %d", st.name, bal, fen, want, max(st.hold, st.token))
+				}
+			}
+		})
+	}
+}
