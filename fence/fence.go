@@ -47,6 +47,7 @@
 package fence
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
@@ -62,6 +63,16 @@ var ErrStale = errors.New("fence: stale token")
 // store, database, function or context (a typed nil too), or a Redis,
 // Table or Guard not made by its constructor.
 var ErrInvalid = errors.New("fence: invalid argument")
+
+// ErrConflict is matched by the error of a Table statement that the
+// database could not serialize with a concurrent transaction (SQLSTATE
+// 40001, a serialization failure, or 40P01, a deadlock) and that the
+// package did not run again: one in fn's statements or at the commit of
+// Table.Tx, or one inside the caller's transaction, or the last of the
+// attempts. Nothing of its transaction was written; the caller may run it
+// again. The error wraps the driver's too. Drivers whose errors have a
+// SQLState method (pgx, lib/pq) report conflicts.
+var ErrConflict = errors.New("fence: serialization conflict")
 
 // ErrBound is matched by the error of Redis.Add when the change would take
 // the counter below its floor. The error is a *BoundError; the counter is
@@ -94,7 +105,8 @@ type Option interface{ apply(*options) }
 
 type options struct {
 	allowNegative bool
-	maxBody       int64 // Guard.Middleware's limit, when maxBodySet
+	isolation     sql.IsolationLevel // Table.Tx's
+	maxBody       int64              // Guard.Middleware's limit, when maxBodySet
 	maxBodySet    bool
 }
 
@@ -107,6 +119,15 @@ func (f optionFunc) apply(o *options) { f(o) }
 // By default they are refused (see the package documentation for why).
 func AllowNegative() Option {
 	return optionFunc(func(o *options) { o.allowNegative = true })
+}
+
+// Isolation sets the isolation level of Table.Tx's transactions; without
+// it they have the database's default (sql.LevelDefault). Every level
+// orders the holders of a row alike: see Table.Tx for REPEATABLE READ and
+// SERIALIZABLE. A level the driver does not support fails Tx's begin.
+// Redis and Guard ignore it.
+func Isolation(level sql.IsolationLevel) Option {
+	return optionFunc(func(o *options) { o.isolation = level })
 }
 
 func newOptions(opts []Option) options {

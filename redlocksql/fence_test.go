@@ -362,3 +362,54 @@ func TestFenceTableIsolation(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceTableIsolationOption: on a database at READ COMMITTED,
+// fence.Isolation sets Tx's level; a holder waiting for the row goes
+// through as at the default. A conflict in fn's own statements (a row
+// that another transaction wrote after fn's snapshot) is an error
+// matching ErrConflict, with the driver's SQLSTATE, and nothing of the Tx
+// is written.
+func TestFenceTableIsolationOption(t *testing.T) {
+	pg := backends[1]
+	open, tbl := fencedAccounts(t, pg, fence.Isolation(sql.LevelRepeatableRead))
+	db, db2, watch := open(), open(), open()
+	ctx := context.Background()
+	if _, err := db.Exec(`INSERT INTO accounts (id, balance) VALUES (2, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	var level string
+	err := tbl.Tx(ctx, db, 1, 30, func(tx *sql.Tx) error {
+		return tx.QueryRow(`SHOW transaction_isolation`).Scan(&level)
+	})
+	if err != nil || level != "repeatable read" {
+		t.Fatalf("Tx at %q, %v; want repeatable read", level, err)
+	}
+
+	txErr, err := holdRow(tbl, db, watch, 40, func() error {
+		return tbl.Tx(ctx, db2, 1, 41, func(tx *sql.Tx) error {
+			_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
+			return err
+		})
+	})
+	if txErr != nil || err != nil {
+		t.Fatalf("holder 40: %v; newer holder 41 waiting for it: %v", txErr, err)
+	}
+	if bal, fen := balance(t, db); bal != 98 || fen != 41 {
+		t.Fatalf("balance %d, fence %d; want 98, 41", bal, fen)
+	}
+
+	err = tbl.Tx(ctx, db2, 1, 42, func(tx *sql.Tx) error {
+		if _, err := db.Exec(`UPDATE accounts SET balance = 0 WHERE id = 2`); err != nil { // after this Tx's snapshot
+			return err
+		}
+		_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 2`)
+		return err
+	})
+	var state interface{ SQLState() string }
+	if !errors.Is(err, fence.ErrConflict) || !errors.As(err, &state) || state.SQLState() != "40001" {
+		t.Fatalf("a conflict in fn: %v, want ErrConflict with SQLSTATE 40001", err)
+	}
+	if bal, fen := balance(t, db); bal != 98 || fen != 41 {
+		t.Fatalf("after the conflict: balance %d, fence %d; want 98, 41 (rolled back)", bal, fen)
+	}
+}
