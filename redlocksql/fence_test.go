@@ -413,3 +413,69 @@ func TestFenceTableIsolationOption(t *testing.T) {
 		t.Fatalf("after the conflict: balance %d, fence %d; want 98, 41 (rolled back)", bal, fen)
 	}
 }
+
+// TestFenceTableNullFence: a fence column added to a table that has rows
+// (ALTER TABLE … ADD COLUMN fence BIGINT) is NULL in each of them. A NULL
+// fence is no fence, as a missing record in Redis: any admitted token
+// writes the row and becomes its fence, and a lower one is then refused.
+// Update, Fence and Tx alike.
+func TestFenceTableNullFence(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			db := b.open(t)()
+			ctx := context.Background()
+			for _, q := range []string{
+				`CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)`,
+				`INSERT INTO accounts (id, balance) VALUES (1, 100), (2, 100), (3, 100), (4, 100)`,
+				`ALTER TABLE accounts ADD COLUMN fence BIGINT`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ph, set := fence.Dollar, "balance = $1"
+			if b.dialect == redlocksql.SQLite {
+				ph, set = fence.Question, "balance = ?"
+			}
+			tbl, err := fence.NewTable("accounts", "id", "fence", ph)
+			if err != nil {
+				t.Fatal(err)
+			}
+			neg, _ := fence.NewTable("accounts", "id", "fence", ph, fence.AllowNegative())
+			fenceOf := func(id int) (f sql.NullInt64) {
+				if err := db.QueryRow(fmt.Sprintf(`SELECT fence FROM accounts WHERE id = %d`, id)).Scan(&f); err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			for _, st := range []struct {
+				name string
+				id   int
+				tok  int64
+				run  func(id int, tok int64) error
+			}{
+				{"Update", 1, 5, func(id int, tok int64) error { return tbl.Update(ctx, db, id, tok, set, 90) }},
+				{"Fence", 2, 5, func(id int, tok int64) error { return tbl.Fence(ctx, db, id, tok) }},
+				{"Tx", 3, 5, func(id int, tok int64) error {
+					return tbl.Tx(ctx, db, id, tok, func(*sql.Tx) error { return nil })
+				}},
+				{"Update, negative allowed", 4, -7, func(id int, tok int64) error { return neg.Update(ctx, db, id, tok, set, 90) }},
+			} {
+				if f := fenceOf(st.id); f.Valid {
+					t.Fatalf("%s: the fence of row %d is %d, not NULL", st.name, st.id, f.Int64)
+				}
+				if err := st.run(st.id, st.tok); err != nil {
+					t.Errorf("%s with token %d on a NULL fence: %v; want it accepted", st.name, st.tok, err)
+					continue
+				}
+				if f := fenceOf(st.id); !f.Valid || f.Int64 != st.tok {
+					t.Errorf("%s: fence %v after token %d", st.name, f, st.tok)
+				}
+				var se *fence.StaleError
+				if err := st.run(st.id, st.tok-1); !errors.As(err, &se) || se.Fence != st.tok {
+					t.Errorf("%s with token %d after %d: %v; want it stale", st.name, st.tok-1, st.tok, err)
+				}
+			}
+		})
+	}
+}
