@@ -479,3 +479,40 @@ func TestFenceTableNullFence(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceTableChangedRows: MySQL's driver reports the rows an UPDATE
+// changed, not those it matched, unless the DSN says clientFoundRows=true
+// (MySQL cannot be tested here). A trigger that skips an UPDATE changing
+// nothing gives the same count on SQLite and PostgreSQL
+// (suppress_redundant_updates_trigger). Then a current token whose write
+// changes nothing (Fence twice with one token) changes no row: that must
+// not be reported as stale, which the token is not, nor as written, which
+// the package cannot know; the error names the DSN setting.
+func TestFenceTableChangedRows(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db := open()
+			ctx := context.Background()
+			trigger := []string{`CREATE TRIGGER same BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()`}
+			if b.dialect == redlocksql.SQLite {
+				trigger = []string{`CREATE TRIGGER same BEFORE UPDATE ON accounts
+					WHEN NEW.balance IS OLD.balance AND NEW.fence IS OLD.fence
+					BEGIN SELECT RAISE(IGNORE); END`}
+			}
+			for _, q := range trigger {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tbl.Fence(ctx, db, 1, 5); err != nil {
+				t.Fatal(err)
+			}
+			err := tbl.Fence(ctx, db, 1, 5) // changes nothing
+			if err == nil || errors.Is(err, fence.ErrStale) || !strings.Contains(err.Error(), "clientFoundRows=true") {
+				t.Fatalf("a current token's write that changed nothing, counted as 0 rows: %v; want an error naming clientFoundRows=true", err)
+			}
+			wantStale(t, tbl.Fence(ctx, db, 1, 4), 4, 5) // a stale one is still stale
+		})
+	}
+}
