@@ -31,8 +31,13 @@ const (
 //	);
 //
 // A row is created by the application, with fence 0 (or −2⁶³ when
-// negative tokens are allowed), and deleting it deletes its fence. Table
-// is safe for concurrent use.
+// negative tokens are allowed), and deleting it deletes its fence. A NULL
+// fence is no fence, as a missing record in Redis: the first admitted
+// token writes the row and becomes its fence. So a fence column added to
+// a table that has rows (ALTER TABLE … ADD COLUMN fence BIGINT, NULL in
+// each) needs no backfill; NOT NULL DEFAULT 0 is the same for new rows,
+// and keeps a stray NULL from resetting a fence. Table is safe for
+// concurrent use.
 type Table struct {
 	name, key, fence string
 	ph               Placeholder
@@ -146,11 +151,12 @@ func (t *Table) update(ctx context.Context, db Execer, id any, token int64, set 
 func (t *Table) statement(set string, args []any, token int64, id any) (string, []any) {
 	n := len(args)
 	if t.ph == Dollar {
-		q := fmt.Sprintf("UPDATE %s SET %s%s = $%d WHERE %s = $%d AND %s <= $%d",
-			t.name, set, t.fence, n+1, t.key, n+2, t.fence, n+1)
+		q := fmt.Sprintf("UPDATE %s SET %s%s = $%d WHERE %s = $%d AND (%s IS NULL OR %s <= $%d)",
+			t.name, set, t.fence, n+1, t.key, n+2, t.fence, t.fence, n+1)
 		return q, append(args[:n:n], token, id)
 	}
-	q := fmt.Sprintf("UPDATE %s SET %s%s = ? WHERE %s = ? AND %s <= ?", t.name, set, t.fence, t.key, t.fence)
+	q := fmt.Sprintf("UPDATE %s SET %s%s = ? WHERE %s = ? AND (%s IS NULL OR %s <= ?)",
+		t.name, set, t.fence, t.key, t.fence, t.fence)
 	return q, append(args[:n:n], token, id, token)
 }
 
@@ -202,15 +208,25 @@ func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) err
 	if t.ph == Question {
 		p = "?"
 	}
-	var seen int64
+	var seen sql.NullInt64
 	err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", t.fence, t.name, t.key, p), id).Scan(&seen)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("fence: %s: no such row: %w", t.resource(id), err)
 	case err != nil:
 		return fmt.Errorf("fence: %s: %w", t.resource(id), err)
+	case !seen.Valid || seen.Int64 <= token:
+		return fmt.Errorf("fence: %s: no row changed, though the row's fence (%s) admits token %d", t.resource(id), fenceText(seen), token)
 	}
-	return &StaleError{Resource: t.resource(id), Token: token, Fence: seen}
+	return &StaleError{Resource: t.resource(id), Token: token, Fence: seen.Int64}
+}
+
+// fenceText is a fence column's value as the errors say it.
+func fenceText(f sql.NullInt64) string {
+	if !f.Valid {
+		return "NULL"
+	}
+	return strconv.FormatInt(f.Int64, 10)
 }
 
 // Tx runs a read-then-write in one transaction under token: it begins a
