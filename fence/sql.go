@@ -65,7 +65,10 @@ func NewTable(name, key, fence string, ph Placeholder, opts ...Option) (*Table, 
 }
 
 // Execer is what a fenced statement runs on: a *sql.DB, *sql.Conn or
-// *sql.Tx.
+// *sql.Tx. Its driver must report the rows an UPDATE matched, as those of
+// PostgreSQL and SQLite do; go-sql-driver/mysql does with
+// clientFoundRows=true in its DSN, and without it a write of a current
+// token that changes no value fails with an error saying so.
 type Execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -202,7 +205,7 @@ func conflict(err error) bool {
 }
 
 // refused says why a fenced statement changed no row: a fence above
-// token, or no row.
+// token, no row, or a driver that counts only the rows it changed.
 func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) error {
 	p := "$1"
 	if t.ph == Question {
@@ -216,7 +219,12 @@ func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) err
 	case err != nil:
 		return fmt.Errorf("fence: %s: %w", t.resource(id), err)
 	case !seen.Valid || seen.Int64 <= token:
-		return fmt.Errorf("fence: %s: no row changed, though the row's fence (%s) admits token %d", t.resource(id), fenceText(seen), token)
+		// Not stale, and not known to be written: the driver counts the
+		// rows an UPDATE changed, and this one changed nothing (the same
+		// values again), or the row changed meanwhile.
+		return fmt.Errorf("fence: %s: no row changed, yet the row's fence (%s) admits token %d: "+
+			"the driver counts changed rows, not matched ones (go-sql-driver/mysql needs clientFoundRows=true in its DSN), "+
+			"or the row changed meanwhile", t.resource(id), fenceText(seen), token)
 	}
 	return &StaleError{Resource: t.resource(id), Token: token, Fence: seen.Int64}
 }
