@@ -516,3 +516,40 @@ func TestFenceTableChangedRows(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceTableSetClause: Update's set clause is SQL, written into the
+// statement before the fence's assignment and WHERE clause. A comment or a
+// second statement in it would cut them off, so it is refused with
+// ErrInvalid (values go in args), and no row is written: not the fenced
+// one, whose fence is above the token, nor any other.
+func TestFenceTableSetClause(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db := open()
+			ctx := context.Background()
+			if _, err := db.ExecContext(ctx, `INSERT INTO accounts (id, balance) VALUES (2, 100)`); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.Fence(ctx, db, 1, 50); err != nil {
+				t.Fatal(err)
+			}
+			for _, set := range []string{
+				"balance = 0 --",
+				"balance = 0 /*",
+				"balance = 0 /* a comment */",
+				"balance = 0; DELETE FROM accounts",
+				"balance = 0 -- ",
+			} {
+				err := tbl.Update(ctx, db, 1, 7, set)
+				if !errors.Is(err, fence.ErrInvalid) {
+					t.Errorf("Update(%q) with a stale token: %v, want ErrInvalid", set, err)
+				}
+				var n int
+				if err := db.QueryRow(`SELECT count(*) FROM accounts WHERE balance = 100`).Scan(&n); err != nil || n != 2 {
+					t.Fatalf("Update(%q): %d rows of 2 unchanged (%v)", set, n, err)
+				}
+			}
+		})
+	}
+}
