@@ -78,7 +78,11 @@ type Execer interface {
 //
 //	UPDATE name SET <set>, fence = token WHERE key = id AND fence <= token
 //
-// with args as set's parameters (numbered from $1, or ? in order). It
+// with args as set's parameters (numbered from $1, or ? in order). set is
+// SQL, written into the statement as it is: it comes from the program,
+// never from its input, and every value goes in args. A set with a
+// comment or a semicolon (--, /*, ;), which would cut off the fence's
+// WHERE clause, is refused with an error matching ErrInvalid. It
 // returns a *StaleError (ErrStale) when the row's fence is above token
 // (nothing is written), and an error wrapping sql.ErrNoRows when there is
 // no such row. On a *sql.DB, a statement of its own, it runs again after
@@ -90,8 +94,8 @@ func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set 
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
-	if strings.TrimSpace(set) == "" {
-		return invalid("empty SET clause")
+	if err := checkSet(set); err != nil {
+		return err
 	}
 	return t.update(ctx, db, id, token, set+", ", args)
 }
@@ -110,6 +114,23 @@ func (t *Table) Fence(ctx context.Context, db Execer, id any, token int64) error
 		return err
 	}
 	return t.update(ctx, db, id, token, "", nil)
+}
+
+// checkSet refuses a SET clause that is empty, or that could cut off what
+// follows it in the statement, the fence's assignment and WHERE clause: a
+// comment (--, /*) or the end of the statement (;). Such a clause made a
+// stale token's Update write every row of the table on SQLite. It refuses
+// them in string literals too, where values do not belong: they go in args.
+func checkSet(set string) error {
+	if strings.TrimSpace(set) == "" {
+		return invalid("empty SET clause")
+	}
+	for _, bad := range []string{"--", "/*", ";"} {
+		if strings.Contains(set, bad) {
+			return invalid("SET clause %q contains %s, which would cut off the fence's WHERE clause: pass values as arguments", set, bad)
+		}
+	}
+	return nil
 }
 
 // ready refuses a statement that cannot run: no Table, a Table not made
