@@ -42,8 +42,22 @@
 // Tokens are compared exactly as int64, in Lua too (as decimal strings,
 // since a Lua number is a double).
 //
-// The guide, with the read-modify-write trap, the cost and the cleanup of
-// fence records, is docs/fencing.md, "Using the token".
+// # Retries, transactions, failures
+//
+// A client sends a command again when its reply is lost (go-redis does by
+// default): a retried Set or Get ends as one call does, and a retried Add
+// is applied once (the key keeps the ids of its last 16 Add calls); the
+// caller's Eval script runs again. Table.Tx rolls back on its function's
+// error or panic; under REPEATABLE READ or SERIALIZABLE its fencing
+// statement runs again after a conflict, and a conflict it cannot run
+// again matches ErrConflict. A NULL fence column is no fence. A nil or
+// zero input is an error matching ErrInvalid, never a panic. A Redis that
+// evicts any key when full (allkeys-* policies) forgets fences as a DEL
+// would: keep them on one with noeviction or a volatile-* policy.
+//
+// The guide, with the read-modify-write trap, retries, isolation levels,
+// MySQL, eviction, the cost and the cleanup of fence records, is
+// docs/fencing.md, "Using the token".
 package fence
 
 import (

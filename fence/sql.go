@@ -273,10 +273,11 @@ func fenceText(f sql.NullInt64) string {
 // for the row while another transaction wrote it fails with SQLSTATE 40001
 // (its snapshot is older than that write): Tx then begins again and
 // fences again, which nothing before it had written, and so waits and
-// goes through (or is refused as stale) as under READ COMMITTED. A
-// conflict in fn's statements or at the commit is returned as an error
-// matching ErrConflict (and fn's error, if fn returned it): nothing was
-// written, and the caller may run the Tx again if fn can run again.
+// goes through (or is refused as stale) as under READ COMMITTED, up to 8
+// attempts. A conflict in fn's statements or at the commit, or at the
+// eighth attempt, is returned as an error matching ErrConflict (and fn's
+// error, if fn returned it): nothing was written, and the caller may run
+// the Tx again if fn can run again.
 func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
