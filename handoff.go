@@ -121,8 +121,12 @@ func (l *Lock) handoff() ([]byte, error) {
 // resumed already, or another holder can have held the name since the
 // form's lock (whose tenure ended, even if late refreshes of the handing
 // Client wrote it back); ErrClosed after Close, and ctx's error when ctx ends
-// first. A failed Resume gives back what it claimed: the lock is then
-// nobody's, and expires. The caller must Release the returned lock.
+// first. Like an obtain, it records the Client's configuration on the
+// nodes first, and returns an error wrapping ErrConfigConflict while they
+// show a Client it must not hold beside (docs/reconfiguration.md), or
+// wrapping ErrInvalid when two of its nodes are one server. A failed
+// Resume gives back what it claimed: the lock is then nobody's, and
+// expires. The caller must Release the returned lock.
 func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -138,6 +142,9 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
+	if err := e.admit(ctx, timeout); err != nil {
+		return nil, err
+	}
 	// The resumed lock has a new secret of its own (newLock): the claim
 	// makes it the lock's on the nodes, in place of the form's.
 	l := e.newLock(r.keys[0], r.spec, "", r.ttl, timeout)

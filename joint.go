@@ -41,10 +41,11 @@ func WithNextNodes(next ...driver.Node) Option {
 
 // WithConfigRecords turns the configuration records on or off
 // (docs/reconfiguration.md): with them on, the Client records its node
-// configuration on its nodes at its first obtain and every max TTL / 4
-// after (one script call per node, on a goroutine that Close stops), and
-// an obtain returns ErrConfigConflict while the nodes show a move between
-// this Client's set and another whose Clients alone are still alive. With
+// configuration on its nodes at its first obtain or Resume and every max
+// TTL / 4 after (one script call per node, on a goroutine that Close
+// stops), and an obtain or Resume returns ErrConfigConflict while the
+// nodes show a move that touches one of this Client's sets and a live
+// Client that shares none of them. With
 // them off, the Client neither records nor checks, and a move to this
 // Client's set gets no move floor from it: a deployment that changes its
 // nodes needs them on in every Client. Default on.
@@ -142,16 +143,13 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	s := e.jointSets()
 	ttl := e.recordTTL()
 	started := e.cfg.now()
-	var late func(*script.Records, time.Time)
-	if !s.Joint() {
-		late = func(rc *script.Records, at time.Time) {
-			recs := make([]*joint.Records, len(e.nodes))
-			recs[0] = e.jointRecords(rc, at, started)
-			if c := joint.Conflicting(recs, s.CurFP); c != nil {
-				r.state.Lock()
-				r.conflict = e.conflictError(c, -1)
-				r.state.Unlock()
-			}
+	late := func(rc *script.Records, at time.Time) {
+		recs := make([]*joint.Records, len(e.nodes))
+		recs[0] = e.jointRecords(rc, at, started)
+		if c := joint.Conflicting(recs, s); c != nil {
+			r.state.Lock()
+			r.conflict = e.conflictError(c, -1)
+			r.state.Unlock()
 		}
 	}
 	read := e.recordRound(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.FloorRaise) {
@@ -186,22 +184,20 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 			}
 			return keep, raise
 		})
-		if !s.Joint() {
-			after := make([]*joint.Records, len(e.nodes))
-			for i, rc := range more {
-				if rc.recs != nil {
-					after[i] = e.jointRecords(rc.recs, rc.at, started)
-				}
+		after := make([]*joint.Records, len(e.nodes))
+		for i, rc := range more {
+			if rc.recs != nil {
+				after[i] = e.jointRecords(rc.recs, rc.at, started)
 			}
-			floor = max(floor, joint.FloorOf(after, s.CurFP))
 		}
+		floor = max(floor, joint.FloorOf(after, s.CurFP))
 	}
 	var conflict error
 	if plan.Conflict != nil {
 		conflict = e.conflictError(plan.Conflict, plan.Conflict.Node)
 	}
 	r.state.Lock()
-	if !s.Joint() && conflict == nil {
+	if conflict == nil {
 		r.floor = max(r.floor, floor*script.TokenSeed)
 	}
 	r.last, r.conflict = started, conflict
@@ -224,17 +220,29 @@ func (e *engine) jointRecords(rc *script.Records, at, started time.Time) *joint.
 // conflictError is the ErrConfigConflict of the evidence c, seen on node
 // i (-1: a node that answered late).
 func (e *engine) conflictError(c *joint.Conflict, i int) error {
-	how := "records a Client"
+	how := "records a Client on node set " + c.Other + " alone"
 	if _, seen, _ := keys.ParseConfigAlone(c.Field); seen {
-		how = "holds a joint Client's report of a Client"
+		how = "holds a joint Client's report of a Client on node set " + c.Other + " alone"
+	} else if a, b, ok := keys.ParseConfigJoint(c.Field); ok {
+		how = "records a Client moving from node set " + a + " to " + b
 	}
 	node := "a node"
 	if i >= 0 {
 		node = fmt.Sprintf("node %d", i)
 	}
 	left := time.Duration(c.Left) * time.Millisecond
-	return fmt.Errorf("%w: %s %s on node set %s alone, alive or holding locks for another %v; this Client's set is %s: finish step 2 of the move (docs/reconfiguration.md) before locking here",
-		ErrConfigConflict, node, how, c.Other, left.Round(time.Millisecond), e.sets.curFP)
+	return fmt.Errorf("%w: %s %s, alive or holding locks for another %v, which shares no node set with this Client (%s): finish step 2 of the move (docs/reconfiguration.md) before locking here",
+		ErrConfigConflict, node, how, left.Round(time.Millisecond), e.setsName())
+}
+
+// setsName names the Client's node sets in an error: its set, or the
+// move between its two.
+func (e *engine) setsName() string {
+	s := e.jointSets()
+	if s.Joint() {
+		return "moving from node set " + s.CurFP + " to " + s.NextFP
+	}
+	return "node set " + s.CurFP
 }
 
 // recordReply is a node's reply to a record round and when it arrived.

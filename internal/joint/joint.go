@@ -12,6 +12,7 @@
 package joint
 
 import (
+	"slices"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keys"
@@ -139,6 +140,14 @@ type Mut struct {
 	// the next set alone writes one the same way when it sees the move
 	// and none is there, and takes the largest it reads.
 	FirstWriterFloor bool
+	// JointNoFloor is issue 44's finding C: a joint Client takes no move
+	// floor under its tokens, although it is on its current set, which
+	// an earlier move may have gone to.
+	JointNoFloor bool
+	// JointNoConflict is issue 44's finding D: a joint Client never
+	// refuses, although a Client of neither of its sets alone may be
+	// alive beside a move that touches one of them.
+	JointNoConflict bool
 }
 
 // Plan is the decision of a record round.
@@ -147,31 +156,36 @@ type Plan struct {
 	// node needs any when Write is false.
 	Writes []Writes
 	Write  bool
-	// Conflict is set for a Client on one set that must not lock.
+	// Conflict is set for a Client that must not lock.
 	Conflict *Conflict
-	// Floor is the move floor (a node time; 0: none) under the tokens of
-	// a Client on one set that a move went to.
+	// Floor is the move floor (a node time; 0: none) under the Client's
+	// tokens.
 	Floor int64
 }
 
 // Decide is a record round's decision (the library's engine.record): recs
 // are the records of the Client's nodes (nil for a node that did not
-// answer).
+// answer). One rule for every Client, on one set or moving from its
+// current set to a next one (docs/reconfiguration.md):
 //
-// A joint Client relays each set's lone Clients (their own fields c:FP,
-// not relays: a relay of a relay would outlive the record) to the other
-// set's nodes as s:FP, and when every node answered, raises the move
-// floor m:NEXT on the next set's nodes to the node's time plus the
-// longest life left of the evidence of a Client of the current set alone
-// (c:CUR or s:CUR), with V the round's start (the node's Start) plus
-// RecordTTL − MaxTTL.
+//   - It refuses (Conflict) while its nodes show a move that touches one
+//     of its sets and a live Client on none of them (Conflicting).
+//   - It is on its current set, which an earlier move may have gone to:
+//     its floor is the largest move floor of that set it read, and when
+//     its nodes show a live move to that set (it runs after step 2 of
+//     that move's runbook), the largest node time it read too, which it
+//     raises m:CUR to on the current set's nodes when every node answered.
+//   - A joint Client also relays the lone Clients it sees (their own
+//     fields c:FP, not relays: a relay of a relay would outlive the
+//     record) to the nodes of the other set as s:FP, and when every node
+//     answered, raises the move floor m:NEXT on the next set's nodes to
+//     the node's time plus the longest life left of the evidence of a
+//     Client on any set but the next alone (c:FP or s:FP), with V the
+//     round's start (the node's Start) plus RecordTTL − MaxTTL.
 //
-// A Client on one set refuses (Conflict) while its nodes show a move
-// between its set and another and a live Client of the other set alone.
-// Otherwise, when its nodes show a live move to its set, its floor is the
-// largest of the floors it read and the largest node time it read (it
-// runs after step 2 of the runbook), which it raises m:CUR to on its
-// nodes when every node answered.
+// A fingerprint it does not know (an older release's, a set reached under
+// a node's address before its identity was learned) counts against it:
+// its evidence raises the floor and is relayed, never ignored.
 func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 	plan := Plan{Writes: make([]Writes, len(recs))}
 	answered := 0
@@ -184,57 +198,19 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 		return plan
 	}
 	every := answered == len(recs)
-	in := func(set uint64, i int) bool { return set&(1<<i) != 0 }
-	if s.Joint() {
-		leftCur := Left(recs, s.CurFP, false)
-		leftNext := Left(recs, s.NextFP, false)
-		seenCur := Left(recs, s.CurFP, true)
-		for i := range recs {
-			w := &plan.Writes[i]
-			if leftCur > 0 && in(s.Next, i) && !in(s.Cur, i) {
-				w.Keep = append(w.Keep, Keep{keys.ConfigSeen(s.CurFP), leftCur})
-			}
-			if leftNext > 0 && in(s.Cur, i) && !in(s.Next, i) {
-				w.Keep = append(w.Keep, Keep{keys.ConfigSeen(s.NextFP), leftNext})
-			}
-			if !every || !in(s.Next, i) {
-				continue
-			}
-			switch {
-			case mut.FirstWriterFloor:
-				if seenCur == 0 {
-					w.Raise = append(w.Raise, Raise{Name: keys.ConfigFloor(s.NextFP), TTL: p.FenceTTL})
-				}
-			default:
-				w.Raise = append(w.Raise, Raise{Name: keys.ConfigFloor(s.NextFP), Ahead: seenCur,
-					Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
-			}
-		}
-	} else {
-		plan.Conflict = Conflicting(recs, s.CurFP)
-		if plan.Conflict != nil {
+	if !(s.Joint() && mut.JointNoConflict) {
+		if plan.Conflict = Conflicting(recs, s); plan.Conflict != nil {
 			return plan
 		}
-		floor := FloorOf(recs, s.CurFP)
-		moved := MovedTo(recs, s.CurFP)
-		switch {
-		case mut.FirstWriterFloor:
-			if floor == 0 && every && moved {
-				for i := range recs {
-					plan.Writes[i].Raise = []Raise{{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL}}
-				}
-			}
-		case moved:
-			for i, rc := range recs {
-				if rc != nil {
-					floor = max(floor, rc.Now)
-				}
-				if every {
-					plan.Writes[i].Raise = []Raise{{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL}}
-				}
-			}
+	}
+	if !(s.Joint() && mut.JointNoFloor) {
+		plan.Floor = s.curFloor(recs, p, every, mut, plan.Writes)
+	}
+	if s.Joint() {
+		s.relay(recs, plan.Writes)
+		if every {
+			s.raiseNext(recs, p, mut, plan.Writes)
 		}
-		plan.Floor = floor
 	}
 	for _, w := range plan.Writes {
 		if len(w.Keep)+len(w.Raise) > 0 {
@@ -242,6 +218,107 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 		}
 	}
 	return plan
+}
+
+// in reports whether node i is in set.
+func in(set uint64, i int) bool { return set&(1<<i) != 0 }
+
+// curFloor is the move floor of the current set (a Client on it alone, or
+// moving from it): the largest m:CUR, and beside a live move to it the
+// largest node time, which it then raises m:CUR to on the current set's
+// nodes (into w) when every node answered.
+func (s Sets) curFloor(recs []*Records, p Params, every bool, mut Mut, w []Writes) int64 {
+	floor := FloorOf(recs, s.CurFP)
+	moved := MovedTo(recs, s.CurFP)
+	switch {
+	case mut.FirstWriterFloor:
+		if floor == 0 && every && moved {
+			for i := range recs {
+				if in(s.Cur, i) {
+					w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL})
+				}
+			}
+		}
+	case moved:
+		for i, rc := range recs {
+			if rc != nil {
+				floor = max(floor, rc.Now)
+			}
+			if every && in(s.Cur, i) {
+				w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL})
+			}
+		}
+	}
+	return floor
+}
+
+// relay is a joint Client's relay of the lone Clients it sees: each live
+// c:FP onto the nodes of the other set than FP's (the next set's alone,
+// for every FP but the next set's; the current set's alone for every FP
+// but the current set's), as s:FP.
+func (s Sets) relay(recs []*Records, w []Writes) {
+	lone := map[string]int64{}
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			if fp, seen, ok := keys.ParseConfigAlone(f); ok && !seen && v.Left > lone[fp] {
+				lone[fp] = v.Left
+			}
+		}
+	}
+	for _, fp := range sortedKeys(lone) {
+		for i := range recs {
+			onlyNext := in(s.Next, i) && !in(s.Cur, i)
+			onlyCur := in(s.Cur, i) && !in(s.Next, i)
+			if (onlyNext && fp != s.NextFP) || (onlyCur && fp != s.CurFP) {
+				w[i].Keep = append(w[i].Keep, Keep{keys.ConfigSeen(fp), lone[fp]})
+			}
+		}
+	}
+}
+
+// raiseNext is a joint Client's raise of the move floor m:NEXT on the next
+// set's nodes, at a round that every node answered: to the node's time
+// plus the longest life left of the evidence of a Client on any set but
+// the next alone.
+func (s Sets) raiseNext(recs []*Records, p Params, mut Mut, w []Writes) {
+	var ahead int64
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			if fp, _, ok := keys.ParseConfigAlone(f); ok && fp != s.NextFP && v.Left > ahead {
+				ahead = v.Left
+			}
+		}
+	}
+	for i := range recs {
+		if !in(s.Next, i) {
+			continue
+		}
+		switch {
+		case mut.FirstWriterFloor:
+			if Left(recs, s.CurFP, true) == 0 {
+				w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.NextFP), TTL: p.FenceTTL})
+			}
+		default:
+			w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.NextFP), Ahead: ahead,
+				Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
+		}
+	}
+}
+
+// sortedKeys are m's keys in order: one decision whatever the map's order.
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Left is how long the evidence of a Client on set fp alone (its own
@@ -266,24 +343,29 @@ func Left(recs []*Records, fp string, relays bool) int64 {
 	return left
 }
 
-// Conflicting returns the evidence of a live Client of another set alone
-// when the nodes show a move between set fp and that set (a joint
-// Client's record): nil when there is none. A Client of another set that
-// shares a node without a move between the two is not a conflict:
-// nothing says the two are one deployment.
-func Conflicting(recs []*Records, fp string) *Conflict {
-	moves := map[string]bool{}
+// Conflicting returns the evidence of a live Client that the Client of
+// sets s must not lock beside: a Client on none of s's sets (its own
+// field c:X, a relay s:X, or a joint Client's j:X:Y), where the nodes show
+// a live move between one of s's sets and one of that Client's (a joint
+// Client's record j:...). nil when there is none. Two Clients that share
+// a set share a node of every pair of their quorums (a joint Client holds
+// a quorum of each of its sets); two that share none may not. A Client of
+// another set that shares a node without a move linking the two is not a
+// conflict: nothing says the two are one deployment.
+func Conflicting(recs []*Records, s Sets) *Conflict {
+	own := func(fp string) bool { return fp == s.CurFP || (s.Joint() && fp == s.NextFP) }
+	linked := map[string]bool{}
 	for _, rc := range recs {
 		if rc == nil {
 			continue
 		}
 		for f := range rc.Fields {
 			if a, b, ok := keys.ParseConfigJoint(f); ok {
-				switch fp {
-				case a:
-					moves[b] = true
-				case b:
-					moves[a] = true
+				if own(a) && !own(b) {
+					linked[b] = true
+				}
+				if own(b) && !own(a) {
+					linked[a] = true
 				}
 			}
 		}
@@ -294,13 +376,18 @@ func Conflicting(recs []*Records, fp string) *Conflict {
 			continue
 		}
 		for f, v := range rc.Fields {
-			other, _, ok := keys.ParseConfigAlone(f)
-			if !ok || other == fp || !moves[other] {
+			other, ok := "", false
+			if fp, _, alone := keys.ParseConfigAlone(f); alone {
+				other, ok = fp, linked[fp]
+			} else if a, b, j := keys.ParseConfigJoint(f); j && !own(a) && !own(b) {
+				other, ok = a+":"+b, linked[a] || linked[b]
+			}
+			if !ok {
 				continue
 			}
 			// The first node, and on it the field that lasts longest:
 			// one answer whatever the map's order.
-			if out == nil || (out.Node == i && v.Left > out.Left) {
+			if out == nil || (out.Node == i && (v.Left > out.Left || (v.Left == out.Left && f < out.Field))) {
 				out = &Conflict{Node: i, Field: f, Other: other, Left: v.Left}
 			}
 		}
@@ -355,14 +442,18 @@ const (
 	StepDone                // only Clients of b alone
 	StepBoth                // Clients of a alone and of b alone: a violation
 	StepUnknown             // a node did not answer
+	StepOther               // a Client on a set that is neither a nor b, and not on b, was seen
 )
 
 // Reading is StepOf's answer.
 type Reading struct {
 	Step Step
 	// LeftA and LeftB are the longest evidence left of a Client of a
-	// alone and of b alone.
-	LeftA, LeftB int64
+	// alone and of b alone; LeftOther of a Client on neither (Other is
+	// its field: c:X, s:X, or a joint Client's j:X:Y with neither X nor
+	// Y b).
+	LeftA, LeftB, LeftOther int64
+	Other                   string
 	// Stale are the nodes of b whose move floor is missing or not fresh
 	// (StepFloor).
 	Stale []int
@@ -371,17 +462,21 @@ type Reading struct {
 // StepOf reads the records of every node of a move from set a to set b
 // (recs[i] nil: node i did not answer) and says which step of the runbook
 // is safe next. Step 3 is safe only when every node answered, a joint
-// Client recorded, no node shows a live Client of a alone (c:A or a relay
-// s:A), and every node of b holds a move floor that is still fresh (its
-// node's time before the floor's V). Freshness closes the gap after the
-// last joint round that read every node: V is that round's start plus
-// RecordTTL − MaxTTL, and evidence of a Client of a alone written after
-// the round started lives RecordTTL from its write, so before V it still
-// has MaxTTL to live and shows here. Every grant of a Client of a alone
-// whose evidence the round did not read is then seen, and every other is
-// under the floor (docs/reconfiguration.md, "Tokens across the move").
-// With mut.FirstWriterFloor, the floor is not asked for (the rule before
-// issue 33).
+// Client recorded, no node shows a live Client that is not on b (a Client
+// of a alone, c:A or a relay s:A; a Client of any other set alone; a
+// joint Client of two sets neither of which is b), and every node of b
+// holds a move floor that is still fresh (its node's time before the
+// floor's V). A fingerprint StepOf does not know is a Client not on b: an
+// older release's, or a set reached before its nodes' identities were
+// learned, may be a's. Freshness closes the gap after the last joint
+// round that read every node: V is that round's start plus RecordTTL −
+// MaxTTL, and evidence of a Client of a alone written after the round
+// started lives RecordTTL from its write, so before V it still has
+// MaxTTL to live and shows here. Every grant of a Client of a alone whose
+// evidence the round did not read is then seen, and every other is under
+// the floor (docs/reconfiguration.md, "Tokens across the move"). With
+// mut.FirstWriterFloor, the floor is not asked for (the rule before issue
+// 33).
 func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
 	var (
 		r       Reading
@@ -394,13 +489,19 @@ func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
 			continue
 		}
 		for f, v := range rc.Fields {
-			switch f {
-			case keys.ConfigSingle(fa), keys.ConfigSeen(fa):
+			fp, _, alone := keys.ParseConfigAlone(f)
+			ja, jb, isJoint := keys.ParseConfigJoint(f)
+			switch {
+			case alone && fp == fa:
 				r.LeftA = max(r.LeftA, v.Left)
-			case keys.ConfigSingle(fb), keys.ConfigSeen(fb):
+			case alone && fp == fb:
 				r.LeftB = max(r.LeftB, v.Left)
-			case keys.ConfigJoint(fa, fb):
+			case isJoint && ja == fa && jb == fb:
 				joint = true
+			case alone || (isJoint && ja != fb && jb != fb):
+				if v.Left > r.LeftOther || (v.Left == r.LeftOther && f < r.Other) {
+					r.LeftOther, r.Other = v.Left, f
+				}
 			}
 		}
 		if b&(1<<i) != 0 {
@@ -416,6 +517,8 @@ func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
 		r.Step = StepOne
 	case r.LeftA > 0:
 		r.Step = StepWait
+	case r.LeftOther > 0:
+		r.Step = StepOther
 	case missing:
 		r.Step = StepUnknown
 	case joint && len(r.Stale) > 0 && !mut.FirstWriterFloor:

@@ -169,7 +169,8 @@ func (m *Model) nodeRecords(s *State, ni int) *joint.Records {
 // jointMut is the mutant of internal/joint that the model's mutant
 // selects.
 func (m *Model) jointMut() joint.Mut {
-	return joint.Mut{FirstWriterFloor: m.Cfg.Mut.FirstWriterFloor}
+	mut := &m.Cfg.Mut
+	return joint.Mut{FirstWriterFloor: mut.FirstWriterFloor, JointNoFloor: mut.JointNoFloor, JointNoConflict: mut.JointNoConflict}
 }
 
 // nodesOf are client ci's nodes, in the order of its records, and its
@@ -363,16 +364,14 @@ func (m *Model) recordStep(s *State, ci int) {
 		})
 	case recWriting:
 		nodes, sets := m.nodesOf(ci)
-		if !sets.Joint() {
-			recs := make([]*joint.Records, len(nodes))
-			for li, ni := range nodes {
-				if r.Votes[ni] == Yes {
-					rp := &r.Reps[ni]
-					recs[li] = toRecords(&rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
-				}
+		recs := make([]*joint.Records, len(nodes))
+		for li, ni := range nodes {
+			if r.Votes[ni] == Yes {
+				rp := &r.Reps[ni]
+				recs[li] = toRecords(&rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
 			}
-			r.PFloor = max(r.PFloor, joint.FloorOf(recs, sets.CurFP))
 		}
+		r.PFloor = max(r.PFloor, joint.FloorOf(recs, sets.CurFP))
 		m.finishRecord(s, ci)
 	}
 }
