@@ -46,7 +46,7 @@
 //
 // A client sends a command again when its reply is lost (go-redis does by
 // default): a retried Set or Get ends as one call does, and a retried Add
-// is applied once (the key keeps the ids of its last 16 Add calls); the
+// is applied once (the key keeps the ids of its last 8 Add calls); the
 // caller's Eval script runs again. Table.Tx rolls back on its function's
 // error or panic; under REPEATABLE READ or SERIALIZABLE its fencing
 // statement runs again after a conflict, and a conflict it cannot run

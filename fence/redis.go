@@ -25,10 +25,10 @@ type RedisClient interface {
 // key the caller names: its field value holds the data, fence the highest
 // token of an exclusive holder, shared the highest token of a shared
 // reader, refused the count of refusals, writes the count of accepted
-// writes, bounded the count of Add calls refused by their floor, added
-// the ids and results of the last 16 Add calls (so that a client's retry
-// is not applied twice). Deleting the key deletes the data and its fence
-// together.
+// writes, bounded the count of Add calls refused by their floor, added0
+// to added7 the ids and results of the last 8 Add calls and added the
+// next of them (so that a client's retry is not applied twice). Deleting
+// the key deletes the data and its fence together.
 //
 // Every call is one script, atomic on the node that holds the key: the
 // check, the record of the token and the operation. Redis is safe for
@@ -112,9 +112,9 @@ func (r *Redis) get(ctx context.Context, s script, key string, token int64) (str
 //
 // A client's retry is applied once: go-redis sends a command again when
 // its reply times out, though Redis may have applied it. Each Add carries
-// a random id, and the key keeps the ids and results of its last 16 Adds:
+// a random id, and the key keeps the ids and results of its last 8 Adds:
 // the retry gets the first result and changes nothing, even once a newer
-// holder has written. A retry that comes after 16 other Adds of the key
+// holder has written. A retry that comes after 8 other Adds of the key
 // under its token would be applied again (a newer token refuses it): a
 // holder that runs that many Adds of one key at once should turn the
 // client's retries off (MaxRetries: -1). An Add that
@@ -254,11 +254,14 @@ func (r *Redis) call(ctx context.Context, s script, key, id string, token int64,
 	return v, r.reply(key, id, token, err)
 }
 
-// callID is a call's id: 128 random bits, in the 26 characters of
-// rand.Text. The package's scripts put it in their error replies, after
-// the code, so that reply never takes an error of the caller's own script
-// (Eval) for one of theirs, however it is spelled.
-func callID() string { return rand.Text() }
+// callID is a call's id: 65 random bits, the first 13 characters of
+// rand.Text (base32). The package's scripts put it in their error replies,
+// after the code, so that reply never takes an error of the caller's own
+// script (Eval) for one of theirs, however it is spelled; Add records it
+// to know a client's retry. 13 characters keep an Add's record of a call
+// within 64 bytes, the longest value of Redis's compact encoding of a
+// small hash.
+func callID() string { return rand.Text()[:13] }
 
 // reply turns the scripts' refusals into the package's errors: those that
 // carry the call's id, and only those.
@@ -335,7 +338,7 @@ var (
 	setScript    = script{checkSrc + setSrc, "f79d4fef9c29cb4582fe75fd6a026b6b24bb50ad"}
 	getScript    = script{checkSrc + getSrc, "79dbba89248f9a4c0a0f1dcf85296ea1e6e963cd"}
 	sharedScript = script{checkSrc + sharedSrc, "3e38a0b4aa856a6a1110b7c48df245b6c3779c5c"}
-	addScript    = script{checkSrc + addSrc, "406fd7354179f6de0537952650bb649eaa9711d0"}
+	addScript    = script{checkSrc + addSrc, "ec9cd5ad9b370c732b359e75801ed8ba1ed07107"}
 
 	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
 )

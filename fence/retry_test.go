@@ -3,7 +3,6 @@ package fence
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -69,7 +68,8 @@ func TestRedisAddRetried(t *testing.T) {
 
 // TestRedisAddWindow: a call sent again with its id gets its first result
 // and changes nothing, even once its token is stale, while it is among
-// the last 16 Adds of the key; past them it is a new call. The result is
+// the last 8 Adds of the key; past them it is a new call. The record of
+// the calls keeps the hash in Redis's compact encoding. The result is
 // exact past 2^53.
 func TestRedisAddWindow(t *testing.T) {
 	r, c := newRedis(t)
@@ -86,20 +86,30 @@ func TestRedisAddWindow(t *testing.T) {
 	if v, err := add("FIRST", 5, 10); err != nil || v != "10" {
 		t.Fatalf("the first call again, with its now stale token = %v, %v; want its result, 10", v, err)
 	}
-	for i := range 16 {
+	for i := range 6 { // FIRST is the 8th last
 		if _, err := add(fmt.Sprint("OTHER", i), 6, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := add("FIRST", 6, 10); err != nil {
+	if v, err := add("FIRST", 6, 10); err != nil || v != "10" {
+		t.Fatalf("the first call again, 8th last = %v, %v; want its result, 10", v, err)
+	}
+	if _, err := add("OTHER6", 6, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := add("FIRST", 6, 10); err != nil { // 9th last: a new call
 		t.Fatal(err)
 	}
 	s, _ := r.Inspect(ctx, "n")
-	if s.Value != "37" || s.Writes != 19 {
-		t.Fatalf("%+v: want 10+1+16+10 = 37 after 19 writes (FIRST applied again once out of the window)", s)
+	if s.Value != "28" || s.Writes != 10 {
+		t.Fatalf("%+v: want 10+1+7+10 = 28 after 10 writes (FIRST applied again once out of the window)", s)
 	}
-	if n := strings.Count(c.HGet(ctx, "n", "added").Val(), ";"); n != 16 {
-		t.Fatalf("%d calls kept, want 16", n)
+	h := c.HGetAll(ctx, "n").Val()
+	if len(h) != 12 { // value, fence, writes, added, added0 to added7
+		t.Fatalf("hash %v: %d fields, want 12", h, len(h))
+	}
+	if enc := c.ObjectEncoding(ctx, "n").Val(); enc != "listpack" && enc != "ziplist" {
+		t.Fatalf("encoding %s, want Redis's compact one", enc)
 	}
 
 	const big = 1<<53 + 1 // not a double
