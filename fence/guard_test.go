@@ -234,6 +234,8 @@ func TestGuardStalledBody(t *testing.T) {
 	if code := <-five; code != http.StatusConflict {
 		t.Errorf("five's PUT, once its body came: %d, want 409", code)
 	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if got := strings.Join(f.writes, " "); got != "six" {
 		t.Errorf("writes %q, want six's alone", got)
 	}

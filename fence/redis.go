@@ -117,9 +117,9 @@ func (r *Redis) get(ctx context.Context, s script, key string, token int64) (str
 // holder has written. A retry that comes after 8 other Adds of the key
 // under its token would be applied again (a newer token refuses it): a
 // holder that runs that many Adds of one key at once should turn the
-// client's retries off (MaxRetries: -1). An Add that
-// returns another error (a timeout after the last retry) may or may not
-// have been applied: Inspect tells, not a new Add.
+// client's retries off (MaxRetries: -1). An Add that returns another error
+// (a timeout after the last retry) may or may not have been applied:
+// Inspect tells, not a new Add.
 func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) (int64, error) {
 	f := ""
 	if floor != NoFloor {

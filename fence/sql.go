@@ -76,7 +76,8 @@ type Execer interface {
 
 // Update runs, in one statement,
 //
-//	UPDATE name SET <set>, fence = token WHERE key = id AND fence <= token
+//	UPDATE name SET <set>, fence = token
+//	WHERE key = id AND (fence IS NULL OR fence <= token)
 //
 // with args as set's parameters (numbered from $1, or ? in order). set is
 // SQL, written into the statement as it is: it comes from the program,
