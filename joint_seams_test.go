@@ -16,8 +16,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/joint"
 	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // seamOpts are the options of every Client of these tests: records on, a
@@ -67,7 +69,8 @@ func readRecords(t *testing.T, nodes []redis.UniversalClient, prefix string) []*
 // read on the nodes all (j's nodes, in j's order).
 func stepOf(t *testing.T, j *Client, all []redis.UniversalClient, prefix string) joint.Reading {
 	t.Helper()
-	return joint.StepOf(readRecords(t, all, prefix), j.sets.cur, j.sets.next, j.sets.curFP, j.sets.nextFP, joint.Mut{})
+	s := j.jointSets()
+	return joint.StepOf(readRecords(t, all, prefix), s.Cur, s.Next, joint.SetName{FP: s.CurFP, Alias: s.CurAlias}, joint.SetName{FP: s.NextFP, Alias: s.NextAlias}, joint.Mut{})
 }
 
 // refusedBeside checks that c cannot obtain name, which another Client
@@ -140,16 +143,35 @@ func TestJointClientTakesTheMoveFloor(t *testing.T) {
 		_ = l.Release(ctx)
 	}
 	_ = ab.Close()
-	// The move B → C begins: a joint Client locks "job" at 0 and 1.
-	bc := newClient(t, pick(cl, b), append(opts, nextOf(cl, c))...)
-	cl.pause(t, 2, 5)
-	l, err := bc.TryObtain(ctx, "job", time.Second)
-	if err != nil {
-		t.Fatalf("joint(B, C) at nodes 0 and 1: %v", err)
+	// The move B → C begins: joint Clients lock "job" at 0 and 1, one
+	// that met every node before 2 and 5 became slow, and one whose
+	// first contact is then (it cannot read their identities: it may
+	// refuse, but must not take a lower token). The second's attempt
+	// comes first: a grant of the first would raise the counters.
+	warm := newClient(t, pick(cl, b), append(opts, nextOf(cl, c))...)
+	if l, err := warm.TryObtain(ctx, "other", time.Second); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = l.Release(ctx)
 	}
-	defer func() { _ = l.Release(ctx) }()
-	if l.Token() <= last {
-		t.Fatalf("joint(B, C) got token %d after %d, the last of A alone: it ignored B's move floor", l.Token(), last)
+	cold := newClient(t, pick(cl, b), append(opts, nextOf(cl, c))...)
+	cl.pause(t, 2, 5)
+	for _, bc := range []struct {
+		name  string
+		c     *Client
+		known bool
+	}{{"first contact", cold, false}, {"identified", warm, true}} {
+		l, err := bc.c.TryObtain(ctx, "job", time.Second)
+		if !bc.known && errors.Is(err, ErrConfigConflict) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("joint(B, C), %s, at nodes 0 and 1: %v", bc.name, err)
+		}
+		_ = l.Release(ctx)
+		if l.Token() <= last {
+			t.Fatalf("joint(B, C), %s, got token %d after %d, the last of A alone: it ignored B's move floor", bc.name, l.Token(), last)
+		}
 	}
 }
 
@@ -397,5 +419,81 @@ func TestEveryHolderPathRecords(t *testing.T) {
 				t.Fatalf("beside a live Client of another set alone: %v, want ErrConfigConflict", err)
 			}
 		})
+	}
+}
+
+// TestMixedVersionsMove: Clients of a release before issue 44 name a set
+// by its addresses; this release's, by its nodes' identities, and writes
+// its own fields under the address fingerprint too (joint.Sets.CurAlias).
+// A = {0,1,2}, B = {2,3,4}. The earlier release's Client on A alone is
+// played by a Client without records that holds "job" and the record
+// that release's recorder writes (record.lua is unchanged; its field is
+// c: and the fingerprint of the addresses): this release cannot run the
+// earlier one in a test. A joint Client of this release records: a Client
+// of this release on B alone must refuse "job", and doctor's rule must
+// not say step 3. The other way: the records must refuse an earlier
+// release's Client on B alone beside this release's Client on A alone,
+// by that release's rule (the conflict of a Client on one set, its set
+// named by address: joint.Conflicting with Sets.Known).
+func TestMixedVersionsMove(t *testing.T) {
+	cl := startNodes(t, 5)
+	ctx := context.Background()
+	prefix := "seammix:"
+	opts := seamOpts(prefix)
+	a, b := []int{0, 1, 2}, []int{2, 3, 4}
+	addrs := func(idx []int) []string {
+		var out []string
+		for _, i := range idx {
+			out = append(out, cl.servers[i].Addr())
+		}
+		return out
+	}
+	legacyA, legacyB := keys.Fingerprint(addrs(a)), keys.Fingerprint(addrs(b))
+	configs := keys.Layout{Prefix: prefix}.Configs()
+	old := newClient(t, pick(cl, a), append(opts, WithConfigRecords(false))...)
+	held, err := old.TryObtain(ctx, "job", 2*time.Second, WithAutoRefresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = held.Release(ctx) }()
+	for _, n := range pick(cl, a) {
+		if _, err := script.Record(ctx, goredis.New(n), configs, keys.Layout{Prefix: prefix}.NodeEpoch(), script.Guard{Mode: '0'}, []script.RecordField{{Name: keys.ConfigSingle(legacyA), TTL: time.Minute}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ab := newClient(t, pick(cl, a), append(opts, nextOf(cl, b))...)
+	if l, err := ab.TryObtain(ctx, "other", time.Second); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = l.Release(ctx)
+	}
+	time.Sleep(time.Second) // two of the joint Client's recording periods
+	all := pick(cl, []int{0, 1, 2, 3, 4})
+	if r := stepOf(t, ab, all, prefix); r.Step == joint.StepThree {
+		t.Fatalf("doctor's rule says step 3 beside an earlier release's Client of A alone: %+v", r)
+	}
+	onB := newClient(t, pick(cl, b), opts...)
+	if _, err := onB.TryObtain(ctx, "job", time.Second); !errors.Is(err, ErrConfigConflict) {
+		t.Fatalf("this release on B alone beside an earlier release's Client on A alone: %v, want ErrConfigConflict", err)
+	}
+	// The other way, under another prefix: this release's Client on A
+	// alone records under the address fingerprint too, and the joint
+	// Client its move: an earlier release's Client on B alone reads
+	// c:legacyA beside j:legacyA:legacyB.
+	prefix2 := "seammix2:"
+	opts2 := seamOpts(prefix2)
+	onA := newClient(t, pick(cl, a), opts2...)
+	ab2 := newClient(t, pick(cl, a), append(opts2, nextOf(cl, b))...)
+	for _, c := range []*Client{onA, ab2} {
+		if l, err := c.TryObtain(ctx, "other", time.Second); err != nil {
+			t.Fatal(err)
+		} else {
+			_ = l.Release(ctx)
+		}
+	}
+	recs := readRecords(t, pick(cl, b), prefix2)
+	earlierB := joint.Sets{Cur: 0b111, CurFP: legacyB, Known: true}
+	if c := joint.Conflicting(recs, earlierB); c == nil {
+		t.Fatalf("an earlier release's Client on B alone sees no conflict beside this release's Client on A alone: %+v", recs)
 	}
 }

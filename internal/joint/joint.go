@@ -13,6 +13,7 @@ package joint
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keys"
@@ -67,18 +68,54 @@ func FromScript(rc *script.Records, age, after time.Duration) *Records {
 type Sets struct {
 	Cur, Next     uint64
 	CurFP, NextFP string
+	// Known is set when every node of the sets was identified, so that
+	// CurFP and NextFP are the sets' fingerprints (keys.Fingerprint of
+	// the nodes' identities). Until then an address stands in for a node,
+	// and another Client of the same sets may name them otherwise: Decide
+	// then reads the records conservatively.
+	Known bool
+	// CurAlias and NextAlias are the sets' fingerprints by address, as
+	// releases before issue 44 named them ("": none). A Client writes its
+	// own fields under them too, raises the move floor under them too,
+	// and counts them as its own sets, so that Clients of both releases
+	// see each other on the same nodes (docs/reconfiguration.md, "Mixed
+	// versions").
+	CurAlias, NextAlias string
+}
+
+// isCur and isNext report whether fp names the current (next) set: its
+// fingerprint or its alias.
+func (s Sets) isCur(fp string) bool { return fp == s.CurFP || (s.CurAlias != "" && fp == s.CurAlias) }
+func (s Sets) isNext(fp string) bool {
+	return s.Joint() && (fp == s.NextFP || (s.NextAlias != "" && fp == s.NextAlias))
+}
+
+// names are the fingerprint and the alias of a set ("" left out).
+func names(fp, alias string) []string {
+	if alias == "" || alias == fp {
+		return []string{fp}
+	}
+	return []string{fp, alias}
 }
 
 // Joint reports whether the Client moves from Cur to Next.
 func (s Sets) Joint() bool { return s.Next != 0 }
 
-// Own is the Client's own field: c:FP, or j:FPA:FPB in joint
-// configuration.
-func (s Sets) Own() string {
+// Own are the Client's own fields: c:FP, or j:FPA:FPB in joint
+// configuration, and the same under the sets' aliases.
+func (s Sets) Own() []string {
 	if s.Joint() {
-		return keys.ConfigJoint(s.CurFP, s.NextFP)
+		out := []string{keys.ConfigJoint(s.CurFP, s.NextFP)}
+		if s.CurAlias != "" && s.NextAlias != "" {
+			out = append(out, keys.ConfigJoint(s.CurAlias, s.NextAlias))
+		}
+		return out
 	}
-	return keys.ConfigSingle(s.CurFP)
+	out := []string{keys.ConfigSingle(s.CurFP)}
+	if s.CurAlias != "" {
+		out = append(out, keys.ConfigSingle(s.CurAlias))
+	}
+	return out
 }
 
 // RecordTTL is how long a Client's own field lives from its write: a lock
@@ -120,14 +157,17 @@ type Writes struct {
 	Raise []Raise
 }
 
-// Conflict is the evidence, on node Node, of a live Client of set Other
-// alone beside a move between it and the Client's set (field Field,
-// c:Other or a relay s:Other, with Left to go).
+// Conflict is the evidence, on node Node, of a live Client that the
+// Client must not lock beside (field Field: c:Other, a relay s:Other, or
+// a joint Client's j:A:B, Other then "A:B"; with Left to go).
 type Conflict struct {
 	Node  int
 	Field string
 	Other string
 	Left  int64
+	// Unplaced is set when the Client refused because it has not
+	// identified all its nodes (Sets.Known false).
+	Unplaced bool
 }
 
 // Mut selects a mutant of the protocol, for the model checker's mutation
@@ -198,12 +238,20 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 		return plan
 	}
 	every := answered == len(recs)
-	if !(s.Joint() && mut.JointNoConflict) {
+	if !s.Known {
+		// Its own fingerprints may not be the ones the other Clients
+		// of its sets wrote: it cannot tell which evidence is theirs.
+		if plan.Conflict = unplaced(recs, s); plan.Conflict != nil {
+			return plan
+		}
+		plan.Floor = anyFloor(recs)
+	}
+	if s.Known && !(s.Joint() && mut.JointNoConflict) {
 		if plan.Conflict = Conflicting(recs, s); plan.Conflict != nil {
 			return plan
 		}
 	}
-	if !(s.Joint() && mut.JointNoFloor) {
+	if s.Known && !(s.Joint() && mut.JointNoFloor) {
 		plan.Floor = s.curFloor(recs, p, every, mut, plan.Writes)
 	}
 	if s.Joint() {
@@ -220,6 +268,70 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 	return plan
 }
 
+// unplaced is the conflict of a Client that has not identified all its
+// nodes (Sets.Known false): while its nodes show a move other than its
+// own, every live evidence of a Client that is not its own exact field
+// may be of a Client it must not lock beside. nil when no move shows.
+func unplaced(recs []*Records, s Sets) *Conflict {
+	own := s.Own()
+	moving := false
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f := range rc.Fields {
+			if _, _, ok := keys.ParseConfigJoint(f); ok && !slices.Contains(own, f) {
+				moving = true
+			}
+		}
+	}
+	if !moving {
+		return nil
+	}
+	for i, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		var out *Conflict
+		for f, v := range rc.Fields {
+			fp, _, alone := keys.ParseConfigAlone(f)
+			a, b, isJoint := keys.ParseConfigJoint(f)
+			if (!alone && !isJoint) || slices.Contains(own, f) {
+				continue
+			}
+			other := fp
+			if isJoint {
+				other = a + ":" + b
+			}
+			if out == nil || v.Left > out.Left || (v.Left == out.Left && f < out.Field) {
+				out = &Conflict{Node: i, Field: f, Other: other, Left: v.Left, Unplaced: true}
+			}
+		}
+		if out != nil {
+			return out
+		}
+	}
+	return nil
+}
+
+// anyFloor is the largest move floor of any set the nodes show: the floor
+// of a Client that cannot tell its own sets' fingerprints (Sets.Known
+// false). A floor only raises tokens.
+func anyFloor(recs []*Records) int64 {
+	var m int64
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			if strings.HasPrefix(f, keys.ConfigFloorPrefix) {
+				m = max(m, v.Floor)
+			}
+		}
+	}
+	return m
+}
+
 // in reports whether node i is in set.
 func in(set uint64, i int) bool { return set&(1<<i) != 0 }
 
@@ -228,14 +340,24 @@ func in(set uint64, i int) bool { return set&(1<<i) != 0 }
 // largest node time, which it then raises m:CUR to on the current set's
 // nodes (into w) when every node answered.
 func (s Sets) curFloor(recs []*Records, p Params, every bool, mut Mut, w []Writes) int64 {
-	floor := FloorOf(recs, s.CurFP)
-	moved := MovedTo(recs, s.CurFP)
+	cur := names(s.CurFP, s.CurAlias)
+	var floor int64
+	moved := false
+	for _, fp := range cur {
+		floor = max(floor, FloorOf(recs, fp))
+		moved = moved || MovedTo(recs, fp)
+	}
+	raise := func(i int) {
+		for _, fp := range cur {
+			w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(fp), TTL: p.FenceTTL})
+		}
+	}
 	switch {
 	case mut.FirstWriterFloor:
 		if floor == 0 && every && moved {
 			for i := range recs {
 				if in(s.Cur, i) {
-					w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL})
+					raise(i)
 				}
 			}
 		}
@@ -245,7 +367,7 @@ func (s Sets) curFloor(recs []*Records, p Params, every bool, mut Mut, w []Write
 				floor = max(floor, rc.Now)
 			}
 			if every && in(s.Cur, i) {
-				w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL})
+				raise(i)
 			}
 		}
 	}
@@ -272,7 +394,7 @@ func (s Sets) relay(recs []*Records, w []Writes) {
 		for i := range recs {
 			onlyNext := in(s.Next, i) && !in(s.Cur, i)
 			onlyCur := in(s.Cur, i) && !in(s.Next, i)
-			if (onlyNext && fp != s.NextFP) || (onlyCur && fp != s.CurFP) {
+			if (onlyNext && !s.isNext(fp)) || (onlyCur && !s.isCur(fp)) {
 				w[i].Keep = append(w[i].Keep, Keep{keys.ConfigSeen(fp), lone[fp]})
 			}
 		}
@@ -290,7 +412,7 @@ func (s Sets) raiseNext(recs []*Records, p Params, mut Mut, w []Writes) {
 			continue
 		}
 		for f, v := range rc.Fields {
-			if fp, _, ok := keys.ParseConfigAlone(f); ok && fp != s.NextFP && v.Left > ahead {
+			if fp, _, ok := keys.ParseConfigAlone(f); ok && !s.isNext(fp) && v.Left > ahead {
 				ahead = v.Left
 			}
 		}
@@ -299,14 +421,16 @@ func (s Sets) raiseNext(recs []*Records, p Params, mut Mut, w []Writes) {
 		if !in(s.Next, i) {
 			continue
 		}
-		switch {
-		case mut.FirstWriterFloor:
-			if Left(recs, s.CurFP, true) == 0 {
-				w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.NextFP), TTL: p.FenceTTL})
+		for _, fp := range names(s.NextFP, s.NextAlias) {
+			switch {
+			case mut.FirstWriterFloor:
+				if Left(recs, s.CurFP, true) == 0 {
+					w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(fp), TTL: p.FenceTTL})
+				}
+			default:
+				w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(fp), Ahead: ahead,
+					Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
 			}
-		default:
-			w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(s.NextFP), Ahead: ahead,
-				Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
 		}
 	}
 }
@@ -353,7 +477,7 @@ func Left(recs []*Records, fp string, relays bool) int64 {
 // another set that shares a node without a move linking the two is not a
 // conflict: nothing says the two are one deployment.
 func Conflicting(recs []*Records, s Sets) *Conflict {
-	own := func(fp string) bool { return fp == s.CurFP || (s.Joint() && fp == s.NextFP) }
+	own := func(fp string) bool { return s.isCur(fp) || s.isNext(fp) }
 	linked := map[string]bool{}
 	for _, rc := range recs {
 		if rc == nil {
@@ -428,6 +552,25 @@ func FloorOf(recs []*Records, fp string) int64 {
 	return m
 }
 
+// SetName names a set in the records: its fingerprint, and its alias
+// by address, as releases before issue 44 named it ("": none; see
+// Sets.CurAlias).
+type SetName struct{ FP, Alias string }
+
+// names reports whether fp names the set.
+func (n SetName) names(fp string) bool { return fp == n.FP || (n.Alias != "" && fp == n.Alias) }
+
+// freshFloor reports whether a node's records hold a fresh move floor of
+// the set n, under either name.
+func freshFloor(rc *Records, n SetName) bool {
+	for _, fp := range names(n.FP, n.Alias) {
+		if v, ok := rc.Fields[keys.ConfigFloor(fp)]; ok && v.Fresh > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Step is what the records of a move from a to b say of the runbook
 // (StepOf).
 type Step int
@@ -477,12 +620,13 @@ type Reading struct {
 // the floor (docs/reconfiguration.md, "Tokens across the move"). With
 // mut.FirstWriterFloor, the floor is not asked for (the rule before issue
 // 33).
-func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
+func StepOf(recs []*Records, a, b uint64, na, nb SetName, mut Mut) Reading {
 	var (
 		r       Reading
 		joint   bool
 		missing bool
 	)
+	isA, isB := na.names, nb.names
 	for i, rc := range recs {
 		if rc == nil {
 			missing = true
@@ -492,22 +636,20 @@ func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
 			fp, _, alone := keys.ParseConfigAlone(f)
 			ja, jb, isJoint := keys.ParseConfigJoint(f)
 			switch {
-			case alone && fp == fa:
+			case alone && isA(fp):
 				r.LeftA = max(r.LeftA, v.Left)
-			case alone && fp == fb:
+			case alone && isB(fp):
 				r.LeftB = max(r.LeftB, v.Left)
-			case isJoint && ja == fa && jb == fb:
+			case isJoint && isA(ja) && isB(jb):
 				joint = true
-			case alone || (isJoint && ja != fb && jb != fb):
+			case alone || (isJoint && !isB(ja) && !isB(jb)):
 				if v.Left > r.LeftOther || (v.Left == r.LeftOther && f < r.Other) {
 					r.LeftOther, r.Other = v.Left, f
 				}
 			}
 		}
-		if b&(1<<i) != 0 {
-			if v, ok := rc.Fields[keys.ConfigFloor(fb)]; !ok || v.Fresh <= 0 {
-				r.Stale = append(r.Stale, i)
-			}
+		if b&(1<<i) != 0 && !freshFloor(rc, nb) {
+			r.Stale = append(r.Stale, i)
 		}
 	}
 	switch {

@@ -104,7 +104,7 @@ func (m *Model) mayStart(s *State, ci int) bool {
 	for ni := range c.Nodes {
 		recs[ni] = m.nodeRecords(s, ni)
 	}
-	st := joint.StepOf(recs, c.SetA, c.SetB, fpA, fpB, m.jointMut()).Step
+	st := joint.StepOf(recs, c.SetA, c.SetB, joint.SetName{FP: fpA}, joint.SetName{FP: fpB}, m.jointMut()).Step
 	return st == joint.StepThree || st == joint.StepDone
 }
 
