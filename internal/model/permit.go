@@ -171,7 +171,7 @@ func (m *Model) describePermit(q Msg, d Data, env Env, head string) string {
 		if r == ScriptError {
 			return head + ": script error"
 		}
-		return fmt.Sprintf("%s: %s; %s", head, []string{"not owner", "extended", "re-seeded", "gone, not re-seeded"}[r], famState(d, env))
+		return fmt.Sprintf("%s: %s; %s", head, refreshName[r], famState(d, env))
 	case ReqRelease:
 		deleted, _, _ := d.PermRelease(env, q.Value, true)
 		return fmt.Sprintf("%s: deleted %v; %s", head, deleted, famState(d, env))

@@ -180,7 +180,7 @@ func TestFamilyKindsDoNotMix(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "REDLOCK_KIND") || !strings.Contains(err.Error(), "plain lock") {
 		t.Fatalf("reader over a plain lock: %v, want REDLOCK_KIND", err)
 	}
-	if _, err := Release(ctx, nodeOf(c), k.Lock, "plain", false, false); err != nil {
+	if _, err := Release(ctx, nodeOf(c), k.Lock, "plain", Retire{Fence: k.Fence}, false, false); err != nil {
 		t.Fatal(err)
 	}
 	takeHold(t, c, k, Hold{Mode: 'r', ID: "r"}, time.Minute)

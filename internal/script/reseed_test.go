@@ -65,3 +65,98 @@ func TestReseedOfAHoldIsGuarded(t *testing.T) {
 		})
 	}
 }
+
+// A release retires the lock's token (release.lua): where the key is ours
+// or gone, the counter goes above the token, seeded from the node's time
+// when missing, never lowered, and written with the counter's expiry only
+// when it rises. A refresh of the lock that comes after (refresh.lua)
+// then finds its token retired and re-creates nothing; a later lock's
+// token, at or above the counter, re-seeds as before.
+func TestReleaseRetiresTheToken(t *testing.T) {
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	k := keys("retire")
+	counter := func() int64 {
+		t.Helper()
+		v, err := c.Get(ctx, k.Fence).Int64()
+		if err != nil {
+			t.Fatalf("the counter: %v", err)
+		}
+		return v
+	}
+	release := func(value string, token int64) Released {
+		t.Helper()
+		r, err := Release(ctx, nodeOf(c), k.Lock, value, Retire{Fence: k.Fence, Token: token, Guard: off}, true, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	refresh := func(token int64) RefreshResult {
+		t.Helper()
+		r, err := Refresh(ctx, nodeOf(c), k, "mine", token, time.Minute, off)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	a, err := Acquire(ctx, nodeOf(c), k, "mine", time.Minute, off, Ack{})
+	if err != nil || !a.OK() {
+		t.Fatalf("acquire: %+v, %v", a, err)
+	}
+	// Another owner's release changes nothing, the counter included.
+	if r := release("theirs", a.Token); r.Deleted || counter() != a.Token {
+		t.Fatalf("another owner's release: %+v, counter %d; want nothing done, %d", r, counter(), a.Token)
+	}
+	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+1 {
+		t.Fatalf("release: %+v, counter %d; want deleted, counter %d", r, counter(), a.Token+1)
+	}
+	if r := refresh(a.Token); r != Retired {
+		t.Fatalf("a refresh after the release: %v, want Retired", r)
+	}
+	if n := c.Exists(ctx, k.Lock).Val(); n != 0 {
+		t.Fatal("the refresh after the release re-created the key")
+	}
+	// A later lock's token is at or above the counter: it re-seeds.
+	if r := refresh(a.Token + 1); r != Reseeded {
+		t.Fatalf("a refresh with the counter's token: %v, want Reseeded", r)
+	}
+	// A counter above the token (a later lock's) is kept as it is, its
+	// expiry too; a token of 0 (a clean-up's) retires nothing.
+	if err := c.Set(ctx, k.Fence, a.Token+500, 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+500 || c.PTTL(ctx, k.Fence).Val() > 10*time.Second {
+		t.Fatalf("release under a later counter: %+v, counter %d (PTTL %v); want it kept", r, counter(), c.PTTL(ctx, k.Fence).Val())
+	}
+	if err := c.Set(ctx, k.Fence, a.Token, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := release("mine", 0); r.Deleted || counter() != a.Token {
+		t.Fatalf("a release without a token: %+v, counter %d; want %d", r, counter(), a.Token)
+	}
+	// A release where the key is gone retires the token too (the key may
+	// have expired there, and a delayed refresh would re-seed it), and
+	// seeds a missing counter from the node's time, with its expiry.
+	if err := c.Del(ctx, k.Fence).Err(); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().UnixMilli() * 1024
+	if r := release("mine", a.Token); r.Deleted || counter() < before-60_000*1024 || counter() <= a.Token {
+		t.Fatalf("a release onto a missing counter: %+v, counter %d; want it seeded from the clock", r, counter())
+	}
+	if ttl := c.PTTL(ctx, k.Fence).Val(); ttl <= 0 || ttl > off.FenceTTL {
+		t.Fatalf("the seeded counter's expiry: %v, want up to %v", ttl, off.FenceTTL)
+	}
+	if r := refresh(a.Token); r != Retired {
+		t.Fatalf("a refresh after a release onto a missing counter: %v, want Retired", r)
+	}
+	// A node that lost its data has no counter: the re-seed fills it.
+	if err := c.Del(ctx, k.Fence).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := refresh(a.Token); r != Reseeded {
+		t.Fatalf("a refresh on a node without the counter: %v, want Reseeded", r)
+	}
+}

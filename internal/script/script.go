@@ -70,8 +70,8 @@ var (
 	// (issue, current, raise: a missing counter is seeded from the node's
 	// time, epoch.lua's node_now).
 	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + acquireSrc)
-	refresh = newScript(epochSrc + "\n" + refreshSrc)
-	release = newScript(releaseSrc)
+	refresh = newScript(epochSrc + "\n" + counterSrc + "\n" + refreshSrc)
+	release = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + releaseSrc)
 	fence   = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + fenceSrc)
 
 	// The lock family's (read-write and reentrant locks): they read the
@@ -230,6 +230,22 @@ func (g Guard) args() []any {
 		return g.argv
 	}
 	return []any{ms(g.MaxTTL), ms(g.Delta), string(g.Mode), ms(g.FenceTTL), ms(g.RecordTTL)}
+}
+
+// fenceTTL is the fencing counter's expiry as a script argument (boxed
+// once when g is Prepared).
+func (g Guard) fenceTTL() any { return g.args()[3] }
+
+// Retire is what a release needs to retire the lock's fencing token on a
+// node: where the lock is ours or gone, its counter goes above Token, so
+// that a refresh of the lock that arrives after the release, delayed in
+// the network, finds the lock superseded there and does not re-seed it
+// (release.lua, refresh.lua). A zero Token retires nothing: the clean-up
+// of an attempt that was never granted, which nothing refreshes.
+type Retire struct {
+	Fence string // the lock's fencing counter (Keys.Fence)
+	Token int64
+	Guard Guard // its FenceTTL is the counter's expiry when written
 }
 
 // Status is what an acquire found on one node.
@@ -464,16 +480,16 @@ type Released struct {
 
 // Release runs the compare-and-delete script on one node, publishing on
 // the lock's release channel (keys.Channel; with SPUBLISH when sharded)
-// when publish is set and the key is free afterwards. The clean-up of a
-// failed attempt must not publish: it must not wake waiters, since the lock
-// may well be held on the other nodes (and their failed attempts' clean-ups
-// would wake others in turn).
-func Release(ctx context.Context, n driver.Node, key, value string, publish, sharded bool) (Released, error) {
-	return ReleaseCall(NewLockArgs(key, value), publish, sharded).Release(ctx, n)
+// when publish is set and the key is free afterwards, and retiring the
+// lock's token (rt). The clean-up of a failed attempt must not publish: it
+// must not wake waiters, since the lock may well be held on the other
+// nodes (and their failed attempts' clean-ups would wake others in turn).
+func Release(ctx context.Context, n driver.Node, key, value string, rt Retire, publish, sharded bool) (Released, error) {
+	return ReleaseCall(NewLockArgs(key, value), rt, publish, sharded).Release(ctx, n)
 }
 
 // ReleaseCall prepares the release script (see Release).
-func ReleaseCall(a LockArgs, publish, sharded bool) Call {
+func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
 	flag := ""
 	switch {
 	case publish && sharded:
@@ -481,7 +497,7 @@ func ReleaseCall(a LockArgs, publish, sharded bool) Call {
 	case publish:
 		flag = "0"
 	}
-	return Call{args: []any{releaseSha[0], releaseSha[1], "1", a.key, a.value, flag}, s: &release}
+	return Call{args: []any{releaseSha[0], releaseSha[1], "2", a.key, rt.Fence, a.value, flag, rt.Token, rt.Guard.fenceTTL()}, s: &release}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see

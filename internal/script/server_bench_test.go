@@ -58,7 +58,7 @@ func BenchmarkServerCycle(b *testing.B) {
 				name  string
 				cycle func(v string) error
 			}{name, func(v string) error {
-				acq, rel := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g), ReleaseCall(NewLockArgs(k.Lock, v), true, false)
+				acq := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g)
 				if evalsha {
 					acq = acq.scripted()
 				}
@@ -69,6 +69,8 @@ func BenchmarkServerCycle(b *testing.B) {
 				if !a.OK() {
 					return errNotTaken(a)
 				}
+				// The release retires the token, as the package's does.
+				rel := ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: a.Token, Guard: g.g}, true, false)
 				_, err = rel.Release(ctx, nodeOf(c))
 				return err
 			}})
