@@ -358,12 +358,12 @@ func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 	return script.FamilyAcquireCall(k, *s.hold, ttl, g)
 }
 
-func (family) refresh(k script.Keys, s *secret, _ int64, ttl time.Duration) script.RefreshItem {
-	return script.FamilyRefresh(k, s.hold, ttl)
+func (family) refresh(k script.Keys, s *secret, token int64, ttl time.Duration) script.RefreshItem {
+	return script.FamilyRefresh(k, s.hold, token, ttl)
 }
 
-func (family) release(key string, s *secret, _ script.Retire, publish, sharded bool) script.Call {
-	return script.FamilyReleaseCall(key, *s.hold, releaseChannel(key, publish), sharded)
+func (family) release(key string, s *secret, rt script.Retire, publish, sharded bool) script.Call {
+	return script.FamilyReleaseCall(key, *s.hold, rt, releaseChannel(key, publish), sharded)
 }
 
 // enough: an exclusive hold whose votes found the owner's lock waits for

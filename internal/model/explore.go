@@ -489,7 +489,7 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		}
 		return fmt.Sprintf("%s on %s: %s -> %s", head, before, refreshName[r], famState(d, env))
 	case ReqRelease:
-		deleted, _, _ := d.FamRelease(env, mode, owner, q.Value, true)
+		deleted, _, _ := d.FamRelease(env, mode, owner, q.Value, q.Tok, true, g, c.Mut)
 		return fmt.Sprintf("%s on %s: deleted %v -> %s", head, before, deleted, famState(d, env))
 	}
 	return head

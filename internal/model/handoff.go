@@ -632,7 +632,7 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 			r := d.PermRefresh(env, f.K, f.Secret, c.TTL, g, Mutations{})
 			return yes(r == Extended || r == Reseeded)
 		}
-		r := d.FamRefresh(env, f.Kind, f.Owner, f.Secret, c.TTL, 0, g, Mutations{})
+		r := d.FamRefresh(env, f.Kind, f.Owner, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
 		return yes(r == Extended || r == Reseeded)
 	case hReqAcquire:
 		// A yes reports its vote (the token issued) in Left.
@@ -659,7 +659,7 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 			del, _, _ := d.PermRelease(env, f.Secret, false)
 			return yes(del)
 		}
-		del, _, _ := d.FamRelease(env, f.Kind, f.Owner, f.Secret, false)
+		del, _, _ := d.FamRelease(env, f.Kind, f.Owner, f.Secret, 0, false, g, Mutations{})
 		return yes(del)
 	}
 	panic("model: unknown handoff request")

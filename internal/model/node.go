@@ -145,8 +145,8 @@ type RetireMutations struct {
 	ReseedIgnoresToken bool
 	// ReleaseKeepsCounter: the releases leave the counter as it is.
 	ReleaseKeepsCounter bool
-	// HoldReseedUnguarded: familyrefresh.lua adds a hold missing from a
-	// hash that exists without the guard, and answers Extended.
+	// HoldReseedUnguarded: familyrefresh.lua re-seeds a hold missing from
+	// a hash that exists without the guard (the token's check kept).
 	HoldReseedUnguarded bool
 }
 

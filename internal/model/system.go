@@ -728,7 +728,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			rep.Status = n.Data.FamRefresh(env, mode, owner, req.Value, req.Arg, req.Tok, g, c.Mut)
 			voted = rep.Status == Reseeded
 		case ReqRelease:
-			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, true); deleted {
+			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, req.Tok, true, g, c.Mut); deleted {
 				rep.Status = 1
 			}
 		}

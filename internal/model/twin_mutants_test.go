@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -21,24 +22,15 @@ func TestTwinMutantsDisagree(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := context.Background()
 	seed := diffSeedOf(t)
-	plain := []struct {
-		name string
-		mut  Mutations
-	}{
-		{"plain/ReseedIgnoresToken", Mutations{RetireMutations: RetireMutations{ReseedIgnoresToken: true}}},
-		{"plain/ReleaseKeepsCounter", Mutations{RetireMutations: RetireMutations{ReleaseKeepsCounter: true}}},
-	}
-	for _, m := range plain {
-		t.Run(m.name, func(t *testing.T) {
-			if err := c.FlushAll(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
+	// run plays the harness of one kind of script with the mutant twin
+	// until it reports a disagreement, and returns it ("" if none).
+	harnesses := map[string]func(t *testing.T, mut Mutations) string{
+		"plain": func(t *testing.T, mut Mutations) string {
 			var failed string
 			d := &diff{t: t, ctx: ctx, rng: rand.New(rand.NewPCG(seed, 0x7e)), runs: map[string]int{}, cover: map[string]int{},
-				mut: m.mut, failed: &failed}
+				mut: mut, failed: &failed}
 			d.nodes[0] = &diffNode{srv: srv, c: c}
-			ops := 0
-			for ; ops < 600 && failed == ""; ops++ {
+			for ops := 0; ops < 600 && failed == ""; ops++ {
 				switch x := d.rng.IntN(10); {
 				case x < 4:
 					d.acquire()
@@ -50,10 +42,35 @@ func TestTwinMutantsDisagree(t *testing.T) {
 					time.Sleep(time.Duration([]int{1, 5, 25}[d.rng.IntN(3)]) * time.Millisecond)
 				}
 			}
-			if failed == "" {
-				t.Fatalf("the mutant twin agreed with the scripts for %d operations", ops)
+			return failed
+		},
+		"family": func(t *testing.T, mut Mutations) string {
+			var failed string
+			p := &famDiff{t: t, ctx: ctx, c: c, mut: mut, failed: &failed}
+			p.run(rand.New(rand.NewPCG(seed, 0x7f)), 3000, map[string]int{})
+			return failed
+		},
+	}
+	mutants := []struct {
+		harness string
+		mut     RetireMutations
+	}{
+		{"plain", RetireMutations{ReseedIgnoresToken: true}},
+		{"plain", RetireMutations{ReleaseKeepsCounter: true}},
+		{"family", RetireMutations{ReseedIgnoresToken: true}},
+		{"family", RetireMutations{ReleaseKeepsCounter: true}},
+		{"family", RetireMutations{HoldReseedUnguarded: true}},
+	}
+	for _, m := range mutants {
+		t.Run(fmt.Sprintf("%s/%+v", m.harness, m.mut), func(t *testing.T) {
+			if err := c.FlushAll(ctx).Err(); err != nil {
+				t.Fatal(err)
 			}
-			t.Logf("found after %d operations: %.200s", ops, failed)
+			failed := harnesses[m.harness](t, Mutations{RetireMutations: m.mut})
+			if failed == "" {
+				t.Fatal("the mutant twin agreed with the scripts throughout")
+			}
+			t.Logf("found: %.300s", failed)
 		})
 	}
 }

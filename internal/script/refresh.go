@@ -78,9 +78,9 @@ type RefreshItem struct {
 }
 
 // FamilyRefresh is the refresh item of a hold of the lock family
-// (familyrefresh.lua).
-func FamilyRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
-	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: familyRefreshCall}
+// (familyrefresh.lua), of fencing token token.
+func FamilyRefresh(k Keys, h *Hold, token int64, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, Token: token, TTL: ttl, hold: h, script: familyRefreshCall}
 }
 
 // PermitRefresh is the refresh item of a semaphore's permit
@@ -91,7 +91,8 @@ func PermitRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
 
 func familyRefreshCall(it RefreshItem, ga []any) Call {
 	h := it.hold
-	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
+	args := append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)
+	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch, it.Keys.Fence}, append(args, it.Token)...)
 }
 
 func permitRefreshCall(it RefreshItem, ga []any) Call {

@@ -35,28 +35,31 @@ func TestReseedOfAHoldIsGuarded(t *testing.T) {
 			k := keys("guarded-" + row.label)
 			refresh := FamilyRefresh
 			if row.kept.Mode == 's' {
-				refresh = PermitRefresh
+				refresh = func(k Keys, h *Hold, _ int64, ttl time.Duration) RefreshItem { return PermitRefresh(k, h, ttl) }
 			}
+			var token int64 // the lost hold's: the counter's value, which the re-seed's check passes
 			for _, h := range []Hold{row.kept, row.lost} {
 				call := FamilyAcquireCall(k, h, time.Minute, off)
 				if h.Mode == 's' {
 					call = PermitAcquireCall(k, h, time.Minute, off)
 				}
-				if a, err := call.Acquire(ctx, nodeOf(c), Ack{}); err != nil || !a.OK() {
+				a, err := call.Acquire(ctx, nodeOf(c), Ack{})
+				if err != nil || !a.OK() {
 					t.Fatalf("taking hold %s: %+v, %v", h.ID, a, err)
 				}
+				token = a.Token
 			}
 			if err := c.HDel(ctx, k.Lock, layout.Hold(row.lost.ID)).Err(); err != nil {
 				t.Fatal(err)
 			}
-			r, err := refresh(k, &row.lost, time.Minute).Run(ctx, nodeOf(c), recovering)
+			r, err := refresh(k, &row.lost, token, time.Minute).Run(ctx, nodeOf(c), recovering)
 			if err != nil || r != NotReseeded {
 				t.Fatalf("refresh of a hold missing from the hash, on a recovering node: %v, %v; want NotReseeded", r, err)
 			}
 			if n, err := c.HExists(ctx, k.Lock, layout.Hold(row.lost.ID)).Result(); err != nil || n {
 				t.Fatalf("the recovering node took the hold back: %v, %v", n, err)
 			}
-			if r, err := refresh(k, &row.kept, time.Minute).Run(ctx, nodeOf(c), recovering); err != nil || r != Extended {
+			if r, err := refresh(k, &row.kept, token, time.Minute).Run(ctx, nodeOf(c), recovering); err != nil || r != Extended {
 				t.Fatalf("refresh of a hold the recovering node has: %v, %v; want Extended", r, err)
 			}
 			if a, err := Acquire(ctx, nodeOf(c), keys("probe"), "x", time.Second, recovering, Ack{}); err != nil || a.Status != Recovering {

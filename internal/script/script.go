@@ -77,8 +77,8 @@ var (
 	// The lock family's (read-write and reentrant locks): they read the
 	// node's time (epoch.lua's node_now) to expire each hold on its own.
 	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familySrc)
-	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
-	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
+	familyRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
+	familyRelease = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + sealSrc)
 	withdraw      = newScript(withdrawSrc)
 
@@ -502,12 +502,12 @@ func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
 
 // FamilyReleaseCall prepares the family's release script for a hold (see
 // Release).
-func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
+func FamilyReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
 	flag := "0"
 	if sharded {
 		flag = "1"
 	}
-	return Call{args: []any{familyReleaseSha[0], familyReleaseSha[1], "1", key, h.mode(), h.Owner, h.ID, channel, flag}, s: &familyRelease}
+	return Call{args: []any{familyReleaseSha[0], familyReleaseSha[1], "2", key, rt.Fence, h.mode(), h.Owner, h.ID, channel, flag, rt.Token, rt.Guard.fenceTTL()}, s: &familyRelease}
 }
 
 // Release runs a prepared release on one node.

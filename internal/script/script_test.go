@@ -260,7 +260,7 @@ func TestRefreshBatch(t *testing.T) {
 	items[2].Value = "not-mine"
 	// A hold of the family in the batch: its EVAL runs its own script. Its
 	// hash is missing, so the script re-seeds it (the guard is off).
-	items = append(items, FamilyRefresh(keys("f1"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, time.Minute))
+	items = append(items, FamilyRefresh(keys("f1"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, 0, time.Minute))
 	if err := c.ScriptFlush(ctx).Err(); err != nil { // the batch falls back to EVAL
 		t.Fatal(err)
 	}
@@ -290,7 +290,7 @@ func TestRefreshCallsAreEachItemsCall(t *testing.T) {
 		{Keys: k("a", "e"), Value: "va", Token: 7, TTL: time.Second},
 		{Keys: k("b", "e"), Value: "vb", Token: 8, TTL: time.Second, Boxed: NewLockArgs("b", "vb")},
 		{Keys: k("c", "e"), Value: "vc", Token: 9, TTL: 2 * time.Second, Boxed: NewLockArgs("c", "vc")},
-		FamilyRefresh(k("d", "e"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, time.Second),
+		FamilyRefresh(k("d", "e"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, 12, time.Second),
 		{Keys: k("f", "e2"), Value: "vf", Token: 10, TTL: 2 * time.Second, Boxed: NewLockArgs("f", "vf")},
 		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, time.Second),
 		{Keys: k("h", "e"), Value: "vh", Token: 11, TTL: time.Second},
