@@ -352,6 +352,15 @@ func TestResumeAfterALaterHolder(t *testing.T) {
 					// late refresh comes after every node did.
 					waitGone(t, cl, l)
 				}
+				if between {
+					// The other holder's release retired the form's token:
+					// this version's late refresh re-creates nothing.
+					for i, r := range lateRefresh(t, l, l.Token()) {
+						if r != script.Retired {
+							t.Fatalf("node %d: the late refresh after another holder did %v, want Retired", i, r)
+						}
+					}
+				}
 				// Re-created as a Client before issue 44 does it: this
 				// version's refresh does not re-seed where a later holder's
 				// vote or release put the counter past the form's token

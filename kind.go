@@ -531,12 +531,12 @@ func (permit) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 	return script.PermitAcquireCall(k, *s.hold, ttl, g)
 }
 
-func (permit) refresh(k script.Keys, s *secret, _ int64, ttl time.Duration) script.RefreshItem {
-	return script.PermitRefresh(k, s.hold, ttl)
+func (permit) refresh(k script.Keys, s *secret, token int64, ttl time.Duration) script.RefreshItem {
+	return script.PermitRefresh(k, s.hold, token, ttl)
 }
 
-func (permit) release(key string, s *secret, _ script.Retire, publish, sharded bool) script.Call {
-	return script.PermitReleaseCall(key, *s.hold, releaseChannel(key, publish), sharded)
+func (permit) release(key string, s *secret, rt script.Retire, publish, sharded bool) script.Call {
+	return script.PermitReleaseCall(key, *s.hold, rt, releaseChannel(key, publish), sharded)
 }
 
 func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIME"}} }

@@ -629,7 +629,7 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 			r := d.Refresh(env, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
 			return yes(r == Extended || r == Reseeded)
 		case 's':
-			r := d.PermRefresh(env, f.K, f.Secret, c.TTL, g, Mutations{})
+			r := d.PermRefresh(env, f.K, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
 			return yes(r == Extended || r == Reseeded)
 		}
 		r := d.FamRefresh(env, f.Kind, f.Owner, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
@@ -656,7 +656,7 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 			del, _ := d.Release(env, f.Secret, 0, false, g, Mutations{})
 			return yes(del)
 		case 's':
-			del, _, _ := d.PermRelease(env, f.Secret, false)
+			del, _, _ := d.PermRelease(env, f.Secret, 0, false, g, Mutations{})
 			return yes(del)
 		}
 		del, _, _ := d.FamRelease(env, f.Kind, f.Owner, f.Secret, 0, false, g, Mutations{})

@@ -44,6 +44,12 @@ func TestTwinMutantsDisagree(t *testing.T) {
 			}
 			return failed
 		},
+		"permit": func(t *testing.T, mut Mutations) string {
+			var failed string
+			p := &permitDiff{t: t, ctx: ctx, c: c, mut: mut, failed: &failed}
+			p.run(rand.New(rand.NewPCG(seed, 0x80)), 600, map[string]int{})
+			return failed
+		},
 		"family": func(t *testing.T, mut Mutations) string {
 			var failed string
 			p := &famDiff{t: t, ctx: ctx, c: c, mut: mut, failed: &failed}
@@ -60,6 +66,8 @@ func TestTwinMutantsDisagree(t *testing.T) {
 		{"family", RetireMutations{ReseedIgnoresToken: true}},
 		{"family", RetireMutations{ReleaseKeepsCounter: true}},
 		{"family", RetireMutations{HoldReseedUnguarded: true}},
+		{"permit", RetireMutations{ReseedIgnoresToken: true}},
+		{"permit", RetireMutations{ReleaseKeepsCounter: true}},
 	}
 	for _, m := range mutants {
 		t.Run(fmt.Sprintf("%s/%+v", m.harness, m.mut), func(t *testing.T) {

@@ -84,9 +84,9 @@ func FamilyRefresh(k Keys, h *Hold, token int64, ttl time.Duration) RefreshItem 
 }
 
 // PermitRefresh is the refresh item of a semaphore's permit
-// (permitrefresh.lua).
-func PermitRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
-	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: permitRefreshCall}
+// (permitrefresh.lua), of fencing token token.
+func PermitRefresh(k Keys, h *Hold, token int64, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, Token: token, TTL: ttl, hold: h, script: permitRefreshCall}
 }
 
 func familyRefreshCall(it RefreshItem, ga []any) Call {
@@ -97,7 +97,8 @@ func familyRefreshCall(it RefreshItem, ga []any) Call {
 
 func permitRefreshCall(it RefreshItem, ga []any) Call {
 	h := it.hold
-	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
+	args := append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)
+	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch, it.Keys.Fence}, append(args, it.Token)...)
 }
 
 // refreshArgs is the number of a plain lock's refresh arguments but the

@@ -35,7 +35,7 @@ func TestReseedOfAHoldIsGuarded(t *testing.T) {
 			k := keys("guarded-" + row.label)
 			refresh := FamilyRefresh
 			if row.kept.Mode == 's' {
-				refresh = func(k Keys, h *Hold, _ int64, ttl time.Duration) RefreshItem { return PermitRefresh(k, h, ttl) }
+				refresh = PermitRefresh
 			}
 			var token int64 // the lost hold's: the counter's value, which the re-seed's check passes
 			for _, h := range []Hold{row.kept, row.lost} {

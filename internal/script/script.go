@@ -85,8 +85,8 @@ var (
 	// The semaphore's (Client.Semaphore): a hash like the family's, one
 	// expiring field per permit.
 	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitSrc)
-	permitRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
-	permitRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
+	permitRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
+	permitRelease = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 
 	// Client.Resume's claim of a handed-off lock (Call.Claim).
 	resume = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + resumeSrc)
@@ -349,12 +349,12 @@ func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 
 // PermitReleaseCall prepares the semaphore's release script
 // (permitrelease.lua) for a permit (see Release).
-func PermitReleaseCall(key string, h Hold, channel string, sharded bool) Call {
+func PermitReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
 	flag := "0"
 	if sharded {
 		flag = "1"
 	}
-	return Call{args: []any{permitReleaseSha[0], permitReleaseSha[1], "1", key, h.ID, channel, flag}, s: &permitRelease}
+	return Call{args: []any{permitReleaseSha[0], permitReleaseSha[1], "2", key, rt.Fence, h.ID, channel, flag, rt.Token, rt.Guard.fenceTTL()}, s: &permitRelease}
 }
 
 // FamilyAcquireCall prepares the family's acquire script for a hold.

@@ -292,7 +292,7 @@ func TestRefreshCallsAreEachItemsCall(t *testing.T) {
 		{Keys: k("c", "e"), Value: "vc", Token: 9, TTL: 2 * time.Second, Boxed: NewLockArgs("c", "vc")},
 		FamilyRefresh(k("d", "e"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, 12, time.Second),
 		{Keys: k("f", "e2"), Value: "vf", Token: 10, TTL: 2 * time.Second, Boxed: NewLockArgs("f", "vf")},
-		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, time.Second),
+		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, 13, time.Second),
 		{Keys: k("h", "e"), Value: "vh", Token: 11, TTL: time.Second},
 	}
 	cmds, scripts := refreshCalls(items, ga)
