@@ -181,17 +181,18 @@ func TestDelayedRefreshAfterRelease(t *testing.T) {
 }
 
 // The re-seed still does its work: node 2 restarts without its data while
-// a lock of each kind is held, recovers for the max TTL (no re-seed
-// meanwhile), and the next refresh after that re-seeds it.
+// a lock of each kind is held with automatic refresh (the keep-alive's
+// batched refreshes), recovers for the max TTL (no re-seed meanwhile),
+// and a refresh after that re-seeds it.
 func TestReseedAfterRestartWithoutData(t *testing.T) {
 	cl := startNodes(t, 3)
-	const maxTTL = time.Second
+	const maxTTL = 2 * time.Second
 	c := guarded(t, cl.clients, maxTTL)
 	ctx := context.Background()
 	kinds := reseedKinds("restart")
 	var held []*Lock
 	for _, k := range kinds {
-		l, err := k.handle(c).TryObtain(ctx, maxTTL)
+		l, err := k.handle(c).TryObtain(ctx, maxTTL, WithAutoRefresh())
 		if err != nil {
 			t.Fatalf("%s: %v", k.label, err)
 		}
@@ -203,28 +204,27 @@ func TestReseedAfterRestartWithoutData(t *testing.T) {
 	}
 	restarted := time.Now()
 	n2 := cl.clients[2]
-	for i := 0; ; i++ {
-		if i == 40 {
-			t.Fatal("node 2 was never re-seeded")
+	reseeded := make([]bool, len(held))
+	for done := 0; done < len(held); {
+		if time.Since(restarted) > 5*maxTTL {
+			t.Fatalf("node 2 re-seeded for %v of the kinds %v", reseeded, kinds)
 		}
-		reseeded := 0
+		time.Sleep(50 * time.Millisecond)
+		if n2.Ping(ctx).Err() != nil {
+			continue // still starting
+		}
 		for j, l := range held {
-			if err := l.Refresh(ctx, maxTTL); err != nil {
-				t.Fatalf("%s: refresh %d after the restart: %v", kinds[j].label, i, err)
+			if err := l.Err(); err != nil {
+				t.Fatalf("%s: %v", kinds[j].label, err)
 			}
-			if holdsSecret(t, n2, l) {
-				if time.Since(restarted) < maxTTL/2 {
-					t.Fatalf("%s: node 2 re-seeded %v after its restart, within its recovery", kinds[j].label, time.Since(restarted))
-				}
-				reseeded++
+			if reseeded[j] || !holdsSecret(t, n2, l) {
+				continue
 			}
+			if since := time.Since(restarted); since < maxTTL/2 {
+				t.Fatalf("%s: node 2 re-seeded %v after its restart, within its recovery", kinds[j].label, since)
+			}
+			reseeded[j] = true
+			done++
 		}
-		if reseeded == len(held) {
-			return
-		}
-		if reseeded > 0 && time.Since(restarted) > 3*maxTTL {
-			t.Fatalf("node 2 re-seeded for %d of %d kinds", reseeded, len(held))
-		}
-		time.Sleep(maxTTL / 4)
 	}
 }

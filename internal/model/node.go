@@ -478,13 +478,24 @@ func (d *Data) retired(token int64, m Mutations) bool {
 	return !m.ReseedIgnoresToken && d.Fence.OK && d.Fence.V > token
 }
 
-// retire is a release's (release.lua, familyrelease.lua,
-// permitrelease.lua): the counter above the lock's token (token.lua's
-// raise to token+1); a token of 0 retires nothing.
+// retire is retire.lua, a release's (release.lua, familyrelease.lua,
+// permitrelease.lua): the counter above the lock's token, incremented at
+// the token (its expiry kept), else set to token+1, or seeded from the
+// node's time when missing, with the counter's expiry; a counter above the
+// token is kept, and a token of 0 retires nothing.
 func (d *Data) retire(env Env, token int64, g Guard, m Mutations) {
-	if token > 0 && !m.ReleaseKeepsCounter {
-		d.Raise(env, token+1, g, m)
+	if token <= 0 || m.ReleaseKeepsCounter || (d.Fence.OK && d.Fence.V > token) {
+		return
 	}
+	if d.Fence.OK && d.Fence.V == token {
+		d.Fence.V++
+		return
+	}
+	v := token + 1
+	if !d.Fence.OK {
+		v = max(env.Now*TokenSeed, v)
+	}
+	d.Fence = Counter{OK: true, V: v, Exp: env.Now + g.FenceTTL}
 }
 
 // Refresh is refresh.lua for the lock of value and fencing token token

@@ -418,7 +418,9 @@ func retireBranch(m Data, v int, token int64) string {
 		return "no token"
 	case !m.Fence.OK:
 		return "missing counter seeded above the token"
-	case m.Fence.V <= token:
+	case m.Fence.V == token:
+		return "counter at the token incremented"
+	case m.Fence.V < token:
 		return "counter raised above the token"
 	}
 	return "counter above the token kept"
@@ -581,7 +583,7 @@ func TestModelMatchesScripts(t *testing.T) {
 	}
 	// The retired token's branches, which a twin without them would get
 	// wrong (TestTwinMutantsDisagree).
-	for _, branch := range []string{"refresh: " + refreshName[Retired], "counter raised above the token"} {
+	for _, branch := range []string{"refresh: " + refreshName[Retired], "counter at the token incremented", "counter raised above the token"} {
 		if !covered(d.cover, branch) {
 			t.Errorf("branch %q never taken", branch)
 		}

@@ -34,7 +34,7 @@ if cur ~= nil then
 end
 local token = tonumber(ARGV[6])
 if token > 0 then
-  pcall(raise, KEYS[2], token + 1, ARGV[7])
+  pcall(retire, KEYS[2], token, ARGV[7])
 end
 if not free or ARGV[4] == '' then
   return deleted

@@ -31,7 +31,7 @@ if cur ~= nil then
 end
 local token = tonumber(ARGV[4])
 if token > 0 then
-  pcall(raise, KEYS[2], token + 1, ARGV[5])
+  pcall(retire, KEYS[2], token, ARGV[5])
 end
 if full then
   return 0 -- still full: nothing to tell

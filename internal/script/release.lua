@@ -15,13 +15,12 @@
 -- connections heard the notification.
 --
 -- Where the key is ours or gone, the release retires the lock's token: the
--- counter goes above it (token.lua's raise, which never lowers it and
--- seeds a missing one from the node's time), so that a refresh of the lock
--- that arrives after the release, delayed in the network, finds it
--- retired and does not re-seed it (refresh.lua). It does so after the
--- delete, and in pcall: under maxmemory the counter's SET is refused (the
--- script has no flags, and SET may raise memory use), and a release must
--- still free the node; the token is then not retired there.
+-- counter goes above it (retire.lua), so that a refresh of the lock that
+-- arrives after the release, delayed in the network, finds it retired and
+-- does not re-seed it (refresh.lua). It does so after the delete, and in
+-- pcall: under maxmemory the counter's INCR or SET is refused (the script
+-- has no flags, and both may raise memory use), and a release must still
+-- free the node; the token is then not retired there.
 --
 -- An acquire refused by a holder marks the lock as waited for (the key
 -- KEYS[1]:waiters, see acquire.lua). The notification goes out when the key
@@ -48,7 +47,7 @@ else
 end
 local token = tonumber(ARGV[3])
 if token > 0 then
-  pcall(raise, KEYS[2], token + 1, ARGV[4])
+  pcall(retire, KEYS[2], token, ARGV[4])
 end
 if waited == 0 then
   return deleted

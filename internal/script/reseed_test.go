@@ -69,12 +69,13 @@ func TestReseedOfAHoldIsGuarded(t *testing.T) {
 	}
 }
 
-// A release retires the lock's token (release.lua): where the key is ours
-// or gone, the counter goes above the token, seeded from the node's time
-// when missing, never lowered, and written with the counter's expiry only
-// when it rises. A refresh of the lock that comes after (refresh.lua)
-// then finds its token retired and re-creates nothing; a later lock's
-// token, at or above the counter, re-seeds as before.
+// A release retires the lock's token (release.lua, retire.lua): where the
+// key is ours or gone, the counter goes above the token: incremented at
+// the token, its expiry kept; set to token + 1 below it, and seeded from
+// the node's time when missing, with the counter's expiry; kept above it.
+// A refresh of the lock that comes after (refresh.lua) then finds its
+// token retired and re-creates nothing; a later lock's token, at or above
+// the counter, re-seeds as before.
 func TestReleaseRetiresTheToken(t *testing.T) {
 	c := redistest.Start(t, 1)[0].Client()
 	t.Cleanup(func() { _ = c.Close() })
@@ -112,8 +113,11 @@ func TestReleaseRetiresTheToken(t *testing.T) {
 	if r := release("theirs", a.Token); r.Deleted || counter() != a.Token {
 		t.Fatalf("another owner's release: %+v, counter %d; want nothing done, %d", r, counter(), a.Token)
 	}
-	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+1 {
-		t.Fatalf("release: %+v, counter %d; want deleted, counter %d", r, counter(), a.Token+1)
+	if err := c.PExpire(ctx, k.Fence, 20*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+1 || c.PTTL(ctx, k.Fence).Val() > 20*time.Second {
+		t.Fatalf("release: %+v, counter %d (PTTL %v); want deleted, counter %d with its expiry kept", r, counter(), c.PTTL(ctx, k.Fence).Val(), a.Token+1)
 	}
 	if r := refresh(a.Token); r != Retired {
 		t.Fatalf("a refresh after the release: %v, want Retired", r)
@@ -122,6 +126,17 @@ func TestReleaseRetiresTheToken(t *testing.T) {
 		t.Fatal("the refresh after the release re-created the key")
 	}
 	// A later lock's token is at or above the counter: it re-seeds.
+	if r := refresh(a.Token + 1); r != Reseeded {
+		t.Fatalf("a refresh with the counter's token: %v, want Reseeded", r)
+	}
+	// A counter below the token (a node whose vote was not the token) is
+	// set to token + 1, with the counter's expiry.
+	if err := c.Set(ctx, k.Fence, a.Token-5, 20*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+1 || c.PTTL(ctx, k.Fence).Val() <= 20*time.Second {
+		t.Fatalf("release over a counter below the token: %+v, counter %d (PTTL %v); want %d with the counter's expiry", r, counter(), c.PTTL(ctx, k.Fence).Val(), a.Token+1)
+	}
 	if r := refresh(a.Token + 1); r != Reseeded {
 		t.Fatalf("a refresh with the counter's token: %v, want Reseeded", r)
 	}
