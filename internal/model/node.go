@@ -479,23 +479,27 @@ func (d *Data) retired(token int64, m Mutations) bool {
 }
 
 // retire is retire.lua, a release's (release.lua, familyrelease.lua,
-// permitrelease.lua): the counter above the lock's token, incremented at
-// the token (its expiry kept), else set to token+1, or seeded from the
-// node's time when missing, with the counter's expiry; a counter above the
-// token is kept, and a token of 0 retires nothing.
+// permitrelease.lua): the counter above the lock's token. INCR (its expiry
+// kept) when that passes the token; else token+1, or, onto a missing
+// counter (which INCR makes 1), the larger of that and the node's time x
+// TokenSeed, with the counter's expiry. A token of 0 retires nothing.
 func (d *Data) retire(env Env, token int64, g Guard, m Mutations) {
-	if token <= 0 || m.ReleaseKeepsCounter || (d.Fence.OK && d.Fence.V > token) {
+	if token <= 0 || m.ReleaseKeepsCounter {
 		return
 	}
-	if d.Fence.OK && d.Fence.V == token {
-		d.Fence.V++
+	v := int64(1)
+	if d.Fence.OK {
+		v = d.Fence.V + 1
+	}
+	if v > token && v != 1 {
+		d.Fence.V = v
 		return
 	}
-	v := token + 1
-	if !d.Fence.OK {
-		v = max(env.Now*TokenSeed, v)
+	to := token + 1
+	if v == 1 {
+		to = max(env.Now*TokenSeed, to)
 	}
-	d.Fence = Counter{OK: true, V: v, Exp: env.Now + g.FenceTTL}
+	d.Fence = Counter{OK: true, V: to, Exp: env.Now + g.FenceTTL}
 }
 
 // Refresh is refresh.lua for the lock of value and fencing token token

@@ -423,7 +423,7 @@ func retireBranch(m Data, v int, token int64) string {
 	case m.Fence.V < token:
 		return "counter raised above the token"
 	}
-	return "counter above the token kept"
+	return "counter above the token incremented"
 }
 
 // otherProcess makes the record look written by another process, with a

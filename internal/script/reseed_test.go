@@ -70,9 +70,9 @@ func TestReseedOfAHoldIsGuarded(t *testing.T) {
 }
 
 // A release retires the lock's token (release.lua, retire.lua): where the
-// key is ours or gone, the counter goes above the token: incremented at
-// the token, its expiry kept; set to token + 1 below it, and seeded from
-// the node's time when missing, with the counter's expiry; kept above it.
+// key is ours or gone, the counter goes above the token: incremented, its
+// expiry kept, when that passes the token; else set to token + 1, and
+// seeded from the node's time when missing, with the counter's expiry.
 // A refresh of the lock that comes after (refresh.lua) then finds its
 // token retired and re-creates nothing; a later lock's token, at or above
 // the counter, re-seeds as before.
@@ -140,13 +140,13 @@ func TestReleaseRetiresTheToken(t *testing.T) {
 	if r := refresh(a.Token + 1); r != Reseeded {
 		t.Fatalf("a refresh with the counter's token: %v, want Reseeded", r)
 	}
-	// A counter above the token (a later lock's) is kept as it is, its
-	// expiry too; a token of 0 (a clean-up's) retires nothing.
+	// A counter above the token (a later lock's) is incremented, its
+	// expiry kept; a token of 0 (a clean-up's) retires nothing.
 	if err := c.Set(ctx, k.Fence, a.Token+500, 10*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+500 || c.PTTL(ctx, k.Fence).Val() > 10*time.Second {
-		t.Fatalf("release under a later counter: %+v, counter %d (PTTL %v); want it kept", r, counter(), c.PTTL(ctx, k.Fence).Val())
+	if r := release("mine", a.Token); !r.Deleted || counter() != a.Token+501 || c.PTTL(ctx, k.Fence).Val() > 10*time.Second {
+		t.Fatalf("release under a later counter: %+v, counter %d (PTTL %v); want it one up, its expiry kept", r, counter(), c.PTTL(ctx, k.Fence).Val())
 	}
 	if err := c.Set(ctx, k.Fence, a.Token, 0).Err(); err != nil {
 		t.Fatal(err)
@@ -169,6 +169,16 @@ func TestReleaseRetiresTheToken(t *testing.T) {
 	}
 	if r := refresh(a.Token); r != Retired {
 		t.Fatalf("a refresh after a release onto a missing counter: %v, want Retired", r)
+	}
+	// A counter in the layout before counter.lua (a hash) is replaced.
+	if err := c.Del(ctx, k.Fence).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HSet(ctx, k.Fence, "v", "5", "e", "an-old-epoch").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if r := release("mine", a.Token); r.Deleted || counter() != a.Token+1 {
+		t.Fatalf("a release onto a counter of the old layout: %+v, counter %d; want %d", r, counter(), a.Token+1)
 	}
 	// A node that lost its data has no counter: the re-seed fills it.
 	if err := c.Del(ctx, k.Fence).Err(); err != nil {

@@ -75,14 +75,14 @@ var (
 	// the making of their functions.
 	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + acquireSrc)
 	refresh = newScript(epochSrc + "\n" + counterSrc + "\n" + refreshSrc)
-	release = newScript(counterSrc + "\n" + retireSrc + "\n" + releaseSrc)
+	release = newScript(retireSrc + "\n" + releaseSrc)
 	fence   = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + fenceSrc)
 
 	// The lock family's (read-write and reentrant locks): they read the
 	// node's time (epoch.lua's node_now) to expire each hold on its own.
 	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familySrc)
 	familyRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
-	familyRelease = newScript(epochSrc + "\n" + counterSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
+	familyRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + sealSrc)
 	withdraw      = newScript(withdrawSrc)
 
@@ -90,7 +90,7 @@ var (
 	// expiring field per permit.
 	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitSrc)
 	permitRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
-	permitRelease = newScript(epochSrc + "\n" + counterSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
+	permitRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 
 	// Client.Resume's claim of a handed-off lock (Call.Claim).
 	resume = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + resumeSrc)
