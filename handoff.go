@@ -95,10 +95,13 @@ func (l *Lock) handoff() ([]byte, error) {
 // at most once per form: it claims the lock on every node by replacing the
 // form's secret with a new one of its own, keeping the expiry, where the
 // node holds the secret in the form's kind (the mode, owner and number of
-// permits the form says) and no holder granted after the form's lock can
-// have drawn a fencing token (the lock's counter there exists and is at
-// most the form's token; not checked for a permit of a semaphore of more
-// than one), and it needs a quorum of such claims. A second
+// permits the form says), is not recovering from a restart or failover
+// (the restart guard, as for an acquire: a claim counts as a vote) and no
+// holder granted after the form's lock can have drawn a fencing token
+// (the lock's counter there exists and, raised to the floor of the node's
+// epoch as an acquire reads it, is at most the form's token; not checked
+// for a permit of a semaphore of more than one), and it needs a quorum of
+// such claims. A second
 // Resume of the same form (a queue that delivers twice, a retried send)
 // then finds no quorum and fails with ErrNotHeld: the form is single-use.
 // The returned lock is valid until the time the nodes say the claimed
@@ -116,13 +119,18 @@ func (l *Lock) handoff() ([]byte, error) {
 // nodes; an error wrapping ErrWrongKind (a *QuorumError) when the nodes
 // hold the secret in another kind than the form says (a reader's form
 // edited to say writer, a permit's with another number of permits); an
-// error wrapping ErrNotHeld (a *QuorumError) when a quorum does not hold
+// error wrapping ErrNotHeld (a *QuorumError, whose recovering nodes' errors
+// match ErrNodeRecovering) when a quorum does not hold
 // the lock, holds it for less than a per-node timeout, or the form was
 // resumed already, or another holder can have held the name since the
 // form's lock (whose tenure ended, even if late refreshes of the handing
 // Client wrote it back); ErrClosed after Close, and ctx's error when ctx ends
-// first. A failed Resume gives back what it claimed: the lock is then
-// nobody's, and expires. The caller must Release the returned lock.
+// first. Like an obtain, it records the Client's configuration on the
+// nodes first, and returns an error wrapping ErrConfigConflict while they
+// show a Client it must not hold beside (docs/reconfiguration.md), or
+// wrapping ErrInvalid when two of its nodes are one server. A failed
+// Resume gives back what it claimed: the lock is then nobody's, and
+// expires. The caller must Release the returned lock.
 func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOption) (*Lock, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -138,6 +146,9 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
+	if err := e.admit(ctx, timeout); err != nil {
+		return nil, err
+	}
 	// The resumed lock has a new secret of its own (newLock): the claim
 	// makes it the lock's on the nodes, in place of the form's.
 	l := e.newLock(r.keys[0], r.spec, "", r.ttl, timeout)
@@ -150,7 +161,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 				sentinel = ErrWrongKind
 			}
 		}
-		return nil, quorumError(e, *l.quorum, "resume", res, sentinel, disagreeClaim)
+		return nil, quorumError(e, *l.quorum, "resume", res, sentinel, e.disagreeClaim)
 	}
 	validUntil := l.claimedUntil(res, start)
 	l.token = f.Token
@@ -163,7 +174,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		// the caller never had.
 		l.silent = true
 		_ = l.Release(context.WithoutCancel(ctx))
-		qe := quorumError(e, *l.quorum, "resume", res, ErrNotHeld, disagreeClaim)
+		qe := quorumError(e, *l.quorum, "resume", res, ErrNotHeld, e.disagreeClaim)
 		qe.Expired = true
 		return nil, qe
 	}
@@ -210,11 +221,12 @@ func (e *engine) readForm(handoff []byte, opts []ObtainOption) (*handoffForm, *r
 }
 
 // claim is Resume's round: on every node, the form's secret replaced with
-// the lock's own, where the node holds it in the form's kind and no later
-// holder can have drawn a token.
+// the lock's own, where the node holds it in the form's kind, may vote
+// (the restart guard) and no later holder can have drawn a token.
 func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration) quorum.Result[script.Claim] {
 	e := l.e
 	hold := l.secret.hold // nil for a plain lock
+	fence := l.keys.fence()
 	round := quorum.Round[script.Claim]{
 		Nodes:   e.nodes,
 		Quorum:  *l.quorum,
@@ -222,7 +234,7 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 		Wait:    quorum.WaitAll,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
-			call := script.ClaimCall(l.keys.key, l.keys.fence(), hold, f.Secret, l.secret.id, f.Token, e.guard(n.Index).FenceTTL)
+			call := script.ClaimCall(l.keys.fenced(e, n.Index, fence), hold, f.Secret, l.secret.id, f.Token, e.guard(n.Index))
 			c, err := call.Claim(ctx, n.Conn)
 			return c, kindError(err)
 		},
@@ -266,14 +278,18 @@ func (l *Lock) claimedUntil(res quorum.Result[script.Claim], start time.Time) ti
 var errResumedAlready = fmt.Errorf("%w: this handoff was resumed already (a form resumes at most once)", ErrNotOwner)
 
 // errLaterHolder is a node's reason when it holds the form's secret but
-// its fencing counter is missing or above the form's token: another
-// holder can have been granted the name since the form's lock, whose
-// tenure then ended (docs/handoff.md, "The fencing token").
-var errLaterHolder = fmt.Errorf("%w: the lock's fencing counter is missing or holds a later holder's token, above the form's", ErrNotOwner)
+// its fencing counter is missing or, raised to the floor of the node's
+// epoch, above the form's token: another holder can have been granted the
+// name since the form's lock, whose tenure then ended, or the node
+// restarted or failed over since and may have lost its token
+// (docs/handoff.md, "The fencing token").
+var errLaterHolder = fmt.Errorf("%w: the lock's fencing counter is missing or holds a later holder's token, above the form's (or the node restarted or failed over since the form's token was issued)", ErrNotOwner)
 
 // disagreeClaim is the per-node reason of a claim's no.
-func disagreeClaim(c script.Claim) error {
+func (e *engine) disagreeClaim(c script.Claim) error {
 	switch c.Status {
+	case script.ClaimRecovering:
+		return recoveringError(c.Left, e.cfg.maxTTL)
 	case script.AlreadyClaimed:
 		return errResumedAlready
 	case script.Superseded:

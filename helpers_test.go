@@ -139,18 +139,20 @@ type onEval func(redis.Cmder, error)
 
 func (onEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 
-// configRecord reports whether cmd runs record.lua, the configuration
-// record a Client writes before its first obtain (joint.go): the hooks of
-// these tests are about the scripts of locks.
-func configRecord(cmd redis.Cmder) bool {
+// bookkeeping reports whether cmd runs a script of the Client's own
+// bookkeeping rather than of a lock: record.lua, the configuration record
+// a Client writes before its first obtain (joint.go), or id.lua, the
+// nodes' identities it reads at its first contact (identity.go). The
+// hooks of these tests are about the scripts of locks.
+func bookkeeping(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	k, _ := args[min(3, len(args)-1)].(string)
-	return strings.HasSuffix(k, "}:configs")
+	return strings.HasSuffix(k, "}:configs") || strings.HasSuffix(k, "}:id")
 }
 func (f onEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if isScript(cmd) && !configRecord(cmd) {
+		if isScript(cmd) && !bookkeeping(cmd) {
 			f(cmd, err)
 		}
 		return err
@@ -163,7 +165,7 @@ func (f onEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			if isScript(cmd) && !configRecord(cmd) {
+			if isScript(cmd) && !bookkeeping(cmd) {
 				f(cmd, cmd.Err())
 			}
 		}
@@ -187,7 +189,7 @@ type aroundEval func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHoo
 func (aroundEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (f aroundEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd) {
+		if isScript(cmd) && !bookkeeping(cmd) {
 			return f(ctx, cmd, next)
 		}
 		return next(ctx, cmd)
@@ -196,7 +198,7 @@ func (f aroundEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (f aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if isScript(cmd) {
+			if isScript(cmd) && !bookkeeping(cmd) {
 				return f(ctx, cmd, func(ctx context.Context, _ redis.Cmder) error { return next(ctx, cmds) })
 			}
 		}

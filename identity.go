@@ -11,17 +11,31 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
-// The check that no two nodes are one redis-server process: one server
+// A node's identity, and the check that no two nodes are one. One server
 // given twice under two addresses (127.0.0.1 and localhost, a host name
-// and its IP address, two DNS names) would cast two votes, which New
-// cannot see since it does no I/O. At a Client's first contact with its
-// nodes (the first acquire round) it reads each node's run_id with INFO
-// server, of each master for a Redis Cluster, and refuses the node set
-// when two nodes share one: that obtain and every later one fail with an
-// error wrapping ErrInvalid that names both nodes and the run_id.
+// and its IP address, two DNS names), a replica given beside its master,
+// or a copy of a node's data set would cast two votes, which New cannot
+// see since it does no I/O. At a Client's first contact with its nodes
+// (before the first round that can make it a holder: engine.admit) it
+// reads each node's identity and its process's run_id (id.lua; for a
+// Redis Cluster the identity of the slot of {PREFIX} and every master's
+// run_id), and refuses the node set when two nodes share either: that
+// obtain and every later one fail with an error wrapping ErrInvalid that
+// names both nodes.
+//
+// The identity (docs/reconfiguration.md, "A node's identity") is a random
+// value kept in the node's data set ({PREFIX}:id), written by the first
+// Client to ask: a restart with the data keeps it, a failover keeps it (a
+// replica has it), a restart without the data gives the node a new one.
+// It names the node in the fingerprints of the configuration records
+// (nodesets.go), so that one set has one fingerprint however its
+// addresses are written (issue 44's finding E). Until a node answers, its
+// address stands in for it there.
 //
 // A node is identified once per Client. The first contact waits for every
 // node's answer, up to the node timeout, but for a silent node only a
@@ -45,17 +59,17 @@ func (e *sameServerError) Is(target error) bool {
 	return target == ErrInvalid || target == errSameServer
 }
 
-// identityState is what a Client learned of its nodes' run_ids
-// (identity.go).
+// identityState is what a Client learned of its nodes (identity.go).
 type identityState struct {
 	// done is set once every node is identified, or two are one server
 	// (err): the check costs one atomic load from then on.
 	done atomic.Bool
 	mu   sync.Mutex
 	// ids holds each node's servers' run_ids once it answered (an empty
-	// slice when INFO gave none: unknown, not asked again); nil before
-	// the first contact.
-	ids [][]string
+	// slice when INFO gave none), and node each node's identity; nil
+	// before the first contact.
+	ids  [][]string
+	node []string
 	// asked is when each node was last sent a request.
 	asked []time.Time
 	// first is closed when the first contact is over.
@@ -80,7 +94,8 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 	if s.done.Load() {
 		return s.result()
 	}
-	if len(e.nodes) < 2 {
+	if len(e.nodes) < 2 && e.cfg.noRecords {
+		// Nothing to compare, and no fingerprint to name.
 		s.done.Store(true)
 		return nil
 	}
@@ -88,6 +103,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 	contact := s.ids == nil
 	if contact {
 		s.ids = make([][]string, len(e.nodes))
+		s.node = make([]string, len(e.nodes))
 		s.asked = make([]time.Time, len(e.nodes))
 		s.first = make(chan struct{})
 	}
@@ -125,10 +141,10 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 		e.bg.Go(func() {
 			t0 := e.cfg.now()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			ids, err := readRunIDs(rctx, e.nodes[i])
+			id, runs, err := readIdentity(rctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())
 			cancel()
 			s.mu.Lock()
-			e.learnIdentity(i, ids, err)
+			e.learnIdentity(i, id, runs, err)
 			s.mu.Unlock()
 			ended <- e.cfg.now().Sub(t0)
 		})
@@ -173,67 +189,82 @@ func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n
 	}
 }
 
-// learnIdentity records node i's answer and compares it with the other
-// nodes'. The caller holds e.ident.mu.
-func (e *engine) learnIdentity(i int, ids []string, err error) {
+// learnIdentity records node i's answer, its identity id and its
+// servers' run_ids, compares them with the other nodes', and names the
+// Client's node sets by the identities known (nodesets.go). The caller
+// holds e.ident.mu.
+func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 	s := &e.ident
 	if err != nil || s.err != nil {
 		return
 	}
-	if ids == nil {
-		ids = []string{}
+	if runs == nil {
+		runs = []string{}
 	}
-	s.ids[i] = ids
+	s.ids[i], s.node[i] = runs, id
 	for j, other := range s.ids {
 		if j == i || other == nil {
 			continue
 		}
-		for _, id := range ids {
-			if slices.Contains(other, id) {
-				a, b := min(i, j), max(i, j)
+		a, b := min(i, j), max(i, j)
+		for _, run := range runs {
+			if slices.Contains(other, run) {
 				s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) are one redis-server process (run_id %s): one server would cast two votes; give each server once",
-					ErrInvalid, a, e.nodes[a].Addr, b, e.nodes[b].Addr, id)}
+					ErrInvalid, a, e.nodes[a].Addr, b, e.nodes[b].Addr, run)}
 				s.done.Store(true)
 				return
 			}
 		}
+		if id != "" && s.node[j] == id {
+			s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) hold one node identity (%s, in %s): one is a replica of the other, or a copy of its data set, and the two would cast one node's votes twice; give independent nodes",
+				ErrInvalid, a, e.nodes[a].Addr, b, e.nodes[b].Addr, id, keys.Layout{Prefix: e.cfg.prefix}.NodeID())}
+			s.done.Store(true)
+			return
+		}
 	}
+	addrs := make([]string, len(e.nodes))
+	for j, n := range e.nodes {
+		addrs[j] = n.Addr
+	}
+	e.sets.name(addrs, s.node)
 	if !slices.ContainsFunc(s.ids, func(ids []string) bool { return ids == nil }) {
 		s.done.Store(true)
 	}
 }
 
-// readRunIDs reads the run_id of a node's server (a Sentinel-managed
-// node's master), or of each master of a Redis Cluster. An error reply
-// (INFO refused by an ACL) is an answer: the node's identity stays unknown
-// and is not asked again.
-func readRunIDs(ctx context.Context, n *quorum.Node) ([]string, error) {
-	conns := []interface {
-		Do(ctx context.Context, args ...any) (any, error)
-	}{n.Conn}
-	if n.Cluster {
-		masters, err := n.Conn.Masters(ctx)
-		if err != nil {
-			return nil, err
-		}
-		conns = conns[:0]
-		for _, m := range masters {
-			conns = append(conns, m)
-		}
+// readIdentity reads a node's identity at key (id.lua, which writes one
+// when it has none), and the run_id of its server (a Sentinel-managed
+// node's master), or of each master of a Redis Cluster. An error reply is
+// an answer about the node, not the identity: it stays unknown, and is
+// asked again later.
+func readIdentity(ctx context.Context, n *quorum.Node, key string) (string, []string, error) {
+	ident, err := script.Identify(ctx, n.Conn, key)
+	if err != nil {
+		return "", nil, err
 	}
-	ids := []string{}
-	for _, c := range conns {
-		v, err := c.Do(ctx, "INFO", "server")
+	if !n.Cluster {
+		if ident.RunID == "" {
+			return ident.ID, []string{}, nil
+		}
+		return ident.ID, []string{ident.RunID}, nil
+	}
+	masters, err := n.Conn.Masters(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	runs := []string{}
+	for _, m := range masters {
+		v, err := m.Do(ctx, "INFO", "server")
 		if err != nil {
 			if driver.IsReply(err) {
 				continue
 			}
-			return nil, err
+			return "", nil, err
 		}
-		s, _ := v.(string)
-		if m := runIDPattern.FindStringSubmatch(s); m != nil {
-			ids = append(ids, m[1])
+		str, _ := v.(string)
+		if m := runIDPattern.FindStringSubmatch(str); m != nil {
+			runs = append(runs, m[1])
 		}
 	}
-	return ids, nil
+	return ident.ID, runs, nil
 }

@@ -10,8 +10,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/faultproxy"
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // dial is a go-redis client of addr, closed when the test ends.
@@ -65,9 +68,10 @@ func TestOneServerTwoAddresses(t *testing.T) {
 	if d := time.Since(start); d > 3*time.Second {
 		t.Errorf("the refused obtains took %v: they retried", d)
 	}
-	// Nothing was written on the server: no lock, no record.
-	if n, err := a.DBSize(ctx).Result(); err != nil || n != 0 {
-		t.Errorf("%d keys written (%v)", n, err)
+	// Nothing was written on the server but its identity: no lock, no
+	// record.
+	if ks, err := a.Keys(ctx, "*").Result(); err != nil || len(ks) != 1 || ks[0] != (keys.Layout{Prefix: "redlock:"}.NodeID()) {
+		t.Errorf("keys written: %q (%v), want the node's identity alone", ks, err)
 	}
 
 	// Distinct servers: unaffected.
@@ -153,4 +157,33 @@ func TestOneServerTwoNodesClusterSentinel(t *testing.T) {
 			t.Fatalf("a Sentinel master also given by its address: %v", err)
 		}
 	})
+}
+
+// TestReplicaBesideItsMaster: a replica given as a node beside its master
+// has another run_id, but the master's data set, and with it the node's
+// identity: the Client refuses the node set (it would count one node's
+// votes twice once the replica is promoted, and before that it counts
+// the master's writes through the replica's replies).
+func TestReplicaBesideItsMaster(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	ctx := context.Background()
+	master, replica := servers[0].Client(), servers[2].Client()
+	t.Cleanup(func() { _ = master.Close(); _ = replica.Close() })
+	idKey := keys.Layout{Prefix: "redlock:"}.NodeID()
+	if _, err := script.Identify(ctx, goredis.New(master), idKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", servers[0].Port()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err() })
+	eventually(t, "the replica has the master's identity", func() bool {
+		v, _ := replica.Get(ctx, idKey).Result()
+		return v != ""
+	})
+	c := newClient(t, []redis.UniversalClient{master, dial(t, servers[1].Addr()), replica}, WithNodeTimeout(time.Second))
+	_, err := c.TryObtain(ctx, "dup", 5*time.Second)
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "nodes 0 (") || !strings.Contains(err.Error(), "hold one node identity") {
+		t.Fatalf("TryObtain with a replica beside its master: %v, want ErrInvalid naming nodes 0 and 2 as one node identity", err)
+	}
 }

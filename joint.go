@@ -8,6 +8,7 @@ package redlock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,10 +42,11 @@ func WithNextNodes(next ...driver.Node) Option {
 
 // WithConfigRecords turns the configuration records on or off
 // (docs/reconfiguration.md): with them on, the Client records its node
-// configuration on its nodes at its first obtain and every max TTL / 4
-// after (one script call per node, on a goroutine that Close stops), and
-// an obtain returns ErrConfigConflict while the nodes show a move between
-// this Client's set and another whose Clients alone are still alive. With
+// configuration on its nodes at its first obtain or Resume and every max
+// TTL / 4 after (one script call per node, on a goroutine that Close
+// stops), and an obtain or Resume returns ErrConfigConflict while the
+// nodes show a move that touches one of this Client's sets and a live
+// Client that shares none of them. With
 // them off, the Client neither records nor checks, and a move to this
 // Client's set gets no move floor from it: a deployment that changes its
 // nodes needs them on in every Client. Default on.
@@ -142,20 +144,22 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	s := e.jointSets()
 	ttl := e.recordTTL()
 	started := e.cfg.now()
-	var late func(*script.Records, time.Time)
-	if !s.Joint() {
-		late = func(rc *script.Records, at time.Time) {
-			recs := make([]*joint.Records, len(e.nodes))
-			recs[0] = e.jointRecords(rc, at, started)
-			if c := joint.Conflicting(recs, s.CurFP); c != nil {
-				r.state.Lock()
-				r.conflict = e.conflictError(c, -1)
-				r.state.Unlock()
-			}
+	late := func(rc *script.Records, at time.Time) {
+		recs := make([]*joint.Records, len(e.nodes))
+		recs[0] = e.jointRecords(rc, at, started)
+		if c := joint.Conflicting(recs, s); c != nil {
+			r.state.Lock()
+			r.conflict = e.conflictError(c, -1)
+			r.state.Unlock()
 		}
 	}
 	read := e.recordRound(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.FloorRaise) {
-		return []script.RecordField{{Name: s.Own(), TTL: ttl}}, nil
+		own := s.Own()
+		fields := make([]script.RecordField, len(own))
+		for i, f := range own {
+			fields[i] = script.RecordField{Name: f, TTL: ttl}
+		}
+		return fields, nil
 	})
 	recs := make([]*joint.Records, len(e.nodes))
 	answered := false
@@ -186,22 +190,20 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 			}
 			return keep, raise
 		})
-		if !s.Joint() {
-			after := make([]*joint.Records, len(e.nodes))
-			for i, rc := range more {
-				if rc.recs != nil {
-					after[i] = e.jointRecords(rc.recs, rc.at, started)
-				}
+		after := make([]*joint.Records, len(e.nodes))
+		for i, rc := range more {
+			if rc.recs != nil {
+				after[i] = e.jointRecords(rc.recs, rc.at, started)
 			}
-			floor = max(floor, joint.FloorOf(after, s.CurFP))
 		}
+		floor = max(floor, joint.FloorOf(after, s.CurFP))
 	}
 	var conflict error
 	if plan.Conflict != nil {
 		conflict = e.conflictError(plan.Conflict, plan.Conflict.Node)
 	}
 	r.state.Lock()
-	if !s.Joint() && conflict == nil {
+	if conflict == nil {
 		r.floor = max(r.floor, floor*script.TokenSeed)
 	}
 	r.last, r.conflict = started, conflict
@@ -211,7 +213,10 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 // jointSets are the Client's node sets as joint.Decide takes them.
 func (e *engine) jointSets() joint.Sets {
 	s := &e.sets
-	return joint.Sets{Cur: s.cur, Next: s.next, CurFP: s.curFP, NextFP: s.nextFP}
+	e.ident.mu.Lock()
+	defer e.ident.mu.Unlock()
+	return joint.Sets{Cur: s.cur, Next: s.next, CurFP: s.curFP, NextFP: s.nextFP, Known: s.known,
+		CurAlias: s.curAlias, NextAlias: s.nextAlias}
 }
 
 // jointRecords are a node's records as joint.Decide takes them
@@ -224,17 +229,48 @@ func (e *engine) jointRecords(rc *script.Records, at, started time.Time) *joint.
 // conflictError is the ErrConfigConflict of the evidence c, seen on node
 // i (-1: a node that answered late).
 func (e *engine) conflictError(c *joint.Conflict, i int) error {
-	how := "records a Client"
+	if c.Unplaced {
+		return e.unplacedError(c)
+	}
+	how := "records a Client on node set " + c.Other + " alone"
 	if _, seen, _ := keys.ParseConfigAlone(c.Field); seen {
-		how = "holds a joint Client's report of a Client"
+		how = "holds a joint Client's report of a Client on node set " + c.Other + " alone"
+	} else if a, b, ok := keys.ParseConfigJoint(c.Field); ok {
+		how = "records a Client moving from node set " + a + " to " + b
 	}
 	node := "a node"
 	if i >= 0 {
 		node = fmt.Sprintf("node %d", i)
 	}
 	left := time.Duration(c.Left) * time.Millisecond
-	return fmt.Errorf("%w: %s %s on node set %s alone, alive or holding locks for another %v; this Client's set is %s: finish step 2 of the move (docs/reconfiguration.md) before locking here",
-		ErrConfigConflict, node, how, c.Other, left.Round(time.Millisecond), e.sets.curFP)
+	return fmt.Errorf("%w: %s %s, alive or holding locks for another %v, which shares no node set with this Client (%s): finish step 2 of the move (docs/reconfiguration.md) before locking here",
+		ErrConfigConflict, node, how, left.Round(time.Millisecond), e.setsName())
+}
+
+// unplacedError is the ErrConfigConflict of a Client that has not
+// identified all its nodes, beside a move (joint.Decide with Sets.Known
+// false).
+func (e *engine) unplacedError(c *joint.Conflict) error {
+	e.ident.mu.Lock()
+	var unknown []string
+	for i, n := range e.nodes {
+		if i >= len(e.ident.node) || e.ident.node[i] == "" {
+			unknown = append(unknown, fmt.Sprintf("%d (%s)", i, n.Addr))
+		}
+	}
+	e.ident.mu.Unlock()
+	return fmt.Errorf("%w: the nodes show a move between node sets (record %s, alive for another %v), and this Client has not yet read the identity of node %s, which has not answered: until it has, it cannot tell the records of its own node sets from those of a Client it must not lock beside, and does not lock (docs/reconfiguration.md, \"A node's identity\")",
+		ErrConfigConflict, c.Field, (time.Duration(c.Left) * time.Millisecond).Round(time.Millisecond), strings.Join(unknown, ", "))
+}
+
+// setsName names the Client's node sets in an error: its set, or the
+// move between its two.
+func (e *engine) setsName() string {
+	s := e.jointSets()
+	if s.Joint() {
+		return "moving from node set " + s.CurFP + " to " + s.NextFP
+	}
+	return "node set " + s.CurFP
 }
 
 // recordReply is a node's reply to a record round and when it arrived.
@@ -249,7 +285,9 @@ type recordReply struct {
 // they arrived (nil records for a node that did not answer by then). late,
 // if set, gets the records of a node that answered after that.
 func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all bool, late func(*script.Records, time.Time), fields func(i int) ([]script.RecordField, []script.FloorRaise)) []recordReply {
-	key := keys.Layout{Prefix: e.cfg.prefix}.Configs()
+	// The records live in the slot of {PREFIX}, beside the epoch record
+	// of a standalone node, which on a Redis Cluster is that slot's.
+	key, epochKey := keys.Layout{Prefix: e.cfg.prefix}.Configs(), keys.Layout{Prefix: e.cfg.prefix}.NodeEpoch()
 	round := quorum.Round[recordReply]{
 		Nodes:   e.nodes,
 		Quorum:  e.majority,
@@ -257,9 +295,12 @@ func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all boo
 		Wait:    quorum.WaitOnLoss,
 		Call: func(ctx context.Context, n *quorum.Node) (recordReply, error) {
 			keep, raise := fields(n.Index)
-			rc, err := script.Record(ctx, n.Conn, key, keep, raise)
+			rc, err := script.Record(ctx, n.Conn, key, epochKey, e.guard(n.Index), keep, raise)
 			if err != nil {
 				return recordReply{}, err
+			}
+			if rc.Recovering > 0 {
+				return recordReply{}, recoveringError(rc.Recovering, e.cfg.maxTTL)
 			}
 			return recordReply{recs: &rc, at: e.cfg.now()}, nil
 		},

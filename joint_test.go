@@ -231,7 +231,7 @@ func TestMoveFloor(t *testing.T) {
 	// The joint Client's records raise the move floor at every round
 	// that every node answers.
 	eventually(t, "the move floor is written", func() bool {
-		n, _ := cl.clients[0].HExists(ctx, keys.Layout{Prefix: "jfloor:"}.Configs(), keys.ConfigFloor(joint.sets.nextFP)).Result()
+		n, _ := cl.clients[0].HExists(ctx, keys.Layout{Prefix: "jfloor:"}.Configs(), keys.ConfigFloor(joint.jointSets().NextFP)).Result()
 		return n
 	})
 	// Nodes 0 and 1 free, node 2 held by another: the only quorum of
@@ -289,7 +289,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 				_ = l.Release(ctx)
 			}
 			eventually(t, "the joint Client writes the move floor", func() bool {
-				n, _ := cl.clients[0].HExists(ctx, configs, keys.ConfigFloor(joint.sets.nextFP)).Result()
+				n, _ := cl.clients[0].HExists(ctx, configs, keys.ConfigFloor(joint.jointSets().NextFP)).Result()
 				return n
 			})
 			old := newClient(t, pick(cl, cur), opts...)
@@ -319,7 +319,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 			// Step 2: the current-set Client closes; wait until its records
 			// are gone and the max TTL has passed.
 			_ = old.Close()
-			oldFP := old.sets.curFP
+			oldFP := old.jointSets().CurFP
 			// A field is live until the expiry its value starts with (node
 			// ms); record.lua deletes it only at a later call.
 			gone := func(field string) bool {
@@ -341,7 +341,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 			time.Sleep(maxTTL)
 			if jointGone {
 				_ = joint.Close()
-				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldFP, joint.sets.nextFP)) })
+				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldFP, joint.jointSets().NextFP)) })
 			}
 			// Step 3: nodes 0 and 1 free, node 2 another's.
 			for _, i := range []int{0, 1} {

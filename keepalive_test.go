@@ -218,7 +218,7 @@ func (h countPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		h.pipelines.Add(1)
 		for _, cmd := range cmds {
-			if isScript(cmd) {
+			if isScript(cmd) && !bookkeeping(cmd) {
 				h.scripts.Add(1)
 			}
 		}

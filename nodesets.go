@@ -20,6 +20,10 @@ import (
 type nodeSets struct {
 	cur, next     uint64 // next is 0 unless joint
 	curFP, nextFP string
+	known         bool // every node identified: the FPs are final
+	// curAlias and nextAlias are the fingerprints by address, as releases
+	// before issue 44 named the sets (joint.Sets.CurAlias).
+	curAlias, nextAlias string
 }
 
 func (s *nodeSets) joint() bool { return s.next != 0 }
@@ -50,10 +54,29 @@ func joinNodes(cur, next []driver.Node, nextSet bool) ([]driver.Node, nodeSets, 
 			}
 			sets.next |= 1 << j
 		}
-		sets.nextFP = fingerprint(all, sets.next)
 	}
-	sets.curFP = fingerprint(all, sets.cur)
+	addrs := make([]string, len(all))
+	for i, n := range all {
+		addrs[i] = n.Info().Addr
+	}
+	sets.name(addrs, nil)
+	sets.curAlias = aliasOf(addrs, sets.cur)
+	if sets.joint() {
+		sets.nextAlias = aliasOf(addrs, sets.next)
+	}
 	return all, sets, nil
+}
+
+// name gives the sets their fingerprints, from the nodes' identities ids
+// (nil, or "" for a node not identified yet: its address in addrs stands
+// in for it). The caller holds the engine's e.ident.mu once the Client is
+// made (jointSets reads them under it).
+func (s *nodeSets) name(addrs, ids []string) {
+	s.known = len(ids) == len(addrs) && !slices.Contains(ids, "")
+	s.curFP = fingerprint(addrs, ids, s.cur)
+	if s.joint() {
+		s.nextFP = fingerprint(addrs, ids, s.next)
+	}
 }
 
 // oneNode reports whether a and b are one node: the same driver node, or
@@ -67,15 +90,31 @@ func oneNode(a, b driver.Node) bool {
 }
 
 // fingerprint names the nodes of set in configuration records
-// (keys.Fingerprint of their addresses).
-func fingerprint(nodes []driver.Node, set uint64) string {
-	var addrs []string
-	for i, n := range nodes {
+// (keys.Fingerprint of their identities, keys.Member).
+func fingerprint(addrs, ids []string, set uint64) string {
+	var members []string
+	for i, addr := range addrs {
 		if set&(1<<i) != 0 {
-			addrs = append(addrs, n.Info().Addr)
+			id := ""
+			if i < len(ids) {
+				id = ids[i]
+			}
+			members = append(members, keys.Member(id, addr))
 		}
 	}
-	return keys.Fingerprint(addrs)
+	return keys.Fingerprint(members)
+}
+
+// aliasOf is the fingerprint of set by its addresses, as releases before
+// issue 44 named it.
+func aliasOf(addrs []string, set uint64) string {
+	var members []string
+	for i, addr := range addrs {
+		if set&(1<<i) != 0 {
+			members = append(members, addr)
+		}
+	}
+	return keys.Fingerprint(members)
 }
 
 // ruleDetail is what a QuorumError says of a joint rule after its count.

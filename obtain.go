@@ -146,10 +146,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		err       error
 	)
 	if berr := e.gate(ctx, timeout); berr == nil {
-		if err := e.checkIdentity(ctx, timeout); err != nil {
-			return nil, -1, err
-		}
-		if err := e.checkConfig(ctx, timeout); err != nil {
+		if err := e.admit(ctx, timeout); err != nil {
 			return nil, -1, err
 		}
 		r.attempts++
@@ -169,6 +166,20 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 	}
 	e.adopt(l, &r.o, base)
 	return l, 0, nil
+}
+
+// admit is asked before every round that can make this Client a holder
+// on the nodes, whatever the path (an obtain's acquire, Resume's claim):
+// the check that no two nodes are one server, and the configuration
+// records, which record that this Client may hold locks and return
+// ErrConfigConflict while the records show a Client it must not lock
+// beside (docs/reconfiguration.md: every holder takes part in the
+// records, issue 44's finding F). The caller holds e.life for reading.
+func (e *engine) admit(ctx context.Context, timeout time.Duration) error {
+	if err := e.checkIdentity(ctx, timeout); err != nil {
+		return err
+	}
+	return e.checkConfig(ctx, timeout)
 }
 
 // acquire is one acquire round on the nodes for candidate i, and its

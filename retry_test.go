@@ -118,7 +118,7 @@ type countEval struct{ n *atomic.Int32 }
 func (countEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h countEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if isScript(cmd) {
+		if isScript(cmd) && !bookkeeping(cmd) {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)
@@ -127,7 +127,7 @@ func (h countEval) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h countEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, cmd := range cmds {
-			if isScript(cmd) {
+			if isScript(cmd) && !bookkeeping(cmd) {
 				h.n.Add(1)
 			}
 		}

@@ -3,7 +3,10 @@
 -- holds the data, fence the highest token of an exclusive holder (a write,
 -- a recorded read), shared the highest token of a shared reader; refused
 -- and writes count the refusals and the accepted writes.
--- ARGV[1] is the token, in decimal.
+-- ARGV[1] is the token, in decimal; ARGV[2] the call's id, a random string
+-- of the caller (redis.go) that every error reply of the package carries
+-- after its code, so that the caller tells them from the errors of a
+-- script of its own (Redis.Eval), whatever those say.
 --
 -- Tokens are compared as decimal strings, not as Lua numbers: a Lua number
 -- is a double, exact only below 2^53 in magnitude, and a degraded-mode
@@ -28,7 +31,7 @@ local function cmp(a, b)
   return r
 end
 
-local key, token = KEYS[1], ARGV[1]
+local key, token, call = KEYS[1], ARGV[1], ARGV[2]
 local f = redis.call('HMGET', key, 'fence', 'shared')
 
 -- check returns an error reply when token is below the fence (or, with
@@ -40,7 +43,7 @@ local function check(shared)
   end
   if seen and cmp(token, seen) < 0 then
     redis.call('HINCRBY', key, 'refused', 1)
-    return redis.error_reply('FENCE_STALE ' .. token .. ' ' .. seen)
+    return redis.error_reply('FENCE_STALE ' .. call .. ' ' .. token .. ' ' .. seen)
   end
   return nil
 end

@@ -9,6 +9,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -124,20 +125,31 @@ func ExampleTable_Tx() {
 }
 
 // An HTTP service that refuses the requests of a holder that lost its lock:
-// the client sends its token in the Fencing-Token header.
+// the client sends its token in the Fencing-Token header. A path has many
+// spellings (//, ., .., a trailing /) that reach one file: the resource is
+// the cleaned path (CleanPath), one name for all of them, or each spelling
+// would have a fence of its own and a stale token would pass through the
+// next one. The handler stores under the same name.
 func ExampleGuard_Middleware() {
 	put := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "stored", r.URL.Path)
+		fmt.Fprintln(w, "stored", fence.CleanPath(r))
 	})
 	g := fence.NewGuard(&fence.MemoryStore{})
-	srv := httptest.NewServer(g.Middleware(func(r *http.Request) string { return r.URL.Path }, put))
+	srv := httptest.NewServer(g.Middleware(fence.CleanPath, put))
 	defer srv.Close()
 	defer http.DefaultClient.CloseIdleConnections()
 
-	for _, token := range []string{"42", "41"} {
-		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/reports/q3", nil)
-		req.Header.Set(fence.TokenHeader, token)
-		resp, err := http.DefaultClient.Do(req)
+	for _, req := range []struct{ path, token string }{
+		{"/reports/q3", "42"},
+		{"/reports/q3", "41"},
+		{"/reports//q3", "41"},
+		{"/reports/./q3", "41"},
+		{"/reports/q3/", "41"},
+		{"/reports/x/../q3", "41"},
+	} {
+		r, _ := http.NewRequest(http.MethodPut, srv.URL+req.path, strings.NewReader("Q3 figures"))
+		r.Header.Set(fence.TokenHeader, req.token)
+		resp, err := http.DefaultClient.Do(r)
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -147,5 +159,9 @@ func ExampleGuard_Middleware() {
 	}
 	// Output:
 	// 200 stored /reports/q3
+	// 409 fence: /reports/q3: stale token 41: the resource has seen token 42
+	// 409 fence: /reports/q3: stale token 41: the resource has seen token 42
+	// 409 fence: /reports/q3: stale token 41: the resource has seen token 42
+	// 409 fence: /reports/q3: stale token 41: the resource has seen token 42
 	// 409 fence: /reports/q3: stale token 41: the resource has seen token 42
 }

@@ -17,8 +17,9 @@
 //   - SQL (Table): a fence column in the row, a fenced UPDATE and a fenced
 //     read-then-write in a transaction, with database/sql.
 //   - Any other service (Guard): the highest token per resource in a store
-//     you give it, checked and held while the request runs, with a net/http
-//     middleware that reads the token from a header.
+//     you give it, checked and held while the request's write runs, with a
+//     net/http middleware that reads the token from a header and the body
+//     before it takes the resource, so that a stalled upload holds nothing.
 //
 // Every refusal is an error that matches ErrStale and is a *StaleError with
 // both tokens.
@@ -41,13 +42,29 @@
 // Tokens are compared exactly as int64, in Lua too (as decimal strings,
 // since a Lua number is a double).
 //
-// The guide, with the read-modify-write trap, the cost and the cleanup of
-// fence records, is docs/fencing.md, "Using the token".
+// # Retries, transactions, failures
+//
+// A client sends a command again when its reply is lost (go-redis does by
+// default): a retried Set or Get ends as one call does, and a retried Add
+// is applied once (the key keeps the ids of its last 8 Add calls); the
+// caller's Eval script runs again. Table.Tx rolls back on its function's
+// error or panic; under REPEATABLE READ or SERIALIZABLE its fencing
+// statement runs again after a conflict, and a conflict it cannot run
+// again matches ErrConflict. A NULL fence column is no fence. A nil or
+// zero input is an error matching ErrInvalid, never a panic. A Redis that
+// evicts any key when full (allkeys-* policies) forgets fences as a DEL
+// would: keep them on one with noeviction or a volatile-* policy.
+//
+// The guide, with the read-modify-write trap, retries, isolation levels,
+// MySQL, eviction, the cost and the cleanup of fence records, is
+// docs/fencing.md, "Using the token".
 package fence
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // ErrStale is matched (errors.Is) by every refusal of a token: one below
@@ -56,8 +73,20 @@ import (
 var ErrStale = errors.New("fence: stale token")
 
 // ErrInvalid is matched by the errors of bad arguments: an empty key or
-// resource, a bad identifier, a malformed token header.
+// resource, a bad identifier, a malformed token header, and a nil client,
+// store, database, function or context (a typed nil too), or a Redis,
+// Table or Guard not made by its constructor.
 var ErrInvalid = errors.New("fence: invalid argument")
+
+// ErrConflict is matched by the error of a Table statement that the
+// database could not serialize with a concurrent transaction (SQLSTATE
+// 40001, a serialization failure, or 40P01, a deadlock) and that the
+// package did not run again: one in fn's statements or at the commit of
+// Table.Tx, or one inside the caller's transaction, or the last of the
+// attempts. Nothing of its transaction was written; the caller may run it
+// again. The error wraps the driver's too. Drivers whose errors have a
+// SQLState method (pgx, lib/pq) report conflicts.
+var ErrConflict = errors.New("fence: serialization conflict")
 
 // ErrBound is matched by the error of Redis.Add when the change would take
 // the counter below its floor. The error is a *BoundError; the counter is
@@ -90,6 +119,9 @@ type Option interface{ apply(*options) }
 
 type options struct {
 	allowNegative bool
+	isolation     sql.IsolationLevel // Table.Tx's
+	maxBody       int64              // Guard.Middleware's limit, when maxBodySet
+	maxBodySet    bool
 }
 
 type optionFunc func(*options)
@@ -101,6 +133,15 @@ func (f optionFunc) apply(o *options) { f(o) }
 // By default they are refused (see the package documentation for why).
 func AllowNegative() Option {
 	return optionFunc(func(o *options) { o.allowNegative = true })
+}
+
+// Isolation sets the isolation level of Table.Tx's transactions; without
+// it they have the database's default (sql.LevelDefault). Every level
+// orders the holders of a row alike: see Table.Tx for REPEATABLE READ and
+// SERIALIZABLE. A level the driver does not support fails Tx's begin.
+// Redis and Guard ignore it.
+func Isolation(level sql.IsolationLevel) Option {
+	return optionFunc(func(o *options) { o.isolation = level })
 }
 
 func newOptions(opts []Option) options {
@@ -119,4 +160,24 @@ func (o options) admit(resource string, token int64) error {
 		return &StaleError{Resource: resource, Token: token, Negative: true}
 	}
 	return nil
+}
+
+// invalid is an error matching ErrInvalid: "fence: invalid argument: " and
+// the problem.
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// isNil reports whether v is nil, or holds a nil pointer, map, slice,
+// channel or function (a typed nil, which a nil check of an interface
+// misses).
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Chan, reflect.Func, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }

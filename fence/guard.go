@@ -2,10 +2,7 @@ package fence
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"strconv"
 	"sync"
 )
 
@@ -31,6 +28,9 @@ type MemoryStore struct {
 
 // Admit implements GuardStore.
 func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (int64, bool, error) {
+	if s == nil {
+		return 0, false, invalid("nil *MemoryStore")
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
@@ -46,6 +46,9 @@ func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (in
 // Delete forgets resource: its next token is admitted whatever it is. Call
 // it when the resource itself is deleted.
 func (s *MemoryStore) Delete(resource string) {
+	if s == nil {
+		return
+	}
 	s.mu.Lock()
 	delete(s.m, resource)
 	s.mu.Unlock()
@@ -57,7 +60,9 @@ func (s *MemoryStore) Delete(resource string) {
 // the request's work while no other request of the resource runs in this
 // process. That second part makes the check and the work one step: without
 // it, a stale request admitted just before a newer one could do its work
-// after the newer one's. Across several processes serving one resource,
+// after the newer one's. So the work holds the resource: it must be the
+// write alone, with nothing that waits on the holder (its request's body:
+// Middleware reads it first). Across several processes serving one resource,
 // the guard cannot make them one step: check in the data store itself
 // there (Redis, Table). Guard is safe for concurrent use.
 type Guard struct {
@@ -75,9 +80,26 @@ type slot struct {
 	refs int
 }
 
-// NewGuard returns a guard keeping its tokens in store.
+// NewGuard returns a guard keeping its tokens in store. A nil store (a
+// typed nil too) makes every Do fail with an error matching ErrInvalid,
+// and Middleware answer 500.
 func NewGuard(store GuardStore, opts ...Option) *Guard {
+	if isNil(store) {
+		store = nil
+	}
 	return &Guard{store: store, opts: newOptions(opts), busy: make(map[string]*slot)}
+}
+
+// ready refuses a guard that cannot admit a token: nil, or without a
+// store.
+func (g *Guard) ready() error {
+	switch {
+	case g == nil:
+		return invalid("nil *Guard: make it with NewGuard")
+	case g.store == nil:
+		return invalid("no guard store: NewGuard was given a nil store")
+	}
+	return nil
 }
 
 // Do waits until no other call of Do for resource runs (or ctx ends),
@@ -86,8 +108,16 @@ func NewGuard(store GuardStore, opts ...Option) *Guard {
 // (or negative without AllowNegative), an error wrapping ErrInvalid for an
 // empty resource, the store's error, ctx's error, or fn's error.
 func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(context.Context) error) error {
-	if resource == "" {
-		return fmt.Errorf("%w: empty resource", ErrInvalid)
+	if err := g.ready(); err != nil {
+		return err
+	}
+	switch {
+	case ctx == nil:
+		return invalid("nil context")
+	case fn == nil:
+		return invalid("nil function")
+	case resource == "":
+		return invalid("empty resource")
 	}
 	if err := g.opts.admit(resource, token); err != nil {
 		return err
@@ -113,6 +143,9 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(co
 func (g *Guard) take(resource string) *slot {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.busy == nil {
+		g.busy = make(map[string]*slot)
+	}
 	s := g.busy[resource]
 	if s == nil {
 		s = &slot{sem: make(chan struct{}, 1)}
@@ -128,45 +161,4 @@ func (g *Guard) drop(resource string, s *slot) {
 	if s.refs--; s.refs == 0 {
 		delete(g.busy, resource)
 	}
-}
-
-// TokenHeader is the request header Middleware reads the token from.
-const TokenHeader = "Fencing-Token"
-
-// Middleware runs next under Do for the resource that resource names for
-// the request and the token of its Fencing-Token header. It answers
-// without calling next: 428 Precondition Required without the header, 400
-// Bad Request for a malformed token or an empty resource, 409 Conflict for
-// a stale token (the body says both tokens), 503 Service Unavailable when
-// the store fails, each with the error as a plain-text body.
-func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		raw := r.Header.Get(TokenHeader)
-		if raw == "" {
-			http.Error(w, "fence: missing "+TokenHeader+" header", http.StatusPreconditionRequired)
-			return
-		}
-		token, err := strconv.ParseInt(raw, 10, 64)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("fence: malformed %s header %q", TokenHeader, raw), http.StatusBadRequest)
-			return
-		}
-		ran := false
-		err = g.Do(r.Context(), resource(r), token, func(context.Context) error {
-			ran = true
-			next.ServeHTTP(w, r)
-			return nil
-		})
-		switch {
-		case ran || err == nil:
-		case errors.Is(err, ErrStale):
-			http.Error(w, err.Error(), http.StatusConflict)
-		case errors.Is(err, ErrInvalid):
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		case r.Context().Err() != nil:
-			// The client is gone: nobody reads the answer.
-		default:
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-		}
-	})
 }

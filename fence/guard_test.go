@@ -164,7 +164,7 @@ func TestGuardDo(t *testing.T) {
 	if len(g.busy) != 0 {
 		t.Fatalf("%d resources still tracked", len(g.busy))
 	}
-	if err := NewGuard(failing{}).Do(ctx, "r", 1, nil); err == nil || !strings.Contains(err.Error(), "store down") {
+	if err := NewGuard(failing{}).Do(ctx, "r", 1, func(context.Context) error { return nil }); err == nil || !strings.Contains(err.Error(), "store down") {
 		t.Fatalf("store error: %v", err)
 	}
 	srv := httptest.NewServer(NewGuard(failing{}).Middleware(byPath, http.NotFoundHandler()))
@@ -173,4 +173,136 @@ func TestGuardDo(t *testing.T) {
 		t.Fatalf("store error: %d, want 503", code)
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestGuardStalledBody: the holder of token 5 sends its headers and part
+// of its body, then stalls (a paused client, a slow link). The holder of
+// token 6 must not wait for it: its PUT lands while 5 is still stalled.
+// When 5's body finally arrives, its write is refused (409), and only
+// six's body is stored.
+func TestGuardStalledBody(t *testing.T) {
+	f := &files{data: map[string]string{}}
+	arrived := make(chan string, 2)
+	guarded := NewGuard(&MemoryStore{}).Middleware(byPath, f)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.Header.Get(TokenHeader)
+		guarded.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	defer http.DefaultClient.CloseIdleConnections()
+
+	body, stall := io.Pipe()
+	five := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPut, srv.URL+"/x", body)
+		req.Header.Set(TokenHeader, "5")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			five <- 0
+			return
+		}
+		resp.Body.Close()
+		five <- resp.StatusCode
+	}()
+	if _, err := io.WriteString(stall, "fi"); err != nil { // the client is sending it
+		t.Fatal(err)
+	}
+	<-arrived
+
+	// Six's PUT, while five stalls: it must not wait for five's body (a
+	// generous bound, far above a PUT on loopback; without it the test
+	// would wait for ever).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, srv.URL+"/x", strings.NewReader("six"))
+	req.Header.Set(TokenHeader, "6")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Errorf("six's PUT while five's body stalls: %v", err)
+	} else {
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("six's PUT: %d, want 200", resp.StatusCode)
+		}
+	}
+
+	if _, err := io.WriteString(stall, "ve"); err != nil {
+		t.Fatal(err)
+	}
+	stall.Close()
+	if code := <-five; code != http.StatusConflict {
+		t.Errorf("five's PUT, once its body came: %d, want 409", code)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if got := strings.Join(f.writes, " "); got != "six" {
+		t.Errorf("writes %q, want six's alone", got)
+	}
+}
+
+// TestGuardMaxBody: a body over the limit is answered 413 and admits
+// nothing (a lower token passes after it); 0 refuses every body; a
+// negative limit is a 500 saying so; the default is 10 MiB.
+func TestGuardMaxBody(t *testing.T) {
+	defer http.DefaultClient.CloseIdleConnections()
+	for _, tc := range []struct {
+		opts  []Option
+		steps []struct {
+			token, body string
+			code        int
+		}
+	}{
+		{[]Option{MaxBody(4)}, []struct {
+			token, body string
+			code        int
+		}{{"9", "12345", 413}, {"3", "1234", 200}, {"2", "", 409}}},
+		{[]Option{MaxBody(0)}, []struct {
+			token, body string
+			code        int
+		}{{"9", "x", 413}, {"3", "", 200}}},
+		{[]Option{MaxBody(-1)}, []struct {
+			token, body string
+			code        int
+		}{{"9", "", 500}}},
+	} {
+		f := &files{data: map[string]string{}}
+		srv := httptest.NewServer(NewGuard(&MemoryStore{}, tc.opts...).Middleware(byPath, f))
+		for _, st := range tc.steps {
+			code, body := put(t, srv.URL+"/x", st.token, st.body)
+			if code != st.code {
+				t.Errorf("%d options, token %s, %d bytes: %d %q; want %d", len(tc.opts), st.token, len(st.body), code, body, st.code)
+			}
+		}
+		srv.Close()
+	}
+	// The default, 10 MiB, without a network.
+	req := httptest.NewRequest(http.MethodPut, "/x", strings.NewReader(strings.Repeat("x", 10<<20+1)))
+	req.Header.Set(TokenHeader, "9")
+	rec := httptest.NewRecorder()
+	NewGuard(&MemoryStore{}).Middleware(byPath, &files{data: map[string]string{}}).ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("default limit, 10 MiB + 1 byte: %d; want 413", rec.Code)
+	}
+}
+
+func TestCleanPath(t *testing.T) {
+	for raw, want := range map[string]string{
+		"/reports/q3":        "/reports/q3",
+		"/reports//q3":       "/reports/q3",
+		"/reports/./q3":      "/reports/q3",
+		"/reports/q3/":       "/reports/q3",
+		"/reports/x/../q3":   "/reports/q3",
+		"/reports/%71%33":    "/reports/q3",
+		"/../../etc/passwd":  "/etc/passwd",
+		"/":                  "/",
+		"/reports/q3/.":      "/reports/q3",
+		"/reports/q3%2F..":   "/reports",
+		"/a/b/../../../../c": "/c",
+	} {
+		r := httptest.NewRequest(http.MethodPut, "http://example.com"+raw, nil)
+		if got := CleanPath(r); got != want {
+			t.Errorf("CleanPath(%s) = %s, want %s", raw, got, want)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"crypto/rand"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -24,7 +25,9 @@ type RedisClient interface {
 // key the caller names: its field value holds the data, fence the highest
 // token of an exclusive holder, shared the highest token of a shared
 // reader, refused the count of refusals, writes the count of accepted
-// writes, bounded the count of Add calls refused by their floor. Deleting
+// writes, bounded the count of Add calls refused by their floor, added0
+// to added7 the ids and results of the last 8 Add calls and added the
+// next of them (so that a client's retry is not applied twice). Deleting
 // the key deletes the data and its fence together.
 //
 // Every call is one script, atomic on the node that holds the key: the
@@ -36,8 +39,12 @@ type Redis struct {
 }
 
 // NewRedis returns the fenced resources of rdb. The caller owns rdb and
-// closes it after its last use.
+// closes it after its last use. NewRedis does no I/O: a nil rdb (a typed
+// nil too) makes every call fail with an error matching ErrInvalid.
 func NewRedis(rdb RedisClient, opts ...Option) *Redis {
+	if isNil(rdb) {
+		rdb = nil
+	}
 	return &Redis{rdb: rdb, opts: newOptions(opts)}
 }
 
@@ -97,8 +104,22 @@ func (r *Redis) get(ctx context.Context, s script, key string, token int64) (str
 // it records no token) and returns a *BoundError (ErrBound):
 // a stock decremented with Add(ctx, key, token, -1, 0) never goes below
 // zero. Pass NoFloor for no floor. It returns a *StaleError (ErrStale)
-// when token is below the fence. The counter is compared with the floor
-// exactly while it stays within ±2⁵³.
+// when token is below the fence, and an error matching ErrInvalid when
+// the value is not an integer as Redis reads one (abc, 007, -0) or the
+// change would overflow int64. Every failed Add changes nothing but the
+// counts of refusals. The counter is compared with the floor exactly while
+// it stays within ±2⁵³; the value returned is exact.
+//
+// A client's retry is applied once: go-redis sends a command again when
+// its reply times out, though Redis may have applied it. Each Add carries
+// a random id, and the key keeps the ids and results of its last 8 Adds:
+// the retry gets the first result and changes nothing, even once a newer
+// holder has written. A retry that comes after 8 other Adds of the key
+// under its token would be applied again (a newer token refuses it): a
+// holder that runs that many Adds of one key at once should turn the
+// client's retries off (MaxRetries: -1). An Add that returns another error
+// (a timeout after the last retry) may or may not have been applied:
+// Inspect tells, not a new Add.
 func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) (int64, error) {
 	f := ""
 	if floor != NoFloor {
@@ -108,9 +129,13 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 	if err != nil {
 		return 0, err
 	}
-	n, ok := v.(int64)
+	s, ok := v.(string)
 	if !ok {
 		return 0, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("fence: %s: unexpected reply %q", key, s)
 	}
 	return n, nil
 }
@@ -129,16 +154,19 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 // with EVAL, as its digest is not computed here (SHA-1 is refused in FIPS
 // 140-only mode), and Redis compiles it once and keeps it in its script
 // cache. The fence is raised before src runs, and stays raised if src
-// fails: the holder was current.
+// fails: the holder was current. An error of src comes back as it is,
+// whatever it says: the package's refusals carry a random id of the call,
+// which src is not given.
 func (r *Redis) Eval(ctx context.Context, key string, token int64, src string, keys []string, args ...any) (any, error) {
-	if err := r.admit(key, token); err != nil {
+	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
+	id := callID()
 	allKeys := append([]string{key}, keys...)
-	allArgs := append([]any{strconv.FormatInt(token, 10)}, args...)
+	allArgs := append([]any{strconv.FormatInt(token, 10), id}, args...)
 	full := checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"
 	v, err := r.rdb.Eval(ctx, full, allKeys, allArgs...).Result()
-	return v, r.reply(key, token, err)
+	return v, r.reply(key, id, token, err)
 }
 
 // State is what a resource in Redis holds, without a token: for
@@ -156,8 +184,8 @@ type State struct {
 // Inspect returns the state of the resource at key. It checks no token
 // and records nothing.
 func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
-	if key == "" {
-		return State{}, fmt.Errorf("%w: empty key", ErrInvalid)
+	if err := r.ready(ctx, key); err != nil {
+		return State{}, err
 	}
 	keys := []string{key}
 	v, err := r.rdb.EvalSha(ctx, inspectScript.sha, keys).Result()
@@ -183,50 +211,89 @@ func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
 	return st, nil
 }
 
-func (r *Redis) admit(key string, token int64) error {
-	if key == "" {
-		return fmt.Errorf("%w: empty key", ErrInvalid)
+// ready refuses a call that cannot be sent: no Redis, no client, no
+// context or no key.
+func (r *Redis) ready(ctx context.Context, key string) error {
+	switch {
+	case r == nil:
+		return invalid("nil *Redis: make it with NewRedis")
+	case r.rdb == nil:
+		return invalid("no Redis client: NewRedis was given a nil client")
+	case ctx == nil:
+		return invalid("nil context")
+	case key == "":
+		return invalid("empty key")
+	}
+	return nil
+}
+
+func (r *Redis) admit(ctx context.Context, key string, token int64) error {
+	if err := r.ready(ctx, key); err != nil {
+		return err
 	}
 	return r.opts.admit(key, token)
 }
 
-// run runs s on key with token and args: EVALSHA, and EVAL when the node
-// does not have the script yet.
+// run runs s on key with token and args, as a new call (callID).
 func (r *Redis) run(ctx context.Context, s script, key string, token int64, args ...any) (any, error) {
-	if err := r.admit(key, token); err != nil {
+	return r.call(ctx, s, key, callID(), token, args...)
+}
+
+// call runs s on key as the call id with token and args: EVALSHA, and EVAL
+// when the node does not have the script yet.
+func (r *Redis) call(ctx context.Context, s script, key, id string, token int64, args ...any) (any, error) {
+	if err := r.admit(ctx, key, token); err != nil {
 		return nil, err
 	}
 	keys := []string{key}
-	argv := append([]any{strconv.FormatInt(token, 10)}, args...)
+	argv := append([]any{strconv.FormatInt(token, 10), id}, args...)
 	v, err := r.rdb.EvalSha(ctx, s.sha, keys, argv...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		v, err = r.rdb.Eval(ctx, s.src, keys, argv...).Result()
 	}
-	return v, r.reply(key, token, err)
+	return v, r.reply(key, id, token, err)
 }
 
-// reply turns the scripts' refusals into the package's errors.
-func (r *Redis) reply(key string, token int64, err error) error {
+// callID is a call's id: 65 random bits, the first 13 characters of
+// rand.Text (base32). The package's scripts put it in their error replies,
+// after the code, so that reply never takes an error of the caller's own
+// script (Eval) for one of theirs, however it is spelled; Add records it
+// to know a client's retry. 13 characters keep an Add's record of a call
+// within 64 bytes, the longest value of Redis's compact encoding of a
+// small hash.
+func callID() string { return rand.Text()[:13] }
+
+// reply turns the scripts' refusals into the package's errors: those that
+// carry the call's id, and only those.
+func (r *Redis) reply(key, id string, token int64, err error) error {
 	if err == nil || errors.Is(err, redis.Nil) {
 		return err
 	}
 	msg := err.Error()
 	f := strings.Fields(msg)
+	if len(f) < 2 || f[1] != id {
+		return err
+	}
+	code, f := f[0], f[2:]
 	switch {
-	case len(f) == 3 && f[0] == "FENCE_STALE":
-		seen, perr := strconv.ParseInt(f[2], 10, 64)
+	case code == "FENCE_STALE" && len(f) == 2:
+		seen, perr := strconv.ParseInt(f[1], 10, 64)
 		if perr == nil {
 			return &StaleError{Resource: key, Token: token, Fence: seen}
 		}
-	case len(f) == 4 && f[0] == "FENCE_BOUND":
-		v, e1 := strconv.ParseInt(f[1], 10, 64)
-		d, e2 := strconv.ParseInt(f[2], 10, 64)
-		fl, e3 := strconv.ParseInt(f[3], 10, 64)
+	case code == "FENCE_BOUND" && len(f) == 3:
+		v, e1 := strconv.ParseInt(f[0], 10, 64)
+		d, e2 := strconv.ParseInt(f[1], 10, 64)
+		fl, e3 := strconv.ParseInt(f[2], 10, 64)
 		if e1 == nil && e2 == nil && e3 == nil {
 			return &BoundError{Key: key, Value: v, Delta: d, Floor: fl}
 		}
-	case len(f) >= 1 && f[0] == "FENCE_NOTINT":
-		return fmt.Errorf("%w: %s: the value %q is not an integer counter", ErrInvalid, key, strings.TrimPrefix(msg, "FENCE_NOTINT "))
+	case code == "FENCE_RANGE" && len(f) == 2:
+		if d, perr := strconv.ParseInt(f[1], 10, 64); perr == nil {
+			return invalid("%s: counter %s%+d would overflow int64", key, f[0], d)
+		}
+	case code == "FENCE_NOTINT":
+		return invalid("%s: the value %q is not an integer counter", key, strings.TrimPrefix(msg, "FENCE_NOTINT "+id+" "))
 	}
 	return err
 }
@@ -268,10 +335,10 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	setScript    = script{checkSrc + setSrc, "eb5da3ff9ee3d926d027c2fd685a084a28b08485"}
-	getScript    = script{checkSrc + getSrc, "b917687c7ae60c6e3583d0d33f684c17f6c07d47"}
-	sharedScript = script{checkSrc + sharedSrc, "75b1811a5ca9f2359cd888ae5a5ef5cf6172b124"}
-	addScript    = script{checkSrc + addSrc, "6b8c88c8330993c601edf7d56af5f4e5a594018f"}
+	setScript    = script{checkSrc + setSrc, "f79d4fef9c29cb4582fe75fd6a026b6b24bb50ad"}
+	getScript    = script{checkSrc + getSrc, "79dbba89248f9a4c0a0f1dcf85296ea1e6e963cd"}
+	sharedScript = script{checkSrc + sharedSrc, "3e38a0b4aa856a6a1110b7c48df245b6c3779c5c"}
+	addScript    = script{checkSrc + addSrc, "ec9cd5ad9b370c732b359e75801ed8ba1ed07107"}
 
 	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
 )

@@ -322,3 +322,47 @@ func TestRedisSentinelFailover(t *testing.T) {
 func notFenceAnswer(err error) bool {
 	return err != nil && !errors.Is(err, ErrStale)
 }
+
+// TestRedisEvalCallerErrors: the caller's script returns errors spelled as
+// the package's own refusals; each comes back as it is, never as a
+// refusal (ErrStale, ErrBound, ErrInvalid).
+func TestRedisEvalCallerErrors(t *testing.T) {
+	r, _ := newRedis(t)
+	ctx := context.Background()
+	for _, e := range []string{"FENCE_STALE 1 2", "FENCE_STALE 7 9", "FENCE_BOUND 1 -2 0", "FENCE_NOTINT abc", "FENCE_RANGE 1 2"} {
+		_, err := r.Eval(ctx, "{q}:fence", 7, `return redis.error_reply(ARGV[1])`, nil, e)
+		if err == nil || err.Error() != e || errors.Is(err, ErrStale) || errors.Is(err, ErrBound) || errors.Is(err, ErrInvalid) {
+			t.Errorf("the script's own error %q came back as %v", e, err)
+		}
+	}
+}
+
+// TestRedisAddFailureChangesNothing: an Add that Redis cannot apply (a
+// value with a leading zero, which HINCRBY refuses, or a counter that
+// would overflow int64) fails with ErrInvalid and leaves the fence and
+// the count of writes as they were.
+func TestRedisAddFailureChangesNothing(t *testing.T) {
+	r, c := newRedis(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		value string
+		delta int64
+	}{
+		{"007", 1},
+		{"9223372036854775807", 1},
+		{"-9223372036854775808", -1},
+		{"-0", 1},
+		{"1.5", 1},
+	} {
+		key := "counter:" + tc.value
+		c.HSet(ctx, key, "value", tc.value)
+		_, err := r.Add(ctx, key, 5, tc.delta, NoFloor)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.value) {
+			t.Errorf("Add(%+d) to %s: %v, want ErrInvalid naming the value", tc.delta, tc.value, err)
+		}
+		s, err := r.Inspect(ctx, key)
+		if err != nil || s != (State{Value: tc.value, Exists: true}) {
+			t.Errorf("after a failed Add(%+d) to %s: %+v, %v; want the value alone, no fence, no write", tc.delta, tc.value, s, err)
+		}
+	}
+}

@@ -215,3 +215,341 @@ func TestFenceTableTx(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceTableTxPanic: fn writes the row, then panics. The panic goes on
+// up to the caller, and the transaction is rolled back: its write is gone,
+// and the row is free, so a newer holder's fenced write on another
+// connection goes through (without the rollback, it waits on PostgreSQL's
+// row lock for ever, and fails busy on SQLite's write lock).
+func TestFenceTableTxPanic(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db, db2 := open(), open()
+			ctx := context.Background()
+			dec, set := `UPDATE accounts SET balance = balance - 1 WHERE id = 1`, "balance = balance - 1"
+			func() {
+				defer func() {
+					if p := recover(); p != "boom" {
+						t.Errorf("recovered %v, want fn's panic", p)
+					}
+				}()
+				_ = tbl.Tx(ctx, db, 1, 40, func(tx *sql.Tx) error {
+					if _, err := tx.Exec(dec); err != nil {
+						t.Error(err)
+					}
+					panic("boom")
+				})
+			}()
+			// A generous bound, far above a write on this machine: the
+			// write waits for ever without the rollback.
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			if err := tbl.Update(wctx, db2, 1, 41, set); err != nil {
+				t.Fatalf("the next holder's write after fn panicked: %v", err)
+			}
+			if bal, fen := balance(t, db2); bal != 99 || fen != 41 {
+				t.Fatalf("balance %d, fence %d; want 99, 41 (the panicked transaction rolled back)", bal, fen)
+			}
+		})
+	}
+}
+
+// lockWaiters counts the sessions of the database waiting on a lock.
+func lockWaiters(db *sql.DB) (int, error) {
+	var n int
+	err := db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`).Scan(&n)
+	return n, err
+}
+
+// holdRow runs, in a goroutine, a Tx of token on db that fences the row,
+// then waits until another session waits on a lock (the statement under
+// test, which start runs), decrements the balance and commits. It returns
+// the errors of the Tx and of start.
+func holdRow(tbl *fence.Table, db, watch *sql.DB, token int64, start func() error) (txErr, startErr error) {
+	ctx := context.Background()
+	fenced := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- tbl.Tx(ctx, db, 1, token, func(tx *sql.Tx) error {
+			close(fenced)
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				n, err := lockWaiters(watch)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					return errors.New("the statement under test never waited for the row")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
+			return err
+		})
+	}()
+	<-fenced
+	startErr = start()
+	return <-done, startErr
+}
+
+// TestFenceTableIsolation: on PostgreSQL under REPEATABLE READ or
+// SERIALIZABLE (the database's default here, as an application may set
+// it), holder 40 fences the row in its Tx and writes while a newer
+// holder's statement waits for the row. The newer holder's Tx, and its
+// Update outside a transaction, wait and then go through, reading what 40
+// wrote, as under READ COMMITTED; an older holder's Tx waits and is
+// refused with ErrStale. PostgreSQL fails such a statement with SQLSTATE
+// 40001 (its snapshot predates 40's commit), and the package runs the
+// fencing statement again, which nothing before it had written.
+func TestFenceTableIsolation(t *testing.T) {
+	pg := backends[1]
+	if pg.dialect != redlocksql.Postgres {
+		t.Fatal("backends[1] is not PostgreSQL")
+	}
+	for _, level := range []string{"repeatable read", "serializable"} {
+		t.Run(strings.ReplaceAll(level, " ", "-"), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, pg)
+			if _, err := open().Exec(`ALTER DATABASE postgres SET default_transaction_isolation = '` + level + `'`); err != nil {
+				t.Fatal(err)
+			}
+			db, db2, watch := open(), open(), open() // new sessions, at the level
+			var got string
+			if err := db2.QueryRow(`SHOW default_transaction_isolation`).Scan(&got); err != nil || got != level {
+				t.Fatalf("default_transaction_isolation %q, %v", got, err)
+			}
+			ctx := context.Background()
+			dec := func(tx *sql.Tx) error {
+				_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
+				return err
+			}
+			steps := []struct {
+				name        string
+				hold, token int64
+				run         func(token int64) error
+			}{
+				{"newer Tx", 40, 41, func(tok int64) error { return tbl.Tx(ctx, db2, 1, tok, dec) }},
+				{"newer Update", 42, 43, func(tok int64) error { return tbl.Update(ctx, db2, 1, tok, "balance = balance - 1") }},
+				{"older Tx", 45, 44, func(tok int64) error { return tbl.Tx(ctx, db2, 1, tok, dec) }},
+			}
+			for _, st := range steps {
+				before, _ := balance(t, db)
+				txErr, err := holdRow(tbl, db, watch, st.hold, func() error { return st.run(st.token) })
+				if txErr != nil {
+					t.Fatalf("%s: the holder's Tx: %v", st.name, txErr)
+				}
+				want := before - 1 // the holder's decrement
+				if st.token > st.hold {
+					if err != nil {
+						t.Errorf("%s (token %d after %d): %v; want it to wait and go through", st.name, st.token, st.hold, err)
+						continue
+					}
+					want-- // and the newer holder's, after it
+				} else {
+					var se *fence.StaleError
+					if !errors.As(err, &se) || se.Token != st.token || se.Fence != st.hold {
+						t.Errorf("%s (token %d after %d): %v; want it to wait and be refused as stale", st.name, st.token, st.hold, err)
+						continue
+					}
+				}
+				if bal, fen := balance(t, db); bal != want || fen != max(st.hold, st.token) {
+					t.Errorf("%s: balance %d, fence %d; want %d, %d", st.name, bal, fen, want, max(st.hold, st.token))
+				}
+			}
+		})
+	}
+}
+
+// TestFenceTableIsolationOption: on a database at READ COMMITTED,
+// fence.Isolation sets Tx's level; a holder waiting for the row goes
+// through as at the default. A conflict in fn's own statements (a row
+// that another transaction wrote after fn's snapshot) is an error
+// matching ErrConflict, with the driver's SQLSTATE, and nothing of the Tx
+// is written.
+func TestFenceTableIsolationOption(t *testing.T) {
+	pg := backends[1]
+	open, tbl := fencedAccounts(t, pg, fence.Isolation(sql.LevelRepeatableRead))
+	db, db2, watch := open(), open(), open()
+	ctx := context.Background()
+	if _, err := db.Exec(`INSERT INTO accounts (id, balance) VALUES (2, 100)`); err != nil {
+		t.Fatal(err)
+	}
+	var level string
+	err := tbl.Tx(ctx, db, 1, 30, func(tx *sql.Tx) error {
+		return tx.QueryRow(`SHOW transaction_isolation`).Scan(&level)
+	})
+	if err != nil || level != "repeatable read" {
+		t.Fatalf("Tx at %q, %v; want repeatable read", level, err)
+	}
+
+	txErr, err := holdRow(tbl, db, watch, 40, func() error {
+		return tbl.Tx(ctx, db2, 1, 41, func(tx *sql.Tx) error {
+			_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
+			return err
+		})
+	})
+	if txErr != nil || err != nil {
+		t.Fatalf("holder 40: %v; newer holder 41 waiting for it: %v", txErr, err)
+	}
+	if bal, fen := balance(t, db); bal != 98 || fen != 41 {
+		t.Fatalf("balance %d, fence %d; want 98, 41", bal, fen)
+	}
+
+	err = tbl.Tx(ctx, db2, 1, 42, func(tx *sql.Tx) error {
+		if _, err := db.Exec(`UPDATE accounts SET balance = 0 WHERE id = 2`); err != nil { // after this Tx's snapshot
+			return err
+		}
+		_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 2`)
+		return err
+	})
+	var state interface{ SQLState() string }
+	if !errors.Is(err, fence.ErrConflict) || !errors.As(err, &state) || state.SQLState() != "40001" {
+		t.Fatalf("a conflict in fn: %v, want ErrConflict with SQLSTATE 40001", err)
+	}
+	if bal, fen := balance(t, db); bal != 98 || fen != 41 {
+		t.Fatalf("after the conflict: balance %d, fence %d; want 98, 41 (rolled back)", bal, fen)
+	}
+}
+
+// TestFenceTableNullFence: a fence column added to a table that has rows
+// (ALTER TABLE … ADD COLUMN fence BIGINT) is NULL in each of them. A NULL
+// fence is no fence, as a missing record in Redis: any admitted token
+// writes the row and becomes its fence, and a lower one is then refused.
+// Update, Fence and Tx alike.
+func TestFenceTableNullFence(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			db := b.open(t)()
+			ctx := context.Background()
+			for _, q := range []string{
+				`CREATE TABLE accounts (id BIGINT PRIMARY KEY, balance BIGINT NOT NULL)`,
+				`INSERT INTO accounts (id, balance) VALUES (1, 100), (2, 100), (3, 100), (4, 100)`,
+				`ALTER TABLE accounts ADD COLUMN fence BIGINT`,
+			} {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ph, set := fence.Dollar, "balance = $1"
+			if b.dialect == redlocksql.SQLite {
+				ph, set = fence.Question, "balance = ?"
+			}
+			tbl, err := fence.NewTable("accounts", "id", "fence", ph)
+			if err != nil {
+				t.Fatal(err)
+			}
+			neg, _ := fence.NewTable("accounts", "id", "fence", ph, fence.AllowNegative())
+			fenceOf := func(id int) (f sql.NullInt64) {
+				if err := db.QueryRow(fmt.Sprintf(`SELECT fence FROM accounts WHERE id = %d`, id)).Scan(&f); err != nil {
+					t.Fatal(err)
+				}
+				return f
+			}
+			for _, st := range []struct {
+				name string
+				id   int
+				tok  int64
+				run  func(id int, tok int64) error
+			}{
+				{"Update", 1, 5, func(id int, tok int64) error { return tbl.Update(ctx, db, id, tok, set, 90) }},
+				{"Fence", 2, 5, func(id int, tok int64) error { return tbl.Fence(ctx, db, id, tok) }},
+				{"Tx", 3, 5, func(id int, tok int64) error {
+					return tbl.Tx(ctx, db, id, tok, func(*sql.Tx) error { return nil })
+				}},
+				{"Update, negative allowed", 4, -7, func(id int, tok int64) error { return neg.Update(ctx, db, id, tok, set, 90) }},
+			} {
+				if f := fenceOf(st.id); f.Valid {
+					t.Fatalf("%s: the fence of row %d is %d, not NULL", st.name, st.id, f.Int64)
+				}
+				if err := st.run(st.id, st.tok); err != nil {
+					t.Errorf("%s with token %d on a NULL fence: %v; want it accepted", st.name, st.tok, err)
+					continue
+				}
+				if f := fenceOf(st.id); !f.Valid || f.Int64 != st.tok {
+					t.Errorf("%s: fence %v after token %d", st.name, f, st.tok)
+				}
+				var se *fence.StaleError
+				if err := st.run(st.id, st.tok-1); !errors.As(err, &se) || se.Fence != st.tok {
+					t.Errorf("%s with token %d after %d: %v; want it stale", st.name, st.tok-1, st.tok, err)
+				}
+			}
+		})
+	}
+}
+
+// TestFenceTableChangedRows: MySQL's driver reports the rows an UPDATE
+// changed, not those it matched, unless the DSN says clientFoundRows=true
+// (MySQL cannot be tested here). A trigger that skips an UPDATE changing
+// nothing gives the same count on SQLite and PostgreSQL
+// (suppress_redundant_updates_trigger). Then a current token whose write
+// changes nothing (Fence twice with one token) changes no row: that must
+// not be reported as stale, which the token is not, nor as written, which
+// the package cannot know; the error names the DSN setting.
+func TestFenceTableChangedRows(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db := open()
+			ctx := context.Background()
+			trigger := []string{`CREATE TRIGGER same BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION suppress_redundant_updates_trigger()`}
+			if b.dialect == redlocksql.SQLite {
+				trigger = []string{`CREATE TRIGGER same BEFORE UPDATE ON accounts
+					WHEN NEW.balance IS OLD.balance AND NEW.fence IS OLD.fence
+					BEGIN SELECT RAISE(IGNORE); END`}
+			}
+			for _, q := range trigger {
+				if _, err := db.ExecContext(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := tbl.Fence(ctx, db, 1, 5); err != nil {
+				t.Fatal(err)
+			}
+			err := tbl.Fence(ctx, db, 1, 5) // changes nothing
+			if err == nil || errors.Is(err, fence.ErrStale) || !strings.Contains(err.Error(), "clientFoundRows=true") {
+				t.Fatalf("a current token's write that changed nothing, counted as 0 rows: %v; want an error naming clientFoundRows=true", err)
+			}
+			wantStale(t, tbl.Fence(ctx, db, 1, 4), 4, 5) // a stale one is still stale
+		})
+	}
+}
+
+// TestFenceTableSetClause: Update's set clause is SQL, written into the
+// statement before the fence's assignment and WHERE clause. A comment or a
+// second statement in it would cut them off, so it is refused with
+// ErrInvalid (values go in args), and no row is written: not the fenced
+// one, whose fence is above the token, nor any other.
+func TestFenceTableSetClause(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			open, tbl := fencedAccounts(t, b)
+			db := open()
+			ctx := context.Background()
+			if _, err := db.ExecContext(ctx, `INSERT INTO accounts (id, balance) VALUES (2, 100)`); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.Fence(ctx, db, 1, 50); err != nil {
+				t.Fatal(err)
+			}
+			for _, set := range []string{
+				"balance = 0 --",
+				"balance = 0 /*",
+				"balance = 0 /* a comment */",
+				"balance = 0; DELETE FROM accounts",
+				"balance = 0 -- ",
+			} {
+				err := tbl.Update(ctx, db, 1, 7, set)
+				if !errors.Is(err, fence.ErrInvalid) {
+					t.Errorf("Update(%q) with a stale token: %v, want ErrInvalid", set, err)
+				}
+				var n int
+				if err := db.QueryRow(`SELECT count(*) FROM accounts WHERE balance = 100`).Scan(&n); err != nil || n != 2 {
+					t.Fatalf("Update(%q): %d rows of 2 unchanged (%v)", set, n, err)
+				}
+			}
+		})
+	}
+}

@@ -41,7 +41,7 @@ func (f *nextFlag) resolve(nf *nodeFlags) ([]*nodeSpec, []string, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil, nil
 	}
-	next := nodeFlags{nodes: list, passwordFile: nf.passwordFile, timeout: nf.timeout}
+	next := nodeFlags{nodes: list, passwordFile: nf.passwordFile, timeout: nf.timeout, tls: nf.tls}
 	specs, secrets, err := next.resolve()
 	if err != nil {
 		return nil, nil, usagef("--next-nodes: %s", strings.TrimPrefix(err.Error(), "--nodes: "))
@@ -130,24 +130,59 @@ func readRecords(ctx context.Context, conns []conn, prefix string, timeout time.
 	return out
 }
 
+// readIdentities reads every node's identity (keys.Layout.NodeID, which a
+// library Client writes at its first contact), read-only: "" for a node
+// that has none or did not answer.
+func readIdentities(ctx context.Context, conns []conn, prefix string, timeout time.Duration) []string {
+	key := keys.Layout{Prefix: prefix}.NodeID()
+	out := make([]string, len(conns))
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			out[i], _ = c.rc.Get(nctx, key).Result()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// otherClient names the Client of record field f (c:X, s:X or j:X:Y) that
+// joint.StepOf counts as on neither set of a move.
+func otherClient(f string) string {
+	if a, b, ok := keys.ParseConfigJoint(f); ok {
+		return fmt.Sprintf("a joint Client moving from node set %s to %s was seen (record %s)", a, b, f)
+	}
+	return fmt.Sprintf("a Client on a node set the doctor does not know was seen (record %s): a Client of an earlier release given the nodes under other addresses than the doctor's, one that reaches them under other addresses and had not yet read their identities, or one of another deployment under this prefix", f)
+}
+
 // moveCheck is doctor's check of a move from the nodes of cur to those of
 // next: which step of the runbook is safe next, read from the
 // configuration records by joint.StepOf (the rule the model checker's
 // runbook follows too).
 func moveCheck(ctx context.Context, cur, next []conn, prefix string, timeout time.Duration) check {
 	all, a, b := joinConns(cur, next)
-	fp := func(set uint64) string {
-		var addrs []string
+	ids := readIdentities(ctx, all, prefix, timeout)
+	// A set's fingerprint is its nodes' identities' (keys.Member), as the
+	// library names it; its alias by addresses is how releases before
+	// issue 44 named it, which the library writes too (joint.Sets).
+	fp := func(set uint64, byAddr bool) string {
+		var members []string
 		for i, c := range all {
 			if set&(1<<i) != 0 {
-				addrs = append(addrs, goredis.New(c.rc).Info().Addr)
+				if byAddr {
+					members = append(members, addrOf(c.rc))
+				} else {
+					members = append(members, keys.Member(ids[i], addrOf(c.rc)))
+				}
 			}
 		}
-		return keys.Fingerprint(addrs)
+		return keys.Fingerprint(members)
 	}
-	fa, fb := fp(a), fp(b)
+	fa, fb := fp(a, false), fp(b, false)
 	recs := readRecords(ctx, all, prefix, timeout)
-	r := joint.StepOf(recs, a, b, fa, fb, joint.Mut{})
+	r := joint.StepOf(recs, a, b, joint.SetName{FP: fa, Alias: fp(a, true)}, joint.SetName{FP: fb, Alias: fp(b, true)}, joint.Mut{})
 	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 	nodes := func(idx []int) string {
 		var names []string
@@ -177,6 +212,9 @@ func moveCheck(ctx context.Context, cur, next []conn, prefix string, timeout tim
 	case joint.StepUnknown:
 		c.Verdict = verdictWarn
 		c.Detail = "unknown: nodes " + nodes(missing) + " did not answer, and may hold the records of Clients of the current set alone (" + sets + ")"
+	case joint.StepOther:
+		c.Detail = fmt.Sprintf("next: step 2, wait: %s, alive or holding locks for another %v, and not on the next set; step 3 is safe once it is gone (%s)",
+			otherClient(r.Other), ms(r.LeftOther), sets)
 	case joint.StepFloor:
 		c.Detail = "next: step 2, wait: no Client of the current set alone was seen, but nodes " + nodes(r.Stale) +
 			" of the next set lack a move floor that a running joint Client raised within the max TTL / 2; step 3 becomes safe once a joint Client has recorded with every node answering (" + sets + ")"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/driver/goredis"
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // moveStep runs doctor on a move and returns its "move" check.
@@ -152,4 +155,81 @@ func TestDoctorMoveNeedsFreshFloor(t *testing.T) {
 	}
 	joint()
 	stepThree("a joint Client again")
+}
+
+// TestDoctorMoveKnowsNodesNotSpellings is issue 44's finding E for the
+// doctor, and its reading of an earlier release's records. A Client on
+// the current set {0,1,2} reaches it as localhost:PORT; the doctor and a
+// joint Client are given 127.0.0.1:PORT. Once the joint Client recorded,
+// the doctor must say to wait for the Client of the current set alone,
+// not that step 3 is safe. An earlier release named a set by its
+// addresses: its Client's record (written here as that release's
+// record.lua wrote it, with script.Record and the fingerprint of the
+// addresses, since the release itself cannot run in this test) also
+// keeps the doctor at step 2, waiting for a Client of the current set.
+func TestDoctorMoveKnowsNodesNotSpellings(t *testing.T) {
+	servers := redistest.Start(t, 4)
+	cur, next := nodesFlag(servers[0], servers[1], servers[2]), nodesFlag(servers[1], servers[2], servers[3])
+	var rcs, local []redis.UniversalClient
+	for _, s := range servers {
+		c := s.Client()
+		l := redis.NewClient(&redis.Options{Addr: "localhost:" + strconv.Itoa(s.Port())})
+		t.Cleanup(func() { _ = c.Close(); _ = l.Close() })
+		rcs, local = append(rcs, c), append(local, l)
+	}
+	ctx := context.Background()
+	const maxTTL = 2 * time.Second
+	opts := []redlock.Option{redlock.WithMaxTTL(maxTTL), redlock.WithRestartGuard(redlock.GuardOff), redlock.WithNodeTimeout(300 * time.Millisecond)}
+	svc, err := redlock.New(local[:3], opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	if _, err := svc.TryObtain(ctx, "job", time.Second, redlock.WithAutoRefresh()); err != nil {
+		t.Fatal(err)
+	}
+	jc, err := redlock.New(rcs[:3], append(opts, redlock.WithNextNodes(goredis.New(rcs[1]), goredis.New(rcs[2]), goredis.New(rcs[3])))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = jc.Close() })
+	if l, err := jc.TryObtain(ctx, "other", time.Second); err != nil {
+		t.Fatal(err)
+	} else {
+		_ = l.Release(ctx)
+	}
+	time.Sleep(maxTTL / 2) // two rounds of the joint Client's recorder
+	if c := moveStep(t, cur, next); !strings.Contains(c.Detail, "a Client of the current set alone was seen") {
+		t.Errorf("a Client of the current set under localhost: %+v, want a wait for it", c)
+	}
+	// An earlier release's Client of the current set: its record's field
+	// is c: and the fingerprint of the addresses as it was given them.
+	var addrs []string
+	for _, s := range servers[:3] {
+		addrs = append(addrs, s.Addr())
+	}
+	legacy := keys.ConfigSingle(keys.Fingerprint(addrs))
+	key := keys.Layout{Prefix: "redlock:"}.Configs()
+	for _, rc := range rcs[:3] {
+		if _, err := script.Record(ctx, goredis.New(rc), key, keys.Layout{Prefix: "redlock:"}.NodeEpoch(), script.Guard{Mode: '0'}, []script.RecordField{{Name: legacy, TTL: 10 * time.Minute}}, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The localhost Client's records expire once it stops; the legacy
+	// record lives 10 minutes: the doctor waits for it.
+	_ = svc.Close()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		c := moveStep(t, cur, next)
+		if strings.HasPrefix(c.Detail, "next: step 3 is safe") {
+			t.Fatalf("step 3 beside an earlier release's Client of the current set: %+v", c)
+		}
+		if strings.Contains(c.Detail, "a Client of the current set alone was seen, and may hold locks for another 9m") {
+			break // the legacy record's 10 minutes, not the localhost Client's 3 s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the doctor does not wait for the earlier release's Client: %+v", c)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -3,6 +3,7 @@ module github.com/redlock-go/redlock/examples/kubernetes
 go 1.26.0
 
 require (
+	github.com/moby/patternmatcher v0.6.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	sigs.k8s.io/yaml v1.6.0

@@ -12,6 +12,8 @@
 package joint
 
 import (
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keys"
@@ -66,18 +68,54 @@ func FromScript(rc *script.Records, age, after time.Duration) *Records {
 type Sets struct {
 	Cur, Next     uint64
 	CurFP, NextFP string
+	// Known is set when every node of the sets was identified, so that
+	// CurFP and NextFP are the sets' fingerprints (keys.Fingerprint of
+	// the nodes' identities). Until then an address stands in for a node,
+	// and another Client of the same sets may name them otherwise: Decide
+	// then reads the records conservatively.
+	Known bool
+	// CurAlias and NextAlias are the sets' fingerprints by address, as
+	// releases before issue 44 named them ("": none). A Client writes its
+	// own fields under them too, raises the move floor under them too,
+	// and counts them as its own sets, so that Clients of both releases
+	// see each other on the same nodes (docs/reconfiguration.md, "Mixed
+	// versions").
+	CurAlias, NextAlias string
+}
+
+// isCur and isNext report whether fp names the current (next) set: its
+// fingerprint or its alias.
+func (s Sets) isCur(fp string) bool { return fp == s.CurFP || (s.CurAlias != "" && fp == s.CurAlias) }
+func (s Sets) isNext(fp string) bool {
+	return s.Joint() && (fp == s.NextFP || (s.NextAlias != "" && fp == s.NextAlias))
+}
+
+// names are the fingerprint and the alias of a set ("" left out).
+func names(fp, alias string) []string {
+	if alias == "" || alias == fp {
+		return []string{fp}
+	}
+	return []string{fp, alias}
 }
 
 // Joint reports whether the Client moves from Cur to Next.
 func (s Sets) Joint() bool { return s.Next != 0 }
 
-// Own is the Client's own field: c:FP, or j:FPA:FPB in joint
-// configuration.
-func (s Sets) Own() string {
+// Own are the Client's own fields: c:FP, or j:FPA:FPB in joint
+// configuration, and the same under the sets' aliases.
+func (s Sets) Own() []string {
 	if s.Joint() {
-		return keys.ConfigJoint(s.CurFP, s.NextFP)
+		out := []string{keys.ConfigJoint(s.CurFP, s.NextFP)}
+		if s.CurAlias != "" && s.NextAlias != "" {
+			out = append(out, keys.ConfigJoint(s.CurAlias, s.NextAlias))
+		}
+		return out
 	}
-	return keys.ConfigSingle(s.CurFP)
+	out := []string{keys.ConfigSingle(s.CurFP)}
+	if s.CurAlias != "" {
+		out = append(out, keys.ConfigSingle(s.CurAlias))
+	}
+	return out
 }
 
 // RecordTTL is how long a Client's own field lives from its write: a lock
@@ -119,14 +157,17 @@ type Writes struct {
 	Raise []Raise
 }
 
-// Conflict is the evidence, on node Node, of a live Client of set Other
-// alone beside a move between it and the Client's set (field Field,
-// c:Other or a relay s:Other, with Left to go).
+// Conflict is the evidence, on node Node, of a live Client that the
+// Client must not lock beside (field Field: c:Other, a relay s:Other, or
+// a joint Client's j:A:B, Other then "A:B"; with Left to go).
 type Conflict struct {
 	Node  int
 	Field string
 	Other string
 	Left  int64
+	// Unplaced is set when the Client refused because it has not
+	// identified all its nodes (Sets.Known false).
+	Unplaced bool
 }
 
 // Mut selects a mutant of the protocol, for the model checker's mutation
@@ -139,6 +180,14 @@ type Mut struct {
 	// the next set alone writes one the same way when it sees the move
 	// and none is there, and takes the largest it reads.
 	FirstWriterFloor bool
+	// JointNoFloor is issue 44's finding C: a joint Client takes no move
+	// floor under its tokens, although it is on its current set, which
+	// an earlier move may have gone to.
+	JointNoFloor bool
+	// JointNoConflict is issue 44's finding D: a joint Client never
+	// refuses, although a Client of neither of its sets alone may be
+	// alive beside a move that touches one of them.
+	JointNoConflict bool
 }
 
 // Plan is the decision of a record round.
@@ -147,31 +196,36 @@ type Plan struct {
 	// node needs any when Write is false.
 	Writes []Writes
 	Write  bool
-	// Conflict is set for a Client on one set that must not lock.
+	// Conflict is set for a Client that must not lock.
 	Conflict *Conflict
-	// Floor is the move floor (a node time; 0: none) under the tokens of
-	// a Client on one set that a move went to.
+	// Floor is the move floor (a node time; 0: none) under the Client's
+	// tokens.
 	Floor int64
 }
 
 // Decide is a record round's decision (the library's engine.record): recs
 // are the records of the Client's nodes (nil for a node that did not
-// answer).
+// answer). One rule for every Client, on one set or moving from its
+// current set to a next one (docs/reconfiguration.md):
 //
-// A joint Client relays each set's lone Clients (their own fields c:FP,
-// not relays: a relay of a relay would outlive the record) to the other
-// set's nodes as s:FP, and when every node answered, raises the move
-// floor m:NEXT on the next set's nodes to the node's time plus the
-// longest life left of the evidence of a Client of the current set alone
-// (c:CUR or s:CUR), with V the round's start (the node's Start) plus
-// RecordTTL − MaxTTL.
+//   - It refuses (Conflict) while its nodes show a move that touches one
+//     of its sets and a live Client on none of them (Conflicting).
+//   - It is on its current set, which an earlier move may have gone to:
+//     its floor is the largest move floor of that set it read, and when
+//     its nodes show a live move to that set (it runs after step 2 of
+//     that move's runbook), the largest node time it read too, which it
+//     raises m:CUR to on the current set's nodes when every node answered.
+//   - A joint Client also relays the lone Clients it sees (their own
+//     fields c:FP, not relays: a relay of a relay would outlive the
+//     record) to the nodes of the other set as s:FP, and when every node
+//     answered, raises the move floor m:NEXT on the next set's nodes to
+//     the node's time plus the longest life left of the evidence of a
+//     Client on any set but the next alone (c:FP or s:FP), with V the
+//     round's start (the node's Start) plus RecordTTL − MaxTTL.
 //
-// A Client on one set refuses (Conflict) while its nodes show a move
-// between its set and another and a live Client of the other set alone.
-// Otherwise, when its nodes show a live move to its set, its floor is the
-// largest of the floors it read and the largest node time it read (it
-// runs after step 2 of the runbook), which it raises m:CUR to on its
-// nodes when every node answered.
+// A fingerprint it does not know (an older release's, a set reached under
+// a node's address before its identity was learned) counts against it:
+// its evidence raises the floor and is relayed, never ignored.
 func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 	plan := Plan{Writes: make([]Writes, len(recs))}
 	answered := 0
@@ -184,57 +238,27 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 		return plan
 	}
 	every := answered == len(recs)
-	in := func(set uint64, i int) bool { return set&(1<<i) != 0 }
-	if s.Joint() {
-		leftCur := Left(recs, s.CurFP, false)
-		leftNext := Left(recs, s.NextFP, false)
-		seenCur := Left(recs, s.CurFP, true)
-		for i := range recs {
-			w := &plan.Writes[i]
-			if leftCur > 0 && in(s.Next, i) && !in(s.Cur, i) {
-				w.Keep = append(w.Keep, Keep{keys.ConfigSeen(s.CurFP), leftCur})
-			}
-			if leftNext > 0 && in(s.Cur, i) && !in(s.Next, i) {
-				w.Keep = append(w.Keep, Keep{keys.ConfigSeen(s.NextFP), leftNext})
-			}
-			if !every || !in(s.Next, i) {
-				continue
-			}
-			switch {
-			case mut.FirstWriterFloor:
-				if seenCur == 0 {
-					w.Raise = append(w.Raise, Raise{Name: keys.ConfigFloor(s.NextFP), TTL: p.FenceTTL})
-				}
-			default:
-				w.Raise = append(w.Raise, Raise{Name: keys.ConfigFloor(s.NextFP), Ahead: seenCur,
-					Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
-			}
-		}
-	} else {
-		plan.Conflict = Conflicting(recs, s.CurFP)
-		if plan.Conflict != nil {
+	if !s.Known {
+		// Its own fingerprints may not be the ones the other Clients
+		// of its sets wrote: it cannot tell which evidence is theirs.
+		if plan.Conflict = unplaced(recs, s); plan.Conflict != nil {
 			return plan
 		}
-		floor := FloorOf(recs, s.CurFP)
-		moved := MovedTo(recs, s.CurFP)
-		switch {
-		case mut.FirstWriterFloor:
-			if floor == 0 && every && moved {
-				for i := range recs {
-					plan.Writes[i].Raise = []Raise{{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL}}
-				}
-			}
-		case moved:
-			for i, rc := range recs {
-				if rc != nil {
-					floor = max(floor, rc.Now)
-				}
-				if every {
-					plan.Writes[i].Raise = []Raise{{Name: keys.ConfigFloor(s.CurFP), TTL: p.FenceTTL}}
-				}
-			}
+		plan.Floor = anyFloor(recs)
+	}
+	if s.Known && !(s.Joint() && mut.JointNoConflict) {
+		if plan.Conflict = Conflicting(recs, s); plan.Conflict != nil {
+			return plan
 		}
-		plan.Floor = floor
+	}
+	if s.Known && !(s.Joint() && mut.JointNoFloor) {
+		plan.Floor = s.curFloor(recs, p, every, mut, plan.Writes)
+	}
+	if s.Joint() {
+		s.relay(recs, plan.Writes)
+		if every {
+			s.raiseNext(recs, p, mut, plan.Writes)
+		}
 	}
 	for _, w := range plan.Writes {
 		if len(w.Keep)+len(w.Raise) > 0 {
@@ -242,6 +266,183 @@ func Decide(s Sets, recs []*Records, p Params, mut Mut) Plan {
 		}
 	}
 	return plan
+}
+
+// unplaced is the conflict of a Client that has not identified all its
+// nodes (Sets.Known false): while its nodes show a move other than its
+// own, every live evidence of a Client that is not its own exact field
+// may be of a Client it must not lock beside. nil when no move shows.
+func unplaced(recs []*Records, s Sets) *Conflict {
+	own := s.Own()
+	moving := false
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f := range rc.Fields {
+			if _, _, ok := keys.ParseConfigJoint(f); ok && !slices.Contains(own, f) {
+				moving = true
+			}
+		}
+	}
+	if !moving {
+		return nil
+	}
+	for i, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		var out *Conflict
+		for f, v := range rc.Fields {
+			fp, _, alone := keys.ParseConfigAlone(f)
+			a, b, isJoint := keys.ParseConfigJoint(f)
+			if (!alone && !isJoint) || slices.Contains(own, f) {
+				continue
+			}
+			other := fp
+			if isJoint {
+				other = a + ":" + b
+			}
+			if out == nil || v.Left > out.Left || (v.Left == out.Left && f < out.Field) {
+				out = &Conflict{Node: i, Field: f, Other: other, Left: v.Left, Unplaced: true}
+			}
+		}
+		if out != nil {
+			return out
+		}
+	}
+	return nil
+}
+
+// anyFloor is the largest move floor of any set the nodes show: the floor
+// of a Client that cannot tell its own sets' fingerprints (Sets.Known
+// false). A floor only raises tokens.
+func anyFloor(recs []*Records) int64 {
+	var m int64
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			if strings.HasPrefix(f, keys.ConfigFloorPrefix) {
+				m = max(m, v.Floor)
+			}
+		}
+	}
+	return m
+}
+
+// in reports whether node i is in set.
+func in(set uint64, i int) bool { return set&(1<<i) != 0 }
+
+// curFloor is the move floor of the current set (a Client on it alone, or
+// moving from it): the largest m:CUR, and beside a live move to it the
+// largest node time, which it then raises m:CUR to on the current set's
+// nodes (into w) when every node answered.
+func (s Sets) curFloor(recs []*Records, p Params, every bool, mut Mut, w []Writes) int64 {
+	cur := names(s.CurFP, s.CurAlias)
+	var floor int64
+	moved := false
+	for _, fp := range cur {
+		floor = max(floor, FloorOf(recs, fp))
+		moved = moved || MovedTo(recs, fp)
+	}
+	raise := func(i int) {
+		for _, fp := range cur {
+			w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(fp), TTL: p.FenceTTL})
+		}
+	}
+	switch {
+	case mut.FirstWriterFloor:
+		if floor == 0 && every && moved {
+			for i := range recs {
+				if in(s.Cur, i) {
+					raise(i)
+				}
+			}
+		}
+	case moved:
+		for i, rc := range recs {
+			if rc != nil {
+				floor = max(floor, rc.Now)
+			}
+			if every && in(s.Cur, i) {
+				raise(i)
+			}
+		}
+	}
+	return floor
+}
+
+// relay is a joint Client's relay of the lone Clients it sees: each live
+// c:FP onto the nodes of the other set than FP's (the next set's alone,
+// for every FP but the next set's; the current set's alone for every FP
+// but the current set's), as s:FP.
+func (s Sets) relay(recs []*Records, w []Writes) {
+	lone := map[string]int64{}
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			if fp, seen, ok := keys.ParseConfigAlone(f); ok && !seen && v.Left > lone[fp] {
+				lone[fp] = v.Left
+			}
+		}
+	}
+	for _, fp := range sortedKeys(lone) {
+		for i := range recs {
+			onlyNext := in(s.Next, i) && !in(s.Cur, i)
+			onlyCur := in(s.Cur, i) && !in(s.Next, i)
+			if (onlyNext && !s.isNext(fp)) || (onlyCur && !s.isCur(fp)) {
+				w[i].Keep = append(w[i].Keep, Keep{keys.ConfigSeen(fp), lone[fp]})
+			}
+		}
+	}
+}
+
+// raiseNext is a joint Client's raise of the move floor m:NEXT on the next
+// set's nodes, at a round that every node answered: to the node's time
+// plus the longest life left of the evidence of a Client on any set but
+// the next alone.
+func (s Sets) raiseNext(recs []*Records, p Params, mut Mut, w []Writes) {
+	var ahead int64
+	for _, rc := range recs {
+		if rc == nil {
+			continue
+		}
+		for f, v := range rc.Fields {
+			if fp, _, ok := keys.ParseConfigAlone(f); ok && !s.isNext(fp) && v.Left > ahead {
+				ahead = v.Left
+			}
+		}
+	}
+	for i := range recs {
+		if !in(s.Next, i) {
+			continue
+		}
+		for _, fp := range names(s.NextFP, s.NextAlias) {
+			switch {
+			case mut.FirstWriterFloor:
+				if Left(recs, s.CurFP, true) == 0 {
+					w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(fp), TTL: p.FenceTTL})
+				}
+			default:
+				w[i].Raise = append(w[i].Raise, Raise{Name: keys.ConfigFloor(fp), Ahead: ahead,
+					Until: recs[i].Start + RecordTTL(p.MaxTTL) - p.MaxTTL, TTL: p.FenceTTL})
+			}
+		}
+	}
+}
+
+// sortedKeys are m's keys in order: one decision whatever the map's order.
+func sortedKeys(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Left is how long the evidence of a Client on set fp alone (its own
@@ -266,24 +467,29 @@ func Left(recs []*Records, fp string, relays bool) int64 {
 	return left
 }
 
-// Conflicting returns the evidence of a live Client of another set alone
-// when the nodes show a move between set fp and that set (a joint
-// Client's record): nil when there is none. A Client of another set that
-// shares a node without a move between the two is not a conflict:
-// nothing says the two are one deployment.
-func Conflicting(recs []*Records, fp string) *Conflict {
-	moves := map[string]bool{}
+// Conflicting returns the evidence of a live Client that the Client of
+// sets s must not lock beside: a Client on none of s's sets (its own
+// field c:X, a relay s:X, or a joint Client's j:X:Y), where the nodes show
+// a live move between one of s's sets and one of that Client's (a joint
+// Client's record j:...). nil when there is none. Two Clients that share
+// a set share a node of every pair of their quorums (a joint Client holds
+// a quorum of each of its sets); two that share none may not. A Client of
+// another set that shares a node without a move linking the two is not a
+// conflict: nothing says the two are one deployment.
+func Conflicting(recs []*Records, s Sets) *Conflict {
+	own := func(fp string) bool { return s.isCur(fp) || s.isNext(fp) }
+	linked := map[string]bool{}
 	for _, rc := range recs {
 		if rc == nil {
 			continue
 		}
 		for f := range rc.Fields {
 			if a, b, ok := keys.ParseConfigJoint(f); ok {
-				switch fp {
-				case a:
-					moves[b] = true
-				case b:
-					moves[a] = true
+				if own(a) && !own(b) {
+					linked[b] = true
+				}
+				if own(b) && !own(a) {
+					linked[a] = true
 				}
 			}
 		}
@@ -294,13 +500,18 @@ func Conflicting(recs []*Records, fp string) *Conflict {
 			continue
 		}
 		for f, v := range rc.Fields {
-			other, _, ok := keys.ParseConfigAlone(f)
-			if !ok || other == fp || !moves[other] {
+			other, ok := "", false
+			if fp, _, alone := keys.ParseConfigAlone(f); alone {
+				other, ok = fp, linked[fp]
+			} else if a, b, j := keys.ParseConfigJoint(f); j && !own(a) && !own(b) {
+				other, ok = a+":"+b, linked[a] || linked[b]
+			}
+			if !ok {
 				continue
 			}
 			// The first node, and on it the field that lasts longest:
 			// one answer whatever the map's order.
-			if out == nil || (out.Node == i && v.Left > out.Left) {
+			if out == nil || (out.Node == i && (v.Left > out.Left || (v.Left == out.Left && f < out.Field))) {
 				out = &Conflict{Node: i, Field: f, Other: other, Left: v.Left}
 			}
 		}
@@ -341,6 +552,25 @@ func FloorOf(recs []*Records, fp string) int64 {
 	return m
 }
 
+// SetName names a set in the records: its fingerprint, and its alias
+// by address, as releases before issue 44 named it ("": none; see
+// Sets.CurAlias).
+type SetName struct{ FP, Alias string }
+
+// names reports whether fp names the set.
+func (n SetName) names(fp string) bool { return fp == n.FP || (n.Alias != "" && fp == n.Alias) }
+
+// freshFloor reports whether a node's records hold a fresh move floor of
+// the set n, under either name.
+func freshFloor(rc *Records, n SetName) bool {
+	for _, fp := range names(n.FP, n.Alias) {
+		if v, ok := rc.Fields[keys.ConfigFloor(fp)]; ok && v.Fresh > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Step is what the records of a move from a to b say of the runbook
 // (StepOf).
 type Step int
@@ -355,14 +585,18 @@ const (
 	StepDone                // only Clients of b alone
 	StepBoth                // Clients of a alone and of b alone: a violation
 	StepUnknown             // a node did not answer
+	StepOther               // a Client on a set that is neither a nor b, and not on b, was seen
 )
 
 // Reading is StepOf's answer.
 type Reading struct {
 	Step Step
 	// LeftA and LeftB are the longest evidence left of a Client of a
-	// alone and of b alone.
-	LeftA, LeftB int64
+	// alone and of b alone; LeftOther of a Client on neither (Other is
+	// its field: c:X, s:X, or a joint Client's j:X:Y with neither X nor
+	// Y b).
+	LeftA, LeftB, LeftOther int64
+	Other                   string
 	// Stale are the nodes of b whose move floor is missing or not fresh
 	// (StepFloor).
 	Stale []int
@@ -371,42 +605,51 @@ type Reading struct {
 // StepOf reads the records of every node of a move from set a to set b
 // (recs[i] nil: node i did not answer) and says which step of the runbook
 // is safe next. Step 3 is safe only when every node answered, a joint
-// Client recorded, no node shows a live Client of a alone (c:A or a relay
-// s:A), and every node of b holds a move floor that is still fresh (its
-// node's time before the floor's V). Freshness closes the gap after the
-// last joint round that read every node: V is that round's start plus
-// RecordTTL − MaxTTL, and evidence of a Client of a alone written after
-// the round started lives RecordTTL from its write, so before V it still
-// has MaxTTL to live and shows here. Every grant of a Client of a alone
-// whose evidence the round did not read is then seen, and every other is
-// under the floor (docs/reconfiguration.md, "Tokens across the move").
-// With mut.FirstWriterFloor, the floor is not asked for (the rule before
-// issue 33).
-func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
+// Client recorded, no node shows a live Client that is not on b (a Client
+// of a alone, c:A or a relay s:A; a Client of any other set alone; a
+// joint Client of two sets neither of which is b), and every node of b
+// holds a move floor that is still fresh (its node's time before the
+// floor's V). A fingerprint StepOf does not know is a Client not on b: an
+// older release's, or a set reached before its nodes' identities were
+// learned, may be a's. Freshness closes the gap after the last joint
+// round that read every node: V is that round's start plus RecordTTL −
+// MaxTTL, and evidence of a Client of a alone written after the round
+// started lives RecordTTL from its write, so before V it still has
+// MaxTTL to live and shows here. Every grant of a Client of a alone whose
+// evidence the round did not read is then seen, and every other is under
+// the floor (docs/reconfiguration.md, "Tokens across the move"). With
+// mut.FirstWriterFloor, the floor is not asked for (the rule before issue
+// 33).
+func StepOf(recs []*Records, a, b uint64, na, nb SetName, mut Mut) Reading {
 	var (
 		r       Reading
 		joint   bool
 		missing bool
 	)
+	isA, isB := na.names, nb.names
 	for i, rc := range recs {
 		if rc == nil {
 			missing = true
 			continue
 		}
 		for f, v := range rc.Fields {
-			switch f {
-			case keys.ConfigSingle(fa), keys.ConfigSeen(fa):
+			fp, _, alone := keys.ParseConfigAlone(f)
+			ja, jb, isJoint := keys.ParseConfigJoint(f)
+			switch {
+			case alone && isA(fp):
 				r.LeftA = max(r.LeftA, v.Left)
-			case keys.ConfigSingle(fb), keys.ConfigSeen(fb):
+			case alone && isB(fp):
 				r.LeftB = max(r.LeftB, v.Left)
-			case keys.ConfigJoint(fa, fb):
+			case isJoint && isA(ja) && isB(jb):
 				joint = true
+			case alone || (isJoint && !isB(ja) && !isB(jb)):
+				if v.Left > r.LeftOther || (v.Left == r.LeftOther && f < r.Other) {
+					r.LeftOther, r.Other = v.Left, f
+				}
 			}
 		}
-		if b&(1<<i) != 0 {
-			if v, ok := rc.Fields[keys.ConfigFloor(fb)]; !ok || v.Fresh <= 0 {
-				r.Stale = append(r.Stale, i)
-			}
+		if b&(1<<i) != 0 && !freshFloor(rc, nb) {
+			r.Stale = append(r.Stale, i)
 		}
 	}
 	switch {
@@ -416,6 +659,8 @@ func StepOf(recs []*Records, a, b uint64, fa, fb string, mut Mut) Reading {
 		r.Step = StepOne
 	case r.LeftA > 0:
 		r.Step = StepWait
+	case r.LeftOther > 0:
+		r.Step = StepOther
 	case missing:
 		r.Step = StepUnknown
 	case joint && len(r.Stale) > 0 && !mut.FirstWriterFloor:

@@ -14,6 +14,9 @@
 //	{PREFIX}:epoch          the restart guard's epoch record, one per node
 //	{PREFIX+NAME}:epoch     the epoch record on a Redis Cluster, one per lock
 //	EPOCH:ok                the guard's fast path beside each epoch record
+//	{PREFIX}:id             the node's identity (id.lua): a random value
+//	                        in its data set, which names it whatever its
+//	                        address (docs/reconfiguration.md)
 //	{PREFIX}:configs        the configuration records of the Clients that
 //	                        lock on the node, one hash per node (record.lua,
 //	                        docs/reconfiguration.md); its fields:
@@ -88,6 +91,10 @@ func (l Layout) Epoch(lockKey string, cluster bool) string {
 	return l.NodeEpoch()
 }
 
+// NodeID is the key of the node's identity (id.lua), in the slot of the
+// configuration records (Configs).
+func (l Layout) NodeID() string { return "{" + l.Prefix + "}:id" }
+
 // Configs is the hash of the configuration records of the Clients that
 // lock under the prefix on a node (docs/reconfiguration.md).
 func (l Layout) Configs() string { return "{" + l.Prefix + "}:configs" }
@@ -153,13 +160,27 @@ const (
 // hash.
 func Hold(id string) string { return HoldPrefix + id }
 
-// Fingerprint names a set of nodes, given by their addresses, in the
-// configuration records: the first 16 hex digits of the SHA-256 of the
-// sorted addresses.
-func Fingerprint(addrs []string) string {
-	addrs = slices.Sorted(slices.Values(addrs))
-	h := sha256.Sum256([]byte(strings.Join(addrs, "\n")))
+// Fingerprint names a set of nodes in the configuration records: the
+// first 16 hex digits of the SHA-256 of its members, sorted. A member is
+// a node's Member: its identity where it is known, so that one set has one
+// fingerprint however its nodes' addresses are written. Releases before
+// issue 44 gave the addresses themselves as members (the set's fingerprint
+// by spelling): redlock doctor computes that one too, to name the records
+// of such Clients.
+func Fingerprint(members []string) string {
+	members = slices.Sorted(slices.Values(members))
+	h := sha256.Sum256([]byte(strings.Join(members, "\n")))
 	return hex.EncodeToString(h[:8])
+}
+
+// Member is a node's member of a Fingerprint: "id:" and its identity
+// (NodeID's value), or "addr:" and its address while its identity is not
+// known (the node has not answered yet).
+func Member(id, addr string) string {
+	if id != "" {
+		return "id:" + id
+	}
+	return "addr:" + addr
 }
 
 // Fence is the fencing counter of the lock of key lockKey (from Lock).

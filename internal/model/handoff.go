@@ -41,11 +41,12 @@ import (
 
 // Claim statuses, as resume.lua replies.
 const (
-	NotClaimed     = 0
-	Claimed        = 1
-	ClaimKindError = 2 // REDLOCK_KIND: the node holds the secret in another kind
-	AlreadyClaimed = 3
-	Superseded     = 4 // the counter is missing or above the form's token
+	NotClaimed      = 0
+	Claimed         = 1
+	ClaimRecovering = 2 // the restart guard: the node may not vote yet
+	AlreadyClaimed  = 3
+	Superseded      = 4  // the counter is missing or above the form's token
+	ClaimKindError  = -1 // REDLOCK_KIND (an error reply): the node holds the secret in another kind
 )
 
 // Tomb is resume.lua's tombstone <lock>:claimed:<secret>: a claim of
@@ -99,30 +100,44 @@ type Form struct {
 	Token  int64
 }
 
-// Claim is resume.lua on a node's data and tombstones at env: where the
-// node holds f's secret in f's kind, the secret becomes new, with the same
-// expiry, and a tombstone of the old secret is left for tombTTL. It returns
-// the status and, when Claimed, how long the claimed lock has left.
-// Where the node's fencing counter is missing or above f's token (a holder
-// granted after f's lock can have drawn a token here), it answers
-// Superseded and changes nothing; not for a permit of a semaphore of more
-// than one. checkKind false is the ClaimTrustsKind mutant (the kind is not
-// checked), tomb false the NoTombstone mutant (no tombstone is read or
-// written), fence false the NoCounterCheck mutant (the counter is not
-// read).
-func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKind, tomb, fence bool) (status int, left int64) {
+// Claim is resume.lua on a node's data and tombstones at env, for a
+// request with the guard g: where the node holds f's secret in f's kind,
+// the secret becomes new, with the same expiry, and a tombstone of the old
+// secret is left for g.FenceTTL. It returns the status and, when Claimed,
+// how long the claimed lock has left. A node that recovers (the restart
+// guard, Epoch) answers ClaimRecovering with the time left to recover, and
+// changes nothing but its epoch record.
+// Where the node's fencing counter is missing or, raised to the epoch's
+// floor, above f's token (a holder granted after f's lock can have drawn
+// a token here), it answers Superseded and changes nothing; not for a
+// permit of a semaphore of more than one. The mutations ClaimTrustsKind,
+// NoTombstone, NoCounterCheck, ClaimUnguarded and ClaimRawCounter switch
+// its checks off.
+func (d *Data) Claim(t *Tombs, env Env, f Form, new int, g Guard, mut HandoffMutations) (status int, left int64) {
 	d.expire(env)
 	now := env.Now
+	rec, floor := d.Epoch(env, g, Mutations{})
+	if rec > 0 && !mut.ClaimUnguarded {
+		return ClaimRecovering, rec
+	}
+	checkKind, tomb := !mut.ClaimTrustsKind, !mut.NoTombstone
 	if tomb && t.has(f.Secret, now) {
 		return AlreadyClaimed, 0
 	}
-	// resume.lua's later(): the counter as it is (expire cleared an
-	// expired one).
+	// resume.lua's later(): the counter missing (expire cleared an
+	// expired one), or above the token once raised to the epoch's floor.
 	later := func() bool {
-		if !fence || (f.Kind == 's' && f.K != 1) {
+		if mut.NoCounterCheck || (f.Kind == 's' && f.K != 1) {
 			return false
 		}
-		return !d.Fence.OK || d.Fence.V > f.Token
+		if !d.Fence.OK {
+			return true
+		}
+		v := d.Fence.V
+		if !mut.ClaimRawCounter {
+			v = max(v, floor)
+		}
+		return v > f.Token
 	}
 	if d.Lock.Owner != 0 { // a string
 		if d.Lock.Owner != f.Secret {
@@ -140,7 +155,7 @@ func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKin
 		}
 		d.Lock.Owner = new
 		if tomb {
-			t.set(f.Secret, now+tombTTL)
+			t.set(f.Secret, now+g.FenceTTL)
 		}
 		return Claimed, pttl
 	}
@@ -161,7 +176,7 @@ func (d *Data) Claim(t *Tombs, env Env, f Form, new int, tombTTL int64, checkKin
 	fam.delHold(f.Secret)
 	fam.setHold(new, exp)
 	if tomb {
-		t.set(f.Secret, now+tombTTL)
+		t.set(f.Secret, now+g.FenceTTL)
 	}
 	return Claimed, exp - now
 }
@@ -208,6 +223,19 @@ type HandoffMutations struct {
 	// form whose lock H's late refreshes re-created after the rival's
 	// tenure resumes with a token below the rival's.
 	NoCounterCheck bool
+	// ClaimUnguarded: the claim ignores the restart guard (resume.lua
+	// before issue 44's finding A): a node that restarted from a
+	// snapshot, or a promoted replica, gives a claim its vote while it
+	// recovers.
+	// The handoff model has no restarts; TestClaimModelTellsBrokenTwins
+	// shows that the differential test tells this twin from the script.
+	ClaimUnguarded bool
+	// ClaimRawCounter: the claim compares the form's token with the
+	// counter as it is, not raised to the epoch's floor (resume.lua before
+	// issue 44's finding B): a counter restored from a snapshot, or
+	// replicated to a promoted replica, that lacks a later holder's token
+	// passes. Not in the handoff model either (no restarts).
+	ClaimRawCounter bool
 }
 
 // HandoffConfig bounds a handoff model.
@@ -618,7 +646,9 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 			}
 			return NotClaimed, 0
 		}
-		return d.Claim(&s.Tombs[ni], env, f, q.New, c.TombTTL, !c.Mut.ClaimTrustsKind, !c.Mut.NoTombstone, !c.Mut.NoCounterCheck)
+		cg := g
+		cg.FenceTTL = c.TombTTL
+		return d.Claim(&s.Tombs[ni], env, f, q.New, cg, c.Mut)
 	case hReqRefresh:
 		switch f.Kind {
 		case 'p':

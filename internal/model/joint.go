@@ -13,8 +13,8 @@ package model
 // the start (step 1 rolls every service to joint), a ConfB client's first
 // attempt only after step 2: every ConfA client done, and redlock
 // doctor's rule (joint.StepOf) on the nodes' records says step 3 is safe,
-// unless Mut.SkipStep2. A single-set client's token is raised to the move
-// floor its records gave it (Mut.NoMoveFloor drops it).
+// unless Mut.SkipStep2. A client's token is raised to the move floor its
+// records gave it (Mut.NoMoveFloor drops it).
 
 import (
 	"math/bits"
@@ -104,18 +104,18 @@ func (m *Model) mayStart(s *State, ci int) bool {
 	for ni := range c.Nodes {
 		recs[ni] = m.nodeRecords(s, ni)
 	}
-	st := joint.StepOf(recs, c.SetA, c.SetB, fpA, fpB, m.jointMut()).Step
+	st := joint.StepOf(recs, c.SetA, c.SetB, joint.SetName{FP: fpA}, joint.SetName{FP: fpB}, m.jointMut()).Step
 	return st == joint.StepThree || st == joint.StepDone
 }
 
-// moveFloor raises a single-set client's token to the move floor its
-// records gave it, and reports whether it did (the second round must then
-// confirm it): the library's engine.moveFloor.
+// moveFloor raises a client's token to the move floor its records gave it
+// (joint.Decide: a client on one set, or a joint client on its current
+// set), and reports whether it did (the second round must then confirm
+// it): the library's engine.moveFloor.
 func (m *Model) moveFloor(s *State, ci int) bool {
 	cl := &s.Clients[ci]
-	conf := m.Cfg.Clients[ci].Conf
 	floor := cl.Rec.Floor * TokenSeed
-	if (conf != ConfA && conf != ConfB) || m.Cfg.Mut.NoMoveFloor || cl.Token >= floor {
+	if m.Cfg.Clients[ci].Conf == 0 || m.Cfg.Mut.NoMoveFloor || cl.Token >= floor {
 		return false
 	}
 	cl.Token = floor

@@ -169,7 +169,8 @@ func (m *Model) nodeRecords(s *State, ni int) *joint.Records {
 // jointMut is the mutant of internal/joint that the model's mutant
 // selects.
 func (m *Model) jointMut() joint.Mut {
-	return joint.Mut{FirstWriterFloor: m.Cfg.Mut.FirstWriterFloor}
+	mut := &m.Cfg.Mut
+	return joint.Mut{FirstWriterFloor: mut.FirstWriterFloor, JointNoFloor: mut.JointNoFloor, JointNoConflict: mut.JointNoConflict}
 }
 
 // nodesOf are client ci's nodes, in the order of its records, and its
@@ -194,11 +195,11 @@ func (m *Model) nodesOf(ci int) ([]int, joint.Sets) {
 	all := uint64(1)<<len(nodes) - 1
 	switch c.Clients[ci].Conf {
 	case ConfA:
-		return nodes, joint.Sets{Cur: all, CurFP: fpA}
+		return nodes, joint.Sets{Cur: all, CurFP: fpA, Known: true}
 	case ConfB:
-		return nodes, joint.Sets{Cur: all, CurFP: fpB}
+		return nodes, joint.Sets{Cur: all, CurFP: fpB, Known: true}
 	}
-	return nodes, joint.Sets{Cur: a, Next: b, CurFP: fpA, NextFP: fpB}
+	return nodes, joint.Sets{Cur: a, Next: b, CurFP: fpA, NextFP: fpB, Known: true}
 }
 
 // startRecord starts a record (its read round) of client ci.
@@ -211,7 +212,7 @@ func (m *Model) startRecord(s *State, ci int, all bool) {
 	}
 	r.Has, r.All, r.Began = true, all, s.T
 	_, sets := m.nodesOf(ci)
-	own := &RecWrite{Keep: []joint.Keep{{Name: sets.Own(), TTL: joint.RecordTTL(m.Cfg.Clients[ci].MaxTTL)}}}
+	own := &RecWrite{Keep: []joint.Keep{{Name: sets.Own()[0], TTL: joint.RecordTTL(m.Cfg.Clients[ci].MaxTTL)}}}
 	m.recordRound(s, ci, recReading, func(int) *RecWrite { return own })
 }
 
@@ -233,10 +234,15 @@ func (m *Model) recordRound(s *State, ci, phase int, w func(li int) *RecWrite) {
 	}
 }
 
-// processRecord runs a record request on node ni.
+// processRecord runs a record request on node ni: record.lua, which
+// passes the restart guard first (a recovering node answers Recovering
+// and changes nothing).
 func (m *Model) processRecord(s *State, ni int, req Msg) Msg {
 	n := &s.Nodes[ni]
 	now := s.T + n.Offset
+	if rec, _ := n.Data.Epoch(n.env(s.T, m.Cfg.Second), m.guard(req.Actor), m.Cfg.Mut); rec > 0 {
+		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: Recovering}
+	}
 	recordTwin(&n.Conf, now, req.Rec, m.Cfg.Mut.FirstWriterFloor)
 	f := n.Conf
 	return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, N: now, Recs: &f}
@@ -247,6 +253,10 @@ func (m *Model) deliverRecord(s *State, ni int, rep Msg) {
 	r := &s.Clients[rep.Actor].Rec
 	if rep.Round != r.Round || r.Phase == recIdle || r.Votes[ni] != Pending || m.recDecided(s, rep.Actor) {
 		return // late
+	}
+	if rep.Status == Recovering {
+		r.Votes[ni] = No
+		return
 	}
 	r.Votes[ni] = Yes
 	r.Reps[ni] = RecReply{Now: rep.N, At: s.T, F: *rep.Recs}
@@ -363,16 +373,14 @@ func (m *Model) recordStep(s *State, ci int) {
 		})
 	case recWriting:
 		nodes, sets := m.nodesOf(ci)
-		if !sets.Joint() {
-			recs := make([]*joint.Records, len(nodes))
-			for li, ni := range nodes {
-				if r.Votes[ni] == Yes {
-					rp := &r.Reps[ni]
-					recs[li] = toRecords(&rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
-				}
+		recs := make([]*joint.Records, len(nodes))
+		for li, ni := range nodes {
+			if r.Votes[ni] == Yes {
+				rp := &r.Reps[ni]
+				recs[li] = toRecords(&rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
 			}
-			r.PFloor = max(r.PFloor, joint.FloorOf(recs, sets.CurFP))
 		}
+		r.PFloor = max(r.PFloor, joint.FloorOf(recs, sets.CurFP))
 		m.finishRecord(s, ci)
 	}
 }

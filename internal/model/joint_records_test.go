@@ -53,7 +53,7 @@ func TestRecordTwinMatchesScript(t *testing.T) {
 		for _, r := range w.Raise {
 			raise = append(raise, script.FloorRaise{Name: r.Name, Ahead: ms(r.Ahead), Until: r.Until, TTL: ms(r.TTL)})
 		}
-		got, err := script.Record(ctx, node, key, keep, raise)
+		got, err := script.Record(ctx, node, key, "{d}:epoch", script.Guard{Mode: '0'}, keep, raise)
 		if err != nil {
 			t.Fatal(err)
 		}

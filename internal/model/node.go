@@ -116,6 +116,10 @@ type JointMutations struct {
 	// sees no client on A alone; a client on B alone writes one the same
 	// way when none is there; doctor's step 3 asks for no floor.
 	FirstWriterFloor bool
+	// JointNoFloor and JointNoConflict: issue 44's findings C and D
+	// (joint.Mut): a joint client takes no move floor, or never
+	// refuses.
+	JointNoFloor, JointNoConflict bool
 }
 
 // PermitMutations are the mutants of the semaphore (docs/safety.md, "Semaphores").

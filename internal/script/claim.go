@@ -20,16 +20,21 @@ const (
 	NotClaimed ClaimStatus = 0
 	// Claimed: the secret was the form's and is the new one now.
 	Claimed ClaimStatus = 1
+	// ClaimRecovering: the node may not vote yet (the restart guard,
+	// epoch.lua), for Claim.Left more; it changed nothing.
+	ClaimRecovering ClaimStatus = 2
 	// AlreadyClaimed: a claim of the form's secret ran on the node before.
 	AlreadyClaimed ClaimStatus = 3
 	// Superseded: the node holds the secret, but its fencing counter is
-	// missing or above the form's token: a holder granted after the
-	// form's lock can have drawn a token there. Nothing changed.
+	// missing or, raised to the epoch's floor as an acquire reads it,
+	// above the form's token: a holder granted after the form's lock can
+	// have drawn a token there. Nothing changed.
 	Superseded ClaimStatus = 4
 )
 
 // Claim is the decoded reply of resume.lua: the status, and how long the
-// claimed hold has left on the node when Claimed.
+// claimed hold has left on the node when Claimed, or how long the node
+// still recovers when ClaimRecovering.
 type Claim struct {
 	Status ClaimStatus
 	Left   time.Duration
@@ -44,11 +49,14 @@ func ClaimKind(h *Hold) string {
 	return string(h.Mode)
 }
 
-// ClaimCall prepares resume.lua: on the lock key, the secret old of a lock
-// of h's kind (h nil or of Mode 0: a plain lock) and of fencing token
-// token becomes new, where the lock's fencing counter (fenceKey) is at
-// most token, and the claim leaves a tombstone of old for tombTTL.
-func ClaimCall(key, fenceKey string, h *Hold, old, new string, token int64, tombTTL time.Duration) Call {
+// ClaimCall prepares resume.lua on a lock's keys k (its key, fencing
+// counter and the node's epoch record): the secret old of a lock of h's
+// kind (h nil or of Mode 0: a plain lock) and of fencing token token
+// becomes new, where the node is not recovering (g, the restart guard, as
+// an acquire's) and the lock's fencing counter, raised to the epoch's
+// floor, is at most token; the claim leaves a tombstone of old for
+// g.FenceTTL.
+func ClaimCall(k Keys, h *Hold, old, new string, token int64, g Guard) Call {
 	arg := ""
 	switch {
 	case h == nil:
@@ -57,7 +65,8 @@ func ClaimCall(key, fenceKey string, h *Hold, old, new string, token int64, tomb
 	case h.Mode == layout.ModePermit:
 		arg = strconv.Itoa(h.Permits)
 	}
-	return resume.call([]string{key, fenceKey}, ClaimKind(h), arg, old, new, ms(tombTTL), strconv.FormatInt(token, 10))
+	argv := append([]any{ClaimKind(h), arg, old, new, strconv.FormatInt(token, 10)}, g.args()...)
+	return resume.call([]string{k.Lock, k.Fence, k.Epoch}, argv...)
 }
 
 // Claim runs a prepared claim on one node. A node that holds the secret
@@ -73,7 +82,7 @@ func (call Call) Claim(ctx context.Context, n driver.Node) (Claim, error) {
 	}
 	status, ok1 := a[0].(int64)
 	left, ok2 := a[1].(int64)
-	if !ok1 || !ok2 || (status != 0 && status != 1 && status != 3 && status != 4) {
+	if !ok1 || !ok2 || status < int64(NotClaimed) || status > int64(Superseded) {
 		return Claim{}, fmt.Errorf("redlock: unexpected claim reply %v", v)
 	}
 	return Claim{Status: ClaimStatus(status), Left: time.Duration(left) * time.Millisecond}, nil

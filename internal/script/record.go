@@ -15,7 +15,7 @@ import (
 //go:embed record.lua
 var recordSrc string
 
-var record = newScript(recordSrc)
+var record = newScript(epochSrc + "\n" + recordSrc)
 
 // RecordField is one field of a configuration record and its TTL.
 type RecordField struct {
@@ -43,17 +43,23 @@ type RecordValue struct {
 }
 
 // Records are a node's live configuration records after a record call:
-// the node's time (ms) and each live field.
+// the node's time (ms) and each live field; or, on a node that may not
+// take part yet (the restart guard), how long it still recovers, and
+// nothing else.
 type Records struct {
-	Now    int64
-	Fields map[string]RecordValue
+	Now        int64
+	Fields     map[string]RecordValue
+	Recovering time.Duration
 }
 
-// Record runs record.lua on one node (docs/reconfiguration.md): it keeps
-// the fields of keep alive for their TTL, raises each move floor of
-// floors, and returns the node's live fields.
-func Record(ctx context.Context, n driver.Node, key string, keep []RecordField, floors []FloorRaise) (Records, error) {
-	argv := make([]any, 0, 1+2*len(keep)+4*len(floors))
+// Record runs record.lua on one node (docs/reconfiguration.md), under the
+// restart guard g with the node's epoch record at epochKey: it keeps the
+// fields of keep alive for their TTL, raises each move floor of floors,
+// and returns the node's live fields. A recovering node changes nothing
+// and returns Records with Recovering set.
+func Record(ctx context.Context, n driver.Node, key, epochKey string, g Guard, keep []RecordField, floors []FloorRaise) (Records, error) {
+	argv := make([]any, 0, 6+2*len(keep)+4*len(floors))
+	argv = append(argv, g.args()...)
 	argv = append(argv, strconv.Itoa(len(keep)))
 	for _, f := range keep {
 		argv = append(argv, f.Name, ms(max(f.TTL, time.Millisecond)))
@@ -61,7 +67,7 @@ func Record(ctx context.Context, n driver.Node, key string, keep []RecordField, 
 	for _, f := range floors {
 		argv = append(argv, f.Name, ms(max(f.Ahead, 0)), ms(max(f.TTL, time.Millisecond)), strconv.FormatInt(max(f.Until, 0), 10))
 	}
-	v, err := record.call([]string{key}, argv...).Run(ctx, n)
+	v, err := record.call([]string{key, epochKey}, argv...).Run(ctx, n)
 	if err != nil {
 		return Records{}, err
 	}
@@ -70,12 +76,22 @@ func Record(ctx context.Context, n driver.Node, key string, keep []RecordField, 
 
 func decodeRecords(v any) (Records, error) {
 	s, err := reply.Slice(v, nil)
-	if err != nil || len(s)%2 != 1 {
+	if err != nil || len(s) == 0 {
 		return Records{}, fmt.Errorf("record: unexpected reply %v", v)
 	}
 	now, err := reply.Int64(s[0], nil)
 	if err != nil {
 		return Records{}, fmt.Errorf("record: node time: %w", err)
+	}
+	if now == -1 && len(s) == 2 {
+		ms, err := reply.Int64(s[1], nil)
+		if err != nil {
+			return Records{}, fmt.Errorf("record: unexpected reply %v", v)
+		}
+		return Records{Recovering: time.Duration(ms) * time.Millisecond}, nil
+	}
+	if len(s)%2 != 1 {
+		return Records{}, fmt.Errorf("record: unexpected reply %v", v)
 	}
 	r := Records{Now: now, Fields: make(map[string]RecordValue, len(s)/2)}
 	for i := 1; i+1 < len(s); i += 2 {

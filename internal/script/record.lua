@@ -3,7 +3,15 @@
 -- expiry (node milliseconds), and a move floor's goes on with ":M:V": the
 -- floor M and the node time V until which it is fresh.
 --
--- ARGV[1] is the number n of fields to keep alive: ARGV[2..2n+1] are pairs
+-- KEYS[2] is the node's epoch record (epoch.lua): a record round passes
+-- the restart guard, as every reply that counts toward a quorum does. A
+-- node that may have lost its records (it restarted, or a replica was
+-- promoted) answers {-1, ms}, recovering for ms more, and changes
+-- nothing: its empty records must not count as a node that saw no
+-- Client. ARGV[1..5] are the guard's: max_ttl, delta, guard, (unused),
+-- record expiry, as in acquire.lua.
+--
+-- ARGV[6] is the number n of fields to keep alive: ARGV[7..2n+6] are pairs
 -- of a field and a TTL (ms); each such field expires at now + TTL, or
 -- later if it already did. The quadruples after them are move floors to
 -- raise: a field, ahead and TTL (ms) and until (a node time, ms): M
@@ -15,15 +23,18 @@
 -- the reply is the node's time followed by every live field and its value.
 
 local key = KEYS[1]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local _, recovering = epoch(KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[5]))
+if recovering > 0 then
+  return {-1, recovering}
+end
+local now = node_now()
 
 local function expiry(v)
   return tonumber(string.match(v or '', '^(%d+)'))
 end
 
-local n = tonumber(ARGV[1])
-local i = 2
+local n = tonumber(ARGV[6])
+local i = 7
 for _ = 1, n do
   local f, exp = ARGV[i], now + tonumber(ARGV[i + 1])
   i = i + 2

@@ -29,7 +29,7 @@ func TestRecordFloorRises(t *testing.T) {
 	ms := now.UnixMilli()
 	raise := func(ahead time.Duration, until int64) RecordValue {
 		t.Helper()
-		r, err := Record(ctx, n, key, []RecordField{{Name: "j:A:B", TTL: time.Minute}},
+		r, err := Record(ctx, n, key, "{p}:epoch", Guard{Mode: '0'}, []RecordField{{Name: "j:A:B", TTL: time.Minute}},
 			[]FloorRaise{{Name: f, Ahead: ahead, Until: until, TTL: time.Hour}})
 		if err != nil {
 			t.Fatal(err)
@@ -59,7 +59,7 @@ func TestRecordFloorRises(t *testing.T) {
 	if err := c.HSet(ctx, key, f, formatInt(ms+3_600_000)+":"+formatInt(ms-5000)).Err(); err != nil {
 		t.Fatal(err)
 	}
-	r, err := Record(ctx, n, key, nil, nil)
+	r, err := Record(ctx, n, key, "{p}:epoch", Guard{Mode: '0'}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,3 +80,36 @@ func TestRecordFloorRises(t *testing.T) {
 }
 
 func formatInt(v int64) string { return strconv.FormatInt(v, 10) }
+
+// TestRecordPassesTheGuard: a record round counts toward a quorum, so it
+// passes the restart guard (issue 44: every vote passes the guard). On a
+// node whose epoch record was written by another process (a restart that
+// kept the data), record.lua answers recovering, for about the max TTL,
+// and writes nothing; with the guard off it records.
+func TestRecordPassesTheGuard(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	n := nodeOf(c)
+	const key, epoch = "{g}:configs", "{g}:epoch"
+	if err := c.HSet(ctx, epoch, "run", "another process", "base", "1", "maxttl", "1000", "until", "1001", "kind", "new", "check", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	g := Guard{MaxTTL: 30 * time.Second, Delta: 50 * time.Millisecond, Mode: '1'}
+	own := []RecordField{{Name: "c:A", TTL: time.Minute}}
+	r, err := Record(ctx, n, key, epoch, g, own, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Recovering < 29*time.Second || r.Recovering > 30*time.Second || len(r.Fields) != 0 {
+		t.Fatalf("a recovering node's record: %+v, want recovering for about 30s and no fields", r)
+	}
+	if n, err := c.Exists(ctx, key).Result(); err != nil || n != 0 {
+		t.Fatalf("a recovering node wrote its records (%d, %v)", n, err)
+	}
+	g.Mode = '0'
+	if r, err := Record(ctx, n, key, epoch, g, own, nil); err != nil || r.Recovering != 0 || r.Fields["c:A"].Left <= 0 {
+		t.Fatalf("the guard off: %+v, %v, want the record", r, err)
+	}
+}

@@ -1,0 +1,50 @@
+package script
+
+import (
+	"context"
+	"crypto/rand"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+
+	"github.com/redlock-go/redlock/driver"
+)
+
+//go:embed id.lua
+var idSrc string
+
+var identify = newScript(idSrc)
+
+// Identity is a node's identity (id.lua) and its Redis process's run_id
+// ("" when INFO is refused).
+type Identity struct {
+	ID    string
+	RunID string
+}
+
+// NewIdentity is a new random node identity: 64 bits, in hex.
+func NewIdentity() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}
+
+// Identify reads the node's identity at key (keys.Layout.NodeID), writing
+// a new random one when it has none, and the run_id of the process that
+// answered.
+func Identify(ctx context.Context, n driver.Node, key string) (Identity, error) {
+	v, err := identify.call([]string{key}, NewIdentity()).Run(ctx, n)
+	if err != nil {
+		return Identity{}, err
+	}
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return Identity{}, fmt.Errorf("redlock: unexpected identity reply %v", v)
+	}
+	id, ok1 := a[0].(string)
+	run, ok2 := a[1].(string)
+	if !ok1 || !ok2 || id == "" {
+		return Identity{}, fmt.Errorf("redlock: unexpected identity reply %v", v)
+	}
+	return Identity{ID: id, RunID: run}, nil
+}
