@@ -145,11 +145,20 @@ func TestRefreshReseedsANodeThatLostTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := rawGet(t, cl.clients[0], "reseed")
-	// Node 2 loses the key, and its counter with it, as a restart without
-	// data would (the guard is off): a counter left above the lock's token
-	// (node 2's vote may have come after the decision, seeded a
-	// millisecond later) would refuse the re-seed (issue 44).
-	if err := cl.clients[2].Del(ctx, "{redlock:reseed}", "{redlock:reseed}:fence").Err(); err != nil {
+	// The acquire has run on node 2 (TryObtain returns at a quorum).
+	eventually(t, "node 2 holds the lock", func() bool {
+		got, ok := rawGet(t, cl.clients[2], "reseed")
+		return ok && got == want
+	})
+	// Node 2 loses the key. Its counter is put at the lock's token, as on
+	// a node whose vote made the token: node 2's own vote, after the
+	// decision and seeded a millisecond later, or the second round's
+	// raise of a missing counter, can leave it above the token, which
+	// refuses the re-seed (issue 44).
+	if err := cl.clients[2].Del(ctx, "{redlock:reseed}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.clients[2].Set(ctx, "{redlock:reseed}:fence", lock.Token(), time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if err := lock.Refresh(ctx, time.Minute); err != nil {

@@ -437,6 +437,8 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 		t.Fatal(err)
 	}
 	n0 := cl.clients[0]
+	// The acquire has run on node 0 (TryObtain returns at a quorum).
+	eventually(t, "node 0 has the permit", func() bool { return n0.HExists(ctx, key, "h:"+p.secret.id).Val() })
 	fields, _ := n0.HKeys(ctx, key).Result()
 	for _, f := range fields {
 		if strings.HasPrefix(f, "h:") {
