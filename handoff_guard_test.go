@@ -112,6 +112,19 @@ func reachable(t *testing.T, node redis.UniversalClient) {
 	eventually(t, "the node answers", func() bool { return node.Ping(context.Background()).Err() == nil })
 }
 
+// holdsSecret reports whether node holds l's secret: a plain lock's
+// value, or a hold's field h:ID.
+func holdsSecret(t *testing.T, node redis.UniversalClient, l *Lock) bool {
+	t.Helper()
+	ctx := context.Background()
+	if l.secret.hold == nil {
+		v, err := node.Get(ctx, l.keys.key).Result()
+		return err == nil && v == l.secret.id
+	}
+	ok, err := node.HExists(ctx, l.keys.key, "h:"+l.secret.id).Result()
+	return err == nil && ok
+}
+
 // tombstoned reports whether node has a claim's tombstone of l's secret.
 func tombstoned(t *testing.T, node redis.UniversalClient, l *Lock) bool {
 	t.Helper()
