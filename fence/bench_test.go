@@ -54,7 +54,7 @@ func BenchmarkRedisWrite(b *testing.B) {
 		serverTime(b, c, "evalsha", func() {
 			for i := range b.N {
 				token++
-				if err := r.Set(ctx, "bench:set", token, "v"+strconv.Itoa(i)); err != nil {
+				if err := r.Set(ctx, "bench:set", Token(token), "v"+strconv.Itoa(i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -73,7 +73,7 @@ func BenchmarkRedisWrite(b *testing.B) {
 		serverTime(b, c, "evalsha", func() {
 			for range b.N {
 				token++
-				if _, err := r.Add(ctx, "bench:add", token, 1, 0); err != nil {
+				if _, err := r.Add(ctx, "bench:add", Token(token), 1, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -155,9 +155,9 @@ func newOptions(opts []Option) options {
 }
 
 // admit refuses a negative token unless allowed.
-func (o options) admit(resource string, token int64) error {
-	if token < 0 && !o.allowNegative {
-		return &StaleError{Resource: resource, Token: token, Negative: true}
+func (o options) admit(resource string, s Sequencer) error {
+	if s.Token < 0 && !o.allowNegative {
+		return &StaleError{Resource: resource, Token: s.Token, Negative: true}
 	}
 	return nil
 }

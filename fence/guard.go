@@ -10,10 +10,10 @@ import (
 // in memory (MemoryStore), or in a store of your own that survives the
 // service's restarts (a row, a file, a Redis key).
 type GuardStore interface {
-	// Admit raises resource's highest token to token when token is at
-	// least that high (or none is recorded), atomically, and returns the
-	// highest token after the call and whether token was admitted.
-	Admit(ctx context.Context, resource string, token int64) (highest int64, ok bool, err error)
+	// Admit records s as resource's fence when s's token is at least the
+	// fence's (or none is recorded), atomically, and returns the fence
+	// after the call and whether s was admitted.
+	Admit(ctx context.Context, resource string, s Sequencer) (fence Sequencer, ok bool, err error)
 }
 
 // MemoryStore is a GuardStore in memory: it forgets everything when the
@@ -23,24 +23,24 @@ type GuardStore interface {
 // ready to use.
 type MemoryStore struct {
 	mu sync.Mutex
-	m  map[string]int64
+	m  map[string]Sequencer
 }
 
 // Admit implements GuardStore.
-func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (int64, bool, error) {
+func (s *MemoryStore) Admit(_ context.Context, resource string, seq Sequencer) (Sequencer, bool, error) {
 	if s == nil {
-		return 0, false, invalid("nil *MemoryStore")
+		return Sequencer{}, false, invalid("nil *MemoryStore")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[string]int64)
+		s.m = make(map[string]Sequencer)
 	}
-	if h, ok := s.m[resource]; ok && token < h {
+	if h, ok := s.m[resource]; ok && seq.Token < h.Token {
 		return h, false, nil
 	}
-	s.m[resource] = token
-	return token, true, nil
+	s.m[resource] = seq
+	return seq, true, nil
 }
 
 // Delete forgets resource: its next token is admitted whatever it is. Call
@@ -107,7 +107,7 @@ func (g *Guard) ready() error {
 // (ErrStale) without running fn when token is below the highest admitted
 // (or negative without AllowNegative), an error wrapping ErrInvalid for an
 // empty resource, the store's error, ctx's error, or fn's error.
-func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(context.Context) error) error {
+func (g *Guard) Do(ctx context.Context, resource string, seq Sequencer, fn func(context.Context) error) error {
 	if err := g.ready(); err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(co
 	case resource == "":
 		return invalid("empty resource")
 	}
-	if err := g.opts.admit(resource, token); err != nil {
+	if err := g.opts.admit(resource, seq); err != nil {
 		return err
 	}
 	s := g.take(resource)
@@ -130,12 +130,12 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(co
 		return ctx.Err()
 	}
 	defer func() { <-s.sem }()
-	highest, ok, err := g.store.Admit(ctx, resource, token)
+	highest, ok, err := g.store.Admit(ctx, resource, seq)
 	if err != nil {
 		return fmt.Errorf("fence: %s: guard store: %w", resource, err)
 	}
 	if !ok {
-		return &StaleError{Resource: resource, Token: token, Fence: highest}
+		return &StaleError{Resource: resource, Token: seq.Token, Fence: highest.Token}
 	}
 	return fn(ctx)
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"path"
-	"strconv"
 )
 
 // TokenHeader is the request header Middleware reads the token from.
@@ -107,18 +106,18 @@ func (g *Guard) middlewareReady(resource func(*http.Request) string, next http.H
 	return nil
 }
 
-// requestToken reads the token of r's Fencing-Token header, or says which
-// status answers r and why.
-func requestToken(r *http.Request) (int64, int, error) {
+// requestToken reads the sequencer of r's Fencing-Token header (its text
+// form, or a bare token), or says which status answers r and why.
+func requestToken(r *http.Request) (Sequencer, int, error) {
 	raw := r.Header.Get(TokenHeader)
 	if raw == "" {
-		return 0, http.StatusPreconditionRequired, fmt.Errorf("fence: missing %s header", TokenHeader)
+		return Sequencer{}, http.StatusPreconditionRequired, fmt.Errorf("fence: missing %s header", TokenHeader)
 	}
-	token, err := strconv.ParseInt(raw, 10, 64)
+	s, err := ParseSequencer(raw)
 	if err != nil {
-		return 0, http.StatusBadRequest, fmt.Errorf("fence: malformed %s header %q", TokenHeader, raw)
+		return Sequencer{}, http.StatusBadRequest, fmt.Errorf("fence: malformed %s header %q", TokenHeader, raw)
 	}
-	return token, 0, nil
+	return s, 0, nil
 }
 
 // readBody reads r's body whole, up to the guard's MaxBody, and puts it

@@ -55,8 +55,8 @@ const NoFloor int64 = math.MinInt64
 // highest shared reader's token), and raises the fence to token. It returns
 // a *StaleError (ErrStale) otherwise, and changes nothing but the count of
 // refusals.
-func (r *Redis) Set(ctx context.Context, key string, token int64, value string) error {
-	_, err := r.run(ctx, setScript, key, token, value)
+func (r *Redis) Set(ctx context.Context, key string, s Sequencer, value string) error {
+	_, err := r.run(ctx, setScript, key, s, value)
 	return err
 }
 
@@ -68,8 +68,8 @@ func (r *Redis) Set(ctx context.Context, key string, token int64, value string) 
 // the same value, writes and overwrites it: an update lost with no stale
 // write accepted. ok is false when no value is stored. It returns a
 // *StaleError (ErrStale) when token is below the fence.
-func (r *Redis) Get(ctx context.Context, key string, token int64) (value string, ok bool, err error) {
-	return r.get(ctx, getScript, key, token)
+func (r *Redis) Get(ctx context.Context, key string, s Sequencer) (value string, ok bool, err error) {
+	return r.get(ctx, getScript, key, s)
 }
 
 // GetShared returns the value at key for the holder of a shared (read)
@@ -79,12 +79,12 @@ func (r *Redis) Get(ctx context.Context, key string, token int64) (value string,
 // written. It records the highest reader token, so that an exclusive
 // holder older than a reader can no longer write or Get. It returns a
 // *StaleError (ErrStale) when refused.
-func (r *Redis) GetShared(ctx context.Context, key string, token int64) (value string, ok bool, err error) {
-	return r.get(ctx, sharedScript, key, token)
+func (r *Redis) GetShared(ctx context.Context, key string, s Sequencer) (value string, ok bool, err error) {
+	return r.get(ctx, sharedScript, key, s)
 }
 
-func (r *Redis) get(ctx context.Context, s script, key string, token int64) (string, bool, error) {
-	v, err := r.run(ctx, s, key, token)
+func (r *Redis) get(ctx context.Context, sc script, key string, s Sequencer) (string, bool, error) {
+	v, err := r.run(ctx, sc, key, s)
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
@@ -120,22 +120,22 @@ func (r *Redis) get(ctx context.Context, s script, key string, token int64) (str
 // client's retries off (MaxRetries: -1). An Add that returns another error
 // (a timeout after the last retry) may or may not have been applied:
 // Inspect tells, not a new Add.
-func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) (int64, error) {
+func (r *Redis) Add(ctx context.Context, key string, s Sequencer, delta, floor int64) (int64, error) {
 	f := ""
 	if floor != NoFloor {
 		f = strconv.FormatInt(floor, 10)
 	}
-	v, err := r.run(ctx, addScript, key, token, delta, f)
+	v, err := r.run(ctx, addScript, key, s, delta, f)
 	if err != nil {
 		return 0, err
 	}
-	s, ok := v.(string)
+	str, ok := v.(string)
 	if !ok {
 		return 0, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
 	}
-	n, err := strconv.ParseInt(s, 10, 64)
+	n, err := strconv.ParseInt(str, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("fence: %s: unexpected reply %q", key, s)
+		return 0, fmt.Errorf("fence: %s: unexpected reply %q", key, str)
 	}
 	return n, nil
 }
@@ -157,16 +157,16 @@ func (r *Redis) Add(ctx context.Context, key string, token, delta, floor int64) 
 // fails: the holder was current. An error of src comes back as it is,
 // whatever it says: the package's refusals carry a random id of the call,
 // which src is not given.
-func (r *Redis) Eval(ctx context.Context, key string, token int64, src string, keys []string, args ...any) (any, error) {
-	if err := r.admit(ctx, key, token); err != nil {
+func (r *Redis) Eval(ctx context.Context, key string, s Sequencer, src string, keys []string, args ...any) (any, error) {
+	if err := r.admit(ctx, key, s); err != nil {
 		return nil, err
 	}
 	id := callID()
 	allKeys := append([]string{key}, keys...)
-	allArgs := append([]any{strconv.FormatInt(token, 10), id}, args...)
+	allArgs := append([]any{strconv.FormatInt(s.Token, 10), id}, args...)
 	full := checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"
 	v, err := r.rdb.Eval(ctx, full, allKeys, allArgs...).Result()
-	return v, r.reply(key, id, token, err)
+	return v, r.reply(key, id, s.Token, err)
 }
 
 // State is what a resource in Redis holds, without a token: for
@@ -227,31 +227,31 @@ func (r *Redis) ready(ctx context.Context, key string) error {
 	return nil
 }
 
-func (r *Redis) admit(ctx context.Context, key string, token int64) error {
+func (r *Redis) admit(ctx context.Context, key string, s Sequencer) error {
 	if err := r.ready(ctx, key); err != nil {
 		return err
 	}
-	return r.opts.admit(key, token)
+	return r.opts.admit(key, s)
 }
 
-// run runs s on key with token and args, as a new call (callID).
-func (r *Redis) run(ctx context.Context, s script, key string, token int64, args ...any) (any, error) {
-	return r.call(ctx, s, key, callID(), token, args...)
+// run runs sc on key with s and args, as a new call (callID).
+func (r *Redis) run(ctx context.Context, sc script, key string, s Sequencer, args ...any) (any, error) {
+	return r.call(ctx, sc, key, callID(), s, args...)
 }
 
-// call runs s on key as the call id with token and args: EVALSHA, and EVAL
+// call runs sc on key as the call id with s and args: EVALSHA, and EVAL
 // when the node does not have the script yet.
-func (r *Redis) call(ctx context.Context, s script, key, id string, token int64, args ...any) (any, error) {
-	if err := r.admit(ctx, key, token); err != nil {
+func (r *Redis) call(ctx context.Context, sc script, key, id string, s Sequencer, args ...any) (any, error) {
+	if err := r.admit(ctx, key, s); err != nil {
 		return nil, err
 	}
 	keys := []string{key}
-	argv := append([]any{strconv.FormatInt(token, 10), id}, args...)
-	v, err := r.rdb.EvalSha(ctx, s.sha, keys, argv...).Result()
+	argv := append([]any{strconv.FormatInt(s.Token, 10), id}, args...)
+	v, err := r.rdb.EvalSha(ctx, sc.sha, keys, argv...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		v, err = r.rdb.Eval(ctx, s.src, keys, argv...).Result()
+		v, err = r.rdb.Eval(ctx, sc.src, keys, argv...).Result()
 	}
-	return v, r.reply(key, id, token, err)
+	return v, r.reply(key, id, s.Token, err)
 }
 
 // callID is a call's id: 65 random bits, the first 13 characters of

@@ -91,14 +91,14 @@ type Execer interface {
 // waited for the row while a concurrent transaction wrote it); in the
 // caller's transaction or connection, the conflict is returned, an error
 // matching ErrConflict.
-func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set string, args ...any) error {
+func (t *Table) Update(ctx context.Context, db Execer, id any, s Sequencer, set string, args ...any) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
 	if err := checkSet(set); err != nil {
 		return err
 	}
-	return t.update(ctx, db, id, token, set+", ", args)
+	return t.update(ctx, db, id, s, set+", ", args)
 }
 
 // Fence records token on the row of id, as a fenced read does: a holder
@@ -110,11 +110,11 @@ func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set 
 // lose it. It returns a *StaleError (ErrStale) when the row's fence is
 // above token, and an error wrapping sql.ErrNoRows when there is no row; a
 // conflict is as in Update.
-func (t *Table) Fence(ctx context.Context, db Execer, id any, token int64) error {
+func (t *Table) Fence(ctx context.Context, db Execer, id any, s Sequencer) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
-	return t.update(ctx, db, id, token, "", nil)
+	return t.update(ctx, db, id, s, "", nil)
 }
 
 // checkSet refuses a SET clause that is empty, or that could cut off what
@@ -157,10 +157,11 @@ const conflictAttempts = 8
 // update runs the fenced UPDATE on the row of id. On a *sql.DB, a
 // statement of its own outside any transaction, it runs it again after a
 // conflict: nothing was written.
-func (t *Table) update(ctx context.Context, db Execer, id any, token int64, set string, args []any) error {
-	if err := t.opts.admit(t.resource(id), token); err != nil {
+func (t *Table) update(ctx context.Context, db Execer, id any, s Sequencer, set string, args []any) error {
+	if err := t.opts.admit(t.resource(id), s); err != nil {
 		return err
 	}
+	token := s.Token
 	q, args := t.statement(set, args, token, id)
 	_, again := db.(*sql.DB)
 	for attempt := 1; ; attempt++ {
@@ -279,17 +280,17 @@ func fenceText(f sql.NullInt64) string {
 // eighth attempt, is returned as an error matching ErrConflict (and fn's
 // error, if fn returned it): nothing was written, and the caller may run
 // the Tx again if fn can run again.
-func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) error {
+func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, s Sequencer, fn func(tx *sql.Tx) error) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
 	if fn == nil {
 		return invalid("nil function")
 	}
-	if err := t.opts.admit(t.resource(id), token); err != nil {
+	if err := t.opts.admit(t.resource(id), s); err != nil {
 		return err
 	}
-	tx, err := t.begin(ctx, db, id, token)
+	tx, err := t.begin(ctx, db, id, s)
 	if err != nil {
 		return err
 	}
@@ -312,13 +313,13 @@ func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func
 // begin begins a transaction on db and fences the row of id in it. A
 // fencing statement that failed with a conflict runs again in a new
 // transaction, up to conflictAttempts times: nothing was written yet.
-func (t *Table) begin(ctx context.Context, db *sql.DB, id any, token int64) (*sql.Tx, error) {
+func (t *Table) begin(ctx context.Context, db *sql.DB, id any, s Sequencer) (*sql.Tx, error) {
 	for attempt := 1; ; attempt++ {
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: t.opts.isolation})
 		if err != nil {
 			return nil, t.fail(id, "begin: ", err)
 		}
-		err = t.Fence(ctx, tx, id, token)
+		err = t.Fence(ctx, tx, id, s)
 		if err == nil {
 			return tx, nil
 		}
