@@ -53,10 +53,10 @@ func TestZeroTokenRefused(t *testing.T) {
 	g := NewGuard(&MemoryStore{})
 	ran := false
 	for name, fn := range map[string]func(Sequencer) error{
-		"Redis.Set":  func(s Sequencer) error { return r.Set(ctx, "k", s, "v") },
-		"Redis.Get":  func(s Sequencer) error { _, _, err := r.Get(ctx, "k", s); return err },
-		"Redis.Add":  func(s Sequencer) error { _, err := r.Add(ctx, "k", s, 1, NoFloor); return err },
-		"Redis.Eval": func(s Sequencer) error { _, err := r.Eval(ctx, "k", s, "return 1", nil); return err },
+		"Redis.Set":    func(s Sequencer) error { return r.Set(ctx, "k", s, "v") },
+		"Redis.Get":    func(s Sequencer) error { _, _, err := r.Get(ctx, "k", s); return err },
+		"Redis.Add":    func(s Sequencer) error { _, err := r.Add(ctx, "k", s, 1, NoFloor); return err },
+		"Redis.Eval":   func(s Sequencer) error { _, err := r.Eval(ctx, "k", s, "return 1", nil); return err },
 		"Table.Update": func(s Sequencer) error { return tbl.Update(ctx, unsent{}, 1, s, "a = 1") },
 		"Guard.Do": func(s Sequencer) error {
 			return g.Do(ctx, "r", s, func(context.Context) error { ran = true; return nil })
