@@ -88,6 +88,12 @@ var ErrInvalid = errors.New("fence: invalid argument")
 // SQLState method (pgx, lib/pq) report conflicts.
 var ErrConflict = errors.New("fence: serialization conflict")
 
+// ErrOtherLock is matched (errors.Is) by the refusal of a sequencer of
+// another lock than the one the resource follows (the lock of the first
+// sequencer it admitted), or of a bare token (Token) once it follows one.
+// The resource is unchanged but for its count of refusals.
+var ErrOtherLock = errors.New("fence: a sequencer of another lock")
+
 // ErrBound is matched by the error of Redis.Add when the change would take
 // the counter below its floor. The error is a *BoundError; the counter is
 // unchanged.
@@ -154,13 +160,40 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// admit refuses a negative token unless allowed.
+// errZeroToken is why token 0 is refused.
+const errZeroToken = "token 0, which no lock is issued: a lock of several names (redlock's Client.All) has 0 as its own token; fence with each of its Lock.Parts(), which have tokens of their own"
+
+// admit refuses a sequencer that no lock issued (token 0, a name without
+// a kind or a kind without a name), and a negative token unless allowed.
 func (o options) admit(resource string, s Sequencer) error {
+	switch {
+	case s.Token == 0:
+		return invalid("%s: %s", resource, errZeroToken)
+	case (s.Lock == "") != (s.Kind == ""):
+		return invalid("%s: sequencer %+v: a lock's name and its kind go together (redlock's Lock.Sequencer gives both; Token gives neither)", resource, s)
+	}
 	if s.Token < 0 && !o.allowNegative {
 		return &StaleError{Resource: resource, Token: s.Token, Negative: true}
 	}
 	return nil
 }
+
+// otherLockError is a sequencer of another lock than the one the
+// resource follows. It matches ErrOtherLock.
+type otherLockError struct {
+	resource string
+	s        Sequencer // the refused one
+	follows  string    // the lock the resource follows
+}
+
+func (e *otherLockError) Error() string {
+	if e.s.Lock == "" {
+		return fmt.Sprintf("fence: %s: a bare token %d, which names no lock: the resource follows lock %q (pass that lock's Lock.Sequencer)", e.resource, e.s.Token, e.follows)
+	}
+	return fmt.Sprintf("fence: %s: a sequencer of lock %q (token %d): the resource follows lock %q", e.resource, e.s.Lock, e.s.Token, e.follows)
+}
+
+func (e *otherLockError) Is(target error) bool { return target == ErrOtherLock }
 
 // invalid is an error matching ErrInvalid: "fence: invalid argument: " and
 // the problem.

@@ -36,7 +36,7 @@ func (s *MemoryStore) Admit(_ context.Context, resource string, seq Sequencer) (
 	if s.m == nil {
 		s.m = make(map[string]Sequencer)
 	}
-	if h, ok := s.m[resource]; ok && seq.Token < h.Token {
+	if h, ok := s.m[resource]; ok && (seq.Token < h.Token || h.Lock != "" && seq.Lock != h.Lock) {
 		return h, false, nil
 	}
 	s.m[resource] = seq
@@ -134,7 +134,11 @@ func (g *Guard) Do(ctx context.Context, resource string, seq Sequencer, fn func(
 	if err != nil {
 		return fmt.Errorf("fence: %s: guard store: %w", resource, err)
 	}
-	if !ok {
+	switch {
+	case ok:
+	case highest.Lock != "" && highest.Lock != seq.Lock:
+		return &otherLockError{resource: resource, s: seq, follows: highest.Lock}
+	default:
 		return &StaleError{Resource: resource, Token: seq.Token, Fence: highest.Token}
 	}
 	return fn(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
@@ -163,22 +164,23 @@ func (r *Redis) Eval(ctx context.Context, key string, s Sequencer, src string, k
 	}
 	id := callID()
 	allKeys := append([]string{key}, keys...)
-	allArgs := append([]any{strconv.FormatInt(s.Token, 10), id}, args...)
+	allArgs := append([]any{strconv.FormatInt(s.Token, 10), id, s.Lock}, args...)
 	full := checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"
 	v, err := r.rdb.Eval(ctx, full, allKeys, allArgs...).Result()
-	return v, r.reply(key, id, s.Token, err)
+	return v, r.reply(key, id, s, err)
 }
 
 // State is what a resource in Redis holds, without a token: for
 // monitoring, tests, and the reports of the demo and the fault suite.
 type State struct {
 	Value   string
-	Exists  bool  // a value is stored
-	Fence   int64 // the highest token of an exclusive holder, 0 if none
-	Shared  int64 // the highest token of a shared reader, 0 if none
-	Writes  int64 // accepted Set, Add and Eval calls
-	Refused int64 // tokens refused below the fence
-	Bounded int64 // Add calls refused by their floor
+	Exists  bool   // a value is stored
+	Fence   int64  // the highest token of an exclusive holder, 0 if none
+	Shared  int64  // the highest token of a shared reader, 0 if none
+	Writes  int64  // accepted Set, Add and Eval calls
+	Refused int64  // tokens refused below the fence
+	Bounded int64  // Add calls refused by their floor
+	Lock    string // the lock the resource follows, "" if none yet
 }
 
 // Inspect returns the state of the resource at key. It checks no token
@@ -196,11 +198,12 @@ func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
 		return State{}, err
 	}
 	vals, ok := v.([]any)
-	if !ok || len(vals) != 6 {
+	if !ok || len(vals) != 7 {
 		return State{}, fmt.Errorf("fence: %s: unexpected reply %v", key, v)
 	}
 	var st State
 	st.Value, st.Exists = vals[0].(string)
+	st.Lock, _ = vals[6].(string)
 	for i, p := range []*int64{&st.Fence, &st.Shared, &st.Writes, &st.Refused, &st.Bounded} {
 		if s, ok := vals[i+1].(string); ok {
 			if *p, err = strconv.ParseInt(s, 10, 64); err != nil {
@@ -246,12 +249,12 @@ func (r *Redis) call(ctx context.Context, sc script, key, id string, s Sequencer
 		return nil, err
 	}
 	keys := []string{key}
-	argv := append([]any{strconv.FormatInt(s.Token, 10), id}, args...)
+	argv := append([]any{strconv.FormatInt(s.Token, 10), id, s.Lock}, args...)
 	v, err := r.rdb.EvalSha(ctx, sc.sha, keys, argv...).Result()
 	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
 		v, err = r.rdb.Eval(ctx, sc.src, keys, argv...).Result()
 	}
-	return v, r.reply(key, id, s.Token, err)
+	return v, r.reply(key, id, s, err)
 }
 
 // callID is a call's id: 65 random bits, the first 13 characters of
@@ -265,7 +268,7 @@ func callID() string { return rand.Text()[:13] }
 
 // reply turns the scripts' refusals into the package's errors: those that
 // carry the call's id, and only those.
-func (r *Redis) reply(key, id string, token int64, err error) error {
+func (r *Redis) reply(key, id string, s Sequencer, err error) error {
 	if err == nil || errors.Is(err, redis.Nil) {
 		return err
 	}
@@ -279,7 +282,11 @@ func (r *Redis) reply(key, id string, token int64, err error) error {
 	case code == "FENCE_STALE" && len(f) == 2:
 		seen, perr := strconv.ParseInt(f[1], 10, 64)
 		if perr == nil {
-			return &StaleError{Resource: key, Token: token, Fence: seen}
+			return &StaleError{Resource: key, Token: s.Token, Fence: seen}
+		}
+	case code == "FENCE_LOCK" && len(f) == 1:
+		if name, herr := hex.DecodeString(f[0]); herr == nil {
+			return &otherLockError{resource: key, s: s, follows: string(name)}
 		}
 	case code == "FENCE_BOUND" && len(f) == 3:
 		v, e1 := strconv.ParseInt(f[0], 10, 64)
@@ -335,10 +342,10 @@ var (
 	//go:embed inspect.lua
 	inspectSrc string
 
-	setScript    = script{checkSrc + setSrc, "f79d4fef9c29cb4582fe75fd6a026b6b24bb50ad"}
-	getScript    = script{checkSrc + getSrc, "79dbba89248f9a4c0a0f1dcf85296ea1e6e963cd"}
-	sharedScript = script{checkSrc + sharedSrc, "3e38a0b4aa856a6a1110b7c48df245b6c3779c5c"}
-	addScript    = script{checkSrc + addSrc, "ec9cd5ad9b370c732b359e75801ed8ba1ed07107"}
+	setScript    = script{checkSrc + setSrc, "f570d02b90a377dc8b38e4539c9df482ffc63837"}
+	getScript    = script{checkSrc + getSrc, "1c4cd97f360d04fbe1fcd4133a9bb7213f5805ab"}
+	sharedScript = script{checkSrc + sharedSrc, "d37c9bf85c8b9ae693e3a5471750ebefb8bad0c6"}
+	addScript    = script{checkSrc + addSrc, "c9bd7b63fdd4148ab1477144578eeee870cfb0cf"}
 
-	inspectScript = script{inspectSrc, "1165016808ff904924620e138f10d626ebfbf1c4"}
+	inspectScript = script{inspectSrc, "9ac2d0320e75ebdbad5e6de115ae0bcd0522caaf"}
 )

@@ -69,7 +69,7 @@ func TestRedisSet(t *testing.T) {
 		{12, "c", 0},
 		{11, "d", 12}, // a holder that lost its lock
 		{12, "e", 0},  // equal to the fence
-		{0, "f", 12},
+		{1, "f", 12},
 		{13, "g", 0},
 	}
 	for _, st := range steps {

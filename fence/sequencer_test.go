@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -103,13 +104,21 @@ func TestOtherLockRefused(t *testing.T) {
 		{Lock: "orders2", Kind: "write", Token: 20},
 		Token(20),
 	} {
-		if err := r.Set(ctx, "acct", s, "b"); err == nil {
-			t.Errorf("Set(%v) on a record that follows %q: accepted", s, a.Lock)
+		if err := r.Set(ctx, "acct", s, "b"); !errors.Is(err, ErrOtherLock) || !strings.Contains(err.Error(), `"orders"`) {
+			t.Errorf("Set(%v) on a record that follows %q: %v, want ErrOtherLock naming it", s, a.Lock, err)
 		}
 	}
 	st, err := r.Inspect(ctx, "acct")
-	if err != nil || st.Value != "a" || st.Fence != 10 {
-		t.Fatalf("Inspect = %+v, %v, want value a and fence 10", st, err)
+	if err != nil || st.Value != "a" || st.Fence != 10 || st.Lock != "orders" || st.Refused != 3 {
+		t.Fatalf("Inspect = %+v, %v, want value a, fence 10, lock orders, 3 refused", st, err)
+	}
+	// A name with any byte comes back whole in the error.
+	odd := Sequencer{Lock: "a b\n\x00é", Kind: "plain", Token: 5}
+	if err := r.Set(ctx, "odd", odd, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Set(ctx, "odd", Sequencer{Lock: "c", Kind: "plain", Token: 6}, "y"); !errors.Is(err, ErrOtherLock) || !strings.Contains(err.Error(), fmt.Sprintf("%q", odd.Lock)) {
+		t.Errorf("Set of another lock on a record of %q: %v", odd.Lock, err)
 	}
 	// The reader of the same read-write lock follows the same lock.
 	if _, _, err := r.GetShared(ctx, "acct", Sequencer{Lock: "orders", Kind: "read", Token: 11}); err != nil {
@@ -120,7 +129,9 @@ func TestOtherLockRefused(t *testing.T) {
 	if err := g.Do(ctx, "r", a, noop); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Do(ctx, "r", Sequencer{Lock: "invoices", Kind: "plain", Token: 20}, noop); err == nil {
-		t.Error("Guard.Do of another lock's sequencer: accepted")
+	for _, s := range []Sequencer{{Lock: "invoices", Kind: "plain", Token: 20}, Token(20)} {
+		if err := g.Do(ctx, "r", s, noop); !errors.Is(err, ErrOtherLock) {
+			t.Errorf("Guard.Do(%v) on a resource that follows %q: %v, want ErrOtherLock", s, a.Lock, err)
+		}
 	}
 }
