@@ -128,6 +128,7 @@ type options struct {
 	isolation     sql.IsolationLevel // Table.Tx's
 	maxBody       int64              // Guard.Middleware's limit, when maxBodySet
 	maxBodySet    bool
+	lockColumn    string // Table's column of the lock a row follows
 }
 
 type optionFunc func(*options)
@@ -148,6 +149,16 @@ func AllowNegative() Option {
 // Redis and Guard ignore it.
 func Isolation(level sql.IsolationLevel) Option {
 	return optionFunc(func(o *options) { o.isolation = level })
+}
+
+// LockColumn names the column in which a Table's rows keep the lock they
+// follow (a text column, NULL until a row's first sequencer of a lock):
+// with it, a sequencer of another lock, or a bare token once the row
+// follows a lock, is refused (ErrOtherLock), as Redis and Guard do. Without
+// it, a Table compares tokens only, whatever lock issued them. Redis and
+// Guard ignore it.
+func LockColumn(name string) Option {
+	return optionFunc(func(o *options) { o.lockColumn = name })
 }
 
 func newOptions(opts []Option) options {
