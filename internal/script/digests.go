@@ -5,6 +5,7 @@ package script
 // digests maps the SHA-256 of each script's source to its SHA-1, the
 // digest EVALSHA names it by (hex, both).
 var digests = map[string]string{
+	"056ecdee227bca5e2b183d16029d9ad2462e940287f6632ccd846f3e0dd4dcd5": "8c9071d984c9b18b26688b92f218266ae5b6c46e",
 	"2934b374e6aa5ccd56e69353fb7b1461e18971681799afdbd371a2d1d540f1b2": "08e714fdcf1f87ee1be734ca1279543a9a7ac6d0",
 	"29b73941cb41310835570e9244e4f7affa56084b156fa876c28386d9c6950756": "534631650f87408c09d06eba92d3edfbebf43612",
 	"2b4868ae8ac2eb40228578a78352c9c8000bb091449ca3c02674e1eab0490492": "df9375bde827c6c94f928408db55ce9c03def842",
