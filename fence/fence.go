@@ -129,6 +129,8 @@ type options struct {
 	maxBody       int64              // Guard.Middleware's limit, when maxBodySet
 	maxBodySet    bool
 	lockColumn    string // Table's column of the lock a row follows
+	checker       Checker
+	key           []byte // Guard.Middleware's signing key
 }
 
 type optionFunc func(*options)
