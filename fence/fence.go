@@ -102,15 +102,22 @@ var ErrBound = errors.New("fence: counter bound")
 // StaleError is a refused token. It matches ErrStale.
 type StaleError struct {
 	Resource string // the key, row or resource name
+	Lock     string // the refused sequencer's lock ("" for a bare token)
 	Token    int64  // the refused token
 	// Fence is the lowest token the resource accepts: the highest it has
 	// seen, or 0 for a negative token refused because AllowNegative was
 	// not given.
 	Fence    int64
 	Negative bool // refused as a negative (degraded mode) token
+	// Superseded: refused because the lock's nodes said the sequencer is
+	// not the lock's latest (a Guard's Checked mode); Fence is then 0.
+	Superseded bool
 }
 
 func (e *StaleError) Error() string {
+	if e.Superseded {
+		return fmt.Sprintf("fence: %s: stale token %d: the nodes of lock %q say a later holder superseded it", e.Resource, e.Token, e.Lock)
+	}
 	if e.Negative {
 		return fmt.Sprintf("fence: %s: stale token %d: a negative (degraded mode) token, below 0, the least this resource accepts without AllowNegative", e.Resource, e.Token)
 	}
@@ -128,9 +135,10 @@ type options struct {
 	isolation     sql.IsolationLevel // Table.Tx's
 	maxBody       int64              // Guard.Middleware's limit, when maxBodySet
 	maxBodySet    bool
-	lockColumn    string // Table's column of the lock a row follows
-	checker       Checker
-	key           []byte // Guard.Middleware's signing key
+	lockColumn    string  // Table's column of the lock a row follows
+	checker       Checker // Guard's, when checkerSet
+	checkerSet    bool
+	key           []byte // Guard.Middleware's signing key; nil: not Signed
 }
 
 type optionFunc func(*options)

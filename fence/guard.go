@@ -90,16 +90,40 @@ func NewGuard(store GuardStore, opts ...Option) *Guard {
 	return &Guard{store: store, opts: newOptions(opts), busy: make(map[string]*slot)}
 }
 
-// ready refuses a guard that cannot admit a token: nil, or without a
-// store.
+// ready refuses a guard that cannot admit a token: nil, without a store,
+// or given a nil Checker.
 func (g *Guard) ready() error {
 	switch {
 	case g == nil:
 		return invalid("nil *Guard: make it with NewGuard")
 	case g.store == nil:
 		return invalid("no guard store: NewGuard was given a nil store")
+	case g.opts.checkerSet && isNil(g.opts.checker):
+		return invalid("Checked was given a nil Checker")
 	}
 	return nil
+}
+
+// check asks the guard's Checker, in the Checked mode, whether seq is
+// current, and returns why not: a *StaleError (ErrStale) when superseded,
+// else an error saying the nodes could not tell.
+func (g *Guard) check(ctx context.Context, resource string, seq Sequencer) error {
+	if !g.opts.checkerSet {
+		return nil
+	}
+	if seq.Lock == "" {
+		return invalid("%s: a bare token (%d) names no lock, and the guard admits only a sequencer its lock's nodes say is current (Checked)", resource, seq.Token)
+	}
+	st, err := g.opts.checker.Check(ctx, seq)
+	switch {
+	case st == Current:
+		return nil
+	case st == Superseded:
+		return &StaleError{Resource: resource, Lock: seq.Lock, Token: seq.Token, Superseded: true}
+	case err != nil:
+		return fmt.Errorf("fence: %s: the nodes of lock %q could not say whether token %d is current: %w", resource, seq.Lock, seq.Token, err)
+	}
+	return fmt.Errorf("fence: %s: the nodes of lock %q could not say whether token %d is current (%v)", resource, seq.Lock, seq.Token, st)
 }
 
 // Do waits until no other call of Do for resource runs (or ctx ends),
@@ -130,6 +154,9 @@ func (g *Guard) Do(ctx context.Context, resource string, seq Sequencer, fn func(
 		return ctx.Err()
 	}
 	defer func() { <-s.sem }()
+	if err := g.check(ctx, resource, seq); err != nil {
+		return err
+	}
 	highest, ok, err := g.store.Admit(ctx, resource, seq)
 	if err != nil {
 		return fmt.Errorf("fence: %s: guard store: %w", resource, err)
@@ -139,7 +166,7 @@ func (g *Guard) Do(ctx context.Context, resource string, seq Sequencer, fn func(
 	case highest.Lock != "" && highest.Lock != seq.Lock:
 		return &otherLockError{resource: resource, s: seq, follows: highest.Lock}
 	default:
-		return &StaleError{Resource: resource, Token: seq.Token, Fence: highest.Token}
+		return &StaleError{Resource: resource, Lock: seq.Lock, Token: seq.Token, Fence: highest.Token}
 	}
 	return fn(ctx)
 }

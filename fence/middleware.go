@@ -59,6 +59,9 @@ func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handle
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, code, err := requestToken(r)
+		if err == nil && g.opts.key != nil {
+			code, err = signature(g.opts.key, token, r)
+		}
 		if err != nil {
 			http.Error(w, err.Error(), code)
 			return
@@ -102,6 +105,8 @@ func (g *Guard) middlewareReady(resource func(*http.Request) string, next http.H
 		return invalid("nil next handler")
 	case g.opts.maxBody < 0:
 		return invalid("MaxBody(%d): a negative limit", g.opts.maxBody)
+	case g.opts.key != nil && len(g.opts.key) < minKey:
+		return invalid("Signed: a key of %d bytes, fewer than %d", len(g.opts.key), minKey)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -110,4 +111,74 @@ func lockOnNodes(t *testing.T, name string) (*redlock.Client, *redlock.Lock) {
 	}
 	t.Cleanup(func() { _ = l.Release(context.Background()) })
 	return c, l
+}
+
+// TestGuardCheckedAnswers: in the Checked mode the guard's answers follow
+// the nodes': a superseded holder (its lock released and taken by
+// another) gets 409, the new holder 200, and 503 while no quorum of the
+// nodes answers, which admits nothing.
+func TestGuardCheckedAnswers(t *testing.T) {
+	c, old := lockOnNodes(t, "reports")
+	g := fence.NewGuard(&fence.MemoryStore{}, fence.Checked(c))
+	srv := httptest.NewServer(g.Middleware(fence.CleanPath, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	if err := old.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Mutex("reports").Obtain(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if code, body := request(t, srv.URL+"/reports/q3", "old", fence.TokenHeader, old.Sequencer().String()); code != http.StatusConflict || !strings.Contains(body, "superseded") {
+		t.Errorf("the old holder's request: %d %q, want 409 saying superseded", code, body)
+	}
+	if code, body := request(t, srv.URL+"/reports/q3", "new", fence.TokenHeader, l.Sequencer().String()); code != http.StatusOK {
+		t.Errorf("the new holder's request: %d %q, want 200", code, body)
+	}
+	if code, _ := request(t, srv.URL+"/reports/q3", "bare", fence.TokenHeader, "5"); code != http.StatusBadRequest {
+		t.Errorf("a bare token: %d, want 400", code)
+	}
+	_ = c.Close()
+	if code, body := request(t, srv.URL+"/reports/q3", "closed", fence.TokenHeader, l.Sequencer().String()); code != http.StatusServiceUnavailable {
+		t.Errorf("with the checker closed: %d %q, want 503", code, body)
+	}
+}
+
+// TestGuardSignedAnswers: in the Signed mode a signed request passes and
+// an older signed one is stale (409), a missing signature is 428, a wrong
+// one 403, and a key shorter than 16 bytes makes the middleware answer
+// 500; Do takes no signature, and a Guard given a nil Checker is invalid.
+func TestGuardSignedAnswers(t *testing.T) {
+	key := []byte("0123456789abcdef")
+	g := fence.NewGuard(&fence.MemoryStore{}, fence.Signed(key))
+	srv := httptest.NewServer(g.Middleware(fence.CleanPath, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	t.Cleanup(srv.Close)
+	s10 := fence.Sequencer{Lock: "r", Kind: "plain", Token: 10}
+	s9 := fence.Sequencer{Lock: "r", Kind: "plain", Token: 9}
+	for _, tc := range []struct {
+		hdr  []string
+		want int
+	}{
+		{[]string{fence.TokenHeader, s10.String(), fence.SignatureHeader, fence.Sign(key, s10)}, http.StatusOK},
+		{[]string{fence.TokenHeader, s9.String(), fence.SignatureHeader, fence.Sign(key, s9)}, http.StatusConflict},
+		{[]string{fence.TokenHeader, s10.String()}, http.StatusPreconditionRequired},
+		{[]string{fence.TokenHeader, s10.String(), fence.SignatureHeader, fence.Sign(key, s9)}, http.StatusForbidden},
+	} {
+		if code, body := request(t, srv.URL+"/r", "x", tc.hdr...); code != tc.want {
+			t.Errorf("%v: %d %q, want %d", tc.hdr, code, body, tc.want)
+		}
+	}
+	short := fence.NewGuard(&fence.MemoryStore{}, fence.Signed(key[:15]))
+	srv2 := httptest.NewServer(short.Middleware(fence.CleanPath, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+	t.Cleanup(srv2.Close)
+	if code, _ := request(t, srv2.URL+"/r", "x", fence.TokenHeader, s10.String(), fence.SignatureHeader, fence.Sign(key[:15], s10)); code != http.StatusInternalServerError {
+		t.Errorf("a 15-byte key: %d, want 500", code)
+	}
+	var nilChecker *redlock.Client
+	err := fence.NewGuard(&fence.MemoryStore{}, fence.Checked(nilChecker)).Do(context.Background(), "r", s10, func(context.Context) error { return nil })
+	if !errors.Is(err, fence.ErrInvalid) {
+		t.Errorf("Do with a nil Checker: %v, want ErrInvalid", err)
+	}
 }
