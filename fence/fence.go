@@ -138,7 +138,8 @@ type options struct {
 	lockColumn    string  // Table's column of the lock a row follows
 	checker       Checker // Guard's, when checkerSet
 	checkerSet    bool
-	key           []byte // Guard.Middleware's signing key; nil: not Signed
+	key           []byte  // Guard.Middleware's signing key; nil: not Signed
+	ack           durable // Redis's writes wait for replicas (Durable)
 }
 
 type optionFunc func(*options)
