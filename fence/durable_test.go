@@ -29,11 +29,28 @@ func replicated(t *testing.T) (*redistest.Server, *redistest.Server, *redis.Clie
 	rc := replica.Client()
 	t.Cleanup(func() { _ = rc.Close() })
 	ctx := context.Background()
+	mc := master.Client()
+	defer mc.Close()
+	// The full sync starts at once, not after diskless sync's 5 s delay.
+	if err := mc.ConfigSet(ctx, "repl-diskless-sync-delay", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
 	host, port, _ := strings.Cut(p.Addr(), ":")
 	if err := rc.Do(ctx, "REPLICAOF", host, port).Err(); err != nil {
 		t.Fatal(err)
 	}
 	linkUp(t, rc)
+	// After a diskless sync the master streams writes once the replica's
+	// first acknowledgement came (its replication cron, up to a second):
+	// until then WAIT waits. One write acknowledged ends that.
+	conn := mc.Conn()
+	defer conn.Close()
+	if err := conn.Set(ctx, "replicated", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.Wait(ctx, 1, 10*time.Second).Result(); n != 1 || err != nil {
+		t.Fatalf("WAIT after the replica's sync: %d, %v", n, err)
+	}
 	return master, replica, rc, p
 }
 
@@ -124,4 +141,55 @@ func TestRedisFailoverDurable(t *testing.T) {
 			t.Fatalf("the master's record after a write not durable: %+v; want it applied, as the error says it may be", st)
 		}
 	})
+}
+
+// scriptOnly is a RedisClient that gives no connection of its own.
+type scriptOnly struct{ c *redis.Client }
+
+func (s scriptOnly) Eval(ctx context.Context, src string, keys []string, args ...any) *redis.Cmd {
+	return s.c.Eval(ctx, src, keys, args...)
+}
+
+func (s scriptOnly) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
+	return s.c.EvalSha(ctx, sha, keys, args...)
+}
+
+// TestRedisDurableResults: a write not durable still returns what the
+// master answered beside ErrNotDurable (Get's value, Add's new count); a
+// refused write does not wait; a durable write on a healthy replica
+// returns nil; settings WAIT cannot honour, and a client without a
+// connection of its own, are ErrInvalid.
+func TestRedisDurableResults(t *testing.T) {
+	master, _, rc, p := replicated(t)
+	mc := master.Client()
+	t.Cleanup(func() { _ = mc.Close() })
+	ctx := context.Background()
+	seq := func(tok int64) Sequencer { return Sequencer{Lock: "stock", Kind: "plain", Token: tok} }
+	r := NewRedis(mc, Durable(1, 200*time.Millisecond))
+	if n, err := r.Add(ctx, "stock", seq(5), 10, NoFloor); n != 10 || err != nil {
+		t.Fatalf("Add with the replica up: %d, %v", n, err)
+	}
+	replicaFence(t, rc, "stock", "5")
+	p.SetBlackhole(true)
+	if n, err := r.Add(ctx, "stock", seq(6), -1, 0); n != 9 || !errors.Is(err, ErrNotDurable) {
+		t.Errorf("Add with the replica cut off: %d, %v; want 9 and ErrNotDurable", n, err)
+	}
+	if v, ok, err := r.Get(ctx, "stock", seq(7)); v != "9" || !ok || !errors.Is(err, ErrNotDurable) {
+		t.Errorf("Get with the replica cut off: %q, %v, %v; want 9 and ErrNotDurable", v, ok, err)
+	}
+	start := time.Now()
+	if err := r.Set(ctx, "stock", seq(6), "x"); !errors.Is(err, ErrStale) || errors.Is(err, ErrNotDurable) {
+		t.Errorf("a stale Set: %v; want ErrStale alone", err)
+	}
+	if d := time.Since(start); d > 150*time.Millisecond {
+		t.Errorf("a refused write took %v: it waited for the replicas", d)
+	}
+	for name, opt := range map[string]Option{"negative": Durable(-1, time.Second), "no timeout": Durable(1, 0)} {
+		if err := NewRedis(mc, opt).Set(ctx, "k", seq(1), "v"); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Durable %s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if err := NewRedis(scriptOnly{mc}, Durable(1, time.Second)).Set(ctx, "k", seq(1), "v"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Durable on a client without Conn: %v, want ErrInvalid", err)
+	}
 }

@@ -89,14 +89,14 @@ func (r *Redis) get(ctx context.Context, sc script, key string, s Sequencer) (st
 	if errors.Is(err, redis.Nil) {
 		return "", false, nil
 	}
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return "", false, err
 	}
 	str, ok := v.(string)
-	if !ok {
+	if !ok && v != nil {
 		return "", false, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
 	}
-	return str, true, nil
+	return str, ok, err
 }
 
 // Add adds delta to the integer counter at key (a missing one is 0) if
@@ -127,18 +127,18 @@ func (r *Redis) Add(ctx context.Context, key string, s Sequencer, delta, floor i
 		f = strconv.FormatInt(floor, 10)
 	}
 	v, err := r.run(ctx, addScript, key, s, delta, f)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrNotDurable) {
 		return 0, err
 	}
 	str, ok := v.(string)
 	if !ok {
 		return 0, fmt.Errorf("fence: %s: unexpected reply %T", key, v)
 	}
-	n, err := strconv.ParseInt(str, 10, 64)
-	if err != nil {
+	n, perr := strconv.ParseInt(str, 10, 64)
+	if perr != nil {
 		return 0, fmt.Errorf("fence: %s: unexpected reply %q", key, str)
 	}
-	return n, nil
+	return n, err
 }
 
 // Eval runs the caller's Lua script only if token is current for the
@@ -165,9 +165,8 @@ func (r *Redis) Eval(ctx context.Context, key string, s Sequencer, src string, k
 	id := callID()
 	allKeys := append([]string{key}, keys...)
 	allArgs := append([]any{strconv.FormatInt(s.Token, 10), id, s.Lock}, args...)
-	full := checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"
-	v, err := r.rdb.Eval(ctx, full, allKeys, allArgs...).Result()
-	return v, r.reply(key, id, s, err)
+	full := script{src: checkSrc + evalSrc + src + "\nend)(userKeys, userArgs)\n"}
+	return r.exec(ctx, full, id, s, allKeys, allArgs)
 }
 
 // State is what a resource in Redis holds, without a token: for
@@ -227,7 +226,7 @@ func (r *Redis) ready(ctx context.Context, key string) error {
 	case key == "":
 		return invalid("empty key")
 	}
-	return nil
+	return r.opts.ack.valid()
 }
 
 func (r *Redis) admit(ctx context.Context, key string, s Sequencer) error {
@@ -248,13 +247,8 @@ func (r *Redis) call(ctx context.Context, sc script, key, id string, s Sequencer
 	if err := r.admit(ctx, key, s); err != nil {
 		return nil, err
 	}
-	keys := []string{key}
 	argv := append([]any{strconv.FormatInt(s.Token, 10), id, s.Lock}, args...)
-	v, err := r.rdb.EvalSha(ctx, sc.sha, keys, argv...).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		v, err = r.rdb.Eval(ctx, sc.src, keys, argv...).Result()
-	}
-	return v, r.reply(key, id, s, err)
+	return r.exec(ctx, sc, id, s, []string{key}, argv)
 }
 
 // callID is a call's id: 65 random bits, the first 13 characters of
