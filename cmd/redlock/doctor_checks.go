@@ -96,7 +96,7 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 			add("recovery", name, v, "%s", d)
 		}
 		worst("eviction", eviction)
-		worst("version", version)
+		worst("version", redisVersion)
 		worst("latency", func(sp serverProbe) (string, string) { return latency(cfg, sp) })
 		worst("clock", func(sp serverProbe) (string, string) { return clock(cfg, sp) })
 		for _, sp := range servers {
@@ -449,7 +449,7 @@ func eviction(sp serverProbe) (string, string) {
 	return verdictFail, fmt.Sprintf("maxmemory-policy %s can evict held locks (every lock key has a TTL, so volatile-* policies evict them too); %s; set noeviction", policy, limit)
 }
 
-func version(sp serverProbe) (string, string) {
+func redisVersion(sp serverProbe) (string, string) {
 	v := sp.info["redis_version"]
 	if v == "" {
 		return verdictWarn, "INFO has no redis_version"

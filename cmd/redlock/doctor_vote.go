@@ -33,7 +33,8 @@ type vote struct {
 //     comes; one that was a replica recovers for the max TTL from its
 //     first guarded acquire;
 //   - a record of another process (a restart with its data, a promotion):
-//     the next guarded acquire starts a new epoch that recovers for the max
+//     the next guarded request (an acquire, or a Client's configuration
+//     record) starts a new epoch that recovers for the max
 //     TTL from then, unless the guard trusts persistence and the node was
 //     never a replica (a restart then needs no recovery);
 //   - a record of this process: until its base plus the largest of its
@@ -61,7 +62,7 @@ func voteTime(guard guardFlags, r epochRecord, uptime time.Duration, replica boo
 		return vote{now: true, why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s), and --restart-guard persistent trusts its data: it votes at once", short(r.run), short(r.runID))}
 	case r.restarted():
 		return vote{afterAcquire: own, at: r.now + own.Milliseconds(),
-			why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s), and no guarded Client has seen it yet: its next guarded acquire starts a new epoch, and it refuses every lock for --max-ttl %v from then (until %s if one came now)", short(r.run), short(r.runID), own, nodeTime(r.now+own.Milliseconds()))}
+			why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s), and no guarded Client has seen it yet: its next guarded request (an acquire, or a Client's configuration record, every max TTL / 4) starts a new epoch, and it refuses every lock for --max-ttl %v from then (until %s if one came now)", short(r.run), short(r.runID), own, nodeTime(r.now+own.Milliseconds()))}
 	}
 	until := r.base + max(r.maxTTL, own.Milliseconds())
 	if guard.mode == guardPersistent && r.kind == "restart" {

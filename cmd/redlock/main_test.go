@@ -256,4 +256,11 @@ func TestVersion(t *testing.T) {
 	if m := regexp.MustCompile(`vcs\.revision=([0-9a-f]+)`).FindSubmatch(info); m != nil && !strings.Contains(string(out), "commit "+string(m[1])) {
 		t.Errorf("the build info has commit %s, but redlock --version does not name it:\n%s", m[1], out)
 	}
+	// A build stamped as the Kubernetes example's Dockerfile stamps it.
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v1.2.3-test", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -X: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "redlock v1.2.3-test\n") {
+		t.Errorf("a build stamped v1.2.3-test says %q (%v)", out, err)
+	}
 }

@@ -12,17 +12,28 @@ import (
 // built with.
 const libraryPath = "github.com/redlock-go/redlock"
 
+// version is the version a build stamps with -ldflags "-X
+// main.version=VERSION" (the Kubernetes example's Dockerfile does, since a
+// build from a filtered context records no module version or commit);
+// empty: the build info's module version.
+var version string
+
 // printVersion prints what the build info says of this binary: the CLI's
-// module version (a tag, a pseudo-version, or "(devel)" for a build from a
-// checkout), the commit and its time when the build recorded them, the
-// library's version, and the Go release and platform.
+// version (the stamped one, else its module version: a tag, a
+// pseudo-version, or "(devel)" for a build from a checkout), the commit
+// and its time when the build recorded them, the library's version, and
+// the Go release and platform.
 func printVersion(w io.Writer) {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
-		fmt.Fprintf(w, "redlock (no build information) %s %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintf(w, "redlock %s (no build information) %s %s/%s\n", orDevel(version), runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return
 	}
-	fmt.Fprintf(w, "redlock %s\n", orDevel(bi.Main.Version))
+	v := version
+	if v == "" {
+		v = bi.Main.Version
+	}
+	fmt.Fprintf(w, "redlock %s\n", orDevel(v))
 	settings := map[string]string{}
 	for _, s := range bi.Settings {
 		settings[s.Key] = s.Value
