@@ -43,6 +43,28 @@ func (s *MemoryStore) Admit(_ context.Context, resource string, seq Sequencer) (
 	return seq, true, nil
 }
 
+// Reset sets resource's fence to to: its highest token and the lock it
+// follows, or, for the zero Sequencer, none (as Delete). It checks
+// nothing: it is the way out of a poisoned fence (see Redis.Reset, and
+// docs/fencing.md, "Poisoned fences"); a service exposes it to its
+// operators as it sees fit. A Guard whose store is a *Redis is reset with
+// Redis.Reset, or redlock fence reset.
+func (s *MemoryStore) Reset(resource string, to Sequencer) {
+	if s == nil {
+		return
+	}
+	if to == (Sequencer{}) {
+		s.Delete(resource)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]Sequencer)
+	}
+	s.m[resource] = to
+}
+
 // Delete forgets resource: its next token is admitted whatever it is. Call
 // it when the resource itself is deleted.
 func (s *MemoryStore) Delete(resource string) {

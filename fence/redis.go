@@ -213,6 +213,48 @@ func (r *Redis) Inspect(ctx context.Context, key string) (State, error) {
 	return st, nil
 }
 
+// Reset sets the fence of the resource at key to to: its token becomes
+// the highest the resource has seen, and its lock the one it follows, both
+// removed for the zero Sequencer (the next sequencer is then admitted
+// whatever it is, as on a new record). The highest shared reader's token
+// is forgotten; the value and the counts stay. It checks nothing: it is
+// the way out of a poisoned fence, one raised by a token no holder has
+// (a forged or mistaken token), which refuses every real holder. Reset it
+// to a token at or above every token the lock has issued, so that a stale
+// holder stays refused: the lock's latest counter (redlock fence reset
+// --latest reads it from the lock's nodes, docs/fencing.md, "Poisoned
+// fences"). With Durable, it waits for the replicas as a write does.
+func (r *Redis) Reset(ctx context.Context, key string, to Sequencer) error {
+	if err := r.ready(ctx, key); err != nil {
+		return err
+	}
+	tok := ""
+	if to != (Sequencer{}) {
+		tok = strconv.FormatInt(to.Token, 10)
+	}
+	_, err := r.exec(ctx, resetScript, callID(), to, []string{key}, []any{tok, to.Lock})
+	return err
+}
+
+// Admit implements GuardStore: a Guard's store in Redis, which outlives
+// the guard's process and which an operator can reset (Reset, redlock
+// fence reset). The resource's record is at the key resource, and s is
+// recorded there as Get records it.
+func (r *Redis) Admit(ctx context.Context, resource string, s Sequencer) (Sequencer, bool, error) {
+	_, _, err := r.Get(ctx, resource, s)
+	var se *StaleError
+	var oe *otherLockError
+	switch {
+	case err == nil:
+		return s, true, nil
+	case errors.As(err, &se) && !se.Negative:
+		return Sequencer{Lock: s.Lock, Kind: s.Kind, Token: se.Fence}, false, nil
+	case errors.As(err, &oe):
+		return Sequencer{Lock: oe.follows}, false, nil
+	}
+	return Sequencer{}, false, err
+}
+
 // ready refuses a call that cannot be sent: no Redis, no client, no
 // context or no key.
 func (r *Redis) ready(ctx context.Context, key string) error {
@@ -335,11 +377,14 @@ var (
 	evalSrc string
 	//go:embed inspect.lua
 	inspectSrc string
+	//go:embed reset.lua
+	resetSrc string
 
 	setScript    = script{checkSrc + setSrc, "f570d02b90a377dc8b38e4539c9df482ffc63837"}
 	getScript    = script{checkSrc + getSrc, "1c4cd97f360d04fbe1fcd4133a9bb7213f5805ab"}
 	sharedScript = script{checkSrc + sharedSrc, "d37c9bf85c8b9ae693e3a5471750ebefb8bad0c6"}
 	addScript    = script{checkSrc + addSrc, "c9bd7b63fdd4148ab1477144578eeee870cfb0cf"}
 
+	resetScript   = script{resetSrc, "4fe7204876e11563645058ddd490c92cd18e4b12"}
 	inspectScript = script{inspectSrc, "9ac2d0320e75ebdbad5e6de115ae0bcd0522caaf"}
 )

@@ -24,7 +24,7 @@ func TestScriptDigests(t *testing.T) {
 	if strings.Contains(os.Getenv("GODEBUG"), "fips140=only") {
 		t.Skip("SHA-1 is refused in FIPS 140-only mode")
 	}
-	for name, s := range map[string]script{"set": setScript, "get": getScript, "shared": sharedScript, "add": addScript, "inspect": inspectScript} {
+	for name, s := range map[string]script{"set": setScript, "get": getScript, "shared": sharedScript, "add": addScript, "inspect": inspectScript, "reset": resetScript} {
 		h := sha1.Sum([]byte(s.src))
 		if got := hex.EncodeToString(h[:]); got != s.sha {
 			t.Errorf("%s: digest %s in redis.go, the source's is %s", name, s.sha, got)

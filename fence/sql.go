@@ -125,6 +125,49 @@ func (t *Table) Fence(ctx context.Context, db Execer, id any, s Sequencer) error
 	return t.update(ctx, db, id, s, "", nil)
 }
 
+// Reset sets the fence of the row of id to to, in one statement: its
+// fence column becomes to's token and, with LockColumn, its lock column
+// to's lock (NULL for none); the zero Sequencer sets both to NULL, no
+// fence (the next sequencer is admitted whatever it is), which a NOT NULL
+// fence column refuses: reset it to Token(1) instead. It checks
+// nothing: it is the way out of a poisoned fence (see Redis.Reset, and
+// docs/fencing.md, "Poisoned fences"). It returns an error wrapping
+// sql.ErrNoRows when there is no such row. The statement, for an operator
+// at a SQL prompt:
+//
+//	UPDATE name SET fence = T[, lock = L] WHERE key = ID
+func (t *Table) Reset(ctx context.Context, db Execer, id any, to Sequencer) error {
+	if err := t.ready(ctx, db); err != nil {
+		return err
+	}
+	var tok, lock any
+	if to != (Sequencer{}) {
+		tok = to.Token
+	}
+	if to.Lock != "" {
+		lock = to.Lock
+	}
+	p := [3]string{"$1", "$2", "$3"}
+	if t.ph == Question {
+		p = [3]string{"?", "?", "?"}
+	}
+	q, args := fmt.Sprintf("UPDATE %s SET %s = %s", t.name, t.fence, p[0]), []any{tok}
+	if lc := t.opts.lockColumn; lc != "" {
+		q, args = q+fmt.Sprintf(", %s = %s", lc, p[1]), append(args, lock)
+	} else {
+		p[2] = p[1]
+	}
+	q, args = q+fmt.Sprintf(" WHERE %s = %s", t.key, p[2]), append(args, id)
+	res, err := db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return t.fail(id, "reset: ", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("fence: %s: no such row: %w", t.resource(id), sql.ErrNoRows)
+	}
+	return nil
+}
+
 // checkSet refuses a SET clause that is empty, or that could cut off what
 // follows it in the statement, the fence's assignment and WHERE clause: a
 // comment (--, /*) or the end of the statement (;). Such a clause made a

@@ -90,3 +90,49 @@ func TestFenceTableLockColumn(t *testing.T) {
 		t.Errorf("LockColumn with a statement: %v, want ErrInvalid", err)
 	}
 }
+
+// TestFenceTableReset: a row's fence poisoned by a token no holder has is
+// reset, with its lock column, and the real holder writes again while a
+// stale one stays refused; on a NOT NULL fence column, a reset to
+// fence.Token(1) forgets the fence and the lock (the zero Sequencer would
+// write NULL); a missing row is sql.ErrNoRows.
+func TestFenceTableReset(t *testing.T) {
+	orders := fence.Sequencer{Lock: "orders", Kind: "plain", Token: 10}
+	for _, b := range backends {
+		t.Run(b.dialect.String(), func(t *testing.T) {
+			db, tbl, set := lockTable(t, b)
+			ctx := context.Background()
+			poison := fence.Sequencer{Lock: "orders", Kind: "plain", Token: 1<<63 - 1}
+			if err := tbl.Fence(ctx, db, 1, poison); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.Update(ctx, db, 1, orders, set, 90); !errors.Is(err, fence.ErrStale) {
+				t.Fatalf("the holder on a poisoned row: %v, want ErrStale", err)
+			}
+			if err := tbl.Reset(ctx, db, 1, orders); err != nil {
+				t.Fatal(err)
+			}
+			if err := tbl.Update(ctx, db, 1, orders, set, 90); err != nil {
+				t.Errorf("the holder after the reset: %v", err)
+			}
+			stale := fence.Sequencer{Lock: "orders", Kind: "plain", Token: 9}
+			if err := tbl.Update(ctx, db, 1, stale, set, 0); !errors.Is(err, fence.ErrStale) {
+				t.Errorf("a stale holder after the reset: %v, want ErrStale", err)
+			}
+			if err := tbl.Reset(ctx, db, 1, fence.Token(1)); err != nil {
+				t.Fatal(err)
+			}
+			var f sql.NullInt64
+			var l sql.NullString
+			if err := db.QueryRow(`SELECT fence, fence_lock FROM accounts WHERE id = 1`).Scan(&f, &l); err != nil || f.Int64 != 1 || l.Valid {
+				t.Errorf("after a reset to Token(1): fence %v, lock %v, %v; want 1 and NULL", f, l, err)
+			}
+			if err := tbl.Fence(ctx, db, 1, fence.Sequencer{Lock: "invoices", Kind: "plain", Token: 2}); err != nil {
+				t.Errorf("another lock after a reset to Token(1): %v", err)
+			}
+			if err := tbl.Reset(ctx, db, 2, orders); !errors.Is(err, sql.ErrNoRows) {
+				t.Errorf("Reset of a missing row: %v, want sql.ErrNoRows", err)
+			}
+		})
+	}
+}
