@@ -1,7 +1,7 @@
 // Package fence makes a resource refuse the writes of a lock holder that
-// lost its lock without knowing: it checks a fencing token (redlock's
-// Lock.Token, or any number that grows with each new holder) where the data
-// lives, atomically with the operation.
+// lost its lock without knowing: it checks a fencing token where the data
+// lives, atomically with the operation, and the token comes bound to the
+// lock that issued it (a Sequencer: redlock's Lock.Sequencer).
 //
 // A holder that pauses (a long GC, a stopped process, a slow network) past
 // its lock's validity wakes up still believing it holds the lock. Its token
@@ -14,20 +14,38 @@
 //     stalled read-modify-write is refused), a counter change with a floor
 //     (Add), the caller's own script run only under a current token (Eval).
 //     Any Redis: standalone, Sentinel or Cluster, a lock node or another.
+//     With Durable, a write waits until the replicas have it, so that a
+//     failover does not lose an acknowledged fence.
 //   - SQL (Table): a fence column in the row, a fenced UPDATE and a fenced
 //     read-then-write in a transaction, with database/sql.
 //   - Any other service (Guard): the highest token per resource in a store
-//     you give it, checked and held while the request's write runs, with a
-//     net/http middleware that reads the token from a header and the body
-//     before it takes the resource, so that a stalled upload holds nothing.
+//     you give it (MemoryStore, a *Redis, your own), checked and held while
+//     the request's write runs, with a net/http middleware that reads the
+//     sequencer from a header and the body before it takes the resource,
+//     so that a stalled upload holds nothing.
 //
-// Every refusal is an error that matches ErrStale and is a *StaleError with
-// both tokens.
+// Every refusal of a token is an error that matches ErrStale and is a
+// *StaleError with both tokens; a sequencer of another lock than the one
+// the resource follows matches ErrOtherLock.
+//
+// # Sequencers
+//
+// A Sequencer is a lock's name, kind and token together, as Chubby's
+// sequencers are. A resource records the lock it follows, the lock of the
+// first sequencer it admits, and refuses another lock's sequencer however
+// high its token (a newer token of another lock would otherwise pass, and
+// keep the right lock's holders out). Token gives the sequencer of a bare
+// number, which names no lock. Token 0 is refused with ErrInvalid: it is
+// the own token of a lock of several names (redlock's Client.All), which
+// fences nothing; fence with each of its Parts.
 //
 // # The rules
 //
-// Equal tokens are accepted: a holder writes several times with one token,
-// and two holders never share one. A token below the fence is refused.
+// Equal tokens are accepted: a holder writes several times with one token.
+// A token below the fence is refused. Two holders of an exclusive lock
+// never share a token; two permits of a semaphore obtained at the same
+// time can, and two read holds or permits held at once are not ordered
+// among themselves (docs/fencing.md, "What a sequencer means").
 //
 // A negative token is refused unless the caller passes AllowNegative. Only
 // the degraded mode issues negative tokens (redlock.WithDegradedMode): such
@@ -42,6 +60,18 @@
 // Tokens are compared exactly as int64, in Lua too (as decimal strings,
 // since a Lua number is a double).
 //
+// # What a Guard trusts
+//
+// A Guard believes the token a request carries, and one request with a
+// token no holder has (2^63-1) raises the fence above every real holder.
+// Its checked modes refuse such a token: Checked asks the lock's nodes
+// (redlock's Client.Check, through the Checker interface) whether the
+// sequencer is current, and trusts a quorum of them; Signed admits a
+// request only with the HMAC of its sequencer under a key the lock's
+// holders and the guard share (Sign), and trusts every holder of the key.
+// A fence raised all the same is lowered with Reset (Redis.Reset,
+// Table.Reset, MemoryStore.Reset; redlock fence reset on the command line).
+//
 // # Retries, transactions, failures
 //
 // A client sends a command again when its reply is lost (go-redis does by
@@ -53,11 +83,15 @@
 // again matches ErrConflict. A NULL fence column is no fence. A nil or
 // zero input is an error matching ErrInvalid, never a panic. A Redis that
 // evicts any key when full (allkeys-* policies) forgets fences as a DEL
-// would: keep them on one with noeviction or a volatile-* policy.
+// would: keep them on one with noeviction or a volatile-* policy. A write
+// that Durable's replicas did not acknowledge matches ErrNotDurable: the
+// master applied it, and a failover may lose it.
 //
-// The guide, with the read-modify-write trap, retries, isolation levels,
-// MySQL, eviction, the cost and the cleanup of fence records, is
-// docs/fencing.md, "Using the token".
+// The guide, with sequencers and their check, the Guard's modes, durable
+// and poisoned fences, the read-modify-write trap, retries, isolation
+// levels, MySQL, eviction, the cost and the cleanup of fence records, and
+// a comparison with Chubby, etcd and Redisson, is docs/fencing.md, "Using
+// the token".
 package fence
 
 import (

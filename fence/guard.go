@@ -149,10 +149,18 @@ func (g *Guard) check(ctx context.Context, resource string, seq Sequencer) error
 }
 
 // Do waits until no other call of Do for resource runs (or ctx ends),
-// admits token for resource, and runs fn. It returns a *StaleError
-// (ErrStale) without running fn when token is below the highest admitted
-// (or negative without AllowNegative), an error wrapping ErrInvalid for an
-// empty resource, the store's error, ctx's error, or fn's error.
+// admits seq for resource, and runs fn. In the Checked mode it first asks
+// the Checker whether seq is current, and admits it only then. It returns
+// a *StaleError (ErrStale) without running fn when seq's token is below
+// the highest admitted (or negative without AllowNegative), or when the
+// Checker says seq is superseded (StaleError.Superseded); an error
+// matching ErrOtherLock when the resource follows another lock; an error
+// wrapping ErrInvalid for an empty resource, token 0, or a bare token in
+// the Checked mode; an error wrapping the Checker's when its nodes could
+// not say; the store's error, ctx's error, or fn's error. Do does not
+// verify signatures (Signed is the Middleware's): a service that takes
+// sequencers by another channel verifies them itself, comparing with
+// hmac.Equal the signature it got and Sign's.
 func (g *Guard) Do(ctx context.Context, resource string, seq Sequencer, fn func(context.Context) error) error {
 	if err := g.ready(); err != nil {
 		return err

@@ -10,7 +10,8 @@ import (
 	"path"
 )
 
-// TokenHeader is the request header Middleware reads the token from.
+// TokenHeader is the request header Middleware reads the sequencer from:
+// its text form (Sequencer.String), or a bare token.
 const TokenHeader = "Fencing-Token"
 
 // defaultMaxBody is the most bytes of a request body Middleware reads
@@ -27,7 +28,10 @@ func MaxBody(n int64) Option {
 }
 
 // Middleware runs next under Do for the resource that resource names for
-// the request and the token of its Fencing-Token header.
+// the request and the sequencer of its Fencing-Token header: its text form
+// (Sequencer.String, such as plain:1838866269518849:orders) or a bare
+// token. In the Signed mode the request must also carry the sequencer's
+// signature under the guard's key (Sign) in its Fencing-Signature header.
 //
 // It reads the request's body whole first, up to MaxBody, before it takes
 // the guard, and gives next the body from memory: a client that stalls
@@ -40,13 +44,16 @@ func MaxBody(n int64) Option {
 // (a temporary file renamed under Do).
 //
 // It answers without calling next: 428 Precondition Required without the
-// header, 400 Bad Request for a malformed token, an empty resource or a
-// body that could not be read, 413 Request Entity Too Large for a body
-// over MaxBody, 409 Conflict for a stale token (the body says both
-// tokens), 503 Service Unavailable when the store fails, each with the
-// error as a plain-text body. With a nil resource or next, a guard
-// without a store or a negative MaxBody, it answers every request 500
-// Internal Server Error, saying which.
+// header (or, Signed, without the signature), 403 Forbidden for a wrong
+// signature, 400 Bad Request for a malformed sequencer, token 0, an empty
+// resource, a bare token in the Checked mode or a body that could not be
+// read, 413 Request Entity Too Large for a body over MaxBody, 409 Conflict
+// for a stale token (the body says both tokens), a superseded sequencer
+// (Checked) or another lock's, 503 Service Unavailable when the store
+// fails or the lock's nodes cannot say (Checked), each with the error as a
+// plain-text body. With a nil resource or next, a guard without a store,
+// a nil Checker, a negative MaxBody or a Signed key shorter than 16 bytes,
+// it answers every request 500 Internal Server Error, saying which.
 //
 // resource must give one name to every spelling of one resource, the name
 // under which next stores it: CleanPath does for a resource named by its
@@ -80,7 +87,7 @@ func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handle
 		})
 		switch {
 		case ran || err == nil:
-		case errors.Is(err, ErrStale):
+		case errors.Is(err, ErrStale), errors.Is(err, ErrOtherLock):
 			http.Error(w, err.Error(), http.StatusConflict)
 		case errors.Is(err, ErrInvalid):
 			http.Error(w, err.Error(), http.StatusBadRequest)

@@ -13,14 +13,31 @@ import (
 const SignatureHeader = "Fencing-Signature"
 
 // Checked makes a Guard admit a sequencer only when c, the lock's nodes
-// (redlock's *Client), says it is Current, in Do and so in Middleware.
+// (redlock's *Client, Client.Check), says it is Current, in Do and so in
+// Middleware: a forged token, which no holder has, is Superseded and
+// raises no fence (409); a bare token, which names no lock to ask about,
+// is refused (ErrInvalid, 400); when the nodes cannot say (Unknown), the
+// request is refused too (503). It trusts a quorum of the lock's nodes and
+// the Client's configuration (its nodes and prefix must be the holders').
+// The check is made while the guard holds the resource, right before the
+// admission, and costs a round trip to the nodes per request. The fence
+// is kept as in the plain mode, so that holders that passed a check are
+// ordered by their tokens. A nil c makes every Do fail with ErrInvalid.
 func Checked(c Checker) Option {
 	return optionFunc(func(o *options) { o.checker, o.checkerSet = c, true })
 }
 
 // Signed makes a Guard's Middleware admit a request only when its
 // Fencing-Signature header is the signature of its Fencing-Token header's
-// sequencer under key (Sign).
+// sequencer under key (Sign), a secret of at least 16 bytes that the lock's
+// holders and the guard share: a request without it is answered 428, one
+// with a wrong one 403, and neither raises a fence. It trusts every holder
+// of the key to sign only the sequencers of its own locks, and the key to
+// stay secret; it needs no round trip. A signed sequencer replayed by
+// someone who saw it is a real holder's, which raises the fence to no
+// more than that holder's token (authenticate writers as any service
+// does: this mode protects the fence, not the write). Do takes no
+// signature: Signed is the Middleware's.
 func Signed(key []byte) Option {
 	k := append([]byte{}, key...)
 	return optionFunc(func(o *options) { o.key = k })

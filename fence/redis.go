@@ -25,7 +25,7 @@ type RedisClient interface {
 // Redis keeps fenced resources in Redis. Each resource is one hash at the
 // key the caller names: its field value holds the data, fence the highest
 // token of an exclusive holder, shared the highest token of a shared
-// reader, refused the count of refusals, writes the count of accepted
+// reader, lock the lock the resource follows, refused the count of refusals, writes the count of accepted
 // writes, bounded the count of Add calls refused by their floor, added0
 // to added7 the ids and results of the last 8 Add calls and added the
 // next of them (so that a client's retry is not applied twice). Deleting
@@ -52,29 +52,32 @@ func NewRedis(rdb RedisClient, opts ...Option) *Redis {
 // NoFloor is the floor of an Add that has none.
 const NoFloor int64 = math.MinInt64
 
-// Set stores value at key if token is at least the key's fence (and the
-// highest shared reader's token), and raises the fence to token. It returns
-// a *StaleError (ErrStale) otherwise, and changes nothing but the count of
-// refusals.
+// Set stores value at key if s's token is at least the key's fence (and
+// the highest shared reader's token), and raises the fence to it. It
+// returns a *StaleError (ErrStale) otherwise, an error matching
+// ErrOtherLock when the key follows another lock than s's, and changes
+// nothing but the count of refusals then. The key follows s's lock from
+// its first sequencer on (the hash's field lock).
 func (r *Redis) Set(ctx context.Context, key string, s Sequencer, value string) error {
 	_, err := r.run(ctx, setScript, key, s, value)
 	return err
 }
 
-// Get returns the value at key for the holder of token, who means to write
-// after it (a read-modify-write), and records token as the fence: from now
-// on, a holder with a lower token can neither read nor write. Without that
-// record, a holder that stalls between its read and its write past its
-// lock's validity could still write, before the next holder, which read
-// the same value, writes and overwrites it: an update lost with no stale
-// write accepted. ok is false when no value is stored. It returns a
-// *StaleError (ErrStale) when token is below the fence.
+// Get returns the value at key for the holder of s, who means to write
+// after it (a read-modify-write), and records s's token as the fence: from
+// now on, a holder with a lower token can neither read nor write. Without
+// that record, a holder that stalls between its read and its write past
+// its lock's validity could still write, before the next holder, which
+// read the same value, writes and overwrites it: an update lost with no
+// stale write accepted. ok is false when no value is stored. It returns a
+// *StaleError (ErrStale) when the token is below the fence, and an error
+// matching ErrOtherLock for another lock's sequencer.
 func (r *Redis) Get(ctx context.Context, key string, s Sequencer) (value string, ok bool, err error) {
 	return r.get(ctx, getScript, key, s)
 }
 
 // GetShared returns the value at key for the holder of a shared (read)
-// lock with token, the reader of redlock's Client.RWMutex. Readers overlap
+// lock with sequencer s, the reader of redlock's Client.RWMutex. Readers overlap
 // and their tokens are not ordered among themselves: a shared read is
 // refused only when an exclusive holder with a higher token has read or
 // written. It records the highest reader token, so that an exclusive
@@ -100,12 +103,13 @@ func (r *Redis) get(ctx context.Context, sc script, key string, s Sequencer) (st
 }
 
 // Add adds delta to the integer counter at key (a missing one is 0) if
-// token is current, and returns the new value. When the new value would
+// s's token is current, and returns the new value. When the new value would
 // be below floor, it changes nothing (but the count of such refusals, and
 // it records no token) and returns a *BoundError (ErrBound):
 // a stock decremented with Add(ctx, key, token, -1, 0) never goes below
 // zero. Pass NoFloor for no floor. It returns a *StaleError (ErrStale)
-// when token is below the fence, and an error matching ErrInvalid when
+// when the token is below the fence (ErrOtherLock for another lock's
+// sequencer), and an error matching ErrInvalid when
 // the value is not an integer as Redis reads one (abc, 007, -0) or the
 // change would overflow int64. Every failed Add changes nothing but the
 // counts of refusals. The counter is compared with the floor exactly while
@@ -141,15 +145,15 @@ func (r *Redis) Add(ctx context.Context, key string, s Sequencer, delta, floor i
 	return n, err
 }
 
-// Eval runs the caller's Lua script only if token is current for the
-// resource at key: in one script, it checks token against key's fence
-// (refused: a *StaleError, ErrStale, and the script does not run), raises
-// the fence to token, and runs src, which sees keys as KEYS and args as
-// ARGV. It returns the script's reply and error, as go-redis's Cmd.Result
+// Eval runs the caller's Lua script only if s is current for the resource
+// at key: in one script, it checks s against key's fence (refused: a
+// *StaleError, ErrStale, or ErrOtherLock, and the script does not run),
+// raises the fence to s's token, and runs src, which sees keys as KEYS and
+// args as ARGV. It returns the script's reply and error, as go-redis's Cmd.Result
 // would.
 //
-// key is a hash whose fields fence, shared, refused and writes belong to
-// this package: a resource of Set and Get, a key of its own, or the
+// key is a hash whose fields fence, shared, lock, refused and writes
+// belong to this package: a resource of Set and Get, a key of its own, or the
 // caller's own hash. With Redis Cluster, key and keys must share a hash
 // slot (a hash tag). src must not begin with a shebang (#!lua); it is sent
 // with EVAL, as its digest is not computed here (SHA-1 is refused in FIPS

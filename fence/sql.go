@@ -86,8 +86,9 @@ type Execer interface {
 //	UPDATE name SET <set>, fence = token
 //	WHERE key = id AND (fence IS NULL OR fence <= token)
 //
-// (with LockColumn, the row's lock is recorded and compared too)
-// with args as set's parameters (numbered from $1, or ? in order). set is
+// (s's token; with LockColumn, the row's lock is recorded and compared
+// too: another lock's sequencer is an error matching ErrOtherLock), with
+// args as set's parameters (numbered from $1, or ? in order). set is
 // SQL, written into the statement as it is: it comes from the program,
 // never from its input, and every value goes in args. A set with a
 // comment or a semicolon (--, /*, ;), which would cut off the fence's
