@@ -17,7 +17,7 @@ import (
 // through a fault proxy (so that a test can slow it or cut it), waits
 // until the link is up, and returns the master, the replica's server and
 // client, and the proxy.
-func replicated(t *testing.T) (*redistest.Server, *redistest.Server, *redis.Client, *faultproxy.Proxy) {
+func replicated(t testing.TB) (*redistest.Server, *redistest.Server, *redis.Client, *faultproxy.Proxy) {
 	t.Helper()
 	servers := redistest.Start(t, 2)
 	master, replica := servers[0], servers[1]
@@ -55,7 +55,7 @@ func replicated(t *testing.T) (*redistest.Server, *redistest.Server, *redis.Clie
 }
 
 // linkUp waits until rc's replication link is up.
-func linkUp(t *testing.T, rc *redis.Client) {
+func linkUp(t testing.TB, rc *redis.Client) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !strings.Contains(rc.Info(context.Background(), "replication").Val(), "master_link_status:up") {
@@ -191,5 +191,27 @@ func TestRedisDurableResults(t *testing.T) {
 	}
 	if err := NewRedis(scriptOnly{mc}, Durable(1, time.Second)).Set(ctx, "k", seq(1), "v"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Durable on a client without Conn: %v, want ErrInvalid", err)
+	}
+}
+
+// TestRedisMinReplicasToWrite: a master with min-replicas-to-write and no
+// replica refuses a fenced write, and a fenced read (which records a
+// token), at its first command: nothing of the record is written, so no
+// fence is raised that a failover would lose (docs/fencing.md, "Durable
+// fences").
+func TestRedisMinReplicasToWrite(t *testing.T) {
+	c := redistest.Start(t, 1, redistest.Options{Args: []string{"--min-replicas-to-write", "1"}})[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	r := NewRedis(c)
+	ctx := context.Background()
+	s := Sequencer{Lock: "acct", Kind: "plain", Token: 5}
+	if err := r.Set(ctx, "acct", s, "v"); err == nil || !strings.HasPrefix(err.Error(), "NOREPLICAS") {
+		t.Fatalf("Set without a replica: %v, want NOREPLICAS", err)
+	}
+	if _, _, err := r.Get(ctx, "acct", s); err == nil || !strings.HasPrefix(err.Error(), "NOREPLICAS") {
+		t.Fatalf("Get without a replica: %v, want NOREPLICAS", err)
+	}
+	if n := c.Exists(ctx, "acct").Val(); n != 0 {
+		t.Fatalf("the record exists after the refused writes")
 	}
 }

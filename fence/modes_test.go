@@ -93,6 +93,12 @@ func TestGuardForgedHeader(t *testing.T) {
 // closed when the test ends.
 func lockOnNodes(t *testing.T, name string) (*redlock.Client, *redlock.Lock) {
 	t.Helper()
+	return lockOnNodesB(t, name)
+}
+
+// lockOnNodesB is lockOnNodes for a test or a benchmark.
+func lockOnNodesB(t testing.TB, name string) (*redlock.Client, *redlock.Lock) {
+	t.Helper()
 	var nodes []redis.UniversalClient
 	for _, s := range redistest.Start(t, 3) {
 		n := s.Client()
