@@ -152,3 +152,41 @@ func TestCheckOneServerTwice(t *testing.T) {
 		t.Fatalf("Check with one server twice: %v, %v; want Unknown and ErrInvalid naming the server", st, err)
 	}
 }
+
+// TestCheckAfterARestartWithData (sim.): the node restarts with its data,
+// as from a snapshot, which a test plays by writing its epoch record as
+// another process's. The node recovers and vouches for nothing; once its
+// recovery is over, the holder, which kept refreshing, still holds the key
+// there, but the counter predates the node's new epoch (below its floor):
+// a snapshot may lack a later token, so the node says it no longer knows
+// the token, and Check answers Unknown, never Current.
+func TestCheckAfterARestartWithData(t *testing.T) {
+	const maxTTL = 2 * time.Second
+	cl := startNodes(t, 1)
+	c := guarded(t, cl.clients, maxTTL)
+	ctx := context.Background()
+	l, err := c.Mutex("snapshot").Obtain(ctx, maxTTL, WithAutoRefresh())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	checkIs(t, c, l.Sequencer(), fence.Current)
+	rc := cl.clients[0]
+	if err := rc.HSet(ctx, "{redlock:}:epoch", "run", "0123456789abcdef0123456789abcdef01234567", "check", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Del(ctx, "{redlock:}:epoch:ok").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkIs(t, c, l.Sequencer(), fence.Unknown); len(recoveringNodes(err)) != 1 {
+		t.Fatalf("Check right after the restart: %v; want the node recovering", err)
+	}
+	time.Sleep(maxTTL + 500*time.Millisecond)
+	if l.Err() != nil {
+		t.Fatalf("the holder lost its lock: %v", l.Err())
+	}
+	err = checkIs(t, c, l.Sequencer(), fence.Unknown)
+	if !errors.Is(err, errCheckForgotten) {
+		t.Fatalf("Check after the recovery: %v; want the node saying it no longer knows the token", err)
+	}
+}
