@@ -42,11 +42,11 @@ func forgedOnce(t *testing.T, g *fence.Guard, forged []string, holder []string) 
 	t.Helper()
 	srv := httptest.NewServer(g.Middleware(fence.CleanPath, http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
 	t.Cleanup(srv.Close)
-	code, body := request(t, srv.URL+"/reports/q3", "forged", forged...)
+	code, _ := request(t, srv.URL+"/reports/q3", "forged", forged...)
 	if code == http.StatusOK {
 		t.Errorf("forged header %v: 200, want it refused", forged)
 	}
-	code, body = request(t, srv.URL+"/reports/q3", "real", holder...)
+	code, body := request(t, srv.URL+"/reports/q3", "real", holder...)
 	if code != http.StatusOK {
 		t.Errorf("the holder's request after a forged one: %d %q, want 200", code, body)
 	}
