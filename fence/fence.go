@@ -39,6 +39,14 @@
 // the own token of a lock of several names (redlock's Client.All), which
 // fences nothing; fence with each of its Parts.
 //
+// Chubby is the model: its sequencer carries a lock's name, mode and
+// generation, and a server may ask the lock service whether it is still
+// current (CheckSequencer), as redlock's Client.Check answers Current,
+// Superseded or Unknown from a quorum of the lock's nodes. An etcd lock's
+// holder proves the same inside an etcd transaction (Mutex.IsOwner);
+// Redisson's fenced lock hands out a bare token and leaves its check to
+// the application. docs/fencing.md compares the four.
+//
 // # The rules
 //
 // Equal tokens are accepted: a holder writes several times with one token.
