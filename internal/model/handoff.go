@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -651,13 +652,17 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 	case hReqRefresh:
 		switch f.Kind {
 		case 'p':
-			r := d.Refresh(env, f.Secret, c.TTL, g, Mutations{})
+			// H's late refreshes re-seed as a Client before issue 44,
+			// whatever the counter (its token above every one), and its
+			// releases retire nothing (token 0): the claim's own checks
+			// must hold against them (mixed versions).
+			r := d.Refresh(env, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
 			return yes(r == Extended || r == Reseeded)
 		case 's':
-			r := d.PermRefresh(env, f.K, f.Secret, c.TTL, g, Mutations{})
+			r := d.PermRefresh(env, f.K, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
 			return yes(r == Extended || r == Reseeded)
 		}
-		r := d.FamRefresh(env, f.Kind, f.Owner, f.Secret, c.TTL, 0, g, Mutations{})
+		r := d.FamRefresh(env, f.Kind, f.Owner, f.Secret, c.TTL, math.MaxInt64, g, Mutations{})
 		return yes(r == Extended || r == Reseeded)
 	case hReqAcquire:
 		// A yes reports its vote (the token issued) in Left.
@@ -678,13 +683,13 @@ func (m *HandoffModel) run(s *HState, ni int, q hMsg) (int, int64) {
 	case hReqRelease:
 		switch f.Kind {
 		case 'p':
-			del, _ := d.Release(env, f.Secret, false)
+			del, _ := d.Release(env, f.Secret, 0, false, g, Mutations{})
 			return yes(del)
 		case 's':
-			del, _, _ := d.PermRelease(env, f.Secret, false)
+			del, _, _ := d.PermRelease(env, f.Secret, 0, false, g, Mutations{})
 			return yes(del)
 		}
-		del, _, _ := d.FamRelease(env, f.Kind, f.Owner, f.Secret, false)
+		del, _, _ := d.FamRelease(env, f.Kind, f.Owner, f.Secret, 0, false, g, Mutations{})
 		return yes(del)
 	}
 	panic("model: unknown handoff request")

@@ -159,7 +159,7 @@ type Msg struct {
 	Round int       // the client's round it belongs to
 	Value int       // owner value; a family client's hold ID
 	Arg   int64     // ttl, or token
-	Tok   int64     // a refresh's: the hold's token (ReseedRecordsToken)
+	Tok   int64     // a refresh's and a release's: the lock's (hold's) token
 	Rec   *RecWrite // a record request's writes (joint_records.go)
 	// Reply fields.
 	Status  int
@@ -709,10 +709,10 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			n.Data.Raise(env, req.Arg, g, c.Mut)
 			rep.Status = 1
 		case ReqRefresh:
-			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, g, c.Mut)
+			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, req.Tok, g, c.Mut)
 			voted = rep.Status == Reseeded
 		case ReqRelease:
-			if deleted, _, _ := n.Data.PermRelease(env, req.Value, true); deleted {
+			if deleted, _, _ := n.Data.PermRelease(env, req.Value, req.Tok, true, g, c.Mut); deleted {
 				rep.Status = 1
 			}
 		}
@@ -728,7 +728,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			rep.Status = n.Data.FamRefresh(env, mode, owner, req.Value, req.Arg, req.Tok, g, c.Mut)
 			voted = rep.Status == Reseeded
 		case ReqRelease:
-			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, true); deleted {
+			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, req.Tok, true, g, c.Mut); deleted {
 				rep.Status = 1
 			}
 		}
@@ -742,10 +742,10 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 		n.Data.Raise(env, req.Arg, g, c.Mut)
 		rep.Status = 1
 	case req.Kind == ReqRefresh:
-		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, g, c.Mut)
+		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, req.Tok, g, c.Mut)
 		voted = rep.Status == Reseeded
 	case req.Kind == ReqRelease:
-		if deleted, _ := n.Data.Release(env, req.Value, true); deleted {
+		if deleted, _ := n.Data.Release(env, req.Value, req.Tok, true, g, c.Mut); deleted {
 			rep.Status = 1
 		}
 	}
@@ -931,7 +931,7 @@ func (m *Model) clientStep1(s *State, ci int) *Violation {
 		default:
 			if cs.Release {
 				g.End = min(g.End, s.T)
-				m.send(s, ci, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value})
+				m.send(s, ci, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value, Tok: cl.Token})
 			}
 			cl.Phase = Idle
 		}
