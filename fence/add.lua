@@ -1,4 +1,4 @@
--- A fenced counter change with a floor. ARGV[3] the delta, ARGV[4] the
+-- A fenced counter change with a floor. ARGV[4] the delta, ARGV[5] the
 -- floor ('' for none). The counter is the value field, an integer; a
 -- missing one is 0. Lua numbers are doubles: the floor is compared exactly
 -- while the counter stays within 2^53 in magnitude; the reply, the
@@ -29,14 +29,14 @@ if e then return e end
 if not string.match(raw, '^-?%d+$') then
   return redis.error_reply('FENCE_NOTINT ' .. call .. ' ' .. raw)
 end
-if ARGV[4] ~= '' and tonumber(raw) + tonumber(ARGV[3]) < tonumber(ARGV[4]) then
+if ARGV[5] ~= '' and tonumber(raw) + tonumber(ARGV[4]) < tonumber(ARGV[5]) then
   redis.call('HINCRBY', key, 'bounded', 1)
-  return redis.error_reply('FENCE_BOUND ' .. call .. ' ' .. raw .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
+  return redis.error_reply('FENCE_BOUND ' .. call .. ' ' .. raw .. ' ' .. ARGV[4] .. ' ' .. ARGV[5])
 end
-local r = redis.pcall('HINCRBY', key, 'value', ARGV[3])
+local r = redis.pcall('HINCRBY', key, 'value', ARGV[4])
 if type(r) == 'table' and r.err then
   if string.find(r.err, 'overflow', 1, true) then
-    return redis.error_reply('FENCE_RANGE ' .. call .. ' ' .. raw .. ' ' .. ARGV[3])
+    return redis.error_reply('FENCE_RANGE ' .. call .. ' ' .. raw .. ' ' .. ARGV[4])
   end
   return redis.error_reply('FENCE_NOTINT ' .. call .. ' ' .. raw)
 end
@@ -49,5 +49,6 @@ else
   n = redis.call('HGET', key, 'value')
 end
 redis.call('HSET', key, 'fence', token, 'added' .. slot, mark .. n, 'added', (slot + 1) % 8)
+bind()
 redis.call('HINCRBY', key, 'writes', 1)
 return n

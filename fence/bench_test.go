@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -54,7 +55,7 @@ func BenchmarkRedisWrite(b *testing.B) {
 		serverTime(b, c, "evalsha", func() {
 			for i := range b.N {
 				token++
-				if err := r.Set(ctx, "bench:set", token, "v"+strconv.Itoa(i)); err != nil {
+				if err := r.Set(ctx, "bench:set", Token(token), "v"+strconv.Itoa(i)); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -73,7 +74,7 @@ func BenchmarkRedisWrite(b *testing.B) {
 		serverTime(b, c, "evalsha", func() {
 			for range b.N {
 				token++
-				if _, err := r.Add(ctx, "bench:add", token, 1, 0); err != nil {
+				if _, err := r.Add(ctx, "bench:add", Token(token), 1, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -88,4 +89,31 @@ func BenchmarkRedisWrite(b *testing.B) {
 			}
 		})
 	})
+}
+
+// The cost of a durable fence: a fenced Set on a master with one replica
+// on loopback (through a proxy that adds nothing), plain against Durable(1,
+// 1s), which waits on the same connection until the replica acknowledged
+// it. docs/benchmarks.md has the numbers.
+func BenchmarkDurableWrite(b *testing.B) {
+	master, _, _, _ := replicated(b)
+	c := master.Client()
+	b.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	for _, mode := range []struct {
+		name string
+		opts []Option
+	}{{"plain", nil}, {"durable", []Option{Durable(1, time.Second)}}} {
+		r := NewRedis(c, mode.opts...)
+		var token int64
+		b.Run("mode="+mode.name, func(b *testing.B) {
+			for i := range b.N {
+				token++
+				s := Sequencer{Lock: "bench", Kind: "plain", Token: token}
+				if err := r.Set(ctx, "bench:"+mode.name, s, "v"+strconv.Itoa(i)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -6,7 +6,11 @@
 -- ARGV[1] is the token, in decimal; ARGV[2] the call's id, a random string
 -- of the caller (redis.go) that every error reply of the package carries
 -- after its code, so that the caller tells them from the errors of a
--- script of its own (Redis.Eval), whatever those say.
+-- script of its own (Redis.Eval), whatever those say; ARGV[3] the name of
+-- the lock that issued the token (its sequencer's), '' for a bare token.
+-- The field lock holds the lock the resource follows: the first name
+-- admitted with a token, after which a token of another lock, or a bare
+-- one, is refused.
 --
 -- Tokens are compared as decimal strings, not as Lua numbers: a Lua number
 -- is a double, exact only below 2^53 in magnitude, and a degraded-mode
@@ -31,12 +35,19 @@ local function cmp(a, b)
   return r
 end
 
-local key, token, call = KEYS[1], ARGV[1], ARGV[2]
-local f = redis.call('HMGET', key, 'fence', 'shared')
+local key, token, call, lock = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
+local f = redis.call('HMGET', key, 'fence', 'shared', 'lock')
 
--- check returns an error reply when token is below the fence (or, with
--- shared true, below the highest shared reader's token too), nil otherwise.
+-- check returns an error reply when the resource follows another lock, or
+-- token is below the fence (or, with shared true, below the highest shared
+-- reader's token too), nil otherwise. The name the resource follows comes
+-- back in hex: a lock's name may hold any byte, an error reply may not.
 local function check(shared)
+  if f[3] and f[3] ~= lock then
+    redis.call('HINCRBY', key, 'refused', 1)
+    local name = string.gsub(f[3], '.', function(c) return string.format('%02x', string.byte(c)) end)
+    return redis.error_reply('FENCE_LOCK ' .. call .. ' ' .. name)
+  end
   local seen = f[1]
   if shared and f[2] and (not seen or cmp(f[2], seen) > 0) then
     seen = f[2]
@@ -48,9 +59,17 @@ local function check(shared)
   return nil
 end
 
+-- bind records the lock the resource follows, on its first sequencer.
+local function bind()
+  if lock ~= '' and not f[3] then
+    redis.call('HSET', key, 'lock', lock)
+  end
+end
+
 -- raise records token as the fence, which check found at or below it.
 local function raise()
   if f[1] ~= token then
     redis.call('HSET', key, 'fence', token)
   end
+  bind()
 end

@@ -33,7 +33,7 @@ func TestRedisEviction(t *testing.T) {
 			c := redistest.Start(t, 1, redistest.Options{Args: []string{"--maxmemory-policy", tc.policy}})[0].Client()
 			t.Cleanup(func() { _ = c.Close() })
 			r := NewRedis(c)
-			if err := r.Set(ctx, "account:7", 10, "balance=90"); err != nil {
+			if err := r.Set(ctx, "account:7", Token(10), "balance=90"); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 100 { // data with an expiry, which volatile-* may evict
@@ -54,7 +54,7 @@ func TestRedisEviction(t *testing.T) {
 			if n, _ := c.Exists(ctx, "account:7").Result(); (n == 1) != tc.kept {
 				t.Fatalf("record kept: %v, want %v", n == 1, tc.kept)
 			}
-			stale := r.Set(ctx, "account:7", 9, "balance=150")
+			stale := r.Set(ctx, "account:7", Token(9), "balance=150")
 			switch {
 			case tc.kept && stale == nil:
 				t.Fatal("the stale token was accepted though the record was kept")

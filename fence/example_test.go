@@ -23,8 +23,8 @@ func ExampleRedis_Set() {
 	r := fence.NewRedis(nodes[0])
 	ctx := context.Background()
 
-	fmt.Println(r.Set(ctx, "account:7", 42, "balance=90"))
-	err := r.Set(ctx, "account:7", 41, "balance=150")
+	fmt.Println(r.Set(ctx, "account:7", fence.Token(42), "balance=90"))
+	err := r.Set(ctx, "account:7", fence.Token(41), "balance=150")
 	fmt.Println(errors.Is(err, fence.ErrStale), err)
 	// Output:
 	// <nil>
@@ -38,13 +38,13 @@ func ExampleRedis_Get() {
 	defer stop()
 	r := fence.NewRedis(nodes[0])
 	ctx := context.Background()
-	_ = r.Set(ctx, "doc", 10, "v1")
+	_ = r.Set(ctx, "doc", fence.Token(10), "v1")
 
-	v, _, _ := r.Get(ctx, "doc", 11) // holder 11 reads, then stalls
+	v, _, _ := r.Get(ctx, "doc", fence.Token(11)) // holder 11 reads, then stalls
 	fmt.Println(v)
-	v, _, _ = r.Get(ctx, "doc", 12) // holder 12 reads and writes
-	_ = r.Set(ctx, "doc", 12, v+"+12")
-	fmt.Println(r.Set(ctx, "doc", 11, v+"+11")) // holder 11 wakes up
+	v, _, _ = r.Get(ctx, "doc", fence.Token(12)) // holder 12 reads and writes
+	_ = r.Set(ctx, "doc", fence.Token(12), v+"+12")
+	fmt.Println(r.Set(ctx, "doc", fence.Token(11), v+"+11")) // holder 11 wakes up
 	// Output:
 	// v1
 	// fence: doc: stale token 11: the resource has seen token 12
@@ -57,9 +57,9 @@ func ExampleRedis_Add() {
 	r := fence.NewRedis(nodes[0])
 	ctx := context.Background()
 
-	_, _ = r.Add(ctx, "stock:sku1", 1, 2, fence.NoFloor) // two in stock
+	_, _ = r.Add(ctx, "stock:sku1", fence.Token(1), 2, fence.NoFloor) // two in stock
 	for token := int64(2); token <= 4; token++ {
-		n, err := r.Add(ctx, "stock:sku1", token, -1, 0)
+		n, err := r.Add(ctx, "stock:sku1", fence.Token(token), -1, 0)
 		fmt.Println(n, err)
 	}
 	// Output:
@@ -77,9 +77,9 @@ func ExampleRedis_Eval() {
 	ctx := context.Background()
 	const enqueue = `return redis.call('RPUSH', KEYS[1], ARGV[1])`
 
-	n, err := r.Eval(ctx, "{jobs}:fence", 7, enqueue, []string{"{jobs}:queue"}, "job-a")
+	n, err := r.Eval(ctx, "{jobs}:fence", fence.Token(7), enqueue, []string{"{jobs}:queue"}, "job-a")
 	fmt.Println(n, err)
-	_, err = r.Eval(ctx, "{jobs}:fence", 6, enqueue, []string{"{jobs}:queue"}, "job-b")
+	_, err = r.Eval(ctx, "{jobs}:fence", fence.Token(6), enqueue, []string{"{jobs}:queue"}, "job-b")
 	fmt.Println(err)
 	// Output:
 	// 1 <nil>
@@ -96,7 +96,7 @@ func ExampleTable_Update() {
 		log.Fatal(err)
 	}
 	ctx := context.Background()
-	err = accounts.Update(ctx, db, 7, token, "balance = balance - $1", 10)
+	err = accounts.Update(ctx, db, 7, fence.Token(token), "balance = balance - $1", 10)
 	if errors.Is(err, fence.ErrStale) {
 		log.Print("lost the lock: ", err) // nothing was written
 	}
@@ -111,7 +111,7 @@ func ExampleTable_Tx() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	err = accounts.Tx(context.Background(), db, 7, token, func(tx *sql.Tx) error {
+	err = accounts.Tx(context.Background(), db, 7, fence.Token(token), func(tx *sql.Tx) error {
 		var balance int64
 		if err := tx.QueryRow(`SELECT balance FROM accounts WHERE id = $1`, 7).Scan(&balance); err != nil {
 			return err

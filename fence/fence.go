@@ -1,7 +1,7 @@
 // Package fence makes a resource refuse the writes of a lock holder that
-// lost its lock without knowing: it checks a fencing token (redlock's
-// Lock.Token, or any number that grows with each new holder) where the data
-// lives, atomically with the operation.
+// lost its lock without knowing: it checks a fencing token where the data
+// lives, atomically with the operation, and the token comes bound to the
+// lock that issued it (a Sequencer: redlock's Lock.Sequencer).
 //
 // A holder that pauses (a long GC, a stopped process, a slow network) past
 // its lock's validity wakes up still believing it holds the lock. Its token
@@ -14,20 +14,46 @@
 //     stalled read-modify-write is refused), a counter change with a floor
 //     (Add), the caller's own script run only under a current token (Eval).
 //     Any Redis: standalone, Sentinel or Cluster, a lock node or another.
+//     With Durable, a write waits until the replicas have it, so that a
+//     failover does not lose an acknowledged fence.
 //   - SQL (Table): a fence column in the row, a fenced UPDATE and a fenced
 //     read-then-write in a transaction, with database/sql.
 //   - Any other service (Guard): the highest token per resource in a store
-//     you give it, checked and held while the request's write runs, with a
-//     net/http middleware that reads the token from a header and the body
-//     before it takes the resource, so that a stalled upload holds nothing.
+//     you give it (MemoryStore, a *Redis, your own), checked and held while
+//     the request's write runs, with a net/http middleware that reads the
+//     sequencer from a header and the body before it takes the resource,
+//     so that a stalled upload holds nothing.
 //
-// Every refusal is an error that matches ErrStale and is a *StaleError with
-// both tokens.
+// Every refusal of a token is an error that matches ErrStale and is a
+// *StaleError with both tokens; a sequencer of another lock than the one
+// the resource follows matches ErrOtherLock.
+//
+// # Sequencers
+//
+// A Sequencer is a lock's name, kind and token together, as Chubby's
+// sequencers are. A resource records the lock it follows, the lock of the
+// first sequencer it admits, and refuses another lock's sequencer however
+// high its token (a newer token of another lock would otherwise pass, and
+// keep the right lock's holders out). Token gives the sequencer of a bare
+// number, which names no lock. Token 0 is refused with ErrInvalid: it is
+// the own token of a lock of several names (redlock's Client.All), which
+// fences nothing; fence with each of its Parts.
+//
+// Chubby is the model: its sequencer carries a lock's name, mode and
+// generation, and a server may ask the lock service whether it is still
+// current (CheckSequencer), as redlock's Client.Check answers Current,
+// Superseded or Unknown from a quorum of the lock's nodes. An etcd lock's
+// holder proves the same inside an etcd transaction (Mutex.IsOwner);
+// Redisson's fenced lock hands out a bare token and leaves its check to
+// the application. docs/fencing.md compares the four.
 //
 // # The rules
 //
-// Equal tokens are accepted: a holder writes several times with one token,
-// and two holders never share one. A token below the fence is refused.
+// Equal tokens are accepted: a holder writes several times with one token.
+// A token below the fence is refused. Two holders of an exclusive lock
+// never share a token; two permits of a semaphore obtained at the same
+// time can, and two read holds or permits held at once are not ordered
+// among themselves (docs/fencing.md, "What a sequencer means").
 //
 // A negative token is refused unless the caller passes AllowNegative. Only
 // the degraded mode issues negative tokens (redlock.WithDegradedMode): such
@@ -42,6 +68,18 @@
 // Tokens are compared exactly as int64, in Lua too (as decimal strings,
 // since a Lua number is a double).
 //
+// # What a Guard trusts
+//
+// A Guard believes the token a request carries, and one request with a
+// token no holder has (2^63-1) raises the fence above every real holder.
+// Its checked modes refuse such a token: Checked asks the lock's nodes
+// (redlock's Client.Check, through the Checker interface) whether the
+// sequencer is current, and trusts a quorum of them; Signed admits a
+// request only with the HMAC of its sequencer under a key the lock's
+// holders and the guard share (Sign), and trusts every holder of the key.
+// A fence raised all the same is lowered with Reset (Redis.Reset,
+// Table.Reset, MemoryStore.Reset; redlock fence reset on the command line).
+//
 // # Retries, transactions, failures
 //
 // A client sends a command again when its reply is lost (go-redis does by
@@ -53,11 +91,15 @@
 // again matches ErrConflict. A NULL fence column is no fence. A nil or
 // zero input is an error matching ErrInvalid, never a panic. A Redis that
 // evicts any key when full (allkeys-* policies) forgets fences as a DEL
-// would: keep them on one with noeviction or a volatile-* policy.
+// would: keep them on one with noeviction or a volatile-* policy. A write
+// that Durable's replicas did not acknowledge matches ErrNotDurable: the
+// master applied it, and a failover may lose it.
 //
-// The guide, with the read-modify-write trap, retries, isolation levels,
-// MySQL, eviction, the cost and the cleanup of fence records, is
-// docs/fencing.md, "Using the token".
+// The guide, with sequencers and their check, the Guard's modes, durable
+// and poisoned fences, the read-modify-write trap, retries, isolation
+// levels, MySQL, eviction, the cost and the cleanup of fence records, and
+// a comparison with Chubby, etcd and Redisson, is docs/fencing.md, "Using
+// the token".
 package fence
 
 import (
@@ -88,6 +130,12 @@ var ErrInvalid = errors.New("fence: invalid argument")
 // SQLState method (pgx, lib/pq) report conflicts.
 var ErrConflict = errors.New("fence: serialization conflict")
 
+// ErrOtherLock is matched (errors.Is) by the refusal of a sequencer of
+// another lock than the one the resource follows (the lock of the first
+// sequencer it admitted), or of a bare token (Token) once it follows one.
+// The resource is unchanged but for its count of refusals.
+var ErrOtherLock = errors.New("fence: a sequencer of another lock")
+
 // ErrBound is matched by the error of Redis.Add when the change would take
 // the counter below its floor. The error is a *BoundError; the counter is
 // unchanged.
@@ -96,15 +144,22 @@ var ErrBound = errors.New("fence: counter bound")
 // StaleError is a refused token. It matches ErrStale.
 type StaleError struct {
 	Resource string // the key, row or resource name
+	Lock     string // the refused sequencer's lock ("" for a bare token)
 	Token    int64  // the refused token
 	// Fence is the lowest token the resource accepts: the highest it has
 	// seen, or 0 for a negative token refused because AllowNegative was
 	// not given.
 	Fence    int64
 	Negative bool // refused as a negative (degraded mode) token
+	// Superseded: refused because the lock's nodes said the sequencer is
+	// not the lock's latest (a Guard's Checked mode); Fence is then 0.
+	Superseded bool
 }
 
 func (e *StaleError) Error() string {
+	if e.Superseded {
+		return fmt.Sprintf("fence: %s: stale token %d: the nodes of lock %q say a later holder superseded it", e.Resource, e.Token, e.Lock)
+	}
 	if e.Negative {
 		return fmt.Sprintf("fence: %s: stale token %d: a negative (degraded mode) token, below 0, the least this resource accepts without AllowNegative", e.Resource, e.Token)
 	}
@@ -122,6 +177,11 @@ type options struct {
 	isolation     sql.IsolationLevel // Table.Tx's
 	maxBody       int64              // Guard.Middleware's limit, when maxBodySet
 	maxBodySet    bool
+	lockColumn    string  // Table's column of the lock a row follows
+	checker       Checker // Guard's, when checkerSet
+	checkerSet    bool
+	key           []byte  // Guard.Middleware's signing key; nil: not Signed
+	ack           durable // Redis's writes wait for replicas (Durable)
 }
 
 type optionFunc func(*options)
@@ -144,6 +204,16 @@ func Isolation(level sql.IsolationLevel) Option {
 	return optionFunc(func(o *options) { o.isolation = level })
 }
 
+// LockColumn names the column in which a Table's rows keep the lock they
+// follow (a text column, NULL until a row's first sequencer of a lock):
+// with it, a sequencer of another lock, or a bare token once the row
+// follows a lock, is refused (ErrOtherLock), as Redis and Guard do. Without
+// it, a Table compares tokens only, whatever lock issued them. Redis and
+// Guard ignore it.
+func LockColumn(name string) Option {
+	return optionFunc(func(o *options) { o.lockColumn = name })
+}
+
 func newOptions(opts []Option) options {
 	var o options
 	for _, opt := range opts {
@@ -154,13 +224,40 @@ func newOptions(opts []Option) options {
 	return o
 }
 
-// admit refuses a negative token unless allowed.
-func (o options) admit(resource string, token int64) error {
-	if token < 0 && !o.allowNegative {
-		return &StaleError{Resource: resource, Token: token, Negative: true}
+// errZeroToken is why token 0 is refused.
+const errZeroToken = "token 0, which no lock is issued: a lock of several names (redlock's Client.All) has 0 as its own token; fence with each of its Lock.Parts(), which have tokens of their own"
+
+// admit refuses a sequencer that no lock issued (token 0, a name without
+// a kind or a kind without a name), and a negative token unless allowed.
+func (o options) admit(resource string, s Sequencer) error {
+	switch {
+	case s.Token == 0:
+		return invalid("%s: %s", resource, errZeroToken)
+	case (s.Lock == "") != (s.Kind == ""):
+		return invalid("%s: sequencer %+v: a lock's name and its kind go together (redlock's Lock.Sequencer gives both; Token gives neither)", resource, s)
+	}
+	if s.Token < 0 && !o.allowNegative {
+		return &StaleError{Resource: resource, Token: s.Token, Negative: true}
 	}
 	return nil
 }
+
+// otherLockError is a sequencer of another lock than the one the
+// resource follows. It matches ErrOtherLock.
+type otherLockError struct {
+	resource string
+	s        Sequencer // the refused one
+	follows  string    // the lock the resource follows
+}
+
+func (e *otherLockError) Error() string {
+	if e.s.Lock == "" {
+		return fmt.Sprintf("fence: %s: a bare token %d, which names no lock: the resource follows lock %q (pass that lock's Lock.Sequencer)", e.resource, e.s.Token, e.follows)
+	}
+	return fmt.Sprintf("fence: %s: a sequencer of lock %q (token %d): the resource follows lock %q", e.resource, e.s.Lock, e.s.Token, e.follows)
+}
+
+func (e *otherLockError) Is(target error) bool { return target == ErrOtherLock }
 
 // invalid is an error matching ErrInvalid: "fence: invalid argument: " and
 // the problem.

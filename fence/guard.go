@@ -10,10 +10,10 @@ import (
 // in memory (MemoryStore), or in a store of your own that survives the
 // service's restarts (a row, a file, a Redis key).
 type GuardStore interface {
-	// Admit raises resource's highest token to token when token is at
-	// least that high (or none is recorded), atomically, and returns the
-	// highest token after the call and whether token was admitted.
-	Admit(ctx context.Context, resource string, token int64) (highest int64, ok bool, err error)
+	// Admit records s as resource's fence when s's token is at least the
+	// fence's (or none is recorded), atomically, and returns the fence
+	// after the call and whether s was admitted.
+	Admit(ctx context.Context, resource string, s Sequencer) (fence Sequencer, ok bool, err error)
 }
 
 // MemoryStore is a GuardStore in memory: it forgets everything when the
@@ -23,24 +23,46 @@ type GuardStore interface {
 // ready to use.
 type MemoryStore struct {
 	mu sync.Mutex
-	m  map[string]int64
+	m  map[string]Sequencer
 }
 
 // Admit implements GuardStore.
-func (s *MemoryStore) Admit(_ context.Context, resource string, token int64) (int64, bool, error) {
+func (s *MemoryStore) Admit(_ context.Context, resource string, seq Sequencer) (Sequencer, bool, error) {
 	if s == nil {
-		return 0, false, invalid("nil *MemoryStore")
+		return Sequencer{}, false, invalid("nil *MemoryStore")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = make(map[string]int64)
+		s.m = make(map[string]Sequencer)
 	}
-	if h, ok := s.m[resource]; ok && token < h {
+	if h, ok := s.m[resource]; ok && (seq.Token < h.Token || h.Lock != "" && seq.Lock != h.Lock) {
 		return h, false, nil
 	}
-	s.m[resource] = token
-	return token, true, nil
+	s.m[resource] = seq
+	return seq, true, nil
+}
+
+// Reset sets resource's fence to to: its highest token and the lock it
+// follows, or, for the zero Sequencer, none (as Delete). It checks
+// nothing: it is the way out of a poisoned fence (see Redis.Reset, and
+// docs/fencing.md, "Poisoned fences"); a service exposes it to its
+// operators as it sees fit. A Guard whose store is a *Redis is reset with
+// Redis.Reset, or redlock fence reset.
+func (s *MemoryStore) Reset(resource string, to Sequencer) {
+	if s == nil {
+		return
+	}
+	if to == (Sequencer{}) {
+		s.Delete(resource)
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[string]Sequencer)
+	}
+	s.m[resource] = to
 }
 
 // Delete forgets resource: its next token is admitted whatever it is. Call
@@ -90,24 +112,56 @@ func NewGuard(store GuardStore, opts ...Option) *Guard {
 	return &Guard{store: store, opts: newOptions(opts), busy: make(map[string]*slot)}
 }
 
-// ready refuses a guard that cannot admit a token: nil, or without a
-// store.
+// ready refuses a guard that cannot admit a token: nil, without a store,
+// or given a nil Checker.
 func (g *Guard) ready() error {
 	switch {
 	case g == nil:
 		return invalid("nil *Guard: make it with NewGuard")
 	case g.store == nil:
 		return invalid("no guard store: NewGuard was given a nil store")
+	case g.opts.checkerSet && isNil(g.opts.checker):
+		return invalid("Checked was given a nil Checker")
 	}
 	return nil
 }
 
+// check asks the guard's Checker, in the Checked mode, whether seq is
+// current, and returns why not: a *StaleError (ErrStale) when superseded,
+// else an error saying the nodes could not tell.
+func (g *Guard) check(ctx context.Context, resource string, seq Sequencer) error {
+	if !g.opts.checkerSet {
+		return nil
+	}
+	if seq.Lock == "" {
+		return invalid("%s: a bare token (%d) names no lock, and the guard admits only a sequencer its lock's nodes say is current (Checked)", resource, seq.Token)
+	}
+	st, err := g.opts.checker.Check(ctx, seq)
+	switch {
+	case st == Current:
+		return nil
+	case st == Superseded:
+		return &StaleError{Resource: resource, Lock: seq.Lock, Token: seq.Token, Superseded: true}
+	case err != nil:
+		return fmt.Errorf("fence: %s: the nodes of lock %q could not say whether token %d is current: %w", resource, seq.Lock, seq.Token, err)
+	}
+	return fmt.Errorf("fence: %s: the nodes of lock %q could not say whether token %d is current (%v)", resource, seq.Lock, seq.Token, st)
+}
+
 // Do waits until no other call of Do for resource runs (or ctx ends),
-// admits token for resource, and runs fn. It returns a *StaleError
-// (ErrStale) without running fn when token is below the highest admitted
-// (or negative without AllowNegative), an error wrapping ErrInvalid for an
-// empty resource, the store's error, ctx's error, or fn's error.
-func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(context.Context) error) error {
+// admits seq for resource, and runs fn. In the Checked mode it first asks
+// the Checker whether seq is current, and admits it only then. It returns
+// a *StaleError (ErrStale) without running fn when seq's token is below
+// the highest admitted (or negative without AllowNegative), or when the
+// Checker says seq is superseded (StaleError.Superseded); an error
+// matching ErrOtherLock when the resource follows another lock; an error
+// wrapping ErrInvalid for an empty resource, token 0, or a bare token in
+// the Checked mode; an error wrapping the Checker's when its nodes could
+// not say; the store's error, ctx's error, or fn's error. Do does not
+// verify signatures (Signed is the Middleware's): a service that takes
+// sequencers by another channel verifies them itself, comparing with
+// hmac.Equal the signature it got and Sign's.
+func (g *Guard) Do(ctx context.Context, resource string, seq Sequencer, fn func(context.Context) error) error {
 	if err := g.ready(); err != nil {
 		return err
 	}
@@ -119,7 +173,7 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(co
 	case resource == "":
 		return invalid("empty resource")
 	}
-	if err := g.opts.admit(resource, token); err != nil {
+	if err := g.opts.admit(resource, seq); err != nil {
 		return err
 	}
 	s := g.take(resource)
@@ -130,12 +184,19 @@ func (g *Guard) Do(ctx context.Context, resource string, token int64, fn func(co
 		return ctx.Err()
 	}
 	defer func() { <-s.sem }()
-	highest, ok, err := g.store.Admit(ctx, resource, token)
+	if err := g.check(ctx, resource, seq); err != nil {
+		return err
+	}
+	highest, ok, err := g.store.Admit(ctx, resource, seq)
 	if err != nil {
 		return fmt.Errorf("fence: %s: guard store: %w", resource, err)
 	}
-	if !ok {
-		return &StaleError{Resource: resource, Token: token, Fence: highest}
+	switch {
+	case ok:
+	case highest.Lock != "" && highest.Lock != seq.Lock:
+		return &otherLockError{resource: resource, s: seq, follows: highest.Lock}
+	default:
+		return &StaleError{Resource: resource, Lock: seq.Lock, Token: seq.Token, Fence: highest.Token}
 	}
 	return fn(ctx)
 }

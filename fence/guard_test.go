@@ -138,15 +138,15 @@ func TestGuardSerializes(t *testing.T) {
 // in memory.
 type failing struct{}
 
-func (failing) Admit(context.Context, string, int64) (int64, bool, error) {
-	return 0, false, errors.New("store down")
+func (failing) Admit(context.Context, string, Sequencer) (Sequencer, bool, error) {
+	return Sequencer{}, false, errors.New("store down")
 }
 
 func TestGuardDo(t *testing.T) {
 	ctx := context.Background()
 	g := NewGuard(&MemoryStore{}, AllowNegative())
 	run := func(res string, token int64) error {
-		return g.Do(ctx, res, token, func(context.Context) error { return nil })
+		return g.Do(ctx, res, Token(token), func(context.Context) error { return nil })
 	}
 	if err := run("r", -7); err != nil {
 		t.Fatalf("negative token with AllowNegative: %v", err)
@@ -164,7 +164,7 @@ func TestGuardDo(t *testing.T) {
 	if len(g.busy) != 0 {
 		t.Fatalf("%d resources still tracked", len(g.busy))
 	}
-	if err := NewGuard(failing{}).Do(ctx, "r", 1, func(context.Context) error { return nil }); err == nil || !strings.Contains(err.Error(), "store down") {
+	if err := NewGuard(failing{}).Do(ctx, "r", Token(1), func(context.Context) error { return nil }); err == nil || !strings.Contains(err.Error(), "store down") {
 		t.Fatalf("store error: %v", err)
 	}
 	srv := httptest.NewServer(NewGuard(failing{}).Middleware(byPath, http.NotFoundHandler()))

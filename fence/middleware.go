@@ -8,10 +8,10 @@ import (
 	"io"
 	"net/http"
 	"path"
-	"strconv"
 )
 
-// TokenHeader is the request header Middleware reads the token from.
+// TokenHeader is the request header Middleware reads the sequencer from:
+// its text form (Sequencer.String), or a bare token.
 const TokenHeader = "Fencing-Token"
 
 // defaultMaxBody is the most bytes of a request body Middleware reads
@@ -28,7 +28,10 @@ func MaxBody(n int64) Option {
 }
 
 // Middleware runs next under Do for the resource that resource names for
-// the request and the token of its Fencing-Token header.
+// the request and the sequencer of its Fencing-Token header: its text form
+// (Sequencer.String, such as plain:1838866269518849:orders) or a bare
+// token. In the Signed mode the request must also carry the sequencer's
+// signature under the guard's key (Sign) in its Fencing-Signature header.
 //
 // It reads the request's body whole first, up to MaxBody, before it takes
 // the guard, and gives next the body from memory: a client that stalls
@@ -41,13 +44,16 @@ func MaxBody(n int64) Option {
 // (a temporary file renamed under Do).
 //
 // It answers without calling next: 428 Precondition Required without the
-// header, 400 Bad Request for a malformed token, an empty resource or a
-// body that could not be read, 413 Request Entity Too Large for a body
-// over MaxBody, 409 Conflict for a stale token (the body says both
-// tokens), 503 Service Unavailable when the store fails, each with the
-// error as a plain-text body. With a nil resource or next, a guard
-// without a store or a negative MaxBody, it answers every request 500
-// Internal Server Error, saying which.
+// header (or, Signed, without the signature), 403 Forbidden for a wrong
+// signature, 400 Bad Request for a malformed sequencer, token 0, an empty
+// resource, a bare token in the Checked mode or a body that could not be
+// read, 413 Request Entity Too Large for a body over MaxBody, 409 Conflict
+// for a stale token (the body says both tokens), a superseded sequencer
+// (Checked) or another lock's, 503 Service Unavailable when the store
+// fails or the lock's nodes cannot say (Checked), each with the error as a
+// plain-text body. With a nil resource or next, a guard without a store,
+// a nil Checker, a negative MaxBody or a Signed key shorter than 16 bytes,
+// it answers every request 500 Internal Server Error, saying which.
 //
 // resource must give one name to every spelling of one resource, the name
 // under which next stores it: CleanPath does for a resource named by its
@@ -60,6 +66,9 @@ func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handle
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, code, err := requestToken(r)
+		if err == nil && g.opts.key != nil {
+			code, err = signature(g.opts.key, token, r)
+		}
 		if err != nil {
 			http.Error(w, err.Error(), code)
 			return
@@ -78,7 +87,7 @@ func (g *Guard) Middleware(resource func(*http.Request) string, next http.Handle
 		})
 		switch {
 		case ran || err == nil:
-		case errors.Is(err, ErrStale):
+		case errors.Is(err, ErrStale), errors.Is(err, ErrOtherLock):
 			http.Error(w, err.Error(), http.StatusConflict)
 		case errors.Is(err, ErrInvalid):
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -103,22 +112,24 @@ func (g *Guard) middlewareReady(resource func(*http.Request) string, next http.H
 		return invalid("nil next handler")
 	case g.opts.maxBody < 0:
 		return invalid("MaxBody(%d): a negative limit", g.opts.maxBody)
+	case g.opts.key != nil && len(g.opts.key) < minKey:
+		return invalid("Signed: a key of %d bytes, fewer than %d", len(g.opts.key), minKey)
 	}
 	return nil
 }
 
-// requestToken reads the token of r's Fencing-Token header, or says which
-// status answers r and why.
-func requestToken(r *http.Request) (int64, int, error) {
+// requestToken reads the sequencer of r's Fencing-Token header (its text
+// form, or a bare token), or says which status answers r and why.
+func requestToken(r *http.Request) (Sequencer, int, error) {
 	raw := r.Header.Get(TokenHeader)
 	if raw == "" {
-		return 0, http.StatusPreconditionRequired, fmt.Errorf("fence: missing %s header", TokenHeader)
+		return Sequencer{}, http.StatusPreconditionRequired, fmt.Errorf("fence: missing %s header", TokenHeader)
 	}
-	token, err := strconv.ParseInt(raw, 10, 64)
+	s, err := ParseSequencer(raw)
 	if err != nil {
-		return 0, http.StatusBadRequest, fmt.Errorf("fence: malformed %s header %q", TokenHeader, raw)
+		return Sequencer{}, http.StatusBadRequest, fmt.Errorf("fence: malformed %s header %q", TokenHeader, raw)
 	}
-	return token, 0, nil
+	return s, 0, nil
 }
 
 // readBody reads r's body whole, up to the guard's MaxBody, and puts it

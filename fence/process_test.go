@@ -1,4 +1,4 @@
-package fence
+package fence_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock"
+	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
@@ -69,13 +70,13 @@ func child(cfg childConfig) error {
 	}
 	sdb := redis.NewClient(&redis.Options{Addr: cfg.Store})
 	defer sdb.Close()
-	r := NewRedis(sdb)
+	r := fence.NewRedis(sdb)
 	fmt.Printf("token %d\n", l.Token())
 	value := "stale"
 	if cfg.RMW {
 		var v string
 		if cfg.Fenced {
-			v, _, err = r.Get(ctx, cfg.Key, l.Token())
+			v, _, err = r.Get(ctx, cfg.Key, l.Sequencer())
 		} else {
 			v, err = sdb.HGet(ctx, cfg.Key, "value").Result()
 		}
@@ -91,12 +92,12 @@ func child(cfg childConfig) error {
 		return err
 	}
 	if cfg.Fenced {
-		err = r.Set(ctx, cfg.Key, l.Token(), value)
+		err = r.Set(ctx, cfg.Key, l.Sequencer(), value)
 	} else {
 		err = sdb.HSet(ctx, cfg.Key, "value", value).Err()
 	}
 	switch {
-	case errors.Is(err, ErrStale):
+	case errors.Is(err, fence.ErrStale):
 		fmt.Printf("refused %v\n", err)
 	case err != nil:
 		return err
@@ -137,7 +138,7 @@ func TestStalledHolderProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lc.Close() })
-	r := NewRedis(sdb)
+	r := fence.NewRedis(sdb)
 	for _, tc := range []struct {
 		name        string
 		fenced, rmw bool
@@ -165,7 +166,7 @@ func TestStalledHolderProcess(t *testing.T) {
 // stalledHolder runs the child of cfg, stops it once it holds the lock
 // (and has read), obtains the lock here, does the new holder's
 // read-modify-write, resumes the child and returns its result line.
-func stalledHolder(t *testing.T, lc *redlock.Client, r *Redis, sdb *redis.Client, cfg childConfig) string {
+func stalledHolder(t *testing.T, lc *redlock.Client, r *fence.Redis, sdb *redis.Client, cfg childConfig) string {
 	raw, _ := json.Marshal(cfg)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+string(raw))
@@ -217,10 +218,10 @@ func stalledHolder(t *testing.T, lc *redlock.Client, r *Redis, sdb *redis.Client
 	// The new holder's read-modify-write.
 	var v string
 	if cfg.Fenced {
-		v, _, err = r.Get(ctx, cfg.Key, l.Token())
+		v, _, err = r.Get(ctx, cfg.Key, l.Sequencer())
 		if err == nil {
 			n, _ := strconv.Atoi(v)
-			err = r.Set(ctx, cfg.Key, l.Token(), strconv.Itoa(n+1))
+			err = r.Set(ctx, cfg.Key, l.Sequencer(), strconv.Itoa(n+1))
 		}
 	} else {
 		v = sdb.HGet(ctx, cfg.Key, "value").Val()

@@ -13,17 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
-
-func TestMain(m *testing.M) {
-	if cfg := os.Getenv(childEnv); cfg != "" {
-		os.Exit(runChild(cfg))
-	}
-	goleak.VerifyTestMain(m)
-}
 
 // TestScriptDigests checks the digests written in redis.go against the
 // scripts' sources (computing them at run time would panic in FIPS
@@ -32,7 +24,7 @@ func TestScriptDigests(t *testing.T) {
 	if strings.Contains(os.Getenv("GODEBUG"), "fips140=only") {
 		t.Skip("SHA-1 is refused in FIPS 140-only mode")
 	}
-	for name, s := range map[string]script{"set": setScript, "get": getScript, "shared": sharedScript, "add": addScript, "inspect": inspectScript} {
+	for name, s := range map[string]script{"set": setScript, "get": getScript, "shared": sharedScript, "add": addScript, "inspect": inspectScript, "reset": resetScript} {
 		h := sha1.Sum([]byte(s.src))
 		if got := hex.EncodeToString(h[:]); got != s.sha {
 			t.Errorf("%s: digest %s in redis.go, the source's is %s", name, s.sha, got)
@@ -77,11 +69,11 @@ func TestRedisSet(t *testing.T) {
 		{12, "c", 0},
 		{11, "d", 12}, // a holder that lost its lock
 		{12, "e", 0},  // equal to the fence
-		{0, "f", 12},
+		{1, "f", 12},
 		{13, "g", 0},
 	}
 	for _, st := range steps {
-		err := r.Set(ctx, "acct", st.token, st.value)
+		err := r.Set(ctx, "acct", Token(st.token), st.value)
 		if st.fence > 0 {
 			stale(t, err, st.token, st.fence)
 		} else if err != nil {
@@ -92,7 +84,7 @@ func TestRedisSet(t *testing.T) {
 	if err != nil || s != (State{Value: "g", Exists: true, Fence: 13, Writes: 5, Refused: 2}) {
 		t.Fatalf("Inspect = %+v, %v", s, err)
 	}
-	if err := r.Set(ctx, "", 1, "x"); !errors.Is(err, ErrInvalid) {
+	if err := r.Set(ctx, "", Token(1), "x"); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Set with an empty key: %v, want ErrInvalid", err)
 	}
 }
@@ -104,24 +96,24 @@ func TestRedisSet(t *testing.T) {
 func TestRedisReadModifyWrite(t *testing.T) {
 	r, c := newRedis(t)
 	ctx := context.Background()
-	if err := r.Set(ctx, "stock", 5, "100"); err != nil {
+	if err := r.Set(ctx, "stock", Token(5), "100"); err != nil {
 		t.Fatal(err)
 	}
-	old, _, err := r.Get(ctx, "stock", 14)
+	old, _, err := r.Get(ctx, "stock", Token(14))
 	if err != nil || old != "100" {
 		t.Fatalf("Get(14) = %q, %v", old, err)
 	}
-	cur, ok, err := r.Get(ctx, "stock", 20)
+	cur, ok, err := r.Get(ctx, "stock", Token(20))
 	if err != nil || !ok || cur != "100" {
 		t.Fatalf("Get(20) = %q, %v, %v", cur, ok, err)
 	}
-	stale(t, r.Set(ctx, "stock", 14, "99"), 14, 20)
-	_, _, err = r.Get(ctx, "stock", 14)
+	stale(t, r.Set(ctx, "stock", Token(14), "99"), 14, 20)
+	_, _, err = r.Get(ctx, "stock", Token(14))
 	stale(t, err, 14, 20)
-	if err := r.Set(ctx, "stock", 20, "99"); err != nil {
+	if err := r.Set(ctx, "stock", Token(20), "99"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := r.Get(ctx, "none", 1); ok || err != nil {
+	if _, ok, err := r.Get(ctx, "none", Token(1)); ok || err != nil {
 		t.Fatalf("Get of a missing value: ok %v, %v", ok, err)
 	}
 
@@ -150,7 +142,7 @@ func dec(s string) string {
 func TestRedisNegative(t *testing.T) {
 	ctx := context.Background()
 	r, c := newRedis(t)
-	err := r.Set(ctx, "k", -5, "x")
+	err := r.Set(ctx, "k", Token(-5), "x")
 	var se *StaleError
 	if !errors.Is(err, ErrStale) || !errors.As(err, &se) || !se.Negative || !strings.Contains(err.Error(), "-5") {
 		t.Fatalf("negative token: %v, want a refusal", err)
@@ -161,14 +153,14 @@ func TestRedisNegative(t *testing.T) {
 
 	r = NewRedis(c, AllowNegative())
 	base := int64(math.MinInt64) + 1_800_000_000_000_000 // a degraded token
-	if err := r.Set(ctx, "k", base+1, "new"); err != nil {
+	if err := r.Set(ctx, "k", Token(base+1), "new"); err != nil {
 		t.Fatal(err)
 	}
-	stale(t, r.Set(ctx, "k", base, "old"), base, base+1)
-	if err := r.Set(ctx, "k", 1, "redis"); err != nil {
+	stale(t, r.Set(ctx, "k", Token(base), "old"), base, base+1)
+	if err := r.Set(ctx, "k", Token(1), "redis"); err != nil {
 		t.Fatal(err)
 	}
-	stale(t, r.Set(ctx, "k", base+2, "degraded"), base+2, 1)
+	stale(t, r.Set(ctx, "k", Token(base+2), "degraded"), base+2, 1)
 	if float64(base) != float64(base+1) {
 		t.Fatal("the tokens are exact as doubles: the test shows nothing")
 	}
@@ -177,22 +169,22 @@ func TestRedisNegative(t *testing.T) {
 func TestRedisAdd(t *testing.T) {
 	r, c := newRedis(t)
 	ctx := context.Background()
-	if n, err := r.Add(ctx, "stock", 7, 2, NoFloor); err != nil || n != 2 {
+	if n, err := r.Add(ctx, "stock", Token(7), 2, NoFloor); err != nil || n != 2 {
 		t.Fatalf("Add(+2) = %d, %v", n, err)
 	}
 	for want := int64(1); want >= 0; want-- {
-		if n, err := r.Add(ctx, "stock", 7, -1, 0); err != nil || n != want {
+		if n, err := r.Add(ctx, "stock", Token(7), -1, 0); err != nil || n != want {
 			t.Fatalf("Add(-1) = %d, %v; want %d", n, err, want)
 		}
 	}
-	_, err := r.Add(ctx, "stock", 8, -1, 0)
+	_, err := r.Add(ctx, "stock", Token(8), -1, 0)
 	var be *BoundError
 	if !errors.Is(err, ErrBound) || !errors.As(err, &be) || be.Value != 0 || be.Floor != 0 {
 		t.Fatalf("Add below the floor: %v, want ErrBound", err)
 	}
-	_, err = r.Add(ctx, "stock", 6, 5, 0)
+	_, err = r.Add(ctx, "stock", Token(6), 5, 0)
 	stale(t, err, 6, 7) // a refusal by the floor records no token
-	if n, err := r.Add(ctx, "stock", 9, -3, NoFloor); err != nil || n != -3 {
+	if n, err := r.Add(ctx, "stock", Token(9), -3, NoFloor); err != nil || n != -3 {
 		t.Fatalf("Add without a floor = %d, %v", n, err)
 	}
 	s, _ := r.Inspect(ctx, "stock")
@@ -200,7 +192,7 @@ func TestRedisAdd(t *testing.T) {
 		t.Fatalf("state %+v", s)
 	}
 	c.HSet(ctx, "text", "value", "abc")
-	if _, err := r.Add(ctx, "text", 1, 1, NoFloor); !errors.Is(err, ErrInvalid) {
+	if _, err := r.Add(ctx, "text", Token(1), 1, NoFloor); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("Add to a non-integer: %v, want ErrInvalid", err)
 	}
 }
@@ -209,28 +201,28 @@ func TestRedisEval(t *testing.T) {
 	r, c := newRedis(t)
 	ctx := context.Background()
 	const push = `redis.call('RPUSH', KEYS[1], ARGV[1]) return redis.call('LLEN', KEYS[1])`
-	v, err := r.Eval(ctx, "{q}:fence", 5, push, []string{"{q}:list"}, "a")
+	v, err := r.Eval(ctx, "{q}:fence", Token(5), push, []string{"{q}:list"}, "a")
 	if err != nil || v != int64(1) {
 		t.Fatalf("Eval = %v, %v", v, err)
 	}
-	if v, err = r.Eval(ctx, "{q}:fence", 6, push, []string{"{q}:list"}, "b"); err != nil || v != int64(2) {
+	if v, err = r.Eval(ctx, "{q}:fence", Token(6), push, []string{"{q}:list"}, "b"); err != nil || v != int64(2) {
 		t.Fatalf("Eval = %v, %v", v, err)
 	}
-	_, err = r.Eval(ctx, "{q}:fence", 5, push, []string{"{q}:list"}, "late")
+	_, err = r.Eval(ctx, "{q}:fence", Token(5), push, []string{"{q}:list"}, "late")
 	stale(t, err, 5, 6)
 	if got := c.LRange(ctx, "{q}:list", 0, -1).Val(); strings.Join(got, ",") != "a,b" {
 		t.Fatalf("list %v: the refused script ran", got)
 	}
 	// The caller's hash as the fence's: its fields are kept.
 	c.HSet(ctx, "user:1", "name", "ann")
-	if _, err := r.Eval(ctx, "user:1", 3, `return redis.call('HSET', KEYS[1], 'name', ARGV[1])`, []string{"user:1"}, "bob"); err != nil {
+	if _, err := r.Eval(ctx, "user:1", Token(3), `return redis.call('HSET', KEYS[1], 'name', ARGV[1])`, []string{"user:1"}, "bob"); err != nil {
 		t.Fatal(err)
 	}
 	if m := c.HGetAll(ctx, "user:1").Val(); m["name"] != "bob" || m["fence"] != "3" {
 		t.Fatalf("hash %v", m)
 	}
 	for _, e := range []string{"MINE failed", "STALE 1 2"} { // the script's own errors, as they are
-		_, err := r.Eval(ctx, "{q}:fence", 7, `return redis.error_reply(ARGV[1])`, nil, e)
+		_, err := r.Eval(ctx, "{q}:fence", Token(7), `return redis.error_reply(ARGV[1])`, nil, e)
 		if err == nil || err.Error() != e || errors.Is(err, ErrStale) {
 			t.Fatalf("the script's own error %q: %v", e, err)
 		}
@@ -240,22 +232,22 @@ func TestRedisEval(t *testing.T) {
 func TestRedisGetShared(t *testing.T) {
 	r, _ := newRedis(t)
 	ctx := context.Background()
-	if err := r.Set(ctx, "doc", 10, "v1"); err != nil {
+	if err := r.Set(ctx, "doc", Token(10), "v1"); err != nil {
 		t.Fatal(err)
 	}
 	// Readers 31 and 30 overlap and read in any order.
 	for _, tok := range []int64{31, 30} {
-		if v, _, err := r.GetShared(ctx, "doc", tok); err != nil || v != "v1" {
+		if v, _, err := r.GetShared(ctx, "doc", Token(tok)); err != nil || v != "v1" {
 			t.Fatalf("GetShared(%d) = %q, %v", tok, v, err)
 		}
 	}
-	stale(t, r.Set(ctx, "doc", 25, "old"), 25, 31) // a writer older than a reader
-	_, _, err := r.Get(ctx, "doc", 30)
+	stale(t, r.Set(ctx, "doc", Token(25), "old"), 25, 31) // a writer older than a reader
+	_, _, err := r.Get(ctx, "doc", Token(30))
 	stale(t, err, 30, 31)
-	if err := r.Set(ctx, "doc", 32, "v2"); err != nil {
+	if err := r.Set(ctx, "doc", Token(32), "v2"); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = r.GetShared(ctx, "doc", 31) // a reader older than a write
+	_, _, err = r.GetShared(ctx, "doc", Token(31)) // a reader older than a write
 	stale(t, err, 31, 32)
 }
 
@@ -269,14 +261,14 @@ func TestRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	for i := range 20 { // keys on every master
 		k := fmt.Sprintf("item:%d", i)
-		if err := r.Set(ctx, k, 10, "v"); err != nil {
+		if err := r.Set(ctx, k, Token(10), "v"); err != nil {
 			t.Fatalf("Set %s: %v", k, err)
 		}
-		stale(t, r.Set(ctx, k, 9, "old"), 9, 10)
-		if _, err := r.Add(ctx, k+":n", 10, -1, 0); !errors.Is(err, ErrBound) {
+		stale(t, r.Set(ctx, k, Token(9), "old"), 9, 10)
+		if _, err := r.Add(ctx, k+":n", Token(10), -1, 0); !errors.Is(err, ErrBound) {
 			t.Fatalf("Add %s: %v", k, err)
 		}
-		if _, err := r.Eval(ctx, "{"+k+"}", 11, `return redis.call('SET', KEYS[1], ARGV[1])`, []string{"{" + k + "}:x"}, "y"); err != nil {
+		if _, err := r.Eval(ctx, "{"+k+"}", Token(11), `return redis.call('SET', KEYS[1], ARGV[1])`, []string{"{" + k + "}:x"}, "y"); err != nil {
 			t.Fatalf("Eval %s: %v", k, err)
 		}
 		if s, err := r.Inspect(ctx, k); err != nil || s.Fence != 10 || s.Refused != 1 {
@@ -295,7 +287,7 @@ func TestRedisSentinelFailover(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	r := NewRedis(c)
 	ctx := context.Background()
-	if err := r.Set(ctx, "account:7", 10, "a"); err != nil {
+	if err := r.Set(ctx, "account:7", Token(10), "a"); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := c.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n < 1 {
@@ -306,13 +298,13 @@ func TestRedisSentinelFailover(t *testing.T) {
 	}
 	var err error
 	for range 100 { // the client finds the new master
-		if err = r.Set(ctx, "account:7", 9, "stale"); !notFenceAnswer(err) {
+		if err = r.Set(ctx, "account:7", Token(9), "stale"); !notFenceAnswer(err) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	stale(t, err, 9, 10)
-	if err := r.Set(ctx, "account:7", 11, "b"); err != nil {
+	if err := r.Set(ctx, "account:7", Token(11), "b"); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -330,7 +322,7 @@ func TestRedisEvalCallerErrors(t *testing.T) {
 	r, _ := newRedis(t)
 	ctx := context.Background()
 	for _, e := range []string{"FENCE_STALE 1 2", "FENCE_STALE 7 9", "FENCE_BOUND 1 -2 0", "FENCE_NOTINT abc", "FENCE_RANGE 1 2"} {
-		_, err := r.Eval(ctx, "{q}:fence", 7, `return redis.error_reply(ARGV[1])`, nil, e)
+		_, err := r.Eval(ctx, "{q}:fence", Token(7), `return redis.error_reply(ARGV[1])`, nil, e)
 		if err == nil || err.Error() != e || errors.Is(err, ErrStale) || errors.Is(err, ErrBound) || errors.Is(err, ErrInvalid) {
 			t.Errorf("the script's own error %q came back as %v", e, err)
 		}
@@ -356,7 +348,7 @@ func TestRedisAddFailureChangesNothing(t *testing.T) {
 	} {
 		key := "counter:" + tc.value
 		c.HSet(ctx, key, "value", tc.value)
-		_, err := r.Add(ctx, key, 5, tc.delta, NoFloor)
+		_, err := r.Add(ctx, key, Token(5), tc.delta, NoFloor)
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.value) {
 			t.Errorf("Add(%+d) to %s: %v, want ErrInvalid naming the value", tc.delta, tc.value, err)
 		}

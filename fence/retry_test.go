@@ -32,7 +32,7 @@ func TestRedisAddRetried(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	r := NewRedis(c)
 	ctx := context.Background()
-	if _, err := r.Add(ctx, "stock", 1, 10, NoFloor); err != nil {
+	if _, err := r.Add(ctx, "stock", Token(1), 10, NoFloor); err != nil {
 		t.Fatal(err)
 	}
 
@@ -43,7 +43,7 @@ func TestRedisAddRetried(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := r.Add(ctx, "stock", 2, -1, 0)
+		n, err := r.Add(ctx, "stock", Token(2), -1, 0)
 		done <- result{n, err}
 	}()
 	// Once Redis has applied the first attempt, let the replies through
@@ -75,7 +75,7 @@ func TestRedisAddWindow(t *testing.T) {
 	r, c := newRedis(t)
 	ctx := context.Background()
 	add := func(id string, token, delta int64) (any, error) {
-		return r.call(ctx, addScript, "n", id, token, delta, "")
+		return r.call(ctx, addScript, "n", id, Token(token), delta, "")
 	}
 	if v, err := add("FIRST", 5, 10); err != nil || v != "10" {
 		t.Fatalf("first call = %v, %v", v, err)
@@ -113,10 +113,10 @@ func TestRedisAddWindow(t *testing.T) {
 	}
 
 	const big = 1<<53 + 1 // not a double
-	if n, err := r.Add(ctx, "big", 7, big, NoFloor); err != nil || n != big {
+	if n, err := r.Add(ctx, "big", Token(7), big, NoFloor); err != nil || n != big {
 		t.Fatalf("Add(2^53+1) = %d, %v", n, err)
 	}
-	if n, err := r.Add(ctx, "big", 7, 2, NoFloor); err != nil || n != big+2 {
+	if n, err := r.Add(ctx, "big", Token(7), 2, NoFloor); err != nil || n != big+2 {
 		t.Fatalf("Add(2) to 2^53+1 = %d, %v; want %d", n, err, int64(big+2))
 	}
 }

@@ -7,4 +7,5 @@ if e then return e end
 if not f[2] or cmp(token, f[2]) > 0 then
   redis.call('HSET', key, 'shared', token)
 end
+bind()
 return redis.call('HGET', key, 'value')

@@ -36,8 +36,10 @@ const (
 // token writes the row and becomes its fence. So a fence column added to
 // a table that has rows (ALTER TABLE … ADD COLUMN fence BIGINT, NULL in
 // each) needs no backfill; NOT NULL DEFAULT 0 is the same for new rows,
-// and keeps a stray NULL from resetting a fence. Table is safe for
-// concurrent use.
+// and keeps a stray NULL from resetting a fence. With the option
+// LockColumn, a text column (NULL at first) keeps the lock a row follows,
+// and a sequencer of another lock is refused (ErrOtherLock). Table is safe
+// for concurrent use.
 type Table struct {
 	name, key, fence string
 	ph               Placeholder
@@ -53,7 +55,12 @@ var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0
 // is not a plain SQL identifier (letters, digits, _; schema.table) or an
 // unknown Placeholder.
 func NewTable(name, key, fence string, ph Placeholder, opts ...Option) (*Table, error) {
-	for _, id := range []string{name, key, fence} {
+	o := newOptions(opts)
+	ids := []string{name, key, fence}
+	if o.lockColumn != "" {
+		ids = append(ids, o.lockColumn)
+	}
+	for _, id := range ids {
 		if !identifier.MatchString(id) {
 			return nil, fmt.Errorf("%w: %q is not a plain SQL identifier", ErrInvalid, id)
 		}
@@ -61,7 +68,7 @@ func NewTable(name, key, fence string, ph Placeholder, opts ...Option) (*Table, 
 	if ph != Dollar && ph != Question {
 		return nil, fmt.Errorf("%w: placeholder %d", ErrInvalid, ph)
 	}
-	return &Table{name: name, key: key, fence: fence, ph: ph, opts: newOptions(opts)}, nil
+	return &Table{name: name, key: key, fence: fence, ph: ph, opts: o}, nil
 }
 
 // Execer is what a fenced statement runs on: a *sql.DB, *sql.Conn or
@@ -79,7 +86,9 @@ type Execer interface {
 //	UPDATE name SET <set>, fence = token
 //	WHERE key = id AND (fence IS NULL OR fence <= token)
 //
-// with args as set's parameters (numbered from $1, or ? in order). set is
+// (s's token; with LockColumn, the row's lock is recorded and compared
+// too: another lock's sequencer is an error matching ErrOtherLock), with
+// args as set's parameters (numbered from $1, or ? in order). set is
 // SQL, written into the statement as it is: it comes from the program,
 // never from its input, and every value goes in args. A set with a
 // comment or a semicolon (--, /*, ;), which would cut off the fence's
@@ -91,14 +100,14 @@ type Execer interface {
 // waited for the row while a concurrent transaction wrote it); in the
 // caller's transaction or connection, the conflict is returned, an error
 // matching ErrConflict.
-func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set string, args ...any) error {
+func (t *Table) Update(ctx context.Context, db Execer, id any, s Sequencer, set string, args ...any) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
 	if err := checkSet(set); err != nil {
 		return err
 	}
-	return t.update(ctx, db, id, token, set+", ", args)
+	return t.update(ctx, db, id, s, set+", ", args)
 }
 
 // Fence records token on the row of id, as a fenced read does: a holder
@@ -110,11 +119,54 @@ func (t *Table) Update(ctx context.Context, db Execer, id any, token int64, set 
 // lose it. It returns a *StaleError (ErrStale) when the row's fence is
 // above token, and an error wrapping sql.ErrNoRows when there is no row; a
 // conflict is as in Update.
-func (t *Table) Fence(ctx context.Context, db Execer, id any, token int64) error {
+func (t *Table) Fence(ctx context.Context, db Execer, id any, s Sequencer) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
-	return t.update(ctx, db, id, token, "", nil)
+	return t.update(ctx, db, id, s, "", nil)
+}
+
+// Reset sets the fence of the row of id to to, in one statement: its
+// fence column becomes to's token and, with LockColumn, its lock column
+// to's lock (NULL for none); the zero Sequencer sets both to NULL, no
+// fence (the next sequencer is admitted whatever it is), which a NOT NULL
+// fence column refuses: reset it to Token(1) instead. It checks
+// nothing: it is the way out of a poisoned fence (see Redis.Reset, and
+// docs/fencing.md, "Poisoned fences"). It returns an error wrapping
+// sql.ErrNoRows when there is no such row. The statement, for an operator
+// at a SQL prompt:
+//
+//	UPDATE name SET fence = T[, lock = L] WHERE key = ID
+func (t *Table) Reset(ctx context.Context, db Execer, id any, to Sequencer) error {
+	if err := t.ready(ctx, db); err != nil {
+		return err
+	}
+	var tok, lock any
+	if to != (Sequencer{}) {
+		tok = to.Token
+	}
+	if to.Lock != "" {
+		lock = to.Lock
+	}
+	p := [3]string{"$1", "$2", "$3"}
+	if t.ph == Question {
+		p = [3]string{"?", "?", "?"}
+	}
+	q, args := fmt.Sprintf("UPDATE %s SET %s = %s", t.name, t.fence, p[0]), []any{tok}
+	if lc := t.opts.lockColumn; lc != "" {
+		q, args = q+fmt.Sprintf(", %s = %s", lc, p[1]), append(args, lock)
+	} else {
+		p[2] = p[1]
+	}
+	q, args = q+fmt.Sprintf(" WHERE %s = %s", t.key, p[2]), append(args, id)
+	res, err := db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return t.fail(id, "reset: ", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("fence: %s: no such row: %w", t.resource(id), sql.ErrNoRows)
+	}
+	return nil
 }
 
 // checkSet refuses a SET clause that is empty, or that could cut off what
@@ -157,14 +209,14 @@ const conflictAttempts = 8
 // update runs the fenced UPDATE on the row of id. On a *sql.DB, a
 // statement of its own outside any transaction, it runs it again after a
 // conflict: nothing was written.
-func (t *Table) update(ctx context.Context, db Execer, id any, token int64, set string, args []any) error {
-	if err := t.opts.admit(t.resource(id), token); err != nil {
+func (t *Table) update(ctx context.Context, db Execer, id any, s Sequencer, set string, args []any) error {
+	if err := t.opts.admit(t.resource(id), s); err != nil {
 		return err
 	}
-	q, args := t.statement(set, args, token, id)
+	q, args := t.statement(set, args, s, id)
 	_, again := db.(*sql.DB)
 	for attempt := 1; ; attempt++ {
-		err := t.exec(ctx, db, id, token, q, args)
+		err := t.exec(ctx, db, id, s, q, args)
 		if !again || !conflict(err) || attempt == conflictAttempts {
 			return err
 		}
@@ -172,21 +224,44 @@ func (t *Table) update(ctx context.Context, db Execer, id any, token int64, set 
 }
 
 // statement is the fenced UPDATE of the row of id, with set's assignments
-// (ending in ", " when there are any) and their args, and its arguments.
-func (t *Table) statement(set string, args []any, token int64, id any) (string, []any) {
-	n := len(args)
+// (ending in ", " when there are any) and their args, and its arguments:
+//
+//	UPDATE name SET <set>fence = T[, lock = COALESCE(NULLIF(L, ''), lock)]
+//	WHERE key = ID AND (fence IS NULL OR fence <= T)[ AND (lock IS NULL OR lock = L)]
+//
+// with T the token and L the lock's name (” for a bare token, which
+// records nothing and passes only a row that follows no lock).
+func (t *Table) statement(set string, args []any, s Sequencer, id any) (string, []any) {
+	n, lc := len(args), t.opts.lockColumn
 	if t.ph == Dollar {
-		q := fmt.Sprintf("UPDATE %s SET %s%s = $%d WHERE %s = $%d AND (%s IS NULL OR %s <= $%d)",
-			t.name, set, t.fence, n+1, t.key, n+2, t.fence, t.fence, n+1)
-		return q, append(args[:n:n], token, id)
+		q := fmt.Sprintf("UPDATE %s SET %s%s = $%d", t.name, set, t.fence, n+1)
+		if lc != "" {
+			q += fmt.Sprintf(", %s = COALESCE(NULLIF($%d, ''), %s)", lc, n+3, lc)
+		}
+		q += fmt.Sprintf(" WHERE %s = $%d AND (%s IS NULL OR %s <= $%d)", t.key, n+2, t.fence, t.fence, n+1)
+		if lc == "" {
+			return q, append(args[:n:n], s.Token, id)
+		}
+		q += fmt.Sprintf(" AND (%s IS NULL OR %s = $%d)", lc, lc, n+3)
+		return q, append(args[:n:n], s.Token, id, s.Lock)
 	}
-	q := fmt.Sprintf("UPDATE %s SET %s%s = ? WHERE %s = ? AND (%s IS NULL OR %s <= ?)",
-		t.name, set, t.fence, t.key, t.fence, t.fence)
-	return q, append(args[:n:n], token, id, token)
+	q := fmt.Sprintf("UPDATE %s SET %s%s = ?", t.name, set, t.fence)
+	a := append(args[:n:n], s.Token)
+	if lc != "" {
+		q += fmt.Sprintf(", %s = COALESCE(NULLIF(?, ''), %s)", lc, lc)
+		a = append(a, s.Lock)
+	}
+	q += fmt.Sprintf(" WHERE %s = ? AND (%s IS NULL OR %s <= ?)", t.key, t.fence, t.fence)
+	a = append(a, id, s.Token)
+	if lc != "" {
+		q += fmt.Sprintf(" AND (%s IS NULL OR %s = ?)", lc, lc)
+		a = append(a, s.Lock)
+	}
+	return q, a
 }
 
 // exec runs the fenced statement q once.
-func (t *Table) exec(ctx context.Context, db Execer, id any, token int64, q string, args []any) error {
+func (t *Table) exec(ctx context.Context, db Execer, id any, s Sequencer, q string, args []any) error {
 	res, err := db.ExecContext(ctx, q, args...)
 	if err != nil {
 		return t.fail(id, "", err)
@@ -198,7 +273,7 @@ func (t *Table) exec(ctx context.Context, db Execer, id any, token int64, q stri
 	if rows > 0 {
 		return nil
 	}
-	return t.refused(ctx, db, id, token)
+	return t.refused(ctx, db, id, s)
 }
 
 // fail is the error of the database's err in step (a prefix such as
@@ -226,20 +301,29 @@ func conflict(err error) bool {
 	return false
 }
 
-// refused says why a fenced statement changed no row: a fence above
-// token, no row, or a driver that counts only the rows it changed.
-func (t *Table) refused(ctx context.Context, db Execer, id any, token int64) error {
+// refused says why a fenced statement changed no row: another lock, a
+// fence above the token, no row, or a driver that counts only the rows it
+// changed.
+func (t *Table) refused(ctx context.Context, db Execer, id any, s Sequencer) error {
 	p := "$1"
 	if t.ph == Question {
 		p = "?"
 	}
 	var seen sql.NullInt64
-	err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", t.fence, t.name, t.key, p), id).Scan(&seen)
+	var lock sql.NullString
+	cols, dest := t.fence, []any{&seen}
+	if t.opts.lockColumn != "" {
+		cols, dest = cols+", "+t.opts.lockColumn, append(dest, &lock)
+	}
+	err := db.QueryRowContext(ctx, fmt.Sprintf("SELECT %s FROM %s WHERE %s = %s", cols, t.name, t.key, p), id).Scan(dest...)
+	token := s.Token
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("fence: %s: no such row: %w", t.resource(id), err)
 	case err != nil:
 		return fmt.Errorf("fence: %s: %w", t.resource(id), err)
+	case lock.Valid && lock.String != "" && lock.String != s.Lock:
+		return &otherLockError{resource: t.resource(id), s: s, follows: lock.String}
 	case !seen.Valid || seen.Int64 <= token:
 		// Not stale, and not known to be written: the driver counts the
 		// rows an UPDATE changed, and this one changed nothing (the same
@@ -279,17 +363,17 @@ func fenceText(f sql.NullInt64) string {
 // eighth attempt, is returned as an error matching ErrConflict (and fn's
 // error, if fn returned it): nothing was written, and the caller may run
 // the Tx again if fn can run again.
-func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func(tx *sql.Tx) error) error {
+func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, s Sequencer, fn func(tx *sql.Tx) error) error {
 	if err := t.ready(ctx, db); err != nil {
 		return err
 	}
 	if fn == nil {
 		return invalid("nil function")
 	}
-	if err := t.opts.admit(t.resource(id), token); err != nil {
+	if err := t.opts.admit(t.resource(id), s); err != nil {
 		return err
 	}
-	tx, err := t.begin(ctx, db, id, token)
+	tx, err := t.begin(ctx, db, id, s)
 	if err != nil {
 		return err
 	}
@@ -312,13 +396,13 @@ func (t *Table) Tx(ctx context.Context, db *sql.DB, id any, token int64, fn func
 // begin begins a transaction on db and fences the row of id in it. A
 // fencing statement that failed with a conflict runs again in a new
 // transaction, up to conflictAttempts times: nothing was written yet.
-func (t *Table) begin(ctx context.Context, db *sql.DB, id any, token int64) (*sql.Tx, error) {
+func (t *Table) begin(ctx context.Context, db *sql.DB, id any, s Sequencer) (*sql.Tx, error) {
 	for attempt := 1; ; attempt++ {
 		tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: t.opts.isolation})
 		if err != nil {
 			return nil, t.fail(id, "begin: ", err)
 		}
-		err = t.Fence(ctx, tx, id, token)
+		err = t.Fence(ctx, tx, id, s)
 		if err == nil {
 			return tx, nil
 		}

@@ -35,7 +35,7 @@ func BenchmarkFencePostgresUpdate(b *testing.B) {
 	b.Run("fenced-update", func(b *testing.B) {
 		for range b.N {
 			token++
-			if err := tbl.Update(ctx, db, 1, token, "balance = balance + $1", 1); err != nil {
+			if err := tbl.Update(ctx, db, 1, fence.Token(token), "balance = balance + $1", 1); err != nil {
 				b.Fatal(err)
 			}
 		}

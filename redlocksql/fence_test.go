@@ -73,11 +73,11 @@ func TestFenceTableUpdate(t *testing.T) {
 			var sub func(token, amount int64) error
 			if b.dialect == redlocksql.SQLite {
 				sub = func(token, amount int64) error {
-					return tbl.Update(ctx, db, 1, token, "balance = balance - ?", amount)
+					return tbl.Update(ctx, db, 1, fence.Token(token), "balance = balance - ?", amount)
 				}
 			} else {
 				sub = func(token, amount int64) error {
-					return tbl.Update(ctx, db, 1, token, "balance = balance - $1", amount)
+					return tbl.Update(ctx, db, 1, fence.Token(token), "balance = balance - $1", amount)
 				}
 			}
 			for _, token := range []int64{10, 10, 12} { // equal tokens pass
@@ -89,7 +89,7 @@ func TestFenceTableUpdate(t *testing.T) {
 			if bal, fen := balance(t, db); bal != 97 || fen != 12 {
 				t.Fatalf("balance %d, fence %d; want 97, 12", bal, fen)
 			}
-			err := tbl.Update(ctx, db, 2, 13, "balance = 0")
+			err := tbl.Update(ctx, db, 2, fence.Token(13), "balance = 0")
 			if !errors.Is(err, sql.ErrNoRows) || errors.Is(err, fence.ErrStale) {
 				t.Fatalf("missing row: %v, want sql.ErrNoRows", err)
 			}
@@ -126,26 +126,26 @@ func TestFenceTableReadModifyWrite(t *testing.T) {
 			}
 			read := func() int64 { bal, _ := balance(t, db); return bal }
 
-			if err := tbl.Fence(ctx, db, 1, 20); err != nil {
+			if err := tbl.Fence(ctx, db, 1, fence.Token(20)); err != nil {
 				t.Fatal(err)
 			}
 			old := read()
-			if err := tbl.Fence(ctx, db, 1, 21); err != nil {
+			if err := tbl.Fence(ctx, db, 1, fence.Token(21)); err != nil {
 				t.Fatal(err)
 			}
-			if err := tbl.Update(ctx, db, 1, 21, set, read()-1); err != nil {
+			if err := tbl.Update(ctx, db, 1, fence.Token(21), set, read()-1); err != nil {
 				t.Fatal(err)
 			}
-			wantStale(t, tbl.Update(ctx, db, 1, 20, set, old-1), 20, 21)
-			wantStale(t, tbl.Fence(ctx, db, 1, 20), 20, 21)
+			wantStale(t, tbl.Update(ctx, db, 1, fence.Token(20), set, old-1), 20, 21)
+			wantStale(t, tbl.Fence(ctx, db, 1, fence.Token(20)), 20, 21)
 
 			// Only the write checked: 30 reads, 31 reads, 30 writes
 			// (accepted), 31 writes (accepted): one update lost.
 			a, c := read(), read()
-			if err := tbl.Update(ctx, db, 1, 30, set, a-1); err != nil {
+			if err := tbl.Update(ctx, db, 1, fence.Token(30), set, a-1); err != nil {
 				t.Fatal(err)
 			}
-			if err := tbl.Update(ctx, db, 1, 31, set, c-1); err != nil {
+			if err := tbl.Update(ctx, db, 1, fence.Token(31), set, c-1); err != nil {
 				t.Fatal(err)
 			}
 			if got := read(); got != 98 {
@@ -180,7 +180,7 @@ func TestFenceTableTx(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errOld = tbl.Tx(ctx, db, 1, 40, func(tx *sql.Tx) error {
+				errOld = tbl.Tx(ctx, db, 1, fence.Token(40), func(tx *sql.Tx) error {
 					close(stalled)
 					<-started
 					time.Sleep(100 * time.Millisecond) // the newer holder waits meanwhile
@@ -189,7 +189,7 @@ func TestFenceTableTx(t *testing.T) {
 			}()
 			<-stalled
 			close(started)
-			if err := tbl.Tx(ctx, db2, 1, 41, decrement); err != nil {
+			if err := tbl.Tx(ctx, db2, 1, fence.Token(41), decrement); err != nil {
 				t.Fatal(err)
 			}
 			wg.Wait()
@@ -200,13 +200,13 @@ func TestFenceTableTx(t *testing.T) {
 				t.Fatalf("balance %d, fence %d; want 98, 41", bal, fen)
 			}
 			ran := false
-			err := tbl.Tx(ctx, db, 1, 39, func(*sql.Tx) error { ran = true; return nil })
+			err := tbl.Tx(ctx, db, 1, fence.Token(39), func(*sql.Tx) error { ran = true; return nil })
 			wantStale(t, err, 39, 41)
 			if ran {
 				t.Fatal("a stale Tx ran its function")
 			}
 			errFn := errors.New("fn failed")
-			if err := tbl.Tx(ctx, db, 1, 42, func(tx *sql.Tx) error { _ = decrement(tx); return errFn }); !errors.Is(err, errFn) {
+			if err := tbl.Tx(ctx, db, 1, fence.Token(42), func(tx *sql.Tx) error { _ = decrement(tx); return errFn }); !errors.Is(err, errFn) {
 				t.Fatalf("Tx = %v, want fn's error", err)
 			}
 			if bal, fen := balance(t, db); bal != 98 || fen != 41 {
@@ -234,7 +234,7 @@ func TestFenceTableTxPanic(t *testing.T) {
 						t.Errorf("recovered %v, want fn's panic", p)
 					}
 				}()
-				_ = tbl.Tx(ctx, db, 1, 40, func(tx *sql.Tx) error {
+				_ = tbl.Tx(ctx, db, 1, fence.Token(40), func(tx *sql.Tx) error {
 					if _, err := tx.Exec(dec); err != nil {
 						t.Error(err)
 					}
@@ -245,7 +245,7 @@ func TestFenceTableTxPanic(t *testing.T) {
 			// write waits for ever without the rollback.
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
-			if err := tbl.Update(wctx, db2, 1, 41, set); err != nil {
+			if err := tbl.Update(wctx, db2, 1, fence.Token(41), set); err != nil {
 				t.Fatalf("the next holder's write after fn panicked: %v", err)
 			}
 			if bal, fen := balance(t, db2); bal != 99 || fen != 41 {
@@ -271,7 +271,7 @@ func holdRow(tbl *fence.Table, db, watch *sql.DB, token int64, start func() erro
 	fenced := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- tbl.Tx(ctx, db, 1, token, func(tx *sql.Tx) error {
+		done <- tbl.Tx(ctx, db, 1, fence.Token(token), func(tx *sql.Tx) error {
 			close(fenced)
 			deadline := time.Now().Add(30 * time.Second)
 			for {
@@ -331,9 +331,9 @@ func TestFenceTableIsolation(t *testing.T) {
 				hold, token int64
 				run         func(token int64) error
 			}{
-				{"newer Tx", 40, 41, func(tok int64) error { return tbl.Tx(ctx, db2, 1, tok, dec) }},
-				{"newer Update", 42, 43, func(tok int64) error { return tbl.Update(ctx, db2, 1, tok, "balance = balance - 1") }},
-				{"older Tx", 45, 44, func(tok int64) error { return tbl.Tx(ctx, db2, 1, tok, dec) }},
+				{"newer Tx", 40, 41, func(tok int64) error { return tbl.Tx(ctx, db2, 1, fence.Token(tok), dec) }},
+				{"newer Update", 42, 43, func(tok int64) error { return tbl.Update(ctx, db2, 1, fence.Token(tok), "balance = balance - 1") }},
+				{"older Tx", 45, 44, func(tok int64) error { return tbl.Tx(ctx, db2, 1, fence.Token(tok), dec) }},
 			}
 			for _, st := range steps {
 				before, _ := balance(t, db)
@@ -378,7 +378,7 @@ func TestFenceTableIsolationOption(t *testing.T) {
 		t.Fatal(err)
 	}
 	var level string
-	err := tbl.Tx(ctx, db, 1, 30, func(tx *sql.Tx) error {
+	err := tbl.Tx(ctx, db, 1, fence.Token(30), func(tx *sql.Tx) error {
 		return tx.QueryRow(`SHOW transaction_isolation`).Scan(&level)
 	})
 	if err != nil || level != "repeatable read" {
@@ -386,7 +386,7 @@ func TestFenceTableIsolationOption(t *testing.T) {
 	}
 
 	txErr, err := holdRow(tbl, db, watch, 40, func() error {
-		return tbl.Tx(ctx, db2, 1, 41, func(tx *sql.Tx) error {
+		return tbl.Tx(ctx, db2, 1, fence.Token(41), func(tx *sql.Tx) error {
 			_, err := tx.Exec(`UPDATE accounts SET balance = balance - 1 WHERE id = 1`)
 			return err
 		})
@@ -398,7 +398,7 @@ func TestFenceTableIsolationOption(t *testing.T) {
 		t.Fatalf("balance %d, fence %d; want 98, 41", bal, fen)
 	}
 
-	err = tbl.Tx(ctx, db2, 1, 42, func(tx *sql.Tx) error {
+	err = tbl.Tx(ctx, db2, 1, fence.Token(42), func(tx *sql.Tx) error {
 		if _, err := db.Exec(`UPDATE accounts SET balance = 0 WHERE id = 2`); err != nil { // after this Tx's snapshot
 			return err
 		}
@@ -454,12 +454,12 @@ func TestFenceTableNullFence(t *testing.T) {
 				tok  int64
 				run  func(id int, tok int64) error
 			}{
-				{"Update", 1, 5, func(id int, tok int64) error { return tbl.Update(ctx, db, id, tok, set, 90) }},
-				{"Fence", 2, 5, func(id int, tok int64) error { return tbl.Fence(ctx, db, id, tok) }},
+				{"Update", 1, 5, func(id int, tok int64) error { return tbl.Update(ctx, db, id, fence.Token(tok), set, 90) }},
+				{"Fence", 2, 5, func(id int, tok int64) error { return tbl.Fence(ctx, db, id, fence.Token(tok)) }},
 				{"Tx", 3, 5, func(id int, tok int64) error {
-					return tbl.Tx(ctx, db, id, tok, func(*sql.Tx) error { return nil })
+					return tbl.Tx(ctx, db, id, fence.Token(tok), func(*sql.Tx) error { return nil })
 				}},
-				{"Update, negative allowed", 4, -7, func(id int, tok int64) error { return neg.Update(ctx, db, id, tok, set, 90) }},
+				{"Update, negative allowed", 4, -7, func(id int, tok int64) error { return neg.Update(ctx, db, id, fence.Token(tok), set, 90) }},
 			} {
 				if f := fenceOf(st.id); f.Valid {
 					t.Fatalf("%s: the fence of row %d is %d, not NULL", st.name, st.id, f.Int64)
@@ -505,14 +505,14 @@ func TestFenceTableChangedRows(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if err := tbl.Fence(ctx, db, 1, 5); err != nil {
+			if err := tbl.Fence(ctx, db, 1, fence.Token(5)); err != nil {
 				t.Fatal(err)
 			}
-			err := tbl.Fence(ctx, db, 1, 5) // changes nothing
+			err := tbl.Fence(ctx, db, 1, fence.Token(5)) // changes nothing
 			if err == nil || errors.Is(err, fence.ErrStale) || !strings.Contains(err.Error(), "clientFoundRows=true") {
 				t.Fatalf("a current token's write that changed nothing, counted as 0 rows: %v; want an error naming clientFoundRows=true", err)
 			}
-			wantStale(t, tbl.Fence(ctx, db, 1, 4), 4, 5) // a stale one is still stale
+			wantStale(t, tbl.Fence(ctx, db, 1, fence.Token(4)), 4, 5) // a stale one is still stale
 		})
 	}
 }
@@ -531,7 +531,7 @@ func TestFenceTableSetClause(t *testing.T) {
 			if _, err := db.ExecContext(ctx, `INSERT INTO accounts (id, balance) VALUES (2, 100)`); err != nil {
 				t.Fatal(err)
 			}
-			if err := tbl.Fence(ctx, db, 1, 50); err != nil {
+			if err := tbl.Fence(ctx, db, 1, fence.Token(50)); err != nil {
 				t.Fatal(err)
 			}
 			for _, set := range []string{
@@ -541,7 +541,7 @@ func TestFenceTableSetClause(t *testing.T) {
 				"balance = 0; DELETE FROM accounts",
 				"balance = 0 -- ",
 			} {
-				err := tbl.Update(ctx, db, 1, 7, set)
+				err := tbl.Update(ctx, db, 1, fence.Token(7), set)
 				if !errors.Is(err, fence.ErrInvalid) {
 					t.Errorf("Update(%q) with a stale token: %v, want ErrInvalid", set, err)
 				}

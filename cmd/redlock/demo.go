@@ -281,7 +281,7 @@ func (s *shop) read(ctx context.Context, seg int, token int64) (stock int, stale
 		defer s.mu.Unlock()
 		return s.stock[seg], false, nil
 	case s.fenced != nil:
-		v, _, err = s.fenced.Get(ctx, stockKey(seg), token)
+		v, _, err = s.fenced.Get(ctx, stockKey(seg), fence.Token(token))
 		if errors.Is(err, fence.ErrStale) {
 			s.mu.Lock()
 			s.refused++
@@ -305,7 +305,7 @@ func (s *shop) read(ctx context.Context, seg int, token int64) (stock int, stale
 func (s *shop) write(ctx context.Context, seg int, token int64, stock int) (bool, error) {
 	switch {
 	case s.fenced != nil:
-		n, err := s.fenced.Add(ctx, stockKey(seg), token, -1, 0)
+		n, err := s.fenced.Add(ctx, stockKey(seg), fence.Token(token), -1, 0)
 		switch {
 		case errors.Is(err, fence.ErrStale):
 			s.mu.Lock()

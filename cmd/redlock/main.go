@@ -6,6 +6,7 @@
 //	redlock bench    measure throughput and latency
 //	redlock demo     a flash sale on five local Redis nodes, with faults
 //	redlock plan     how many nodes: the chance of no quorum, the validity left
+//	redlock fence    inspect or reset a fenced record (a poisoned fence)
 //
 // Nodes are Redis URLs given with --nodes or REDLOCK_NODES; passwords come
 // from the URLs, --password-file or REDLOCK_PASSWORD and are never printed
@@ -92,6 +93,7 @@ func commands() []command {
 		{"bench", "measure lock throughput and latency", runBench},
 		{"demo", "run a flash sale on local Redis nodes, with a node killed and one frozen midway", runDemo},
 		{"plan", "how many nodes: the chance of no quorum, the nodes a target needs, the validity left", runPlan},
+		{"fence", "inspect or reset a fenced record of package fence (a poisoned fence)", runFence},
 	}
 }
 

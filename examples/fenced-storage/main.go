@@ -72,13 +72,13 @@ func run() error {
 		return err
 	}
 	fmt.Printf("worker B obtains the lock with token %d and writes\n", fast.Token())
-	if err := db.Set(ctx, record, fast.Token(), "balance=90"); err != nil {
+	if err := db.Set(ctx, record, fast.Sequencer(), "balance=90"); err != nil {
 		return err
 	}
 	_ = fast.Release(ctx)
 
 	fmt.Println("worker A wakes up and writes with its old token")
-	err = db.Set(ctx, record, slow.Token(), "balance=150")
+	err = db.Set(ctx, record, slow.Sequencer(), "balance=150")
 	switch {
 	case errors.Is(err, fence.ErrStale):
 		fmt.Println("the store refused it:", err)

@@ -155,7 +155,7 @@ func lead(ctx context.Context, cfg config, lock *redlock.Lock, j *journal, out i
 			fmt.Fprintf(out, "lost token=%d: %v\n", lock.Token(), err)
 			return
 		}
-		err := j.write(ctx, lock.Token(), cfg.id, seq)
+		err := j.write(ctx, lock.Sequencer(), cfg.id, seq)
 		switch {
 		case errors.Is(err, fence.ErrStale):
 			fmt.Fprintf(out, "fenced token=%d\n", lock.Token())
@@ -184,7 +184,7 @@ const appendEntry = `return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. ARGV[
 
 // write appends an entry; it returns an error matching fence.ErrStale when
 // a leader with a higher token has written.
-func (j *journal) write(ctx context.Context, token int64, id string, seq int) error {
-	_, err := j.f.Eval(ctx, journalFence, token, appendEntry, []string{journalEntries}, token, id, seq)
+func (j *journal) write(ctx context.Context, s fence.Sequencer, id string, seq int) error {
+	_, err := j.f.Eval(ctx, journalFence, s, appendEntry, []string{journalEntries}, s.Token, id, seq)
 	return err
 }

@@ -34,7 +34,7 @@ func New(rdb redis.UniversalClient, name string) *Store {
 // Write stores value if token is at least the highest token the store has
 // seen (fence.Redis.Set). It returns an error wrapping ErrStale otherwise.
 func (s *Store) Write(ctx context.Context, token int64, value string) error {
-	return s.r.Set(ctx, s.key, token, value)
+	return s.r.Set(ctx, s.key, fence.Token(token), value)
 }
 
 // ReadFenced returns the stored value for a read-modify-write by the holder
@@ -42,7 +42,7 @@ func (s *Store) Write(ctx context.Context, token int64, value string) error {
 // holder can no longer write. It returns an error wrapping ErrStale when
 // token is below the highest seen.
 func (s *Store) ReadFenced(ctx context.Context, token int64) (string, error) {
-	v, _, err := s.r.Get(ctx, s.key, token)
+	v, _, err := s.r.Get(ctx, s.key, fence.Token(token))
 	return v, err
 }
 
@@ -51,7 +51,7 @@ func (s *Store) ReadFenced(ctx context.Context, token int64) (string, error) {
 // ErrStale when an exclusive holder with a higher token has read or
 // written.
 func (s *Store) ReadShared(ctx context.Context, token int64) (string, error) {
-	v, _, err := s.r.GetShared(ctx, s.key, token)
+	v, _, err := s.r.GetShared(ctx, s.key, fence.Token(token))
 	return v, err
 }
 
