@@ -152,6 +152,10 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	// The resumed lock has a new secret of its own (newLock): the claim
 	// makes it the lock's on the nodes, in place of the form's.
 	l := e.newLock(r.keys[0], r.spec, "", r.ttl, timeout)
+	// The form's token is the lock's from the start: a failed claim's
+	// give-back retires it (a late refresh of the handing Client must not
+	// bring the form's lock back where the claim took it).
+	l.token = f.Token
 	start := e.cfg.now()
 	res := l.claim(ctx, f, timeout)
 	if !res.Won {
@@ -164,7 +168,6 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, quorumError(e, *l.quorum, "resume", res, sentinel, e.disagreeClaim)
 	}
 	validUntil := l.claimedUntil(res, start)
-	l.token = f.Token
 	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
 	if res.Pending != 0 {
 		l.expectLate(res.Pending)

@@ -308,9 +308,9 @@ func TestFailedResumeRetiresTheFormsToken(t *testing.T) {
 	if v := counterOf(t, cl.clients[0], l); v <= l.Token() {
 		t.Fatalf("node 0's counter %d after the give-back, want above the form's token %d", v, l.Token())
 	}
-	for i, r := range lateRefresh(t, l, l.Token()) {
-		if r == script.Reseeded || r == script.Extended {
-			t.Fatalf("node %d: the handing Client's late refresh did %v after the failed Resume", i, r)
-		}
+	// Nodes 1 and 2 never saw a release (the key was taken away by hand):
+	// a re-seed there is the refresh's work.
+	if r := lateRefresh(t, l, l.Token())[0]; r != script.Retired {
+		t.Fatalf("node 0: the handing Client's late refresh did %v after the failed Resume, want Retired", r)
 	}
 }
