@@ -85,3 +85,61 @@ func declaredIn(t *testing.T, dir string) map[string]bool {
 	}
 	return declared
 }
+
+// docTestName is a test as the docs write it, in code font: `TestX`,
+// `TestX/sub`, or `TestX*` (every test whose name begins so).
+var docTestName = regexp.MustCompile("`((?:Test|Fuzz)[A-Z]\\w*)(\\*)?")
+
+// goTestFunc is the declaration of a test function.
+var goTestFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz)\w+)\(`)
+
+// The evidence of docs/safety.md (the features × faults matrix, and the
+// arguments before it) names only tests that exist: every test it
+// writes in code font is declared in some _test.go file of the
+// repository (a name ending in * matches any test that begins with it).
+// A renamed or removed test leaves a cell without evidence, which this
+// test reports.
+func TestSafetyDocNamesOnlyTestsThatExist(t *testing.T) {
+	var declared []string
+	err := filepath.WalkDir(".", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && strings.HasPrefix(d.Name(), ".") && path != "." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range goTestFunc.FindAllStringSubmatch(string(b), -1) {
+			declared = append(declared, m[1])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("docs/safety.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(b), "\n") {
+		for _, m := range docTestName.FindAllStringSubmatch(line, -1) {
+			name, prefix := m[1], m[2] == "*"
+			found := false
+			for _, d := range declared {
+				if d == name || prefix && strings.HasPrefix(d, name) {
+					found = true
+					break
+				}
+			}
+			if !found {
+				t.Errorf("docs/safety.md:%d names %s, which no _test.go file declares", i+1, m[0])
+			}
+		}
+	}
+}
