@@ -34,11 +34,10 @@ func startAOFNodes(t *testing.T, n int) *cluster {
 }
 
 // restartWithData kills node i and starts it again from its AOF, and
-// returns the time just before the kill (no later than the new process's
+// returns the time once it answers (no earlier than the new process's
 // start). The node's epoch record survives, naming the old process.
 func restartWithData(t *testing.T, cl *cluster, i int) time.Time {
 	t.Helper()
-	before := time.Now()
 	if err := cl.servers[i].Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,10 +45,11 @@ func restartWithData(t *testing.T, cl *cluster, i int) time.Time {
 		t.Fatal(err)
 	}
 	reachable(t, cl.clients[i])
+	up := time.Now()
 	if !recordOfAnotherProcess(t, cl.clients[i]) {
 		t.Fatalf("node %d: the premise, its epoch record kept from before the restart", i)
 	}
-	return before
+	return up
 }
 
 // recordOfAnotherProcess reports whether node's epoch record exists and
@@ -86,9 +86,11 @@ func votesNow(t *testing.T, node redis.UniversalClient) bool {
 	return false
 }
 
-// quietStep is the wait between two steps of a rollout: more than the max
-// TTL since the last one.
-const quietStep = guardMaxTTL + time.Second
+// quietStep is the wait between two steps of a rollout, from the last
+// one's process start: more than the max TTL, plus the 2 s by which the
+// guard may place the start late (uptime_in_seconds is the difference of
+// two whole-second clocks), plus a margin.
+const quietStep = guardMaxTTL + 3*time.Second
 
 // endsVoting checks the end of a rollout whose last step was node last:
 // a guarded Client's TryObtain succeeds at once (nodes' is the Client's
@@ -172,7 +174,6 @@ func TestQuietRollingRestartWithAFailover(t *testing.T) {
 					at = restartWithData(t, cl, i)
 					continue
 				}
-				at = time.Now()
 				if err := cl.servers[i].Kill(); err != nil {
 					t.Fatal(err)
 				}
@@ -182,6 +183,7 @@ func TestQuietRollingRestartWithAFailover(t *testing.T) {
 				addr := replica.Addr()
 				target.Store(&addr)
 				reachable(t, moved)
+				at = time.Now()
 				if !recordOfAnotherProcess(t, moved) {
 					t.Fatal("the premise: the promoted replica holds its old master's epoch record")
 				}
