@@ -42,7 +42,8 @@ type vote struct {
 //     start plus the max TTL and the old record's end, whenever the request
 //     comes, and not at all when the guard trusts persistence;
 //   - a record of this process: until its base plus the largest of its
-//     max TTL and --max-ttl.
+//     max TTL and --max-ttl; in an older layout (until alone), until the
+//     later of its end and the process start plus --max-ttl.
 //
 // This is the one place doctor computes it: when the guard changes, this
 // function changes with it.
@@ -74,14 +75,20 @@ func voteTime(guard guardFlags, r epochRecord, uptime time.Duration, replica boo
 		}
 		return vote{at: at, why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s) at %s (up %v): it refuses every lock until %s, --max-ttl %v after its start (or the old record's end, if later)", short(r.run), short(r.runID), nodeTime(start), uptime, nodeTime(at), own)}
 	}
-	until := r.base + max(r.maxTTL, own.Milliseconds())
-	if guard.mode == guardPersistent && r.kind == "restart" {
-		until = r.base
+	until, kind := r.base+max(r.maxTTL, own.Milliseconds()), r.kind
+	if kind == "" {
+		// A record of this process in an older layout (until alone): the
+		// next guarded request makes it a restart's, which keeps its end,
+		// and no less than the process start plus the max TTL.
+		until, kind = max(r.until, r.now-max(uptime-time.Second, 0).Milliseconds()+own.Milliseconds()), "restart"
+	}
+	if guard.mode == guardPersistent && kind == "restart" {
+		until = 0 // a restart's epoch needs no recovery when persistence is trusted
 	}
 	if until <= r.now {
-		return vote{now: true, why: fmt.Sprintf("voting: the epoch began (%s) at %s, recovery window %v", r.kind, nodeTime(r.base), r.window())}
+		return vote{now: true, why: fmt.Sprintf("voting: the epoch began (%s) at %s, recovery window %v", kind, nodeTime(r.base), r.window())}
 	}
-	return vote{at: until, why: fmt.Sprintf("recovering after a %s for another %v (max TTL %v recorded): it votes from %s", r.kind, time.Duration(until-r.now)*time.Millisecond, r.window(), nodeTime(until))}
+	return vote{at: until, why: fmt.Sprintf("recovering after a %s for another %v (max TTL %v recorded): it votes from %s", kind, time.Duration(until-r.now)*time.Millisecond, r.window(), nodeTime(until))}
 }
 
 // uptimeOf is a node's uptime from INFO server, and whether it was a

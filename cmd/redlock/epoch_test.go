@@ -270,6 +270,10 @@ func TestVoteTime(t *testing.T) {
 		{"recovering, a smaller max TTL recorded", on, rec(epochRecord{base: now - 20000, maxTTL: 30000, until: now + 10000, kind: "restart"}), time.Hour, false, false, now - 20000 + m, false},
 		{"recovering after a restart, persistence trusted", persistent, rec(epochRecord{base: now - 20000, maxTTL: m, until: now - 20000 + m, kind: "restart"}), time.Hour, false, true, 0, false},
 		{"voting", on, rec(epochRecord{base: now - 2*m, maxTTL: m, until: now - m, kind: "new"}), time.Hour, false, true, 0, false},
+		{"an older layout, ended", on, rec(epochRecord{base: now - m, until: now - m}), time.Hour, false, true, 0, false},
+		{"an older layout, recovering", on, rec(epochRecord{base: now + 5000, until: now + 5000}), time.Hour, false, false, now + 5000, false},
+		{"an older layout, a young process", on, rec(epochRecord{base: now - m, until: now - m}), 10 * time.Second, false, false, now - 9000 + m, false},
+		{"an older layout, persistence trusted", persistent, rec(epochRecord{base: now + 5000, until: now + 5000}), 10 * time.Second, false, true, 0, false},
 	} {
 		v := voteTime(tc.guard, tc.r, tc.uptime, tc.replica)
 		if v.now != tc.now || (!tc.now && v.at != tc.at) || (v.afterAcquire > 0) != tc.after || v.why == "" {
