@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -534,9 +535,10 @@ func TestResumeAfterAFailedResume(t *testing.T) {
 
 // On a Redis Cluster the claim runs the guard on the lock's own epoch
 // record (in the lock's slot, beside its key and counter, as the
-// acquire's): a claim of a lock whose record another process wrote (a
-// restart that kept the data) answers "recovering", and on names in
-// several slots the claims of the others resume.
+// acquire's): a claim of a lock whose record another process wrote while
+// it recovered (a restart that kept the data, of a process whose recovery
+// had not ended) answers "recovering", and on names in several slots the
+// claims of the others resume.
 func TestResumeRedisCluster(t *testing.T) {
 	rc := redistest.StartClusterT(t, 3)
 	node := rc.Client()
@@ -565,9 +567,13 @@ func TestResumeRedisCluster(t *testing.T) {
 		restarted := i%2 == 1
 		if restarted {
 			// The record as a restart that kept the data leaves it: another
-			// process's run_id, checked long ago; no fast-path key.
+			// process's run_id, checked long ago, its recovery not over;
+			// no fast-path key. (Its end is what keeps the node out: the
+			// nodes started more than the max TTL ago, and a restart's
+			// epoch begins at the process start.)
 			rec := l.keys.clusterEpoch
-			if err := node.HSet(ctx, rec, "run", "0123456789abcdef", "check", "0").Err(); err != nil {
+			until := strconv.FormatInt(time.Now().Add(guardMaxTTL).UnixMilli(), 10)
+			if err := node.HSet(ctx, rec, "run", "0123456789abcdef", "check", "0", "until", until).Err(); err != nil {
 				t.Fatal(err)
 			}
 			if err := node.Del(ctx, keys.Trusted(rec)).Err(); err != nil {

@@ -40,9 +40,9 @@ which).
 
 Check "recovery" says when each node votes, by the restart guard as it is
 today: a node without an epoch record refuses every lock until its process
-start plus the max TTL; a node restarted since its record was written (or a
-promoted replica) refuses every lock for the max TTL from its next guarded
-acquire. A long remedy that several rows share is said once, below the
+start plus the max TTL; so does a node restarted with its data since its
+record was written (or until the old record's end, if later); a promoted
+replica refuses every lock for the max TTL from its next guarded acquire. A long remedy that several rows share is said once, below the
 table ([remedy N]). The line "quorum" says how many nodes vote now (answer,
 out of recovery) against the quorum, and from when a quorum will.
 

@@ -32,17 +32,21 @@ type vote struct {
 //     the first guarded acquire but ending at the same time whenever it
 //     comes; one that was a replica recovers for the max TTL from its
 //     first guarded acquire;
-//   - a record of another process (a restart with its data, a promotion):
-//     the next guarded request (an acquire, or a Client's configuration
-//     record) starts a new epoch that recovers for the max
-//     TTL from then, unless the guard trusts persistence and the node was
-//     never a replica (a restart then needs no recovery);
+//   - a record of another process and a node that was a replica since its
+//     process started (a promotion): the next guarded request (an acquire,
+//     or a Client's configuration record) starts a new epoch that recovers
+//     for the max TTL from then;
+//   - a record of another process and a node that was never a replica (a
+//     restart with its data): the next guarded request starts a new epoch
+//     from the process start, so the node recovers until the later of its
+//     start plus the max TTL and the old record's end, whenever the request
+//     comes, and not at all when the guard trusts persistence;
 //   - a record of this process: until its base plus the largest of its
-//     max TTL and --max-ttl.
+//     max TTL and --max-ttl; in an older layout (until alone), until the
+//     later of its end and the process start plus --max-ttl.
 //
-// This is the one place doctor computes it: when the guard changes (a
-// recovery window that starts at the restart, issue 48), this function
-// changes with it.
+// This is the one place doctor computes it: when the guard changes, this
+// function changes with it.
 func voteTime(guard guardFlags, r epochRecord, uptime time.Duration, replica bool) vote {
 	own := guard.maxTTL
 	switch {
@@ -60,18 +64,31 @@ func voteTime(guard guardFlags, r epochRecord, uptime time.Duration, replica boo
 		return vote{at: at, why: fmt.Sprintf("no epoch record yet; its process started at %s (up %v): it refuses every lock until %s, --max-ttl %v after its start", nodeTime(start), uptime, nodeTime(at), own)}
 	case r.restarted() && guard.mode == guardPersistent && !replica:
 		return vote{now: true, why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s), and --restart-guard persistent trusts its data: it votes at once", short(r.run), short(r.runID))}
-	case r.restarted():
+	case r.restarted() && replica:
 		return vote{afterAcquire: own, at: r.now + own.Milliseconds(),
-			why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s), and no guarded Client has seen it yet: its next guarded request (an acquire, or a Client's configuration record, every max TTL / 4) starts a new epoch, and it refuses every lock for --max-ttl %v from then (until %s if one came now)", short(r.run), short(r.runID), own, nodeTime(r.now+own.Milliseconds()))}
+			why: fmt.Sprintf("promoted since its epoch record was written (run_id %s, now %s), and no guarded Client has seen it yet: its next guarded request (an acquire, or a Client's configuration record, every max TTL / 4) starts a new epoch, and it refuses every lock for --max-ttl %v from then (until %s if one came now)", short(r.run), short(r.runID), own, nodeTime(r.now+own.Milliseconds()))}
+	case r.restarted():
+		start := r.now - max(uptime-time.Second, 0).Milliseconds()
+		at := max(start+own.Milliseconds(), r.until)
+		if at <= r.now {
+			return vote{now: true, why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s) at %s, more than --max-ttl %v ago: it votes at once (its recovery counts from its process start)", short(r.run), short(r.runID), nodeTime(start), own)}
+		}
+		return vote{at: at, why: fmt.Sprintf("restarted since its epoch record was written (run_id %s, now %s) at %s (up %v): it refuses every lock until %s, --max-ttl %v after its start (or the old record's end, if later)", short(r.run), short(r.runID), nodeTime(start), uptime, nodeTime(at), own)}
 	}
-	until := r.base + max(r.maxTTL, own.Milliseconds())
-	if guard.mode == guardPersistent && r.kind == "restart" {
-		until = r.base
+	until, kind := r.base+max(r.maxTTL, own.Milliseconds()), r.kind
+	if kind == "" {
+		// A record of this process in an older layout (until alone): the
+		// next guarded request makes it a restart's, which keeps its end,
+		// and no less than the process start plus the max TTL.
+		until, kind = max(r.until, r.now-max(uptime-time.Second, 0).Milliseconds()+own.Milliseconds()), "restart"
+	}
+	if guard.mode == guardPersistent && kind == "restart" {
+		until = 0 // a restart's epoch needs no recovery when persistence is trusted
 	}
 	if until <= r.now {
-		return vote{now: true, why: fmt.Sprintf("voting: the epoch began (%s) at %s, recovery window %v", r.kind, nodeTime(r.base), r.window())}
+		return vote{now: true, why: fmt.Sprintf("voting: the epoch began (%s) at %s, recovery window %v", kind, nodeTime(r.base), r.window())}
 	}
-	return vote{at: until, why: fmt.Sprintf("recovering after a %s for another %v (max TTL %v recorded): it votes from %s", r.kind, time.Duration(until-r.now)*time.Millisecond, r.window(), nodeTime(until))}
+	return vote{at: until, why: fmt.Sprintf("recovering after a %s for another %v (max TTL %v recorded): it votes from %s", kind, time.Duration(until-r.now)*time.Millisecond, r.window(), nodeTime(until))}
 }
 
 // uptimeOf is a node's uptime from INFO server, and whether it was a

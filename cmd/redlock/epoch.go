@@ -76,7 +76,8 @@ func readEpoch(ctx context.Context, rc redis.UniversalClient, key string) (epoch
 
 // restarted is true when the process that last checked the record is not
 // the node's current one: a restart or a promotion since. The node's next
-// acquire with the guard on starts a new epoch and recovers from then.
+// acquire with the guard on starts a new epoch: from the process start
+// after a restart, from then after a promotion (voteTime).
 func (r epochRecord) restarted() bool {
 	return r.present && r.run != "" && r.runID != "" && r.run != r.runID
 }
@@ -95,7 +96,7 @@ func (r epochRecord) state() string {
 	case !r.present:
 		return "no record"
 	case r.restarted():
-		return "restarted: recovers from its next guarded request"
+		return "restarted: a new epoch at its next guarded request"
 	case r.left() > 0:
 		return "recovering " + r.left().Round(time.Millisecond).String()
 	}

@@ -214,7 +214,7 @@ func TestRecoveryCheckVerdicts(t *testing.T) {
 		{"recovering within --max-ttl", probe(epochRecord{base: now, maxTTL: 60000, until: now + 60000, kind: "restart"}), verdictWarn, "recovering after a restart"},
 		{"recovering beyond --max-ttl", probe(epochRecord{base: now - h, maxTTL: 7 * 24 * h, until: now + 6*24*h, kind: "new"}), verdictFail, "holds a max TTL of 168h0m0s, longer than --max-ttl 1m0s"},
 		{"ended, but beyond --max-ttl", probe(epochRecord{base: now - 2*h, maxTTL: h, until: now - h, kind: "new"}), verdictWarn, "its window has ended"},
-		{"restarted since the record", probe(epochRecord{base: now - 2*h, maxTTL: 7 * 24 * h, until: now + 5*24*h, kind: "new", runID: "bbbb"}), verdictWarn, "its next guarded request (an acquire, or a Client's configuration record, every max TTL / 4) starts a new epoch"},
+		{"restarted since the record", probe(epochRecord{base: now - 2*h, maxTTL: 7 * 24 * h, until: now + 5*24*h, kind: "new", runID: "bbbb"}), verdictWarn, "it refuses every lock until"},
 	} {
 		v, d := recoveryCheck(cfg, tc.p)
 		if v != tc.verdict || !strings.Contains(d, tc.says) {
@@ -259,13 +259,21 @@ func TestVoteTime(t *testing.T) {
 		{"up longer than the max TTL, no record", on, none, 2 * time.Minute, false, true, 0, false},
 		{"up 1 s: started at most now", on, none, time.Second, false, false, now + m, false},
 		{"a promoted replica, no record", on, none, time.Hour, true, false, now + m, true},
-		{"restarted with its data", on, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, false, false, now + m, true},
+		{"restarted with its data", on, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, false, false, now + m, false},
+		{"restarted with its data 10 s ago", on, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), 10 * time.Second, false, false, now - 9000 + m, false},
+		{"restarted with its data longer than the max TTL ago", on, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), 2 * time.Minute, false, true, 0, false},
+		{"restarted while recovering", on, rec(epochRecord{run: "bbbb", base: now - 20000, maxTTL: 2 * m, until: now - 20000 + 2*m, kind: "failover"}), 2 * time.Minute, false, false, now - 20000 + 2*m, false},
+		{"promoted, up long", on, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Hour, true, false, now + m, true},
 		{"restarted, persistence trusted", persistent, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, false, true, 0, false},
 		{"restarted replica, persistence trusted", persistent, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, true, false, now + m, true},
 		{"recovering", on, rec(epochRecord{base: now - 20000, maxTTL: m, until: now - 20000 + m, kind: "restart"}), time.Hour, false, false, now - 20000 + m, false},
 		{"recovering, a smaller max TTL recorded", on, rec(epochRecord{base: now - 20000, maxTTL: 30000, until: now + 10000, kind: "restart"}), time.Hour, false, false, now - 20000 + m, false},
 		{"recovering after a restart, persistence trusted", persistent, rec(epochRecord{base: now - 20000, maxTTL: m, until: now - 20000 + m, kind: "restart"}), time.Hour, false, true, 0, false},
 		{"voting", on, rec(epochRecord{base: now - 2*m, maxTTL: m, until: now - m, kind: "new"}), time.Hour, false, true, 0, false},
+		{"an older layout, ended", on, rec(epochRecord{base: now - m, until: now - m}), time.Hour, false, true, 0, false},
+		{"an older layout, recovering", on, rec(epochRecord{base: now + 5000, until: now + 5000}), time.Hour, false, false, now + 5000, false},
+		{"an older layout, a young process", on, rec(epochRecord{base: now - m, until: now - m}), 10 * time.Second, false, false, now - 9000 + m, false},
+		{"an older layout, persistence trusted", persistent, rec(epochRecord{base: now + 5000, until: now + 5000}), 10 * time.Second, false, true, 0, false},
 	} {
 		v := voteTime(tc.guard, tc.r, tc.uptime, tc.replica)
 		if v.now != tc.now || (!tc.now && v.at != tc.at) || (v.afterAcquire > 0) != tc.after || v.why == "" {

@@ -27,10 +27,11 @@ var inspectHelp = helpText{
 	about: `Shows, for each node, whether the lock NAME is held, its remaining time to
 live, a fingerprint of its owner (never the owner's secret value), the lock's
 fencing counter and the node's epoch (restart guard) state: "voting",
-"recovering" and for how long, "restarted: recovers from its next guarded request" (the epoch record
-names an earlier process of the node: a restart or a promotion since, so
-the node's next acquire, or a Client's configuration record, starts a new
-epoch), or
+"recovering" and for how long, "restarted: a new epoch at its next guarded request" (the epoch
+record names an earlier process of the node: a restart or a promotion
+since, so the node's next acquire, or a Client's configuration record,
+starts a new epoch: from its process start after a restart, which doctor's
+check "recovery" dates, or from then after a promotion), or
 "no record".
 
 For a lock of the family (run --shared, --exclusive, --owner) it also shows

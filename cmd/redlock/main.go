@@ -3,6 +3,7 @@
 //	redlock run      run a command while holding a lock (a distributed flock)
 //	redlock inspect  show a lock's state on every node
 //	redlock doctor   check a deployment against the assumptions of Redlock
+//	redlock probe    exit 0 when the nodes vote (out of the restart guard's recovery)
 //	redlock bench    measure throughput and latency
 //	redlock demo     a flash sale on five local Redis nodes, with faults
 //	redlock plan     how many nodes: the chance of no quorum, the validity left
@@ -23,7 +24,7 @@
 //	     database index (redis://host/99) that the servers do not have
 //	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE);
 //	     doctor: fewer than a quorum of nodes vote now (down, or recovering
-//	     under the restart guard)
+//	     under the restart guard); probe: a node does not vote now
 //	77   a node refused the credentials (WRONGPASS, NOAUTH: a wrong or missing
 //	     password or user), and fewer than a quorum answered (sysexits
 //	     EX_NOPERM)
@@ -90,6 +91,7 @@ func commands() []command {
 		{"run", "run a command while holding a lock; terminate it if the lock is lost", runRun},
 		{"inspect", "show a lock's state on every node", runInspect},
 		{"doctor", "check a deployment against the assumptions of Redlock", runDoctor},
+		{"probe", "exit 0 when the nodes vote: out of the restart guard's recovery (a readiness probe)", runProbe},
 		{"bench", "measure lock throughput and latency", runBench},
 		{"demo", "run a flash sale on local Redis nodes, with a node killed and one frozen midway", runDemo},
 		{"plan", "how many nodes: the chance of no quorum, the nodes a target needs, the validity left", runPlan},

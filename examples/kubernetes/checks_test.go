@@ -3,6 +3,8 @@ package kubernetes
 import (
 	"fmt"
 	"net"
+	"net/url"
+	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -53,6 +55,9 @@ type nodes struct {
 	podSpec   *corev1.PodSpec
 	governing *corev1.Service
 	password  string // requirepass ("" if none)
+	// probe is the readiness probe's redlock probe, nil when it runs
+	// none.
+	probe *command
 }
 
 // findNodes finds the StatefulSet of Redis nodes and reads its
@@ -206,13 +211,15 @@ func checkPlacement(nd *nodes, r *report) {
 	}
 }
 
-// checkProbes: ready only on PONG (and authenticated), alive only while
-// redis-server answers within a bound.
+// checkProbes: ready only while the node votes (redlock probe, checked
+// against the clients in checkClients), alive only while redis-server
+// answers within a bound.
 func checkProbes(nd *nodes, r *report) {
 	c, name := nd.container, "StatefulSet "+nd.sts.Name+", container "+nd.container.Name
-	ready := probeScript(c.ReadinessProbe)
-	if !strings.Contains(ready, "redis-cli") || !strings.Contains(ready, "ping") || !strings.Contains(ready, "PONG") {
-		r.fail("%s: the readiness probe must want PONG from redis-cli ping (not LOADING): got %q", name, ready)
+	if c.ReadinessProbe == nil || c.ReadinessProbe.Exec == nil || len(c.ReadinessProbe.Exec.Command) == 0 || path.Base(c.ReadinessProbe.Exec.Command[0]) != "redlock" {
+		r.fail("%s: the readiness probe must run redlock probe on the node, so that Ready means it votes (a PONG is Ready while the restart guard keeps it out): got %q", name, probeScript(c.ReadinessProbe))
+	} else {
+		nd.probe = checkReadiness(nd, name, c.ReadinessProbe.Exec.Command, r)
 	}
 	live := probeScript(c.LivenessProbe)
 	switch {
@@ -230,8 +237,70 @@ func checkProbes(nd *nodes, r *report) {
 		}
 	}
 	if nd.password != "" && nd.proc.env["REDISCLI_AUTH"] != nd.password {
-		r.fail("%s: redis-server has a password but REDISCLI_AUTH is %q, not the same Secret's: the probes' redis-cli gets NOAUTH and no node is ever ready", name, show(nd.proc.env["REDISCLI_AUTH"]))
+		r.fail("%s: redis-server has a password but REDISCLI_AUTH is %q, not the same Secret's: the liveness probe's redis-cli gets NOAUTH and every node is restarted", name, show(nd.proc.env["REDISCLI_AUTH"]))
 	}
+}
+
+// checkReadiness checks the readiness probe's redlock command line, argv:
+// redlock probe of this node alone, authenticated, from a binary that an
+// init container of the redlock-cli image puts in a volume of the node's
+// container. It returns the command, nil when it is not one.
+func checkReadiness(nd *nodes, name string, argv []string, r *report) *command {
+	cmd, err := parseRedlock(argv)
+	if err == nil {
+		_, err = cmd.settings()
+	}
+	switch {
+	case err != nil:
+		r.fail("%s: the readiness probe: %v", name, err)
+		return nil
+	case cmd.name != "probe" || len(cmd.args) > 0:
+		r.fail("%s: the readiness probe must run redlock probe, alone: got %q", name, argv)
+		return nil
+	case cmd.flags["restart-guard"] == "off":
+		r.fail("%s: the readiness probe's --restart-guard off: redlock probe refuses it", name)
+	}
+	port := nd.conf.value("port")
+	if port == "" {
+		port = "6379"
+	}
+	u, err := url.Parse(cmd.flags["nodes"])
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || !slices.Contains([]string{"localhost", "127.0.0.1", "::1"}, u.Hostname()) || u.Port() != port {
+		r.fail("%s: the readiness probe's --nodes %q: want this node alone, redis://localhost:%s", name, cmd.flags["nodes"], port)
+	}
+	if nd.password != "" && (u == nil || u.User == nil) && nd.proc.env["REDLOCK_PASSWORD"] != nd.password {
+		r.fail("%s: redis-server has a password but the readiness probe's REDLOCK_PASSWORD is %q, not the same Secret's: the probe gets NOAUTH and no node is ever ready", name, show(nd.proc.env["REDLOCK_PASSWORD"]))
+	}
+	if !probeBinary(nd, argv[0]) {
+		r.fail("%s: the readiness probe runs %s, which the redis image lacks: copy the CLI there from the redlock-cli image in an init container, into a volume both mount", name, argv[0])
+	}
+	return &cmd
+}
+
+// probeBinary reports whether bin is in a volume that the node's container
+// mounts and an init container of the redlock-cli image mounts too.
+func probeBinary(nd *nodes, bin string) bool {
+	dir := path.Dir(bin)
+	vol := ""
+	for _, m := range nd.container.VolumeMounts {
+		if path.Clean(m.MountPath) == dir {
+			vol = m.Name
+		}
+	}
+	if vol == "" {
+		return false
+	}
+	for _, c := range nd.podSpec.InitContainers {
+		if path.Base(imageRepo(c.Image)) != "redlock-cli" {
+			continue
+		}
+		for _, m := range c.VolumeMounts {
+			if m.Name == vol && !m.ReadOnly {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // timeoutCmd is coreutils' timeout N at the start of a command.

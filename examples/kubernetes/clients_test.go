@@ -306,8 +306,34 @@ func checkClients(clients []*client, nd *nodes, r *report) {
 	if !doctor {
 		r.fail("no Job runs redlock doctor")
 	}
-	if time.Duration(nd.sts.Spec.MinReadySeconds)*time.Second <= maxTTL {
-		r.fail("StatefulSet %s: minReadySeconds %d is not above the clients' max TTL %v: a rolling update restarts the next node while the last one still recovers under the restart guard", nd.sts.Name, nd.sts.Spec.MinReadySeconds, maxTTL)
+	checkProbeAgrees(clients, nd, maxTTL, r)
+}
+
+// checkProbeAgrees: the readiness probe asks what the clients' votes need:
+// their max TTL, prefix and guard mode.
+func checkProbeAgrees(clients []*client, nd *nodes, maxTTL time.Duration, r *report) {
+	p := nd.probe
+	if p == nil {
+		return
+	}
+	name := "StatefulSet " + nd.sts.Name + ", the readiness probe"
+	ps, _ := p.settings()
+	if len(clients) > 0 && ps.maxTTL != maxTTL {
+		r.fail("%s: --max-ttl %v is not the clients' max TTL %v: Ready must mean the node votes for them (a longer one also lengthens their recovery)", name, ps.maxTTL, maxTTL)
+	}
+	prefix := func(c command) string {
+		if v, ok := c.flags["prefix"]; ok {
+			return v
+		}
+		return "redlock:"
+	}
+	for _, cl := range clients {
+		if prefix(cl.cmd) != prefix(*p) {
+			r.fail("%s: --prefix %q, %s uses %q: it probes another epoch record", name, prefix(*p), cl.where, prefix(cl.cmd))
+		}
+		if ps.guard == "persistent" && cl.set.guard == "on" {
+			r.fail("%s: --restart-guard persistent, %s has it on: Ready while that client still sees the node recovering", name, cl.where)
+		}
 	}
 }
 

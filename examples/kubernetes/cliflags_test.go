@@ -24,6 +24,11 @@ var redlockFlags = map[string]map[string]bool{
 		"restart-guard": false, "timeout": false, "tls-ca": false,
 		"tls-cert": false, "tls-key": false, "ttl": false,
 	},
+	"probe": {
+		"max-ttl": false, "nodes": false, "password-file": false, "prefix": false,
+		"restart-guard": false, "timeout": false, "tls-ca": false,
+		"tls-cert": false, "tls-key": false,
+	},
 	"inspect": {
 		"json": true, "next-nodes": false, "nodes": false, "password-file": false,
 		"prefix": false, "show-owner": true, "timeout": false, "tls-ca": false,
@@ -62,7 +67,7 @@ func parseRedlock(argv []string) (command, error) {
 	c := command{name: argv[1], flags: map[string]string{}}
 	known, ok := redlockFlags[c.name]
 	if !ok {
-		return c, fmt.Errorf("redlock %s: a command the test does not know (it knows run, doctor and inspect)", c.name)
+		return c, fmt.Errorf("redlock %s: a command the test does not know (it knows run, doctor, inspect and probe)", c.name)
 	}
 	args, dashes, err := c.readFlags(argv[2:], known)
 	if err != nil {

@@ -55,9 +55,12 @@ const (
 	pdbDoc        = "---\n# 5 nodes, quorum 3: at most 5 - 3 = 2 unavailable at once.\napiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: redlock-redis\n  namespace: redlock\nspec:\n" + pdbBudget + "  selector:\n    matchLabels:\n      app.kubernetes.io/name: redlock-redis\n"
 	// appCommand is app.yaml's whole command, from "command:" to the
 	// job's script.
-	appCommand    = runStart + "            - --ttl\n            - 30s\n            - --grace\n            - 10s\n            - --max-ttl\n            - 1m\n" + runWait + "            - nightly-report\n            - --\n            - /bin/sh\n            - -c\n            - 'trap \"echo stopping; exit 0\" TERM; while :; do echo working; sleep 5; done'\n"
-	zoneSpread    = "      topologySpreadConstraints:\n        - topologyKey: topology.kubernetes.io/zone\n          maxSkew: 1\n          minDomains: 3\n          whenUnsatisfiable: DoNotSchedule\n          labelSelector:\n            matchLabels:\n              app.kubernetes.io/name: redlock-redis\n"
-	readinessLine = "          readinessProbe:\n            exec:\n              command: [\"sh\", \"-c\", \"redis-cli ping | grep -qx PONG\"]\n            periodSeconds: 5\n"
+	appCommand     = runStart + "            - --ttl\n            - 30s\n            - --grace\n            - 10s\n            - --max-ttl\n            - 1m\n" + runWait + "            - nightly-report\n            - --\n            - /bin/sh\n            - -c\n            - 'trap \"echo stopping; exit 0\" TERM; while :; do echo working; sleep 5; done'\n"
+	zoneSpread     = "      topologySpreadConstraints:\n        - topologyKey: topology.kubernetes.io/zone\n          maxSkew: 1\n          minDomains: 3\n          whenUnsatisfiable: DoNotSchedule\n          labelSelector:\n            matchLabels:\n              app.kubernetes.io/name: redlock-redis\n"
+	readinessExec  = "              command: [\"/probe/redlock\", \"probe\", \"--nodes\", \"redis://localhost:6379\", \"--max-ttl\", \"1m\", \"--timeout\", \"3s\"]\n"
+	readinessLine  = "          readinessProbe:\n            exec:\n" + readinessExec + "            periodSeconds: 5\n            timeoutSeconds: 5\n"
+	redlockPassEnv = "            - name: REDLOCK_PASSWORD\n              valueFrom:\n                secretKeyRef:\n                  name: redlock-redis-auth\n                  key: password\n          args:\n"
+	probeInit      = "          volumeMounts:\n            - name: probe\n              mountPath: /probe\n      containers:\n"
 )
 
 // nodesOf is a list of the example's first n nodes (or of those given).
@@ -136,17 +139,17 @@ var mutations = []mutation{
 	{"--replicaof host port as one argument", []edit{insertBefore("redis-nodes.yaml", "          ports:\n", "            - \"--replicaof redlock-redis-0.redlock-redis 6379\"\n")}, "makes a node a replica"},
 	{"a client naming the Service through --nodes", []edit{insertBefore("app.yaml", runWait, "            - --nodes\n            - redis://redlock-redis.redlock.svc.cluster.local:6379\n")}, "--nodes names redlock-redis.redlock.svc.cluster.local:6379"},
 	{"command [redlock] with args [run, …]", []edit{replace("app.yaml", runStart, "          command:\n            - redlock\n          args:\n            - run\n")}, ""},
-	{"command [redlock] with args [run, …] whose --max-ttl outlasts minReadySeconds", []edit{
+	{"command [redlock] with args [run, …] whose --max-ttl outlasts the readiness probe's", []edit{
 		replace("app.yaml", runStart, "          command:\n            - redlock\n          args:\n            - run\n"),
 		replace("app.yaml", "            - --max-ttl\n            - 1m\n", "            - --max-ttl\n            - 2m\n"),
-	}, "minReadySeconds 75 is not above the clients' max TTL 2m0s"},
+	}, "--max-ttl 1m0s is not the clients' max TTL 2m0s"},
 	{"command [redlock] alone", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n")}, "redlock without a command"},
 	{"command [redlock] with args [run] alone", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n          args: [run]\n")}, "redlock run: no lock NAME and COMMAND"},
 	{"command [redlock] with args [run, NAME] and no COMMAND", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n          args: [run, --wait=8760h, nightly-report, --]\n")}, "redlock run: no COMMAND after the lock name"},
 	{"command [redlock] with args [run, --, …] (no NAME)", []edit{replace("app.yaml", appCommand, "          command: [redlock]\n          args: [run, --wait=8760h, --, ./report.sh]\n")}, `no lock NAME before "--"`},
 	{"the zone spread removed", []edit{replace("redis-nodes.yaml", zoneSpread, "")}, "no zone spread"},
 	{"the zone spread made a preference", []edit{replace("redis-nodes.yaml", "          whenUnsatisfiable: DoNotSchedule\n", "          whenUnsatisfiable: ScheduleAnyway\n")}, "no zone spread"},
-	{"the readiness probe removed", []edit{replace("redis-nodes.yaml", readinessLine, "")}, "readiness probe must want PONG"},
+	{"the readiness probe removed", []edit{replace("redis-nodes.yaml", readinessLine, "")}, "readiness probe must run redlock probe"},
 	{"publishNotReadyAddresses: true", []edit{replace("redis-nodes.yaml", "  publishNotReadyAddresses: false\n", "  publishNotReadyAddresses: true\n")}, "publishNotReadyAddresses"},
 	{"a grace period with no room for the release round", []edit{replace("app.yaml", "      terminationGracePeriodSeconds: 20\n", "      terminationGracePeriodSeconds: 11\n")}, "terminationGracePeriodSeconds 11s leaves no room"},
 	{"--maxmemory removed", []edit{replace("redis-nodes.yaml", "            - --maxmemory\n            - 200mb\n", "")}, "no maxmemory"},
@@ -169,7 +172,7 @@ var mutations = []mutation{
 	{"appendfsync everysec", []edit{replace("redis-nodes.yaml", "            - --appendfsync\n            - always\n", "            - --appendfsync\n            - everysec\n")}, "appendfsync everysec, want always"},
 	{"an eviction policy", []edit{replace("redis-nodes.yaml", "            - noeviction\n", "            - volatile-lru\n")}, "maxmemory-policy volatile-lru, want noeviction"},
 	{"no anti-affinity", []edit{replace("redis-nodes.yaml", "            - topologyKey: kubernetes.io/hostname\n", "            - topologyKey: kubernetes.io/os\n")}, "anti-affinity"},
-	{"a rolling update faster than the restart guard", []edit{replace("redis-nodes.yaml", "  minReadySeconds: 75\n", "  minReadySeconds: 10\n")}, "minReadySeconds 10"},
+	{"minReadySeconds 0: Ready already means the node votes", []edit{replace("redis-nodes.yaml", "  minReadySeconds: 10\n", "  minReadySeconds: 0\n")}, ""},
 	{"a grace period shorter than --grace", []edit{replace("app.yaml", "      terminationGracePeriodSeconds: 20\n", "      terminationGracePeriodSeconds: 5\n")}, "terminationGracePeriodSeconds 5s"},
 	{"redlock run behind a shell", []edit{replace("app.yaml", runStart, "          command:\n            - /bin/sh\n            - -c\n            - redlock run nightly-report -- ./report.sh\n          args:\n            - run\n")}, "main process"},
 	{"no doctor Job", []edit{drop("doctor-job.yaml")}, "no Job runs redlock doctor"},
@@ -178,7 +181,7 @@ var mutations = []mutation{
 	{"the probes without REDISCLI_AUTH, the password from the Secret", []edit{
 		replace("redis-nodes.yaml", redisAuthEnv, "            - name: REDIS_PASSWORD\n              valueFrom:\n                secretKeyRef:\n                  name: redlock-redis-auth\n                  key: password\n"),
 		replace("redis-nodes.yaml", redisArgsEnd, "            - --requirepass\n            - $(REDIS_PASSWORD)\n"),
-	}, "NOAUTH and no node is ever ready"},
+	}, "redis-cli gets NOAUTH and every node is restarted"},
 	{"the password written in the manifest", []edit{replace("redis-nodes.yaml", redisArgsEnd, "            - --requirepass\n            - hunter2\n")}, "requirepass \"hunter2\" is not a Secret's value"},
 	{"a client without REDLOCK_PASSWORD", []edit{replace("app.yaml", passwordRef, "")}, "every node refuses it (NOAUTH"},
 	{"a client with another Secret's password", []edit{replace("doctor-job.yaml", "                  name: redlock-redis-auth\n", "                  name: redlock-doctor\n")}, "every node refuses it (NOAUTH"},
@@ -197,8 +200,18 @@ var mutations = []mutation{
 	{"the waiting replica gives up every hour", []edit{replace("app.yaml", runWait, "            - --wait\n            - 1h\n")}, "--wait 1h0m0s: the replica that waits exits 75"},
 	{"the waiting replica tries once", []edit{replace("app.yaml", runWait, "")}, "--wait 0s: the replica that waits exits 75"},
 	{"a TCP liveness probe", []edit{replace("redis-nodes.yaml", livenessExec, "            tcpSocket:\n              port: redis\n")}, "passes for a frozen redis-server"},
+	// Issue 48's K2: Ready means the node votes.
+	{"a readiness probe that wants PONG", []edit{replace("redis-nodes.yaml", readinessExec, "              command: [\"sh\", \"-c\", \"redis-cli ping | grep -qx PONG\"]\n")}, "readiness probe must run redlock probe"},
+	{"a readiness probe that runs doctor", []edit{replace("redis-nodes.yaml", readinessExec, strings.Replace(readinessExec, "\"probe\"", "\"doctor\"", 1))}, "must run redlock probe, alone"},
+	{"a readiness probe with a longer --max-ttl", []edit{replace("redis-nodes.yaml", readinessExec, strings.Replace(readinessExec, "\"1m\"", "\"2m\"", 1))}, "--max-ttl 2m0s is not the clients' max TTL 1m0s"},
+	{"a readiness probe of another node", []edit{replace("redis-nodes.yaml", readinessExec, strings.Replace(readinessExec, "localhost", "redlock-redis-0.redlock-redis", 1))}, "want this node alone"},
+	{"a readiness probe of another prefix", []edit{replace("redis-nodes.yaml", readinessExec, strings.Replace(readinessExec, "\"probe\",", "\"probe\", \"--prefix\", \"app:\",", 1))}, "it probes another epoch record"},
+	{"a readiness probe trusting persistence, clients with the guard on", []edit{replace("redis-nodes.yaml", readinessExec, strings.Replace(readinessExec, "\"probe\",", "\"probe\", \"--restart-guard\", \"persistent\",", 1))}, "--restart-guard persistent"},
+	{"a readiness probe without REDLOCK_PASSWORD", []edit{replace("redis-nodes.yaml", redlockPassEnv, "          args:\n")}, "the probe gets NOAUTH and no node is ever ready"},
+	{"a readiness probe without the init container that copies redlock", []edit{replace("redis-nodes.yaml", probeInit, "          volumeMounts:\n            - name: other\n              mountPath: /probe\n      containers:\n")}, "which the redis image lacks"},
+	{"a readiness probe of redlock in the PATH", []edit{replace("redis-nodes.yaml", readinessExec, strings.Replace(readinessExec, "/probe/redlock", "redlock", 1))}, "which the redis image lacks"},
 	{"a liveness probe without timeout", []edit{replace("redis-nodes.yaml", livenessExec, strings.Replace(livenessExec, "timeout 3 ", "", 1))}, "bound redis-cli ping with timeout N"},
-	{"a liveness probe whose timeout outlasts timeoutSeconds", []edit{replace("redis-nodes.yaml", "            timeoutSeconds: 5\n", "            timeoutSeconds: 3\n")}, "bound redis-cli ping with timeout N"},
+	{"a liveness probe whose timeout outlasts timeoutSeconds", []edit{replace("redis-nodes.yaml", "            periodSeconds: 10\n            timeoutSeconds: 5\n", "            periodSeconds: 10\n            timeoutSeconds: 3\n")}, "bound redis-cli ping with timeout N"},
 	{"no liveness probe", []edit{replace("redis-nodes.yaml", livenessProbe, "")}, "no liveness probe"},
 
 	// Reading the effective configuration.
@@ -217,10 +230,10 @@ var mutations = []mutation{
 		"          imagePullPolicy: IfNotPresent\n          # Exec form: redlock is the container's main process (PID 1) and\n          # gets the SIGTERM itself; a shell in between would not pass it on.\n"+runStart,
 		"          image: example/report:v2\n          args:\n            - run\n")}, `image "example/report:v2" has an entrypoint the test does not know`},
 	{"the Dockerfile's ENTRYPOINT in shell form", []edit{replace("Dockerfile", `ENTRYPOINT ["redlock"]`, "ENTRYPOINT redlock")}, "not in exec form"},
-	{"--max-ttl given twice, the last one longer", []edit{insertBefore("app.yaml", runWait, "            - --max-ttl=2m\n")}, "minReadySeconds 75 is not above the clients' max TTL 2m0s"},
+	{"--max-ttl given twice, the last one longer", []edit{insertBefore("app.yaml", runWait, "            - --max-ttl=2m\n")}, "--max-ttl 1m0s is not the clients' max TTL 2m0s"},
 	{"clients that disagree on --max-ttl", []edit{replace("doctor-job.yaml", "            - --max-ttl\n            - 1m\n", "            - --max-ttl\n            - 70s\n")}, "clients disagree on --max-ttl"},
 	{"a flag after the lock name (run reads it)", []edit{replace("app.yaml", "            - nightly-report\n            - --\n", "            - nightly-report\n            - --ttl=20s\n            - --\n")}, ""},
-	{"a longer --max-ttl after the lock name", []edit{replace("app.yaml", "            - nightly-report\n            - --\n", "            - nightly-report\n            - --max-ttl=2m\n            - --\n")}, "minReadySeconds 75 is not above the clients' max TTL 2m0s"},
+	{"a longer --max-ttl after the lock name", []edit{replace("app.yaml", "            - nightly-report\n            - --\n", "            - nightly-report\n            - --max-ttl=2m\n            - --\n")}, "--max-ttl 1m0s is not the clients' max TTL 2m0s"},
 	{"an unknown flag", []edit{insertBefore("app.yaml", runWait, "            - --wiat=1h\n")}, "unknown flag --wiat=1h"},
 	{"a preStop hook the test cannot bound", []edit{insertBefore("app.yaml", appEnv, "          lifecycle:\n            preStop:\n              exec:\n                command: [sleep, \"5\"]\n")}, "preStop hook whose length"},
 	{"a preStop sleep that eats the grace period", []edit{insertBefore("app.yaml", appEnv, "          lifecycle:\n            preStop:\n              sleep:\n                seconds: 6\n")}, "want at least 21s (preStop 6s"},

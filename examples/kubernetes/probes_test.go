@@ -3,20 +3,30 @@
 package kubernetes
 
 import (
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // TestProbesOnRedis runs the nodes' readiness and liveness probes, as the
 // kubelet runs them, against a redis-server started with the example's
-// arguments and password: both pass on a running node; the readiness probe
-// fails without REDISCLI_AUTH (NOAUTH) and while the node loads its AOF,
-// when the liveness probe passes; a frozen node (SIGSTOP) fails the
-// liveness probe within the probe's own timeout.
+// arguments and password. The readiness probe is redlock probe, built from
+// cmd/redlock, with its --max-ttl cut to probeMaxTTL (the example's minute
+// would make the test wait a minute): it fails while the node just started
+// recovers under the restart guard, when the liveness probe passes; both
+// pass on a voting node, and fail without the password (NOAUTH); the
+// readiness probe fails while the node loads its AOF, when the liveness
+// probe passes; a frozen node (SIGSTOP) fails the liveness probe within
+// the probe's own timeout.
 func TestProbesOnRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the CLI")
+	}
 	nd, ok := findNodes(load(t), &report{})
 	if !ok {
 		t.Fatal("the example has no Redis nodes")
@@ -25,10 +35,13 @@ func TestProbesOnRedis(t *testing.T) {
 	if ready == nil || ready.Exec == nil || live == nil || live.Exec == nil {
 		t.Fatal("the example's probes are not exec probes")
 	}
-	auth := []string{"REDISCLI_AUTH=" + testPassword}
+	bin := filepath.Join(t.TempDir(), "redlock")
+	goCmd(t, cliDir, "build", "-o", bin, ".")
+	auth := []string{"REDISCLI_AUTH=" + testPassword, "REDLOCK_PASSWORD=" + testPassword}
 	dir := t.TempDir()
 	s := startRedis(t, nd.proc.argv[1:], dir)
 	fill(t, s.dial(t, testPassword), 20000)
+	ready = probeOn(ready, bin, s)
 	expect := func(what string, env []string, wantReady, wantLive bool) {
 		t.Helper()
 		if got, took := runProbe(ready, env, s); got != wantReady {
@@ -38,8 +51,16 @@ func TestProbesOnRedis(t *testing.T) {
 			t.Errorf("%s: liveness probe passed=%v after %v, want %v", what, got, took, wantLive)
 		}
 	}
-	expect("running", auth, true, true)
-	expect("running, without REDISCLI_AUTH", nil, false, false)
+	expect("started just now, recovering", auth, false, true)
+	deadline := time.Now().Add(10 * probeMaxTTL)
+	for ok, _ := runProbe(ready, auth, s); !ok; ok, _ = runProbe(ready, auth, s) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the readiness probe still fails %v after the start (max TTL %v)", 10*probeMaxTTL, probeMaxTTL)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	expect("running, voting", auth, true, true)
+	expect("running, without the password", nil, false, false)
 
 	// Frozen: the kernel still accepts the connection; PING is never
 	// answered. The liveness probe fails by its own timeout, before the
@@ -64,11 +85,32 @@ func TestProbesOnRedis(t *testing.T) {
 	}
 	<-s.exited
 	s = startRedis(t, nd.proc.argv[1:], dir, "--key-load-delay", "200", "--loading-process-events-interval-bytes", "1024")
+	ready = probeOn(nd.container.ReadinessProbe, bin, s)
 	waitLoading(t, s)
 	expect("loading", auth, false, true)
 	if info := loadingInfo(t, s); !strings.Contains(info, "loading:1") {
 		t.Fatalf("the node finished loading before the probes ran: the test says nothing about LOADING (%q)", info)
 	}
+}
+
+// probeMaxTTL is the readiness probe's --max-ttl in TestProbesOnRedis.
+const probeMaxTTL = 2 * time.Second
+
+// probeOn is the readiness probe p (redlock probe) run by bin, on server
+// s's port, with --max-ttl probeMaxTTL.
+func probeOn(p *corev1.Probe, bin string, s *server) *corev1.Probe {
+	q := p.DeepCopy()
+	argv := q.Exec.Command
+	argv[0] = bin
+	for i := 1; i+1 < len(argv); i++ {
+		switch argv[i] {
+		case "--max-ttl":
+			argv[i+1] = probeMaxTTL.String()
+		case "--nodes":
+			argv[i+1] = "redis://localhost:" + strconv.Itoa(s.port)
+		}
+	}
+	return q
 }
 
 // fill writes n keys and has redis-server rewrite its AOF, so that a

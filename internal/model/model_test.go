@@ -224,6 +224,7 @@ func mutantTable() []mutant {
 		{name: "NoClockSeed", mut: Mutations{GuardMutations: GuardMutations{NoClockSeed: true}}, search: "restarts", seeds: []uint64{2088781249918376544}},
 		{name: "NoRecoveryWindow", mut: Mutations{GuardMutations: GuardMutations{NoRecoveryWindow: true}}, search: "restarts", seeds: []uint64{1056863129688703774}},
 		{name: "TrustWithoutLowerBound", mut: Mutations{GuardMutations: GuardMutations{TrustWithoutLowerBound: true}}, search: "behind", seeds: []uint64{1355593322235642026}},
+		{name: "PromotionFromProcessStart", mut: Mutations{GuardMutations: GuardMutations{PromotionFromProcessStart: true}}, search: "promote", seeds: []uint64{4214547815350392804}},
 		{name: "PersistenceWaivesPromotion", mut: Mutations{GuardMutations: GuardMutations{PersistenceWaivesPromotion: true}}, search: "promote", seeds: []uint64{5771838755591251981}},
 		{name: "PerRequestMaxTTL", mut: Mutations{GuardMutations: GuardMutations{PerRequestMaxTTL: true}}, search: "mixed", seeds: []uint64{9217632275363446107}},
 		{name: "OkKeyReplicated", mut: Mutations{GuardMutations: GuardMutations{OkKeyReplicated: true}}, search: "behind", seeds: []uint64{3635441849298218962}},

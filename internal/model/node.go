@@ -47,6 +47,10 @@ type GuardMutations struct {
 	NoClockSeed bool
 	// NoRecoveryWindow lets a node vote right after a change of epoch.
 	NoRecoveryWindow bool
+	// PromotionFromProcessStart starts a promoted replica's epoch at its
+	// process start, as a restart's (issue 48, K1), not at the promotion:
+	// its process started long before it was promoted.
+	PromotionFromProcessStart bool
 	// OkKeyReplicated replicates the guard's fast-path key like any other
 	// key (no redis.set_repl(REPL_NONE)): a promoted replica whose clock is
 	// behind its old master's then trusts the copy without any check.
@@ -316,13 +320,18 @@ func (d *Data) Epoch(env Env, g Guard, m Mutations) (recovering, floor int64) {
 	if !trusted {
 		// renew
 		if !(r.OK && r.Run == env.Run) {
+			// The latest possible process start, from the whole-second
+			// uptime.
+			start := now - max(env.Uptime-1, 0)*env.Second
 			switch {
+			case env.Replica && m.PromotionFromProcessStart:
+				r.Kind, r.Base = KindFailover, start
 			case env.Replica:
 				r.Kind, r.Base = KindFailover, now
 			case !r.OK:
-				r.Kind, r.Base = KindNew, now-max(env.Uptime-1, 0)*env.Second
-			default: // another process wrote the record
-				r.Kind, r.Base = KindRestart, now
+				r.Kind, r.Base = KindNew, start
+			default: // another process wrote the record: a restart
+				r.Kind, r.Base = KindRestart, max(start, r.Until-g.MaxTTL)
 			}
 			r.Changed = r.OK
 			r.MaxTTL = 0

@@ -8,8 +8,10 @@
 -- The record's fields (times are node milliseconds, from TIME):
 --   run     run_id of the Redis process that last checked the record
 --   base    when the epoch's forgetting could have happened at the latest:
---           the process start for a data set new to the library, else the
---           moment the change was seen
+--           the process start for a node that was never a replica since
+--           it started (a data set new to the library, or a restart that
+--           kept its data), the moment the promotion was seen for a
+--           failover
 --   maxttl  the largest max_ttl any guarded client has sent: a client with
 --           a smaller one never shortens the recovery of the others
 --   until   base + maxttl: the node recovers until then
@@ -62,24 +64,31 @@ local function renew(key, now, max_ttl, record_ttl)
     -- its old master's latest locks, whenever it was promoted.
     local repl = redis.call('INFO', 'replication')
     local replica = not string.match(string.match(repl, 'master_replid2:(%x+)') or '', '^0*$')
+    -- A node that was never a replica since its process started can
+    -- only have forgotten locks taken before the process started: its
+    -- epoch's base is the start. uptime_in_seconds is the difference of
+    -- two whole-second clocks: it can say 1 for a process started 2 ms
+    -- ago, so the latest possible start is now - (uptime - 1) s.
+    local uptime = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0
+    local start = now - math.max(uptime - 1, 0) * 1000
     if replica then
+      -- A promoted replica's process started long before its promotion.
       kind, base = 'failover', now
     elseif not run then
-      -- A data set new to the library, on a node that was never a
-      -- replica: it can only have forgotten locks taken before its
-      -- process started. uptime_in_seconds is the difference of two
-      -- whole-second clocks: it can say 1 for a process started 2 ms
-      -- ago, so the latest possible start is now - (uptime - 1) s.
-      local uptime = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0
-      kind, base = 'new', now - math.max(uptime - 1, 0) * 1000
+      -- A data set new to the library.
+      kind, base = 'new', start
     elseif run ~= run_id then
       -- Another process wrote the record: a restart that kept its data
-      -- (a promoted replica was caught above).
-      kind, base = 'restart', now
+      -- (a promoted replica was caught above), or a slot moved here. It
+      -- recovers from the start, not from its first guarded request, so
+      -- that a node restarted more than max_ttl ago votes at once; and
+      -- never ends before the old record's recovery (the old process, or
+      -- the slot's old node, may have been recovering).
+      kind, base = 'restart', math.max(start, (tonumber(rec[5]) or 0) - max_ttl)
     else
       -- This process wrote the record in an older layout: keep the end
-      -- of its recovery.
-      kind, base = 'restart', (tonumber(rec[5]) or now) - max_ttl
+      -- of its recovery, and no less than max_ttl from the start.
+      kind, base = 'restart', math.max((tonumber(rec[5]) or now) - max_ttl, start)
     end
     maxttl = 0
   end

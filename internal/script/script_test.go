@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,6 +195,7 @@ func TestEpochGuard(t *testing.T) {
 
 	// A restart without persistence: everything is gone, and the new
 	// process recovers for max_ttl from its start.
+	beforeRestart := time.Now()
 	if err := s.Restart(); err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +209,16 @@ func TestEpochGuard(t *testing.T) {
 		t.Fatalf("Acquire after recovering: %+v, %v; want a token above %d", after, err, first.Token)
 	}
 
-	// A record written by another process (as a restart with persistence,
-	// or a promoted replica, would find): a new epoch that recovers from
-	// now, and the counter written in the old epoch is reseeded.
-	otherProcess(t, c, k.Epoch, "check", "0")
+	// A record written by another process, as a restart that kept its
+	// data finds it, on a process up for more than max_ttl (+ 1 s, the
+	// uptime's rounding): it can only have forgotten locks granted
+	// before it started, expired by now, so it votes at once; and the
+	// counter of the old epoch reads as the floor, the start plus max_ttl
+	// (x 1024), not 5. (The test's process issued after.Token itself,
+	// after its start, which no real restart can: only the floor is
+	// asserted.)
+	time.Sleep(time.Until(beforeRestart.Add(on.MaxTTL + 1500*time.Millisecond)))
+	otherProcess(t, c, k.Epoch, "check", "0", "until", "0")
 	// The counter in the layout before counter.lua: a hash.
 	if err := c.Del(ctx, k.Fence).Err(); err != nil {
 		t.Fatal(err)
@@ -219,19 +227,30 @@ func TestEpochGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _ = Release(ctx, nodeOf(c), k.Lock, "other", Retire{Fence: k.Fence}, true, false)
-	a, err = Acquire(ctx, nodeOf(c), k, "third", time.Second, on, Ack{})
-	if err != nil || a.Status != Recovering || a.Recovering < on.MaxTTL-200*time.Millisecond {
-		t.Fatalf("Acquire with another process's record: %+v, %v; want Recovering for about %v", a, err, on.MaxTTL)
+	third, err := Acquire(ctx, nodeOf(c), k, "third", time.Second, on, Ack{})
+	if floor := (beforeRestart.UnixMilli() + on.MaxTTL.Milliseconds()) * 1024; err != nil || !third.OK() || third.Token <= floor {
+		t.Fatalf("Acquire with another process's record, up longer than max_ttl: %+v, %v; want a token above %d", third, err, floor)
+	}
+	_, _ = Release(ctx, nodeOf(c), k.Lock, "third", Retire{Fence: k.Fence}, true, false)
+	// The old record's recovery is kept: its process (or the node a slot
+	// moved from) may have been recovering.
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherProcess(t, c, k.Epoch, "check", "0", "until", strconv.FormatInt(now.UnixMilli()+on.MaxTTL.Milliseconds(), 10))
+	a, err = Acquire(ctx, nodeOf(c), k, "fourth", time.Second, on, Ack{})
+	if err != nil || a.Status != Recovering || a.Recovering < on.MaxTTL-500*time.Millisecond {
+		t.Fatalf("Acquire with another process's record recovering: %+v, %v; want Recovering for about %v", a, err, on.MaxTTL)
 	}
 	trusting := on
 	trusting.Mode = 'p'
-	otherProcess(t, c, k.Epoch, "check", "0")
+	otherProcess(t, c, k.Epoch, "check", "0", "until", "0")
 	// Trusting persistence, a record written by another process needs no
-	// recovery; and a counter from an older epoch is reseeded from the
-	// clock, not continued from 5.
-	third, err := Acquire(ctx, nodeOf(c), k, "third", time.Second, trusting, Ack{})
-	if err != nil || !third.OK() || third.Token <= after.Token {
-		t.Fatalf("Acquire trusting persistence: %+v, %v; want a token above %d", third, err, after.Token)
+	// recovery either.
+	fourth, err := Acquire(ctx, nodeOf(c), k, "fourth", time.Second, trusting, Ack{})
+	if err != nil || !fourth.OK() || fourth.Token <= third.Token {
+		t.Fatalf("Acquire trusting persistence: %+v, %v; want a token above %d", fourth, err, third.Token)
 	}
 }
 
