@@ -95,7 +95,10 @@ func TestLatencySVG(t *testing.T) {
 // scenario, with its counts and latency percentiles in order.
 func TestBenchJSON(t *testing.T) {
 	t.Setenv(envNodes, "")
-	r := runCLI(t, "bench", "--json", "--embedded", "1", "--duration", "300ms", "--parallel", "3", "--ttl", "2s")
+	// A 20 s TTL: each node's answer may take a second (TTL/20), which
+	// leaves a loaded machine room (2 s, 100 ms per node, failed a
+	// release at load 10).
+	r := runCLI(t, "bench", "--json", "--embedded", "1", "--duration", "300ms", "--parallel", "3", "--ttl", "20s")
 	if r.code != exitOK || r.stderr != "" {
 		t.Fatalf("bench --json: %v", r)
 	}
@@ -109,7 +112,7 @@ func TestBenchJSON(t *testing.T) {
 		t.Errorf("more than the report on stdout:\n%s", r.stdout)
 	}
 	if rep.Nodes != "1 embedded redis-server node (restart guard off: they are fresh)" ||
-		rep.TTLMs != 2000 || rep.DurationMs != 300 || rep.Interrupted {
+		rep.TTLMs != 20000 || rep.DurationMs != 300 || rep.Interrupted {
 		t.Errorf("report header: %+v", rep)
 	}
 	want := []struct {
