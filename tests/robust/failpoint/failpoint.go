@@ -229,8 +229,11 @@ func (h hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessP
 // Classify names the protocol point of a command by its script's keys:
 // AcquireReply for an acquire (the lock, its fence counter, the epoch),
 // Fence for a fence or a seal (the fence counter first), RefreshBatch for a
-// refresh (the lock and the epoch record), Release for a release (the lock
-// alone); "" for anything else.
+// refresh (the lock, the epoch record and, since issue 44, the fence
+// counter), Release for a release (the lock, and since issue 44 its fence
+// counter, whose token it retires); "" for anything else. The layouts
+// before issue 44 (a refresh without the counter, a release of the lock
+// alone) are still named, for histories replayed from older runs.
 func Classify(args []any) string {
 	if len(args) < 4 {
 		return ""
@@ -252,9 +255,9 @@ func Classify(args []any) string {
 		return AcquireReply
 	case strings.HasSuffix(k[0], ":fence") && n <= 2:
 		return Fence
-	case n == 2 && strings.HasSuffix(k[1], ":epoch"):
+	case (n == 2 || n == 3 && k[2] == keys.Fence(k[0])) && strings.HasSuffix(k[1], ":epoch"):
 		return RefreshBatch
-	case n == 1 && strings.HasPrefix(k[0], "{") && !strings.HasSuffix(k[0], ":epoch"):
+	case (n == 1 || n == 2 && k[1] == keys.Fence(k[0])) && strings.HasPrefix(k[0], "{") && !strings.HasSuffix(k[0], ":epoch"):
 		return Release
 	}
 	return ""
