@@ -132,8 +132,15 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 		// end.
 		prio := map[Step]float64{}
 		mode := i % 3
+		var faults uint32
+		if m.Swarm {
+			faults = rng.Uint32()
+		}
 		for range maxSteps {
 			en := m.Enabled(s)
+			if m.Swarm {
+				en = swarm(en, faults)
+			}
 			if len(en) == 0 {
 				break
 			}
@@ -159,10 +166,28 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 				return m.Explain(steps, v2), st
 			}
 		}
+		if m.Observe != nil {
+			m.Observe(s)
+		}
 		st.Schedules++
 	}
 	st.Elapsed = time.Since(start)
 	return nil, st
+}
+
+// swarm leaves out of en the kinds of fault that the schedule's draw
+// faults turned off (swarm testing: each schedule injects its own subset
+// of the faults, each kind with probability 1/2).
+func swarm(en []Step, faults uint32) []Step {
+	group := map[int]uint{StepRestart: 0, StepDataRestart: 1, StepPromote: 2, StepSync: 2, StepSnapshot: 3, StepSnapRestart: 3, StepDup: 4, StepEarly: 5}
+	out := en[:0:0]
+	for _, st := range en {
+		if g, ok := group[st.Kind]; ok && faults&(1<<g) == 0 {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // actor is the part of a step that names who acts.
@@ -235,7 +260,7 @@ func pick(rng *rand.Rand, en []Step) Step {
 			if rng.IntN(3) != 0 {
 				continue
 			}
-		case StepRestart, StepDataRestart, StepPromote:
+		case StepRestart, StepDataRestart, StepPromote, StepSnapRestart, StepDup, StepEarly:
 			if rng.IntN(8) != 0 {
 				continue
 			}
@@ -310,11 +335,14 @@ func (m *Model) Explain(steps []Step, v *Violation) *Counterexample {
 	return ce
 }
 
-var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefresh: "refresh", ReqRelease: "release"}
+var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefresh: "refresh", ReqRelease: "release", ReqRecord: "record", ReqClaim: "claim"}
 
 // describe says what st does in s (before it is applied).
 func (m *Model) describe(s *State, st Step) string {
 	if d, ok := m.describeRecord(s, st); ok {
+		return d
+	}
+	if d, ok := m.describeMore(s, st); ok {
 		return d
 	}
 	c := &m.Cfg
@@ -371,6 +399,8 @@ func (m *Model) describe(s *State, st Step) string {
 	case StepClient:
 		cl := &s.Clients[st.Client]
 		yes, _ := m.counts(cl)
+		ym, _ := m.masks(cl)
+		won := m.met(st.Client, ym) && s.T < cl.ValidUntil
 		switch cl.Phase {
 		case Idle:
 			if cl.AcqLeft == 0 {
@@ -378,7 +408,7 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s sends acquire to all nodes (TTL %d, valid until %d)", at, who, c.Clients[st.Client].TTL, s.T+c.Clients[st.Client].TTL-c.Drift)
 		case Acquiring:
-			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil && m.family(st.Client) {
+			if won && m.family(st.Client) {
 				t, seal := m.familyToken(cl)
 				then := fmt.Sprintf("GRANTED token %d", t)
 				if seal {
@@ -386,7 +416,7 @@ func (m *Model) describe(s *State, st Step) string {
 				}
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s: %s", at, who, yes, m.votes(cl), then)
 			}
-			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil {
+			if won {
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s", at, who, yes, m.votes(cl))
 			}
 			return fmt.Sprintf("%s%s loses the first round (%d yes)", at, who, yes)
@@ -396,7 +426,7 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s's votes differ: sends fence %d to all nodes", at, who, cl.Token)
 		case Fencing:
-			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil {
+			if won {
 				return fmt.Sprintf("%s%s's second round is confirmed by %d nodes: GRANTED token %d", at, who, yes, cl.Token)
 			}
 			return fmt.Sprintf("%s%s's second round fails (%d confirmations)", at, who, yes)
