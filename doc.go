@@ -10,13 +10,14 @@
 // New takes a go-redis client per node (NewFromNodes takes the nodes of
 // any driver: package driver):
 //
-//	c, err := redlock.New(nodes)
+//	c, err := redlock.New(nodes, redlock.WithLogger(slog.Default()))
 //	...
 //	defer c.Close() // releases locks still held
 //
 //	// The simplest form: obtain, keep alive, run, release.
 //	err = c.Do(ctx, "payment:8812", 10*time.Second, func(ctx context.Context) error {
 //		// ctx is cancelled (cause redlock.ErrLost) if the lock is lost.
+//		log.Print("holding payment:8812")
 //		return nil
 //	})
 //
@@ -38,7 +39,8 @@
 // nodes just started, the first minute is refused: a node whose Redis
 // process is new answers "recovering" for the longest TTL (WithMaxTTL, 1
 // minute by default), so that it cannot give out a lock it forgot in a
-// restart (the restart guard, below). The README of the repository has the
+// restart (the restart guard, below); with WithLogger, the Client logs
+// each recovering node at once, and why. The README of the repository has the
 // whole program (its quick start), what you get, and where each part is
 // documented.
 //

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/limits"
@@ -39,10 +38,26 @@ Clients of both sets alone are live, and calls no step safe while either
 set has fewer than a quorum of nodes that no failed check names (it says
 which).
 
+Check "recovery" says when each node votes, by the restart guard as it is
+today: a node without an epoch record refuses every lock until its process
+start plus the max TTL; a node restarted since its record was written (or a
+promoted replica) refuses every lock for the max TTL from its next guarded
+acquire. A long remedy that several rows share is said once, below the
+table ([remedy N]). The line "quorum" says how many nodes vote now (answer,
+out of recovery) against the quorum, and from when a quorum will.
+
 Give --ttl, --max-ttl, --restart-guard and --drift as your clients use them.
 
-Exit status: 0 when no check failed (warnings allowed), 1 when one did,
-2 for a usage error.`,
+Verdict and exit status: ok or warn, 0; DEGRADED, 1: a quorum of nodes
+votes, not every node, and no check failed but for unreachable nodes
+(locks can be taken, with less to spare); FAIL, 1: a check failed; NO
+QUORUM, 69: fewer than a quorum of nodes vote now (no lock can be taken,
+as run would exit 69 or 75), 77 instead when a node refused the
+credentials; 2 for a usage error, or a node without a database of its
+URL's index (redis://host/99). With --json: "verdict",
+"quorum" (per set: nodes, needed, voting, state full, degraded or none,
+quorum_from, not_voting), "checks" (each with node, and set, index and
+address apart, and remedy, a number into "remedies").`,
 }
 
 // Verdicts of a check.
@@ -59,18 +74,35 @@ const (
 var minRedisVersion = [3]int{5, 0, 0}
 
 type check struct {
-	Check   string `json:"check"`
-	Node    string `json:"node"`
+	Check string `json:"check"`
+	// Node is the node column of the table: the set, the node's index and
+	// address ("current 0 10.0.0.1:6379"), "all", or a pair ("1, 2").
+	Node string `json:"node"`
+	// Set, Index and Address say Node's parts apart: Index is null for
+	// a row of no single node.
+	Set     string `json:"set,omitempty"`
+	Index   *int   `json:"index"`
+	Address string `json:"address,omitempty"`
 	Verdict string `json:"verdict"`
 	Detail  string `json:"detail"`
+	// Remedy is the number of the report's remedy for the row (from 1),
+	// said once in Remedies; 0 for none.
+	Remedy int `json:"remedy,omitempty"`
 	// nodes are the indexes of the nodes a failed check counts as
 	// failed, beside the node its row names.
 	nodes []int
+	// Pair is a row of two nodes' indexes (one server given twice, a
+	// shared history).
+	Pair []int `json:"nodes,omitempty"`
 }
 
 type doctorReport struct {
-	Verdict string  `json:"verdict"`
-	Checks  []check `json:"checks"`
+	// Verdict is ok, warn, DEGRADED, FAIL or NO QUORUM (verdictOf).
+	Verdict string `json:"verdict"`
+	// Quorum is how many nodes vote now, one entry per set.
+	Quorum   []quorumState `json:"quorum"`
+	Checks   []check       `json:"checks"`
+	Remedies []string      `json:"remedies"`
 }
 
 // defaultDoctorTTL is doctor's --ttl unless --max-ttl is shorter.
@@ -129,42 +161,27 @@ func runDoctor(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
 
-	rep := doctorReport{Verdict: verdictOK}
+	rep := doctorReport{Remedies: []string{}}
 	if len(next) == 0 {
 		probes := probeAll(ctx, conns, cfg.timeout)
 		readEpochs(ctx, cfg, conns, probes)
 		rep.Checks = diagnose(cfg, probes)
+		rep.Quorum = []quorumState{tally(cfg, probes, "")}
 	} else {
 		nextConns := openAll(next, nf.timeout)
 		defer closeAll(nextConns)
-		rep.Checks = doctorMove(ctx, cfg, conns, nextConns, *prefix)
+		rep.Checks, rep.Quorum = doctorMove(ctx, cfg, conns, nextConns, *prefix)
 	}
-	for _, c := range rep.Checks {
-		if c.Verdict == verdictFail {
-			rep.Verdict = verdictFail
-			break
-		}
-		if c.Verdict == verdictWarn {
-			rep.Verdict = verdictWarn
-		}
-	}
+	rep.collectRemedies()
+	rep.Verdict = verdictOf(rep.Checks, rep.Quorum)
 	if *asJSON {
 		if !cmd.printJSON(rep) {
 			return exitError
 		}
 	} else {
-		tw := tabwriter.NewWriter(cmd.stdout, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "CHECK\tNODE\tVERDICT\tDETAIL")
-		for _, c := range rep.Checks {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c.Check, c.Node, c.Verdict, c.Detail)
-		}
-		_ = tw.Flush()
-		fmt.Fprintf(cmd.stdout, "\nverdict: %s\n", rep.Verdict)
+		rep.print(cmd.stdout)
 	}
-	if rep.Verdict == verdictFail {
-		return exitError
-	}
-	return exitOK
+	return exitOf(rep.Verdict, rep.Quorum)
 }
 
 func (c doctorConfig) validate() error {
@@ -185,7 +202,7 @@ func (c doctorConfig) validate() error {
 // check. No step of the runbook is called safe unless each set has a
 // quorum of nodes no failed check names: every lock of a joint Client
 // needs a quorum of both sets, and of the next set alone after step 3.
-func doctorMove(ctx context.Context, cfg doctorConfig, conns, nextConns []conn, prefix string) []check {
+func doctorMove(ctx context.Context, cfg doctorConfig, conns, nextConns []conn, prefix string) ([]check, []quorumState) {
 	var curProbes, nextProbes []nodeProbe
 	done := make(chan struct{})
 	go func() { defer close(done); nextProbes = probeAll(ctx, nextConns, cfg.timeout) }()
@@ -216,5 +233,5 @@ func doctorMove(ctx context.Context, cfg doctorConfig, conns, nextConns []conn, 
 		mc.Detail = "no step is safe: " + strings.Join(why, "; ") +
 			"; every lock in joint configuration needs a quorum of both sets, and after step 3 of the next set: fix the failed checks first (the records alone say: " + mc.Detail + ")"
 	}
-	return append(checks, mc)
+	return append(checks, mc), []quorumState{tally(cfg, curProbes, "current"), tally(cfg, nextProbes, "next")}
 }

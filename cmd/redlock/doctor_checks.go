@@ -96,7 +96,7 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 			add("recovery", name, v, "%s", d)
 		}
 		worst("eviction", eviction)
-		worst("version", version)
+		worst("version", redisVersion)
 		worst("latency", func(sp serverProbe) (string, string) { return latency(cfg, sp) })
 		worst("clock", func(sp serverProbe) (string, string) { return clock(cfg, sp) })
 		for _, sp := range servers {
@@ -176,6 +176,7 @@ func diagnoseSet(cfg doctorConfig, probes []nodeProbe, set string) ([]check, map
 		add("sentinel", "all", verdictSkip, "no Sentinel-managed node")
 	}
 	sortChecks(checks)
+	locate(checks, probes, set, label)
 	// The nodes a failed check names: by its row's label, or the second
 	// node of a pair (one server or one history counted twice).
 	bad := map[int]bool{}
@@ -226,7 +227,7 @@ func distinctChecks(probes []nodeProbe, prefix string, label func(int) string) [
 	// counted as failed (the first still votes once).
 	addPair := func(name string, pair [2]int, format string, args ...any) {
 		checks = append(checks, check{Check: name, Node: fmt.Sprintf("%s%d, %d", prefix, pair[0], pair[1]), Verdict: verdictFail,
-			Detail: fmt.Sprintf(format, args...), nodes: []int{pair[1]}})
+			Detail: fmt.Sprintf(format, args...), nodes: []int{pair[1]}, Pair: []int{pair[0], pair[1]}})
 	}
 	type where struct {
 		node int
@@ -428,7 +429,7 @@ func persistence(cfg doctorConfig, sp serverProbe) (string, string) {
 	if durable {
 		return verdictOK, what + "; --restart-guard persistent would spare restarts the recovery window"
 	}
-	return verdictOK, fmt.Sprintf("%s; after a restart the restart guard keeps it out of locking for the max TTL recorded in its epoch record, --max-ttl (%v) when every Client uses it (check \"recovery\")", what, cfg.guard.maxTTL)
+	return verdictOK, withRemedy(what, fmt.Sprintf("A node without durable persistence: after a restart, the restart guard keeps it out of locking for the max TTL recorded in its epoch record, --max-ttl (%v) when every Client uses it (check \"recovery\" says when each node votes).", cfg.guard.maxTTL))
 }
 
 // eviction judges maxmemory-policy: every lock key has a TTL, so any policy
@@ -448,7 +449,7 @@ func eviction(sp serverProbe) (string, string) {
 	return verdictFail, fmt.Sprintf("maxmemory-policy %s can evict held locks (every lock key has a TTL, so volatile-* policies evict them too); %s; set noeviction", policy, limit)
 }
 
-func version(sp serverProbe) (string, string) {
+func redisVersion(sp serverProbe) (string, string) {
 	v := sp.info["redis_version"]
 	if v == "" {
 		return verdictWarn, "INFO has no redis_version"
@@ -503,7 +504,7 @@ func clockNote(v string) string {
 	if v == verdictOK {
 		return ""
 	}
-	return ": clocks are not kept in step (NTP?); a failover or a restart from disk would move every expiry by the offset"
+	return withRemedy("", "Clocks beyond the drift budget: keep the nodes' clocks in step (NTP); a failover or a restart from disk moves every expiry by the offset.")
 }
 
 // checkEpochDelta judges a Sentinel's down-after-milliseconds against the
@@ -527,7 +528,7 @@ func splitBrain(cfg doctorConfig, sp serverProbe) (string, string) {
 	lagS, _ := strconv.Atoi(sp.config["min-replicas-max-lag"])
 	lag := time.Duration(lagS)*time.Second + time.Second
 	if n < 1 {
-		return verdictFail, fmt.Sprintf("min-replicas-to-write %d: an old master cut off from its sentinels keeps voting while the promoted replica votes too; set min-replicas-to-write 1 and min-replicas-max-lag below --max-ttl", n)
+		return verdictFail, withRemedy(fmt.Sprintf("min-replicas-to-write %d: an old master cut off from its sentinels keeps voting while the promoted replica votes too", n), "Split brain: set min-replicas-to-write 1 and min-replicas-max-lag below --max-ttl on every Sentinel-managed master.")
 	}
 	if lag >= cfg.guard.maxTTL {
 		return verdictFail, fmt.Sprintf("min-replicas-max-lag %ds (+1s): an old master cut off from its sentinels may vote past the promoted replica's recovery (--max-ttl %v)", lagS, cfg.guard.maxTTL)

@@ -61,39 +61,52 @@ func recoveryCheck(cfg doctorConfig, p nodeProbe) (string, string) {
 		return verdictWarn, fmt.Sprintf("cannot read the epoch record: %v", e.err)
 	}
 	r := e.rec
-	if !r.present {
-		return verdictOK, fmt.Sprintf("no epoch record under prefix %q yet: the first guarded acquire starts the node's epoch", cfg.prefix)
-	}
 	own := cfg.guard.maxTTL
 	window := r.window()
 	switch {
-	case r.restarted():
-		// The next acquire starts a new epoch, with the max TTL of the
-		// Clients that ask from then on: the old record's value goes.
-		return verdictOK, fmt.Sprintf("restarted since the epoch record was written (run_id %s, now %s): the next acquire starts a new epoch, and the node recovers for the max TTL of the Clients that use it (--max-ttl %v when every Client uses it)",
-			short(r.run), short(r.runID), own)
-	case window > own && r.left() > 0:
-		return verdictFail, fmt.Sprintf("recovering for another %v: the epoch record %s holds a max TTL of %v, longer than --max-ttl %v (a Client with a larger WithMaxTTL raised it), and refuses every lock until %s. %s",
-			r.left().Round(time.Second), r.key, window, own, nodeTime(r.until), wayOut(p, r, own))
-	case window > own:
-		return verdictWarn, fmt.Sprintf("the epoch record %s holds a max TTL of %v, longer than --max-ttl %v: a Client with a larger WithMaxTTL used this node since %s; its window has ended, but every Client must use the same max TTL. %s",
-			r.key, window, own, nodeTime(r.base), wayOut(p, r, own))
-	case r.left() > 0:
-		return verdictOK, fmt.Sprintf("recovering after a %s for another %v (max TTL %v recorded): it votes from %s", r.kind, r.left().Round(time.Millisecond), window, nodeTime(r.until))
+	case r.present && !r.restarted() && window > own && r.left() > 0:
+		return verdictFail, withRemedy(fmt.Sprintf("recovering for another %v: the epoch record %s holds a max TTL of %v, longer than --max-ttl %v (a Client with a larger WithMaxTTL raised it), and refuses every lock until %s (%s)",
+			r.left().Round(time.Second), r.key, window, own, nodeTime(r.until), wayOutOn(p, r)), wayOut(r, own))
+	case r.present && !r.restarted() && window > own:
+		return verdictWarn, withRemedy(fmt.Sprintf("the epoch record %s holds a max TTL of %v, longer than --max-ttl %v: a Client with a larger WithMaxTTL used this node since %s; its window has ended, but every Client must use the same max TTL (%s)",
+			r.key, window, own, nodeTime(r.base), wayOutOn(p, r)), wayOut(r, own))
 	}
-	return verdictOK, fmt.Sprintf("voting: the epoch began (%s) at %s, recovery window %v", r.kind, nodeTime(r.base), window)
+	v := nodeVote(cfg, p)
+	if v.now {
+		return verdictOK, v.why
+	}
+	return verdictWarn, "not voting: " + v.why
+}
+
+// nodeVote is when the node votes (voteTime), for a node whose epoch
+// record was read; a node whose record was not read (a Cluster, the guard
+// off, no answer) is taken to vote when it answered.
+func nodeVote(cfg doctorConfig, p nodeProbe) vote {
+	if !p.epoch.read || p.epoch.err != nil {
+		return vote{now: p.err == nil}
+	}
+	uptime, replica := uptimeOf(p)
+	return voteTime(cfg.guard, p.epoch.rec, uptime, replica)
 }
 
 // wayOut names the operator's way out of a recovery window longer than
-// --max-ttl: the command that lowers the record, and the condition under
-// which it is safe (docs/fencing.md).
-func wayOut(p nodeProbe, r epochRecord, own time.Duration) string {
+// --max-ttl, as a remedy said once for every node that needs it: the
+// command that lowers the record, and the condition under which it is
+// safe (docs/fencing.md). The row says which host and when its epoch
+// began (wayOutOn).
+func wayOut(r epochRecord, own time.Duration) string {
+	return fmt.Sprintf("A recovery window longer than --max-ttl (docs/fencing.md, \"A recovery window longer than the max TTL\"). Way out: first stop or fix every Client with the larger max TTL; then, on each node whose row names this remedy, and only if no lock with a TTL above %v was live when its epoch began (the row says when), for example because those Clients first locked after it, lower the record (with redis-cli and your connection options) with: EVAL %s 1 %s %d",
+		own, strconv.Quote(lowerEpochScript), shellQuote(r.key), own.Milliseconds())
+}
+
+// wayOutOn is the part of the way out that is the node's own: its host
+// and when its epoch began.
+func wayOutOn(p nodeProbe, r epochRecord) string {
 	host := p.spec.label
 	if len(p.servers) == 1 && p.servers[0].err == nil {
 		host = p.servers[0].addr
 	}
-	return fmt.Sprintf("Way out (docs/fencing.md, \"A recovery window longer than the max TTL\"): first stop or fix every Client with the larger max TTL; then, only if no lock with a TTL above %v was live when the epoch began (%s), for example because those Clients first locked after it, lower the record on %s (with redis-cli and your connection options) with: EVAL %s 1 %s %d",
-		own, nodeTime(r.base), host, strconv.Quote(lowerEpochScript), shellQuote(r.key), own.Milliseconds())
+	return fmt.Sprintf("host %s, epoch began %s", host, nodeTime(r.base))
 }
 
 // nodeTime formats a node time in ms as UTC.

@@ -15,15 +15,46 @@ import (
 	"github.com/redlock-go/redlock/internal/redistest"
 )
 
-// doctor runs "redlock doctor --json" and decodes its report.
+// doctor runs "redlock doctor --json" and decodes its report. Unless args
+// give --max-ttl, it gives agedMaxTTL: run it on nodes that settle made
+// older than that, or they do not vote yet.
 func doctor(t *testing.T, args ...string) (doctorReport, result) {
 	t.Helper()
+	given := false
+	for _, a := range args {
+		given = given || strings.HasPrefix(a, "--max-ttl")
+	}
+	if !given {
+		args = append([]string{agedMaxTTL}, args...)
+	}
 	r := runCLI(t, append([]string{"doctor", "--json"}, args...)...)
 	var rep doctorReport
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("doctor: %v: %v", err, r)
 	}
 	return rep, r
+}
+
+// agedMaxTTL is the --max-ttl of the doctor tests whose nodes settle
+// made older than it.
+const agedMaxTTL = "--max-ttl=2s"
+
+// settle waits until every server's process has run for longer than
+// agedMaxTTL, as the restart guard counts it (INFO's whole seconds, less
+// one): before that, a node without an epoch record does not vote.
+func settle(t *testing.T, servers ...*redistest.Server) {
+	t.Helper()
+	for _, s := range servers {
+		rc := s.Client()
+		waitFor(t, "the nodes to run for longer than "+agedMaxTTL, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			info, err := rc.Info(ctx, "server").Result()
+			up, _ := strconv.Atoi(parseInfo(info)["uptime_in_seconds"])
+			return err == nil && up >= 4
+		})
+		_ = rc.Close()
+	}
 }
 
 // verdicts maps "check node" to the verdict, for the checks that ran.
@@ -37,6 +68,7 @@ func verdicts(rep doctorReport) map[string]string {
 
 func TestDoctorHealthy(t *testing.T) {
 	servers := redistest.Start(t, 3)
+	settle(t, servers...)
 	rep, r := doctor(t, "--nodes", nodesFlag(servers...))
 	if r.code != exitOK || rep.Verdict == verdictFail {
 		t.Fatalf("healthy deployment: %v", r)
@@ -49,7 +81,7 @@ func TestDoctorHealthy(t *testing.T) {
 	}
 
 	// The table form, and persistence judged against the restart guard.
-	r = runCLI(t, "doctor", "--restart-guard", "persistent", "--nodes", nodesFlag(servers...))
+	r = runCLI(t, "doctor", agedMaxTTL, "--restart-guard", "persistent", "--nodes", nodesFlag(servers...))
 	if r.code != exitError || !strings.Contains(r.stdout, "--restart-guard persistent trusts it") || !strings.Contains(r.stdout, "verdict: FAIL") {
 		t.Errorf("persistence not durable but trusted: %v", r)
 	}
@@ -59,6 +91,7 @@ func TestDoctorMisconfigured(t *testing.T) {
 	t.Run("eviction policy", func(t *testing.T) {
 		good := redistest.Start(t, 2)
 		lru := redistest.Start(t, 1, redistest.Options{Args: []string{"--maxmemory-policy", "volatile-lru"}})
+		settle(t, append(good, lru...)...)
 		rep, r := doctor(t, "--nodes", nodesFlag(good[0], good[1], lru[0]))
 		if r.code != exitError || verdicts(rep)["eviction 2"] != verdictFail || verdicts(rep)["eviction 0"] != verdictOK {
 			t.Errorf("volatile-lru node: %v", r)
@@ -70,6 +103,7 @@ func TestDoctorMisconfigured(t *testing.T) {
 	t.Run("replica given as a node", func(t *testing.T) {
 		servers := redistest.Start(t, 2)
 		replica := redistest.Start(t, 1, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(servers[0].Port())}})
+		settle(t, append(servers, replica...)...)
 		rep, r := doctor(t, "--nodes", nodesFlag(servers[0], servers[1], replica[0]))
 		if r.code != exitError || verdicts(rep)["replica 2"] != verdictFail {
 			t.Fatalf("replica as node 2: %v", r)
@@ -80,6 +114,7 @@ func TestDoctorMisconfigured(t *testing.T) {
 	})
 	t.Run("duplicated node", func(t *testing.T) {
 		servers := redistest.Start(t, 2)
+		settle(t, servers...)
 		nodes := nodesFlag(servers...) + ",redis://localhost:" + strconv.Itoa(servers[1].Port())
 		rep, r := doctor(t, "--nodes", nodes)
 		if r.code != exitError || verdicts(rep)["distinct 1,"] != verdictFail {
@@ -94,9 +129,10 @@ func TestDoctorMisconfigured(t *testing.T) {
 	})
 	t.Run("unreachable node and even count", func(t *testing.T) {
 		servers := redistest.Start(t, 1)
+		settle(t, servers...)
 		rep, r := doctor(t, "--timeout", "300ms", "--nodes", nodesFlag(servers...)+",redis://"+closedAddr(t))
 		v := verdicts(rep)
-		if r.code != exitError || v["reachable 1"] != verdictFail || v["nodes all"] != verdictWarn {
+		if r.code != exitUnavailable || rep.Verdict != verdictNoQuorum || v["reachable 1"] != verdictFail || v["nodes all"] != verdictWarn {
 			t.Errorf("one of two nodes down: %v", r)
 		}
 		for _, c := range rep.Checks {
@@ -113,6 +149,7 @@ func TestDoctorSentinel(t *testing.T) {
 	}
 	d := redistest.StartSentinelT(t, "lockmaster")
 	others := redistest.Start(t, 2)
+	settle(t, append(others, d.Master)...)
 	nodes := "redis-sentinel://" + strings.Join(d.SentinelAddrs(), ",") + "/lockmaster," + nodesFlag(others...)
 	// Without min-replicas-to-write an old master cut off from its
 	// sentinels keeps voting: a split brain.
@@ -128,8 +165,10 @@ func TestDoctorSentinel(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rep, r = doctor(t, "--nodes", nodes)
-	if r.code != exitOK || !hasCheck(rep, "split brain", verdictOK) {
+	// min-replicas-max-lag 10 s needs a max TTL above 11 s: the nodes,
+	// younger than that, do not vote yet, and only the checks count here.
+	rep, r = doctor(t, "--max-ttl", "12s", "--nodes", nodes)
+	if rep.Verdict == verdictFail || !hasCheck(rep, "split brain", verdictOK) {
 		t.Fatalf("sentinel deployment: %v", r)
 	}
 	n := 0
@@ -219,6 +258,7 @@ func TestClusterNode(t *testing.T) {
 	}
 	cl := redistest.StartClusterT(t, 3)
 	others := redistest.Start(t, 2)
+	settle(t, others...)
 	addrs := make([]string, len(cl.Servers))
 	for i, s := range cl.Servers {
 		addrs[i] = s.Addr()
@@ -283,5 +323,60 @@ func TestDoctorReportsPromotedClusterMaster(t *testing.T) {
 	rep := doctorReport{Checks: diagnose(cfg, []nodeProbe{node("8c5b6a1f9e0d4c3b2a1908f7e6d5c4b3a2918070")})}
 	if !hasCheck(rep, "promoted", verdictWarn) {
 		t.Errorf("a promoted master: %+v", rep.Checks)
+	}
+}
+
+// TestDoctorQuorum: doctor tells a set where a quorum votes but not every
+// node (DEGRADED, exit 1) from one where no quorum votes (NO QUORUM, exit
+// 69), in the text, the exit status and the JSON, whose rows give a
+// node's index and address apart (C5 of issue 49); says each long remedy
+// once (C8); and says when fresh nodes will vote (C2).
+func TestDoctorQuorum(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	settle(t, servers...)
+	down := closedAddr(t)
+	degraded := nodesFlag(servers...) + ",redis://" + down
+	rep, r := doctor(t, "--timeout", "300ms", "--nodes", degraded)
+	if r.code != exitError || rep.Verdict != verdictDegraded || len(rep.Quorum) != 1 || rep.Quorum[0].State != "degraded" || rep.Quorum[0].Voting != 2 {
+		t.Errorf("one node of three down: want exit 1, DEGRADED: %v", r)
+	}
+	for _, c := range rep.Checks {
+		if c.Check == "reachable" && c.Node == "2 "+down && (c.Index == nil || *c.Index != 2 || c.Address != down) {
+			t.Errorf("reachable row of node 2: index %v, address %q, want 2 and %q", c.Index, c.Address, down)
+		}
+		if c.Check == "nodes" && c.Index != nil {
+			t.Errorf("the row of all nodes has index %d", *c.Index)
+		}
+	}
+	tr := runCLI(t, "doctor", agedMaxTTL, "--timeout", "300ms", "--nodes", degraded)
+	if tr.code != exitError || !strings.Contains(tr.stdout, "verdict: DEGRADED") || !strings.Contains(tr.stdout, "quorum: 2 of 3 nodes vote, 2 needed (not voting: node 2): degraded, locks can be taken") {
+		t.Errorf("table, one node of three down: %v", tr)
+	}
+	// Each long remedy is said once, however many rows need it.
+	if n := strings.Count(tr.stdout, "after a restart, the restart guard keeps it out"); n != 1 || !strings.Contains(tr.stdout, "[remedy 1]") {
+		t.Errorf("the persistence remedy is said %d times, want once:\n%s", n, tr.stdout)
+	}
+
+	all := "redis://" + closedAddr(t) + ",redis://" + closedAddr(t) + ",redis://" + down
+	rep, r = doctor(t, "--timeout", "300ms", "--nodes", all)
+	if r.code != exitUnavailable || rep.Verdict != verdictNoQuorum || rep.Quorum[0].State != "none" {
+		t.Errorf("every node down: want exit %d, NO QUORUM: %v", exitUnavailable, r)
+	}
+
+	// Nodes just started, and the default max TTL: none votes yet, and
+	// doctor says from when a quorum will.
+	fresh := redistest.Start(t, 3)
+	rep, r = doctor(t, "--max-ttl", "1m", "--nodes", nodesFlag(fresh...))
+	if r.code != exitUnavailable || rep.Verdict != verdictNoQuorum || rep.Quorum[0].From == "" {
+		t.Errorf("fresh nodes: want NO QUORUM with the time a quorum votes: %v", r)
+	}
+	for _, c := range rep.Checks {
+		if c.Check == "recovery" && (c.Verdict != verdictWarn || !strings.Contains(c.Detail, "refuses every lock until")) {
+			t.Errorf("recovery of a fresh node: %+v", c)
+		}
+	}
+	tr = runCLI(t, "doctor", "--max-ttl", "1m", "--nodes", nodesFlag(fresh...))
+	if !strings.Contains(tr.stdout, "no lock can be taken until 20") || !strings.Contains(tr.stdout, "verdict: NO QUORUM") {
+		t.Errorf("table, fresh nodes: %v", tr)
 	}
 }

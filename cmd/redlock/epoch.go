@@ -95,7 +95,7 @@ func (r epochRecord) state() string {
 	case !r.present:
 		return "no record"
 	case r.restarted():
-		return "restarted: recovers from its next acquire"
+		return "restarted: recovers from its next guarded request"
 	case r.left() > 0:
 		return "recovering " + r.left().Round(time.Millisecond).String()
 	}

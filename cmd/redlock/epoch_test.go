@@ -18,13 +18,19 @@ import (
 // max TTL over the servers.
 func guardedClient(t *testing.T, maxTTL time.Duration, servers ...*redistest.Server) *redlock.Client {
 	t.Helper()
+	return guardedClientWith(t, maxTTL, servers)
+}
+
+// guardedClientWith is guardedClient with more options.
+func guardedClientWith(t *testing.T, maxTTL time.Duration, servers []*redistest.Server, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
 	var nodes []redis.UniversalClient
 	for _, s := range servers {
 		rc := s.Client()
 		t.Cleanup(func() { _ = rc.Close() })
 		nodes = append(nodes, rc)
 	}
-	c, err := redlock.New(nodes, redlock.WithMaxTTL(maxTTL), redlock.WithNodeTimeout(250*time.Millisecond))
+	c, err := redlock.New(nodes, append([]redlock.Option{redlock.WithMaxTTL(maxTTL), redlock.WithNodeTimeout(250 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +63,9 @@ func TestDoctorFailsARecoveryWindowLongerThanMaxTTL(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("doctor: %v (%v)", r, err)
 	}
-	if c := recoveryOf(t, rep); c.Verdict != verdictOK || !strings.Contains(c.Detail, "no epoch record") {
+	// A node younger than --max-ttl does not vote yet (warn), an older one
+	// does (ok): either way, it has no record.
+	if c := recoveryOf(t, rep); c.Verdict == verdictFail || !strings.Contains(c.Detail, "no epoch record") {
 		t.Fatalf("recovery on a node without a record: %+v", c)
 	}
 
@@ -71,12 +79,14 @@ func TestDoctorFailsARecoveryWindowLongerThanMaxTTL(t *testing.T) {
 		t.Fatalf("doctor: %v (%v)", r, err)
 	}
 	c := recoveryOf(t, rep)
-	if r.code != exitError || rep.Verdict != verdictFail || c.Verdict != verdictFail {
+	// The only node refuses every lock: no quorum votes.
+	if r.code != exitUnavailable || rep.Verdict != verdictNoQuorum || c.Verdict != verdictFail || c.Remedy == 0 {
 		t.Fatalf("doctor after a 1h max TTL was recorded: exit %d, verdict %s, recovery %+v", r.code, rep.Verdict, c)
 	}
-	for _, want := range []string{"holds a max TTL of 1h0m0s", "longer than --max-ttl 2s", "Way out", "A recovery window longer than the max TTL", "EVAL", "'{redlock:}:epoch' 2000"} {
-		if !strings.Contains(c.Detail, want) {
-			t.Errorf("recovery detail %q does not say %q", c.Detail, want)
+	said := c.Detail + " " + rep.Remedies[c.Remedy-1]
+	for _, want := range []string{"holds a max TTL of 1h0m0s", "longer than --max-ttl 2s", "Way out", "A recovery window longer than the max TTL", "EVAL", "'{redlock:}:epoch' 2000", "host 127.0.0.1:"} {
+		if !strings.Contains(said, want) {
+			t.Errorf("recovery detail and remedy %q do not say %q", said, want)
 		}
 	}
 	for _, ch := range rep.Checks {
@@ -118,7 +128,7 @@ func TestDoctorFailsARecoveryWindowLongerThanMaxTTL(t *testing.T) {
 		t.Fatal(err)
 	}
 	r = runCLI(t, "doctor", "--max-ttl", "1m", "--ttl", "1s", nodes)
-	if r.code != exitError || !strings.Contains(r.stdout, "holds a max TTL of 100000h0m0s, longer than --max-ttl 1m0s") {
+	if r.code != exitUnavailable || !strings.Contains(r.stdout, "holds a max TTL of 100000h0m0s, longer than --max-ttl 1m0s") {
 		t.Fatalf("doctor with a record of 100000h: %v", r)
 	}
 	if r := runCLI(t, "doctor", "--max-ttl", "100000h", nodes); r.code != exitUsage || !strings.Contains(r.stderr, "above 1h0m0s") {
@@ -133,7 +143,10 @@ func TestInspectRestartedAOFNodeIsNotVoting(t *testing.T) {
 	servers := redistest.Start(t, 1, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	nodes := "--nodes=" + nodesFlag(servers...)
 	ctx := context.Background()
-	c := guardedClient(t, time.Second, servers...)
+	// Records off: a Client's recorder passes the restart guard every max
+	// TTL / 4, which starts a restarted node's new epoch before any
+	// acquire does; this test reads the record as it is before that.
+	c := guardedClientWith(t, time.Second, servers, redlock.WithConfigRecords(false))
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	l, err := c.Obtain(wctx, "x", 800*time.Millisecond)
@@ -196,12 +209,12 @@ func TestRecoveryCheckVerdicts(t *testing.T) {
 		verdict string
 		says    string
 	}{
-		{"no record", nodeProbe{spec: &nodeSpec{label: "n"}, epoch: nodeEpoch{read: true}}, verdictOK, "no epoch record"},
+		{"no record, a fresh node", nodeProbe{spec: &nodeSpec{label: "n"}, epoch: nodeEpoch{read: true, rec: epochRecord{now: now}}}, verdictWarn, "refuses every lock until"},
 		{"voting", probe(epochRecord{base: now - 2*h, maxTTL: 60000, until: now - 2*h + 60000, kind: "restart"}), verdictOK, "voting"},
-		{"recovering within --max-ttl", probe(epochRecord{base: now, maxTTL: 60000, until: now + 60000, kind: "restart"}), verdictOK, "recovering after a restart"},
+		{"recovering within --max-ttl", probe(epochRecord{base: now, maxTTL: 60000, until: now + 60000, kind: "restart"}), verdictWarn, "recovering after a restart"},
 		{"recovering beyond --max-ttl", probe(epochRecord{base: now - h, maxTTL: 7 * 24 * h, until: now + 6*24*h, kind: "new"}), verdictFail, "holds a max TTL of 168h0m0s, longer than --max-ttl 1m0s"},
 		{"ended, but beyond --max-ttl", probe(epochRecord{base: now - 2*h, maxTTL: h, until: now - h, kind: "new"}), verdictWarn, "its window has ended"},
-		{"restarted since the record", probe(epochRecord{base: now - 2*h, maxTTL: 7 * 24 * h, until: now + 5*24*h, kind: "new", runID: "bbbb"}), verdictOK, "the next acquire starts a new epoch"},
+		{"restarted since the record", probe(epochRecord{base: now - 2*h, maxTTL: 7 * 24 * h, until: now + 5*24*h, kind: "new", runID: "bbbb"}), verdictWarn, "its next guarded request (an acquire, or a Client's configuration record, every max TTL / 4) starts a new epoch"},
 	} {
 		v, d := recoveryCheck(cfg, tc.p)
 		if v != tc.verdict || !strings.Contains(d, tc.says) {
@@ -212,5 +225,51 @@ func TestRecoveryCheckVerdicts(t *testing.T) {
 	off.guard.mode = guardOff
 	if v, _ := recoveryCheck(off, probe(epochRecord{maxTTL: 7 * 24 * h, until: now + h})); v != verdictSkip {
 		t.Errorf("guard off: %s, want skip", v)
+	}
+}
+
+// TestVoteTime: when a node votes, by today's restart guard
+// (internal/script/epoch.lua), from its record, uptime and history (C2 of
+// issue 49).
+func TestVoteTime(t *testing.T) {
+	on := guardFlags{maxTTL: time.Minute, mode: guardOn}
+	persistent := guardFlags{maxTTL: time.Minute, mode: guardPersistent}
+	now := int64(1_800_000_000_000)
+	m := time.Minute.Milliseconds()
+	rec := func(r epochRecord) epochRecord {
+		r.present, r.now, r.runID = true, now, "aaaa"
+		if r.run == "" {
+			r.run = "aaaa"
+		}
+		return r
+	}
+	none := epochRecord{now: now, runID: "aaaa"}
+	for _, tc := range []struct {
+		name    string
+		guard   guardFlags
+		r       epochRecord
+		uptime  time.Duration
+		replica bool
+		now     bool
+		at      int64 // node ms, when not now
+		after   bool  // counted from the next acquire
+	}{
+		{"guard off", guardFlags{maxTTL: time.Minute, mode: guardOff}, none, 0, false, true, 0, false},
+		{"fresh, no record", on, none, 10 * time.Second, false, false, now - 9000 + m, false},
+		{"up longer than the max TTL, no record", on, none, 2 * time.Minute, false, true, 0, false},
+		{"up 1 s: started at most now", on, none, time.Second, false, false, now + m, false},
+		{"a promoted replica, no record", on, none, time.Hour, true, false, now + m, true},
+		{"restarted with its data", on, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, false, false, now + m, true},
+		{"restarted, persistence trusted", persistent, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, false, true, 0, false},
+		{"restarted replica, persistence trusted", persistent, rec(epochRecord{run: "bbbb", base: now - 3*m, maxTTL: m, until: now - 2*m, kind: "new"}), time.Second, true, false, now + m, true},
+		{"recovering", on, rec(epochRecord{base: now - 20000, maxTTL: m, until: now - 20000 + m, kind: "restart"}), time.Hour, false, false, now - 20000 + m, false},
+		{"recovering, a smaller max TTL recorded", on, rec(epochRecord{base: now - 20000, maxTTL: 30000, until: now + 10000, kind: "restart"}), time.Hour, false, false, now - 20000 + m, false},
+		{"recovering after a restart, persistence trusted", persistent, rec(epochRecord{base: now - 20000, maxTTL: m, until: now - 20000 + m, kind: "restart"}), time.Hour, false, true, 0, false},
+		{"voting", on, rec(epochRecord{base: now - 2*m, maxTTL: m, until: now - m, kind: "new"}), time.Hour, false, true, 0, false},
+	} {
+		v := voteTime(tc.guard, tc.r, tc.uptime, tc.replica)
+		if v.now != tc.now || (!tc.now && v.at != tc.at) || (v.afterAcquire > 0) != tc.after || v.why == "" {
+			t.Errorf("%s: %+v, want now %v, at %d, after an acquire %v", tc.name, v, tc.now, tc.at, tc.after)
+		}
 	}
 }

@@ -42,6 +42,54 @@ func (cmd *invocation) parse(help helpText, args []string) (code int, ok bool) {
 	return parseFlags(cmd.fs, help, args, cmd.stdout, cmd.stderr)
 }
 
+// operands is what parseMixed leaves of the arguments once the flags are
+// taken out.
+type operands struct {
+	// names are the operands among the flags (run's and inspect's NAME).
+	names []string
+	// rest follows the last name: after a "--", or after names reached
+	// its limit and a word that is not a flag came (run's COMMAND).
+	rest []string
+	// dashed is set when the flags ended at a "--".
+	dashed bool
+}
+
+// parseMixed parses args like parse, but accepts flags among and after
+// the operands, as most command line tools do: "run NAME --ttl 5s --
+// cmd" is "run --ttl 5s NAME -- cmd". Up to maxNames operands are taken
+// as names, each one possibly followed by more flags; after the last
+// name, a word that does not start with "-" begins rest, so that the
+// flags of a command given without "--" ("run NAME ls -l") stay its own.
+// A "--" ends the flags. Negative maxNames takes every operand as a name.
+func (cmd *invocation) parseMixed(help helpText, args []string, maxNames int) (ops operands, code int, ok bool) {
+	for {
+		if code, ok := cmd.parse(help, args); !ok {
+			return ops, code, false
+		}
+		dashed := endedByDashes(cmd.fs, args)
+		args = cmd.fs.Args()
+		switch {
+		case dashed:
+			ops.rest, ops.dashed = args, true
+			return ops, 0, true
+		case len(args) == 0:
+			return ops, 0, true
+		case maxNames >= 0 && len(ops.names) == maxNames && !flagLike(args[0]):
+			ops.rest = args
+			return ops, 0, true
+		case maxNames >= 0 && len(ops.names) == maxNames:
+			// More flags after the last name.
+		default:
+			ops.names = append(ops.names, args[0])
+			args = args[1:]
+		}
+	}
+}
+
+// flagLike reports whether a word would be parsed as a flag (or the "--"
+// that ends them): it starts with "-" and is not "-" alone.
+func flagLike(a string) bool { return len(a) > 1 && a[0] == '-' }
+
 // fail prints "redlock NAME: " and the message on the command's stderr,
 // and returns code.
 func (cmd *invocation) fail(code int, format string, args ...any) int {

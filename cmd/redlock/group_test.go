@@ -5,6 +5,7 @@ package main
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -98,4 +99,58 @@ func alive(pid int) bool {
 	// pid (comm) state ...: comm may hold spaces and parentheses.
 	rest := string(stat[strings.LastIndexByte(string(stat), ')')+1:])
 	return !strings.HasPrefix(strings.TrimSpace(rest), "Z")
+}
+
+// TestRunKilledEndsGroup: a kill -9 of redlock run ends the command's
+// whole process group, a grandchild that outlived its parent included,
+// before the lock's TTL has run out on the nodes (R1 of issue 49): the
+// guardian process, which outlives run, kills the group when run dies.
+func TestRunKilledEndsGroup(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	bin := buildCLI(t)
+	dir := t.TempDir()
+	pidFile, ready := filepath.Join(dir, "pid"), filepath.Join(dir, "ready")
+	name := "killed-run"
+	// The inner shell starts the grandchild and exits: the grandchild
+	// outlives its parent. The command then waits in sleep.
+	script := `sh -c 'sleep 300 & echo $! > "$1"' sh "$1"; touch "$2"; exec sleep 300`
+	cmd := exec.Command(bin, "run", noGuard, wait, "--ttl", "30s", "--nodes", nodesFlag(servers...),
+		name, "--", "sh", "-c", script, "sh", pidFile, ready)
+	// A file, not a pipe: waiting for run must not wait for the
+	// processes that inherited its output.
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := waitProcess(t, cmd)
+	waitFor(t, "the command to start its grandchild", func() bool { _, err := os.Stat(ready); return err == nil })
+	waitFor(t, "the lock's key on every node", func() bool { return heldOn(t, name, servers) == len(servers) })
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	grandchild, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || grandchild <= 1 || !alive(grandchild) {
+		t.Fatalf("grandchild %q not running: %v", b, err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(grandchild, syscall.SIGKILL) })
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited.done
+	waitFor(t, "the grandchild to be killed", func() bool { return !alive(grandchild) })
+	// The key is still on the nodes, its TTL running: the grandchild
+	// ended before it could overlap with the next holder.
+	if n := heldOn(t, name, servers); n < len(servers)/2+1 {
+		t.Errorf("the lock's key is on %d of %d nodes when the grandchild ended: its TTL ran out first", n, len(servers))
+	}
+	waitFor(t, "the guardian to say what it did", func() bool {
+		said, _ := os.ReadFile(out.Name())
+		return strings.Contains(string(said), "killed the command's process group")
+	})
 }

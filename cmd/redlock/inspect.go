@@ -23,13 +23,14 @@ import (
 )
 
 var inspectHelp = helpText{
-	usage: "inspect [flags] NAME",
+	usage: "inspect [flags] NAME [flags]",
 	about: `Shows, for each node, whether the lock NAME is held, its remaining time to
 live, a fingerprint of its owner (never the owner's secret value), the lock's
 fencing counter and the node's epoch (restart guard) state: "voting",
-"recovering" and for how long, "restarted: recovers from its next acquire"
-(the epoch record names an earlier process of the node: a restart or a
-promotion since, so the node's next acquire starts a new epoch), or
+"recovering" and for how long, "restarted: recovers from its next guarded request" (the epoch record
+names an earlier process of the node: a restart or a promotion since, so
+the node's next acquire, or a Client's configuration record, starts a new
+epoch), or
 "no record".
 
 For a lock of the family (run --shared, --exclusive, --owner) it also shows
@@ -83,6 +84,7 @@ type inspectNode struct {
 	Error       string `json:"error,omitempty"`
 
 	authFailed bool // the node refused the credentials
+	badDB      bool // the node has no database of the URL's index
 }
 
 // MarshalJSON writes the node's view, with "answered", and null for what a
@@ -116,6 +118,7 @@ type inspectReport struct {
 
 	quorate    bool // the nodes that answered meet the quorum rule
 	authFailed bool // a node refused the credentials
+	badDB      bool // a node has no database of its URL's index
 }
 
 // jointSuffix says a joint rule after a count, in messages.
@@ -136,13 +139,16 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	showOwner := fs.Bool("show-owner", false, "show the owner ID of a read-write or reentrant lock in clear, not a fingerprint")
 	nf.register(fs)
 	nx.register(fs)
-	if code, ok := cmd.parse(inspectHelp, args); !ok {
+	ops, code, ok := cmd.parseMixed(inspectHelp, args, -1)
+	if !ok {
 		return code
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
-		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME (flags go before it)\nRun \"redlock inspect --help\" for usage.")
+	names := append(ops.names, ops.rest...)
+	if len(names) != 1 || names[0] == "" {
+		fmt.Fprintln(cmd.stderr, "redlock inspect: want exactly one lock NAME\nRun \"redlock inspect --help\" for usage.")
 		return exitUsage
 	}
+	name := names[0]
 	specs, _, err := nf.resolve()
 	if err != nil {
 		return cmd.fail(exitUsage, "%v", err)
@@ -152,7 +158,7 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return cmd.fail(exitUsage, "%v", err)
 	}
 	layout := keys.Layout{Prefix: *prefix}
-	if _, err := layout.Lock(fs.Arg(0)); err != nil {
+	if _, err := layout.Lock(name); err != nil {
 		return cmd.fail(exitUsage, "%v", err)
 	}
 	conns := openAll(specs, nf.timeout)
@@ -165,13 +171,16 @@ func runInspect(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		rule = quorum.Joint(a, limits.Majority(bits.OnesCount64(a)), b, limits.Majority(bits.OnesCount64(b)))
 	}
 
-	rep := inspect(ctx, conns, rule, fs.Arg(0), layout, nf.timeout, *showOwner)
+	rep := inspect(ctx, conns, rule, name, layout, nf.timeout, *showOwner)
 	if *asJSON {
 		if !cmd.printJSON(rep) {
 			return exitError
 		}
 	} else {
 		rep.print(cmd.stdout)
+	}
+	if rep.badDB {
+		return cmd.fail(exitUsage, "a node has no database of the index in its URL (see ERROR): a configuration error")
 	}
 	if !rep.quorate {
 		code, why := exitUnavailable, ""
@@ -212,6 +221,7 @@ func inspect(ctx context.Context, conns []conn, rule quorum.Rule, name string, l
 			answered |= 1 << i
 		}
 		rep.authFailed = rep.authFailed || n.authFailed
+		rep.badDB = rep.badDB || n.badDB
 		if n.Held {
 			held++
 			owners[holder{n.Kind, n.Owner}] |= 1 << i
@@ -265,7 +275,7 @@ func inspectOne(ctx context.Context, c conn, layout keys.Layout, key string, sho
 		err = fmt.Errorf("unexpected reply %v", res)
 	}
 	if err != nil {
-		n.Error, n.authFailed = nodeErr(explainTLS(ctx, c.spec.tlsAddrs(), err, timeout)).Error(), authFailed(err)
+		n.Error, n.authFailed, n.badDB = nodeErr(explainTLS(ctx, c.spec.tlsAddrs(), err, timeout)).Error(), authFailed(err), badDB(err)
 		return n
 	}
 	typ, _ := res[0].(string)

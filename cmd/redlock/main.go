@@ -14,11 +14,15 @@
 // Exit codes:
 //
 //	0    success; for run, the command's own status when it ran
-//	1    the command failed (doctor: a check failed; demo: the sale did not
+//	1    the command failed (doctor: a check failed, or DEGRADED: a node
+//	     does not vote, a quorum does; demo: the sale did not
 //	     sell out, or oversold under the lock; plan: no number of nodes
 //	     meets --target)
-//	2    usage: bad flags, arguments, node URLs or password file
-//	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE)
+//	2    usage: bad flags, arguments, node URLs or password file, or a
+//	     database index (redis://host/99) that the servers do not have
+//	69   fewer than a quorum of nodes could be reached (sysexits EX_UNAVAILABLE);
+//	     doctor: fewer than a quorum of nodes vote now (down, or recovering
+//	     under the restart guard)
 //	77   a node refused the credentials (WRONGPASS, NOAUTH: a wrong or missing
 //	     password or user), and fewer than a quorum answered (sysexits
 //	     EX_NOPERM)
@@ -29,7 +33,9 @@
 //	127  run: the command was not found, or the interpreter its #! line
 //	     names was not found (as bash and dash exit)
 //
-// Run "redlock help" for the list of subcommands.
+// Run "redlock help" for the list of subcommands, "redlock version" (or
+// "redlock --version") for the version, commit and Go release the binary
+// was built from, read from its build information.
 package main
 
 import (
@@ -61,6 +67,9 @@ const (
 )
 
 func main() {
+	if run, ok := isGuardian(); ok {
+		os.Exit(guardianMain(run, os.Stdin, os.Stderr))
+	}
 	// go-redis logs every failed dial; the demo kills nodes on purpose, and
 	// the commands report node errors themselves.
 	redis.SetLogger(quietLogger{})
@@ -95,6 +104,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exitOK
 	}
+	if args[0] == "version" || args[0] == "--version" || args[0] == "-version" {
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "redlock version: unexpected argument %q\n", args[1])
+			return exitUsage
+		}
+		printVersion(stdout)
+		return exitOK
+	}
 	if args[0] == "help" {
 		if len(args) == 1 {
 			usage(stdout)
@@ -127,6 +144,8 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "  redis-cluster://[:password@]host:port[,host:port]")
 	fmt.Fprintln(w, "  rediss-sentinel://..., rediss-cluster://...  the same over TLS (?skip_verify=true")
 	fmt.Fprintln(w, "                                             accepts any certificate)")
+	fmt.Fprintln(w, "TLS with a private CA or client certificates: --tls-ca, --tls-cert, --tls-key, or")
+	fmt.Fprintln(w, "the URL's ?tls_ca=FILE&tls_cert=FILE&tls_key=FILE for one node.")
 	fmt.Fprintln(w, "The password in a URL is the master's (the cluster's); sentinel_username and")
 	fmt.Fprintln(w, "sentinel_password are the sentinels' own. A password missing from a URL is read")
 	fmt.Fprintln(w, "from --password-file, else REDLOCK_PASSWORD.")
@@ -136,5 +155,6 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "77 authentication failed (wrong or missing password),")
 	fmt.Fprintln(w, "126 command not executable, 127 command not found.")
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Run "redlock <command> --help" for the flags of a command.`)
+	fmt.Fprintln(w, `Run "redlock <command> --help" for the flags of a command,`)
+	fmt.Fprintln(w, `"redlock version" (or --version) for the build's version and commit.`)
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +31,10 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// The guardian of a run that a test runs in this process.
+	if run, ok := isGuardian(); ok {
+		os.Exit(guardianMain(run, os.Stdin, os.Stderr))
+	}
 	if os.Getenv(envBurn) != "" {
 		burnCPU(os.Getenv(envBurn))
 		return
@@ -214,4 +221,46 @@ func reader(c *redlock.Client, name string) redlock.Locker { r, _ := c.RWMutex(n
 
 func owner(id string) func(c *redlock.Client, name string) redlock.Locker {
 	return func(c *redlock.Client, name string) redlock.Locker { return c.Reentrant(name, id) }
+}
+
+// TestVersion: "redlock --version" and "redlock version" print the
+// build's version from its build information (C4 of issue 49); a binary
+// built from the checkout names its commit when the build recorded one.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"--version", "version", "-version"} {
+		r := runCLI(t, arg)
+		if r.code != 0 || !strings.HasPrefix(r.stdout, "redlock ") || !strings.Contains(r.stdout, "built with go") {
+			t.Errorf("redlock %s: %v", arg, r)
+		}
+	}
+	if r := runCLI(t, "version", "extra"); r.code != exitUsage {
+		t.Errorf("redlock version extra: want exit %d: %v", exitUsage, r)
+	}
+	// The commit is stamped where the build records it: -buildvcs=true in
+	// a git clone (not a worktree, where go build records none).
+	bin := filepath.Join(t.TempDir(), "redlock")
+	if out, err := exec.Command("go", "build", "-buildvcs=true", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("redlock --version: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "library ") {
+		t.Errorf("redlock --version names no library version:\n%s", out)
+	}
+	info, err := exec.Command("go", "version", "-m", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := regexp.MustCompile(`vcs\.revision=([0-9a-f]+)`).FindSubmatch(info); m != nil && !strings.Contains(string(out), "commit "+string(m[1])) {
+		t.Errorf("the build info has commit %s, but redlock --version does not name it:\n%s", m[1], out)
+	}
+	// A build stamped as the Kubernetes example's Dockerfile stamps it.
+	if out, err := exec.Command("go", "build", "-ldflags", "-X main.version=v1.2.3-test", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -X: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "redlock v1.2.3-test\n") {
+		t.Errorf("a build stamped v1.2.3-test says %q (%v)", out, err)
+	}
 }

@@ -104,18 +104,27 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 		closeAll(nextConns)
 		return nil, nil, cmd.fail(exitUsage, "%v", err)
 	}
+	var pinged func()
 	done = func() {
 		_ = c.Close()
 		closeAll(conns)
 		closeAll(nextConns)
+		if pinged != nil {
+			pinged() // the PINGs that a quorum did not wait for
+		}
 	}
 	all, _, _ := joinConns(conns, nextConns) // the library's order of the nodes
 	cmd.labels = make([]string, len(all))
 	for i, c := range all {
 		cmd.labels[i] = c.spec.label
 	}
-	if err := reachable(ctx, append(conns, nextConns...), timeout); err != nil {
+	pinged, err = reachable(ctx, append(conns, nextConns...), timeout)
+	if err != nil {
 		done()
+		var ue *usageError
+		if errors.As(err, &ue) {
+			return nil, nil, cmd.fail(exitUsage, "%v", err)
+		}
 		if authFailed(err) {
 			return nil, nil, cmd.fail(exitAuth, "nodes refused the credentials: %v", err)
 		}
@@ -124,41 +133,80 @@ func (cmd *invocation) connect(ctx context.Context, specs, next []*nodeSpec, tim
 	return c, done, 0
 }
 
-// pingAll pings every node in parallel, each within timeout, and returns
-// each node's error.
-func pingAll(ctx context.Context, conns []conn, timeout time.Duration) []error {
-	errs := make([]error, len(conns))
-	var wg sync.WaitGroup
+// pings are the PINGs of reachable: each node's error once it answered
+// or failed.
+type pings struct {
+	mu   sync.Mutex
+	errs []error
+	done []bool
+	wg   sync.WaitGroup
+}
+
+// pingQuorum pings every node in parallel, each within timeout, and
+// returns as soon as need of them answered, or once every node answered
+// or failed, as an acquire round decides at a quorum: one frozen node does
+// not hold up the others. The PINGs still under way go on; the caller must
+// close the nodes' clients, which ends them, then call wait.
+func pingQuorum(ctx context.Context, conns []conn, timeout time.Duration, need int) (errs []error, answered []bool, wait func()) {
+	p := &pings{errs: make([]error, len(conns)), done: make([]bool, len(conns))}
+	settled := make(chan struct{}, len(conns))
 	for i, c := range conns {
-		wg.Go(func() {
+		p.wg.Go(func() {
 			pctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			errs[i] = c.rc.Ping(pctx).Err()
+			err := c.rc.Ping(pctx).Err()
+			p.mu.Lock()
+			p.errs[i], p.done[i] = err, true
+			p.mu.Unlock()
+			settled <- struct{}{}
 		})
 	}
-	wg.Wait()
-	return errs
+	ok := 0
+	for range conns {
+		<-settled
+		p.mu.Lock()
+		ok = 0
+		for i, d := range p.done {
+			if d && p.errs[i] == nil {
+				ok++
+			}
+		}
+		p.mu.Unlock()
+		if ok >= need {
+			break
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]error(nil), p.errs...), append([]bool(nil), p.done...), p.wg.Wait
 }
 
 // reachable pings the nodes and, when fewer than a quorum answer, returns
 // an error that lists each failed node; it wraps each node's error, so
-// that authFailed finds a refusal of the credentials.
-func reachable(ctx context.Context, conns []conn, timeout time.Duration) error {
-	errs := pingAll(ctx, conns, timeout)
+// that authFailed finds a refusal of the credentials. It returns at a
+// quorum (pingQuorum): the caller must close the nodes' clients, then call
+// wait.
+func reachable(ctx context.Context, conns []conn, timeout time.Duration) (wait func(), err error) {
+	need := len(conns)/2 + 1
+	errs, answered, wait := pingQuorum(ctx, conns, timeout, need)
+	for i, err := range errs {
+		if badDB(err) {
+			return wait, usagef("node %d (%s): %v: the database index in its URL is not one the server has (its \"databases\" setting); a configuration error, not a node that is down", i, conns[i].spec, err)
+		}
+	}
 	var bad []string
 	var failed []error
 	for i, err := range errs {
-		if err != nil {
+		if answered[i] && err != nil {
 			err = nodeErr(explainTLS(ctx, conns[i].spec.tlsAddrs(), err, timeout))
 			bad = append(bad, fmt.Sprintf("node %d (%s): %v", i, conns[i].spec, err))
 			failed = append(failed, err)
 		}
 	}
-	need := len(conns)/2 + 1
 	if len(conns)-len(bad) >= need {
-		return nil
+		return wait, nil
 	}
-	return &nodesError{
+	return wait, &nodesError{
 		msg:  fmt.Sprintf("%d of %d nodes answered, %d needed: %s", len(conns)-len(bad), len(conns), need, strings.Join(bad, "; ")),
 		errs: failed,
 	}
@@ -181,6 +229,8 @@ func nodeErr(err error) error {
 		return errors.New("no answer in time")
 	case authFailed(err):
 		return fmt.Errorf("authentication failed: %w", err)
+	case badDB(err):
+		return fmt.Errorf("the server has no database of the index in the URL (a configuration error): %w", err)
 	}
 	return explain(err, nil)
 }
@@ -197,6 +247,17 @@ func authFailed(err error) bool {
 	msg := re.Error()
 	return strings.HasPrefix(msg, "WRONGPASS") || strings.HasPrefix(msg, "NOAUTH") ||
 		strings.HasPrefix(msg, "ERR AUTH") && strings.Contains(msg, "without any password configured")
+}
+
+// badDB reports whether a node refused the database index of its URL
+// (SELECT): a mistake in the URL, which no retry mends.
+func badDB(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	return strings.HasPrefix(msg, "ERR DB index is out of range") || strings.HasPrefix(msg, "ERR invalid DB index")
 }
 
 // tlsAddrs are the addresses the node reaches over TLS: none without TLS.
@@ -232,7 +293,12 @@ func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Dur
 		alert  tls.AlertError
 		verify *tls.CertificateVerificationError
 	)
-	if errors.As(err, &header) || errors.As(err, &alert) || errors.As(err, &verify) {
+	switch {
+	case errors.As(err, &verify):
+		return fmt.Errorf("TLS handshake failed: %w (a server certificate of a private CA needs --tls-ca or the URL's tls_ca=)", err)
+	case clientCertRefused(err):
+		return fmt.Errorf("TLS handshake failed: %w (a server that authenticates clients, tls-auth-clients yes, needs a client certificate that its CA signed: --tls-cert and --tls-key, or the URL's tls_cert= and tls_key=)", err)
+	case errors.As(err, &header) || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls: "):
 		return fmt.Errorf("TLS handshake failed: %w", err)
 	}
 	var ne net.Error
@@ -245,6 +311,20 @@ func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Dur
 		}
 	}
 	return err
+}
+
+// clientCertRefused reports whether a server's TLS alert refused the
+// client's certificate, or its lack of one: crypto/tls reports a received
+// alert as a *net.OpError "remote error" around an unexported type, so
+// the alert's text (RFC 8446, 6.2) is what tells it.
+func clientCertRefused(err error) bool {
+	msg := err.Error()
+	for _, a := range []string{"certificate required", "bad certificate", "unknown certificate authority", "certificate unknown", "handshake failure"} {
+		if strings.Contains(msg, "remote error: tls: "+a) {
+			return true
+		}
+	}
+	return false
 }
 
 // plainRedis reports whether addr answers PING in plain RESP within

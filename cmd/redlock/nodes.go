@@ -40,6 +40,9 @@ type nodeSpec struct {
 	// The sentinels' own credentials (sentinel_username and
 	// sentinel_password); none when empty.
 	sentinelUser, sentinelPass string
+	// tlsFiles are the URL's TLS file options (tls_ca, tls_cert,
+	// tls_key), which take the place of the flags'.
+	tlsFiles tlsFiles
 }
 
 func (s *nodeSpec) String() string { return s.label }
@@ -49,12 +52,16 @@ type nodeFlags struct {
 	nodes        string
 	passwordFile string
 	timeout      time.Duration
+	tls          tlsFiles // --tls-ca, --tls-cert, --tls-key
 }
 
 func (nf *nodeFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&nf.nodes, "nodes", "", "comma-separated Redis URLs of the independent nodes\n(redis://, rediss://, redis[s]-sentinel://, redis[s]-cluster://)\n(default $"+envNodes+")")
 	fs.StringVar(&nf.passwordFile, "password-file", "", "file holding the password for nodes whose URL has none\n(default: the password in $"+envPassword+")")
 	fs.DurationVar(&nf.timeout, "timeout", 2*time.Second, "how long to wait for a node to connect or answer a check")
+	fs.StringVar(&nf.tls.ca, "tls-ca", "", "PEM file of the CA that signed the TLS nodes' certificates\n(default: the system's roots; a URL's tls_ca= takes its place)")
+	fs.StringVar(&nf.tls.cert, "tls-cert", "", "PEM file of the client certificate, for TLS nodes that authenticate\nclients (tls-auth-clients yes); with --tls-key (a URL's tls_cert=)")
+	fs.StringVar(&nf.tls.key, "tls-key", "", "PEM file of the client certificate's private key (a URL's tls_key=)")
 }
 
 // source says where the node list comes from, for messages.
@@ -96,6 +103,9 @@ func (nf *nodeFlags) resolve() ([]*nodeSpec, []string, error) {
 	if password != "" {
 		secrets = append(secrets, password)
 	}
+	if err := nf.applyTLS(specs); err != nil {
+		return nil, nil, err
+	}
 	for _, s := range specs {
 		if s.password == "" {
 			s.password = password
@@ -134,4 +144,40 @@ func (nf *nodeFlags) password() (string, error) {
 		return "", usagef("--password-file %s: the password spans several lines", nf.passwordFile)
 	}
 	return p, nil
+}
+
+// applyTLS loads the TLS files of the flags and of each node's URL into
+// the nodes' TLS configurations. The flags apply to every TLS node; they
+// are refused when no node uses TLS.
+func (nf *nodeFlags) applyTLS(specs []*nodeSpec) error {
+	anyTLS := false
+	for _, s := range specs {
+		c := s.tls
+		if s.kind == standalone {
+			c = s.opts.TLSConfig
+		}
+		if c == nil {
+			continue
+		}
+		anyTLS = true
+		files := nf.tls.over(s.tlsFiles)
+		where := func(opt string) string {
+			// The URL's option when it gave it, or gave others and
+			// the flags not this one.
+			if s.tlsFiles.has(opt) || s.tlsFiles.given() && !nf.tls.has(opt) {
+				return opt
+			}
+			return flagName(opt)
+		}
+		if err := files.apply(c, where); err != nil {
+			if s.tlsFiles.given() {
+				return usagef("node %s: %v", s.label, err)
+			}
+			return usagef("%v", err)
+		}
+	}
+	if nf.tls.given() && !anyTLS {
+		return usagef("--tls-ca, --tls-cert and --tls-key are for TLS nodes, and no node is one: write rediss://")
+	}
+	return nil
 }

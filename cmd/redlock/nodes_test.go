@@ -116,7 +116,7 @@ func TestParseNodesErrors(t *testing.T) {
 		{"redis-cluster://:" + secret + "@,c:1", "empty host"},
 		{"redis-cluster://:" + secret + "@c:x", "bad port"},
 		{"redis-cluster://c:1?sentinel_password=" + secret, "option sentinel_password is not supported in redis-cluster URLs"},
-		{"redis-sentinel://s:1/m?skip_verify=true&sentinel_password=" + secret, "option skip_verify is not supported in redis-sentinel URLs (supported: sentinel_username, sentinel_password, skip_verify (with TLS))"},
+		{"redis-sentinel://s:1/m?skip_verify=true&sentinel_password=" + secret, "option skip_verify is not supported in redis-sentinel URLs (supported: sentinel_username, sentinel_password, skip_verify, tls_ca, tls_cert, tls_key (with TLS))"},
 		{"rediss-sentinel://s:1/m?skip_verify=maybe&sentinel_password=" + secret, "skip_verify: want true or false"},
 		{"rediss-sentinel://s:1/m?sentinel_password=a&sentinel_password=" + secret, "given 2 times"},
 		{"redis-sentinel://s:1/?sentinel_password=" + secret, "master's name"},

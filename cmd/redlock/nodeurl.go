@@ -90,7 +90,21 @@ func parseStandalone(raw string) (*nodeSpec, error) {
 	if err := checkPort(u.Port()); err != nil {
 		return nil, fmt.Errorf("node %q: %v", redact(raw), err)
 	}
-	o, err := redis.ParseURL(raw)
+	// go-redis refuses options it does not know: take ours out first.
+	q := u.Query()
+	files, err := takeTLSOptions(q)
+	if err != nil {
+		return nil, fmt.Errorf("node %q: %v", redact(raw), err)
+	}
+	if files.given() && u.Scheme != "rediss" {
+		return nil, fmt.Errorf("node %q: TLS options in a redis:// URL: write rediss://", redact(raw))
+	}
+	parse := raw
+	if files.given() {
+		u.RawQuery = q.Encode()
+		parse = u.String()
+	}
+	o, err := redis.ParseURL(parse)
 	if err != nil {
 		// go-redis's errors name the scheme, path or option at fault,
 		// never the user information.
@@ -107,7 +121,7 @@ func parseStandalone(raw string) (*nodeSpec, error) {
 	if u.Scheme == "rediss" {
 		label = "rediss://" + label
 	}
-	return &nodeSpec{kind: standalone, label: label, opts: o, username: o.Username, password: o.Password}, nil
+	return &nodeSpec{kind: standalone, label: label, opts: o, username: o.Username, password: o.Password, tlsFiles: files}, nil
 }
 
 // parseMulti parses redis[s]-sentinel://[user:password@]host:port[,host:port]/master[?options]
@@ -188,7 +202,12 @@ func (s *nodeSpec) options(query, scheme string) error {
 	if err != nil {
 		return errors.New("bad options: not a valid URL query (percent-encode special characters)")
 	}
-	supported := "skip_verify (with TLS)"
+	if s.tls != nil {
+		if s.tlsFiles, err = takeTLSOptions(q); err != nil {
+			return err
+		}
+	}
+	supported := "skip_verify, tls_ca, tls_cert, tls_key (with TLS)"
 	if s.kind == sentinel {
 		supported = "sentinel_username, sentinel_password, " + supported
 	}

@@ -46,6 +46,11 @@ TTL less the drift allowance (TTL times --drift, plus a fixed part), as
 the library computes it, and what is left after a round that waited a
 whole default per-node timeout.
 
+A number of nodes that fewer nodes beat (an even number for a lock: 4 does
+worse than 3) gets a note below the table, and "fewer_nodes_do_better" in
+JSON, which has every field of a row even when it is 0 (next_nodes 0: no
+move). --markdown prints every table in Markdown, with the same text around.
+
 Exit status: 0; 1 when no odd number of nodes up to the most a Client takes
 meets --target; 2 for a usage error.`,
 }
@@ -68,12 +73,14 @@ type planConfig struct {
 type planRow struct {
 	Nodes      int     `json:"nodes"`
 	Quorum     int     `json:"quorum"`
-	NextNodes  int     `json:"next_nodes,omitempty"`
-	Shared     int     `json:"shared_nodes,omitempty"`
-	NextQuorum int     `json:"next_quorum,omitempty"`
+	NextNodes  int     `json:"next_nodes"`   // 0: no move
+	Shared     int     `json:"shared_nodes"` // of a move
+	NextQuorum int     `json:"next_quorum"`  // 0: no move
 	Permits    int     `json:"permits"`
 	P          float64 `json:"p"`
 	NoQuorum   float64 `json:"no_quorum"`
+	// Fewer is the fewer nodes that do better (fewerNodes): n-1, or 0.
+	Fewer int `json:"fewer_nodes_do_better"`
 }
 
 // planTarget is the answer to --target for one p: the smallest odd number
@@ -122,7 +129,7 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.ttl, "ttl", 0, "a lock TTL: print the validity it leaves (default none)")
 	fs.Float64Var(&cfg.drift, "drift", limits.DriftFactor, "the drift factor your clients use (WithDriftFactor), with --ttl")
 	fs.BoolVar(&cfg.asJSON, "json", false, "print JSON instead of a table")
-	fs.BoolVar(&cfg.markdown, "markdown", false, "print the chances of no quorum as a Markdown table")
+	fs.BoolVar(&cfg.markdown, "markdown", false, "print the tables in Markdown (the text around them is Markdown as it is)")
 	if code, ok := cmd.parse(planHelp, args); !ok {
 		return code
 	}
@@ -173,12 +180,12 @@ func runPlan(_ context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if len(rep.Target) > 0 {
 		fmt.Fprint(w, sep)
-		printTarget(w, rep.Target)
+		printTarget(w, rep.Target, cfg.markdown)
 		sep = "\n"
 	}
 	if rep.Validity != nil {
 		fmt.Fprint(w, sep)
-		printValidity(w, rep.Validity)
+		printValidity(w, rep.Validity, cfg.markdown)
 	}
 	return code
 }
@@ -200,9 +207,6 @@ func (c *planConfig) parse(nList, pList string) error {
 	}
 	if c.asJSON && c.markdown {
 		return usagef("--json and --markdown: give one")
-	}
-	if c.markdown && c.given["target"] {
-		return usagef("--markdown prints the chances of no quorum, not --target's answer")
 	}
 	if c.given["p"] {
 		for _, s := range strings.Split(pList, ",") {
@@ -285,6 +289,7 @@ func noQuorumRow(n, next, shared, k int, p float64) planRow {
 	row := planRow{Nodes: n, Quorum: quorumOf(n, k), Permits: k, P: p}
 	if next == 0 {
 		row.NoQuorum = noQuorum([3]int{n, 0, 0}, quorum.Count(row.Quorum), p)
+		row.Fewer = fewerNodes(n, k)
 		return row
 	}
 	row.NextNodes, row.Shared, row.NextQuorum = next, shared, quorumOf(next, k)
@@ -292,6 +297,17 @@ func noQuorumRow(n, next, shared, k int, p float64) planRow {
 	a, b := nodeBits(0, n), nodeBits(n-shared, next)
 	row.NoQuorum = noQuorum(sizes, quorum.Joint(a, row.Quorum, b, row.NextQuorum), p)
 	return row
+}
+
+// fewerNodes is n-1 when n-1 nodes do better than n for k permits: as
+// many of them may be down, and fewer can fail, so their chance of no
+// quorum is lower at every p in (0, 1) (4 nodes and 3, 6 and 5: an even
+// number of nodes for a lock). It is 0 otherwise.
+func fewerNodes(n, k int) int {
+	if n < 2 || n-quorumOf(n, k) != n-1-quorumOf(n-1, k) {
+		return 0
+	}
+	return n - 1
 }
 
 // nodeBits is the mask of count nodes from index first.
@@ -377,6 +393,9 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // chance formats a probability with three significant digits.
 func chance(x float64) string { return strconv.FormatFloat(x, 'g', 3, 64) }
 
+// printNoQuorum prints the chances of no quorum, one row per number of
+// nodes and one column per p, and a note for each number of nodes that
+// fewer nodes beat.
 func printNoQuorum(w io.Writer, cfg planConfig, rows []planRow) {
 	what := "a lock"
 	if cfg.permits > 1 {
@@ -391,6 +410,7 @@ func printNoQuorum(w io.Writer, cfg planConfig, rows []planRow) {
 	for _, p := range cfg.ps {
 		cells[0] = append(cells[0], "p="+strconv.FormatFloat(p, 'g', -1, 64))
 	}
+	var notes []string
 	for i := 0; i < len(rows); i += len(cfg.ps) {
 		r := rows[i]
 		line := []string{strconv.Itoa(r.Nodes), strconv.Itoa(r.Quorum), strconv.Itoa(r.Nodes - r.Quorum)}
@@ -405,8 +425,33 @@ func printNoQuorum(w io.Writer, cfg planConfig, rows []planRow) {
 			line = append(line, chance(x.NoQuorum))
 		}
 		cells = append(cells, line)
+		if r.Fewer > 0 {
+			notes = append(notes, fewerNote(r, cfg.permits))
+		}
 	}
-	if cfg.markdown {
+	if !cfg.markdown {
+		cells[0] = append([]string{"NODES", "QUORUM", "MAY BE DOWN"}, cells[0][3:]...)
+	}
+	printTable(w, cfg.markdown, cells)
+	for _, n := range notes {
+		fmt.Fprintf(w, "\n%s\n", n)
+	}
+}
+
+// fewerNote says that r.Fewer nodes do better than r.Nodes.
+func fewerNote(r planRow, permits int) string {
+	what := "a lock"
+	if permits > 1 {
+		what = "this semaphore"
+	}
+	return fmt.Sprintf("Note: %d nodes do better than %d for %s: as many may be down (%d), and fewer\ncan fail, so their chance of no quorum is lower at every p above 0.",
+		r.Fewer, r.Nodes, what, r.Nodes-r.Quorum)
+}
+
+// printTable prints cells, the first line the header, as a Markdown table
+// or aligned in columns.
+func printTable(w io.Writer, markdown bool, cells [][]string) {
+	if markdown {
 		for i, line := range cells {
 			fmt.Fprintf(w, "| %s |\n", strings.Join(line, " | "))
 			if i == 0 {
@@ -416,40 +461,44 @@ func printNoQuorum(w io.Writer, cfg planConfig, rows []planRow) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for i, line := range cells {
-		if i == 0 {
-			line = []string{"NODES", "QUORUM", "MAY BE DOWN"}
-			line = append(line, cells[0][3:]...)
-		}
+	for _, line := range cells {
 		fmt.Fprintln(tw, strings.Join(line, "\t"))
 	}
 	_ = tw.Flush()
 }
 
-func printTarget(w io.Writer, ts []planTarget) {
+func printTarget(w io.Writer, ts []planTarget, markdown bool) {
 	what := "a lock"
 	if ts[0].Permits > 1 {
 		what = fmt.Sprintf("a semaphore of %d permits", ts[0].Permits)
 	}
 	fmt.Fprintf(w, "Smallest odd number of nodes whose chance of no quorum for %s is at\nmost %s, each node unavailable independently with probability p:\n\n", what, chance(ts[0].Target))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "P\tNODES\tQUORUM\tNO QUORUM")
+	cells := [][]string{{"p", "nodes", "quorum", "no quorum"}}
+	if !markdown {
+		cells[0] = []string{"P", "NODES", "QUORUM", "NO QUORUM"}
+	}
 	for _, t := range ts {
+		p := strconv.FormatFloat(t.P, 'g', -1, 64)
 		if t.Met {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", strconv.FormatFloat(t.P, 'g', -1, 64), t.Nodes, t.Quorum, chance(t.NoQuorum))
+			cells = append(cells, []string{p, strconv.Itoa(t.Nodes), strconv.Itoa(t.Quorum), chance(t.NoQuorum)})
 		} else {
-			fmt.Fprintf(tw, "%s\tnone\t\t%d nodes give %s\n", strconv.FormatFloat(t.P, 'g', -1, 64), t.Nodes, chance(t.NoQuorum))
+			cells = append(cells, []string{p, "none", "", fmt.Sprintf("%d nodes give %s", t.Nodes, chance(t.NoQuorum))})
 		}
 	}
-	_ = tw.Flush()
+	printTable(w, markdown, cells)
 }
 
-func printValidity(w io.Writer, v *planValidity) {
+func printValidity(w io.Writer, v *planValidity, markdown bool) {
 	fmt.Fprintf(w, "A lock with TTL %s and drift factor %s:\n\n", v.TTL, strconv.FormatFloat(v.Drift, 'g', -1, 64))
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "drift allowance\t%v\tTTL × %s + %v\n", v.allowance, strconv.FormatFloat(v.Drift, 'g', -1, 64), limits.DriftFixed)
-	fmt.Fprintf(tw, "validity left\t%v\tat most: less the time the round took\n", v.validity)
-	fmt.Fprintf(tw, "per-node timeout\t%v\tthe default (WithNodeTimeout): the longest a round waits\n", v.timeout)
-	fmt.Fprintf(tw, "after a slow round\t%v\tvalidity left after a round that waited the whole timeout\n", v.validity-v.timeout)
-	_ = tw.Flush()
+	drift := strconv.FormatFloat(v.Drift, 'g', -1, 64)
+	cells := [][]string{
+		{"drift allowance", v.allowance.String(), fmt.Sprintf("TTL × %s + %v", drift, limits.DriftFixed)},
+		{"validity left", v.validity.String(), "at most: less the time the round took"},
+		{"per-node timeout", v.timeout.String(), "the default (WithNodeTimeout): the longest a round waits"},
+		{"after a slow round", (v.validity - v.timeout).String(), "validity left after a round that waited the whole timeout"},
+	}
+	if markdown {
+		cells = append([][]string{{"", "value", "meaning"}}, cells...)
+	}
+	printTable(w, markdown, cells)
 }

@@ -283,7 +283,6 @@ func TestPlanUsage(t *testing.T) {
 		{[]string{"--ttl", "10s", "--drift", "NaN"}, "--drift NaN: outside [0, 0.5)"},
 		{[]string{"--drift", "0.1"}, "--drift needs --ttl"},
 		{[]string{"-p", "0.1", "--json", "--markdown"}, "give one"},
-		{[]string{"-p", "0.1", "--target", "0.01", "--markdown"}, "not --target's answer"},
 		{[]string{"-p", "0.1", "extra"}, `unexpected argument "extra"`},
 		{[]string{"-p", "0.1", "--nodes", "redis://x"}, "unknown flag --nodes"},
 	} {
@@ -319,6 +318,40 @@ func TestPlanTablesInSafetyDoc(t *testing.T) {
 			if strings.HasPrefix(line, "| ") && !strings.Contains(string(doc), line+"\n") {
 				t.Errorf("docs/safety.md lacks the row %q of plan --markdown %v", line, args)
 			}
+		}
+	}
+}
+
+// TestPlanPapercuts (issue 49): an even number of nodes gets a note that
+// one fewer does better; --markdown prints every table in Markdown; the
+// JSON keeps a row's fields when they are 0.
+func TestPlanPapercuts(t *testing.T) {
+	r := runCLI(t, "plan", "-n", "3,4", "-p", "0.1")
+	if r.code != exitOK || !strings.Contains(r.stdout, "Note: 3 nodes do better than 4") || strings.Contains(r.stdout, "than 3 ") {
+		t.Errorf("want a note for 4 nodes only: %v", r)
+	}
+	if r := runCLI(t, "plan", "-n", "4", "--next", "5", "--shared", "3", "-p", "0.1"); strings.Contains(r.stdout, "Note:") {
+		t.Errorf("a note on a move's row: %v", r)
+	}
+	r = runCLI(t, "plan", "--markdown", "-n", "4", "-p", "0.1", "--ttl", "10s")
+	for _, want := range []string{"| 4 | 3 | 1 | 0.0523 |\n", "Note: 3 nodes do better than 4", "| validity left | 9.898s |"} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("--markdown: want %q: %v", want, r)
+		}
+	}
+	if r := runCLI(t, "plan", "--markdown", "--target", "0.001", "-p", "0.1"); r.code != exitOK || !strings.Contains(r.stdout, "| 0.1 | 9 | 5 | 0.000891 |\n") {
+		t.Errorf("--markdown --target: %v", r)
+	}
+	r = runCLI(t, "plan", "--json", "-n", "5", "--next", "5", "--shared", "0", "-p", "0")
+	var rep struct {
+		NoQuorum []map[string]any `json:"no_quorum"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.NoQuorum) != 1 {
+		t.Fatalf("--json: %v: %v", err, r)
+	}
+	for _, f := range []string{"nodes", "quorum", "next_nodes", "shared_nodes", "next_quorum", "permits", "p", "no_quorum", "fewer_nodes_do_better"} {
+		if _, ok := rep.NoQuorum[0][f]; !ok {
+			t.Errorf("--json: the row lacks %q: %v", f, r)
 		}
 	}
 }

@@ -41,7 +41,7 @@ func (f *nextFlag) resolve(nf *nodeFlags) ([]*nodeSpec, []string, error) {
 	if strings.TrimSpace(list) == "" {
 		return nil, nil, nil
 	}
-	next := nodeFlags{nodes: list, passwordFile: nf.passwordFile, timeout: nf.timeout}
+	next := nodeFlags{nodes: list, passwordFile: nf.passwordFile, timeout: nf.timeout, tls: nf.tls}
 	specs, secrets, err := next.resolve()
 	if err != nil {
 		return nil, nil, usagef("--next-nodes: %s", strings.TrimPrefix(err.Error(), "--nodes: "))

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -230,7 +231,9 @@ func TestRunUsageErrors(t *testing.T) {
 	}{
 		{[]string{"run"}, "missing lock NAME"},
 		{[]string{"run", nodes, "job"}, "missing COMMAND"},
-		{[]string{"run", nodes, "job", "--ttl", "5s", "--", "true"}, "flags go before NAME"},
+		{[]string{"run", nodes, "job", "--ttl", "5s"}, "missing COMMAND"},
+		{[]string{"run", nodes, "job", "--bogus", "--", "true"}, "unknown flag --bogus"},
+		{[]string{"inspect", nodes, "a", "b"}, "exactly one lock NAME"},
 		{[]string{"run", "--", "true"}, `redlock run: missing lock NAME before "--"`},
 		{[]string{"run", nodes, "--ttl=2s", "--", "true"}, `missing lock NAME before "--"`},
 		{[]string{"run", "--bogus", "job", "--", "true"}, "redlock run: unknown flag --bogus\n"},
@@ -271,6 +274,26 @@ func TestRunUsageErrors(t *testing.T) {
 	}
 }
 
+// TestFlagsAfterName: flags are taken after the lock name too (C7 of
+// issue 49), up to the "--" or the first word that is not a flag, which
+// begins the command with its own flags.
+func TestFlagsAfterName(t *testing.T) {
+	servers := redistest.Start(t, 1)
+	nodes := "--nodes=" + nodesFlag(servers...)
+	for _, args := range [][]string{
+		{"run", nodes, "job", "--ttl", "4s", noGuard, "--", "sh", "-c", `echo "$REDLOCK_NAME" "$0"`, "x"},
+		{"run", "job", nodes, "--ttl=4s", noGuard, "sh", "-c", `echo "$REDLOCK_NAME" "$0"`, "x"},
+		{"run", noGuard, nodes, "job", "sh", "-c", `echo "$REDLOCK_NAME" "$0"`, "x", "--ttl", "1ms"},
+	} {
+		if r := runCLI(t, args...); r.code != 0 || r.stdout != "job x\n" {
+			t.Errorf("redlock %q: want exit 0 and \"job x\": %v", args, r)
+		}
+	}
+	if r := runCLI(t, "inspect", "job", nodes, "--json"); r.code != 0 || !strings.HasPrefix(r.stdout, "{") {
+		t.Errorf("inspect NAME --json: want JSON: %v", r)
+	}
+}
+
 // The flags end at the first argument that is not a flag, or at a "--"
 // that is not a flag's value.
 func TestEndedByDashes(t *testing.T) {
@@ -303,5 +326,84 @@ func TestChildEnv(t *testing.T) {
 	want := []string{"PATH=/bin", "HOME=/root", "REDLOCK_NAME=n", "REDLOCK_TOKEN=42", "REDLOCK_HELD=1"}
 	if strings.Join(env, " ") != strings.Join(want, " ") {
 		t.Errorf("childEnv = %q, want %q", env, want)
+	}
+}
+
+// TestBadDatabaseIndex: a database index that the servers do not have
+// (/99 with the default 16 databases) is a configuration error, exit 2,
+// not unreachable nodes (C6 of issue 49).
+func TestBadDatabaseIndex(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	urls := make([]string, len(servers))
+	for i, s := range servers {
+		urls[i] = "redis://" + s.Addr() + "/99"
+	}
+	nodes := "--nodes=" + strings.Join(urls, ",")
+	for _, args := range [][]string{
+		{"run", nodes, noGuard, "job", "--", "true"},
+		{"inspect", nodes, "job"},
+	} {
+		r := runCLI(t, args...)
+		if r.code != exitUsage || !strings.Contains(r.stderr, "database") || strings.Contains(r.stderr, "unreachable") {
+			t.Errorf("redlock %s with /99: want exit %d naming the database index: %v", args[0], exitUsage, r)
+		}
+	}
+	if r := runCLI(t, "doctor", nodes); r.code != exitUsage || !strings.Contains(r.stdout, "configuration error") {
+		t.Errorf("doctor with /99: want the reachable check to name a configuration error: %v", r)
+	}
+}
+
+// TestRunOneFrozenNode: with one node of five frozen (SIGSTOP) and
+// --timeout 20s, run starts its command as soon as a quorum answered,
+// not when the frozen node's PING ends (C1 of issue 49). How long that
+// PING takes is measured beside it, on a client opened as run opens its
+// nodes: go-redis gives up on the connection's handshake after its own
+// read timeout (5 s), before --timeout.
+func TestRunOneFrozenNode(t *testing.T) {
+	servers := redistest.Start(t, 5)
+	if err := servers[4].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	pinged := make(chan time.Duration, 1)
+	go func() {
+		specs, err := parseNodes("redis://" + servers[4].Addr())
+		if err != nil {
+			pinged <- 0
+			return
+		}
+		rc := specs[0].open(20 * time.Second)
+		defer rc.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		_ = rc.Ping(ctx).Err()
+		pinged <- time.Since(t0)
+	}()
+	start := time.Now()
+	out, done := startCLI(t, "run", "--nodes", nodesFlag(servers...), noGuard, wait, "--timeout", "20s", "frozen-one", "--", "sh", "-c", "echo started")
+	waitFor(t, "the command to start", func() bool { return out.String() == "started\n" })
+	started := time.Since(start)
+	if r := done(); r.code != 0 {
+		t.Fatalf("want exit 0: %v", r)
+	}
+	frozen := <-pinged
+	if started >= frozen/2 {
+		t.Errorf("the command started %v after run, and a PING of the frozen node took %v: run waited for the frozen node", started, frozen)
+	}
+}
+
+// TestRunSaysItWaitsForRecoveringNodes: on nodes just started, the
+// restart guard refuses every lock for the max TTL; run --wait says so at
+// once, and runs the command once they vote (issue 49, the silent first
+// minute).
+func TestRunSaysItWaitsForRecoveringNodes(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	out, done := startCLI(t, "run", "--nodes", nodesFlag(servers...), "--max-ttl", "2s", "--ttl", "1s", "--wait", "20s", "fresh", "--", "sh", "-c", "echo held")
+	r := done()
+	if r.code != 0 || out.String() != "held\n" {
+		t.Fatalf("want the command run once the nodes vote: %v", r)
+	}
+	if !strings.Contains(r.stderr, "redlock run: waiting up to --wait 20s for the lock:") || !strings.Contains(r.stderr, "recovering") {
+		t.Errorf("run waited for recovering nodes without saying so: %v", r)
 	}
 }

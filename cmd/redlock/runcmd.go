@@ -20,7 +20,7 @@ import (
 )
 
 var runHelp = helpText{
-	usage: "run [flags] NAME -- COMMAND [ARGS...]",
+	usage: "run [flags] NAME [flags] [--] COMMAND [ARGS...]",
 	about: `A distributed flock(1): obtains the lock NAME (waiting up to --wait), keeps it
 alive, runs COMMAND in its own process group and releases the lock when the
 command and every process it left running in its group have exited, as
@@ -44,6 +44,12 @@ process group gets SIGTERM, then SIGKILL after --grace, whether the command
 itself still runs or only what it left in its group. Until then it may
 overlap with the next holder: protect the resource with the fencing token.
 SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to redlock are forwarded to the group.
+A forwarded SIGTERM is bounded like a lost lock's: what of the group is left
+after --grace gets SIGKILL, and the lock is released: run ends within --grace
+of a SIGTERM, plus a release round, whatever the command does with it.
+If redlock itself is killed (kill -9, the OOM killer), a guardian process
+that it started outside the group sends SIGKILL to the whole group, since
+nothing keeps the lock alive any more (Unix; docs/cli.md, "Platforms").
 On Windows, which has no process groups or SIGTERM, only the command's own
 process is controlled: the lock is released when it exits, and it is killed
 at once when the lock is lost.
@@ -109,7 +115,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	)
 	fset.DurationVar(&cfg.ttl, "ttl", defaultRunTTL, ttlUsage(fmt.Sprintf("lock TTL, at least %v; the lock is refreshed every TTL/3", minRunTTL), defaultRunTTL))
 	fset.DurationVar(&cfg.wait, "wait", 0, "how long to wait for the lock; 0 makes a single attempt")
-	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "after the lock is lost, time from SIGTERM to SIGKILL; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
+	fset.DurationVar(&cfg.grace, "grace", defaultGrace, "time from SIGTERM to SIGKILL of the command's group, after the lock\nis lost or a SIGTERM to redlock was forwarded; below --ttl\n(default 5s, or half of --ttl if that is shorter)")
 	fset.StringVar(&cfg.prefix, "prefix", limits.Prefix, "prefix of the lock's Redis key (WithPrefix)")
 	fset.BoolVar(&cfg.shared, "shared", false, "take a shared (read) lock: readers of NAME run at once, writers wait")
 	fset.BoolVar(&cfg.exclusive, "exclusive", false, "take the exclusive (write) lock of a read-write lock: no reader or other writer")
@@ -120,10 +126,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	nf.register(fset)
 	nx.register(fset)
 	gf.register(fset)
-	if code, ok := cmd.parse(runHelp, args); !ok {
+	ops, code, ok := cmd.parseMixed(runHelp, args, 1)
+	if !ok {
 		return code
 	}
-	if err := cfg.parseArgs(fset.Args(), endedByDashes(fset, args)); err != nil {
+	if err := cfg.parseArgs(ops); err != nil {
 		cmd.fail(exitUsage, "%v", err)
 		fmt.Fprintln(cmd.stderr, `Run "redlock run --help" for usage.`)
 		return exitUsage
@@ -162,7 +169,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer done()
 
-	lock, sig, err := obtainLock(ctx, c, cfg, sigs)
+	lock, sig, err := obtainLock(ctx, c, cfg, sigs, func(err error) {
+		cmd.say("waiting up to --wait %v for the lock: %v", cfg.wait, err)
+	})
 	switch {
 	case sig != nil:
 		return signalStatus(sig)
@@ -172,30 +181,24 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cfg.supervise(ctx, lock, cmd, sigs)
 }
 
-// parseArgs takes NAME -- COMMAND [ARGS...] (the "--" may be left out).
-// afterDashes is set when the flags ended at a "--", which the flag package
-// dropped: no NAME came before it.
-func (cfg *runConfig) parseArgs(args []string, afterDashes bool) error {
-	if len(args) == 0 {
+// parseArgs takes NAME and COMMAND [ARGS...] from the operands of
+// parseMixed: NAME, then flags or not, then COMMAND after a "--" or as
+// the first word that is not a flag.
+func (cfg *runConfig) parseArgs(ops operands) error {
+	switch {
+	case len(ops.names) == 0 && ops.dashed:
+		return errors.New(`missing lock NAME before "--"`)
+	case len(ops.names) == 0:
 		return errors.New("missing lock NAME and COMMAND")
 	}
-	if afterDashes {
-		return errors.New(`missing lock NAME before "--"`)
-	}
-	cfg.name, args = args[0], args[1:]
-	if cfg.name == "--" || strings.HasPrefix(cfg.name, "-") {
+	cfg.name = ops.names[0]
+	if cfg.name == "-" {
 		return fmt.Errorf("missing lock NAME before %q", cfg.name)
 	}
-	switch {
-	case len(args) > 0 && args[0] == "--":
-		args = args[1:]
-	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
-		return fmt.Errorf("flag %s after the lock name: flags go before NAME", args[0])
-	}
-	if len(args) == 0 {
+	if len(ops.rest) == 0 {
 		return errors.New("missing COMMAND after the lock name")
 	}
-	cfg.argv = args
+	cfg.argv = ops.rest
 	return nil
 }
 
@@ -251,7 +254,9 @@ func (cfg *runConfig) handle(c *redlock.Client) redlock.Locker {
 
 // obtainLock obtains the lock with automatic refresh, within cfg.wait. A
 // signal ends the wait: it is returned, and no lock.
-func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-chan os.Signal) (*redlock.Lock, os.Signal, error) {
+// waiting is called, from another goroutine, when the first attempt
+// found nodes recovering and Obtain waits for them.
+func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-chan os.Signal, waiting func(error)) (*redlock.Lock, os.Signal, error) {
 	octx, cancel := context.WithCancel(ctx)
 	if cfg.wait > 0 {
 		octx, cancel = context.WithTimeout(ctx, cfg.wait)
@@ -265,10 +270,14 @@ func obtainLock(ctx context.Context, c *redlock.Client, cfg runConfig, sigs <-ch
 	go func() {
 		var r result
 		h := cfg.handle(c)
-		if cfg.wait > 0 {
+		r.lock, r.err = h.TryObtain(octx, cfg.ttl, redlock.WithAutoRefresh())
+		if r.err != nil && cfg.wait > 0 && ctx.Err() == nil && !errors.Is(r.err, redlock.ErrWrongKind) {
+			if errors.Is(r.err, redlock.ErrNodeRecovering) {
+				// Nodes just started or restarted refuse every lock
+				// for the max TTL: say so, rather than wait in silence.
+				waiting(r.err)
+			}
 			r.lock, r.err = h.Obtain(octx, cfg.ttl, redlock.WithAutoRefresh())
-		} else {
-			r.lock, r.err = h.TryObtain(octx, cfg.ttl, redlock.WithAutoRefresh())
 		}
 		done <- r
 	}()
@@ -333,17 +342,14 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *in
 			inv.say("release (keys left behind expire with their TTL): %v", err)
 		}
 	}()
-	cmd := exec.Command(cfg.argv[0], cfg.argv[1:]...)
-	cmd.Env = childEnv(os.Environ(), cfg.name, lockToken(lock))
-	cmd.Stdin = os.Stdin
-	cmd.Stdout, cmd.Stderr = out.child()
-	// Its own process group, killed if redlock dies, with the terminal when
-	// redlock has it (jobAttr); redlock takes the terminal back afterwards.
-	fg := foregroundTerminal(os.Stdin)
-	cmd.SysProcAttr = jobAttr(fg, os.Stdin)
-	// Output copied through pipes (when stdout is not a file) must not
-	// keep redlock waiting on a descendant that escaped the group.
-	cmd.WaitDelay = time.Second
+	cmd, fg := cfg.command(lock, out)
+	// The guardian kills the group if redlock dies without ending it.
+	guard, err := startGuardian()
+	if err != nil {
+		inv.say("cannot start the guardian process, which kills the command's group if redlock is killed: %v", err)
+		return exitError
+	}
+	defer guard.stand()
 	if err := cmd.Start(); err != nil {
 		code, msg := startFailure(cmd.Path, err)
 		say(stderr, "run", "%s", msg)
@@ -353,21 +359,47 @@ func (cfg *runConfig) supervise(ctx context.Context, lock *redlock.Lock, inv *in
 		defer takeTerminal(os.Stdin)
 	}
 	job := newJob(cmd.Process)
+	if err := guard.watch(cmd.Process.Pid); err != nil {
+		inv.say("the guardian process, which kills the command's group if redlock is killed, is gone (%v): ending the command", err)
+		job.kill()
+	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
+	waitErr, lost := cfg.await(lock, inv, job, exited, sigs)
+	if lost {
+		say(stderr, "run", "lock %q lost while the command ran", cfg.name)
+		return exitLost
+	}
+	return exitStatus(waitErr, stderr)
+}
+
+// await waits while the command runs: it forwards signals, bounds a
+// SIGTERM and a lost lock by --grace, and returns once the command and
+// every process of its group have ended (or were killed), with the
+// command's own result, and whether the lock was lost.
+func (cfg *runConfig) await(lock *redlock.Lock, inv *invocation, job job, exited <-chan error, sigs <-chan os.Signal) (waitErr error, lost bool) {
 	// The lock is held while any process of the command's group lives:
 	// after the command exits, until what it left running in its group
 	// has exited too (polled), as flock(1) holds while an inheritor of
 	// its descriptor lives.
 	var (
-		waitErr      error
 		leaderExited = exited
-		kill         *time.Timer
+		kill         = time.NewTimer(time.Hour) // armed by arm
 		killC        <-chan time.Time
+		armed        bool
 		pollC        <-chan time.Time
 		held         = lock.Done()
 	)
+	kill.Stop()
+	defer kill.Stop()
+	// arm starts --grace, after which the group gets SIGKILL.
+	arm := func() {
+		if !armed {
+			armed, killC = true, kill.C
+			kill.Reset(cfg.grace)
+		}
+	}
 loop:
 	for {
 		select {
@@ -385,30 +417,46 @@ loop:
 			}
 		case sig := <-sigs:
 			job.signal(sig)
+			if sig == syscall.SIGTERM {
+				// A SIGTERM asks for an end within a bound (a
+				// supervisor's, a Pod's grace period): --grace.
+				arm()
+			}
 		case <-held:
 			held = nil
 			if err := lock.Err(); errors.Is(err, redlock.ErrLost) {
 				lost = true
 				inv.say("%v: sending SIGTERM to the command, SIGKILL in %v", err, cfg.grace)
 				job.terminate()
-				kill = time.NewTimer(cfg.grace)
-				defer kill.Stop()
-				killC = kill.C
+				arm()
 			}
 		case <-killC:
 			killC = nil
-			say(stderr, "run", "the command outlived --grace %v: sending SIGKILL", cfg.grace)
+			say(inv.stderr, "run", "the command's group outlived --grace %v after SIGTERM: sending SIGKILL", cfg.grace)
 			job.kill()
 			if leaderExited == nil {
 				break loop // the rest of the group was killed
 			}
 		}
 	}
-	if lost {
-		say(stderr, "run", "lock %q lost while the command ran", cfg.name)
-		return exitLost
-	}
-	return exitStatus(waitErr, stderr)
+	return waitErr, lost
+}
+
+// command is the command to run under the lock: in its own process
+// group, killed if redlock dies, with the terminal when redlock has it (fg:
+// jobAttr; redlock takes the terminal back afterwards), the lock in its
+// environment.
+func (cfg *runConfig) command(lock *redlock.Lock, out *outputs) (cmd *exec.Cmd, fg bool) {
+	cmd = exec.Command(cfg.argv[0], cfg.argv[1:]...)
+	cmd.Env = childEnv(os.Environ(), cfg.name, lockToken(lock))
+	cmd.Stdin = os.Stdin
+	cmd.Stdout, cmd.Stderr = out.child()
+	fg = foregroundTerminal(os.Stdin)
+	cmd.SysProcAttr = jobAttr(fg, os.Stdin)
+	// Output copied through pipes (when stdout is not a file) must not
+	// keep redlock waiting on a descendant that escaped the group.
+	cmd.WaitDelay = time.Second
+	return cmd, fg
 }
 
 // groupPoll is how often run checks whether the command's process group
@@ -458,7 +506,7 @@ func signalStatus(sig os.Signal) int {
 // childEnv is the command's environment: redlock's own, without the
 // credentials, with the lock's variables.
 func childEnv(env []string, name, token string) []string {
-	drop := []string{envPassword, envNodes, envNextNodes, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
+	drop := []string{envPassword, envNodes, envNextNodes, envGuardian, "REDLOCK_NAME", "REDLOCK_TOKEN", "REDLOCK_HELD"}
 	out := make([]string, 0, len(env)+3)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -232,4 +233,55 @@ func heldOn(t *testing.T, name string, servers []*redistest.Server) int {
 		n += int(v)
 	}
 	return n
+}
+
+// TestRunGraceBoundsSIGTERM: a command (and a process it left in its
+// group) that ignores SIGTERM is killed --grace after a SIGTERM to
+// redlock run, which then releases the lock and exits (R2 of issue 49):
+// the bound that a Pod's terminationGracePeriodSeconds needs, whatever
+// the command does with the signal.
+func TestRunGraceBoundsSIGTERM(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	bin := buildCLI(t)
+	const grace = time.Second
+	dir := t.TempDir()
+	ready, pidFile := filepath.Join(dir, "ready"), filepath.Join(dir, "pid")
+	name := "grace-bounds-sigterm"
+	// SIGTERM is ignored by the shell and, inherited, by both sleeps.
+	script := `trap "" TERM; sleep 300 & echo $! > "$2"; touch "$1"; exec sleep 300`
+	cmd := exec.Command(bin, "run", noGuard, wait, "--ttl", "30s", "--grace", grace.String(), "--nodes", nodesFlag(servers...),
+		name, "--", "sh", "-c", script, "sh", ready, pidFile)
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := waitProcess(t, cmd)
+	waitFor(t, "the command to start", func() bool { _, err := os.Stat(ready); return err == nil })
+	waitFor(t, "the lock's key on every node", func() bool { return heldOn(t, name, servers) == len(servers) })
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	err := awaitExit(t, exited, evictionGrace, &out)
+	took := time.Since(start)
+	if got := exitCode(err); got != 128+int(syscall.SIGKILL) {
+		t.Errorf("exit status %d (%v), want %d (the command killed)\n%s", got, err, 128+int(syscall.SIGKILL), out.String())
+	}
+	if took < grace {
+		t.Errorf("run exited %v after SIGTERM, before --grace %v had passed\n%s", took, grace, out.String())
+	}
+	if !strings.Contains(out.String(), "outlived --grace") {
+		t.Errorf("run did not say why it killed the command:\n%s", out.String())
+	}
+	if n := heldOn(t, name, servers); n != 0 {
+		t.Errorf("the lock's key is still on %d of %d nodes after run exited\n%s", n, len(servers), out.String())
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, _ := strconv.Atoi(strings.TrimSpace(string(b))); pid <= 0 || alive(pid) {
+		t.Errorf("the group's other process %d outlived --grace", pid)
+	}
 }

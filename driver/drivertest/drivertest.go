@@ -18,7 +18,8 @@
 // churn, Close), node timeouts and a frozen node (SIGSTOP), refused
 // connections, a node named by a host name that comes back on a new IP
 // address with its data (AddressChange, where 127.0.0.2 and 127.0.0.3
-// can be bound), Info, Masters and sharded notifications on a Redis Cluster,
+// can be bound), a node whose name the test's own DNS server resolves,
+// its A record changed and the old address a blackhole (Reresolve), Info, Masters and sharded notifications on a Redis Cluster,
 // WithReplicaAck on a Redis Cluster with a replica frozen (WAIT reaches the
 // master that ran the write), a waiter woken by a release after its lock's
 // slot moved to another master of a Redis Cluster,
@@ -108,6 +109,12 @@ func Run(t *testing.T, d Driver) {
 			t.Skipf("%s: no Dialing constructor", d.Name)
 		}
 		testAddressChange(t, d)
+	})
+	t.Run("Reresolve", func(t *testing.T) {
+		if d.Dialing == nil {
+			t.Skipf("%s: no Dialing constructor", d.Name)
+		}
+		testReresolve(t, d)
 	})
 	t.Run("EndToEnd", func(t *testing.T) {
 		for _, n := range []int{1, 3} {

@@ -59,7 +59,13 @@ func heard(w *driver.Waiter, channel string, limit time.Duration) bool {
 // not count.
 func hears(t testing.TB, w *driver.Waiter, channel string, publish func()) bool {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	return hearsWithin(t, w, channel, publish, patience)
+}
+
+// hearsWithin is hears with a limit of its own.
+func hearsWithin(t testing.TB, w *driver.Waiter, channel string, publish func(), limit time.Duration) bool {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for time.Now().Before(deadline) {
 		drain(w)
 		w.Heard()

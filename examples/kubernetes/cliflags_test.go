@@ -15,17 +15,19 @@ var redlockFlags = map[string]map[string]bool{
 	"run": {
 		"exclusive": true, "grace": false, "max-ttl": false, "next-nodes": false,
 		"nodes": false, "owner": false, "password-file": false, "prefix": false,
-		"restart-guard": false, "shared": true, "timeout": false, "ttl": false,
-		"wait": false,
+		"restart-guard": false, "shared": true, "timeout": false, "tls-ca": false,
+		"tls-cert": false, "tls-key": false, "ttl": false, "wait": false,
 	},
 	"doctor": {
 		"drift": false, "json": true, "max-ttl": false, "next-nodes": false,
 		"nodes": false, "password-file": false, "prefix": false,
-		"restart-guard": false, "timeout": false, "ttl": false,
+		"restart-guard": false, "timeout": false, "tls-ca": false,
+		"tls-cert": false, "tls-key": false, "ttl": false,
 	},
 	"inspect": {
 		"json": true, "next-nodes": false, "nodes": false, "password-file": false,
-		"prefix": false, "show-owner": true, "timeout": false,
+		"prefix": false, "show-owner": true, "timeout": false, "tls-ca": false,
+		"tls-cert": false, "tls-key": false,
 	},
 }
 
@@ -62,7 +64,21 @@ func parseRedlock(argv []string) (command, error) {
 	if !ok {
 		return c, fmt.Errorf("redlock %s: a command the test does not know (it knows run, doctor and inspect)", c.name)
 	}
-	args, dashes := argv[2:], false
+	args, dashes, err := c.readFlags(argv[2:], known)
+	if err != nil {
+		return c, err
+	}
+	c.args = args
+	if c.name == "run" {
+		return c, c.parseRun(dashes, known)
+	}
+	return c, nil
+}
+
+// readFlags reads the flags at the start of args into c.flags, as Go's
+// flag package does, and returns what follows them, and whether they
+// ended at a "--".
+func (c *command) readFlags(args []string, known map[string]bool) ([]string, bool, error) {
 	for len(args) > 0 {
 		a := args[0]
 		if len(a) < 2 || a[0] != '-' {
@@ -70,43 +86,40 @@ func parseRedlock(argv []string) (command, error) {
 		}
 		args = args[1:]
 		if a == "--" {
-			dashes = true
-			break
+			return args, true, nil
 		}
 		name := strings.TrimPrefix(a[1:], "-")
 		if name == "" || name[0] == '-' || name[0] == '=' {
-			return c, fmt.Errorf("redlock %s: bad flag syntax %q", c.name, a)
+			return nil, false, fmt.Errorf("redlock %s: bad flag syntax %q", c.name, a)
 		}
 		name, value, hasValue := strings.Cut(name, "=")
 		isBool, ok := known[name]
 		switch {
 		case name == "help" || name == "h":
-			return c, fmt.Errorf("redlock %s %s prints its help and exits", c.name, a)
+			return nil, false, fmt.Errorf("redlock %s %s prints its help and exits", c.name, a)
 		case !ok:
-			return c, fmt.Errorf("redlock %s: unknown flag %s (it exits 2)", c.name, a)
+			return nil, false, fmt.Errorf("redlock %s: unknown flag %s (it exits 2)", c.name, a)
 		case isBool && !hasValue:
 			value = "true"
 		case isBool:
 			if _, err := strconv.ParseBool(value); err != nil {
-				return c, fmt.Errorf("redlock %s: %s: not a boolean", c.name, a)
+				return nil, false, fmt.Errorf("redlock %s: %s: not a boolean", c.name, a)
 			}
 		case !hasValue && len(args) == 0:
-			return c, fmt.Errorf("redlock %s: flag %s needs a value", c.name, a)
+			return nil, false, fmt.Errorf("redlock %s: flag %s needs a value", c.name, a)
 		case !hasValue:
 			value, args = args[0], args[1:]
 		}
 		c.flags[name] = value
 	}
-	c.args = args
-	if c.name == "run" {
-		return c, c.parseRun(dashes)
-	}
-	return c, nil
+	return args, false, nil
 }
 
-// parseRun reads run's NAME -- COMMAND, as run does: flags that ended at
-// a "--" (dashes) leave no NAME, and a flag after NAME is refused.
-func (c *command) parseRun(dashes bool) error {
+// parseRun reads run's NAME [flags] [--] COMMAND, as run does: flags that
+// ended at a "--" (dashes) leave no NAME; flags may follow NAME, and end
+// at a "--" or at the first word that is not one (so that "run job ls
+// -l" keeps -l for ls).
+func (c *command) parseRun(dashes bool, known map[string]bool) error {
 	args := c.args
 	if len(args) == 0 {
 		return errors.New("redlock run: no lock NAME and COMMAND")
@@ -114,12 +127,10 @@ func (c *command) parseRun(dashes bool) error {
 	if dashes {
 		return errors.New(`redlock run: no lock NAME before "--"`)
 	}
-	c.lock, args = args[0], args[1:]
-	switch {
-	case len(args) > 0 && args[0] == "--":
-		args = args[1:]
-	case len(args) > 0 && strings.HasPrefix(args[0], "-"):
-		return fmt.Errorf("redlock run: flag %s after the lock name (run refuses it: flags go before NAME)", args[0])
+	c.lock = args[0]
+	args, _, err := c.readFlags(args[1:], known)
+	if err != nil {
+		return err
 	}
 	if len(args) == 0 {
 		return errors.New("redlock run: no COMMAND after the lock name")

@@ -32,8 +32,12 @@ type Proxy struct {
 
 // New starts a proxy on a free port of 127.0.0.1 that forwards to target.
 // The caller must call Close.
-func New(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func New(target string) (*Proxy, error) { return NewAt("127.0.0.1:0", target) }
+
+// NewAt starts a proxy that listens at addr (host:port, a loopback
+// address) and forwards to target. The caller must call Close.
+func NewAt(addr, target string) (*Proxy, error) {
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
