@@ -117,41 +117,13 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 			st.Truncated = true
 			break
 		}
-		rng := rand.New(rand.NewPCG(seed+uint64(i), 0x5eed))
+		p := m.strategy(seed, i)
 		s := init.Clone()
 		steps := append([]Step(nil), pre...)
-		// A third of the schedules choose uniformly; a third give each
-		// actor (connection, client, clock, fault) a random priority and
-		// run the highest enabled one, changing the priority of the one
-		// that ran now and then (PCT-like): that delays one connection for
-		// long while others proceed, which uniform choice rarely does; a
-		// third give each actor a random weight, spread over three orders
-		// of magnitude, and choose among the enabled steps in proportion
-		// (swarm-like): slow actors still move, a step now and then, so
-		// that a request delayed past many others still runs before the
-		// end.
-		prio := map[Step]float64{}
-		mode := i % 3
-		var faults uint32
-		if m.Swarm {
-			faults = rng.Uint32()
-		}
 		for range maxSteps {
-			en := m.Enabled(s)
-			if m.Swarm {
-				en = swarm(en, faults)
-			}
-			if len(en) == 0 {
+			step, ok := p.next(m, s)
+			if !ok {
 				break
-			}
-			var step Step
-			switch mode {
-			case 1:
-				step = pickPrio(rng, en, prio)
-			case 2:
-				step = pickWeighted(rng, en, prio)
-			default:
-				step = pick(rng, en)
 			}
 			steps = append(steps, step)
 			st.Transitions++
@@ -175,14 +147,114 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 	return nil, st
 }
 
+// schedule is how one random schedule chooses its steps. A third of the
+// schedules choose uniformly; a third give each actor (connection,
+// client, clock, fault) a random priority and run the highest enabled
+// one, changing the priority of the one that ran now and then (PCT-like):
+// that delays one connection for long while others proceed, which
+// uniform choice rarely does; a third give each actor a random weight,
+// spread over three orders of magnitude, and choose among the enabled
+// steps in proportion (swarm-like): slow actors still move, a step now
+// and then, so that a request delayed past many others still runs before
+// the end. With Model.Swarm, each schedule also injects its own subset of
+// the kinds of fault, and a fourth of the schedules are partitions: some
+// connections, drawn at random, are cut for an interval of real time each
+// (their requests and replies wait), and the steps are chosen uniformly.
+type schedule struct {
+	rng    *rand.Rand
+	mode   int
+	prio   map[Step]float64
+	swarm  bool
+	faults uint32           // the kinds of fault this schedule injects
+	cuts   map[int][2]int64 // a connection's cut: [from, to) real time
+}
+
+// modes is how many strategies the schedules take in turn.
+func (m *Model) modes() int {
+	if m.Swarm {
+		return 4
+	}
+	return 3
+}
+
+// strategy is schedule i's of a search from seed.
+func (m *Model) strategy(seed uint64, i int) *schedule {
+	p := &schedule{rng: rand.New(rand.NewPCG(seed+uint64(i), 0x5eed)), mode: i % m.modes(), prio: map[Step]float64{}, swarm: m.Swarm}
+	if !m.Swarm {
+		return p
+	}
+	p.faults = p.rng.Uint32()
+	if p.mode == 3 {
+		c := &m.Cfg
+		share := []float64{0.1, 0.25, 0.5}[p.rng.IntN(3)]
+		p.cuts = map[int][2]int64{}
+		for k := range len(c.Clients) * c.Nodes {
+			if p.rng.Float64() < share {
+				from := 10 + p.rng.Int64N(max(c.Horizon-10, 1))
+				p.cuts[k] = [2]int64{from, from + 2 + p.rng.Int64N(16)}
+			}
+		}
+	}
+	return p
+}
+
+// next is the schedule's next step in s (false: none is enabled).
+func (p *schedule) next(m *Model, s *State) (Step, bool) {
+	en := m.Enabled(s)
+	if p.swarm {
+		en = swarm(en, p.faults)
+	}
+	if p.cuts != nil {
+		en = p.cut(m, s, en)
+	}
+	if len(en) == 0 {
+		return Step{}, false
+	}
+	switch p.mode {
+	case 1:
+		return pickPrio(p.rng, en, p.prio), true
+	case 2:
+		return pickWeighted(p.rng, en, p.prio), true
+	}
+	return pick(p.rng, en), true
+}
+
+// cut leaves out the steps of the connections cut at s.T.
+func (p *schedule) cut(m *Model, s *State, en []Step) []Step {
+	out := en[:0]
+	for _, st := range en {
+		if st.Kind == StepProcess || st.Kind == StepDeliver {
+			if c, ok := p.cuts[st.Client*m.Cfg.Nodes+st.Node]; ok && s.T >= c[0] && s.T < c[1] {
+				continue
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
 // swarm leaves out of en the kinds of fault that the schedule's draw
 // faults turned off (swarm testing: each schedule injects its own subset
 // of the faults, each kind with probability 1/2).
 func swarm(en []Step, faults uint32) []Step {
-	group := map[int]uint{StepRestart: 0, StepDataRestart: 1, StepPromote: 2, StepSync: 2, StepSnapshot: 3, StepSnapRestart: 3, StepDup: 4, StepEarly: 5}
-	out := en[:0:0]
+	out := en[:0]
 	for _, st := range en {
-		if g, ok := group[st.Kind]; ok && faults&(1<<g) == 0 {
+		g := -1
+		switch st.Kind {
+		case StepRestart:
+			g = 0
+		case StepDataRestart:
+			g = 1
+		case StepPromote, StepSync:
+			g = 2
+		case StepSnapshot, StepSnapRestart:
+			g = 3
+		case StepDup:
+			g = 4
+		case StepEarly:
+			g = 5
+		}
+		if g >= 0 && faults&(1<<g) == 0 {
 			continue
 		}
 		out = append(out, st)
@@ -367,12 +439,14 @@ func (m *Model) describe(s *State, st Step) string {
 		switch q.Kind {
 		case ReqAcquire:
 			old := d.Fence.V
-			status, x := d.Acquire(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
+			status, x := d.Acquire(env, q.Value, q.Arg, m.guard(q.Actor), c.Mut)
 			switch status {
 			case Taken:
 				return fmt.Sprintf("%s: yes, token %d (counter was %d)", head, x, old)
 			case Held:
 				return fmt.Sprintf("%s: no, held for %d", head, x)
+			case KindError:
+				return head + ": no, the lock family holds the name"
 			}
 			return fmt.Sprintf("%s: recovering for %d", head, x)
 		case ReqFence:
@@ -382,7 +456,7 @@ func (m *Model) describe(s *State, st Step) string {
 			d.Raise(env, q.Arg, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s %d: counter %s -> %d (lock key: %s)", head, q.Arg, old, d.Fence.V, m.owner(s, d.Lock, lock))
 		case ReqRefresh:
-			r := d.Refresh(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
+			r := d.Refresh(env, q.Value, q.Arg, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s: %s", head, []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded"}[r])
 		}
 		return head

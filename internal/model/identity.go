@@ -68,8 +68,21 @@ func addr(ni int, spelling byte) string {
 	return "l" + strconv.Itoa(ni)
 }
 
+// aliasKey names a set spelled one way.
+type aliasKey struct {
+	set      uint64
+	spelling byte
+}
+
 // alias is set's fingerprint by address, as spelling writes the addresses.
 func (m *Model) alias(set uint64, spelling byte) string {
+	if a, ok := m.aliases[aliasKey{set, spelling}]; ok {
+		return a
+	}
+	return m.makeAlias(set, spelling)
+}
+
+func (m *Model) makeAlias(set uint64, spelling byte) string {
 	var members []string
 	for ni := range m.Cfg.Nodes {
 		if set&(1<<ni) != 0 {
@@ -110,6 +123,7 @@ func (m *Model) contact(s *State, ci int) {
 			ids[ni] = s.Nodes[ni].Data.Identify(s.NextID)
 			if ids[ni] == s.NextID {
 				s.NextID++
+				s.Version++
 			}
 		}
 	}

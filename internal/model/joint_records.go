@@ -249,6 +249,7 @@ func (m *Model) processRecord(s *State, ni int, req Msg) Msg {
 		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: Recovering}
 	}
 	n.Data.Conf = recordTwin(n.Data.Conf, now, req.Rec, m.Cfg.Mut.FirstWriterFloor)
+	s.Version++
 	return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, N: now, Recs: n.Data.Conf}
 }
 

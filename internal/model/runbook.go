@@ -72,6 +72,19 @@ func (m *Model) mayStart(s *State, ci int) bool {
 // over: the clients before it that the operator knows of are done, those
 // it forgot run or are done, and the doctor says step 3 (or done).
 func (m *Model) gateOpen(s *State, g int) bool {
+	if s.Gates[g] == 0 {
+		s.Gates[g] = 2
+		if m.gateOpenNow(s, g) {
+			s.Gates[g] = 1
+			if s.Opened[g] == 0 {
+				s.Opened[g] = s.T
+			}
+		}
+	}
+	return s.Gates[g] == 1
+}
+
+func (m *Model) gateOpenNow(s *State, g int) bool {
 	c := &m.Cfg
 	for i, cs := range c.Clients {
 		before := cs.Conf == ConfA || (g == 2 && (cs.Conf == ConfJoint || cs.Conf == ConfB))
@@ -83,11 +96,15 @@ func (m *Model) gateOpen(s *State, g int) bool {
 			return false
 		}
 	}
-	from, to := c.SetA, c.SetB
-	if g == 2 {
-		from, to = c.SetB, c.SetC
+	d := &s.Docs[g]
+	if !d.ok || d.t != s.T || d.version != int64(s.Version) {
+		from, to := c.SetA, c.SetB
+		if g == 2 {
+			from, to = c.SetB, c.SetC
+		}
+		*d = docCache{t: s.T, version: int64(s.Version), step: int(m.doctor(s, from, to).Step), ok: true}
 	}
-	st := m.doctor(s, from, to).Step
+	st := joint.Step(d.step)
 	return st == joint.StepThree || st == joint.StepDone
 }
 

@@ -169,7 +169,10 @@ func (m *Model) clientCan(s *State, ci int) bool {
 	case Won:
 		return true
 	case Holding:
-		return true // refresh, release, hand off, or give up
+		// Refresh, release, hand off, or give up; the keep-alive waits
+		// a TTL/3 between refreshes.
+		cs := &m.Cfg.Clients[ci]
+		return !cs.KeepAlive || c.RefLeft == 0 || s.T >= c.ValidUntil || s.T >= c.Start+cs.TTL/3
 	}
 	return false
 }
@@ -284,6 +287,15 @@ func (m *Model) sendTo(s *State, ci int, msg Msg, mask uint64) {
 // Apply performs step st on s (which it modifies) and returns the first
 // property it breaks, if any.
 func (m *Model) Apply(s *State, st Step) *Violation {
+	v := m.apply(s, st)
+	if v == nil && m.Check != nil {
+		v = m.Check(s)
+	}
+	return v
+}
+
+func (m *Model) apply(s *State, st Step) *Violation {
+	s.Gates = [3]int8{}
 	switch st.Kind {
 	case StepTick:
 		s.T++
@@ -322,6 +334,7 @@ func (m *Model) restart(s *State, st Step) {
 	c := &m.Cfg
 	n := &s.Nodes[st.Node]
 	down := c.RestartTime
+	s.Version++
 	switch st.Kind {
 	case StepRestart:
 		// Nothing is persisted: the data set, its replica's copy and its

@@ -46,6 +46,10 @@ type ClientSpec struct {
 	// Twice: each form is delivered to this client twice, and resumed
 	// again once the first Resume has ended.
 	Twice bool
+	// KeepAlive: the client refreshes a held lock as the keep-alive does
+	// (WithAutoRefresh), a TTL/3 after the round before, not at once;
+	// it may still be paused past that.
+	KeepAlive bool
 	// Spelling is how the client writes its nodes' addresses (identity.go):
 	// 1 is one server reached under another address.
 	Spelling byte
@@ -362,6 +366,24 @@ type State struct {
 	NextID  int // the next node identity (identity.go)
 	Faults  [nFaults]int
 	Forms   []FormRec // handoff forms (handoff.go)
+	// Gates caches whether each step 2 is over (runbook.go) in this
+	// state: 0 not known yet, 1 over, 2 not. Apply forgets it.
+	Gates [3]int8
+	// Docs caches the doctor's readings of each move, valid while the
+	// records, identities and nodes (Version) and the time are those it
+	// read.
+	Docs    [3]docCache
+	Version int
+	// Opened is when each step 2 was first seen over (0: not yet), for
+	// the searches' reports (Model.Observe).
+	Opened [3]int64
+}
+
+// docCache is a doctor's reading and when it was made.
+type docCache struct {
+	t, version int64
+	step       int
+	ok         bool
 }
 
 // Step kinds.
@@ -410,12 +432,24 @@ type Model struct {
 	// Swarm makes each schedule of Random inject a subset of the faults
 	// of the configuration, drawn at its start (swarm testing).
 	Swarm bool
+	// Check, when set, is a property more that every step checks (a
+	// test's probe).
+	Check func(*State) *Violation
+	// aliases are the sets' fingerprints by address (identity.go), made
+	// once.
+	aliases map[aliasKey]string
 }
 
 // New returns a model of cfg.
 func New(cfg Config) *Model {
 	cfg.fill()
-	return &Model{Cfg: cfg}
+	m := &Model{Cfg: cfg, aliases: map[aliasKey]string{}}
+	for _, set := range []uint64{cfg.SetA, cfg.SetB, cfg.SetC, 1<<cfg.Nodes - 1} {
+		for _, sp := range []byte{0, 1} {
+			m.aliases[aliasKey{set, sp}] = m.makeAlias(set, sp)
+		}
+	}
+	return m
 }
 
 // Init is the initial state: nodes up for a while, empty, no record.
