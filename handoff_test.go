@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -264,16 +265,19 @@ func TestResumeRefusesAnotherKind(t *testing.T) {
 	}
 }
 
-// lateRefresh sends l's refresh to every node now, with l's secret: what
-// a refresh of the handing Client, sent before Handoff and delayed in the
-// network, does when it finally runs (the Lock itself sends nothing after
-// Handoff). It reports what each node did.
-func lateRefresh(t *testing.T, l *Lock) []script.RefreshResult {
+// lateRefresh sends l's refresh to every node now, with l's secret and
+// the token token: what a refresh of the handing Client, sent before
+// Handoff and delayed in the network, does when it finally runs (the Lock
+// itself sends nothing after Handoff). With l's own token it is this
+// version's; with math.MaxInt64, above every counter, it re-seeds as a
+// Client of a version before issue 44 did, whose refresh carried no token.
+// It reports what each node did.
+func lateRefresh(t *testing.T, l *Lock, token int64) []script.RefreshResult {
 	t.Helper()
 	e := l.e
 	var out []script.RefreshResult
 	for i, n := range e.nodes {
-		r, err := l.sp.kind.refresh(l.keys.on(e, i), &l.secret, l.ttl).Run(context.Background(), n.Conn, e.guard(i))
+		r, err := l.sp.kind.refresh(l.keys.fenced(e, i, l.keys.fence()), &l.secret, token, l.ttl).Run(context.Background(), n.Conn, e.guard(i))
 		if err != nil {
 			t.Fatalf("node %d: the late refresh: %v", i, err)
 		}
@@ -348,7 +352,21 @@ func TestResumeAfterALaterHolder(t *testing.T) {
 					// late refresh comes after every node did.
 					waitGone(t, cl, l)
 				}
-				for i, r := range lateRefresh(t, l) {
+				if between {
+					// The other holder's release retired the form's token:
+					// this version's late refresh re-creates nothing.
+					for i, r := range lateRefresh(t, l, l.Token()) {
+						if r != script.Retired {
+							t.Fatalf("node %d: the late refresh after another holder did %v, want Retired", i, r)
+						}
+					}
+				}
+				// Re-created as a Client before issue 44 does it: this
+				// version's refresh does not re-seed where a later holder's
+				// vote or release put the counter past the form's token
+				// (nor on a node whose counter was ahead of it), and the
+				// claim's own check must refuse the re-created lock.
+				for i, r := range lateRefresh(t, l, math.MaxInt64) {
 					if r != script.Reseeded {
 						t.Fatalf("node %d: the late refresh did %v, want a re-seed", i, r)
 					}

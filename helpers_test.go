@@ -210,6 +210,17 @@ func (f aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // acquire.lua has three keys and seven arguments, fence.lua one key (the
 // fencing counter) and two arguments.
 func isAcquire(cmd redis.Cmder) bool { return len(cmd.Args()) == 13 }
+
+// isRelease recognises release.lua by its shape: two keys (the lock's and
+// its fencing counter's) and four arguments. It returns the lock's key and
+// the publishing flag ("" for a clean-up, which publishes nothing).
+func isRelease(cmd redis.Cmder) (key, flag string, ok bool) {
+	args := cmd.Args()
+	if len(args) != 9 || !strings.HasSuffix(fmt.Sprint(args[4]), ":fence") {
+		return "", "", false
+	}
+	return fmt.Sprint(args[3]), fmt.Sprint(args[6]), true
+}
 func isFence(cmd redis.Cmder) bool {
 	args := cmd.Args()
 	return len(args) == 6 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence")

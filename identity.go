@@ -154,17 +154,21 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 		// a silent node once a quorum of them answered: then at most
 		// twice the slowest answer so far, and 10 ms, more (one server
 		// under two addresses answers both at about the same time).
-		// The rest are learned when they answer.
-		e.firstContact(ctx, ended, len(ask), timeout)
+		// The rest are learned when they answer. With configuration
+		// records it waits for every node up to the node timeout: a
+		// node not identified makes the records' reading conservative
+		// (joint.Sets.Known), which refuses to lock beside a move.
+		e.firstContact(ctx, ended, len(ask), timeout, !e.cfg.noRecords)
 		close(first)
 	}
 	return s.result()
 }
 
 // firstContact waits for the first contact's n requests, which report
-// their round trips on ended: until all ended, or a quorum of them ended
-// and the grace after it passed, or the node timeout, or ctx ends.
-func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n int, timeout time.Duration) {
+// their round trips on ended: until all ended, or (unless every) a quorum
+// of them ended and the grace after it passed, or the node timeout, or
+// ctx ends.
+func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n int, timeout time.Duration, every bool) {
 	deadline := time.NewTimer(timeout + 10*time.Millisecond)
 	defer deadline.Stop()
 	var grace <-chan time.Time
@@ -174,7 +178,7 @@ func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n
 		case rtt := <-ended:
 			got++
 			slowest = max(slowest, rtt)
-			if got >= n/2+1 && got < n {
+			if !every && got >= n/2+1 && got < n {
 				g := time.NewTimer(2*slowest + 10*time.Millisecond)
 				defer g.Stop()
 				grace = g.C

@@ -52,10 +52,12 @@ type kind interface {
 	quorum(n int, proto *script.Hold) int
 	// acquire, refresh and release are the lock's calls on one node
 	// (release publishes on the lock's channel when publish is set; a
-	// Redis Cluster node is sharded): the kind picks the script.
+	// Redis Cluster node is sharded): the kind picks the script. A
+	// refresh carries the lock's token (its re-seed is refused where the
+	// counter is above it), and a release retires it (rt).
 	acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard) script.Call
-	refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem
-	release(key string, s *secret, publish, sharded bool) script.Call
+	refresh(k script.Keys, s *secret, token int64, ttl time.Duration) script.RefreshItem
+	release(key string, s *secret, rt script.Retire, publish, sharded bool) script.Call
 	// enough is the acquire round's vote rule beyond the count of
 	// yes-votes (quorum.Round.Enough); nil when the count decides.
 	enough(s *secret, q quorum.Rule) func([]quorum.Reply[script.Acquired]) bool
@@ -272,12 +274,12 @@ func (plain) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guard
 	return script.AcquireCall(k, s.args, ttl, g)
 }
 
-func (plain) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.RefreshItem{Keys: k, Value: s.id, TTL: ttl, Boxed: s.args}
+func (plain) refresh(k script.Keys, s *secret, token int64, ttl time.Duration) script.RefreshItem {
+	return script.RefreshItem{Keys: k, Value: s.id, Token: token, TTL: ttl, Boxed: s.args}
 }
 
-func (plain) release(_ string, s *secret, publish, sharded bool) script.Call {
-	return script.ReleaseCall(s.args, publish, sharded)
+func (plain) release(_ string, s *secret, rt script.Retire, publish, sharded bool) script.Call {
+	return script.ReleaseCall(s.args, rt, publish, sharded)
 }
 
 func (plain) check(key string, _ *secret) [][]any { return [][]any{{"GET", key}, {"PTTL", key}} }
@@ -356,12 +358,12 @@ func (family) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 	return script.FamilyAcquireCall(k, *s.hold, ttl, g)
 }
 
-func (family) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.FamilyRefresh(k, s.hold, ttl)
+func (family) refresh(k script.Keys, s *secret, token int64, ttl time.Duration) script.RefreshItem {
+	return script.FamilyRefresh(k, s.hold, token, ttl)
 }
 
-func (family) release(key string, s *secret, publish, sharded bool) script.Call {
-	return script.FamilyReleaseCall(key, *s.hold, releaseChannel(key, publish), sharded)
+func (family) release(key string, s *secret, rt script.Retire, publish, sharded bool) script.Call {
+	return script.FamilyReleaseCall(key, *s.hold, rt, releaseChannel(key, publish), sharded)
 }
 
 // enough: an exclusive hold whose votes found the owner's lock waits for
@@ -529,12 +531,12 @@ func (permit) acquire(k script.Keys, s *secret, ttl time.Duration, g script.Guar
 	return script.PermitAcquireCall(k, *s.hold, ttl, g)
 }
 
-func (permit) refresh(k script.Keys, s *secret, ttl time.Duration) script.RefreshItem {
-	return script.PermitRefresh(k, s.hold, ttl)
+func (permit) refresh(k script.Keys, s *secret, token int64, ttl time.Duration) script.RefreshItem {
+	return script.PermitRefresh(k, s.hold, token, ttl)
 }
 
-func (permit) release(key string, s *secret, publish, sharded bool) script.Call {
-	return script.PermitReleaseCall(key, *s.hold, releaseChannel(key, publish), sharded)
+func (permit) release(key string, s *secret, rt script.Retire, publish, sharded bool) script.Call {
+	return script.PermitReleaseCall(key, *s.hold, rt, releaseChannel(key, publish), sharded)
 }
 
 func (permit) probe(key string) [][]any { return [][]any{{"HGETALL", key}, {"TIME"}} }

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -33,7 +32,7 @@ func TestLateYesAfterReleaseIsReleased(t *testing.T) {
 		if _, err := script.Acquire(ctx, goredis.New(late), warm, "x", time.Second, script.Guard{Mode: '0', FenceTTL: time.Hour}, script.Ack{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := script.Release(ctx, goredis.New(late), warm.Lock, "x", false, false); err != nil {
+		if _, err := script.Release(ctx, goredis.New(late), warm.Lock, "x", script.Retire{Fence: warm.Fence}, false, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -42,7 +41,7 @@ func TestLateYesAfterReleaseIsReleased(t *testing.T) {
 	// the answer's own clean-up (release.lua without publishing).
 	var releases, resumedAt atomic.Int64
 	late.AddHook(onEval(func(cmd redis.Cmder, err error) {
-		if args := cmd.Args(); err == nil && len(args) == 6 && fmt.Sprint(args[3]) == "{redlock:late-release}" && resumedAt.Load() != 0 {
+		if key, _, ok := isRelease(cmd); err == nil && ok && key == "{redlock:late-release}" && resumedAt.Load() != 0 {
 			releases.Add(1)
 		}
 	}))
@@ -86,15 +85,16 @@ func TestReleaseWaitsForTheAcquiresLateAnswer(t *testing.T) {
 	var acquired atomic.Bool
 	var withChannel, cleanups atomic.Int32
 	cl.clients[2].AddHook(onEval(func(cmd redis.Cmder, err error) {
-		switch args := cmd.Args(); {
+		key, flag, release := isRelease(cmd)
+		switch {
 		case err != nil:
-		case len(args) > 6 && !acquired.Load():
+		case isAcquire(cmd) && !acquired.Load():
 			// The acquire ran on the node; its answer comes late.
 			time.Sleep(300 * time.Millisecond)
 			acquired.Store(true)
-		case len(args) != 6 || fmt.Sprint(args[3]) != "{redlock:late-answer}":
+		case !release || key != "{redlock:late-answer}":
 			// Not a release of the lock (a fencing round's raise).
-		case fmt.Sprint(args[5]) == "":
+		case flag == "":
 			cleanups.Add(1)
 		default:
 			withChannel.Add(1)
@@ -145,9 +145,10 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	var cleaned atomic.Int32
 	late.AddHook(onEval(func(cmd redis.Cmder, _ error) {
 		if a, ok := cmd.(*redis.Cmd); ok && a.Err() == nil {
-			if n, err := a.Int64(); err == nil && n&1 == 1 && len(a.Args()) > 3 &&
-				fmt.Sprint(a.Args()[len(a.Args())-1]) == "" { // a clean-up: no publishing
-				cleaned.Add(1) // deleted + 2 x receivers from release.lua: deleted
+			if _, flag, ok := isRelease(cmd); ok && flag == "" { // a clean-up: no publishing
+				if n, err := a.Int64(); err == nil && n&1 == 1 {
+					cleaned.Add(1) // deleted + 2 x receivers from release.lua: deleted
+				}
 			}
 		}
 	}))

@@ -28,13 +28,14 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 	l.mu.Unlock()
 	timeout := e.cfg.nodeTimeoutFor(ttl)
 	newValid := start.Add(e.cfg.validity(ttl))
+	fence := l.keys.fence()
 	round := quorum.Round[script.RefreshResult]{
 		Nodes:   e.nodes,
 		Quorum:  *l.quorum,
 		Timeout: timeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-			return l.sp.kind.refresh(l.keys.on(e, n.Index), &l.secret, ttl).Run(ctx, n.Conn, e.guard(n.Index))
+			return l.sp.kind.refresh(l.keys.fenced(e, n.Index, fence), &l.secret, l.token, ttl).Run(ctx, n.Conn, e.guard(n.Index))
 		},
 		Agree: script.RefreshResult.Agrees,
 		Settle: func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
@@ -54,7 +55,7 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 // It returns Refresh's error.
 func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.RefreshResult], start time.Time, ttl time.Duration, why string, timeout time.Duration, newValid time.Time, auto bool) error {
 	e := l.e
-	refusedBy := certainlyNotOurs(l, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner }, everyNode)
+	refusedBy := certainlyNotOurs(l, res.Replies, func(r script.RefreshResult) bool { return r == script.NotOwner || r == script.Retired }, everyNode)
 	yes := func(i int) bool { return res.Replies[i].Yes }
 	err := l.applyRefresh(start, ttl, timeout, newValid, res.Won, refusedBy, yes)
 	if err == nil && !res.Won {
@@ -133,7 +134,8 @@ func refreshItems(e *engine, plans []refreshPlan) (itemsOf func(node int) []scri
 		if it := at(i); *it == nil {
 			*it = make([]script.RefreshItem, len(plans))
 			for j, p := range plans {
-				(*it)[j] = p.l.sp.kind.refresh(p.l.keys.on(e, i), &p.l.secret, p.ttl)
+				k := p.l.keys.fenced(e, i, p.l.keys.fence())
+				(*it)[j] = p.l.sp.kind.refresh(k, &p.l.secret, p.l.token, p.ttl)
 			}
 		}
 	}
@@ -203,7 +205,8 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 
 func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, confirmed uint64) error {
 	e := l.e
-	plain := l.sp.kind.release(l.keys.key, &l.secret, true, false)
+	rt := l.retire()
+	plain := l.sp.kind.release(l.keys.key, &l.secret, rt, true, false)
 	round := quorum.Round[script.Released]{
 		Nodes:   e.nodes,
 		Quorum:  *l.quorum,
@@ -237,7 +240,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 			}
 			call := plain
 			if n.Cluster {
-				call = l.sp.kind.release(l.keys.key, &l.secret, true, true)
+				call = l.sp.kind.release(l.keys.key, &l.secret, rt, true, true)
 			}
 			return call.Release(ctx, n.Conn)
 		},
@@ -261,6 +264,14 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 	return quorumError(e, *l.quorum, "release", res, sentinel, func(script.Released) error { return ErrNotOwner })
 }
 
+// retire is what the lock's release needs to retire its token on a node
+// (script.Retire): its counter, its token (0 until the lock is granted,
+// for the clean-up of an attempt, which retires nothing) and the counter's
+// expiry, the same on every node.
+func (l *Lock) retire() script.Retire {
+	return script.Retire{Fence: l.keys.fence(), Token: l.token, Guard: l.e.guard(0)}
+}
+
 // releaseNode deletes the lock's key (its hold) on one node; used for
 // clean-up, its outcome only matters to the node's health.
 func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
@@ -272,7 +283,7 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 		Force:   true,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			r, err := l.sp.kind.release(l.keys.key, &l.secret, false, false).Release(ctx, n.Conn)
+			r, err := l.sp.kind.release(l.keys.key, &l.secret, l.retire(), false, false).Release(ctx, n.Conn)
 			return r.Deleted, err
 		},
 		Agree: func(ok bool) bool { return ok },
@@ -282,8 +293,11 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 
 // disagreeRefresh is the per-node reason of a refresh's no.
 func disagreeRefresh(r script.RefreshResult) error {
-	if r == script.NotReseeded {
+	switch r {
+	case script.NotReseeded:
 		return fmt.Errorf("%w: the key is gone and the node may not take it back yet", ErrNodeRecovering)
+	case script.Retired:
+		return fmt.Errorf("%w: the key is gone, and the node's fencing counter is past the lock's token (the lock was released there, or the node voted for a later lock): not taken back", ErrNotOwner)
 	}
 	return ErrHeld
 }
@@ -299,9 +313,11 @@ const everyNode = ^uint64(0)
 // the one rule for a lock that the nodes say is no longer held, used by a
 // refresh, manual or automatic (refreshDone), and by Release:
 //
-//   - A refresh's NotOwner means another owner's value is on the node (a
-//     missing key is re-seeded, or on a recovering node answered
-//     NotReseeded, which is no refusal): every node counts.
+//   - A refresh's NotOwner means another owner's value is on the node,
+//     and Retired a missing key that the node will not take back (its
+//     counter is past the lock's token, and never goes back); a missing
+//     key is otherwise re-seeded, or on a recovering node answered
+//     NotReseeded, which is no refusal: every node counts.
 //   - A release's "not deleted" also covers a missing key, which a node
 //     whose acquire or refresh had not answered in time may simply not have
 //     received yet: only the nodes that confirmed the lock count.

@@ -73,7 +73,7 @@ func testCluster(t *testing.T, d Driver) {
 		if replies[0].Val != "mine" || replies[0].Err != nil || replies[1].Err != nil || replies[2].Val != "OK" {
 			t.Fatalf("Pipe on one slot: %+v", replies)
 		}
-		rel, err := script.Release(ctx, n, lk, "mine", true, true)
+		rel, err := script.Release(ctx, n, lk, "mine", script.Retire{Fence: keys.Fence(lk)}, true, true)
 		if err != nil || !rel.Deleted {
 			t.Fatalf("Release (SPUBLISH) on the cluster: %+v, %v", rel, err)
 		}

@@ -249,7 +249,7 @@ func testScripts(t *testing.T, d Driver) {
 	defer hub.Unsubscribe(channel, w)
 	do(t, n, "SET", keys.Waiters(lockKey), "1", "PX", 60000)
 	flush()
-	rel, err := script.Release(ctx, n, lockKey, "mine", true, false)
+	rel, err := script.Release(ctx, n, lockKey, "mine", script.Retire{Fence: keys.Fence(lockKey)}, true, false)
 	if err != nil || !rel.Deleted || rel.Receivers != 1 {
 		t.Fatalf("Release after SCRIPT FLUSH: %+v, %v; want deleted, heard by 1", rel, err)
 	}
@@ -259,7 +259,7 @@ func testScripts(t *testing.T, d Driver) {
 	if !hub.Subscribed(channel) {
 		t.Error("Subscribed is false for a confirmed subscription")
 	}
-	rel, err = script.Release(ctx, n, lockKey, "mine", true, false)
+	rel, err = script.Release(ctx, n, lockKey, "mine", script.Retire{Fence: keys.Fence(lockKey)}, true, false)
 	if err != nil || rel.Deleted {
 		t.Fatalf("second Release: %+v, %v; want not deleted", rel, err)
 	}

@@ -218,9 +218,10 @@ func (d *Data) Seal(env Env, token int64, owner int, g Guard, m Mutations) {
 	}
 }
 
-// FamRefresh is familyrefresh.lua: Extended, Reseeded, NotOwner,
-// NotReseeded, or ScriptError on a plain lock. token is recorded by a
-// re-seed only with the ReseedRecordsToken mutant.
+// FamRefresh is familyrefresh.lua for a hold of fencing token token:
+// Extended, Reseeded (in a new hash, or beside the holds of its mode and
+// owner), NotOwner, NotReseeded, Retired, or ScriptError on a plain lock.
+// token is recorded by a re-seed only with the ReseedRecordsToken mutant.
 func (d *Data) FamRefresh(env Env, mode byte, owner, hold int, ttl, token int64, g Guard, m Mutations) int {
 	d.expire(env)
 	now := env.Now
@@ -228,53 +229,67 @@ func (d *Data) FamRefresh(env Env, mode byte, owner, hold int, ttl, token int64,
 		return ScriptError
 	}
 	f := &d.Fam
-	if !d.live(now) {
-		if rec, _ := d.Epoch(env, g, m); rec > 0 {
-			return NotReseeded
-		}
-		*f = Family{OK: true, Mode: mode}
-		if mode == 'w' {
-			f.Owner = owner
-			if m.ReseedRecordsToken {
-				f.T = token
-			}
-		}
-		f.setHold(hold, now+ttl)
-		f.Exp = now + ttl
-		return Reseeded
-	}
-	if f.Mode != mode || (mode == 'w' && f.Owner != owner) {
+	cur := d.live(now)
+	if cur && (f.Mode != mode || (mode == 'w' && f.Owner != owner)) {
 		return NotOwner
 	}
-	if exp, ok := f.Hold(hold); !ok || exp < now+ttl {
-		f.setHold(hold, now+ttl)
+	if exp, ok := f.Hold(hold); cur && ok {
+		if exp < now+ttl {
+			f.setHold(hold, now+ttl)
+		}
+		f.pexpire(now, ttl)
+		return Extended
 	}
-	f.pexpire(now, ttl)
-	return Extended
+	// A re-seed: a vote.
+	if d.retired(token, m) {
+		return Retired
+	}
+	if rec, _ := d.Epoch(env, g, m); rec > 0 && !(cur && m.HoldReseedUnguarded) {
+		return NotReseeded
+	}
+	if cur {
+		f.setHold(hold, now+ttl)
+		f.pexpire(now, ttl)
+		return Reseeded
+	}
+	*f = Family{OK: true, Mode: mode}
+	if mode == 'w' {
+		f.Owner = owner
+		if m.ReseedRecordsToken {
+			f.T = token
+		}
+	}
+	f.setHold(hold, now+ttl)
+	f.Exp = now + ttl
+	return Reseeded
 }
 
-// FamRelease is familyrelease.lua: it reports whether the hold was ours
-// and is gone now, and whether the release publishes (a channel, the lock
-// free now, the waiters mark there, which it takes). ok is false when the
-// script fails on a plain lock.
-func (d *Data) FamRelease(env Env, mode byte, owner, hold int, channel bool) (deleted, published, ok bool) {
+// FamRelease is familyrelease.lua for a hold of fencing token token: it
+// reports whether the hold was ours and is gone now, and whether the
+// release publishes (a channel, the lock free now, the waiters mark there,
+// which it takes). Unless the lock is another mode's or owner's, it
+// retires the token. ok is false when the script fails on a plain lock.
+func (d *Data) FamRelease(env Env, mode byte, owner, hold int, token int64, channel bool, g Guard, m Mutations) (deleted, published, ok bool) {
 	d.expire(env)
 	if d.Lock.Owner != 0 {
 		return false, false, false
 	}
 	f := &d.Fam
+	free := true
 	if d.live(env.Now) {
 		if f.Mode != mode || (mode == 'w' && f.Owner != owner) {
 			return false, false, true
 		}
 		n := f.NHolds()
 		deleted = f.delHold(hold)
-		if !deleted || n > 1 {
-			return deleted, false, true
+		if deleted && n == 1 {
+			d.Fam = Family{}
+		} else {
+			free = false
 		}
-		d.Fam = Family{}
 	}
-	if !channel || !d.Waiters.OK {
+	d.retire(env, token, g, m)
+	if !free || !channel || !d.Waiters.OK {
 		return deleted, false, true
 	}
 	d.Waiters = Mark{}

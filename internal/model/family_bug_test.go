@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -131,7 +132,11 @@ func staleSealHeld() (Config, []Step) {
 // TestFamilyStaleSealSchedule replays staleSeal and staleSealHeld: with
 // the seal rule of seal.lua, no property breaks; with the old rule (the
 // SealRecordsUnrecorded mutant), both grant B's re-entry a token below
-// C's, granted before it.
+// C's, granted before it. A's late refresh re-seeds as a Client before
+// issue 44 sends it, whatever the counter (ReseedIgnoresToken): during an
+// upgrade, the seal's rule must hold against it. This version's refresh
+// does not re-seed there (C's vote and release put the counter past A's
+// token), and then even the old rule breaks nothing.
 func TestFamilyStaleSealSchedule(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -142,6 +147,7 @@ func TestFamilyStaleSealSchedule(t *testing.T) {
 			// The schedules decide B's first round at its first quorum,
 			// as the client did before its wait for agreeing votes (family.enough).
 			cfg.Mut.DecideAtQuorum = true
+			cfg.Mut.ReseedIgnoresToken = true
 			m := New(cfg)
 			if steps, v := m.Replay(s); v != nil {
 				t.Fatalf("%s", m.Explain(steps, v))
@@ -153,6 +159,11 @@ func TestFamilyStaleSealSchedule(t *testing.T) {
 				t.Fatalf("old seal rule: %v, want a token inversion", v)
 			}
 			t.Logf("old seal rule:\n%s", m.Explain(steps, v))
+			cfg.Mut.ReseedIgnoresToken = false
+			m = New(cfg)
+			if steps, v := m.Replay(s); v != nil {
+				t.Fatalf("old seal rule, this version's refresh: %s", m.Explain(steps, v))
+			}
 		})
 	}
 }
@@ -182,7 +193,7 @@ func newSealBench(t *testing.T) *sealBench {
 	for n, v := range []int64{base, base + 1024, base - 1024} {
 		// The record first (a fresh server recovers), then the counter.
 		b.acq(n, script.Hold{Mode: 'r', ID: "warm"})
-		b.release(script.Hold{Mode: 'r', ID: "warm"}, n)
+		b.release(script.Hold{Mode: 'r', ID: "warm"}, 0, n)
 		if err := b.nodes[n].Set(b.ctx, b.k.Fence, v, time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -217,21 +228,24 @@ func (b *sealBench) seal(token int64, owner string, ns ...int) {
 	}
 }
 
-func (b *sealBench) release(h script.Hold, ns ...int) {
+// release runs familyrelease.lua for h, of token token (0: retire none),
+// on nodes ns.
+func (b *sealBench) release(h script.Hold, token int64, ns ...int) {
 	b.t.Helper()
+	rt := script.Retire{Fence: b.k.Fence, Token: token, Guard: b.g}
 	for _, n := range ns {
-		if _, err := script.FamilyReleaseCall(b.k.Lock, h, "", false).Release(b.ctx, goredis.New(b.nodes[n])); err != nil {
+		if _, err := script.FamilyReleaseCall(b.k.Lock, h, rt, "", false).Release(b.ctx, goredis.New(b.nodes[n])); err != nil {
 			b.t.Fatal(err)
 		}
 	}
 }
 
-// refresh runs familyrefresh.lua for h on node n with ttl; it must give
-// want.
-func (b *sealBench) refresh(h script.Hold, ttl time.Duration, want script.RefreshResult, ns ...int) {
+// refresh runs familyrefresh.lua for h of token token on nodes ns with
+// ttl; it must give want.
+func (b *sealBench) refresh(h script.Hold, token int64, ttl time.Duration, want script.RefreshResult, ns ...int) {
 	b.t.Helper()
 	for _, n := range ns {
-		r, err := script.FamilyRefresh(b.k, &h, ttl).Run(b.ctx, goredis.New(b.nodes[n]), b.g)
+		r, err := script.FamilyRefresh(b.k, &h, token, ttl).Run(b.ctx, goredis.New(b.nodes[n]), b.g)
 		if err != nil || r != want {
 			b.t.Fatalf("%s's refresh on n%d: %v %v, want %v", h.ID, n+1, r, err, want)
 		}
@@ -265,7 +279,7 @@ func (b *sealBench) grantC(ns ...int) int64 {
 	if sealC {
 		b.seal(tC, "X", ns...)
 	}
-	b.release(holdC, ns...)
+	b.release(holdC, tC, ns...)
 	return tC
 }
 
@@ -300,8 +314,12 @@ func TestFamilyStaleSealScripts(t *testing.T) {
 	tC := b.grantC(0, 1)
 	t.Logf("A granted %d; B sealing %d (delayed); C granted %d and released", tA, tB, tC)
 	// The late requests: A's refresh re-seeds n1 and n3, then B's acquire
-	// (n3) and seal (n1, n3) arrive.
-	b.refresh(holdA, sealTTL, script.Reseeded, 0, 2)
+	// (n3) and seal (n1, n3) arrive. This version's refresh finds A's
+	// token retired on n1 (C voted and released there); a Client's before
+	// issue 44 re-seeds (a token above every counter), and the seal's rule
+	// must hold against it.
+	b.refresh(holdA, tA, sealTTL, script.Retired, 0)
+	b.refresh(holdA, math.MaxInt64, sealTTL, script.Reseeded, 0, 2)
 	b.acq(2, holdB)
 	b.seal(tB, "P1", 0, 2)
 	b.checkReentry(tC)
@@ -325,12 +343,13 @@ func TestFamilyStaleSealHeldScripts(t *testing.T) {
 		t.Fatalf("B: token %d without a seal", tB)
 	}
 	b.seal(tB, "P1", 0) // on time at n1 only
-	b.refresh(holdA, 10*time.Second, script.Extended, 0)
+	b.refresh(holdA, tA, 10*time.Second, script.Extended, 0)
 	// Every hold but A's on n1 expires.
 	time.Sleep(sealTTL + 50*time.Millisecond)
 	tC := b.grantC(1, 2)
 	t.Logf("A granted %d; B sealing %d (on time at n1 only); C granted %d and released", tA, tB, tC)
-	b.refresh(holdA, sealTTL, script.Reseeded, 2)
+	b.refresh(holdA, tA, sealTTL, script.Retired, 2)
+	b.refresh(holdA, math.MaxInt64, sealTTL, script.Reseeded, 2) // a Client's before issue 44
 	b.acq(2, holdB)
 	b.seal(tB, "P1", 2)
 	b.checkReentry(tC)

@@ -28,6 +28,10 @@ type famDiff struct {
 	c   *redis.Client
 	m   Data
 	log []string
+	// mut is the twin's mutation (TestTwinMutantsDisagree); failed, when
+	// set, is where a disagreement is reported instead of failing t.
+	mut    Mutations
+	failed *string
 }
 
 func (p *famDiff) now() int64 {
@@ -135,28 +139,63 @@ func (p *famDiff) step(name string, real func() string, model func(d *Data, now 
 	}
 	d := p.m
 	want := model(&d, t0)
-	p.t.Fatalf("model and scripts disagree on %s\nnode:  %s, %s\nmodel: %s, %s\nlast operations:\n  %s",
+	msg := fmt.Sprintf("model and scripts disagree on %s\nnode:  %s, %s\nmodel: %s, %s\nlast operations:\n  %s",
 		name, got, after, want, famModelState(d, t1), strings.Join(p.log, "\n  "))
+	if p.failed != nil {
+		*p.failed = msg
+		return
+	}
+	p.t.Fatal(msg)
+}
+
+// stopped reports whether a disagreement was reported (failed).
+func (p *famDiff) stopped() bool { return p.failed != nil && *p.failed != "" }
+
+// recoveringGuard makes a node started in the test recover throughout
+// it: a re-seed there answers NotReseeded (every re-seed is a vote).
+var (
+	recoveringGuard      = script.Guard{MaxTTL: 10 * time.Minute, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour}.Prepared()
+	recoveringModelGuard = Guard{MaxTTL: 600_000, Delta: 50, Mode: '1', FenceTTL: 3_600_000}
+)
+
+// diffToken picks a hold's token for a refresh or a release around the
+// counter as the model has it, or 0 (a clean-up's release).
+func diffToken(rng *rand.Rand, d Data) int64 {
+	v := d.Fence.V
+	return []int64{v - 1, v, v, v + 1, 0}[rng.IntN(5)]
 }
 
 // TestFamilyModelMatchesScripts runs random operations of the lock family
 // on a real redis-server through internal/script and on the model's node
 // (family.go) side by side: write holds of two reentrant owners and of
 // exclusive writers, read holds, seals with tokens around the counter and
-// for either owner, refreshes (re-seeds included), releases, holds aged
-// past their expiry, counters gone (expired) and plain locks on the name.
-// The replies (status, token, whether the owner's lock was there, the
-// counter a re-entry reports) and the hash (mode, owner, recorded token,
-// live holds), the writer's mark and the counter must agree. The guard is
-// off (floor 0): TestModelMatchesScripts covers the guard.
+// for either owner, refreshes (re-seeds included, with tokens around the
+// counter, and on a node that recovers for some), releases (retiring
+// tokens around the counter), holds aged past their expiry, counters gone
+// (expired) and plain locks on the name. The replies (status, token,
+// whether the owner's lock was there, the counter a re-entry reports) and
+// the hash (mode, owner, recorded token, live holds), the writer's mark
+// and the counter must agree. Acquires and seals run with the guard off
+// (floor 0): TestModelMatchesScripts covers the guard.
 func TestFamilyModelMatchesScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0].Client()
 	defer srv.Close()
 	p := &famDiff{t: t, ctx: context.Background(), c: srv}
 	rng := rand.New(rand.NewPCG(diffSeedOf(t), 0xfa))
 	cover := map[string]int{}
-	const ttl = 60_000 // holds expire only when aged
-	for range 3000 {
+	p.run(rng, 3000, cover)
+	t.Logf("coverage: %v", cover)
+	for _, branch := range []string{"taken", "held", "re-entry", "aged", "plain", "kind", "counter expired", "re-entry, counter missing", "seal onto a missing counter",
+		"refresh 0", "refresh 1", "refresh 2", "refresh 3", "refresh 4", "re-seed beside other holds", "release retired the token"} {
+		if cover[branch] == 0 {
+			t.Errorf("branch %q never taken", branch)
+		}
+	}
+}
+
+// run plays n random operations (fewer once a disagreement is reported).
+func (p *famDiff) run(rng *rand.Rand, n int, cover map[string]int) {
+	for i := 0; i < n && !p.stopped(); i++ {
 		id := 1 + rng.IntN(5)
 		mode, owner := byte('w'), 1+rng.IntN(2)
 		switch rng.IntN(4) {
@@ -166,131 +205,169 @@ func TestFamilyModelMatchesScripts(t *testing.T) {
 			owner = 1<<20 + id // an exclusive writer
 		}
 		hold := script.Hold{Mode: mode, Owner: famOwner(owner), ID: "h" + strconv.Itoa(id)}
-		label := fmt.Sprintf("%c %s %s", mode, hold.Owner, hold.ID)
 		switch op := rng.IntN(25); {
 		case op < 9:
-			p.step("acquire "+label, func() string {
-				a, err := script.FamilyAcquireCall(famKeys, hold, ttl*time.Millisecond, permitGuard).Acquire(p.ctx, goredis.New(p.c), script.Ack{})
-				switch {
-				case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
-					cover["kind"]++
-					return "kind"
-				case err != nil:
-					t.Fatal(err)
-				case a.Status == script.Taken && a.Existed:
-					cover["re-entry"]++
-					if !p.m.Fence.OK {
-						cover["re-entry, counter missing"]++
-					}
-					return fmt.Sprintf("re-entry t=%d counter %d", a.Token, a.Counter)
-				case a.Status == script.Taken:
-					cover["taken"]++
-					return fmt.Sprintf("taken %d", a.Token)
-				}
-				cover["held"]++
-				return "held"
-			}, func(d *Data, now int64) string {
-				status, token, existed, counter := d.FamAcquire(Env{Now: now}, mode, owner, id, ttl, modelGuard, Mutations{})
-				switch {
-				case status == KindError:
-					return "kind"
-				case status == Taken && existed:
-					return fmt.Sprintf("re-entry t=%d counter %d", token, counter)
-				case status == Taken:
-					return fmt.Sprintf("taken %d", token)
-				}
-				return "held"
-			})
+			p.acquire(hold, mode, owner, id, cover)
 		case op < 12:
-			v := p.m.Fence.V
-			token := []int64{v - 1, v, v + 1, v + 5000, 7}[rng.IntN(5)]
-			p.step(fmt.Sprintf("seal %d for %q", token, hold.Owner), func() string {
-				if !p.m.Fence.OK {
-					cover["seal onto a missing counter"]++
-				}
-				if err := script.Seal(p.ctx, goredis.New(p.c), famKeys, token, hold.Owner, permitGuard); err != nil {
-					t.Fatal(err)
-				}
-				return "ok"
-			}, func(d *Data, now int64) string {
-				d.Seal(Env{Now: now}, token, owner, modelGuard, Mutations{})
-				return "ok"
-			})
+			p.seal(rng, hold, owner, cover)
 		case op < 16:
-			p.step("refresh "+label, func() string {
-				r, err := script.FamilyRefresh(famKeys, &hold, ttl*time.Millisecond).Run(p.ctx, goredis.New(p.c), permitGuard)
-				if err != nil {
-					if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
-						return "kind"
-					}
-					t.Fatal(err)
-				}
-				cover[fmt.Sprintf("refresh %d", r)]++
-				return strconv.Itoa(int(r))
-			}, func(d *Data, now int64) string {
-				r := d.FamRefresh(Env{Now: now}, mode, owner, id, ttl, 0, modelGuard, Mutations{})
-				if r == ScriptError {
-					return "kind"
-				}
-				return strconv.Itoa(r)
-			})
+			p.refresh(rng, hold, mode, owner, id, cover)
 		case op < 20:
-			p.step("release "+label, func() string {
-				r, err := script.FamilyReleaseCall(famKeys.Lock, hold, "", false).Release(p.ctx, goredis.New(p.c))
-				if err != nil {
-					if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
-						return "kind"
-					}
-					t.Fatal(err)
-				}
-				return fmt.Sprint(r.Deleted)
-			}, func(d *Data, now int64) string {
-				deleted, _, ok := d.FamRelease(Env{Now: now}, mode, owner, id, false)
-				if !ok {
-					return "kind"
-				}
-				return fmt.Sprint(deleted)
-			})
-		case op < 22:
-			// A hold expires: its field is aged on both sides.
-			now := p.now()
-			if _, ok := p.m.Fam.Hold(id); !ok || p.m.Lock.Owner != 0 {
-				continue
-			}
-			if err := p.c.HSet(p.ctx, famKeys.Lock, "h:"+hold.ID, now-1000).Err(); err != nil {
-				t.Fatal(err)
-			}
-			p.m.Fam.setHold(id, now-1000)
-			cover["aged"]++
-		case op < 24:
-			// The counter expires.
-			if err := p.c.Del(p.ctx, famKeys.Fence).Err(); err != nil {
-				t.Fatal(err)
-			}
-			p.m.Fence = Counter{}
-			cover["counter expired"]++
+			p.release(rng, hold, mode, owner, id, cover)
 		default:
-			// Everything on the name goes (the holds, the marks), and now
-			// and then a plain lock takes it.
-			if err := p.c.Del(p.ctx, famKeys.Lock, keys.Waiters(famKeys.Lock), famKeys.Lock+":wwait").Err(); err != nil {
-				t.Fatal(err)
-			}
-			plain := p.m.Lock.Owner != 0
-			p.m.Lock, p.m.Fam, p.m.Waiters, p.m.WWait = Key{}, Family{}, Mark{}, Mark{}
-			if !plain && rng.IntN(3) == 0 {
-				now := p.now()
-				if err := p.c.Set(p.ctx, famKeys.Lock, "v", time.Minute).Err(); err != nil {
-					t.Fatal(err)
-				}
-				p.m.Lock = Key{Owner: 1, Exp: now + 60_000}
-				cover["plain"]++
-			}
+			p.fault(rng, hold, id, op, cover)
 		}
 	}
-	t.Logf("coverage: %v", cover)
-	for _, branch := range []string{"taken", "held", "re-entry", "aged", "plain", "kind", "counter expired", "re-entry, counter missing", "seal onto a missing counter", "refresh 0", "refresh 1", "refresh 2"} {
-		if cover[branch] == 0 {
-			t.Errorf("branch %q never taken", branch)
+}
+
+// famTTL keeps holds live for the whole test: they expire only when aged.
+const famTTL = 60_000
+
+func (p *famDiff) acquire(hold script.Hold, mode byte, owner, id int, cover map[string]int) {
+	label := fmt.Sprintf("%c %s %s", mode, hold.Owner, hold.ID)
+	p.step("acquire "+label, func() string {
+		a, err := script.FamilyAcquireCall(famKeys, hold, famTTL*time.Millisecond, permitGuard).Acquire(p.ctx, goredis.New(p.c), script.Ack{})
+		switch {
+		case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
+			cover["kind"]++
+			return "kind"
+		case err != nil:
+			p.t.Fatal(err)
+		case a.Status == script.Taken && a.Existed:
+			cover["re-entry"]++
+			if !p.m.Fence.OK {
+				cover["re-entry, counter missing"]++
+			}
+			return fmt.Sprintf("re-entry t=%d counter %d", a.Token, a.Counter)
+		case a.Status == script.Taken:
+			cover["taken"]++
+			return fmt.Sprintf("taken %d", a.Token)
+		}
+		cover["held"]++
+		return "held"
+	}, func(d *Data, now int64) string {
+		status, token, existed, counter := d.FamAcquire(Env{Now: now}, mode, owner, id, famTTL, modelGuard, Mutations{})
+		switch {
+		case status == KindError:
+			return "kind"
+		case status == Taken && existed:
+			return fmt.Sprintf("re-entry t=%d counter %d", token, counter)
+		case status == Taken:
+			return fmt.Sprintf("taken %d", token)
+		}
+		return "held"
+	})
+}
+
+func (p *famDiff) seal(rng *rand.Rand, hold script.Hold, owner int, cover map[string]int) {
+	v := p.m.Fence.V
+	token := []int64{v - 1, v, v + 1, v + 5000, 7}[rng.IntN(5)]
+	p.step(fmt.Sprintf("seal %d for %q", token, hold.Owner), func() string {
+		if !p.m.Fence.OK {
+			cover["seal onto a missing counter"]++
+		}
+		if err := script.Seal(p.ctx, goredis.New(p.c), famKeys, token, hold.Owner, permitGuard); err != nil {
+			p.t.Fatal(err)
+		}
+		return "ok"
+	}, func(d *Data, now int64) string {
+		d.Seal(Env{Now: now}, token, owner, modelGuard, Mutations{})
+		return "ok"
+	})
+}
+
+func (p *famDiff) refresh(rng *rand.Rand, hold script.Hold, mode byte, owner, id int, cover map[string]int) {
+	token := diffToken(rng, p.m)
+	g, mg := permitGuard, modelGuard
+	if rng.IntN(3) == 0 {
+		g, mg = recoveringGuard, recoveringModelGuard
+	}
+	_, had := p.m.Fam.Hold(id)
+	beside := p.m.Fam.OK && !had
+	p.step(fmt.Sprintf("refresh %c %s %s token %d guard %c", mode, hold.Owner, hold.ID, token, g.Mode), func() string {
+		r, err := script.FamilyRefresh(famKeys, &hold, token, famTTL*time.Millisecond).Run(p.ctx, goredis.New(p.c), g)
+		if err != nil {
+			if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
+				return "kind"
+			}
+			p.t.Fatal(err)
+		}
+		cover[fmt.Sprintf("refresh %d", r)]++
+		if r == script.Reseeded && beside {
+			cover["re-seed beside other holds"]++
+		}
+		return strconv.Itoa(int(r))
+	}, func(d *Data, now int64) string {
+		r := d.FamRefresh(Env{Now: now}, mode, owner, id, famTTL, token, mg, p.mut)
+		if r == ScriptError {
+			return "kind"
+		}
+		return strconv.Itoa(r)
+	})
+}
+
+func (p *famDiff) release(rng *rand.Rand, hold script.Hold, mode byte, owner, id int, cover map[string]int) {
+	token := diffToken(rng, p.m)
+	before := p.m.Fence
+	p.step(fmt.Sprintf("release %c %s %s token %d", mode, hold.Owner, hold.ID, token), func() string {
+		rt := script.Retire{Fence: famKeys.Fence, Token: token, Guard: permitGuard}
+		r, err := script.FamilyReleaseCall(famKeys.Lock, hold, rt, "", false).Release(p.ctx, goredis.New(p.c))
+		if err != nil {
+			if redis.HasErrorPrefix(err, "REDLOCK_KIND") || redis.HasErrorPrefix(err, "WRONGTYPE") {
+				return "kind"
+			}
+			p.t.Fatal(err)
+		}
+		return fmt.Sprint(r.Deleted)
+	}, func(d *Data, now int64) string {
+		deleted, _, ok := d.FamRelease(Env{Now: now}, mode, owner, id, token, false, modelGuard, p.mut)
+		if !ok {
+			return "kind"
+		}
+		return fmt.Sprint(deleted)
+	})
+	if p.m.Fence != before && token > 0 {
+		cover["release retired the token"]++
+	}
+}
+
+// fault ages a hold, lets the counter expire, or clears the name (and
+// now and then puts a plain lock on it).
+func (p *famDiff) fault(rng *rand.Rand, hold script.Hold, id, op int, cover map[string]int) {
+	switch {
+	case op < 22:
+		// A hold expires: its field is aged on both sides.
+		now := p.now()
+		if _, ok := p.m.Fam.Hold(id); !ok || p.m.Lock.Owner != 0 {
+			return
+		}
+		if err := p.c.HSet(p.ctx, famKeys.Lock, "h:"+hold.ID, now-1000).Err(); err != nil {
+			p.t.Fatal(err)
+		}
+		p.m.Fam.setHold(id, now-1000)
+		cover["aged"]++
+	case op < 24:
+		// The counter expires.
+		if err := p.c.Del(p.ctx, famKeys.Fence).Err(); err != nil {
+			p.t.Fatal(err)
+		}
+		p.m.Fence = Counter{}
+		cover["counter expired"]++
+	default:
+		// Everything on the name goes (the holds, the marks), and now
+		// and then a plain lock takes it.
+		if err := p.c.Del(p.ctx, famKeys.Lock, keys.Waiters(famKeys.Lock), famKeys.Lock+":wwait").Err(); err != nil {
+			p.t.Fatal(err)
+		}
+		plain := p.m.Lock.Owner != 0
+		p.m.Lock, p.m.Fam, p.m.Waiters, p.m.WWait = Key{}, Family{}, Mark{}, Mark{}
+		if !plain && rng.IntN(3) == 0 {
+			now := p.now()
+			if err := p.c.Set(p.ctx, famKeys.Lock, "v", time.Minute).Err(); err != nil {
+				p.t.Fatal(err)
+			}
+			p.m.Lock = Key{Owner: 1, Exp: now + 60_000}
+			cover["plain"]++
 		}
 	}
 }

@@ -21,6 +21,7 @@ type Mutations struct {
 	JointMutations
 	PermitMutations
 	HandoffMutations
+	RetireMutations
 }
 
 // GuardMutations are the mutants of the guard and the tokens (docs/fencing.md).
@@ -143,6 +144,21 @@ type PermitMutations struct {
 	PermitReseedIgnoresCapacity bool
 }
 
+// RetireMutations are the scripts before issue 44 (finding G): the
+// re-seed of a lock whose token was retired, and of a hold without the
+// guard. They cost liveness only (a released lock re-created for its TTL),
+// which the explorer does not check: the differential tests against the
+// real scripts tell them apart (TestTwinMutantsDisagree).
+type RetireMutations struct {
+	// ReseedIgnoresToken: the refreshes re-seed whatever the counter.
+	ReseedIgnoresToken bool
+	// ReleaseKeepsCounter: the releases leave the counter as it is.
+	ReleaseKeepsCounter bool
+	// HoldReseedUnguarded: familyrefresh.lua re-seeds a hold missing from
+	// a hash that exists without the guard (the token's check kept).
+	HoldReseedUnguarded bool
+}
+
 // Epoch kinds, as in epoch.lua's record field kind.
 const (
 	KindNew      = 'n'
@@ -256,7 +272,13 @@ const (
 	Extended    = 1
 	Reseeded    = 2
 	NotReseeded = 3
+	// Retired: the key (hold) was missing, and the node's counter is
+	// above the lock's token: not re-seeded.
+	Retired = 4
 )
+
+// refreshName says what a refresh result is, for the explanations.
+var refreshName = []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded", "token retired, not re-seeded"}
 
 // TokenSeed is the factor of the node time in a seeded counter and in the
 // epoch's floor.
@@ -464,8 +486,40 @@ func (d *Data) Raise(env Env, token int64, g Guard, m Mutations) {
 	d.Fence = Counter{OK: true, V: v, Exp: env.Now + g.FenceTTL}
 }
 
-// Refresh is refresh.lua (ScriptError: WRONGTYPE on the family's hash).
-func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int {
+// retired is the re-seed's check (refresh.lua, familyrefresh.lua,
+// permitrefresh.lua): the counter, as it is, is above the lock's token
+// (docs/safety.md, "Why the re-seed is safe").
+func (d *Data) retired(token int64, m Mutations) bool {
+	return !m.ReseedIgnoresToken && d.Fence.OK && d.Fence.V > token
+}
+
+// retire is retire.lua, a release's (release.lua, familyrelease.lua,
+// permitrelease.lua): the counter above the lock's token. INCR (its expiry
+// kept) when that passes the token; else token+1, or, onto a missing
+// counter (which INCR makes 1), the larger of that and the node's time x
+// TokenSeed, with the counter's expiry. A token of 0 retires nothing.
+func (d *Data) retire(env Env, token int64, g Guard, m Mutations) {
+	if token <= 0 || m.ReleaseKeepsCounter {
+		return
+	}
+	v := int64(1)
+	if d.Fence.OK {
+		v = d.Fence.V + 1
+	}
+	if v > token && v != 1 {
+		d.Fence.V = v
+		return
+	}
+	to := token + 1
+	if v == 1 {
+		to = max(env.Now*TokenSeed, to)
+	}
+	d.Fence = Counter{OK: true, V: to, Exp: env.Now + g.FenceTTL}
+}
+
+// Refresh is refresh.lua for the lock of value and fencing token token
+// (ScriptError: WRONGTYPE on the family's hash).
+func (d *Data) Refresh(env Env, value int, ttl, token int64, g Guard, m Mutations) int {
 	d.expire(env)
 	kt := env.Now
 	if d.Fam.OK {
@@ -478,6 +532,9 @@ func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int 
 		}
 		return Extended
 	case 0:
+		if d.retired(token, m) {
+			return Retired
+		}
 		if rec, _ := d.Epoch(env, g, m); rec > 0 {
 			return NotReseeded
 		}
@@ -487,10 +544,12 @@ func (d *Data) Refresh(env Env, value int, ttl int64, g Guard, m Mutations) int 
 	return NotOwner
 }
 
-// Release is release.lua: it reports whether the key held value and was
-// deleted, and whether it publishes (a channel was given, the key is free
-// now and the waiters mark was there, which it takes away).
-func (d *Data) Release(env Env, value int, channel bool) (deleted, published bool) {
+// Release is release.lua for the lock of value and fencing token token:
+// it reports whether the key held value and was deleted, and whether it
+// publishes (a channel was given, the key is free now and the waiters mark
+// was there, which it takes away). Where the key was ours or gone, it
+// retires the token.
+func (d *Data) Release(env Env, value int, token int64, channel bool, g Guard, m Mutations) (deleted, published bool) {
 	d.expire(env)
 	if d.Fam.OK {
 		return false, false // WRONGTYPE: the family's hash
@@ -500,6 +559,7 @@ func (d *Data) Release(env Env, value int, channel bool) (deleted, published boo
 	}
 	deleted = d.Lock.Owner != 0
 	d.Lock = Key{}
+	d.retire(env, token, g, m)
 	if !channel {
 		return deleted, false
 	}

@@ -75,10 +75,12 @@ func (d *Data) PermAcquire(env Env, k, hold int, ttl int64, g Guard, m Mutations
 	return Taken, v
 }
 
-// PermRefresh is permitrefresh.lua: Extended, Reseeded, NotOwner (the
-// family in another mode), NotReseeded (the permit is gone and the node is
-// recovering, full, or of another k), or ScriptError on a plain lock.
-func (d *Data) PermRefresh(env Env, k, hold int, ttl int64, g Guard, m Mutations) int {
+// PermRefresh is permitrefresh.lua for a permit of fencing token token:
+// Extended, Reseeded, NotOwner (the family in another mode), NotReseeded
+// (the permit is gone and the node is recovering, full, or of another k),
+// Retired (the permit is gone and its token retired), or ScriptError on a
+// plain lock.
+func (d *Data) PermRefresh(env Env, k, hold int, ttl, token int64, g Guard, m Mutations) int {
 	d.expire(env)
 	now := env.Now
 	if d.Lock.Owner != 0 {
@@ -101,6 +103,9 @@ func (d *Data) PermRefresh(env Env, k, hold int, ttl int64, g Guard, m Mutations
 			return NotReseeded
 		}
 	}
+	if d.retired(token, m) {
+		return Retired
+	}
 	if rec, _ := d.Epoch(env, g, m); rec > 0 {
 		return NotReseeded
 	}
@@ -115,15 +120,17 @@ func (d *Data) PermRefresh(env Env, k, hold int, ttl int64, g Guard, m Mutations
 	return Reseeded
 }
 
-// PermRelease is permitrelease.lua: whether the permit was ours and is
-// gone now, and whether the release publishes. ok is false when the
-// script fails on a plain lock.
-func (d *Data) PermRelease(env Env, hold int, channel bool) (deleted, published, ok bool) {
+// PermRelease is permitrelease.lua for a permit of fencing token token:
+// whether the permit was ours and is gone now, and whether the release
+// publishes. Unless the name is the family's, it retires the token. ok is
+// false when the script fails on a plain lock.
+func (d *Data) PermRelease(env Env, hold int, token int64, channel bool, g Guard, m Mutations) (deleted, published, ok bool) {
 	d.expire(env)
 	if d.Lock.Owner != 0 {
 		return false, false, false
 	}
 	f := &d.Fam
+	full := false
 	if d.livePermits(env.Now, Mutations{}) {
 		if f.Mode != 's' {
 			return false, false, true
@@ -133,9 +140,11 @@ func (d *Data) PermRelease(env Env, hold int, channel bool) (deleted, published,
 		if deleted && n == 1 {
 			d.Fam = Family{}
 		}
-		if !deleted && n >= f.K {
-			return false, false, true
-		}
+		full = !deleted && n >= f.K
+	}
+	d.retire(env, token, g, m)
+	if full {
+		return false, false, true
 	}
 	if !channel || !d.Waiters.OK {
 		return deleted, false, true
@@ -167,13 +176,13 @@ func (m *Model) describePermit(q Msg, d Data, env Env, head string) string {
 		d.Raise(env, q.Arg, g, c.Mut)
 		return fmt.Sprintf("%s %d: counter %s -> %d", head, q.Arg, old, d.Fence.V)
 	case ReqRefresh:
-		r := d.PermRefresh(env, c.Permits, q.Value, q.Arg, g, c.Mut)
+		r := d.PermRefresh(env, c.Permits, q.Value, q.Arg, q.Tok, g, c.Mut)
 		if r == ScriptError {
 			return head + ": script error"
 		}
-		return fmt.Sprintf("%s: %s; %s", head, []string{"not owner", "extended", "re-seeded", "gone, not re-seeded"}[r], famState(d, env))
+		return fmt.Sprintf("%s: %s; %s", head, refreshName[r], famState(d, env))
 	case ReqRelease:
-		deleted, _, _ := d.PermRelease(env, q.Value, true)
+		deleted, _, _ := d.PermRelease(env, q.Value, q.Tok, true, g, c.Mut)
 		return fmt.Sprintf("%s: deleted %v; %s", head, deleted, famState(d, env))
 	}
 	return head

@@ -25,6 +25,10 @@ type permitDiff struct {
 	c   *redis.Client
 	m   Data
 	log []string
+	// mut is the twin's mutation (TestTwinMutantsDisagree); failed, when
+	// set, is where a disagreement is reported instead of failing t.
+	mut    Mutations
+	failed *string
 }
 
 var (
@@ -124,21 +128,39 @@ func (p *permitDiff) step(name string, real func() string, model func(d *Data, n
 	}
 	d := p.m
 	want := model(&d, t0)
-	p.t.Fatalf("model and scripts disagree on %s\nnode:  %s, %s\nmodel: %s, %s\nlast operations:\n  %s",
+	msg := fmt.Sprintf("model and scripts disagree on %s\nnode:  %s, %s\nmodel: %s, %s\nlast operations:\n  %s",
 		name, got, after, want, modelState(d, t1), strings.Join(p.log, "\n  "))
+	if p.failed != nil {
+		*p.failed = msg
+		return
+	}
+	p.t.Fatal(msg)
 }
 
-// TestPermitModelMatchesScripts runs random permit acquires, refreshes,
-// releases, expiries (a field aged on both sides), changes of k and plain
-// locks on the name against the real scripts and the model: replies,
-// tokens, and the hash's mode, k and live permits must agree.
+// TestPermitModelMatchesScripts runs random permit acquires, refreshes
+// (with tokens around the counter, and on a node that recovers for some),
+// releases (retiring tokens around the counter), expiries (a field aged
+// on both sides), changes of k and plain locks on the name against the
+// real scripts and the model: replies, tokens, and the hash's mode, k and
+// live permits, and the counter must agree.
 func TestPermitModelMatchesScripts(t *testing.T) {
 	srv := redistest.Start(t, 1)[0].Client()
 	defer srv.Close()
 	p := &permitDiff{t: t, ctx: context.Background(), c: srv}
 	rng := rand.New(rand.NewPCG(diffSeedOf(t), 15))
 	cover := map[string]int{}
-	for range 600 {
+	p.run(rng, 600, cover)
+	t.Logf("coverage: %v", cover)
+	for _, branch := range []string{"taken", "full", "aged", "plain", "kind", "permits", "refresh 1", "refresh 2", "refresh 3", "refresh 4", "release retired the token"} {
+		if cover[branch] == 0 {
+			t.Errorf("branch %q never taken", branch)
+		}
+	}
+}
+
+// run plays n random operations (fewer once a disagreement is reported).
+func (p *permitDiff) run(rng *rand.Rand, n int, cover map[string]int) {
+	for i := 0; i < n && (p.failed == nil || *p.failed == ""); i++ {
 		id := 1 + rng.IntN(6)
 		hold := script.Hold{Mode: 's', ID: "p" + strconv.Itoa(id)}
 		k := 3
@@ -148,102 +170,126 @@ func TestPermitModelMatchesScripts(t *testing.T) {
 		hold.Permits = k
 		switch op := rng.IntN(20); {
 		case op < 8:
-			p.step(fmt.Sprintf("acquire %s of %d", hold.ID, k), func() string {
-				a, err := script.PermitAcquireCall(permitKeys, hold, permitTTL*time.Millisecond, permitGuard).Acquire(p.ctx, goredis.New(p.c), script.Ack{})
-				switch {
-				case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
-					cover["kind"]++
-					return "kind"
-				case redis.HasErrorPrefix(err, "REDLOCK_PERMITS"):
-					cover["permits"]++
-					return "permits"
-				case err != nil:
-					t.Fatal(err)
-				case a.Status == script.Taken:
-					cover["taken"]++
-					return fmt.Sprintf("taken %d", a.Token)
-				}
-				cover["full"]++
-				return "full"
-			}, func(d *Data, now int64) string {
-				status, n := d.PermAcquire(Env{Now: now}, k, id, permitTTL, modelGuard, Mutations{})
-				switch status {
-				case KindError:
-					return "kind"
-				case PermitsError:
-					return "permits"
-				case Taken:
-					return fmt.Sprintf("taken %d", n)
-				}
-				return "full"
-			})
+			p.acquire(hold, k, id, cover)
 		case op < 12:
-			p.step(fmt.Sprintf("refresh %s of %d", hold.ID, k), func() string {
-				r, err := script.PermitRefresh(permitKeys, &hold, permitTTL*time.Millisecond).Run(p.ctx, goredis.New(p.c), permitGuard)
-				if err != nil {
-					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
-						return "kind"
-					}
-					t.Fatal(err)
-				}
-				cover[fmt.Sprintf("refresh %d", r)]++
-				return strconv.Itoa(int(r))
-			}, func(d *Data, now int64) string {
-				r := d.PermRefresh(Env{Now: now}, k, id, permitTTL, modelGuard, Mutations{})
-				if r == ScriptError {
-					return "kind"
-				}
-				return strconv.Itoa(r)
-			})
+			p.refresh(rng, hold, k, id, cover)
 		case op < 16:
-			p.step("release "+hold.ID, func() string {
-				r, err := script.PermitReleaseCall(permitKeys.Lock, hold, "", false).Release(p.ctx, goredis.New(p.c))
-				if err != nil {
-					if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
-						return "kind"
-					}
-					t.Fatal(err)
-				}
-				return fmt.Sprint(r.Deleted)
-			}, func(d *Data, now int64) string {
-				deleted, _, ok := d.PermRelease(Env{Now: now}, id, false)
-				if !ok {
-					return "kind"
-				}
-				return fmt.Sprint(deleted)
-			})
-		case op < 19:
-			// The permit expires: its field is aged on both sides.
-			now := p.now()
-			if _, ok := p.m.Fam.Hold(id); !ok || p.m.Lock.Owner != 0 {
-				continue
-			}
-			if err := p.c.HSet(p.ctx, permitKeys.Lock, "h:"+hold.ID, now-1000).Err(); err != nil {
-				t.Fatal(err)
-			}
-			p.m.Fam.setHold(id, now-1000)
-			cover["aged"]++
+			p.release(rng, hold, id, cover)
 		default:
-			// A plain lock on the name, in place of any permits (every
-			// permit gone at once), or its end. Taking the name whether
-			// or not permits are held makes every other such step a
-			// plain lock: when it waited for a moment with no permit
-			// held, some seeds never took it in 600 steps.
-			if p.m.Lock.Owner != 0 {
-				p.c.Del(p.ctx, permitKeys.Lock)
-				p.m.Lock, p.m.Fam = Key{}, Family{}
-			} else {
-				now := p.now()
-				p.c.Set(p.ctx, permitKeys.Lock, "v", time.Minute)
-				p.m.Lock, p.m.Fam = Key{Owner: 1, Exp: now + 60_000}, Family{}
-				cover["plain"]++
+			p.fault(hold, id, op, cover)
+		}
+	}
+}
+
+func (p *permitDiff) acquire(hold script.Hold, k, id int, cover map[string]int) {
+	p.step(fmt.Sprintf("acquire %s of %d", hold.ID, k), func() string {
+		a, err := script.PermitAcquireCall(permitKeys, hold, permitTTL*time.Millisecond, permitGuard).Acquire(p.ctx, goredis.New(p.c), script.Ack{})
+		switch {
+		case redis.HasErrorPrefix(err, "REDLOCK_KIND"):
+			cover["kind"]++
+			return "kind"
+		case redis.HasErrorPrefix(err, "REDLOCK_PERMITS"):
+			cover["permits"]++
+			return "permits"
+		case err != nil:
+			p.t.Fatal(err)
+		case a.Status == script.Taken:
+			cover["taken"]++
+			return fmt.Sprintf("taken %d", a.Token)
+		}
+		cover["full"]++
+		return "full"
+	}, func(d *Data, now int64) string {
+		status, n := d.PermAcquire(Env{Now: now}, k, id, permitTTL, modelGuard, Mutations{})
+		switch status {
+		case KindError:
+			return "kind"
+		case PermitsError:
+			return "permits"
+		case Taken:
+			return fmt.Sprintf("taken %d", n)
+		}
+		return "full"
+	})
+}
+
+func (p *permitDiff) refresh(rng *rand.Rand, hold script.Hold, k, id int, cover map[string]int) {
+	token := diffToken(rng, p.m)
+	g, mg := permitGuard, modelGuard
+	if rng.IntN(3) == 0 {
+		g, mg = recoveringGuard, recoveringModelGuard
+	}
+	p.step(fmt.Sprintf("refresh %s of %d token %d guard %c", hold.ID, k, token, g.Mode), func() string {
+		r, err := script.PermitRefresh(permitKeys, &hold, token, permitTTL*time.Millisecond).Run(p.ctx, goredis.New(p.c), g)
+		if err != nil {
+			if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
+				return "kind"
 			}
+			p.t.Fatal(err)
 		}
-	}
-	t.Logf("coverage: %v", cover)
-	for _, branch := range []string{"taken", "full", "aged", "plain", "kind", "permits", "refresh 1", "refresh 2", "refresh 3"} {
-		if cover[branch] == 0 {
-			t.Errorf("branch %q never taken", branch)
+		cover[fmt.Sprintf("refresh %d", r)]++
+		return strconv.Itoa(int(r))
+	}, func(d *Data, now int64) string {
+		r := d.PermRefresh(Env{Now: now}, k, id, permitTTL, token, mg, p.mut)
+		if r == ScriptError {
+			return "kind"
 		}
+		return strconv.Itoa(r)
+	})
+}
+
+func (p *permitDiff) release(rng *rand.Rand, hold script.Hold, id int, cover map[string]int) {
+	token := diffToken(rng, p.m)
+	before := p.m.Fence
+	p.step(fmt.Sprintf("release %s token %d", hold.ID, token), func() string {
+		rt := script.Retire{Fence: permitKeys.Fence, Token: token, Guard: permitGuard}
+		r, err := script.PermitReleaseCall(permitKeys.Lock, hold, rt, "", false).Release(p.ctx, goredis.New(p.c))
+		if err != nil {
+			if redis.HasErrorPrefix(err, "REDLOCK_KIND") {
+				return "kind"
+			}
+			p.t.Fatal(err)
+		}
+		return fmt.Sprint(r.Deleted)
+	}, func(d *Data, now int64) string {
+		deleted, _, ok := d.PermRelease(Env{Now: now}, id, token, false, modelGuard, p.mut)
+		if !ok {
+			return "kind"
+		}
+		return fmt.Sprint(deleted)
+	})
+	if p.m.Fence != before && token > 0 {
+		cover["release retired the token"]++
 	}
+}
+
+// fault ages a permit, or puts a plain lock on the name (or ends it).
+func (p *permitDiff) fault(hold script.Hold, id, op int, cover map[string]int) {
+	if op < 19 {
+		// The permit expires: its field is aged on both sides.
+		now := p.now()
+		if _, ok := p.m.Fam.Hold(id); !ok || p.m.Lock.Owner != 0 {
+			return
+		}
+		if err := p.c.HSet(p.ctx, permitKeys.Lock, "h:"+hold.ID, now-1000).Err(); err != nil {
+			p.t.Fatal(err)
+		}
+		p.m.Fam.setHold(id, now-1000)
+		cover["aged"]++
+		return
+	}
+	// A plain lock on the name, in place of any permits (every permit
+	// gone at once), or its end. Taking the name whether or not permits
+	// are held makes every other such step a plain lock: when it waited
+	// for a moment with no permit held, some seeds never took it in 600
+	// steps.
+	if p.m.Lock.Owner != 0 {
+		p.c.Del(p.ctx, permitKeys.Lock)
+		p.m.Lock, p.m.Fam = Key{}, Family{}
+		return
+	}
+	now := p.now()
+	p.c.Set(p.ctx, permitKeys.Lock, "v", time.Minute)
+	p.m.Lock, p.m.Fam = Key{Owner: 1, Exp: now + 60_000}, Family{}
+	cover["plain"]++
 }

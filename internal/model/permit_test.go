@@ -101,16 +101,25 @@ func reseedSchedule() []Step {
 
 // TestPermitReseedSchedule replays the re-seed schedule: two permits of one
 // valid at once when the re-seed ignores the node's capacity, nothing when
-// it counts.
+// it counts. A's refresh is a Client's before issue 44, which re-seeds
+// whatever the counter (ReseedIgnoresToken): this version's finds A's
+// token below n3's counter, seeded from its clock after A's, and does not
+// re-seed; but the counter of a node can be behind a token drawn on other
+// nodes, and then only the count of the node's permits keeps it to k.
 func TestPermitReseedSchedule(t *testing.T) {
 	cfg := reseedConfig()
 	cfg.Mut.PermitReseedIgnoresCapacity = true
+	cfg.Mut.ReseedIgnoresToken = true
 	m := New(cfg)
 	steps, v := m.Replay(reseedSchedule())
 	if v == nil || v.Prop != "exclusion" {
 		t.Fatalf("re-seed over capacity: %v, want two permits of one valid", v)
 	}
 	t.Logf("%s", m.Explain(steps, v))
+	cfg.Mut.PermitReseedIgnoresCapacity = false
+	if _, v := New(cfg).Replay(reseedSchedule()); v != nil {
+		t.Fatalf("the re-seed that counts, of a Client before issue 44: %v", v)
+	}
 	if _, v := New(reseedConfig()).Replay(reseedSchedule()); v != nil {
 		t.Fatalf("the re-seed as implemented: %v", v)
 	}

@@ -40,10 +40,10 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			n.Data.Raise(env, req.Arg, g, c.Mut)
 			rep.Status = 1
 		case ReqRefresh:
-			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, g, c.Mut)
+			rep.Status = n.Data.PermRefresh(env, c.Permits, req.Value, req.Arg, req.Tok, g, c.Mut)
 			voted = rep.Status == Reseeded
 		case ReqRelease:
-			if deleted, _, _ := n.Data.PermRelease(env, req.Value, true); deleted {
+			if deleted, _, _ := n.Data.PermRelease(env, req.Value, req.Tok, true, g, c.Mut); deleted {
 				rep.Status = 1
 			}
 		}
@@ -59,7 +59,7 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 			rep.Status = n.Data.FamRefresh(env, mode, owner, req.Value, req.Arg, req.Tok, g, c.Mut)
 			voted = rep.Status == Reseeded
 		case ReqRelease:
-			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, true); deleted {
+			if deleted, _, _ := n.Data.FamRelease(env, mode, owner, req.Value, req.Tok, true, g, c.Mut); deleted {
 				rep.Status = 1
 			}
 		}
@@ -73,10 +73,10 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 		n.Data.Raise(env, req.Arg, g, c.Mut)
 		rep.Status = 1
 	case req.Kind == ReqRefresh:
-		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, g, c.Mut)
+		rep.Status = n.Data.Refresh(env, req.Value, req.Arg, req.Tok, g, c.Mut)
 		voted = rep.Status == Reseeded
 	case req.Kind == ReqRelease:
-		if deleted, _ := n.Data.Release(env, req.Value, true); deleted {
+		if deleted, _ := n.Data.Release(env, req.Value, req.Tok, true, g, c.Mut); deleted {
 			rep.Status = 1
 		}
 	}

@@ -142,15 +142,18 @@ func (m *Model) decideClaim(s *State, ci int) *Violation {
 	cl := &s.Clients[ci]
 	yes, pending := m.masks(cl)
 	cl.Phase = Idle
-	giveBack := func(mask uint64) {
+	// A failed claim gives back what it took (its lock has no token yet:
+	// nothing retired); a claim with too little left is released as the
+	// lock it became, with the form's token.
+	giveBack := func(mask uint64, token int64) {
 		if !c.Mut.OldResume {
-			m.sendTo(s, ci, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value}, mask)
+			m.sendTo(s, ci, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value, Tok: token}, mask)
 		}
 		cl.Form = 0
 	}
 	left, ok := m.claimedLeft(ci, cl, yes)
 	if !ok {
-		giveBack(yes | pending)
+		giveBack(yes|pending, 0)
 		return nil
 	}
 	from := cl.Start
@@ -159,7 +162,7 @@ func (m *Model) decideClaim(s *State, ci int) *Violation {
 	}
 	valid := from + left - c.Drift
 	if s.T >= valid-c.NodeTimeout {
-		giveBack(^uint64(0))
+		giveBack(^uint64(0), cl.Held.Token)
 		return nil
 	}
 	return m.resumed(s, ci, valid)

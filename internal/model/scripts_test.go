@@ -58,6 +58,10 @@ type diff struct {
 	cover map[string]int
 	log   []string // the last operations, for a failure's report
 	t1    int64    // the node time read right after the current operation
+	// mut is the twin's mutation (TestTwinMutantsDisagree); failed, when
+	// set, is where a disagreement is reported instead of failing t.
+	mut    Mutations
+	failed *string
 }
 
 // run maps a run_id to the model's run number.
@@ -252,8 +256,20 @@ func (d *diff) step(name string, real func(c *redis.Client) string, model func(d
 		d.cover[branch]++
 		return
 	}
-	d.t.Fatalf("the model and the scripts disagree on %s\nnode: %s\n%s\n%s\nmodel before: %+v\nlast operations:\n  %s",
+	msg := fmt.Sprintf("the model and the scripts disagree on %s\nnode: %s\n%s\n%s\nmodel before: %+v\nlast operations:\n  %s",
 		name, got, first, firstState, n.data, strings.Join(d.log, "\n  "))
+	if d.failed != nil {
+		*d.failed = msg
+		return
+	}
+	d.t.Fatal(msg)
+}
+
+// token picks a lock's token for a refresh or a release around the
+// node's counter (the model's, as it is), or 0 (a clean-up's release).
+func (d *diff) token() int64 {
+	v := d.nodes[0].data.Fence.V
+	return []int64{v - 1, v, v, v + 1, 0}[d.rng.IntN(5)]
 }
 
 func (d *diff) guard() (script.Guard, Guard) {
@@ -359,32 +375,55 @@ func (d *diff) refresh() {
 	sg, g := d.guard()
 	v := 1 + d.rng.IntN(3)
 	ttl := []int64{30, 80, 250}[d.rng.IntN(3)]
-	d.step(fmt.Sprintf("refresh v%d ttl %d guard %c maxttl %d delta %d", v, ttl, g.Mode, g.MaxTTL, g.Delta), func(c *redis.Client) string {
-		r, err := script.Refresh(d.ctx, goredis.New(c), diffKeys, "v"+strconv.Itoa(v), time.Duration(ttl)*time.Millisecond, sg)
+	token := d.token()
+	d.step(fmt.Sprintf("refresh v%d token %d ttl %d guard %c maxttl %d delta %d", v, token, ttl, g.Mode, g.MaxTTL, g.Delta), func(c *redis.Client) string {
+		r, err := script.Refresh(d.ctx, goredis.New(c), diffKeys, "v"+strconv.Itoa(v), token, time.Duration(ttl)*time.Millisecond, sg)
 		if err != nil {
 			d.t.Fatal(err)
 		}
 		return strconv.Itoa(int(r))
 	}, func(m *Data, env Env) (string, string) {
-		r := m.Refresh(env, v, ttl, g, Mutations{})
-		return strconv.Itoa(r), []string{"refresh: not owner", "refresh: extended", "refresh: re-seeded", "refresh: recovering"}[r]
+		r := m.Refresh(env, v, ttl, token, g, d.mut)
+		return strconv.Itoa(r), "refresh: " + refreshName[r]
 	})
 }
 
 func (d *diff) release() {
+	sg, g := d.guard()
 	v := 1 + d.rng.IntN(3)
 	publish := d.rng.IntN(2) == 1
-	d.step(fmt.Sprintf("release v%d publish %v", v, publish), func(c *redis.Client) string {
-		r, err := script.Release(d.ctx, goredis.New(c), diffKeys.Lock, "v"+strconv.Itoa(v), publish, false)
+	token := d.token()
+	d.step(fmt.Sprintf("release v%d token %d publish %v fencettl %d", v, token, publish, g.FenceTTL), func(c *redis.Client) string {
+		r, err := script.Release(d.ctx, goredis.New(c), diffKeys.Lock, "v"+strconv.Itoa(v), script.Retire{Fence: diffKeys.Fence, Token: token, Guard: sg}, publish, false)
 		if err != nil {
 			d.t.Fatal(err)
 		}
 		return fmt.Sprint(r.Deleted, r.Receivers)
 	}, func(m *Data, env Env) (string, string) {
-		deleted, published := m.Release(env, v, publish)
+		m.expire(env)
+		retire := retireBranch(*m, v, token)
+		deleted, published := m.Release(env, v, token, publish, g, d.mut)
 		// Nobody subscribes: the mark's removal is compared on the keys.
-		return fmt.Sprint(deleted, 0), fmt.Sprintf("release: deleted %v, mark taken %v", deleted, published)
+		return fmt.Sprint(deleted, 0), fmt.Sprintf("release: deleted %v, mark taken %v, %s", deleted, published, retire)
 	})
+}
+
+// retireBranch names what a release of value v with token does to the
+// counter on m (for the coverage report).
+func retireBranch(m Data, v int, token int64) string {
+	switch {
+	case m.Lock.Owner != 0 && m.Lock.Owner != v:
+		return "another owner's"
+	case token == 0:
+		return "no token"
+	case !m.Fence.OK:
+		return "missing counter seeded above the token"
+	case m.Fence.V == token:
+		return "counter at the token incremented"
+	case m.Fence.V < token:
+		return "counter raised above the token"
+	}
+	return "counter above the token incremented"
 }
 
 // otherProcess makes the record look written by another process, with a
@@ -542,4 +581,21 @@ func TestModelMatchesScripts(t *testing.T) {
 	if ops < 200 {
 		t.Errorf("only %d operations before the deadline", ops)
 	}
+	// The retired token's branches, which a twin without them would get
+	// wrong (TestTwinMutantsDisagree).
+	for _, branch := range []string{"refresh: " + refreshName[Retired], "counter at the token incremented", "counter raised above the token"} {
+		if !covered(d.cover, branch) {
+			t.Errorf("branch %q never taken", branch)
+		}
+	}
+}
+
+// covered reports whether some branch of cover names what.
+func covered(cover map[string]int, what string) bool {
+	for k, n := range cover {
+		if n > 0 && strings.Contains(k, what) {
+			return true
+		}
+	}
+	return false
 }

@@ -218,7 +218,7 @@ type Msg struct {
 	Round int       // the client's round it belongs to
 	Value int       // owner value; a family client's hold ID
 	Arg   int64     // ttl, or token
-	Tok   int64     // a refresh's: the hold's token (ReseedRecordsToken)
+	Tok   int64     // a refresh's and a release's: the lock's (hold's) token
 	Rec   *RecWrite // a record request's writes (joint_records.go)
 	Owner int       // a resumed hold's owner (the form's); 0: the client's own
 	Claim *Form     // a claim's form (its secret the one to claim; Value the new one)

@@ -20,18 +20,20 @@ func takeHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Du
 	return a
 }
 
+// giveHold releases h without retiring a token (as a clean-up does).
 func giveHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold) Released {
 	t.Helper()
-	r, err := FamilyReleaseCall(k.Lock, h, "", false).Release(context.Background(), nodeOf(c))
+	r, err := FamilyReleaseCall(k.Lock, h, Retire{Fence: k.Fence}, "", false).Release(context.Background(), nodeOf(c))
 	if err != nil {
 		t.Fatalf("family release %+v: %v", h, err)
 	}
 	return r
 }
 
-func extendHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, ttl time.Duration) RefreshResult {
+// extendHold refreshes h, of token token.
+func extendHold(t *testing.T, c redis.UniversalClient, k Keys, h Hold, token int64, ttl time.Duration) RefreshResult {
 	t.Helper()
-	r, err := FamilyRefresh(k, &h, ttl).Run(context.Background(), nodeOf(c), off)
+	r, err := FamilyRefresh(k, &h, token, ttl).Run(context.Background(), nodeOf(c), off)
 	if err != nil {
 		t.Fatalf("family refresh %+v: %v", h, err)
 	}
@@ -120,7 +122,7 @@ func TestFamilyHoldsExpireOnTheirOwn(t *testing.T) {
 		t.Fatalf("reader after the writer's hold expired: %+v", a)
 	}
 	// The writer's refresh may not re-seed over a reader.
-	if r := extendHold(t, c, k, w, time.Minute); r != NotOwner {
+	if r := extendHold(t, c, k, w, 0, time.Minute); r != NotOwner {
 		t.Fatalf("writer refresh over a reader: %v", r)
 	}
 }
@@ -144,7 +146,7 @@ func TestFamilyReadersAndWriter(t *testing.T) {
 	if a := takeHold(t, c, k, Hold{Mode: 'r', ID: "r3"}, time.Minute); a.Status != Held || a.HolderTTL <= 0 || a.HolderTTL > 2*time.Second {
 		t.Fatalf("reader behind a waiting writer: %+v, want held for at most the writer's TTL", a)
 	}
-	if r := extendHold(t, c, k, Hold{Mode: 'r', ID: "r1"}, time.Minute); r != Extended {
+	if r := extendHold(t, c, k, Hold{Mode: 'r', ID: "r1"}, r1.Token, time.Minute); r != Extended {
 		t.Fatalf("reader refresh: %v", r)
 	}
 	giveHold(t, c, k, Hold{Mode: 'r', ID: "r1"})
@@ -180,7 +182,7 @@ func TestFamilyKindsDoNotMix(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "REDLOCK_KIND") || !strings.Contains(err.Error(), "plain lock") {
 		t.Fatalf("reader over a plain lock: %v, want REDLOCK_KIND", err)
 	}
-	if _, err := Release(ctx, nodeOf(c), k.Lock, "plain", false, false); err != nil {
+	if _, err := Release(ctx, nodeOf(c), k.Lock, "plain", Retire{Fence: k.Fence}, false, false); err != nil {
 		t.Fatal(err)
 	}
 	takeHold(t, c, k, Hold{Mode: 'r', ID: "r"}, time.Minute)
@@ -219,11 +221,13 @@ func TestSeal(t *testing.T) {
 	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h4"}, time.Minute); again.Token != a.Token+500 {
 		t.Fatalf("an older seal lowered the token: %+v", again)
 	}
-	// A re-seed records no token: a re-entry that meets it sees 0.
+	// A re-seed records no token: a re-entry that meets it sees 0. (Its
+	// token must be at or above the counter, which the other owner's seal
+	// raised: a re-seed of the owner's own token would answer Retired.)
 	if err := c.Del(ctx, k.Lock).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if r := extendHold(t, c, k, h, time.Minute); r != Reseeded {
+	if r := extendHold(t, c, k, h, a.Token+900, time.Minute); r != Reseeded {
 		t.Fatalf("refresh of a lost hold: %v, want Reseeded", r)
 	}
 	if again := takeHold(t, c, k, Hold{Mode: 'w', Owner: "job", ID: "h5"}, time.Minute); !again.Existed || again.Token != 0 {

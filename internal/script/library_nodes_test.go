@@ -195,7 +195,7 @@ func TestLibraryLoadFailsOnTheWay(t *testing.T) {
 	if err != nil || a.Status != Taken || !a.Unreplicated {
 		t.Fatalf("acquire with WAIT: %+v, %v", a, err)
 	}
-	if r, err := Release(ctx, n, k.Lock, "mine", true, false); err != nil || !r.Deleted {
+	if r, err := Release(ctx, n, k.Lock, "mine", Retire{Fence: k.Fence, Token: a.Token, Guard: off}, true, false); err != nil || !r.Deleted {
 		t.Fatalf("release: %+v, %v", r, err)
 	}
 	if functionsOff(n) || hasLibrary(t, c) || cmdCalls(t, c, "evalsha") != 3 {

@@ -160,7 +160,7 @@ func cycle(t *testing.T, n driver.Node, k Keys, g Guard, ack Ack) {
 	if err != nil || a2.Status != Held {
 		t.Fatalf("acquire of a held lock: %+v, %v", a2, err)
 	}
-	r, err := Release(ctx, n, k.Lock, "mine", true, n.Info().Sharded)
+	r, err := Release(ctx, n, k.Lock, "mine", Retire{Fence: k.Fence, Token: a.Token, Guard: g}, true, n.Info().Sharded)
 	if err != nil || !r.Deleted {
 		t.Fatalf("release: %+v, %v", r, err)
 	}
@@ -343,16 +343,22 @@ func TestLibraryUnderMaxmemory(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	n := nodeOf(c)
 	ctx := context.Background()
+	tokens := map[string]int64{}
 	for _, name := range []string{"fn", "script"} {
 		k := keys("oom-" + name)
-		if _, err := Acquire(ctx, n, k, "mine", time.Minute, off, Ack{}); err != nil {
+		a, err := Acquire(ctx, n, k, "mine", time.Minute, off, Ack{})
+		if err != nil {
 			t.Fatal(err)
 		}
+		tokens[name] = a.Token
 	}
 	redistest.MaxMemoryAtUsed(t, c)
 	for _, name := range []string{"fn", "script"} {
 		acq := AcquireCall(keys("new-"+name), NewLockArgs(keys("new-"+name).Lock, "v"), time.Minute, off)
-		rel := ReleaseCall(NewLockArgs(keys("oom-"+name).Lock, "mine"), true, false)
+		// The release retires the token with a SET, which maxmemory
+		// refuses: it still deletes (release.lua).
+		k := keys("oom-" + name)
+		rel := ReleaseCall(NewLockArgs(k.Lock, "mine"), Retire{Fence: k.Fence, Token: tokens[name], Guard: off}, true, false)
 		if name == "script" {
 			acq = acq.scripted()
 		}

@@ -2,14 +2,19 @@
 -- a node that lost it when the node may vote and has a permit free.
 -- KEYS[1] semaphore key
 -- KEYS[2] the node's epoch record
+-- KEYS[3] the semaphore's fencing counter (counter.lua)
 -- ARGV[1] k
 -- ARGV[2] permit
 -- ARGV[3] new ttl in milliseconds
 -- ARGV[4..8] max_ttl, delta, guard, (unused), record expiry: as in acquire
+-- ARGV[9] the permit's fencing token
 -- Returns what refresh.lua returns: 1 extended, 2 re-seeded, 0 not ours
 -- (the name is a lock of the family), 3 the permit is gone from the node
 -- and was not taken again (the node is recovering, all its permits are
--- taken, or the semaphore there has another k): no vote either way.
+-- taken, or the semaphore there has another k), 4 the permit is gone and
+-- its token retired (the counter is above it: the permit was released
+-- there, permitrelease.lua, or a later permit was taken or released
+-- since): no vote either way.
 --
 -- Unlike a lock's re-seed, a permit's is not free of conflict just because
 -- the permit is valid on a quorum: other permits live on the node besides
@@ -38,6 +43,10 @@ if cur ~= nil then
   if tonumber(cur.k) ~= k or cur.holds >= k then
     return 3
   end
+end
+local c = counter(KEYS[3])
+if c ~= nil and c > tonumber(ARGV[9]) then
+  return 4
 end
 local _, recovering = epoch(KEYS[2], tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], tonumber(ARGV[8]))
 if recovering > 0 then

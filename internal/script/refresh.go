@@ -25,14 +25,19 @@ const (
 	Reseeded RefreshResult = 2
 	// NotReseeded: the key was missing, and the node is recovering.
 	NotReseeded RefreshResult = 3
+	// Retired: the key was missing, and the node's fencing counter is
+	// above the lock's token: the lock's release retired the token there
+	// (Retire), or the node voted for a later lock since. Not re-seeded.
+	Retired RefreshResult = 4
 )
 
 // Agrees reports whether the node votes for the refresh.
 func (r RefreshResult) Agrees() bool { return r == Extended || r == Reseeded }
 
-// Refresh runs the refresh script on one node.
-func Refresh(ctx context.Context, n driver.Node, k Keys, value string, ttl time.Duration, g Guard) (RefreshResult, error) {
-	return RefreshItem{Keys: k, Value: value, TTL: ttl}.Run(ctx, n, g)
+// Refresh runs the refresh script on one node for the lock of value and
+// fencing token token.
+func Refresh(ctx context.Context, n driver.Node, k Keys, value string, token int64, ttl time.Duration, g Guard) (RefreshResult, error) {
+	return RefreshItem{Keys: k, Value: value, Token: token, TTL: ttl}.Run(ctx, n, g)
 }
 
 // Run refreshes the item on one node.
@@ -42,18 +47,22 @@ func (it RefreshItem) Run(ctx context.Context, node driver.Node, g Guard) (Refre
 	if err != nil {
 		return NotOwner, err
 	}
-	if n < 0 || n > 3 {
+	if n < 0 || n > 4 {
 		return NotOwner, fmt.Errorf("redlock: unexpected refresh reply %d", n)
 	}
 	return RefreshResult(n), nil
 }
 
 // RefreshItem is one lock in a batched refresh. A plain lock's item is a
-// literal (Keys, Value, TTL); a hold's is made by FamilyRefresh or
+// literal (Keys, Value, Token, TTL); a hold's is made by FamilyRefresh or
 // PermitRefresh, which pick its script.
 type RefreshItem struct {
+	// Keys are the lock's, its fencing counter (Fence) included: a re-seed
+	// is refused where the counter is above Token (Retired).
 	Keys  Keys
 	Value string
+	// Token is the lock's fencing token.
+	Token int64
 	TTL   time.Duration
 	// Boxed, when set, are Keys.Lock and Value boxed once by the lock
 	// (NewLockArgs of the same key and value), so that a batch boxes
@@ -69,38 +78,41 @@ type RefreshItem struct {
 }
 
 // FamilyRefresh is the refresh item of a hold of the lock family
-// (familyrefresh.lua).
-func FamilyRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
-	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: familyRefreshCall}
+// (familyrefresh.lua), of fencing token token.
+func FamilyRefresh(k Keys, h *Hold, token int64, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, Token: token, TTL: ttl, hold: h, script: familyRefreshCall}
 }
 
 // PermitRefresh is the refresh item of a semaphore's permit
-// (permitrefresh.lua).
-func PermitRefresh(k Keys, h *Hold, ttl time.Duration) RefreshItem {
-	return RefreshItem{Keys: k, TTL: ttl, hold: h, script: permitRefreshCall}
+// (permitrefresh.lua), of fencing token token.
+func PermitRefresh(k Keys, h *Hold, token int64, ttl time.Duration) RefreshItem {
+	return RefreshItem{Keys: k, Token: token, TTL: ttl, hold: h, script: permitRefreshCall}
 }
 
 func familyRefreshCall(it RefreshItem, ga []any) Call {
 	h := it.hold
-	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)...)
+	args := append([]any{h.mode(), h.Owner, h.ID, ms(it.TTL)}, ga...)
+	return familyRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch, it.Keys.Fence}, append(args, it.Token)...)
 }
 
 func permitRefreshCall(it RefreshItem, ga []any) Call {
 	h := it.hold
-	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)...)
+	args := append([]any{strconv.Itoa(h.Permits), h.ID, ms(it.TTL)}, ga...)
+	return permitRefresh.call([]string{it.Keys.Lock, it.Keys.Epoch, it.Keys.Fence}, append(args, it.Token)...)
 }
 
-// refreshArgs is the number of a plain lock's refresh arguments before the
-// guard's: the head, numkeys, the two keys, the value and the TTL.
-const refreshArgs = 7
+// refreshArgs is the number of a plain lock's refresh arguments but the
+// guard's: the head, numkeys, the three keys, the value and the TTL before
+// them, the token after.
+const refreshArgs = 9
 
 // refreshCalls are the arguments of a batch's calls, and each call's
 // script: nil when every item is a plain lock's (refresh.lua), the case of
 // nearly every batch. A plain lock's arguments are cut from one array,
 // with its key and value boxed by the lock (Boxed) and the epoch record's
 // key and the TTL boxed once for the run of items that share them: a
-// refresh then allocates nothing of its own on the client but the
-// driver's command.
+// refresh then allocates on the client only its counter's key and its
+// token, boxed, besides the driver's command.
 func refreshCalls(items []RefreshItem, ga []any) (cmds [][]any, scripts []*luaScript) {
 	cmds = make([][]any, len(items))
 	plain := 0
@@ -134,8 +146,9 @@ func refreshCalls(items []RefreshItem, ga []any) (cmds [][]any, scripts []*luaSc
 			ttlOf, ttl = it.TTL, ms(it.TTL)
 		}
 		start := len(buf)
-		buf = append(buf, cmd, arg, "2", key, epoch, value, ttl)
+		buf = append(buf, cmd, arg, "3", key, epoch, it.Keys.Fence, value, ttl)
 		buf = append(buf, ga...)
+		buf = append(buf, it.Token)
 		cmds[i] = buf[start:len(buf):len(buf)]
 		if scripts != nil {
 			scripts[i] = &refresh
@@ -194,7 +207,7 @@ func RefreshBatch(ctx context.Context, n driver.Node, items []RefreshItem, g Gua
 		switch {
 		case err != nil:
 			errs[i] = err
-		case v < 0 || v > 3:
+		case v < 0 || v > 4:
 			errs[i] = fmt.Errorf("redlock: unexpected refresh reply %d", v)
 		default:
 			results[i] = RefreshResult(v)

@@ -44,6 +44,8 @@ var (
 	counterSrc string
 	//go:embed token.lua
 	tokenSrc string
+	//go:embed retire.lua
+	retireSrc string
 	//go:embed holds.lua
 	holdsSrc string
 	//go:embed family.lua
@@ -68,25 +70,27 @@ var (
 	// The scripts that can vote carry the epoch guard's functions; those
 	// that read or raise a fencing counter, the counter's and token.lua's
 	// (issue, current, raise: a missing counter is seeded from the node's
-	// time, epoch.lua's node_now).
+	// time, epoch.lua's node_now). The releases retire the lock's token
+	// (retire.lua), without token.lua's helpers: a release would pay for
+	// the making of their functions.
 	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + acquireSrc)
-	refresh = newScript(epochSrc + "\n" + refreshSrc)
-	release = newScript(releaseSrc)
+	refresh = newScript(epochSrc + "\n" + counterSrc + "\n" + refreshSrc)
+	release = newScript(retireSrc + "\n" + releaseSrc)
 	fence   = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + fenceSrc)
 
 	// The lock family's (read-write and reentrant locks): they read the
 	// node's time (epoch.lua's node_now) to expire each hold on its own.
 	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familySrc)
-	familyRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
-	familyRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
+	familyRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
+	familyRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + sealSrc)
 	withdraw      = newScript(withdrawSrc)
 
 	// The semaphore's (Client.Semaphore): a hash like the family's, one
 	// expiring field per permit.
 	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitSrc)
-	permitRefresh = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
-	permitRelease = newScript(epochSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
+	permitRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
+	permitRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 
 	// Client.Resume's claim of a handed-off lock (Call.Claim).
 	resume = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + resumeSrc)
@@ -232,6 +236,22 @@ func (g Guard) args() []any {
 	return []any{ms(g.MaxTTL), ms(g.Delta), string(g.Mode), ms(g.FenceTTL), ms(g.RecordTTL)}
 }
 
+// fenceTTL is the fencing counter's expiry as a script argument (boxed
+// once when g is Prepared).
+func (g Guard) fenceTTL() any { return g.args()[3] }
+
+// Retire is what a release needs to retire the lock's fencing token on a
+// node: where the lock is ours or gone, its counter goes above Token, so
+// that a refresh of the lock that arrives after the release, delayed in
+// the network, finds the lock superseded there and does not re-seed it
+// (release.lua, refresh.lua). A zero Token retires nothing: the clean-up
+// of an attempt that was never granted, which nothing refreshes.
+type Retire struct {
+	Fence string // the lock's fencing counter (Keys.Fence)
+	Token int64
+	Guard Guard // its FenceTTL is the counter's expiry when written
+}
+
 // Status is what an acquire found on one node.
 type Status int
 
@@ -333,12 +353,12 @@ func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 
 // PermitReleaseCall prepares the semaphore's release script
 // (permitrelease.lua) for a permit (see Release).
-func PermitReleaseCall(key string, h Hold, channel string, sharded bool) Call {
+func PermitReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
 	flag := "0"
 	if sharded {
 		flag = "1"
 	}
-	return Call{args: []any{permitReleaseSha[0], permitReleaseSha[1], "1", key, h.ID, channel, flag}, s: &permitRelease}
+	return Call{args: []any{permitReleaseSha[0], permitReleaseSha[1], "2", key, rt.Fence, h.ID, channel, flag, rt.Token, rt.Guard.fenceTTL()}, s: &permitRelease}
 }
 
 // FamilyAcquireCall prepares the family's acquire script for a hold.
@@ -464,16 +484,16 @@ type Released struct {
 
 // Release runs the compare-and-delete script on one node, publishing on
 // the lock's release channel (keys.Channel; with SPUBLISH when sharded)
-// when publish is set and the key is free afterwards. The clean-up of a
-// failed attempt must not publish: it must not wake waiters, since the lock
-// may well be held on the other nodes (and their failed attempts' clean-ups
-// would wake others in turn).
-func Release(ctx context.Context, n driver.Node, key, value string, publish, sharded bool) (Released, error) {
-	return ReleaseCall(NewLockArgs(key, value), publish, sharded).Release(ctx, n)
+// when publish is set and the key is free afterwards, and retiring the
+// lock's token (rt). The clean-up of a failed attempt must not publish: it
+// must not wake waiters, since the lock may well be held on the other
+// nodes (and their failed attempts' clean-ups would wake others in turn).
+func Release(ctx context.Context, n driver.Node, key, value string, rt Retire, publish, sharded bool) (Released, error) {
+	return ReleaseCall(NewLockArgs(key, value), rt, publish, sharded).Release(ctx, n)
 }
 
 // ReleaseCall prepares the release script (see Release).
-func ReleaseCall(a LockArgs, publish, sharded bool) Call {
+func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
 	flag := ""
 	switch {
 	case publish && sharded:
@@ -481,17 +501,17 @@ func ReleaseCall(a LockArgs, publish, sharded bool) Call {
 	case publish:
 		flag = "0"
 	}
-	return Call{args: []any{releaseSha[0], releaseSha[1], "1", a.key, a.value, flag}, s: &release}
+	return Call{args: []any{releaseSha[0], releaseSha[1], "2", a.key, rt.Fence, a.value, flag, rt.Token, rt.Guard.fenceTTL()}, s: &release}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see
 // Release).
-func FamilyReleaseCall(key string, h Hold, channel string, sharded bool) Call {
+func FamilyReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
 	flag := "0"
 	if sharded {
 		flag = "1"
 	}
-	return Call{args: []any{familyReleaseSha[0], familyReleaseSha[1], "1", key, h.mode(), h.Owner, h.ID, channel, flag}, s: &familyRelease}
+	return Call{args: []any{familyReleaseSha[0], familyReleaseSha[1], "2", key, rt.Fence, h.mode(), h.Owner, h.ID, channel, flag, rt.Token, rt.Guard.fenceTTL()}, s: &familyRelease}
 }
 
 // Release runs a prepared release on one node.

@@ -107,17 +107,17 @@ func TestScriptsOnRedis(t *testing.T) {
 	if err != nil || held.Status != Held || held.HolderTTL <= 0 || held.HolderTTL > time.Minute {
 		t.Fatalf("Acquire of a held key: %+v, %v; want the holder's TTL", held, err)
 	}
-	if r, err := Release(ctx, nodeOf(c), k.Lock, "theirs", true, false); err != nil || r.Deleted {
+	if r, err := Release(ctx, nodeOf(c), k.Lock, "theirs", Retire{Fence: k.Fence}, true, false); err != nil || r.Deleted {
 		t.Fatalf("Release by a non-owner: %+v, %v; want not deleted", r, err)
 	}
-	if r, err := Refresh(ctx, nodeOf(c), k, "theirs", time.Minute, off); err != nil || r != NotOwner {
+	if r, err := Refresh(ctx, nodeOf(c), k, "theirs", a.Token, time.Minute, off); err != nil || r != NotOwner {
 		t.Fatalf("Refresh by a non-owner: %v, %v; want NotOwner", r, err)
 	}
-	if r, err := Refresh(ctx, nodeOf(c), k, "mine", 2*time.Minute, off); err != nil || r != Extended {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", a.Token, 2*time.Minute, off); err != nil || r != Extended {
 		t.Fatalf("Refresh by the owner: %v, %v; want Extended", r, err)
 	}
 	// A shorter refresh (say an older one, delayed) never shortens the key.
-	if r, err := Refresh(ctx, nodeOf(c), k, "mine", time.Second, off); err != nil || r != Extended {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", a.Token, time.Second, off); err != nil || r != Extended {
 		t.Fatalf("shorter Refresh: %v, %v; want Extended", r, err)
 	}
 	if pttl := c.PTTL(ctx, k.Lock).Val(); pttl <= time.Minute {
@@ -128,17 +128,19 @@ func TestScriptsOnRedis(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil { // the confirmation
 		t.Fatal(err)
 	}
-	if r, err := Release(ctx, nodeOf(c), k.Lock, "mine", true, false); err != nil || !r.Deleted || r.Receivers != 1 {
+	// Without its token (a clean-up's release), the release retires
+	// nothing: the refresh re-seeds.
+	if r, err := Release(ctx, nodeOf(c), k.Lock, "mine", Retire{Fence: k.Fence}, true, false); err != nil || !r.Deleted || r.Receivers != 1 {
 		t.Fatalf("Release by the owner: %+v, %v; want deleted, heard by 1", r, err)
 	}
 	if m, err := sub.ReceiveMessage(ctx); err != nil || m.Channel != lockkeys.Channel(k.Lock) {
 		t.Fatalf("release notification: %v, %v", m, err)
 	}
-	if r, err := Refresh(ctx, nodeOf(c), k, "mine", time.Minute, off); err != nil || r != Reseeded {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", a.Token, time.Minute, off); err != nil || r != Reseeded {
 		t.Fatalf("Refresh of a missing key: %v, %v; want Reseeded", r, err)
 	}
 	// The next holder gets a higher token.
-	if _, err := Release(ctx, nodeOf(c), k.Lock, "mine", true, false); err != nil {
+	if _, err := Release(ctx, nodeOf(c), k.Lock, "mine", Retire{Fence: k.Fence}, true, false); err != nil {
 		t.Fatal(err)
 	}
 	next, err := Acquire(ctx, nodeOf(c), k, "next", time.Minute, off, Ack{})
@@ -177,7 +179,7 @@ func TestEpochGuard(t *testing.T) {
 	if err != nil || a.Status != Recovering || a.Recovering <= 0 || a.Recovering > on.MaxTTL {
 		t.Fatalf("Acquire on a node started just now: %+v, %v; want Recovering for up to %v", a, err, on.MaxTTL)
 	}
-	if r, err := Refresh(ctx, nodeOf(c), k, "mine", time.Second, on); err != nil || r != NotReseeded {
+	if r, err := Refresh(ctx, nodeOf(c), k, "mine", 0, time.Second, on); err != nil || r != NotReseeded {
 		t.Fatalf("re-seed on a recovering node: %v, %v; want NotReseeded", r, err)
 	}
 	time.Sleep(a.Recovering + 100*time.Millisecond)
@@ -216,7 +218,7 @@ func TestEpochGuard(t *testing.T) {
 	if err := c.HSet(ctx, k.Fence, "v", "5", "e", "an-old-epoch").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, _ = Release(ctx, nodeOf(c), k.Lock, "other", true, false)
+	_, _ = Release(ctx, nodeOf(c), k.Lock, "other", Retire{Fence: k.Fence}, true, false)
 	a, err = Acquire(ctx, nodeOf(c), k, "third", time.Second, on, Ack{})
 	if err != nil || a.Status != Recovering || a.Recovering < on.MaxTTL-200*time.Millisecond {
 		t.Fatalf("Acquire with another process's record: %+v, %v; want Recovering for about %v", a, err, on.MaxTTL)
@@ -258,7 +260,7 @@ func TestRefreshBatch(t *testing.T) {
 	items[2].Value = "not-mine"
 	// A hold of the family in the batch: its EVAL runs its own script. Its
 	// hash is missing, so the script re-seeds it (the guard is off).
-	items = append(items, FamilyRefresh(keys("f1"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, time.Minute))
+	items = append(items, FamilyRefresh(keys("f1"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, 0, time.Minute))
 	if err := c.ScriptFlush(ctx).Err(); err != nil { // the batch falls back to EVAL
 		t.Fatal(err)
 	}
@@ -283,21 +285,21 @@ func TestRefreshBatch(t *testing.T) {
 // and a permit's, which keep their own calls.
 func TestRefreshCallsAreEachItemsCall(t *testing.T) {
 	ga := Guard{MaxTTL: time.Minute, Delta: time.Second, Mode: '1', FenceTTL: time.Hour}.Prepared().args()
-	k := func(lock, epoch string) Keys { return Keys{Lock: lock, Epoch: epoch} }
+	k := func(lock, epoch string) Keys { return Keys{Lock: lock, Fence: lock + ":fence", Epoch: epoch} }
 	items := []RefreshItem{
-		{Keys: k("a", "e"), Value: "va", TTL: time.Second},
-		{Keys: k("b", "e"), Value: "vb", TTL: time.Second, Boxed: NewLockArgs("b", "vb")},
-		{Keys: k("c", "e"), Value: "vc", TTL: 2 * time.Second, Boxed: NewLockArgs("c", "vc")},
-		FamilyRefresh(k("d", "e"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, time.Second),
-		{Keys: k("f", "e2"), Value: "vf", TTL: 2 * time.Second, Boxed: NewLockArgs("f", "vf")},
-		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, time.Second),
-		{Keys: k("h", "e"), Value: "vh", TTL: time.Second},
+		{Keys: k("a", "e"), Value: "va", Token: 7, TTL: time.Second},
+		{Keys: k("b", "e"), Value: "vb", Token: 8, TTL: time.Second, Boxed: NewLockArgs("b", "vb")},
+		{Keys: k("c", "e"), Value: "vc", Token: 9, TTL: 2 * time.Second, Boxed: NewLockArgs("c", "vc")},
+		FamilyRefresh(k("d", "e"), &Hold{Mode: 'w', Owner: "o", ID: "h"}, 12, time.Second),
+		{Keys: k("f", "e2"), Value: "vf", Token: 10, TTL: 2 * time.Second, Boxed: NewLockArgs("f", "vf")},
+		PermitRefresh(k("g", "e2"), &Hold{Mode: 's', ID: "p", Permits: 3}, 13, time.Second),
+		{Keys: k("h", "e"), Value: "vh", Token: 11, TTL: time.Second},
 	}
 	cmds, scripts := refreshCalls(items, ga)
 	for i, it := range items {
 		want := it.call(ga)
 		if it.script == nil {
-			want = refresh.call([]string{it.Keys.Lock, it.Keys.Epoch}, append([]any{it.Value, ms(it.TTL)}, ga...)...)
+			want = refresh.call([]string{it.Keys.Lock, it.Keys.Epoch, it.Keys.Fence}, append(append([]any{it.Value, ms(it.TTL)}, ga...), it.Token)...)
 		}
 		if !reflect.DeepEqual(cmds[i], want.args) || scripts[i] != want.s {
 			t.Errorf("item %d: %v, want %v", i, cmds[i], want.args)
@@ -371,7 +373,7 @@ func pastRecovery(t *testing.T, c redis.UniversalClient, g Guard) int64 {
 			t.Fatal(err)
 		}
 		if a.OK() {
-			_, _ = Release(ctx, nodeOf(c), keys("warm-up").Lock, "w", false, false)
+			_, _ = Release(ctx, nodeOf(c), keys("warm-up").Lock, "w", Retire{Fence: keys("warm-up").Fence}, false, false)
 			now, err := c.Time(ctx).Result()
 			if err != nil {
 				t.Fatal(err)
@@ -540,7 +542,7 @@ func TestReleasePublishesOnlyWhenWaitedFor(t *testing.T) {
 	}
 	release := func(value string, publish, wantDeleted bool, wantReceivers int64) {
 		t.Helper()
-		r, err := Release(ctx, nodeOf(c), k.Lock, value, publish, false)
+		r, err := Release(ctx, nodeOf(c), k.Lock, value, Retire{Fence: k.Fence}, publish, false)
 		if err != nil || r.Deleted != wantDeleted || r.Receivers != wantReceivers {
 			t.Fatalf("Release(%s, publish %v): %+v, %v; want deleted %v, %d receivers", value, publish, r, err, wantDeleted, wantReceivers)
 		}

@@ -22,7 +22,10 @@ import (
 // library.go); their -evalsha twins run the acquire's script with EVALSHA,
 // as on a node without functions. exec-µs/cycle is the commands' own execution time per cycle
 // (INFO commandstats, the usec of every command but INFO's), without the
-// parsing and system calls that dominate server-µs/cycle:
+// parsing and system calls that dominate server-µs/cycle. The mode
+// guard-off-release-pre44 releases with the release script before issue
+// 44, which retired no token (pre44Release), for a comparison within one
+// run:
 //
 //	go test -run '^$' -bench ServerCycle -benchtime 20000x ./internal/script
 func BenchmarkServerCycle(b *testing.B) {
@@ -58,7 +61,7 @@ func BenchmarkServerCycle(b *testing.B) {
 				name  string
 				cycle func(v string) error
 			}{name, func(v string) error {
-				acq, rel := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g), ReleaseCall(NewLockArgs(k.Lock, v), true, false)
+				acq := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, g.g)
 				if evalsha {
 					acq = acq.scripted()
 				}
@@ -69,11 +72,28 @@ func BenchmarkServerCycle(b *testing.B) {
 				if !a.OK() {
 					return errNotTaken(a)
 				}
+				// The release retires the token, as the package's does.
+				rel := ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: a.Token, Guard: g.g}, true, false)
 				_, err = rel.Release(ctx, nodeOf(c))
 				return err
 			}})
 		}
 	}
+	old := redis.NewScript(pre44Release)
+	k := keys("lock-guard-off-release-pre44")
+	modes = append(modes, struct {
+		name  string
+		cycle func(v string) error
+	}{"guard-off-release-pre44", func(v string) error {
+		a, err := AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, off.Prepared()).Acquire(ctx, nodeOf(c), Ack{})
+		if err != nil {
+			return err
+		}
+		if !a.OK() {
+			return errNotTaken(a)
+		}
+		return old.Run(ctx, c, []string{k.Lock}, v, "0").Err()
+	}})
 	for _, m := range modes {
 		b.Run("mode="+m.name, func(b *testing.B) {
 			i := 0
@@ -209,6 +229,108 @@ return {0, 0}`)},
 			flush()
 			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/op")
 			b.ReportMetric(commandUsec(b, c, top), "call-µs/op")
+		})
+	}
+}
+
+// pre44Release is release.lua before issue 44, which retired no token.
+const pre44Release = `local v = redis.call('GET', KEYS[1])
+local mark = KEYS[1] .. ':waiters'
+if v ~= false and v ~= ARGV[1] then
+  return 0
+end
+if ARGV[2] == '' then
+  if v == false then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+local deleted, waited = 0, 0
+if v == false then
+  waited = redis.call('DEL', mark)
+else
+  deleted, waited = 1, redis.call('DEL', KEYS[1], mark) - 1
+end
+if waited == 0 then
+  return deleted
+end
+local cmd = 'PUBLISH'
+if ARGV[2] == '1' then cmd = 'SPUBLISH' end
+local n = redis.pcall(cmd, KEYS[1] .. ':released', '')
+if type(n) ~= 'number' then n = 0 end
+return deleted + 2 * n`
+
+// BenchmarkServerRelease measures what the release script costs the
+// server to execute, apart from the network and the acquire: requests are
+// pipelined, 64 a batch over 64 locks, each a SET of the lock's key and
+// of its counter, and the release. call-µs/op is the release's EVALSHA
+// (INFO commandstats, usec per call, the calls the script makes
+// included). The variants: the release before issue 44 (pre44Release);
+// this release with the counter at the lock's token (INCR, the common
+// case), below it (a SET of token + 1 with the counter's expiry), above it
+// (nothing written), and with a token of 0 (a clean-up: nothing retired):
+//
+//	go test -run '^$' -bench ServerRelease -benchtime 50000x -count 5 ./internal/script
+func BenchmarkServerRelease(b *testing.B) {
+	s := redistest.Start(b, 1)[0]
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1})
+	b.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	old, err := c.ScriptLoad(ctx, pre44Release).Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.ScriptLoad(ctx, release.src).Err(); err != nil {
+		b.Fatal(err)
+	}
+	const token = 1 << 40
+	variants := []struct {
+		name           string
+		counter, token int64 // the counter as set, the release's token
+	}{
+		{"pre44", token, token},
+		{"at-token", token, token},
+		{"below-token", token - 5, token},
+		{"above-token", token + 5, token},
+		{"no-token", token, 0},
+	}
+	g := off.Prepared()
+	for _, v := range variants {
+		b.Run("variant="+v.name, func(b *testing.B) {
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			pipe := c.Pipeline()
+			flush := func() {
+				cmds, err := pipe.Exec(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, cmd := range cmds {
+					if cmd.Err() != nil {
+						b.Fatal(cmd.Err())
+					}
+				}
+			}
+			for b.Loop() {
+				k := keys("release:" + strconv.Itoa(i%64))
+				val := "v" + strconv.Itoa(i)
+				pipe.Set(ctx, k.Lock, val, 10*time.Second)
+				pipe.Set(ctx, k.Fence, v.counter, time.Hour)
+				if v.name == "pre44" {
+					pipe.EvalSha(ctx, old, []string{k.Lock}, val, "0")
+				} else {
+					rt := Retire{Fence: k.Fence, Token: v.token, Guard: g}
+					pipe.Do(ctx, ReleaseCall(NewLockArgs(k.Lock, val), rt, true, false).args...)
+				}
+				if i++; i%64 == 0 {
+					flush()
+				}
+			}
+			flush()
+			b.ReportMetric(commandUsec(b, c, "evalsha"), "call-µs/op")
 		})
 	}
 }
