@@ -157,9 +157,10 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 // steps in proportion (swarm-like): slow actors still move, a step now
 // and then, so that a request delayed past many others still runs before
 // the end. With Model.Swarm, each schedule also injects its own subset of
-// the kinds of fault, and a fourth of the schedules are partitions: some
-// connections, drawn at random, are cut for an interval of real time each
-// (their requests and replies wait), and the steps are chosen uniformly.
+// the kinds of fault, and a fourth of the schedules are partitions: groups
+// of clients cut off groups of nodes for intervals of real time (their
+// requests and replies wait), and clients paused for intervals, the steps
+// chosen uniformly.
 type schedule struct {
 	rng    *rand.Rand
 	mode   int
@@ -167,6 +168,7 @@ type schedule struct {
 	swarm  bool
 	faults uint32           // the kinds of fault this schedule injects
 	cuts   map[int][2]int64 // a connection's cut: [from, to) real time
+	pauses map[int][2]int64 // a client's pause: [from, to) real time
 }
 
 // modes is how many strategies the schedules take in turn.
@@ -185,17 +187,42 @@ func (m *Model) strategy(seed uint64, i int) *schedule {
 	}
 	p.faults = p.rng.Uint32()
 	if p.mode == 3 {
-		c := &m.Cfg
-		share := []float64{0.1, 0.25, 0.5}[p.rng.IntN(3)]
-		p.cuts = map[int][2]int64{}
-		for k := range len(c.Clients) * c.Nodes {
-			if p.rng.Float64() < share {
-				from := 10 + p.rng.Int64N(max(c.Horizon-10, 1))
-				p.cuts[k] = [2]int64{from, from + 2 + p.rng.Int64N(16)}
+		p.partitions(m)
+	}
+	return p
+}
+
+// partitions draws a pause for each client with probability 1/4, and one
+// to three partitions: each cuts a random group of clients off a random
+// group of nodes; each pause and cut from a random time for 2 to 21 ticks.
+// A connection cut twice is cut from the first start to the last end.
+func (p *schedule) partitions(m *Model) {
+	c := &m.Cfg
+	p.cuts = map[int][2]int64{}
+	p.pauses = map[int][2]int64{}
+	for ci := range len(c.Clients) {
+		if p.rng.IntN(4) == 0 {
+			from := 10 + p.rng.Int64N(max(c.Horizon-10, 1))
+			p.pauses[ci] = [2]int64{from, from + 2 + p.rng.Int64N(20)}
+		}
+	}
+	for range 1 + p.rng.IntN(3) {
+		from := 10 + p.rng.Int64N(max(c.Horizon-10, 1))
+		to := from + 2 + p.rng.Int64N(20)
+		clients, nodes := p.rng.Uint64(), p.rng.Uint64()
+		for ci := range len(c.Clients) {
+			for ni := range c.Nodes {
+				if clients&(1<<ci) == 0 || nodes&(1<<ni) == 0 {
+					continue
+				}
+				k := ci*c.Nodes + ni
+				if old, ok := p.cuts[k]; ok {
+					from, to = min(from, old[0]), max(to, old[1])
+				}
+				p.cuts[k] = [2]int64{from, to}
 			}
 		}
 	}
-	return p
 }
 
 // next is the schedule's next step in s (false: none is enabled).
@@ -219,12 +246,20 @@ func (p *schedule) next(m *Model, s *State) (Step, bool) {
 	return pick(p.rng, en), true
 }
 
-// cut leaves out the steps of the connections cut at s.T.
+// cut leaves out the steps of the connections cut, and of the clients
+// paused, at s.T (a client's recorder runs on: the library's documented
+// pause bound, joint_records.go).
 func (p *schedule) cut(m *Model, s *State, en []Step) []Step {
 	out := en[:0]
+	in := func(c [2]int64, ok bool) bool { return ok && s.T >= c[0] && s.T < c[1] }
 	for _, st := range en {
-		if st.Kind == StepProcess || st.Kind == StepDeliver {
-			if c, ok := p.cuts[st.Client*m.Cfg.Nodes+st.Node]; ok && s.T >= c[0] && s.T < c[1] {
+		switch st.Kind {
+		case StepProcess, StepDeliver:
+			if c, ok := p.cuts[st.Client*m.Cfg.Nodes+st.Node]; in(c, ok) {
+				continue
+			}
+		case StepClient, StepEarly:
+			if c, ok := p.pauses[st.Client]; in(c, ok) {
 				continue
 			}
 		}
@@ -564,6 +599,9 @@ func (m *Model) votes(cl *Client) string {
 func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) string {
 	c := &m.Cfg
 	mode, owner := m.holdOf(q.Actor, q.Value)
+	if q.Owner != 0 {
+		owner = q.Owner // a resumed hold's, the form's
+	}
 	g := m.guard(q.Actor)
 	head = fmt.Sprintf("%s (%s)", head, holdName(mode, owner, q.Value))
 	before := famState(d, env)

@@ -329,13 +329,24 @@ func (m *Model) recordCan(s *State, ci int) bool {
 	return cl.Phase != Done && cl.Phase != Checking && r.Has && s.T >= r.Last+m.recordPeriod(ci)
 }
 
-// recordDue reports whether some recorder must start a round before time
-// passes: MaxTTL/2 since its last record.
+// recordDue reports whether some recorder must act before time passes:
+// start a round, MaxTTL/2 after its last record began; or decide the
+// round under way, once its node timeout has passed (the library's round
+// returns by its timeout). So a record starts at most MaxTTL/2 after the
+// one before, as the library's recorder does (every MaxTTL/4, a round
+// taking twice the node timeout at most, and a pause of up to MaxTTL/4,
+// the documented bound).
 func (m *Model) recordDue(s *State) bool {
 	for ci := range s.Clients {
 		cl := &s.Clients[ci]
 		r := &cl.Rec
-		if m.records(ci) && cl.Phase != Done && r.Has && r.Phase == recIdle && s.T >= r.Last+2*m.recordPeriod(ci) {
+		if !m.records(ci) || cl.Phase == Done || !r.Has {
+			continue
+		}
+		if r.Phase == recIdle && s.T >= r.Last+2*m.recordPeriod(ci) {
+			return true
+		}
+		if r.Phase != recIdle && s.T >= r.Start+m.Cfg.NodeTimeout {
 			return true
 		}
 	}

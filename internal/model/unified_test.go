@@ -10,11 +10,11 @@ import (
 // The clients of unified(), by index.
 const (
 	uS  = iota // the scheduler: A alone, a writer's hold, hands it off
-	uW1        // a worker that only resumes S's forms (A alone, forgotten)
-	uW2        // a second worker given the same forms: a form delivered twice
+	uW1        // a worker that only resumes S's forms, reaching A's nodes under other addresses; its lock expires
+	uW2        // a second worker given the same forms, from t=20 (a form delivered again, late)
 	uP         // a scheduler of a permit of a semaphore of two
-	uWP        // a worker that resumes P's forms, each delivered to it twice
-	uR         // a client on A alone reaching the nodes under other addresses (forgotten)
+	uWP        // a worker that resumes P's forms, each delivered to it twice, under other addresses
+	uR         // a rival on A alone, a plain lock
 	uJ1        // joint(A, B), a reentrant owner, lingering until step 3
 	uB         // B alone, a reader
 	uJ2        // joint(B, C), a plain lock, lingering until move 2's step 3
@@ -22,28 +22,31 @@ const (
 )
 
 // unified is issue 45's one model, in which every feature meets every
-// fault: five nodes, A = {0..4}, B = {0, 1, 2} (a shrink), C = {0, 1, 3}
-// (node 2 replaced by node 3, which left in the first move); clients of
-// every configuration, every kind of hold, handoffs whose forms reach two
-// workers that only resume, a service that reaches A's nodes under other
-// addresses; and every fault: a restart without data, a restart from an
-// older snapshot, a failover to a lagging replica, a request run twice,
-// an operator who starts a client before step 2 of its move is over, and
-// throughout, delayed and reordered messages, paused clients and clock
-// offsets.
+// fault: five nodes, A = {2, 3, 4}, B = {0, 1, 2} (two of three nodes
+// replaced), C = {0, 1, 3} (node 2 replaced by node 3, which left in the
+// first move, with its data); clients of
+// every configuration and every kind of hold; handoffs whose forms reach
+// workers that only resume, one form delivered twice to two workers and
+// one twice to one worker; two workers that reach A's nodes under other
+// addresses; and every fault: a restart without data, one with it, one
+// from an older snapshot, a failover to a lagging replica, a request run
+// twice, an operator who starts a client before step 2 of its move is
+// over, and throughout, delayed and reordered messages, partitions,
+// paused clients and clock offsets. The workers are the services the
+// operator forgot (runbook.go): the doctor alone tells when they are gone.
 func unified() Config {
-	return Config{Nodes: 5, TTL: 8, MaxTTL: 8, NodeTimeout: 2, Delta: 1, FenceTTL: 32, Horizon: 64,
+	return Config{Nodes: 5, TTL: 8, MaxTTL: 8, NodeTimeout: 2, Delta: 1, FenceTTL: 80, Horizon: 64,
 		Offsets: []int64{0, 1, -1, 0, 1}, Global: true, Permits: 2,
-		NodeSets: NodeSets{SetA: 0b11111, SetB: 0b00111, SetC: 0b01011},
-		Faults: Faults{Restarts: 1, SnapRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3,
+		NodeSets: NodeSets{SetA: 0b11100, SetB: 0b00111, SetC: 0b01011},
+		Faults: Faults{Restarts: 1, DataRestarts: 1, SnapRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3,
 			ReplicaOffsets: []int64{-1, 0, 1}, AssumeBand: true, LossGap: 10, Dups: 1, EarlyStarts: 1},
 		Clients: []ClientSpec{
 			uS:  {Conf: ConfA, Kind: Exclusive, Acquires: 1, Refresh: 1, Handoff: true},
-			uW1: {Conf: ConfA, Resume: 1 + uS, Refresh: 4, KeepAlive: true, Release: true, Forgotten: true},
-			uW2: {Conf: ConfA, Resume: 1 + uS, Refresh: 4, KeepAlive: true, Release: true, Forgotten: true},
+			uW1: {Conf: ConfA, Resume: 1 + uS, Refresh: 8, KeepAlive: true, Forgotten: true, Spelling: 1},
+			uW2: {Conf: ConfA, Resume: 1 + uS, Refresh: 8, KeepAlive: true, Release: true, Forgotten: true, After: 20},
 			uP:  {Conf: ConfA, Kind: Permit, Acquires: 1, Refresh: 1, Handoff: true},
-			uWP: {Conf: ConfA, Resume: 1 + uP, Twice: true, Refresh: 1, KeepAlive: true, Release: true, Forgotten: true},
-			uR:  {Conf: ConfA, Kind: Plain, Acquires: 2, Refresh: 3, KeepAlive: true, Release: true, Spelling: 1, Forgotten: true},
+			uWP: {Conf: ConfA, Resume: 1 + uP, Twice: true, Refresh: 1, KeepAlive: true, Release: true, Forgotten: true, Spelling: 1},
+			uR:  {Conf: ConfA, Kind: Plain, Acquires: 2, Refresh: 1, Release: true},
 			uJ1: {Conf: ConfJoint, Kind: Reentrant, Owner: 1, Acquires: 1, Release: true, Linger: true},
 			uB:  {Conf: ConfB, Kind: Shared, Acquires: 1, Release: true},
 			uJ2: {Conf: ConfJointBC, Kind: Plain, Acquires: 1, Release: true, Linger: true},
@@ -76,7 +79,27 @@ func TestUnifiedProbe(t *testing.T) {
 		}
 	}
 	reach := map[string]int{}
-	m.Observe = func(s *State) { observe(s, reach) }
+	if *probeWhy {
+		m.Check = func(s *State) *Violation {
+			valid := false
+			for _, g := range s.Grants {
+				if g.Origin > 0 && g.At <= s.T && s.T < g.End {
+					valid = true
+				}
+			}
+			for i, cs := range m.Cfg.Clients {
+				if cs.Conf == ConfA && !cs.Forgotten && s.Clients[i].Phase != Done {
+					valid = false
+				}
+			}
+			if valid {
+				r := m.doctor(s, m.Cfg.SetA, m.Cfg.SetB)
+				reach[fmt.Sprintf("why step %d other %s", r.Step, r.Other)]++
+			}
+			return nil
+		}
+	}
+	m.Observe = func(s *State) { observe(m, s, reach) }
 	ce, st := m.Random(*probeSeed, *probeN, 8000, time.Now().Add(10*time.Minute))
 	t.Logf("%+v", st)
 	t.Logf("reached: %v", reach)
@@ -91,6 +114,7 @@ var (
 	probeN        = flag.Int("proben", 1000, "TestUnifiedProbe: schedules")
 	probeNoShrink = flag.Bool("probenoshrink", false, "TestUnifiedProbe: report without shrinking")
 	probeGateR    = flag.Bool("probegater", false, "TestUnifiedProbe: report step 2 over while R holds")
+	probeWhy      = flag.Bool("probewhy", false, "TestUnifiedProbe: count the doctor's readings while a resumed lock is valid")
 )
 
 // unifiedMutants are issue 44's findings A to F restored, by name.
@@ -107,7 +131,7 @@ func unifiedMutants() map[string]Mutations {
 }
 
 // observe counts what a schedule of unified() reached.
-func observe(s *State, reach map[string]int) {
+func observe(m *Model, s *State, reach map[string]int) {
 	reach["schedules"]++
 	reach["t>=30"] += int(b2i(s.T >= 30))
 	reach["t=horizon"] += int(b2i(s.T >= 64))
@@ -147,6 +171,40 @@ func observe(s *State, reach map[string]int) {
 	}
 	if s.Opened[2] != 0 {
 		reach["gate 2 open"]++
+	}
+	if !s.Clients[uJ2].Early {
+		for _, g := range s.Grants {
+			if g.Client != uJ2 {
+				continue
+			}
+			reach["J2 granted"]++
+			var top int64
+			bFirst := false
+			for _, e := range s.Grants {
+				if e.At < g.At && m.Cfg.Clients[e.Client].Conf == ConfA && e.Token > top {
+					top = e.Token
+				}
+				if e.At < g.At && e.Client == uB {
+					bFirst = true
+				}
+			}
+			reach[fmt.Sprintf("J2-top=%d,Bfirst=%v", (g.Token-top)/1024, bFirst)]++
+		}
+	}
+	var end int64
+	for _, g := range s.Grants {
+		if g.Origin > 0 {
+			end = max(end, g.End)
+		}
+	}
+	if end > 0 && s.Opened[1] != 0 {
+		reach[fmt.Sprintf("gap %d", (s.Opened[1]-end)/4*4)]++
+	}
+	if end > 0 {
+		reach[fmt.Sprintf("resumed end %d", end/4*4)]++
+	}
+	if s.Opened[1] != 0 {
+		reach[fmt.Sprintf("opened %d", s.Opened[1]/4*4)]++
 	}
 	for i, f := range s.Faults {
 		if f > 0 {
