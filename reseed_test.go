@@ -40,9 +40,9 @@ func reseedKinds(name string) []reseedKind {
 	}
 }
 
-// holdsSecret reports whether node holds l's key (a plain lock's value) or
+// nodeHolds reports whether node holds l's key (a plain lock's value) or
 // its hold (a field of the hash that is live at the node's time).
-func holdsSecret(t *testing.T, node redis.UniversalClient, l *Lock) bool {
+func nodeHolds(t *testing.T, node redis.UniversalClient, l *Lock) bool {
 	t.Helper()
 	ctx := context.Background()
 	typ, err := node.Type(ctx, l.keys.key).Result()
@@ -139,7 +139,7 @@ func holdRefresh(t *testing.T, handle Locker, p *faultproxy.Proxy, dials *atomic
 		if err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "node 2 holds the lock", func() bool { return holdsSecret(t, n2, l) })
+		eventually(t, "node 2 holds the lock", func() bool { return nodeHolds(t, n2, l) })
 		// A first refresh loads the script on every node: the held one
 		// must not meet NOSCRIPT, which its Client, gone by then, would
 		// never follow with EVAL.
@@ -209,7 +209,7 @@ func TestDelayedRefreshAfterRelease(t *testing.T) {
 			if len(releases) == 0 || releases[0] > refreshes[len(refreshes)-1] {
 				t.Fatalf("staging: node 2 ran the refresh (slow log %v) before the release (%v)", refreshes, releases)
 			}
-			if holdsSecret(t, n2, l) {
+			if nodeHolds(t, n2, l) {
 				t.Fatal("the refresh that landed after the release re-created the lock on node 2")
 			}
 			r, err := k.rival(other).TryObtain(ctx, ttl)
@@ -217,7 +217,7 @@ func TestDelayedRefreshAfterRelease(t *testing.T) {
 				t.Fatalf("another Client after the release: %v", err)
 			}
 			defer func() { _ = r.Release(ctx) }()
-			eventually(t, "node 2 votes for the other Client", func() bool { return holdsSecret(t, n2, r) })
+			eventually(t, "node 2 votes for the other Client", func() bool { return nodeHolds(t, n2, r) })
 		})
 	}
 }
@@ -259,7 +259,7 @@ func TestReseedAfterRestartWithoutData(t *testing.T) {
 			if err := l.Err(); err != nil {
 				t.Fatalf("%s: %v", kinds[j].label, err)
 			}
-			if reseeded[j] || !holdsSecret(t, n2, l) {
+			if reseeded[j] || !nodeHolds(t, n2, l) {
 				continue
 			}
 			if since := time.Since(restarted); since < maxTTL/2 {

@@ -437,6 +437,8 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 		t.Fatal(err)
 	}
 	n0 := cl.clients[0]
+	// The acquire has run on node 0 (TryObtain returns at a quorum).
+	eventually(t, "node 0 has the permit", func() bool { return n0.HExists(ctx, key, "h:"+p.secret.id).Val() })
 	fields, _ := n0.HKeys(ctx, key).Result()
 	for _, f := range fields {
 		if strings.HasPrefix(f, "h:") {
@@ -457,8 +459,12 @@ func TestPermitKeepAliveAndReseed(t *testing.T) {
 	if holds != 1 {
 		t.Fatalf("node 0 holds %d permits of one after the refresh: %v", holds, fields)
 	}
-	// With the other permit gone, the next refresh re-seeds node 0.
+	// With the other permit gone, the next refresh re-seeds node 0: the
+	// counter there is put at the permit's token, as on a node whose vote
+	// made it (one ahead of the token, from a vote after the decision,
+	// would refuse the re-seed: issue 44).
 	n0.HDel(ctx, key, "h:other")
+	n0.Set(ctx, key+":fence", p.Token(), time.Hour)
 	if err := p.Refresh(ctx, time.Minute); err != nil {
 		t.Fatal(err)
 	}
