@@ -217,7 +217,7 @@ func observe(m *Model, s *State, reach map[string]int) {
 // the initial state, each injecting its own subset of the faults.
 func unifiedSearches() map[string]search {
 	return map[string]search{
-		"unified": {name: "unified", cfg: unified, random: 10000, steps: 8000, swarm: true, deadline: 30 * time.Minute},
+		"unified": {name: "unified", cfg: unified, random: 15000, steps: 8000, swarm: true, deadline: 30 * time.Minute},
 	}
 }
 
