@@ -250,7 +250,7 @@ var unifiedSeeds = map[string][]uint64{
 var unifiedUnfound = map[string]string{
 	"ClaimRawCounter": "found from 0 of 20 fixed seeds with 10,000 schedules each. With the restart guard on the claim " +
 		"(finding A fixed), the raw counter and the floor differ only on a node whose epoch began after the form's token " +
-		"and which still holds the form's secret once recovered (a key kept alive through the recovery by a late refresh), " +
+		"and which still holds the form's secret once recovered (a key that outlives the recovery on a promoted replica whose clock is behind), " +
 		"beside a claim that missed another node: a chain of timed faults the strategies have not reached. " +
 		"Finding B's real-node tests cover it (TestResumeBelowALaterToken, TestResumeAfterAFailedResume)",
 }
