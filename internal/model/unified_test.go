@@ -248,11 +248,11 @@ var unifiedSeeds = map[string][]uint64{
 // model"), each with the reason: TestUnifiedMutants reports them as
 // skipped, not passed.
 var unifiedUnfound = map[string]string{
-	"ClaimRawCounter": "found from 0 of 20 fixed seeds with 10,000 schedules each. With the restart guard on the claim " +
-		"(finding A fixed), the raw counter and the floor differ only on a node whose epoch began after the form's token " +
-		"and which still holds the form's secret once recovered (a key that outlives the recovery on a promoted replica whose clock is behind), " +
-		"beside a claim that missed another node: a chain of timed faults the strategies have not reached. " +
-		"Finding B's real-node tests cover it (TestResumeBelowALaterToken, TestResumeAfterAFailedResume)",
+	"ClaimRawCounter": "found from 0 of 20 fixed seeds with 10,000 schedules each, and by our reading unobservable beside " +
+		"finding A's fix: its floor differs from the raw counter only on a node whose epoch began after the form's token, " +
+		"where the guard lets a claim pass only once every key restored by the fault has expired, and the only key written " +
+		"there after the fault, the handing-off Client's re-seed, comes before the handoff, so no second claim gathers a quorum " +
+		"(docs/safety.md, \"The unified model\"); finding B's real-node tests and TestClaimModelMatchesScripts cover it",
 }
 
 // TestUnifiedMutants: issue 44's findings A to F, each restored as a
