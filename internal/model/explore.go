@@ -117,34 +117,13 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 			st.Truncated = true
 			break
 		}
-		rng := rand.New(rand.NewPCG(seed+uint64(i), 0x5eed))
+		p := m.strategy(seed, i)
 		s := init.Clone()
 		steps := append([]Step(nil), pre...)
-		// A third of the schedules choose uniformly; a third give each
-		// actor (connection, client, clock, fault) a random priority and
-		// run the highest enabled one, changing the priority of the one
-		// that ran now and then (PCT-like): that delays one connection for
-		// long while others proceed, which uniform choice rarely does; a
-		// third give each actor a random weight, spread over three orders
-		// of magnitude, and choose among the enabled steps in proportion
-		// (swarm-like): slow actors still move, a step now and then, so
-		// that a request delayed past many others still runs before the
-		// end.
-		prio := map[Step]float64{}
-		mode := i % 3
 		for range maxSteps {
-			en := m.Enabled(s)
-			if len(en) == 0 {
+			step, ok := p.next(m, s)
+			if !ok {
 				break
-			}
-			var step Step
-			switch mode {
-			case 1:
-				step = pickPrio(rng, en, prio)
-			case 2:
-				step = pickWeighted(rng, en, prio)
-			default:
-				step = pick(rng, en)
 			}
 			steps = append(steps, step)
 			st.Transitions++
@@ -159,10 +138,163 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 				return m.Explain(steps, v2), st
 			}
 		}
+		if m.Observe != nil {
+			m.Observe(s)
+		}
 		st.Schedules++
 	}
 	st.Elapsed = time.Since(start)
 	return nil, st
+}
+
+// schedule is how one random schedule chooses its steps. A third of the
+// schedules choose uniformly; a third give each actor (connection,
+// client, clock, fault) a random priority and run the highest enabled
+// one, changing the priority of the one that ran now and then (PCT-like):
+// that delays one connection for long while others proceed, which
+// uniform choice rarely does; a third give each actor a random weight,
+// spread over three orders of magnitude, and choose among the enabled
+// steps in proportion (swarm-like): slow actors still move, a step now
+// and then, so that a request delayed past many others still runs before
+// the end. With Model.Swarm, each schedule also injects its own subset of
+// the kinds of fault, and a fourth of the schedules are partitions: groups
+// of clients cut off groups of nodes for intervals of real time (their
+// requests and replies wait), and clients paused for intervals, the steps
+// chosen uniformly.
+type schedule struct {
+	rng    *rand.Rand
+	mode   int
+	prio   map[Step]float64
+	swarm  bool
+	faults uint32           // the kinds of fault this schedule injects
+	cuts   map[int][2]int64 // a connection's cut: [from, to) real time
+	pauses map[int][2]int64 // a client's pause: [from, to) real time
+}
+
+// modes is how many strategies the schedules take in turn.
+func (m *Model) modes() int {
+	if m.Swarm {
+		return 4
+	}
+	return 3
+}
+
+// strategy is schedule i's of a search from seed.
+func (m *Model) strategy(seed uint64, i int) *schedule {
+	p := &schedule{rng: rand.New(rand.NewPCG(seed+uint64(i), 0x5eed)), mode: i % m.modes(), prio: map[Step]float64{}, swarm: m.Swarm}
+	if !m.Swarm {
+		return p
+	}
+	p.faults = p.rng.Uint32()
+	if p.mode == 3 {
+		p.partitions(m)
+	}
+	return p
+}
+
+// partitions draws a pause for each client with probability 1/4, and one
+// to three partitions: each cuts a random group of clients off a random
+// group of nodes; each pause and cut from a random time for 2 to 21 ticks.
+// A connection cut twice is cut from the first start to the last end.
+func (p *schedule) partitions(m *Model) {
+	c := &m.Cfg
+	p.cuts = map[int][2]int64{}
+	p.pauses = map[int][2]int64{}
+	for ci := range len(c.Clients) {
+		if p.rng.IntN(4) == 0 {
+			from := 10 + p.rng.Int64N(max(c.Horizon-10, 1))
+			p.pauses[ci] = [2]int64{from, from + 2 + p.rng.Int64N(20)}
+		}
+	}
+	for range 1 + p.rng.IntN(3) {
+		from := 10 + p.rng.Int64N(max(c.Horizon-10, 1))
+		to := from + 2 + p.rng.Int64N(20)
+		clients, nodes := p.rng.Uint64(), p.rng.Uint64()
+		for ci := range len(c.Clients) {
+			for ni := range c.Nodes {
+				if clients&(1<<ci) == 0 || nodes&(1<<ni) == 0 {
+					continue
+				}
+				k := ci*c.Nodes + ni
+				if old, ok := p.cuts[k]; ok {
+					from, to = min(from, old[0]), max(to, old[1])
+				}
+				p.cuts[k] = [2]int64{from, to}
+			}
+		}
+	}
+}
+
+// next is the schedule's next step in s (false: none is enabled).
+func (p *schedule) next(m *Model, s *State) (Step, bool) {
+	en := m.Enabled(s)
+	if p.swarm {
+		en = swarm(en, p.faults)
+	}
+	if p.cuts != nil {
+		en = p.cut(m, s, en)
+	}
+	if len(en) == 0 {
+		return Step{}, false
+	}
+	switch p.mode {
+	case 1:
+		return pickPrio(p.rng, en, p.prio), true
+	case 2:
+		return pickWeighted(p.rng, en, p.prio), true
+	}
+	return pick(p.rng, en), true
+}
+
+// cut leaves out the steps of the connections cut, and of the clients
+// paused, at s.T (a client's recorder runs on: the library's documented
+// pause bound, joint_records.go).
+func (p *schedule) cut(m *Model, s *State, en []Step) []Step {
+	out := en[:0]
+	in := func(c [2]int64, ok bool) bool { return ok && s.T >= c[0] && s.T < c[1] }
+	for _, st := range en {
+		switch st.Kind {
+		case StepProcess, StepDeliver:
+			if c, ok := p.cuts[st.Client*m.Cfg.Nodes+st.Node]; in(c, ok) {
+				continue
+			}
+		case StepClient, StepEarly:
+			if c, ok := p.pauses[st.Client]; in(c, ok) {
+				continue
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// swarm leaves out of en the kinds of fault that the schedule's draw
+// faults turned off (swarm testing: each schedule injects its own subset
+// of the faults, each kind with probability 1/2).
+func swarm(en []Step, faults uint32) []Step {
+	out := en[:0]
+	for _, st := range en {
+		g := -1
+		switch st.Kind {
+		case StepRestart:
+			g = 0
+		case StepDataRestart:
+			g = 1
+		case StepPromote, StepSync:
+			g = 2
+		case StepSnapshot, StepSnapRestart:
+			g = 3
+		case StepDup:
+			g = 4
+		case StepEarly:
+			g = 5
+		}
+		if g >= 0 && faults&(1<<g) == 0 {
+			continue
+		}
+		out = append(out, st)
+	}
+	return out
 }
 
 // actor is the part of a step that names who acts.
@@ -235,7 +367,7 @@ func pick(rng *rand.Rand, en []Step) Step {
 			if rng.IntN(3) != 0 {
 				continue
 			}
-		case StepRestart, StepDataRestart, StepPromote:
+		case StepRestart, StepDataRestart, StepPromote, StepSnapRestart, StepDup, StepEarly:
 			if rng.IntN(8) != 0 {
 				continue
 			}
@@ -310,11 +442,14 @@ func (m *Model) Explain(steps []Step, v *Violation) *Counterexample {
 	return ce
 }
 
-var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefresh: "refresh", ReqRelease: "release"}
+var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefresh: "refresh", ReqRelease: "release", ReqRecord: "record", ReqClaim: "claim"}
 
 // describe says what st does in s (before it is applied).
 func (m *Model) describe(s *State, st Step) string {
 	if d, ok := m.describeRecord(s, st); ok {
+		return d
+	}
+	if d, ok := m.describeMore(s, st); ok {
 		return d
 	}
 	c := &m.Cfg
@@ -339,12 +474,14 @@ func (m *Model) describe(s *State, st Step) string {
 		switch q.Kind {
 		case ReqAcquire:
 			old := d.Fence.V
-			status, x := d.Acquire(env, q.Value, q.Arg, m.guard(st.Client), c.Mut)
+			status, x := d.Acquire(env, q.Value, q.Arg, m.guard(q.Actor), c.Mut)
 			switch status {
 			case Taken:
 				return fmt.Sprintf("%s: yes, token %d (counter was %d)", head, x, old)
 			case Held:
 				return fmt.Sprintf("%s: no, held for %d", head, x)
+			case KindError:
+				return head + ": no, the lock family holds the name"
 			}
 			return fmt.Sprintf("%s: recovering for %d", head, x)
 		case ReqFence:
@@ -354,10 +491,10 @@ func (m *Model) describe(s *State, st Step) string {
 			d.Raise(env, q.Arg, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s %d: counter %s -> %d (lock key: %s)", head, q.Arg, old, d.Fence.V, m.owner(s, d.Lock, lock))
 		case ReqRefresh:
-			r := d.Refresh(env, q.Value, q.Arg, q.Tok, m.guard(st.Client), c.Mut)
+			r := d.Refresh(env, q.Value, q.Arg, q.Tok, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s: %s", head, refreshName[r])
 		case ReqRelease:
-			deleted, _ := d.Release(env, q.Value, q.Tok, true, m.guard(st.Client), c.Mut)
+			deleted, _ := d.Release(env, q.Value, q.Tok, true, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s: deleted %v, counter %s", head, deleted, counterName(d.Fence))
 		}
 		return head
@@ -374,6 +511,8 @@ func (m *Model) describe(s *State, st Step) string {
 	case StepClient:
 		cl := &s.Clients[st.Client]
 		yes, _ := m.counts(cl)
+		ym, _ := m.masks(cl)
+		won := m.met(st.Client, ym) && s.T < cl.ValidUntil
 		switch cl.Phase {
 		case Idle:
 			if cl.AcqLeft == 0 {
@@ -381,7 +520,7 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s sends acquire to all nodes (TTL %d, valid until %d)", at, who, c.Clients[st.Client].TTL, s.T+c.Clients[st.Client].TTL-c.Drift)
 		case Acquiring:
-			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil && m.family(st.Client) {
+			if won && m.family(st.Client) {
 				t, seal := m.familyToken(cl)
 				then := fmt.Sprintf("GRANTED token %d", t)
 				if seal {
@@ -389,7 +528,7 @@ func (m *Model) describe(s *State, st Step) string {
 				}
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s: %s", at, who, yes, m.votes(cl), then)
 			}
-			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil {
+			if won {
 				return fmt.Sprintf("%s%s wins the first round with %d yes-votes %s", at, who, yes, m.votes(cl))
 			}
 			return fmt.Sprintf("%s%s loses the first round (%d yes)", at, who, yes)
@@ -399,7 +538,7 @@ func (m *Model) describe(s *State, st Step) string {
 			}
 			return fmt.Sprintf("%s%s's votes differ: sends fence %d to all nodes", at, who, cl.Token)
 		case Fencing:
-			if yes >= m.quorum(st.Client) && s.T < cl.ValidUntil {
+			if won {
 				return fmt.Sprintf("%s%s's second round is confirmed by %d nodes: GRANTED token %d", at, who, yes, cl.Token)
 			}
 			return fmt.Sprintf("%s%s's second round fails (%d confirmations)", at, who, yes)
@@ -460,6 +599,9 @@ func (m *Model) votes(cl *Client) string {
 func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) string {
 	c := &m.Cfg
 	mode, owner := m.holdOf(q.Actor, q.Value)
+	if q.Owner != 0 {
+		owner = q.Owner // a resumed hold's, the form's
+	}
 	g := m.guard(q.Actor)
 	head = fmt.Sprintf("%s (%s)", head, holdName(mode, owner, q.Value))
 	before := famState(d, env)

@@ -1,46 +1,67 @@
 package model
 
-// The joint configuration of a move from node set A to node set B
-// (docs/reconfiguration.md, the library's joint.go): a client on A alone
-// (ConfA), in joint configuration (ConfJoint: a quorum of A and a quorum of
-// B for every round) or on B alone (ConfB). Clients with a Conf keep
-// configuration records on their nodes as the library does (records.go):
-// a record round before an obtain whose last record is stale, and a
-// recorder that records every MaxTTL/4; each round's decisions (what to
-// write where, the conflict, the move floor) are internal/joint's Decide,
-// the function the library calls. The runbook's three phases are the
-// order in which these clients may run: ConfA and ConfJoint clients from
-// the start (step 1 rolls every service to joint), a ConfB client's first
-// attempt only after step 2: every ConfA client done, and redlock
-// doctor's rule (joint.StepOf) on the nodes' records says step 3 is safe,
-// unless Mut.SkipStep2. A client's token is raised to the move floor its
-// records gave it (Mut.NoMoveFloor drops it).
+// Moves of the node set (docs/reconfiguration.md, the library's joint.go):
+// set A to set B, then B to C. A client is on one set alone (ConfA, ConfB,
+// ConfC) or in joint configuration (ConfJoint: A to B; ConfJointBC: B to
+// C, a quorum of each set for every round). Clients with a Conf keep
+// configuration records on their nodes as the library does
+// (joint_records.go): a record round before an obtain or a resume whose
+// last record is stale, and a recorder that records every MaxTTL/4; each
+// round's decisions (what to write where, the conflict, the move floor)
+// are internal/joint's Decide, the function the library calls.
+//
+// The runbook is the order in which these clients may start (runbook.go):
+// the clients of A alone and of joint(A, B) from the start (step 1 of the
+// first move rolled every service to joint; a client of A alone is one the
+// rollout has not reached yet); a client of B alone or of joint(B, C)
+// makes its first attempt only after step 2 of the first move (redlock
+// doctor's rule, joint.StepOf, on the nodes' records says step 3 is safe,
+// and every client of A alone that the operator knows of is done); a
+// client of C alone only after step 2 of the second move. A client's token
+// is raised to the move floor its records gave it (Mut.NoMoveFloor drops
+// it).
 
 import (
 	"math/bits"
-
-	"github.com/redlock-go/redlock/internal/joint"
 )
 
 // Node configurations of a client (ClientSpec.Conf).
 const (
-	ConfA     = 'a'
-	ConfJoint = 'j'
-	ConfB     = 'b'
+	ConfA       = 'a' // set A alone
+	ConfJoint   = 'j' // joint(A, B)
+	ConfB       = 'b' // set B alone
+	ConfJointBC = 'k' // joint(B, C)
+	ConfC       = 'c' // set C alone
 )
+
+// NodeSets are the node sets of the moves (masks of node indexes): A to B,
+// then B to C (SetC 0: one move).
+type NodeSets struct {
+	SetA, SetB, SetC uint64
+}
+
+// setsOf are the current and next sets of a configuration (next 0: on one
+// set alone), and all the nodes for a client without one.
+func (c *Config) setsOf(conf byte) (cur, next uint64) {
+	switch conf {
+	case ConfA:
+		return c.SetA, 0
+	case ConfJoint:
+		return c.SetA, c.SetB
+	case ConfB:
+		return c.SetB, 0
+	case ConfJointBC:
+		return c.SetB, c.SetC
+	case ConfC:
+		return c.SetC, 0
+	}
+	return 1<<c.Nodes - 1, 0
+}
 
 // set is the set of nodes client ci talks to.
 func (m *Model) set(ci int) uint64 {
-	c := &m.Cfg
-	switch c.Clients[ci].Conf {
-	case ConfA:
-		return c.SetA
-	case ConfB:
-		return c.SetB
-	case ConfJoint:
-		return c.SetA | c.SetB
-	}
-	return 1<<c.Nodes - 1
+	cur, next := m.Cfg.setsOf(m.Cfg.Clients[ci].Conf)
+	return cur | next
 }
 
 // member reports whether client ci talks to node ni.
@@ -61,15 +82,14 @@ func (m *Model) met(ci int, yes uint64) bool {
 	in := func(set uint64) bool {
 		return bits.OnesCount64(yes&set) >= m.quorumOf(ci, bits.OnesCount64(set))
 	}
-	switch c.Clients[ci].Conf {
-	case ConfA:
-		return in(c.SetA)
-	case ConfB:
-		return in(c.SetB)
-	case ConfJoint:
-		return (c.Mut.JointDropA || in(c.SetA)) && (c.Mut.JointDropB || in(c.SetB))
+	if c.Clients[ci].Conf == 0 {
+		return bits.OnesCount64(yes) >= m.quorum(ci)
 	}
-	return bits.OnesCount64(yes) >= m.quorum(ci)
+	cur, next := c.setsOf(c.Clients[ci].Conf)
+	if next == 0 {
+		return in(cur)
+	}
+	return (c.Mut.JointDropA || in(cur)) && (c.Mut.JointDropB || in(next))
 }
 
 // masks returns the yes and pending votes of the current round.
@@ -83,29 +103,6 @@ func (m *Model) masks(c *Client) (yes, pending uint64) {
 		}
 	}
 	return
-}
-
-// mayStart: a ConfB client starts its first attempt only after step 2 of
-// the runbook: every ConfA client is done (closed), and redlock doctor's
-// rule, read from every node's records now, says step 3 is safe (or that
-// the move is done).
-func (m *Model) mayStart(s *State, ci int) bool {
-	c := &m.Cfg
-	cl := &s.Clients[ci]
-	if c.Clients[ci].Conf != ConfB || c.Mut.SkipStep2 || cl.AcqLeft < c.Clients[ci].Acquires {
-		return true
-	}
-	for i, cs := range c.Clients {
-		if cs.Conf == ConfA && s.Clients[i].Phase != Done {
-			return false
-		}
-	}
-	recs := make([]*joint.Records, c.Nodes)
-	for ni := range c.Nodes {
-		recs[ni] = m.nodeRecords(s, ni)
-	}
-	st := joint.StepOf(recs, c.SetA, c.SetB, joint.SetName{FP: fpA}, joint.SetName{FP: fpB}, m.jointMut()).Step
-	return st == joint.StepThree || st == joint.StepDone
 }
 
 // moveFloor raises a client's token to the move floor its records gave it

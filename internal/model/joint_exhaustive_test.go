@@ -39,7 +39,7 @@ func TestExhaustiveJoint(t *testing.T) {
 			{Conf: ConfA, Acquires: 1, Release: true, Mode: '0'},
 			{Conf: ConfJoint, Acquires: 1, Release: true, Mode: '0'},
 			{Conf: ConfB, Acquires: 1, Release: true, Mode: '0'},
-		}, TTL: 2, MaxTTL: 2, NodeTimeout: 1, Delta: 1, Horizon: horizon, Global: true, SetA: 0b01, SetB: 0b10}
+		}, TTL: 2, MaxTTL: 2, NodeTimeout: 1, Delta: 1, Horizon: horizon, Global: true, NodeSets: NodeSets{SetA: 0b01, SetB: 0b10}}
 		cfg.Mut.SkipStep2 = skip
 		ce, st := New(cfg).Exhaustive(200_000_000, time.Now().Add(60*time.Minute))
 		t.Logf("SkipStep2=%v: %+v", skip, st)

@@ -15,49 +15,36 @@ package model
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/redlock-go/redlock/internal/joint"
-	"github.com/redlock-go/redlock/internal/keys"
 )
 
-// ReqRecord is record.lua (Msg.Rec carries its writes, the reply's
-// Msg.Recs the node's fields).
-const ReqRecord = ReqRelease + 1
-
-// StepRecord is a client's recorder: it starts a round of its own, or
-// decides the round under way.
-const StepRecord = StepSync + 1
-
-// Checking is the phase of a client whose obtain waits for its record
-// round (the library's checkConfig).
-const Checking = Done + 1
-
-// The fingerprints of the model's sets A and B, and the fields of their
-// records, by index in Node.Conf.
-const fpA, fpB = "A", "B"
-
-var confFields = [nConf]string{
-	keys.ConfigSingle(fpA), keys.ConfigSingle(fpB), keys.ConfigJoint(fpA, fpB),
-	keys.ConfigSeen(fpA), keys.ConfigSeen(fpB), keys.ConfigFloor(fpB),
+// ConfField is a field of a node's configuration record: its name (c:FP,
+// j:FPA:FPB, s:FP or m:FP), its expiry (node time) and a move floor's M
+// and V.
+type ConfField struct {
+	Name      string
+	Exp, M, V int64
 }
 
-const nConf = 6
+// ConfFields are a node's configuration record, sorted by name. A record
+// is never changed in place (recordTwin makes a new one), so that states
+// and a node's snapshot or replica share it; nil is an empty record.
+type ConfFields []ConfField
 
-func confIndex(name string) int {
-	for i, f := range confFields {
-		if f == name {
-			return i
+// field returns the field called name.
+func (f *ConfFields) field(name string) ConfField {
+	if f != nil {
+		for _, v := range *f {
+			if v.Name == name {
+				return v
+			}
 		}
 	}
-	panic("model: no record field " + name)
+	return ConfField{Name: name}
 }
-
-// ConfField is a field of a node's configuration record: its expiry (node
-// time; 0: absent) and a move floor's M and V.
-type ConfField struct{ Exp, M, V int64 }
-
-// ConfFields are a node's configuration record.
-type ConfFields [nConf]ConfField
 
 // RecWrite is what a record request writes (record.lua's arguments).
 type RecWrite struct {
@@ -84,15 +71,19 @@ type Recorder struct {
 	Votes []int8
 	Reps  []RecReply
 	// Conflict and Floor are the last record's (the floor only rises);
-	// PConflict and PFloor those of the record under way.
+	// PConflict and PFloor those of the record under way. Saw (PSaw) are
+	// the clients whose evidence it showed beside a move linking them to
+	// this client's sets (runbook.go): not the library's, the model's
+	// record of what the conflict rule had before it.
 	Conflict, PConflict bool
 	Floor, PFloor       int64
+	Saw, PSaw           uint64
 }
 
 // RecReply is a node's reply to a record request and its arrival.
 type RecReply struct {
 	Now, At int64
-	F       ConfFields
+	F       *ConfFields
 }
 
 // records reports whether client ci keeps configuration records.
@@ -104,55 +95,71 @@ func (m *Model) recordPeriod(ci int) int64 { return max(1, m.Cfg.Clients[ci].Max
 // recordTwin is record.lua on node time now: keep the fields of w.Keep
 // alive, raise the floors of w.Raise (first writer wins with the
 // FirstWriterFloor mutant, record.lua before issue 33), drop the expired
-// fields.
-func recordTwin(f *ConfFields, now int64, w *RecWrite, firstWriter bool) {
+// fields. It returns the record after the script (f is not changed).
+func recordTwin(f *ConfFields, now int64, w *RecWrite, firstWriter bool) *ConfFields {
+	out := ConfFields{}
+	if f != nil {
+		out = slices.Clone(*f)
+	}
+	at := func(name string) *ConfField {
+		for i := range out {
+			if out[i].Name == name {
+				return &out[i]
+			}
+		}
+		out = append(out, ConfField{Name: name})
+		return &out[len(out)-1]
+	}
 	for _, k := range w.Keep {
-		i := confIndex(k.Name)
-		if exp := now + max(k.TTL, 1); f[i].Exp < exp {
-			f[i] = ConfField{Exp: exp}
+		if v, exp := at(k.Name), now+max(k.TTL, 1); v.Exp < exp {
+			*v = ConfField{Name: k.Name, Exp: exp}
 		}
 	}
 	for _, r := range w.Raise {
-		i := confIndex(r.Name)
-		live := f[i].Exp > now
+		v := at(r.Name)
+		live := v.Exp > now
 		if firstWriter {
 			if !live {
-				f[i] = ConfField{Exp: now + max(r.TTL, 1), M: now}
+				*v = ConfField{Name: r.Name, Exp: now + max(r.TTL, 1), M: now}
 			}
 			continue
 		}
 		var old ConfField
 		if live {
-			old = f[i]
+			old = *v
 		}
 		mm := max(old.M, now+max(r.Ahead, 0))
-		v := old.V
+		until := old.V
 		if r.Until > 0 {
-			v = max(v, r.Until)
+			until = max(until, r.Until)
 		}
-		f[i] = ConfField{Exp: max(old.Exp, mm+max(r.TTL, 1)), M: mm, V: v}
+		*v = ConfField{Name: r.Name, Exp: max(old.Exp, mm+max(r.TTL, 1)), M: mm, V: until}
 	}
-	for i := range f {
-		if f[i].Exp != 0 && f[i].Exp <= now {
-			f[i] = ConfField{}
-		}
+	out = slices.DeleteFunc(out, func(v ConfField) bool { return v.Exp <= now })
+	slices.SortFunc(out, func(a, b ConfField) int { return strings.Compare(a.Name, b.Name) })
+	if len(out) == 0 {
+		return nil
 	}
+	return &out
 }
 
 // toRecords is a node's record as internal/joint reads it, age ticks
 // after now, in a round that started since ticks before now.
 func toRecords(f *ConfFields, now, age, since int64) *joint.Records {
 	rc := &joint.Records{Now: now, Start: now - since, Fields: map[string]joint.Value{}}
-	for i, v := range f {
+	if f == nil {
+		return rc
+	}
+	for _, v := range *f {
 		left := v.Exp - now - age
-		if v.Exp == 0 || left <= 0 {
+		if left <= 0 {
 			continue
 		}
 		jv := joint.Value{Left: left, Floor: v.M}
 		if v.V != 0 {
 			jv.Fresh = v.V - now - age
 		}
-		rc.Fields[confFields[i]] = jv
+		rc.Fields[v.Name] = jv
 	}
 	return rc
 }
@@ -161,22 +168,22 @@ func toRecords(f *ConfFields, now, age, since int64) *joint.Records {
 func (m *Model) nodeRecords(s *State, ni int) *joint.Records {
 	n := &s.Nodes[ni]
 	now := s.T + n.Offset
-	f := n.Conf
-	recordTwin(&f, now, &RecWrite{}, false)
-	return toRecords(&f, now, 0, 0)
+	return toRecords(n.Data.Conf, now, 0, 0)
 }
 
 // jointMut is the mutant of internal/joint that the model's mutant
 // selects.
 func (m *Model) jointMut() joint.Mut {
 	mut := &m.Cfg.Mut
-	return joint.Mut{FirstWriterFloor: mut.FirstWriterFloor, JointNoFloor: mut.JointNoFloor, JointNoConflict: mut.JointNoConflict}
+	return joint.Mut{FirstWriterFloor: mut.FirstWriterFloor, JointNoFloor: mut.JointNoFloor, JointNoConflict: mut.JointNoConflict,
+		KnownNamesOnly: mut.BySpelling}
 }
 
 // nodesOf are client ci's nodes, in the order of its records, and its
 // sets as masks of that order (the library's engine.nodes and sets).
-func (m *Model) nodesOf(ci int) ([]int, joint.Sets) {
+func (m *Model) nodesOf(s *State, ci int) ([]int, joint.Sets) {
 	c := &m.Cfg
+	cur, next := c.setsOf(c.Clients[ci].Conf)
 	var nodes []int
 	var a, b uint64
 	for ni := range c.Nodes {
@@ -184,22 +191,16 @@ func (m *Model) nodesOf(ci int) ([]int, joint.Sets) {
 			continue
 		}
 		bit := uint64(1) << len(nodes)
-		if c.SetA&(1<<ni) != 0 {
+		if cur&(1<<ni) != 0 {
 			a |= bit
 		}
-		if c.SetB&(1<<ni) != 0 {
+		if next&(1<<ni) != 0 {
 			b |= bit
 		}
 		nodes = append(nodes, ni)
 	}
-	all := uint64(1)<<len(nodes) - 1
-	switch c.Clients[ci].Conf {
-	case ConfA:
-		return nodes, joint.Sets{Cur: all, CurFP: fpA, Known: true}
-	case ConfB:
-		return nodes, joint.Sets{Cur: all, CurFP: fpB, Known: true}
-	}
-	return nodes, joint.Sets{Cur: a, Next: b, CurFP: fpA, NextFP: fpB, Known: true}
+	n := &s.Clients[ci].Names
+	return nodes, joint.Sets{Cur: a, Next: b, CurFP: n.Cur, NextFP: n.Next, CurAlias: n.CurAlias, NextAlias: n.NextAlias, Known: true}
 }
 
 // startRecord starts a record (its read round) of client ci.
@@ -211,8 +212,12 @@ func (m *Model) startRecord(s *State, ci int, all bool) {
 		r.Reps = make([]RecReply, m.Cfg.Nodes)
 	}
 	r.Has, r.All, r.Began = true, all, s.T
-	_, sets := m.nodesOf(ci)
-	own := &RecWrite{Keep: []joint.Keep{{Name: sets.Own()[0], TTL: joint.RecordTTL(m.Cfg.Clients[ci].MaxTTL)}}}
+	m.contact(s, ci)
+	_, sets := m.nodesOf(s, ci)
+	own := &RecWrite{}
+	for _, f := range sets.Own() {
+		own.Keep = append(own.Keep, joint.Keep{Name: f, TTL: joint.RecordTTL(m.Cfg.Clients[ci].MaxTTL)})
+	}
 	m.recordRound(s, ci, recReading, func(int) *RecWrite { return own })
 }
 
@@ -222,7 +227,7 @@ func (m *Model) recordRound(s *State, ci, phase int, w func(li int) *RecWrite) {
 	r := &s.Clients[ci].Rec
 	r.Phase, r.Start = phase, s.T
 	r.Round++
-	nodes, _ := m.nodesOf(ci)
+	nodes, _ := m.nodesOf(s, ci)
 	for i := range r.Votes {
 		r.Votes[i] = No
 		r.Reps[i] = RecReply{}
@@ -243,9 +248,9 @@ func (m *Model) processRecord(s *State, ni int, req Msg) Msg {
 	if rec, _ := n.Data.Epoch(n.env(s.T, m.Cfg.Second), m.guard(req.Actor), m.Cfg.Mut); rec > 0 {
 		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: Recovering}
 	}
-	recordTwin(&n.Conf, now, req.Rec, m.Cfg.Mut.FirstWriterFloor)
-	f := n.Conf
-	return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, N: now, Recs: &f}
+	n.Data.Conf = recordTwin(n.Data.Conf, now, req.Rec, m.Cfg.Mut.FirstWriterFloor)
+	s.Version++
+	return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, N: now, Recs: n.Data.Conf}
 }
 
 // deliverRecord hands a record reply to its client's recorder.
@@ -259,7 +264,7 @@ func (m *Model) deliverRecord(s *State, ni int, rep Msg) {
 		return
 	}
 	r.Votes[ni] = Yes
-	r.Reps[ni] = RecReply{Now: rep.N, At: s.T, F: *rep.Recs}
+	r.Reps[ni] = RecReply{Now: rep.N, At: s.T, F: rep.Recs}
 }
 
 // recDecided: the read round of an obtain has its quorum (the plain
@@ -324,13 +329,24 @@ func (m *Model) recordCan(s *State, ci int) bool {
 	return cl.Phase != Done && cl.Phase != Checking && r.Has && s.T >= r.Last+m.recordPeriod(ci)
 }
 
-// recordDue reports whether some recorder must start a round before time
-// passes: MaxTTL/2 since its last record.
+// recordDue reports whether some recorder must act before time passes:
+// start a round, MaxTTL/2 after its last record began; or decide the
+// round under way, once its node timeout has passed (the library's round
+// returns by its timeout). So a record starts at most MaxTTL/2 after the
+// one before, as the library's recorder does (every MaxTTL/4, a round
+// taking twice the node timeout at most, and a pause of up to MaxTTL/4,
+// the documented bound).
 func (m *Model) recordDue(s *State) bool {
 	for ci := range s.Clients {
 		cl := &s.Clients[ci]
 		r := &cl.Rec
-		if m.records(ci) && cl.Phase != Done && r.Has && r.Phase == recIdle && s.T >= r.Last+2*m.recordPeriod(ci) {
+		if !m.records(ci) || cl.Phase == Done || !r.Has {
+			continue
+		}
+		if r.Phase == recIdle && s.T >= r.Last+2*m.recordPeriod(ci) {
+			return true
+		}
+		if r.Phase != recIdle && s.T >= r.Start+m.Cfg.NodeTimeout {
 			return true
 		}
 	}
@@ -346,12 +362,12 @@ func (m *Model) recordStep(s *State, ci int) {
 	case recIdle:
 		m.startRecord(s, ci, true)
 	case recReading:
-		nodes, sets := m.nodesOf(ci)
+		nodes, sets := m.nodesOf(s, ci)
 		recs := make([]*joint.Records, len(nodes))
 		for li, ni := range nodes {
 			if r.Votes[ni] == Yes {
 				rp := &r.Reps[ni]
-				recs[li] = toRecords(&rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
+				recs[li] = toRecords(rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
 			}
 		}
 		answered := false
@@ -363,7 +379,7 @@ func (m *Model) recordStep(s *State, ci int) {
 			return
 		}
 		plan := joint.Decide(sets, recs, joint.Params{MaxTTL: cs.MaxTTL, FenceTTL: c.FenceTTL}, m.jointMut())
-		r.PConflict, r.PFloor = plan.Conflict != nil, plan.Floor
+		r.PConflict, r.PFloor, r.PSaw = plan.Conflict != nil, plan.Floor, m.saw(s, ci, recs)
 		if !plan.Write {
 			m.finishRecord(s, ci)
 			return
@@ -372,12 +388,12 @@ func (m *Model) recordStep(s *State, ci int) {
 			return &RecWrite{Keep: plan.Writes[li].Keep, Raise: plan.Writes[li].Raise}
 		})
 	case recWriting:
-		nodes, sets := m.nodesOf(ci)
+		nodes, sets := m.nodesOf(s, ci)
 		recs := make([]*joint.Records, len(nodes))
 		for li, ni := range nodes {
 			if r.Votes[ni] == Yes {
 				rp := &r.Reps[ni]
-				recs[li] = toRecords(&rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
+				recs[li] = toRecords(rp.F, rp.Now, s.T-rp.At, rp.At-r.Began)
 			}
 		}
 		r.PFloor = max(r.PFloor, joint.FloorOf(recs, sets.CurFP))
@@ -391,7 +407,7 @@ func (m *Model) finishRecord(s *State, ci int) {
 	if !r.PConflict {
 		r.Floor = max(r.Floor, r.PFloor)
 	}
-	r.Conflict, r.Last, r.Phase = r.PConflict, r.Began, recIdle
+	r.Conflict, r.Saw, r.Last, r.Phase = r.PConflict, r.PSaw, r.Began, recIdle
 }
 
 // checkConfig is an obtain's check (the library's checkConfig), before an
@@ -403,6 +419,9 @@ func (m *Model) checkConfig(s *State, ci int) bool {
 	r := &cl.Rec
 	if !m.records(ci) || (r.Has && s.T-r.Last < joint.RecordStale(m.Cfg.Clients[ci].MaxTTL)) {
 		return false
+	}
+	if m.Cfg.Clients[ci].Resume > 0 && m.Cfg.Mut.ResumeUnrecorded {
+		return false // Resume skips the admission: no record, no recorder
 	}
 	m.startRecord(s, ci, false)
 	cl.Phase = Checking
@@ -430,9 +449,8 @@ func (m *Model) describeRecord(s *State, st Step) (string, bool) {
 			return "", false
 		}
 		n := &s.Nodes[st.Node]
-		f := n.Conf
-		recordTwin(&f, s.T+n.Offset, q.Rec, c.Mut.FirstWriterFloor)
-		return fmt.Sprintf("%sn%d (clock %d) runs %s's record %+v: %s", at, st.Node+1, s.T+n.Offset, string(rune('A'+q.Actor)), *q.Rec, confString(&f)), true
+		f := recordTwin(n.Data.Conf, s.T+n.Offset, q.Rec, c.Mut.FirstWriterFloor)
+		return fmt.Sprintf("%sn%d (clock %d) runs %s's record %+v: %s", at, st.Node+1, s.T+n.Offset, string(rune('A'+q.Actor)), *q.Rec, confString(f)), true
 	case StepDeliver:
 		q := s.Conns[st.Client*c.Nodes+st.Node].Rep[0]
 		if q.Kind != ReqRecord {
@@ -449,11 +467,11 @@ func (m *Model) describeRecord(s *State, st Step) (string, bool) {
 
 func confString(f *ConfFields) string {
 	out := ""
-	for i, v := range f {
-		if v.Exp == 0 {
-			continue
-		}
-		out += fmt.Sprintf(" %s=%d", confFields[i], v.Exp)
+	if f == nil {
+		return "{ }"
+	}
+	for _, v := range *f {
+		out += fmt.Sprintf(" %s=%d", v.Name, v.Exp)
 		if v.M != 0 || v.V != 0 {
 			out += fmt.Sprintf(":%d:%d", v.M, v.V)
 		}
@@ -468,16 +486,37 @@ func hashRec(v func(int64), w *RecWrite) {
 		return
 	}
 	for _, k := range w.Keep {
-		v(int64(confIndex(k.Name)))
+		hashString(v, k.Name)
 		v(k.TTL)
 	}
 	v(-2)
 	for _, r := range w.Raise {
-		v(int64(confIndex(r.Name)))
+		hashString(v, r.Name)
 		v(r.Ahead)
 		v(r.Until)
 		v(r.TTL)
 	}
 }
 
-func init() { kindName[ReqRecord] = "record" }
+// hashString adds a string to a state's hash.
+func hashString(v func(int64), x string) {
+	v(int64(len(x)))
+	for i := 0; i < len(x); i++ {
+		v(int64(x[i]))
+	}
+}
+
+// hashConf adds a configuration record to a state's hash.
+func hashConf(v func(int64), f *ConfFields) {
+	if f == nil {
+		v(-1)
+		return
+	}
+	v(int64(len(*f)))
+	for _, x := range *f {
+		hashString(v, x.Name)
+		v(x.Exp)
+		v(x.M)
+		v(x.V)
+	}
+}

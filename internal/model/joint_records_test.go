@@ -29,19 +29,20 @@ func TestRecordTwinMatchesScript(t *testing.T) {
 	node := goredis.New(c)
 	ctx := context.Background()
 	const key = "{d}:configs"
-	var twin ConfFields
+	var twin *ConfFields
+	names := []string{"c:A", "c:B", "j:A:B", "s:A", "s:B", "m:B"}
 	cover := map[string]int{}
 	for step := range 400 {
 		var w RecWrite
 		for range rng.IntN(3) {
-			w.Keep = append(w.Keep, joint.Keep{Name: confFields[rng.IntN(nConf)], TTL: 1 + rng.Int64N(40)})
+			w.Keep = append(w.Keep, joint.Keep{Name: names[rng.IntN(len(names))], TTL: 1 + rng.Int64N(40)})
 		}
 		for range rng.IntN(3) {
 			var until int64
 			if rng.IntN(4) != 0 {
 				until = time.Now().UnixMilli() + rng.Int64N(60) - 10
 			}
-			w.Raise = append(w.Raise, joint.Raise{Name: confFields[rng.IntN(nConf)], Ahead: rng.Int64N(30),
+			w.Raise = append(w.Raise, joint.Raise{Name: names[rng.IntN(len(names))], Ahead: rng.Int64N(30),
 				Until: until, TTL: 1 + rng.Int64N(40)})
 		}
 		var keep []script.RecordField
@@ -58,18 +59,19 @@ func TestRecordTwinMatchesScript(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := twin
-		recordTwin(&twin, got.Now, &w, false)
-		for i := range twin {
-			if before[i].Exp != 0 && twin[i].Exp == 0 {
+		twin = recordTwin(twin, got.Now, &w, false)
+		for _, name := range names {
+			if before.field(name).Exp > 0 && twin.field(name).Exp == 0 {
 				cover["expired"]++
 			}
 		}
 		want := map[string]script.RecordValue{}
-		for i, f := range twin {
+		for _, name := range names {
+			f := twin.field(name)
 			if f.Exp == 0 {
 				continue
 			}
-			want[confFields[i]] = script.RecordValue{Left: ms(f.Exp - got.Now), Floor: f.M, Fresh: f.V}
+			want[name] = script.RecordValue{Left: ms(f.Exp - got.Now), Floor: f.M, Fresh: f.V}
 			if f.M != 0 {
 				cover["live floor"]++
 			}

@@ -18,7 +18,7 @@ func jointSearches() map[string]search {
 			// to the evidence's life, 1.5 max TTL, which Lemma 1 needs
 			// the counters to outlive (the library's is ten max TTLs).
 			return Config{Nodes: nodes, Clients: clients, TTL: 3, MaxTTL: 4, FenceTTL: 8, NodeTimeout: 2, Delta: 1, Horizon: 30,
-				Global: true, SetA: a, SetB: b}
+				Global: true, NodeSets: NodeSets{SetA: a, SetB: b}}
 		}
 	}
 	all := func() []ClientSpec {

@@ -67,6 +67,12 @@ type search struct {
 	// continuations of a known start (RandomFrom), for counterexamples
 	// that searches from the initial state do not reach in budget.
 	prefix []Step
+	// swarm: each schedule injects its own subset of the faults
+	// (Model.Swarm).
+	swarm bool
+	// deadline is the search's time limit (0: 3 minutes); past it, a
+	// search stops short of its budget.
+	deadline time.Duration
 }
 
 // run plays the search with mut from seed: n random schedules (0: the
@@ -75,7 +81,11 @@ func (s search) run(mut Mutations, seed uint64, n int) (*Counterexample, Stats) 
 	cfg := s.cfg()
 	cfg.Mut = mut
 	m := New(cfg)
+	m.Swarm = s.swarm
 	budget := 3 * time.Minute
+	if s.deadline != 0 {
+		budget = s.deadline
+	}
 	if n == 0 {
 		n = s.random
 	}

@@ -20,6 +20,7 @@ type Mutations struct {
 	FamilyMutations
 	JointMutations
 	PermitMutations
+	HandoffMutations
 	RetireMutations
 }
 
@@ -124,6 +125,10 @@ type JointMutations struct {
 	// (joint.Mut): a joint client takes no move floor, or never
 	// refuses.
 	JointNoFloor, JointNoConflict bool
+	// BySpelling: issue 44's finding E, sets named by the spelling of
+	// their addresses (identity.go), and the records read by the names the
+	// reader knows only (joint.Mut.KnownNamesOnly).
+	BySpelling bool
 }
 
 // PermitMutations are the mutants of the semaphore (docs/safety.md, "Semaphores").
@@ -211,7 +216,10 @@ type Mark struct {
 
 // Data is what a node stores: one lock's key (a plain lock's string, or
 // the family's hash: never both), counter and waiters mark, the family's
-// waiting-writer mark, the epoch record and its fast-path key.
+// waiting-writer mark, the epoch record and its fast-path key; and the
+// keys beside them that a restart, a snapshot and a replica carry with the
+// rest of the data set: the node's identity, its configuration records and
+// the handoff claims' tombstones.
 type Data struct {
 	Lock    Key
 	Fam     Family
@@ -220,6 +228,9 @@ type Data struct {
 	WWait   Mark // <lock>:wwait (family.lua)
 	Rec     Record
 	Ok      OkKey
+	ID      int         // {PREFIX}:id (id.lua, Identify); 0: none yet
+	Conf    *ConfFields // {PREFIX}:configs (record.lua, recordTwin); nil: none
+	Tombs   Tombs       // <lock>:claimed:<secret> (resume.lua, Claim)
 }
 
 // Env is what a script reads from the server besides the keys: TIME and

@@ -46,7 +46,7 @@ func (d *Data) PermAcquire(env Env, k, hold int, ttl int64, g Guard, m Mutations
 			return PermitsError, 0
 		}
 		if _, ok := f.Hold(hold); ok {
-			return Taken, d.current(env, floor, g, m) // a retried request (not modelled: never sent twice)
+			return Taken, d.current(env, floor, g, m) // a retried request (StepDup): the counter as it is
 		}
 		capacity := k
 		if m.PermitCapacityOffByOne {

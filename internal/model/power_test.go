@@ -19,7 +19,28 @@ var (
 	powerBudget = flag.Int("powerbudget", 0, "TestSearchPower: schedules per seed (0: three times the mutant's budget)")
 	powerSearch = flag.String("powersearch", "", "TestSearchPower: run every matching mutant on these searches instead of its own (comma-separated)")
 	powerFence  = flag.Int64("powerfence", 0, "TestSearchPower: the searches' FenceTTL (0: theirs)")
+	powerFixed  = flag.Bool("powerfixed", false, "TestSearchPower: the seeds k<<32, k = 1..powerseeds (fixedSeeds), not drawn at random")
 )
+
+// fixedSeeds are n fixed seeds, far enough apart that their searches play
+// no schedule twice: k<<32 for k = 1..n.
+func fixedSeeds(n int) []uint64 {
+	out := make([]uint64, n)
+	for k := range out {
+		out[k] = uint64(k+1) << 32
+	}
+	return out
+}
+
+// replaySeed is the seed from which a search of m replays the schedule
+// that the search from seed found as its n-th (1-based): schedule i plays
+// seed + i in strategy i % m.modes(), so the replay starts at the first
+// schedule of that strategy's round and finds it within m.modes()
+// schedules.
+func replaySeed(m *Model, seed uint64, n int) uint64 {
+	i := uint64(n - 1)
+	return seed + i - i%uint64(m.modes())
+}
 
 // TestSearchPower measures, for each mutant whose name matches -power, how
 // many schedules its search plays before it finds a counterexample, from
@@ -33,11 +54,17 @@ func TestSearchPower(t *testing.T) {
 		t.Skip("with -power only")
 	}
 	re := regexp.MustCompile(*power)
-	searches := searchTable()
-	for k, v := range permitSearches() {
-		searches[k] = v
+	searches := map[string]search{}
+	for _, table := range []map[string]search{searchTable(), permitSearches(), jointSearches(), handoffSearches(), unifiedSearches()} {
+		for k, v := range table {
+			searches[k] = v
+		}
 	}
-	for _, mt := range append(mutantTable(), permitMutants()...) {
+	var mutants []mutant
+	for _, table := range [][]mutant{mutantTable(), permitMutants(), jointMutants(), handoffMutants(), unifiedMutantTable()} {
+		mutants = append(mutants, table...)
+	}
+	for _, mt := range mutants {
 		if !re.MatchString(mt.name) {
 			continue
 		}
@@ -68,9 +95,13 @@ func measure(t *testing.T, s search, mt mutant) {
 	}
 	m := New(cfg)
 	m.NoShrink = true
+	m.Swarm = s.swarm
 	seeds := make([]uint64, *powerSeeds)
 	for i := range seeds {
 		seeds[i] = rand.Uint64() >> 1
+	}
+	if *powerFixed {
+		seeds = fixedSeeds(*powerSeeds)
 	}
 	found := make([]int, len(seeds)) // schedules to the first counterexample; 0: none
 	start := time.Now()
@@ -106,9 +137,9 @@ func measure(t *testing.T, s search, mt mutant) {
 			missed = append(missed, seeds[i])
 		}
 	}
-	var modes [3]int
+	modes := make([]int, m.modes())
 	for _, n := range hits {
-		modes[(n-1)%3]++
+		modes[(n-1)%m.modes()]++
 	}
 	slices.Sort(hits)
 	sum := 0
@@ -121,7 +152,7 @@ func measure(t *testing.T, s search, mt mutant) {
 	}
 	line += fmt.Sprintf(" (by strategy %v)", modes)
 	if best >= 0 {
-		line += fmt.Sprintf("; fastest: seed %d, %d schedules", seeds[best], found[best])
+		line += fmt.Sprintf("; fastest: seed %d, %d schedules (replay seed %d)", seeds[best], found[best], replaySeed(m, seeds[best], found[best]))
 	}
 	if len(missed) > 0 {
 		line += fmt.Sprintf("; missed from %v", missed[:min(len(missed), 3)])
