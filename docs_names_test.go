@@ -143,3 +143,23 @@ func TestSafetyDocNamesOnlyTestsThatExist(t *testing.T) {
 		}
 	}
 }
+
+// No document keeps a merge's conflict markers (a merge once committed
+// docs/safety.md with them).
+func TestDocsHaveNoConflictMarkers(t *testing.T) {
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range append(docs, "README.md", "CHANGELOG.md") {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "<<<<<<< ") || strings.HasPrefix(line, ">>>>>>> ") || line == "=======" {
+				t.Errorf("%s:%d: a merge's conflict marker: %q", doc, i+1, line)
+			}
+		}
+	}
+}
