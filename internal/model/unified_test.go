@@ -240,7 +240,7 @@ var unifiedSeeds = map[string][]uint64{
 	"JointNoFloor":     {38654706080},
 	"JointNoConflict":  {8589934604},
 	"BySpelling":       {12884901892},
-	"ResumeUnrecorded": {42949672960},
+	"ResumeUnrecorded": {55834574848},
 }
 
 // unifiedUnfound are the mutants that the unified search does not find
