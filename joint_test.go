@@ -145,6 +145,17 @@ func TestTokensIncreaseAcrossTheMove(t *testing.T) {
 				if err := l.Release(ctx); err != nil {
 					t.Fatalf("%s: Release: %v", who, err)
 				}
+				// Release returns once a quorum deleted the key; the next
+				// take needs it gone everywhere (on a loaded machine the
+				// others' deletes came after the next attempt: CI).
+				eventually(t, who+"'s release reached every node", func() bool {
+					for _, n := range cl.clients {
+						if n.Exists(ctx, "{"+prefix+"t}").Val() != 0 {
+							return false
+						}
+					}
+					return true
+				})
 			}
 			old, err := New(pick(cl, mv.cur), append(opts, WithRestartGuard(GuardOff))...)
 			if err != nil {
