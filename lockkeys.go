@@ -1,10 +1,7 @@
 package redlock
 
 import (
-	"time"
-
 	"github.com/redlock-go/redlock/internal/keys"
-	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/script"
 )
 
@@ -94,16 +91,5 @@ func (e *engine) newGuard(i int) script.Guard {
 	case GuardOff:
 		mode = '0'
 	}
-	g := script.Guard{
-		MaxTTL:   e.cfg.maxTTL,
-		Delta:    limits.EpochTrust,
-		Mode:     mode,
-		FenceTTL: max(time.Hour, 10*e.cfg.maxTTL),
-	}
-	if e.nodes[i].Cluster {
-		// One record per lock: let the records of idle locks go. A
-		// missing record is safe (see epoch.lua).
-		g.RecordTTL = max(24*time.Hour, 10*e.cfg.maxTTL)
-	}
-	return g.Prepared()
+	return script.NewGuard(mode, e.cfg.maxTTL, e.nodes[i].Cluster)
 }

@@ -67,10 +67,11 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	}
 	conns := openAll(specs, nf.timeout)
 	defer closeAll(conns)
-	g := script.Guard{MaxTTL: guard.maxTTL, Delta: limits.EpochTrust, Mode: '1', FenceTTL: max(time.Hour, 10*guard.maxTTL)}
+	mode := byte('1')
 	if guard.mode == guardPersistent {
-		g.Mode = 'p'
+		mode = 'p'
 	}
+	g := script.NewGuard(mode, guard.maxTTL, false)
 	layout := keys.Layout{Prefix: *prefix}
 	code := exitOK
 	for _, c := range conns {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/redlock-go/redlock/driver"
 	layout "github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/reply"
 )
 
@@ -218,6 +219,21 @@ type Guard struct {
 	FenceTTL  time.Duration // expiry of a fencing counter, renewed on use
 
 	argv []any // the encoded arguments, once Prepared
+}
+
+// NewGuard is the guard of a Client with max TTL maxTTL, in mode ('1',
+// 'p' or '0'), on a node of a Redis Cluster or not: the one setting the
+// library and the command line (redlock probe) share. A fencing counter
+// expires after an hour, or ten max TTLs; on a Cluster, whose epoch
+// records are one per lock, a record expires after a day, or ten max
+// TTLs, so that the records of idle locks go (a missing record is safe:
+// epoch.lua). It is Prepared.
+func NewGuard(mode byte, maxTTL time.Duration, cluster bool) Guard {
+	g := Guard{MaxTTL: maxTTL, Delta: limits.EpochTrust, Mode: mode, FenceTTL: max(time.Hour, 10*maxTTL)}
+	if cluster {
+		g.RecordTTL = max(24*time.Hour, 10*maxTTL)
+	}
+	return g.Prepared()
 }
 
 // Prepared returns g with its script arguments encoded once, so that the
