@@ -9,7 +9,7 @@ MODULES := . $(patsubst %/go.mod,%,$(wildcard */go.mod */*/go.mod))
 # The modules users build, which get release tags (docs/releasing.md).
 RELEASED := . cmd/redlock redlockprom redlockotel redlocksql driver/rueidis driver/redigo
 
-.PHONY: demo test deps vet lint cross lean oldest model soak
+.PHONY: demo test deps vet lint cross lean oldest mindeps model soak
 
 deps:
 	@./scripts/install-redis.sh
@@ -44,6 +44,12 @@ lean:
 oldest:
 	@GO=$(GO) ./scripts/oldest-go.sh $(RELEASED)
 
+# Every module requires, and builds with, the oldest go-redis the library
+# supports (the floor in scripts/min-deps.sh, docs/dependencies.md), so
+# that the tests run against it and no change raises it unnoticed.
+mindeps:
+	@GO=$(GO) ./scripts/min-deps.sh $(MODULES)
+
 # The model checker's searches, which the race detector would slow tenfold: the exhaustive ones
 # (internal/model/exhaustive_test.go) and the random ones in full, from a fresh seed (under -race
 # they replay their regression seeds only). Replay a failure with REDLOCK_MODEL_SEED=N make model.
@@ -53,7 +59,7 @@ model:
 	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants|TestHandoffMutants' ./internal/model
 
 # In lanes that run at once (scripts/test-lanes.sh says which and why):
-# lint lean cross oldest at the lowest CPU priority, model after the
+# mindeps lint lean cross oldest at the lowest CPU priority, model after the
 # other modules' tests, and every
 # module's go test -race -vet=all, which is make vet's check on the race
 # build the tests compile anyway (a separate go vet compiled every

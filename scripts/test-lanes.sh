@@ -9,9 +9,9 @@
 # static checks (staticcheck, the other platforms' type-check, go vet with
 # the oldest Go) are compile work that kept it busy. So:
 #
-#   static  make lint lean cross oldest, at the lowest CPU priority
-#           (nice 19) from start to end: it takes what the tests leave,
-#           and the tests see no more load than their own;
+#   static  make mindeps lint lean cross oldest, at the lowest CPU
+#           priority (nice 19) from start to end: it takes what the tests
+#           leave, and the tests see no more load than their own;
 #   fault   the root module's fault suite (./tests/fault), then the
 #           drivers' modules (their fault-suite subsets), then
 #           cmd/redlock, then tests/robust;
@@ -51,7 +51,7 @@ gotest() { # module dir, then packages
 
 lane_static() {
   local t
-  for t in lint lean cross oldest; do
+  for t in mindeps lint lean cross oldest; do
     step "make $t (nice 19)"
     nice -n 19 "$MAKE" --no-print-directory "$t"
   done
