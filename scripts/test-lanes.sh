@@ -12,6 +12,9 @@
 #   static  make mindeps lint lean cross oldest, at the lowest CPU
 #           priority (nice 19) from start to end: it takes what the tests
 #           leave, and the tests see no more load than their own;
+#   newest  make newest: every module vetted and built with Go 1.27, and
+#           the root module's Redis-free unit tests run with it; its
+#           compiles at nice 19 too, beside the static lane's;
 #   fault   the root module's fault suite (./tests/fault), then the
 #           drivers' modules (their fault-suite subsets), then
 #           cmd/redlock, then tests/robust;
@@ -55,6 +58,11 @@ lane_static() {
     step "make $t (nice 19)"
     nice -n 19 "$MAKE" --no-print-directory "$t"
   done
+}
+
+lane_newest() {
+  step "make newest"
+  "$MAKE" --no-print-directory newest
 }
 
 lane_fault() {
@@ -107,6 +115,7 @@ reap() {
 launch static "$@"
 launch fault "$@"
 launch rest "$@"
+launch newest "$@"
 while [ ${#lane_of[@]} -gt 0 ]; do
   reap
 done
