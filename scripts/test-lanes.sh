@@ -9,9 +9,12 @@
 # static checks (staticcheck, the other platforms' type-check, go vet with
 # the oldest Go) are compile work that kept it busy. So:
 #
-#   static  make lint lean cross oldest, at the lowest CPU priority
-#           (nice 19) from start to end: it takes what the tests leave,
-#           and the tests see no more load than their own;
+#   static  make mindeps lint lean cross oldest, at the lowest CPU
+#           priority (nice 19) from start to end: it takes what the tests
+#           leave, and the tests see no more load than their own;
+#   newest  make newest: every module vetted and built with Go 1.27, and
+#           the root module's Redis-free unit tests run with it; its
+#           compiles at nice 19 too, beside the static lane's;
 #   fault   the root module's fault suite (./tests/fault), then the
 #           drivers' modules (their fault-suite subsets), then
 #           cmd/redlock, then tests/robust;
@@ -51,10 +54,15 @@ gotest() { # module dir, then packages
 
 lane_static() {
   local t
-  for t in lint lean cross oldest; do
+  for t in mindeps lint lean cross oldest; do
     step "make $t (nice 19)"
     nice -n 19 "$MAKE" --no-print-directory "$t"
   done
+}
+
+lane_newest() {
+  step "make newest"
+  "$MAKE" --no-print-directory newest
 }
 
 lane_fault() {
@@ -107,6 +115,7 @@ reap() {
 launch static "$@"
 launch fault "$@"
 launch rest "$@"
+launch newest "$@"
 while [ ${#lane_of[@]} -gt 0 ]; do
   reap
 done
