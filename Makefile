@@ -70,8 +70,8 @@ model:
 	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants|TestHandoffMutants|TestUnifiedMutants' ./internal/model
 
 # In lanes that run at once (scripts/test-lanes.sh says which and why):
-# mindeps lint lean cross oldest at the lowest CPU priority, newest beside
-# them (its compiles at that priority too), model after the
+# mindeps lint lean cross oldest at the lowest CPU priority (newest, with
+# REDLOCK_NEWEST_LANE=1, beside them), model after the
 # other modules' tests, and every
 # module's go test -race -vet=all, which is make vet's check on the race
 # build the tests compile anyway (a separate go vet compiled every

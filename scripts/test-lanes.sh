@@ -12,9 +12,11 @@
 #   static  make mindeps lint lean cross oldest, at the lowest CPU
 #           priority (nice 19) from start to end: it takes what the tests
 #           leave, and the tests see no more load than their own;
-#   newest  make newest: every module vetted and built with Go 1.27, and
-#           the root module's Redis-free unit tests run with it; its
-#           compiles at nice 19 too, beside the static lane's;
+#   newest  make newest (every module vetted and built with Go 1.27, and
+#           the root module's Redis-free unit tests run with it), launched
+#           only with REDLOCK_NEWEST_LANE=1: its 600 CPU seconds beside
+#           the other lanes are not yet measured against make test's
+#           20 minutes on a fresh machine (docs/testing.md, "The lanes");
 #   fault   the root module's fault suite (./tests/fault), then the
 #           drivers' modules (their fault-suite subsets), then
 #           cmd/redlock, then tests/robust;
@@ -115,7 +117,9 @@ reap() {
 launch static "$@"
 launch fault "$@"
 launch rest "$@"
-launch newest "$@"
+if [ "${REDLOCK_NEWEST_LANE:-0}" = 1 ]; then
+  launch newest "$@"
+fi
 while [ ${#lane_of[@]} -gt 0 ]; do
   reap
 done
