@@ -47,22 +47,26 @@ const (
 // clientConfig is one client process's configuration (JSON, in the child's
 // environment).
 type clientConfig struct {
-	ID          string           `json:"id"`
-	Nodes       []string         `json:"nodes"` // host:port of each lock node
-	Store       string           `json:"store"`
-	Stop        int64            `json:"stop"` // Unix ns: no attempt starts after it
-	Seed        uint64           `json:"seed"`
-	Kind        lockclient.Kind  `json:"kind"`
-	TTL         time.Duration    `json:"ttl"`
-	MaxTTL      time.Duration    `json:"max_ttl"`
-	NodeTimeout time.Duration    `json:"node_timeout"`
-	Hold        time.Duration    `json:"hold"`            // between the read and the write
-	Think       time.Duration    `json:"think,omitempty"` // after each release, before the next attempt
-	Bound       time.Duration    `json:"bound"`           // an Obtain call's bound
-	Auto        bool             `json:"auto,omitempty"`
-	Fenced      bool             `json:"fenced"`
-	Guard       bool             `json:"guard"`
-	FastRetry   bool             `json:"fast_retry,omitempty"`
+	ID          string          `json:"id"`
+	Nodes       []string        `json:"nodes"` // host:port of each lock node
+	Store       string          `json:"store"`
+	Stop        int64           `json:"stop"` // Unix ns: no attempt starts after it
+	Seed        uint64          `json:"seed"`
+	Kind        lockclient.Kind `json:"kind"`
+	TTL         time.Duration   `json:"ttl"`
+	MaxTTL      time.Duration   `json:"max_ttl"`
+	NodeTimeout time.Duration   `json:"node_timeout"`
+	Hold        time.Duration   `json:"hold"`            // between the read and the write
+	Think       time.Duration   `json:"think,omitempty"` // after each release, before the next attempt
+	Bound       time.Duration   `json:"bound"`           // an Obtain call's bound
+	Auto        bool            `json:"auto,omitempty"`
+	Fenced      bool            `json:"fenced"`
+	Guard       bool            `json:"guard"`
+	FastRetry   bool            `json:"fast_retry,omitempty"`
+	// NoBreaker turns the Client's circuit breaker off: a scenario of
+	// heavy loss, whose point is safety while some holds still happen,
+	// where the breaker would keep the clients from trying.
+	NoBreaker   bool             `json:"no_breaker,omitempty"`
 	Belief      string           `json:"belief"`
 	HoldFull    bool             `json:"hold_full,omitempty"` // hold until 5 ms before the believed end
 	ClockOffset time.Duration    `json:"clock_offset,omitempty"`
@@ -175,7 +179,7 @@ func runClient(raw string) int {
 	}
 	defer jumper.close()
 	clk := clientClock{base: time.Now(), offset: cfg.ClockOffset, rate: cfg.ClockRate}
-	lc := lockclient.Config{NodeTimeout: cfg.NodeTimeout, MaxTTL: cfg.MaxTTL, NoGuard: !cfg.Guard, FastRetry: cfg.FastRetry}
+	lc := lockclient.Config{NodeTimeout: cfg.NodeTimeout, MaxTTL: cfg.MaxTTL, NoGuard: !cfg.Guard, FastRetry: cfg.FastRetry, NoBreaker: cfg.NoBreaker}
 	if clk.rate == 0 {
 		clk.rate = 1
 	}

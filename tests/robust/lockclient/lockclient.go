@@ -41,6 +41,8 @@ type Config struct {
 	Now func() time.Time
 	// FastRetry makes waiting clients retry every 5 to 20 ms.
 	FastRetry bool
+	// NoBreaker turns the circuit breaker off (WithoutBreaker).
+	NoBreaker bool
 }
 
 // Client is one lock client on N nodes.
@@ -60,6 +62,9 @@ func New(nodes []redis.UniversalClient, cfg Config) (*Client, error) {
 	}
 	if cfg.FastRetry {
 		opts = append(opts, redlock.WithRetryDelay(5*time.Millisecond, 20*time.Millisecond))
+	}
+	if cfg.NoBreaker {
+		opts = append(opts, redlock.WithoutBreaker())
 	}
 	c, err := redlock.New(nodes, opts...)
 	if err != nil {
