@@ -72,7 +72,7 @@ model:
 # In lanes that run at once (scripts/test-lanes.sh says which and why):
 # mindeps lint lean cross oldest at the lowest CPU priority (newest, with
 # REDLOCK_NEWEST_LANE=1, beside them), model after the
-# other modules' tests, and every
+# drivers' and the robustness suite's tests, and every
 # module's go test -race -vet=all, which is make vet's check on the race
 # build the tests compile anyway (a separate go vet compiled every
 # dependency once more, minutes of a fresh CI machine). deps installed

@@ -17,20 +17,25 @@
 #           only with REDLOCK_NEWEST_LANE=1: its 600 CPU seconds beside
 #           the other lanes are not yet measured against make test's
 #           20 minutes on a fresh machine (docs/testing.md, "The lanes");
-#   fault   the root module's fault suite (./tests/fault), then the
-#           drivers' modules (their fault-suite subsets), then
-#           cmd/redlock, then tests/robust;
+#   fault   the root module's fault suite (./tests/fault), then
+#           cmd/redlock;
+#   drivers the drivers' modules (their fault-suite subsets), then
+#           tests/robust, then make model (the model checker's searches,
+#           compile-free and CPU-bound);
 #   rest    the root module's other packages, then every other module
-#           but those of the fault lane, then make model (the model
-#           checker's searches, compile-free and CPU-bound).
+#           but those of the fault and drivers lanes.
+#
+# fault, drivers and rest were two lanes, fault holding the drivers and
+# tests/robust and rest the model: on a fresh machine fault ended at
+# 1,258 s, over make test's 20 minutes, while the machine waited on its
+# nodes most of that time (docs/testing.md, "The lanes").
 #
 # cmd/redlock and tests/robust ran in a fourth lane once fault and rest had
 # ended, alone, because a robustness control had missed its violation
 # under the other lanes' load; on a fresh machine that lane was the
 # critical path (fault ended at 943 s, the last lane at 1,291 s). The
 # controls now show their violation beside three busy loops on two cores
-# (docs/fault-testing.md), so they run after the fault suites, beside the
-# rest lane's last modules and the model's searches.
+# (docs/fault-testing.md), so they run beside the other lanes.
 #
 # Each lane stops at its first failure; the others run on. A lane's output
 # is printed whole when it ends, each step headed by the seconds since the
@@ -43,7 +48,8 @@ GO=${GO:-go}
 MAKE=${MAKE:-make}
 start=$SECONDS
 
-fault_modules=(driver/redigo driver/rueidis cmd/redlock tests/robust)
+fault_modules=(cmd/redlock)
+driver_modules=(driver/redigo driver/rueidis tests/robust)
 
 step() { echo "== [$((SECONDS - start)) s] $*"; }
 
@@ -74,6 +80,14 @@ lane_fault() {
   done
 }
 
+lane_drivers() {
+  for m in "${driver_modules[@]}"; do
+    gotest "$m" ./...
+  done
+  step "make model"
+  "$MAKE" --no-print-directory model
+}
+
 lane_rest() {
   local pkgs
   pkgs=$($GO list ./... | grep -v '/tests/fault$')
@@ -81,11 +95,9 @@ lane_rest() {
   gotest . $pkgs
   for m in "$@"; do
     [ "$m" = . ] && continue
-    [[ " ${fault_modules[*]} " == *" $m "* ]] && continue
+    [[ " ${fault_modules[*]} ${driver_modules[*]} " == *" $m "* ]] && continue
     gotest "$m" ./...
   done
-  step "make model"
-  "$MAKE" --no-print-directory model
 }
 
 logs=$(mktemp -d)
@@ -116,6 +128,7 @@ reap() {
 
 launch static "$@"
 launch fault "$@"
+launch drivers "$@"
 launch rest "$@"
 if [ "${REDLOCK_NEWEST_LANE:-0}" = 1 ]; then
   launch newest "$@"
