@@ -187,3 +187,78 @@ func TestReplicaBesideItsMaster(t *testing.T) {
 		t.Fatalf("TryObtain with a replica beside its master: %v, want ErrInvalid naming nodes 0 and 2 as one node identity", err)
 	}
 }
+
+// TestAddressRepointedAfterFirstContact: an address that reaches another
+// node of the set after the Client identified it (a DNS name or a proxy
+// pointed elsewhere) never casts that node's vote a second time (issue
+// 44: a node is known by its identity). Every script that gives a vote
+// checks the identity the Client learned (epoch.lua's node_is): an
+// acquire and a refresh are refused there, and the Client, identifying
+// the node again, refuses the node set as at a first contact.
+func TestAddressRepointedAfterFirstContact(t *testing.T) {
+	servers := redistest.Start(t, 3)
+	ctx := context.Background()
+	p, err := faultproxy.New(servers[0].Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	direct := make([]redis.UniversalClient, 3)
+	for i, s := range servers {
+		direct[i] = dial(t, s.Addr())
+	}
+	c := newClient(t, []redis.UniversalClient{dial(t, p.Addr()), direct[1], direct[2]}, WithNodeTimeout(time.Second))
+	other := newClient(t, direct)
+	// The first contact identifies every node; r is held on all three.
+	r, err := c.TryObtain(ctx, "r", 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another Client holds "job" on nodes 0 and 2: node 1 lost its key.
+	held, err := other.TryObtain(ctx, "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = held.Release(context.Background()) })
+	layout := keys.Layout{Prefix: "redlock:"}
+	job, _ := layout.Lock("job")
+	if err := direct[1].Del(ctx, job).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// r is another owner's on node 2.
+	rKey, _ := layout.Lock("r")
+	if err := direct[2].Set(ctx, rKey, "another owner", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Node 0's address now reaches node 1's server.
+	p.SetTarget(servers[1].Addr())
+	p.Reset()
+
+	// A refresh has node 1's vote once, not twice: no quorum.
+	if err := r.Refresh(ctx, 5*time.Second); err == nil {
+		t.Errorf("r refreshed on one server counted as nodes 0 and 1")
+	}
+	// An acquire of "job" has node 1's vote once: refused, beside its holder.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		l, err := c.TryObtain(ctx, "job", 5*time.Second)
+		if err == nil {
+			_ = l.Release(ctx)
+			t.Fatalf("job obtained beside its holder: node 1's server voted as nodes 0 and 1")
+		}
+		// Identified again, node 0 is node 1: the node set is refused.
+		if errors.Is(err, ErrInvalid) {
+			if !strings.Contains(err.Error(), "nodes 0 ("+p.Addr()+") and 1 (") {
+				t.Errorf("error: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node 0 reaches node 1's server, the node set still not refused: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := held.Refresh(ctx, time.Minute); err != nil {
+		t.Errorf("the holder lost job: %v", err)
+	}
+}

@@ -2,7 +2,7 @@
 // faults between a client and one server: added latency, a blackhole
 // (bytes are accepted and dropped, nothing comes back), lost replies (the
 // server gets every request, the client hears nothing: a one-way
-// partition) and connection resets. It is for the fault-injection suite (tests/fault).
+// partition), connection resets and a change of server (a name re-pointed). It is for the fault-injection suite (tests/fault).
 //
 // Every Proxy is owned by whoever started it: Close stops the listener and
 // every forwarding goroutine, and waits for them.
@@ -89,6 +89,15 @@ func (p *Proxy) Reset() {
 	p.mu.Unlock()
 }
 
+// SetTarget points the proxy at another server: new connections go to
+// target; open ones stay with the old one until Reset closes them (a DNS
+// name or a load balancer pointed elsewhere).
+func (p *Proxy) SetTarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
+}
+
 // Heal removes latency, the blackhole and lost replies.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
@@ -158,7 +167,10 @@ func (p *Proxy) accept() {
 
 func (p *Proxy) serve(in net.Conn) {
 	defer p.wg.Done()
-	out, err := net.DialTimeout("tcp", p.target, time.Second)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	out, err := net.DialTimeout("tcp", target, time.Second)
 	if err != nil {
 		_ = in.Close()
 		return
