@@ -38,8 +38,9 @@ type engine struct {
 	sets     nodeSets // the current and next node sets (joint.go)
 	rec      recorder // the configuration records (joint.go)
 	hubs     []driver.Notifier
-	// guards are each node's guard setting, encoded once.
-	guards []script.Guard
+	// guards are each node's guard setting, encoded once, and again when
+	// the node is identified (identity.go).
+	guards []atomic.Pointer[script.Guard]
 	layout keyLayout // where a lock's keys are (lockkeys.go)
 
 	// bg owns the goroutines of requests that outlive the call that made
@@ -130,13 +131,16 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 			addrs[info.Addr] = i
 		}
 		e.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
+		e.nodes[i].OnErrorReply = e.identityRefused(i)
 		e.layout.cluster = e.layout.cluster || info.Sharded
 		if !info.Sharded && e.layout.plainNode < 0 {
 			e.layout.plainNode = i
 		}
 	}
+	e.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
 	for i := range e.nodes {
-		e.guards = append(e.guards, e.newGuard(i))
+		g := e.newGuard(i)
+		e.guards[i].Store(&g)
 	}
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,

@@ -37,6 +37,19 @@ import (
 // addresses are written (issue 44's finding E). Until a node answers, its
 // address stands in for it there.
 //
+// Every script that can give a vote (an acquire, a refresh, a claim, a
+// record round) is sent with the identity the Client learned for its node
+// (script.Guard.Node), and refuses to vote on a server of another identity
+// before it writes anything (epoch.lua's node_is): an address that reaches
+// another server than at the first contact (a DNS name or a proxy pointed
+// elsewhere) can never cast a vote of another node of the set. The refusal
+// makes the Client identify the node again (identityRefused), before its
+// next acquire round: a new identity (a node restarted without its data)
+// then names the node, and one that another node holds refuses the node
+// set as at the first contact. On a Redis Cluster the identity is in
+// another slot than a lock's keys, and is checked at the first contact
+// only.
+//
 // A node is identified once per Client. The first contact waits for every
 // node's answer, up to the node timeout, but for a silent node only a
 // little once a quorum answered (firstContact). A node that did not answer
@@ -226,6 +239,10 @@ func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 			return
 		}
 	}
+	if id != "" && !e.nodes[i].Cluster {
+		g := e.guard(i).ForNode(id)
+		e.guards[i].Store(&g)
+	}
 	addrs := make([]string, len(e.nodes))
 	for j, n := range e.nodes {
 		addrs[j] = n.Addr
@@ -233,6 +250,28 @@ func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 	e.sets.name(addrs, s.node)
 	if !slices.ContainsFunc(s.ids, func(ids []string) bool { return ids == nil }) {
 		s.done.Store(true)
+	}
+}
+
+// identityRefused is node i's quorum.Node.OnErrorReply: a script that
+// refused to vote because the server is not the node identified
+// (script.IsOtherNode) makes checkIdentity ask the node again, at once.
+// Until it answers, the node's guard keeps the identity it had, and the
+// node gives no vote.
+func (e *engine) identityRefused(i int) func(error) {
+	return func(err error) {
+		if !script.IsOtherNode(err) {
+			return
+		}
+		s := &e.ident
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.ids == nil || s.ids[i] == nil || s.err != nil {
+			return
+		}
+		s.ids[i] = nil
+		s.asked[i] = time.Time{}
+		s.done.Store(false)
 	}
 }
 

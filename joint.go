@@ -174,7 +174,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	}
 	plan := joint.Decide(s, recs, joint.Params{
 		MaxTTL:   e.cfg.maxTTL.Milliseconds(),
-		FenceTTL: e.guards[0].FenceTTL.Milliseconds(),
+		FenceTTL: e.guard(0).FenceTTL.Milliseconds(),
 	}, joint.Mut{})
 	floor := plan.Floor
 	if plan.Write {

@@ -79,8 +79,9 @@ func (e *engine) redisKey(name string) (string, error) {
 	return key, nil
 }
 
-// guard is the epoch guard's setting for node i, prepared by newEngine.
-func (e *engine) guard(i int) script.Guard { return e.guards[i] }
+// guard is the epoch guard's setting for node i, prepared by newEngine,
+// with the node's identity once it is known (identity.go).
+func (e *engine) guard(i int) script.Guard { return *e.guards[i].Load() }
 
 // newGuard is the epoch guard's setting for node i.
 func (e *engine) newGuard(i int) script.Guard {

@@ -190,7 +190,8 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
 	// The call of every node that is not a Redis Cluster: their keys and
-	// guard are the same (the first such node's, if any).
+	// guard are the same (the first such node's, if any), but for the
+	// node's identity (script.Call.ForNode).
 	var plain script.Call
 	fence := l.keys.fence()
 	if p := e.layout.plainNode; p >= 0 {
@@ -202,7 +203,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		Timeout: timeout,
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
-			call := plain
+			call := plain.ForNode(e.guard(n.Index))
 			if n.Cluster {
 				call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
 			}

@@ -159,6 +159,9 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 		Now:     e.cfg.now,
 		Call: func(ctx context.Context, n *quorum.Node) (batchReply, error) {
 			results, errs, err := script.RefreshBatch(ctx, n.Conn, itemsOf(n.Index), e.guard(n.Index))
+			for _, err := range errs {
+				n.ErrorReplied(err)
+			}
 			return batchReply{results, errs}, err
 		},
 		Agree: func(batchReply) bool { return true },

@@ -54,6 +54,11 @@ type Node struct {
 	// Cluster is true for a Redis Cluster: a script may touch only its own
 	// slot, and pub/sub is sharded.
 	Cluster bool
+	// OnErrorReply, when set before the node's first request, is called
+	// with every error reply the node gives (a script's error, WRONGTYPE):
+	// the engine learns from one that the node is not the server it
+	// identified (identity.go).
+	OnErrorReply func(err error)
 
 	maxInFlight int64
 	inflight    atomic.Int64
@@ -153,11 +158,21 @@ func (n *Node) observe(err error) {
 		if n.down.Load() != 0 {
 			n.down.Store(0)
 		}
+		n.ErrorReplied(err)
 		return
 	}
 	last := err // a copy: taking err's address would move every call's err to the heap
 	n.lastDown.Store(&last)
 	n.down.Add(1)
+}
+
+// ErrorReplied passes err, when it is an error reply, to OnErrorReply: a
+// round observes its requests' errors itself; a caller passes those of
+// the items of a pipeline.
+func (n *Node) ErrorReplied(err error) {
+	if err != nil && n.OnErrorReply != nil && driver.IsReply(err) {
+		n.OnErrorReply(err)
+	}
 }
 
 // Unreachable returns how many requests in a row got no reply from the

@@ -41,9 +41,33 @@
 -- the sync or restart finished within delta of it, plus the clock offset
 -- between master and replica, which the failover assumption excludes.)
 --
--- guard is '1' (on), 'p' (on, but trust persistence: a 'restart' epoch
--- needs no recovery, since the process kept every write) or '0' (off: no
--- record is read or written).
+-- guard's first character is '1' (on), 'p' (on, but trust persistence: a
+-- 'restart' epoch needs no recovery, since the process kept every write)
+-- or '0' (off: no record is read or written); the characters after it, if
+-- any, are the node's identity as the Client learned it (node_is).
+
+-- node_is refuses a request that reached another server than the node
+-- the Client identified (the Client's identity.go, docs/reconfiguration.md,
+-- "A node's identity"): guard's characters after its mode are the
+-- identity ({PREFIX}:id, id.lua) the Client learned for the node, none on
+-- a Redis Cluster (where the identity is in another slot than the lock)
+-- or before the node first answered. An address that reaches another
+-- server than at the first contact (a DNS name or a proxy pointed
+-- elsewhere) may reach another node of the set, and that node's vote would
+-- count twice. Every script that can give a vote calls it before any
+-- write, and answers the error 'REDLOCK_NODE <identity>' ('-' for none: a
+-- node that lost its data set): no vote, and the Client identifies the
+-- node again. key is the node's epoch record ({PREFIX}:epoch), in the slot
+-- of its identity ({PREFIX}:id).
+local function node_is(key, guard)
+  if #guard < 2 then
+    return
+  end
+  local id = redis.call('GET', string.sub(key, 1, -6) .. 'id')
+  if id ~= string.sub(guard, 2) then
+    error({err = 'REDLOCK_NODE ' .. (id or '-')})
+  end
+end
 
 local function node_now()
   local t = redis.call('TIME')
@@ -125,6 +149,8 @@ end
 -- ok is the fast path's key when the caller read it already (false when
 -- missing), nil when it did not.
 local function epoch(key, max_ttl, delta, guard, record_ttl, ok)
+  node_is(key, guard)
+  guard = string.sub(guard, 1, 1)
   if guard == '0' then
     return nil, 0, 0
   end

@@ -28,6 +28,8 @@
 -- The hold's expiry and the key's are never shortened. A re-seed records
 -- no token for the owner: only an acquire's first round or its seal does
 -- (docs/lock-family.md), so a re-entry that meets it opens a new tenure.
+-- An extension is a vote too: only from the node the Client identified.
+node_is(KEYS[2], ARGV[7])
 local lock, mode, owner, hold = KEYS[1], ARGV[1], ARGV[2], 'h:' .. ARGV[3]
 local ttl = tonumber(ARGV[4])
 local now = node_now()

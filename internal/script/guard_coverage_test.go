@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,30 +106,42 @@ var (
 	permitHold = Hold{Mode: layout.ModePermit, Permits: 2, ID: "p1"}
 )
 
-func acquired(t *testing.T, a Acquired, err error) bool {
+// refusedAsOtherNode is set when a row's script answered the identity
+// check's refusal (IsOtherNode), which only TestIdentityCoverage provokes
+// (TestGuardCoverage's guards name no node). The tests of this file are
+// not parallel.
+var refusedAsOtherNode bool
+
+// answered fails the test on err, but for the identity check's refusal,
+// which it notes in refusedAsOtherNode; it reports whether the script
+// answered.
+func answered(t *testing.T, err error) bool {
 	t.Helper()
+	if IsOtherNode(err) {
+		refusedAsOtherNode = true
+		return false
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return a.Status == Recovering
+	return true
+}
+
+func acquired(t *testing.T, a Acquired, err error) bool {
+	t.Helper()
+	return answered(t, err) && a.Status == Recovering
 }
 
 func refreshed(t *testing.T, want RefreshResult) func(RefreshResult, error) bool {
 	return func(r RefreshResult, err error) bool {
 		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r == want
+		return answered(t, err) && r == want
 	}
 }
 
 func claimed(t *testing.T, c Claim, err error) bool {
 	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.Status == ClaimRecovering
+	return answered(t, err) && c.Status == ClaimRecovering
 }
 
 func guardRows() []guardRow {
@@ -219,18 +232,12 @@ func guardRows() []guardRow {
 			run: func(t *testing.T, ctx context.Context, n driver.Node, k Keys, _ int64, g Guard) bool {
 				r, err := Record(ctx, n, k.Lock+":records", k.Epoch, g,
 					[]RecordField{{Name: "c:B", TTL: time.Minute}}, []FloorRaise{{Name: "f:B", Ahead: time.Minute, TTL: time.Minute}})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return r.Recovering > 0 && r.Fields == nil
+				return answered(t, err) && r.Recovering > 0 && r.Fields == nil
 			}},
 		guardRow{label: "check of a sequencer", script: &checkSeq, class: voteRow, setup: heldPlain,
 			run: func(t *testing.T, ctx context.Context, n driver.Node, k Keys, token int64, g Guard) bool {
 				s, err := CheckSeqCall(k, 'p', token, g).CheckSeq(ctx, n)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return s.Standing == SeenRecovering
+				return answered(t, err) && s.Standing == SeenRecovering
 			}},
 	)
 	// The scripts that give no vote.
@@ -330,6 +337,9 @@ func TestGuardCoverage(t *testing.T) {
 			}
 		})
 	}
+	if refusedAsOtherNode {
+		t.Error("a script refused as another node, with a guard that names none")
+	}
 	// Still recovering: every row ran inside the window.
 	if a, err := Acquire(ctx, n, keys("cov-probe"), "x", time.Second, recovering, Ack{}); err != nil || a.Status != Recovering {
 		t.Errorf("the node is not recovering any more: %+v, %v", a, err)
@@ -338,5 +348,69 @@ func TestGuardCoverage(t *testing.T) {
 		if !covered[src] {
 			t.Errorf("registered script %d (%d bytes, ending %q) has no row in guardRows: say whether it votes", i, len(src), src[max(0, len(src)-60):])
 		}
+	}
+}
+
+// TestIdentityCoverage runs every vote and every extension of guardRows
+// with a guard that names another node than the server's identity (issue
+// 44: an address that reaches another server than at the first contact):
+// each is refused with REDLOCK_NODE (IsOtherNode) and changes nothing, the
+// epoch record included, as epoch.lua's node_is runs before any write.
+// With the server's own identity the same rows pass the check, and a
+// server that lost its identity (its data) refuses every identity.
+func TestIdentityCoverage(t *testing.T) {
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := nodeOf(c)
+	ctx := context.Background()
+	idKey := "{}:id" // the identity beside keys()' epoch record ({}:epoch)
+	self, err := Identify(ctx, n, idKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The guard off: a node that is not recovering, so that a row that
+	// passed the check would vote; the check does not depend on the guard.
+	other, own := off.ForNode("0123456789abcdef"), off.ForNode(self.ID)
+	for i, row := range guardRows() {
+		if row.class == otherRow {
+			continue
+		}
+		t.Run(row.label, func(t *testing.T) {
+			for _, g := range []Guard{other, own} {
+				k := keys("id" + string(rune('a'+i)) + g.Node)
+				token := row.setup(t, ctx, n, k)
+				before := keyspace(t, c, "")
+				refusedAsOtherNode = false
+				row.run(t, ctx, n, k, token, g)
+				if g.Node == self.ID {
+					if refusedAsOtherNode {
+						t.Errorf("refused with the server's own identity")
+					}
+					continue
+				}
+				if !refusedAsOtherNode {
+					t.Fatalf("answered with another node's identity %s (the server's is %s)", g.Node, self.ID)
+				}
+				after := keyspace(t, c, "")
+				for key, b := range before {
+					if a, found := after[key]; !found || a[0] != b[0] || a[1].(time.Duration) > b[1].(time.Duration) {
+						t.Errorf("key %s changed: %v, was %v", key, a, b)
+					}
+				}
+				for key := range after {
+					if _, found := before[key]; !found {
+						t.Errorf("key %s was written", key)
+					}
+				}
+			}
+		})
+	}
+	// A server that lost its data has no identity: every one is refused.
+	if _, err := n.Do(ctx, "DEL", idKey); err != nil {
+		t.Fatal(err)
+	}
+	_, err = AcquireCall(keys("id-lost"), NewLockArgs("{id-lost}", "v"), time.Minute, own).Acquire(ctx, n, Ack{})
+	if !IsOtherNode(err) || !strings.Contains(err.Error(), "REDLOCK_NODE -") {
+		t.Errorf("a server without its identity answered %v, want REDLOCK_NODE -", err)
 	}
 }

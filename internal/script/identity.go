@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"strings"
 
 	"github.com/redlock-go/redlock/driver"
 )
@@ -47,4 +48,11 @@ func Identify(ctx context.Context, n driver.Node, key string) (Identity, error) 
 		return Identity{}, fmt.Errorf("redlock: unexpected identity reply %v", v)
 	}
 	return Identity{ID: id, RunID: run}, nil
+}
+
+// IsOtherNode reports whether err is a script's refusal to give a vote on
+// a server whose identity is not its Guard's Node (epoch.lua's node_is):
+// the address now reaches another server than the node identified.
+func IsOtherNode(err error) bool {
+	return driver.IsReply(err) && strings.HasPrefix(err.Error(), "REDLOCK_NODE ")
 }

@@ -21,6 +21,8 @@
 -- ours. So the re-seed is an acquire without a token: it counts the live
 -- permits first, and the node never holds more than k (docs/safety.md).
 -- The permit's expiry and the key's are never shortened.
+-- An extension is a vote too: only from the node the Client identified.
+node_is(KEYS[2], ARGV[6])
 local lock, k, hold = KEYS[1], tonumber(ARGV[1]), 'h:' .. ARGV[2]
 local ttl = tonumber(ARGV[3])
 local now = node_now()

@@ -18,6 +18,8 @@
 -- ttl must not cut the keys of a later one that already won. The client
 -- computes validity from the ttl it sent, so a key that lives longer only
 -- keeps others out a little longer.
+-- An extension is a vote too: only from the node the Client identified.
+node_is(KEYS[2], ARGV[5])
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
   if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then

@@ -21,6 +21,7 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -217,6 +218,11 @@ type Guard struct {
 	Mode      byte
 	RecordTTL time.Duration // expiry of the epoch record; 0: none
 	FenceTTL  time.Duration // expiry of a fencing counter, renewed on use
+	// Node is the node's identity as the Client learned it (Identify),
+	// "" for none: every script that can give a vote refuses to give it on
+	// a server of another identity (epoch.lua's node_is; IsOtherNode). Only where the identity key shares the epoch
+	// record's slot: not on a Redis Cluster.
+	Node string
 
 	argv []any // the encoded arguments, once Prepared
 }
@@ -249,7 +255,14 @@ func (g Guard) args() []any {
 	if g.argv != nil {
 		return g.argv
 	}
-	return []any{ms(g.MaxTTL), ms(g.Delta), string(g.Mode), ms(g.FenceTTL), ms(g.RecordTTL)}
+	return []any{ms(g.MaxTTL), ms(g.Delta), string(g.Mode) + g.Node, ms(g.FenceTTL), ms(g.RecordTTL)}
+}
+
+// ForNode is g for the node of identity id: its votes are given only
+// there (Node). It is Prepared.
+func (g Guard) ForNode(id string) Guard {
+	g.Node = id
+	return g.Prepared()
 }
 
 // fenceTTL is the fencing counter's expiry as a script argument (boxed
@@ -318,6 +331,23 @@ type Call struct {
 	// keys..., argv...
 	args []any
 	s    *luaScript // the script, for EVALSHA and EVAL
+	// mode is the index in args of the guard's mode and node identity
+	// (Guard.args' third), 0 for a call without a guard.
+	mode int
+}
+
+// ForNode is c with guard g's node identity (Guard.Node) in place of the
+// one c was prepared with: a call shared by the nodes whose keys are the
+// same differs between them by the identity alone. It copies c's
+// arguments only when the two differ.
+func (c Call) ForNode(g Guard) Call {
+	want := g.args()[2]
+	if c.mode == 0 || c.args[c.mode] == want {
+		return c
+	}
+	c.args = slices.Clone(c.args)
+	c.args[c.mode] = want
+	return c
 }
 
 // LockArgs are a plain lock's key and owner value, boxed once as script
@@ -333,7 +363,7 @@ func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
 	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
-	return Call{args: append(args, ga...), s: &acquire}
+	return Call{args: append(args, ga...), s: &acquire, mode: len(args) + 2}
 }
 
 // Hold is one hold of a lock of the family (family.lua): a read-write or
@@ -364,7 +394,7 @@ func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 9+len(ga))
 	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
-	return Call{args: append(args, ga...), s: &permitAcquire}
+	return Call{args: append(args, ga...), s: &permitAcquire, mode: len(args) + 2}
 }
 
 // PermitReleaseCall prepares the semaphore's release script
@@ -382,8 +412,9 @@ func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 11+len(ga))
 	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
+	mode := len(args) + 2
 	args = append(args, ga...)
-	return Call{args: append(args, h.Wait), s: &familyAcquire}
+	return Call{args: append(args, h.Wait), s: &familyAcquire, mode: mode}
 }
 
 // Acquire runs the acquire script on one node, followed in the same
