@@ -124,13 +124,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 	var ask []int
 	select {
 	case <-first:
-		now := e.cfg.now()
-		for i := range e.nodes {
-			if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
-				ask = append(ask, i)
-				s.asked[i] = now
-			}
-		}
+		ask = e.unidentified(timeout)
 	default:
 		if contact {
 			for i := range e.nodes {
@@ -148,20 +142,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 			return ctxErr(ctx)
 		}
 	}
-	// Each request reports its round trip when it ends.
-	ended := make(chan time.Duration, len(ask))
-	for _, i := range ask {
-		e.bg.Go(func() {
-			t0 := e.cfg.now()
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			id, runs, err := readIdentity(rctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())
-			cancel()
-			s.mu.Lock()
-			e.learnIdentity(i, id, runs, err)
-			s.mu.Unlock()
-			ended <- e.cfg.now().Sub(t0)
-		})
-	}
+	ended := e.identify(ctx, ask, timeout)
 	if contact {
 		// The first contact waits for every node's answer, but not for
 		// a silent node once a quorum of them answered: then at most
@@ -175,6 +156,65 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 		close(first)
 	}
 	return s.result()
+}
+
+// unidentified are the nodes not identified (after the first contact),
+// each asked at most once per identityRetry (or node timeout): they are
+// marked asked now. The caller holds e.ident.mu.
+func (e *engine) unidentified(timeout time.Duration) []int {
+	s := &e.ident
+	var ask []int
+	now := e.cfg.now()
+	for i := range e.nodes {
+		if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
+			ask = append(ask, i)
+			s.asked[i] = now
+		}
+	}
+	return ask
+}
+
+// identify reads the identities of the nodes ask, on goroutines of e.bg
+// (the caller holds e.life for reading, or runs on e.bg), and learns
+// them; each request reports its round trip on the channel when it ends.
+func (e *engine) identify(ctx context.Context, ask []int, timeout time.Duration) <-chan time.Duration {
+	s := &e.ident
+	ended := make(chan time.Duration, len(ask))
+	for _, i := range ask {
+		e.bg.Go(func() {
+			t0 := e.cfg.now()
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+			id, runs, err := readIdentity(rctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())
+			cancel()
+			s.mu.Lock()
+			e.learnIdentity(i, id, runs, err)
+			s.mu.Unlock()
+			ended <- e.cfg.now().Sub(t0)
+		})
+	}
+	return ended
+}
+
+// identifyAgain asks, without waiting, the nodes a refusal marked
+// unidentified (identityRefused) since the first contact: a refresh calls
+// it, so that a Client that only keeps its locks learns a node's new
+// identity too. The caller holds e.life for reading, or runs on e.bg.
+func (e *engine) identifyAgain(timeout time.Duration) {
+	s := &e.ident
+	if s.done.Load() {
+		return
+	}
+	s.mu.Lock()
+	var ask []int
+	if s.first != nil && s.err == nil {
+		select {
+		case <-s.first:
+			ask = e.unidentified(timeout)
+		default:
+		}
+	}
+	s.mu.Unlock()
+	e.identify(context.Background(), ask, timeout)
 }
 
 // firstContact waits for the first contact's n requests, which report

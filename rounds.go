@@ -27,6 +27,7 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 	validUntil := l.validUntil()
 	l.mu.Unlock()
 	timeout := e.cfg.nodeTimeoutFor(ttl)
+	e.identifyAgain(timeout)
 	newValid := start.Add(e.cfg.validity(ttl))
 	fence := l.keys.fence()
 	round := quorum.Round[script.RefreshResult]{
@@ -146,6 +147,7 @@ func refreshItems(e *engine, plans []refreshPlan) (itemsOf func(node int) []scri
 // per node, and a quorum decision per lock.
 func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 	e := plans[0].l.e
+	e.identifyAgain(timeout)
 	type batchReply struct {
 		results []script.RefreshResult
 		errs    []error

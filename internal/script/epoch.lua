@@ -54,10 +54,11 @@
 -- or before the node first answered. An address that reaches another
 -- server than at the first contact (a DNS name or a proxy pointed
 -- elsewhere) may reach another node of the set, and that node's vote would
--- count twice. Every script that can give a vote calls it before any
--- write, and answers the error 'REDLOCK_NODE <identity>' ('-' for none: a
--- node that lost its data set): no vote, and the Client identifies the
--- node again. key is the node's epoch record ({PREFIX}:epoch), in the slot
+-- count twice. Every script that can give a vote calls it (through epoch,
+-- or first, for a refresh's extension) before it writes anything but the
+-- epoch record, and answers the error 'REDLOCK_NODE <identity>' ('-' for
+-- none: a node that lost its data set): no vote, and the Client
+-- identifies the node again. key is the node's epoch record ({PREFIX}:epoch), in the slot
 -- of its identity ({PREFIX}:id).
 local function node_is(key, guard)
   if #guard < 2 then
@@ -139,7 +140,7 @@ local function trust(key, now, ttl, rec_until, maxttl)
   redis.set_repl(redis.REPL_ALL)
 end
 
--- epoch returns the node time (ms, nil when the fast path did not need
+-- guarded returns the node time (ms, nil when the fast path did not need
 -- it), the time left to recover (ms, 0 when the node may vote for this
 -- client) and the floor of the lock's fencing counter: a counter below it
 -- was written before the epoch began and may lack increments (acquire.lua
@@ -148,9 +149,7 @@ end
 -- 1024; 0 with the guard off.
 -- ok is the fast path's key when the caller read it already (false when
 -- missing), nil when it did not.
-local function epoch(key, max_ttl, delta, guard, record_ttl, ok)
-  node_is(key, guard)
-  guard = string.sub(guard, 1, 1)
+local function guarded(key, max_ttl, delta, guard, record_ttl, ok)
   if guard == '0' then
     return nil, 0, 0
   end
@@ -175,4 +174,17 @@ local function epoch(key, max_ttl, delta, guard, record_ttl, ok)
     return now, 0, (rec_until - maxttl) * 1024
   end
   return now, math.max(rec_until - now, 0), rec_until * 1024
+end
+
+-- epoch is guarded, with guard's mode, then, where the node may vote,
+-- node_is: a recovering node says so first (a node restarted without its
+-- data recovers, and has lost its identity too), and the only write before
+-- the identity check is the epoch record's, the node's own bookkeeping of
+-- its process, which gives no vote.
+local function epoch(key, max_ttl, delta, guard, record_ttl, ok)
+  local now, recovering, floor = guarded(key, max_ttl, delta, string.sub(guard, 1, 1), record_ttl, ok)
+  if recovering == 0 then
+    node_is(key, guard)
+  end
+  return now, recovering, floor
 end
