@@ -1,10 +1,13 @@
 package redlock
 
 import (
+	"fmt"
 	"math/bits"
+	"strings"
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // The quorums of the engine: each lock's quorum rule (internal/quorum
@@ -47,6 +50,7 @@ func nodeResults[T any](e *engine, res quorum.Result[T], disagree func(T) error)
 		if err == nil && !r.Yes {
 			err = disagree(r.Val)
 		}
+		err = otherNodeError(err)
 		out[i] = NodeResult{Node: i, Addr: e.nodes[i].Addr, Err: err, Reason: reason(err), Latency: r.Latency}
 	}
 	return out
@@ -67,9 +71,24 @@ func quorumError[T any](e *engine, need quorum.Rule, op string, res quorum.Resul
 		if err == nil {
 			err = disagree(r.Val)
 		}
+		err = otherNodeError(err)
 		qe.Nodes = append(qe.Nodes, NodeResult{Node: i, Addr: e.nodes[i].Addr, Err: err, Reason: reason(err), Latency: r.Latency})
 	}
 	return qe
+}
+
+// otherNodeError says what a script's identity refusal (REDLOCK_NODE,
+// script.IsOtherNode) means, keeping the reply in the chain.
+func otherNodeError(err error) error {
+	if !script.IsOtherNode(err) {
+		return err
+	}
+	id, _, _ := strings.Cut(strings.TrimPrefix(err.Error(), "REDLOCK_NODE "), " ")
+	what := "of node identity " + id
+	if id == "-" {
+		what = "with no node identity (it lost its data)"
+	}
+	return fmt.Errorf("the address reached a server %s, not the node identified at the first contact: no vote; the Client identifies the node again (docs/reconfiguration.md, \"A node's identity\"): %w", what, err)
 }
 
 // ambiguous reports whether a failed request may still have run on the
