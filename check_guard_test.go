@@ -163,7 +163,10 @@ func TestCheckOneServerTwice(t *testing.T) {
 func TestCheckAfterARestartWithData(t *testing.T) {
 	const maxTTL = 2 * time.Second
 	cl := startNodes(t, 1)
-	c := guarded(t, cl.clients, maxTTL)
+	// A node timeout of a second, not the max TTL's eighth (250 ms): the
+	// test checks what the node says, and a loaded machine can take 250 ms
+	// to answer.
+	c := guarded(t, cl.clients, maxTTL, WithNodeTimeout(time.Second))
 	ctx := context.Background()
 	l, err := c.Mutex("snapshot").Obtain(ctx, maxTTL, WithAutoRefresh())
 	if err != nil {
