@@ -223,7 +223,7 @@ func (fenced) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int
 }
 
 func (fenced) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
-	return script.Fence(ctx, n, k.Fence, token, g)
+	return script.Fence(ctx, n, k, token, g)
 }
 
 // noMark: a plain lock and a permit leave no writer mark, and queue by

@@ -405,6 +405,24 @@ func TestIdentityCoverage(t *testing.T) {
 			}
 		})
 	}
+	// An acquire's second round raises the token on a quorum, as votes
+	// make it: on the node identified only.
+	k := keys("id-raise")
+	for _, g := range []Guard{other, own} {
+		ferr, serr := Fence(ctx, n, k, 5, g), Seal(ctx, n, k, 5, "job", g)
+		if g.Node == self.ID {
+			if ferr != nil || serr != nil {
+				t.Errorf("the raises with the server's own identity: %v, %v", ferr, serr)
+			}
+			continue
+		}
+		if !IsOtherNode(ferr) || !IsOtherNode(serr) {
+			t.Errorf("the raises with another node's identity: %v, %v", ferr, serr)
+		}
+		if v, err := n.Do(ctx, "EXISTS", k.Fence); err != nil || v != int64(0) {
+			t.Errorf("a raise refused wrote the counter: %v, %v", v, err)
+		}
+	}
 	// A server that lost its data has no identity: every one is refused.
 	if _, err := n.Do(ctx, "DEL", idKey); err != nil {
 		t.Fatal(err)

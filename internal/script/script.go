@@ -498,17 +498,18 @@ func decodeAcquire(v any) (Acquired, error) {
 	return Acquired{}, fmt.Errorf("redlock: unexpected acquire status %d", status)
 }
 
-// Fence raises a lock's fencing counter on one node to at least token.
-func Fence(ctx context.Context, n driver.Node, fenceKey string, token int64, g Guard) error {
-	_, err := run(ctx, n, &fence, []any{fenceSha[0], fenceSha[1], "1", fenceKey, token, g.FenceTTL.Milliseconds()})
+// Fence raises a lock's fencing counter on one node to at least token,
+// where the node is g's (Guard.Node).
+func Fence(ctx context.Context, n driver.Node, k Keys, token int64, g Guard) error {
+	_, err := run(ctx, n, &fence, []any{fenceSha[0], fenceSha[1], "2", k.Fence, k.Epoch, token, g.FenceTTL.Milliseconds(), g.args()[2]})
 	return err
 }
 
 // Seal raises a lock's fencing counter on one node to at least token, as
-// Fence, and records token as the owner's where owner holds the lock of the
+// Fence (where the node is g's), and records token as the owner's where owner holds the lock of the
 // family exclusively.
 func Seal(ctx context.Context, n driver.Node, k Keys, token int64, owner string, g Guard) error {
-	_, err := seal.call([]string{k.Fence, k.Lock}, token, g.FenceTTL.Milliseconds(), owner).Run(ctx, n)
+	_, err := seal.call([]string{k.Fence, k.Lock, k.Epoch}, token, g.FenceTTL.Milliseconds(), owner, g.args()[2]).Run(ctx, n)
 	return err
 }
 

@@ -149,10 +149,10 @@ func TestScriptsOnRedis(t *testing.T) {
 		t.Fatalf("next Acquire: %+v, %v; want a token above %d", next, err, a.Token)
 	}
 	// The second round raises, never lowers.
-	if err := Fence(ctx, nodeOf(c), k.Fence, next.Token+1000, off); err != nil {
+	if err := Fence(ctx, nodeOf(c), k, next.Token+1000, off); err != nil {
 		t.Fatal(err)
 	}
-	if err := Fence(ctx, nodeOf(c), k.Fence, 5, off); err != nil {
+	if err := Fence(ctx, nodeOf(c), k, 5, off); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := c.Get(ctx, k.Fence).Int64(); v != next.Token+1000 {

@@ -6,12 +6,17 @@
 -- its re-entries find it (docs/lock-family.md). The recorded token never
 -- decreases either: a delayed seal of an older acquire of the owner leaves
 -- a newer one's in place.
+-- As fence.lua, only on the node the Client identified (epoch.lua's
+-- node_is).
 -- KEYS[1] fencing counter of the lock
 -- KEYS[2] lock key
+-- KEYS[3] the node's epoch record (beside its identity)
 -- ARGV[1] token
 -- ARGV[2] expiry of the fencing counter, milliseconds
 -- ARGV[3] owner ('' for a reader: nothing to record)
+-- ARGV[4] guard, with the node's identity (see epoch.lua)
 -- Returns 1.
+node_is(KEYS[3], ARGV[4])
 local token = tonumber(ARGV[1])
 raise(KEYS[1], token, ARGV[2])
 if ARGV[3] ~= '' and redis.call('TYPE', KEYS[2])['ok'] == 'hash' then

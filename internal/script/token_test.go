@@ -59,7 +59,7 @@ func TestRaiseSeedsAMissingCounter(t *testing.T) {
 	ctx := context.Background()
 	raises := map[string]func(k Keys, token int64){
 		"fence": func(k Keys, token int64) {
-			if err := Fence(ctx, nodeOf(c), k.Fence, token, off); err != nil {
+			if err := Fence(ctx, nodeOf(c), k, token, off); err != nil {
 				t.Fatal(err)
 			}
 		},
