@@ -52,8 +52,8 @@ func TestFencingSecondRound(t *testing.T) {
 				return
 			}
 			switch args := cmd.Args(); {
-			case len(args) == 6 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence"):
-				fences.Add(1) // fence.lua: one key, two arguments
+			case len(args) == 8 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence"):
+				fences.Add(1) // fence.lua: two keys, three arguments
 			case len(args) == 13:
 				acquires.Add(1) // acquire.lua: three keys, seven arguments
 			case isPublishingRelease(cmd):

@@ -207,8 +207,8 @@ func (f aroundEval) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 }
 
 // isAcquire and isFence recognise the library's scripts by their shape:
-// acquire.lua has three keys and seven arguments, fence.lua one key (the
-// fencing counter) and two arguments.
+// acquire.lua has three keys and seven arguments, fence.lua two keys (the
+// fencing counter first, then the epoch record) and three arguments.
 func isAcquire(cmd redis.Cmder) bool { return len(cmd.Args()) == 13 }
 
 // isRelease recognises release.lua by its shape: two keys (the lock's and
@@ -223,7 +223,7 @@ func isRelease(cmd redis.Cmder) (key, flag string, ok bool) {
 }
 func isFence(cmd redis.Cmder) bool {
 	args := cmd.Args()
-	return len(args) == 6 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence")
+	return len(args) == 8 && strings.HasSuffix(fmt.Sprint(args[3]), ":fence")
 }
 
 // signal is closed once, when an event has happened.
