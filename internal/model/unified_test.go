@@ -31,7 +31,8 @@ const (
 // addresses; and every fault: a restart without data, one with it, one
 // from an older snapshot, a failover to a lagging replica, a request run
 // twice, an operator who starts a client before step 2 of its move is
-// over, and throughout, delayed and reordered messages, partitions,
+// over, an address re-pointed after the first contact (identity.go), and
+// throughout, delayed and reordered messages, partitions,
 // paused clients and clock offsets. The workers are the services the
 // operator forgot (runbook.go): the doctor alone tells when they are gone.
 func unified() Config {
@@ -117,7 +118,8 @@ var (
 	probeWhy      = flag.Bool("probewhy", false, "TestUnifiedProbe: count the doctor's readings while a resumed lock is valid")
 )
 
-// unifiedMutants are issue 44's findings A to F restored, by name.
+// unifiedMutants are issue 44's findings A to F restored, and the vote
+// counted by address (VoteByAddress), by name.
 func unifiedMutants() map[string]Mutations {
 	return map[string]Mutations{
 		"fixed":            {},
