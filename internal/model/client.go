@@ -46,6 +46,13 @@ func (m *Model) startAttempt(s *State, ci int) {
 		cl.Phase = Done
 		return
 	}
+	if cl.Unknown != 0 {
+		m.reidentify(s, ci) // a node refused a vote as another node
+	}
+	if cl.Invalid {
+		cl.Phase = Done // ErrInvalid: two of its nodes are one server
+		return
+	}
 	if m.checkConfig(s, ci) {
 		return // records first (again, if the record took too long)
 	}

@@ -104,7 +104,7 @@ func (m *Model) RandomFrom(prefix []Step, seed uint64, n, maxSteps int, deadline
 	init := m.Init()
 	var pre []Step
 	for _, step := range prefix {
-		if !enabled(m.Enabled(init), step) {
+		if !m.can(init, step) {
 			continue
 		}
 		if v := m.Apply(init, step); v != nil {
@@ -169,6 +169,9 @@ type schedule struct {
 	faults uint32           // the kinds of fault this schedule injects
 	cuts   map[int][2]int64 // a connection's cut: [from, to) real time
 	pauses map[int][2]int64 // a client's pause: [from, to) real time
+	// repoint is the schedule's re-pointed address (identity.go), nil
+	// for none.
+	repoint *repointPlan
 }
 
 // modes is how many strategies the schedules take in turn.
@@ -185,6 +188,7 @@ func (m *Model) strategy(seed uint64, i int) *schedule {
 	if !m.Swarm {
 		return p
 	}
+	p.repoint = m.drawRepoint(seed, i)
 	p.faults = p.rng.Uint32()
 	if p.mode == 3 {
 		p.partitions(m)
@@ -228,6 +232,11 @@ func (p *schedule) partitions(m *Model) {
 // next is the schedule's next step in s (false: none is enabled).
 func (p *schedule) next(m *Model, s *State) (Step, bool) {
 	en := m.Enabled(s)
+	if p.repoint != nil && len(en) > 0 {
+		if st, ok := p.repoint.due(m, s); ok {
+			return st, true
+		}
+	}
 	if p.swarm {
 		en = swarm(en, p.faults)
 	}
@@ -382,7 +391,7 @@ func (m *Model) Replay(steps []Step) ([]Step, *Violation) {
 	s := m.Init()
 	var done []Step
 	for _, step := range steps {
-		if !enabled(m.Enabled(s), step) {
+		if !m.can(s, step) {
 			continue
 		}
 		done = append(done, step)
@@ -446,6 +455,9 @@ var kindName = map[int]string{ReqAcquire: "acquire", ReqFence: "fence", ReqRefre
 
 // describe says what st does in s (before it is applied).
 func (m *Model) describe(s *State, st Step) string {
+	if d, ok := m.describeIdentity(s, st); ok {
+		return d
+	}
 	if d, ok := m.describeRecord(s, st); ok {
 		return d
 	}

@@ -64,6 +64,11 @@ func (s *State) Hash() uint64 {
 	for _, f := range s.Faults {
 		v(int64(f))
 	}
+	for _, r := range s.Route {
+		for _, x := range r {
+			v(int64(x))
+		}
+	}
 	return maphash.Bytes(seed, b)
 }
 
@@ -164,6 +169,11 @@ func hashClient(v func(int64), c *Client) {
 	v(int64(l.Held.K))
 	v(int64(l.Held.Secret))
 	v(l.Held.Token)
+	for _, id := range l.IDs {
+		v(int64(id))
+	}
+	v(int64(l.Unknown))
+	v(b2i(l.Invalid))
 }
 
 // hashMsg adds a request's or a reply's fields to a hash.
@@ -179,6 +189,7 @@ func hashMsg(v func(int64), q *Msg) {
 	v(b2i(q.Existed))
 	v(q.Counter)
 	v(int64(q.Owner))
+	v(int64(q.Node))
 	if f := q.Claim; f != nil {
 		v(int64(f.Kind))
 		v(int64(f.Owner))

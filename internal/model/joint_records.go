@@ -235,7 +235,7 @@ func (m *Model) recordRound(s *State, ci, phase int, w func(li int) *RecWrite) {
 	for li, ni := range nodes {
 		r.Votes[ni] = Pending
 		cn := &s.Conns[m.conn(ci)*c.Nodes+ni]
-		cn.Req = append(cn.Req, Msg{Kind: ReqRecord, Actor: ci, Round: r.Round, Rec: w(li)})
+		cn.Req = append(cn.Req, Msg{Kind: ReqRecord, Actor: ci, Round: r.Round, Rec: w(li), Node: s.Clients[ci].IDs[ni]})
 	}
 }
 
@@ -245,6 +245,9 @@ func (m *Model) recordRound(s *State, ci, phase int, w func(li int) *RecWrite) {
 func (m *Model) processRecord(s *State, ni int, req Msg) Msg {
 	n := &s.Nodes[ni]
 	now := s.T + n.Offset
+	if m.otherNode(s, ni, req) {
+		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: OtherNode}
+	}
 	if rec, _ := n.Data.Epoch(n.env(s.T, m.Cfg.Second), m.guard(req.Actor), m.Cfg.Mut); rec > 0 {
 		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: Recovering}
 	}
@@ -256,10 +259,13 @@ func (m *Model) processRecord(s *State, ni int, req Msg) Msg {
 // deliverRecord hands a record reply to its client's recorder.
 func (m *Model) deliverRecord(s *State, ni int, rep Msg) {
 	r := &s.Clients[rep.Actor].Rec
+	if rep.Status == OtherNode {
+		s.Clients[rep.Actor].Unknown |= 1 << ni // to identify again (identity.go)
+	}
 	if rep.Round != r.Round || r.Phase == recIdle || r.Votes[ni] != Pending || m.recDecided(s, rep.Actor) {
 		return // late
 	}
-	if rep.Status == Recovering {
+	if rep.Status == Recovering || rep.Status == OtherNode {
 		r.Votes[ni] = No
 		return
 	}

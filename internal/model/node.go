@@ -129,6 +129,11 @@ type JointMutations struct {
 	// their addresses (identity.go), and the records read by the names the
 	// reader knows only (joint.Mut.KnownNamesOnly).
 	BySpelling bool
+	// VoteByAddress: issue 44's identity check off (before 9619747): a
+	// node votes whatever identity the client learned for the address it
+	// used, so an address re-pointed after the first contact casts another
+	// node's vote (identity.go).
+	VoteByAddress bool
 }
 
 // PermitMutations are the mutants of the semaphore (docs/safety.md, "Semaphores").

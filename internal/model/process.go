@@ -4,12 +4,14 @@ import (
 	"fmt"
 )
 
-// process runs the request at the head of connection ci to node ni.
-func (m *Model) process(s *State, conn, ni int) *Violation {
+// process runs the request at the head of connection conn to node ni's
+// address, on the node the address reaches (server, identity.go).
+func (m *Model) process(s *State, conn, addr int) *Violation {
 	c := &m.Cfg
-	cn := &s.Conns[conn*c.Nodes+ni]
+	cn := &s.Conns[conn*c.Nodes+addr]
 	req := cn.Req[0]
 	cn.Req = cn.Req[1:]
+	ni := m.server(s, conn, addr)
 	if req.Kind == ReqRecord {
 		cn.Rep = append(cn.Rep, m.processRecord(s, ni, req))
 		return nil
@@ -17,6 +19,10 @@ func (m *Model) process(s *State, conn, ni int) *Violation {
 	ci := req.Actor
 	cs := c.Clients[ci]
 	n := &s.Nodes[ni]
+	if m.otherNode(s, ni, req) {
+		cn.Rep = append(cn.Rep, Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value, Status: OtherNode})
+		return nil
+	}
 	env := n.env(s.T, c.Second)
 	before := n.Data.CounterRead(env.Now)
 	g := m.guard(ci)
@@ -123,6 +129,9 @@ func (m *Model) deliver(s *State, conn, ni int) {
 		return
 	}
 	cl := &s.Clients[rep.Actor]
+	if rep.Status == OtherNode {
+		cl.Unknown |= 1 << ni // to identify again (identity.go); no vote
+	}
 	if rep.Round != cl.Round || cl.Votes[ni] != Pending || m.countsDecided(s, rep.Actor) {
 		return // late: cannot create a grant
 	}

@@ -27,7 +27,7 @@ func (m *Model) Enabled(s *State) []Step {
 		}
 		for ni := range c.Nodes {
 			cn := &s.Conns[ci*c.Nodes+ni]
-			if len(cn.Req) > 0 && s.T >= s.Nodes[ni].DownUntil {
+			if len(cn.Req) > 0 && s.T >= s.Nodes[m.server(s, ci, ni)].DownUntil {
 				out = append(out, Step{Kind: StepProcess, Client: ci, Node: ni})
 			}
 			if len(cn.Rep) > 0 {
@@ -280,6 +280,7 @@ func (m *Model) sendTo(s *State, ci int, msg Msg, mask uint64) {
 			continue
 		}
 		cn := &s.Conns[m.conn(ci)*nodes+ni]
+		msg.Node = s.Clients[ci].IDs[ni] // the guard's identity (identity.go)
 		cn.Req = append(cn.Req, msg)
 	}
 }
@@ -324,6 +325,8 @@ func (m *Model) apply(s *State, st Step) *Violation {
 		s.Clients[st.Client].Early = true
 		s.Faults[faultEarly]++
 		return m.clientStep(s, st.Client)
+	case StepRepoint:
+		m.repoint(s, st)
 	}
 	return nil
 }
@@ -366,10 +369,15 @@ func (m *Model) restart(s *State, st Step) {
 		n.Start = -100 * c.Second // the replica's process ran long
 	}
 	n.Lost, n.LostKept, n.LostReal, n.LostAt = true, st.Kind == StepDataRestart, s.T, s.T+n.Offset
-	// Connections break: requests and replies in flight are lost.
+	// Connections break: requests and replies in flight are lost (of the
+	// addresses that lead to the node).
 	for ci := range s.Clients {
-		cn := &s.Conns[ci*c.Nodes+st.Node]
-		cn.Req, cn.Rep = nil, nil
+		for ni := range c.Nodes {
+			if m.server(s, ci, ni) == st.Node {
+				cn := &s.Conns[ci*c.Nodes+ni]
+				cn.Req, cn.Rep = nil, nil
+			}
+		}
 	}
 }
 

@@ -95,6 +95,12 @@ type Faults struct {
 	// EarlyStarts: clients an operator starts before step 2 of their move
 	// is over (runbook.go).
 	EarlyStarts int
+	// Repoints: addresses re-pointed (identity.go, StepRepoint): the
+	// requests of a client, or of every client that spells the address
+	// one way, to a node reach another node of its set from then on (a
+	// DNS name or a proxy pointed elsewhere after the first contact),
+	// until it is pointed back. Only the random schedules inject them.
+	Repoints int
 }
 
 // Indexes of State.Faults, the faults a schedule has used.
@@ -105,6 +111,7 @@ const (
 	faultSnapRestart
 	faultDup
 	faultEarly
+	faultRepoint
 	nFaults
 )
 
@@ -191,6 +198,9 @@ func (c *Config) fill() {
 	if c.Second == 0 {
 		c.Second = 1
 	}
+	if c.Nodes > maxNodes || len(c.Clients) > maxClients {
+		panic("model: more nodes than maxNodes, or clients than maxClients")
+	}
 	for len(c.Offsets) < c.Nodes {
 		c.Offsets = append(c.Offsets, 0)
 	}
@@ -228,6 +238,11 @@ type Msg struct {
 	Existed bool        // family acquire: the owner's lock was there
 	Counter int64       // family acquire: the node's counter
 	Recs    *ConfFields // record: the node's configuration record
+	// Node is the identity the client learned for the node it addressed
+	// (the guard's, script.Guard.Node; identity.go): 0 for none, before
+	// its first contact. A vote is refused on a node of another identity
+	// (OtherNode).
+	Node int
 }
 
 // Conn is one client's connection to one node: FIFO requests and replies.
@@ -327,6 +342,14 @@ type Life struct {
 	// Saw are the clients (bits) whose evidence its last attempt's
 	// record showed beside a move linking them to its sets.
 	Saw uint64
+	// IDs are the identities it learned for its nodes (0: none), at its
+	// first contact and when it identified a node again; Unknown are the
+	// nodes (bits) that refused a vote as another node, to identify again
+	// before its next attempt; Invalid: it found two of its nodes of one
+	// identity, and refuses its node set (ErrInvalid). identity.go.
+	IDs     [maxNodes]int
+	Unknown uint64
+	Invalid bool
 }
 
 // Grant is a lock (or hold) handed to the caller.
@@ -377,6 +400,10 @@ type State struct {
 	// Opened is when each step 2 was first seen over (0: not yet), for
 	// the searches' reports (Model.Observe).
 	Opened [3]int64
+	// Route is where each address leads, by connection (client) and
+	// node: 1 + the node its requests reach, 0 its own (StepRepoint,
+	// identity.go).
+	Route [maxClients][maxNodes]int8
 }
 
 // docCache is a doctor's reading and when it was made.
@@ -401,6 +428,7 @@ const (
 	StepSnapRestart // a node restarts from its last snapshot
 	StepDup         // the request at a connection's head will run twice
 	StepEarly       // the operator starts a client early (runbook.go)
+	StepRepoint     // an address is re-pointed, or pointed back (identity.go)
 )
 
 // Step is one transition. Client and Node select the actor; Arg the

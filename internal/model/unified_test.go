@@ -31,7 +31,8 @@ const (
 // addresses; and every fault: a restart without data, one with it, one
 // from an older snapshot, a failover to a lagging replica, a request run
 // twice, an operator who starts a client before step 2 of its move is
-// over, and throughout, delayed and reordered messages, partitions,
+// over, an address re-pointed after the first contact (identity.go), and
+// throughout, delayed and reordered messages, partitions,
 // paused clients and clock offsets. The workers are the services the
 // operator forgot (runbook.go): the doctor alone tells when they are gone.
 func unified() Config {
@@ -39,7 +40,7 @@ func unified() Config {
 		Offsets: []int64{0, 1, -1, 0, 1}, Global: true, Permits: 2,
 		NodeSets: NodeSets{SetA: 0b11100, SetB: 0b00111, SetC: 0b01011},
 		Faults: Faults{Restarts: 1, DataRestarts: 1, SnapRestarts: 1, Promotions: 1, RestartTime: 2, FailoverTime: 3,
-			ReplicaOffsets: []int64{-1, 0, 1}, AssumeBand: true, LossGap: 10, Dups: 1, EarlyStarts: 1},
+			ReplicaOffsets: []int64{-1, 0, 1}, AssumeBand: true, LossGap: 10, Dups: 1, EarlyStarts: 1, Repoints: 1},
 		Clients: []ClientSpec{
 			uS:  {Conf: ConfA, Kind: Exclusive, Acquires: 1, Refresh: 1, Handoff: true},
 			uW1: {Conf: ConfA, Resume: 1 + uS, Refresh: 8, KeepAlive: true, Forgotten: true, Spelling: 1},
@@ -117,7 +118,8 @@ var (
 	probeWhy      = flag.Bool("probewhy", false, "TestUnifiedProbe: count the doctor's readings while a resumed lock is valid")
 )
 
-// unifiedMutants are issue 44's findings A to F restored, by name.
+// unifiedMutants are issue 44's findings A to F restored, and the vote
+// counted by address (VoteByAddress), by name.
 func unifiedMutants() map[string]Mutations {
 	return map[string]Mutations{
 		"fixed":            {},
@@ -127,6 +129,7 @@ func unifiedMutants() map[string]Mutations {
 		"JointNoConflict":  {JointMutations: JointMutations{JointNoConflict: true}},
 		"BySpelling":       {JointMutations: JointMutations{BySpelling: true}},
 		"ResumeUnrecorded": {HandoffMutations: HandoffMutations{ResumeUnrecorded: true}},
+		"VoteByAddress":    {JointMutations: JointMutations{VoteByAddress: true}},
 	}
 }
 
@@ -225,7 +228,7 @@ func unifiedSearches() map[string]search {
 // unified search (TestUnifiedMutants).
 func unifiedMutantTable() []mutant {
 	var out []mutant
-	for _, name := range []string{"ClaimUnguarded", "ClaimRawCounter", "JointNoFloor", "JointNoConflict", "BySpelling", "ResumeUnrecorded"} {
+	for _, name := range []string{"ClaimUnguarded", "ClaimRawCounter", "JointNoFloor", "JointNoConflict", "BySpelling", "ResumeUnrecorded", "VoteByAddress"} {
 		out = append(out, mutant{name: name, mut: unifiedMutants()[name], search: "unified"})
 	}
 	return out
@@ -237,10 +240,11 @@ func unifiedMutantTable() []mutant {
 // (replaySeed of a measured search: within four schedules; docs/safety.md's table).
 var unifiedSeeds = map[string][]uint64{
 	"ClaimUnguarded":   {17179869248},
-	"JointNoFloor":     {38654706080},
+	"JointNoFloor":     {64424510296},
 	"JointNoConflict":  {8589934604},
 	"BySpelling":       {12884901892},
 	"ResumeUnrecorded": {55834574848},
+	"VoteByAddress":    {4294967332},
 }
 
 // unifiedUnfound are the mutants that the unified search does not find

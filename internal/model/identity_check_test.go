@@ -1,0 +1,170 @@
+package model
+
+import "testing"
+
+// TestVoteChecksTheNodesIdentity plays the identity check of the model
+// (identity.go) by hand on the unified configuration: an address
+// re-pointed after the first contact reaches another node of the set,
+// which refuses the vote and writes nothing; the client identifies the
+// node again, finds the other node's identity and refuses its node set.
+// With VoteByAddress the vote is given. A node restarted without its data
+// refuses the vote too, and is named anew: the client's set names take
+// its new identity, as the doctor's reading does.
+func TestVoteChecksTheNodesIdentity(t *testing.T) {
+	acquire := func(m *Model, s *State, ni int) Msg {
+		t.Helper()
+		cn := &s.Conns[uR*m.Cfg.Nodes+ni]
+		cn.Req, cn.Rep = nil, nil
+		m.sendTo(s, uR, Msg{Kind: ReqAcquire, Round: s.Clients[uR].Round, Value: 7, Arg: 8}, 1<<ni)
+		if v := m.process(s, uR, ni); v != nil {
+			t.Fatal(v)
+		}
+		rep := cn.Rep[0]
+		m.deliver(s, uR, ni)
+		return rep
+	}
+	for _, mut := range []bool{false, true} {
+		cfg := unified()
+		cfg.Mut.VoteByAddress = mut
+		m := New(cfg)
+		s := m.Init()
+		m.contact(s, uR)
+		if s.Clients[uR].IDs[2] != 3 || s.Clients[uR].Invalid {
+			t.Fatalf("first contact: %+v", s.Clients[uR].Life)
+		}
+		// Node 2's address, as R reaches it, now leads to node 3.
+		if v := m.Apply(s, Step{Kind: StepRepoint, Client: uR, Node: 2, Arg: 4}); v != nil {
+			t.Fatal(v)
+		}
+		before := s.Clone()
+		rep := acquire(m, s, 2)
+		if mut {
+			if rep.Status != Taken || s.Nodes[3].Data.Lock.Owner != 7 {
+				t.Fatalf("VoteByAddress: n4 did not vote for node 2's address: %+v", rep)
+			}
+			continue
+		}
+		if rep.Status != OtherNode || s.Nodes[3].Data != before.Nodes[3].Data || s.Nodes[2].Data != before.Nodes[2].Data {
+			t.Fatalf("the re-pointed address: %+v, n4 %+v (was %+v)", rep, s.Nodes[3].Data, before.Nodes[3].Data)
+		}
+		if s.Clients[uR].Unknown != 1<<2 || s.Clients[uR].Votes[2] == Yes {
+			t.Fatalf("the refusal: %+v", s.Clients[uR].Life)
+		}
+		m.reidentify(s, uR)
+		if !s.Clients[uR].Invalid {
+			t.Fatalf("node 2's address answers node 3's identity, and the client did not refuse its set: %+v", s.Clients[uR].Life)
+		}
+		s.Clients[uR].Phase, s.Clients[uR].AcqLeft = Idle, 1
+		m.startAttempt(s, uR)
+		if s.Clients[uR].Phase != Done {
+			t.Fatalf("an invalid client made an attempt: phase %d", s.Clients[uR].Phase)
+		}
+	}
+
+	// A restart without data: refused (the node has no identity), then
+	// named anew.
+	m := New(unified())
+	s := m.Init()
+	m.contact(s, uR)
+	old := s.Clients[uR].Names
+	if v := m.Apply(s, Step{Kind: StepRestart, Node: 2}); v != nil {
+		t.Fatal(v)
+	}
+	s.T = s.Nodes[2].DownUntil
+	if rep := acquire(m, s, 2); rep.Status != OtherNode || s.Nodes[2].Data.Lock.Owner != 0 || s.Nodes[2].Data.Rec.OK {
+		t.Fatalf("a node without its data voted, or wrote: %+v, %+v", rep, s.Nodes[2].Data)
+	}
+	m.reidentify(s, uR)
+	cl := &s.Clients[uR]
+	if cl.Invalid || cl.IDs[2] == 3 || cl.IDs[2] != s.Nodes[2].Data.ID || cl.Names.Cur == old.Cur {
+		t.Fatalf("not named anew: %+v (names before %+v)", cl.Life, old)
+	}
+	if doc := m.doctorName(s, m.Cfg.SetA); doc.FP != cl.Names.Cur || doc.Alias != cl.Names.CurAlias {
+		t.Fatalf("the client names A %+v, the doctor %+v", cl.Names, doc)
+	}
+	if rep := acquire(m, s, 2); rep.Status == OtherNode {
+		t.Fatalf("refused again after the new identity: %+v", rep)
+	}
+}
+
+// TestRepointBetweenTheRounds shows, by hand, what the identity check
+// leaves open: the second round's raises (fence.lua, seal.lua) carry no
+// identity, as in the library, so an address re-pointed between an
+// acquire's two rounds lands its raise on another node of the set, whose
+// confirmation then counts for two nodes. R's first round takes yes-votes
+// from nodes 3 and 4 (node 4's token the larger); R's address of node 3
+// then leads to node 4, and R is granted on the confirmations of node 4
+// alone, node 3's counter never raised. Once R's lock has expired, S takes
+// nodes 2 and 3, whose counters are below R's token, and is granted a
+// lower token than R's: property (b) broken. The unified search has not
+// met this schedule (a re-point must fall between the two rounds of an
+// acquire whose votes differ); the test passes while the gap is open
+// (docs/safety.md, "The unified model").
+func TestRepointBetweenTheRounds(t *testing.T) {
+	m := New(unified())
+	s := m.Init()
+	m.contact(s, uR)
+	m.contact(s, uS)
+	run := func(ci, ni int) {
+		t.Helper()
+		if v := m.process(s, ci, ni); v != nil {
+			t.Fatalf("process: %v", v)
+		}
+		m.deliver(s, ci, ni)
+	}
+	r := &s.Clients[uR]
+	// t=10: an acquire of R reaches node 2 alone (lost): node 2's counter.
+	r.Value = 1000
+	m.newRound(s, uR)
+	r.Phase = Acquiring
+	m.sendTo(s, uR, Msg{Kind: ReqAcquire, Round: r.Round, Value: r.Value, Arg: 8}, 1<<2)
+	run(uR, 2)
+	s.T = 20
+	// t=20: R's acquire, yes from nodes 3 and 4 (tokens differ).
+	r.Value = 1001
+	m.newRound(s, uR)
+	r.ValidUntil = s.T + 8
+	r.Phase = Acquiring
+	m.sendTo(s, uR, Msg{Kind: ReqAcquire, Round: r.Round, Value: r.Value, Arg: 8}, 1<<3|1<<4)
+	run(uR, 3)
+	run(uR, 4)
+	if v := m.clientStep(s, uR); v != nil || r.Phase != Won {
+		t.Fatalf("first round: %v phase %d tokens %v", v, r.Phase, r.Tokens)
+	}
+	// R's address of node 3 now leads to node 4.
+	if v := m.Apply(s, Step{Kind: StepRepoint, Client: uR, Node: 3, Arg: 5}); v != nil {
+		t.Fatal(v)
+	}
+	if v := m.clientStep(s, uR); v != nil || r.Phase != Fencing {
+		t.Fatalf("second round: %v", v)
+	}
+	run(uR, 3) // reaches node 4
+	run(uR, 4)
+	if v := m.clientStep(s, uR); v != nil || r.Phase != Holding {
+		t.Fatalf("grant: %v phase %d", v, r.Phase)
+	}
+	m.Apply(s, Step{Kind: StepRepoint, Client: uR, Node: 3})
+	// t=30: R's lock has expired; S acquires on nodes 2 and 3.
+	s.T = 30
+	sc := &s.Clients[uS]
+	sc.Value = 2000
+	m.newRound(s, uS)
+	sc.ValidUntil = s.T + 8
+	sc.Phase = Acquiring
+	m.sendTo(s, uS, Msg{Kind: ReqAcquire, Round: sc.Round, Value: sc.Value, Arg: 8}, 1<<2|1<<3)
+	run(uS, 2)
+	run(uS, 3)
+	v := m.clientStep(s, uS)
+	for v == nil && sc.Phase != Holding && sc.Phase != Idle {
+		if sc.Phase == Fencing {
+			run(uS, 2)
+			run(uS, 3)
+		}
+		v = m.clientStep(s, uS)
+	}
+	if v == nil || v.Prop != "token" {
+		t.Fatalf("no token inversion (S: phase %d token %d, %v): if the second round now checks the node's identity, "+
+			"turn this test around and update docs/safety.md", sc.Phase, sc.Token, v)
+	}
+	t.Logf("the open gap: %v", v)
+}
