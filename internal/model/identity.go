@@ -231,11 +231,12 @@ func (m *Model) server(s *State, conn, ni int) int {
 func (d *Data) NodeIs(id int) bool { return id == 0 || d.ID == id }
 
 // checksNode reports whether a request of kind checks its node's identity
-// (NodeIs) before anything else: those that can give a vote. The second
-// rounds (fence.lua, seal.lua) and the releases do not, as in the library.
+// (NodeIs) before anything else: those that can give a vote, and the
+// second rounds (fence.lua, seal.lua), whose raises on a quorum make the
+// token as votes do. The releases do not, as in the library.
 func checksNode(kind int) bool {
 	switch kind {
-	case ReqAcquire, ReqRefresh, ReqClaim, ReqRecord:
+	case ReqAcquire, ReqFence, ReqRefresh, ReqClaim, ReqRecord:
 		return true
 	}
 	return false

@@ -44,7 +44,9 @@ func TestVoteChecksTheNodesIdentity(t *testing.T) {
 			}
 			continue
 		}
-		if rep.Status != OtherNode || s.Nodes[3].Data != before.Nodes[3].Data || s.Nodes[2].Data != before.Nodes[2].Data {
+		// Nothing written but the epoch record (the guard runs first).
+		unguarded := func(d Data) Data { d.Rec, d.Ok = Record{}, OkKey{}; return d }
+		if rep.Status != OtherNode || unguarded(s.Nodes[3].Data) != unguarded(before.Nodes[3].Data) || s.Nodes[2].Data != before.Nodes[2].Data {
 			t.Fatalf("the re-pointed address: %+v, n4 %+v (was %+v)", rep, s.Nodes[3].Data, before.Nodes[3].Data)
 		}
 		if s.Clients[uR].Unknown != 1<<2 || s.Clients[uR].Votes[2] == Yes {
@@ -71,7 +73,14 @@ func TestVoteChecksTheNodesIdentity(t *testing.T) {
 		t.Fatal(v)
 	}
 	s.T = s.Nodes[2].DownUntil
-	if rep := acquire(m, s, 2); rep.Status != OtherNode || s.Nodes[2].Data.Lock.Owner != 0 || s.Nodes[2].Data.Rec.OK {
+	// It recovers first, and says so (epoch.lua's epoch runs the guard
+	// before the check); then it refuses the identity it no longer has.
+	rep := acquire(m, s, 2)
+	for i := 0; rep.Status == Recovering && i < 100; i++ {
+		s.T++
+		rep = acquire(m, s, 2)
+	}
+	if rep.Status != OtherNode || s.Nodes[2].Data.Lock.Owner != 0 {
 		t.Fatalf("a node without its data voted, or wrote: %+v, %+v", rep, s.Nodes[2].Data)
 	}
 	m.reidentify(s, uR)
@@ -87,19 +96,15 @@ func TestVoteChecksTheNodesIdentity(t *testing.T) {
 	}
 }
 
-// TestRepointBetweenTheRounds shows, by hand, what the identity check
-// leaves open: the second round's raises (fence.lua, seal.lua) carry no
-// identity, as in the library, so an address re-pointed between an
-// acquire's two rounds lands its raise on another node of the set, whose
-// confirmation then counts for two nodes. R's first round takes yes-votes
-// from nodes 3 and 4 (node 4's token the larger); R's address of node 3
-// then leads to node 4, and R is granted on the confirmations of node 4
-// alone, node 3's counter never raised. Once R's lock has expired, S takes
-// nodes 2 and 3, whose counters are below R's token, and is granted a
-// lower token than R's: property (b) broken. The unified search has not
-// met this schedule (a re-point must fall between the two rounds of an
-// acquire whose votes differ); the test passes while the gap is open
-// (docs/safety.md, "The unified model").
+// TestRepointBetweenTheRounds: an address re-pointed between an
+// acquire's two rounds lands its raise on another node of the set, which
+// refuses it (the second rounds check the identity too: fence.lua and
+// seal.lua call node_is). R's first round takes yes-votes from nodes 3 and
+// 4 (node 4's token the larger); R's address of node 3 then leads to node
+// 4, whose refusal is no confirmation, and R is not granted. When the
+// raises were not checked, R was granted on node 4's confirmation alone,
+// node 3's counter never raised, and S then took nodes 2 and 3 with a
+// lower token than R's (property (b) broken).
 func TestRepointBetweenTheRounds(t *testing.T) {
 	m := New(unified())
 	s := m.Init()
@@ -140,11 +145,11 @@ func TestRepointBetweenTheRounds(t *testing.T) {
 	}
 	run(uR, 3) // reaches node 4
 	run(uR, 4)
-	if v := m.clientStep(s, uR); v != nil || r.Phase != Holding {
-		t.Fatalf("grant: %v phase %d", v, r.Phase)
+	if v := m.clientStep(s, uR); v != nil || r.Phase == Holding {
+		t.Fatalf("R granted on one server's raise counted as nodes 3 and 4: %v, phase %d", v, r.Phase)
 	}
 	m.Apply(s, Step{Kind: StepRepoint, Client: uR, Node: 3})
-	// t=30: R's lock has expired; S acquires on nodes 2 and 3.
+	// t=30: S acquires on nodes 2 and 3: no lower token than any granted.
 	s.T = 30
 	sc := &s.Clients[uS]
 	sc.Value = 2000
@@ -155,16 +160,14 @@ func TestRepointBetweenTheRounds(t *testing.T) {
 	run(uS, 2)
 	run(uS, 3)
 	v := m.clientStep(s, uS)
-	for v == nil && sc.Phase != Holding && sc.Phase != Idle {
+	for i := 0; v == nil && sc.Phase != Holding && sc.Phase != Idle && i < 10; i++ {
 		if sc.Phase == Fencing {
 			run(uS, 2)
 			run(uS, 3)
 		}
 		v = m.clientStep(s, uS)
 	}
-	if v == nil || v.Prop != "token" {
-		t.Fatalf("no token inversion (S: phase %d token %d, %v): if the second round now checks the node's identity, "+
-			"turn this test around and update docs/safety.md", sc.Phase, sc.Token, v)
+	if v != nil {
+		t.Fatalf("S: %v", v)
 	}
-	t.Logf("the open gap: %v", v)
 }

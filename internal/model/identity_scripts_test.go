@@ -146,7 +146,7 @@ func TestNodeCheckTwinMatchesScripts(t *testing.T) {
 			return err
 		}},
 		{"fence", ReqFence, func(g script.Guard) error {
-			return script.Fence(ctx, node, diffKeys.Fence, rng.Int64N(1<<40), g)
+			return script.Fence(ctx, node, diffKeys, rng.Int64N(1<<40), g)
 		}},
 	}
 	for step := range 400 {
@@ -182,7 +182,10 @@ func TestNodeCheckTwinMatchesScripts(t *testing.T) {
 			ids = append(ids, earlier[rng.IntN(len(earlier))])
 		}
 		id := ids[rng.IntN(len(ids))]
-		g := script.Guard{MaxTTL: 100 * time.Millisecond, Delta: 20 * time.Millisecond, Mode: "10"[rng.IntN(2)], FenceTTL: time.Minute}.ForNode(names[id])
+		// The guard off: with it on, a recovering node says so before the
+		// check (epoch.lua's epoch), which the guard's twins cover; here the
+		// check alone, which does not depend on the guard.
+		g := script.Guard{MaxTTL: 100 * time.Millisecond, Delta: 20 * time.Millisecond, Mode: '0', FenceTTL: time.Minute}.ForNode(names[id])
 		o := ops[rng.IntN(len(ops))]
 		before := snapshot()
 		err := o.run(g)
@@ -230,7 +233,7 @@ func TestNodeCheckTwinMatchesScripts(t *testing.T) {
 	}
 	for _, k := range []string{"lost", "acquire naming another: refused", "acquire naming none: passed",
 		"acquire naming its own: passed", "refresh naming another: refused", "record naming another: refused",
-		"family acquire naming another: refused", "permit acquire naming another: refused", "fence naming another: passed"} {
+		"family acquire naming another: refused", "permit acquire naming another: refused", "fence naming another: refused"} {
 		if cover[k] == 0 {
 			t.Errorf("no step with %s", k)
 		}

@@ -245,11 +245,11 @@ func (m *Model) recordRound(s *State, ci, phase int, w func(li int) *RecWrite) {
 func (m *Model) processRecord(s *State, ni int, req Msg) Msg {
 	n := &s.Nodes[ni]
 	now := s.T + n.Offset
-	if m.otherNode(s, ni, req) {
-		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: OtherNode}
-	}
 	if rec, _ := n.Data.Epoch(n.env(s.T, m.Cfg.Second), m.guard(req.Actor), m.Cfg.Mut); rec > 0 {
 		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: Recovering}
+	}
+	if m.otherNode(s, ni, req) { // after the guard, as epoch.lua's epoch
+		return Msg{Kind: ReqRecord, Actor: req.Actor, Round: req.Round, Status: OtherNode}
 	}
 	n.Data.Conf = recordTwin(n.Data.Conf, now, req.Rec, m.Cfg.Mut.FirstWriterFloor)
 	s.Version++

@@ -20,7 +20,17 @@ func (m *Model) process(s *State, conn, addr int) *Violation {
 	cs := c.Clients[ci]
 	n := &s.Nodes[ni]
 	if m.otherNode(s, ni, req) {
-		cn.Rep = append(cn.Rep, Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value, Status: OtherNode})
+		// An acquire and a claim (scripts that call epoch.lua's epoch)
+		// say recovering before they check the identity: a node restarted
+		// without its data recovers first. A refresh and a second round
+		// check the identity first.
+		rep := Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value, Status: OtherNode}
+		if req.Kind == ReqAcquire || req.Kind == ReqClaim {
+			if rec, _ := n.Data.Epoch(n.env(s.T, c.Second), m.guard(ci), c.Mut); rec > 0 {
+				rep.Status, rep.N = Recovering, rec
+			}
+		}
+		cn.Rep = append(cn.Rep, rep)
 		return nil
 	}
 	env := n.env(s.T, c.Second)
@@ -148,7 +158,9 @@ func (m *Model) deliver(s *State, conn, ni int) {
 		if m.family(rep.Actor) {
 			anyNode = c.Mut.SealCountsAnyNode
 		}
-		if cl.FirstYes[ni] || anyNode {
+		if rep.Status == OtherNode {
+			cl.Votes[ni] = No // another server's: its raise is not this node's
+		} else if cl.FirstYes[ni] || anyNode {
 			cl.Votes[ni] = Yes
 		} else {
 			cl.Votes[ni] = No

@@ -353,7 +353,7 @@ func (d *diff) fence() {
 	n := &d.nodes[0].data
 	token := []int64{n.Fence.V - 1, n.Fence.V, n.Fence.V + 1, n.Fence.V + 5000, 7}[d.rng.IntN(5)]
 	d.step(fmt.Sprintf("fence %d fencettl %d", token, g.FenceTTL), func(c *redis.Client) string {
-		if err := script.Fence(d.ctx, goredis.New(c), diffKeys.Fence, token, sg); err != nil {
+		if err := script.Fence(d.ctx, goredis.New(c), diffKeys, token, sg); err != nil {
 			d.t.Fatal(err)
 		}
 		return "ok"
