@@ -166,9 +166,10 @@ type schedule struct {
 	mode   int
 	prio   map[Step]float64
 	swarm  bool
-	faults uint32           // the kinds of fault this schedule injects
-	cuts   map[int][2]int64 // a connection's cut: [from, to) real time
-	pauses map[int][2]int64 // a client's pause: [from, to) real time
+	faults uint32                      // the kinds of fault this schedule injects
+	cuts   map[int][2]int64            // a connection's cut: [from, to) real time
+	pauses map[int][2]int64            // a client's pause: [from, to) real time
+	aim    func(*State, []Step) []Step // Model.Aim's filter
 }
 
 // modes is how many strategies the schedules take in turn.
@@ -182,6 +183,9 @@ func (m *Model) modes() int {
 // strategy is schedule i's of a search from seed.
 func (m *Model) strategy(seed uint64, i int) *schedule {
 	p := &schedule{rng: rand.New(rand.NewPCG(seed+uint64(i), 0x5eed)), mode: i % m.modes(), prio: map[Step]float64{}, swarm: m.Swarm}
+	if m.Aim != nil {
+		p.aim = m.Aim(p.rng)
+	}
 	if !m.Swarm {
 		return p
 	}
@@ -233,6 +237,9 @@ func (p *schedule) next(m *Model, s *State) (Step, bool) {
 	}
 	if p.cuts != nil {
 		en = p.cut(m, s, en)
+	}
+	if p.aim != nil {
+		en = p.aim(s, en)
 	}
 	if len(en) == 0 {
 		return Step{}, false
