@@ -499,7 +499,7 @@ func (m *Model) describe(s *State, st Step) string {
 			return fmt.Sprintf("%s %d: counter %s -> %d (lock key: %s)", head, q.Arg, old, d.Fence.V, m.owner(s, d.Lock, lock))
 		case ReqRefresh:
 			r := d.Refresh(env, q.Value, q.Arg, q.Tok, m.guard(q.Actor), c.Mut)
-			return fmt.Sprintf("%s: %s", head, refreshName[r])
+			return fmt.Sprintf("%s: %s", head, refreshSays(r))
 		case ReqRelease:
 			deleted, _ := d.Release(env, q.Value, q.Tok, true, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s: deleted %v, counter %s", head, deleted, counterName(d.Fence))
@@ -636,7 +636,7 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		if r == ScriptError {
 			return head + ": error, a plain lock holds the name"
 		}
-		return fmt.Sprintf("%s on %s: %s -> %s", head, before, refreshName[r], famState(d, env))
+		return fmt.Sprintf("%s on %s: %s -> %s", head, before, refreshSays(r), famState(d, env))
 	case ReqRelease:
 		deleted, _, _ := d.FamRelease(env, mode, owner, q.Value, q.Tok, true, g, c.Mut)
 		return fmt.Sprintf("%s on %s: deleted %v -> %s", head, before, deleted, famState(d, env))
