@@ -282,7 +282,7 @@ func (m *Model) grant(s *State, ci int) *Violation {
 	s.Grants = append(s.Grants, Grant{Client: ci, Value: cl.Value, Owner: owner, Read: mode == 'r', Permit: mode == 's',
 		Token: cl.Token, Began: cl.ValidUntil - c.Clients[ci].TTL + c.Drift, At: s.T, End: cl.ValidUntil, Saw: cl.Saw})
 	cl.Grant = len(s.Grants) - 1
-	if v := m.exclusive(s, ci); v != nil {
+	if v := m.exclusive(s, ci); m.finds(v) {
 		return v
 	}
 	return m.tokenOrder(s, ci)

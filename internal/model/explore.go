@@ -166,9 +166,10 @@ type schedule struct {
 	mode   int
 	prio   map[Step]float64
 	swarm  bool
-	faults uint32           // the kinds of fault this schedule injects
-	cuts   map[int][2]int64 // a connection's cut: [from, to) real time
-	pauses map[int][2]int64 // a client's pause: [from, to) real time
+	faults uint32                      // the kinds of fault this schedule injects
+	cuts   map[int][2]int64            // a connection's cut: [from, to) real time
+	pauses map[int][2]int64            // a client's pause: [from, to) real time
+	aim    func(*State, []Step) []Step // Model.Aim's filter
 	// repoint is the schedule's re-pointed address (identity.go), nil
 	// for none.
 	repoint *repointPlan
@@ -185,6 +186,9 @@ func (m *Model) modes() int {
 // strategy is schedule i's of a search from seed.
 func (m *Model) strategy(seed uint64, i int) *schedule {
 	p := &schedule{rng: rand.New(rand.NewPCG(seed+uint64(i), 0x5eed)), mode: i % m.modes(), prio: map[Step]float64{}, swarm: m.Swarm}
+	if m.Aim != nil {
+		p.aim = m.Aim(p.rng)
+	}
 	if !m.Swarm {
 		return p
 	}
@@ -242,6 +246,9 @@ func (p *schedule) next(m *Model, s *State) (Step, bool) {
 	}
 	if p.cuts != nil {
 		en = p.cut(m, s, en)
+	}
+	if p.aim != nil {
+		en = p.aim(s, en)
 	}
 	if len(en) == 0 {
 		return Step{}, false
@@ -504,7 +511,7 @@ func (m *Model) describe(s *State, st Step) string {
 			return fmt.Sprintf("%s %d: counter %s -> %d (lock key: %s)", head, q.Arg, old, d.Fence.V, m.owner(s, d.Lock, lock))
 		case ReqRefresh:
 			r := d.Refresh(env, q.Value, q.Arg, q.Tok, m.guard(q.Actor), c.Mut)
-			return fmt.Sprintf("%s: %s", head, refreshName[r])
+			return fmt.Sprintf("%s: %s", head, refreshSays(r))
 		case ReqRelease:
 			deleted, _ := d.Release(env, q.Value, q.Tok, true, m.guard(q.Actor), c.Mut)
 			return fmt.Sprintf("%s: deleted %v, counter %s", head, deleted, counterName(d.Fence))
@@ -641,7 +648,7 @@ func (m *Model) describeFamily(s *State, q Msg, d Data, env Env, head string) st
 		if r == ScriptError {
 			return head + ": error, a plain lock holds the name"
 		}
-		return fmt.Sprintf("%s on %s: %s -> %s", head, before, refreshName[r], famState(d, env))
+		return fmt.Sprintf("%s on %s: %s -> %s", head, before, refreshSays(r), famState(d, env))
 	case ReqRelease:
 		deleted, _, _ := d.FamRelease(env, mode, owner, q.Value, q.Tok, true, g, c.Mut)
 		return fmt.Sprintf("%s on %s: deleted %v -> %s", head, before, deleted, famState(d, env))

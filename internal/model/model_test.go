@@ -70,6 +70,8 @@ type search struct {
 	// swarm: each schedule injects its own subset of the faults
 	// (Model.Swarm).
 	swarm bool
+	// aim, when set, aims its schedules (Model.Aim).
+	aim func(rng *rand.Rand) func(*State, []Step) []Step
 	// deadline is the search's time limit (0: 3 minutes); past it, a
 	// search stops short of its budget.
 	deadline time.Duration
@@ -78,10 +80,23 @@ type search struct {
 // run plays the search with mut from seed: n random schedules (0: the
 // search's own number), or the exhaustive search.
 func (s search) run(mut Mutations, seed uint64, n int) (*Counterexample, Stats) {
+	return s.play(mut, "", seed, n)
+}
+
+// runFor is run for mutant mt: with mt.only, only a violation of that
+// property is a find (Model.Only).
+func (s search) runFor(mt mutant, seed uint64, n int) (*Counterexample, Stats) {
+	return s.play(mt.mut, mt.only, seed, n)
+}
+
+// play is run, with Model.Only set to only.
+func (s search) play(mut Mutations, only string, seed uint64, n int) (*Counterexample, Stats) {
 	cfg := s.cfg()
 	cfg.Mut = mut
 	m := New(cfg)
 	m.Swarm = s.swarm
+	m.Only = only
+	m.Aim = s.aim
 	budget := 3 * time.Minute
 	if s.deadline != 0 {
 		budget = s.deadline
@@ -303,6 +318,9 @@ type mutant struct {
 	// have found the mutant (0: the search's own).
 	budget int
 	seeds  []uint64
+	// only, when set, is the property whose violation is the mutant's
+	// find (Model.Only): its own symptom, not another mutant's.
+	only string
 }
 
 // checkMutants runs each mutant's search, which must find a counterexample,
@@ -331,7 +349,7 @@ func checkMutants(t *testing.T, searches map[string]search, mutants []mutant) {
 			}
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
-				ce, st := s.run(m.mut, sd, m.budget)
+				ce, st := s.runFor(m, sd, m.budget)
 				if ce == nil {
 					t.Fatalf("search %s from seed %d found nothing (%+v); replay: %s=%d", m.search, sd, st, seedEnv, sd)
 				}

@@ -289,6 +289,15 @@ const (
 // refreshName says what a refresh result is, for the explanations.
 var refreshName = []string{"not owner", "extended", "re-seeded", "recovering, not re-seeded", "token retired, not re-seeded"}
 
+// refreshSays is refreshName's entry for r, and ScriptError's (a refresh
+// of a lock of another kind: WRONGTYPE), which has none.
+func refreshSays(r int) string {
+	if r == ScriptError {
+		return "an error, the name holds another kind"
+	}
+	return refreshName[r]
+}
+
 // TokenSeed is the factor of the node time in a seeded counter and in the
 // epoch's floor.
 const TokenSeed = 1024

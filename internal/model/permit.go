@@ -180,7 +180,7 @@ func (m *Model) describePermit(q Msg, d Data, env Env, head string) string {
 		if r == ScriptError {
 			return head + ": script error"
 		}
-		return fmt.Sprintf("%s: %s; %s", head, refreshName[r], famState(d, env))
+		return fmt.Sprintf("%s: %s; %s", head, refreshSays(r), famState(d, env))
 	case ReqRelease:
 		deleted, _, _ := d.PermRelease(env, q.Value, q.Tok, true, g, c.Mut)
 		return fmt.Sprintf("%s: deleted %v; %s", head, deleted, famState(d, env))

@@ -61,7 +61,7 @@ func TestSearchPower(t *testing.T) {
 		}
 	}
 	var mutants []mutant
-	for _, table := range [][]mutant{mutantTable(), permitMutants(), jointMutants(), handoffMutants(), unifiedMutantTable()} {
+	for _, table := range [][]mutant{mutantTable(), permitMutants(), jointMutants(), handoffMutants(), unifiedMutantTable(), unifiedMeasured()} {
 		mutants = append(mutants, table...)
 	}
 	for _, mt := range mutants {
@@ -96,6 +96,8 @@ func measure(t *testing.T, s search, mt mutant) {
 	m := New(cfg)
 	m.NoShrink = true
 	m.Swarm = s.swarm
+	m.Only = mt.only
+	m.Aim = s.aim
 	seeds := make([]uint64, *powerSeeds)
 	for i := range seeds {
 		seeds[i] = rand.Uint64() >> 1

@@ -210,7 +210,7 @@ func (m *Model) resumed(s *State, ci int, valid int64) *Violation {
 		Token: f.Token, Began: origin.Began, At: s.T, End: valid, Origin: fr.Origin + 1})
 	cl.Grant = len(s.Grants) - 1
 	fr.Resumes++
-	if v := m.exclusive(s, ci); v != nil || !c.Global {
+	if v := m.exclusive(s, ci); m.finds(v) || !c.Global {
 		return v
 	}
 	if fr.Resumes > 1 {

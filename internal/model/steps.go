@@ -286,13 +286,22 @@ func (m *Model) sendTo(s *State, ci int, msg Msg, mask uint64) {
 }
 
 // Apply performs step st on s (which it modifies) and returns the first
-// property it breaks, if any.
+// property it breaks, if any (with Model.Only, of that property).
 func (m *Model) Apply(s *State, st Step) *Violation {
 	v := m.apply(s, st)
-	if v == nil && m.Check != nil {
+	if !m.finds(v) && m.Check != nil {
 		v = m.Check(s)
 	}
+	if !m.finds(v) {
+		return nil
+	}
 	return v
+}
+
+// finds reports whether v is a find: any violation, or with Model.Only,
+// a violation of that property.
+func (m *Model) finds(v *Violation) bool {
+	return v != nil && (m.Only == "" || v.Prop == m.Only)
 }
 
 func (m *Model) apply(s *State, st Step) *Violation {

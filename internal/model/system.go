@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math/rand/v2"
 	"slices"
 )
 
@@ -463,6 +464,17 @@ type Model struct {
 	// Check, when set, is a property more that every step checks (a
 	// test's probe).
 	Check func(*State) *Violation
+	// Only, when set, is the one property whose violation is a find (a
+	// search for a finding's own symptom: B's, a token below another
+	// holder's, not A's two holders): a violation of any other property
+	// is passed over, and the schedule goes on (Model.finds).
+	Only string
+	// Aim, when set, makes each schedule of Random a targeted one: called
+	// with the schedule's generator at its start, it returns the filter
+	// of the steps its strategy may choose from (where it leaves none,
+	// the schedule ends). The steps stay the model's: only the choice
+	// among them is aimed.
+	Aim func(rng *rand.Rand) func(s *State, en []Step) []Step
 	// aliases are the sets' fingerprints by address (identity.go), made
 	// once.
 	aliases map[aliasKey]string

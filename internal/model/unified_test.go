@@ -3,6 +3,8 @@ package model
 import (
 	"flag"
 	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -122,14 +124,15 @@ var (
 // counted by address (VoteByAddress), by name.
 func unifiedMutants() map[string]Mutations {
 	return map[string]Mutations{
-		"fixed":            {},
-		"ClaimUnguarded":   {HandoffMutations: HandoffMutations{ClaimUnguarded: true}},
-		"ClaimRawCounter":  {HandoffMutations: HandoffMutations{ClaimRawCounter: true}},
-		"JointNoFloor":     {JointMutations: JointMutations{JointNoFloor: true}},
-		"JointNoConflict":  {JointMutations: JointMutations{JointNoConflict: true}},
-		"BySpelling":       {JointMutations: JointMutations{BySpelling: true}},
-		"ResumeUnrecorded": {HandoffMutations: HandoffMutations{ResumeUnrecorded: true}},
-		"VoteByAddress":    {JointMutations: JointMutations{VoteByAddress: true}},
+		"fixed":                    {},
+		"ClaimUnguarded":           {HandoffMutations: HandoffMutations{ClaimUnguarded: true}},
+		"ClaimRawCounter":          {HandoffMutations: HandoffMutations{ClaimRawCounter: true}},
+		"ClaimUnguardedRawCounter": {HandoffMutations: HandoffMutations{ClaimUnguarded: true, ClaimRawCounter: true}},
+		"JointNoFloor":             {JointMutations: JointMutations{JointNoFloor: true}},
+		"JointNoConflict":          {JointMutations: JointMutations{JointNoConflict: true}},
+		"BySpelling":               {JointMutations: JointMutations{BySpelling: true}},
+		"ResumeUnrecorded":         {HandoffMutations: HandoffMutations{ResumeUnrecorded: true}},
+		"VoteByAddress":            {JointMutations: JointMutations{VoteByAddress: true}},
 	}
 }
 
@@ -221,17 +224,125 @@ func observe(m *Model, s *State, reach map[string]int) {
 func unifiedSearches() map[string]search {
 	return map[string]search{
 		"unified": {name: "unified", cfg: unified, random: 15000, steps: 8000, swarm: true, deadline: 30 * time.Minute},
+		"unifiedHandoff": {name: "unifiedHandoff", cfg: unified, random: 15000, steps: 8000, swarm: true,
+			deadline: 30 * time.Minute, aim: handoffWindow},
+	}
+}
+
+// handoffWindow aims the unified search's schedules at the handoff
+// window (Model.Aim), where a copy of a form meets a node rolled back
+// under it: the window of finding B, which the unified search's
+// schedules do not reach (docs/safety.md, "The unified model"). Each
+// schedule draws the roles of A's three nodes, cut, late and snap, and a
+// time from in [16, 18). The clients but S, W1, W2 and R start no attempt
+// until W2's Resume has decided. S makes no step before from, nor while a
+// request of its is yet to run, so that its form still holds when the
+// late copy's worker W2 may start (t = 20). The first worker W1's claim
+// round is cut short: its claim of cut, and what follows it on that
+// connection, waits until W2's Resume has decided, and its claim of late
+// until W1's has. R makes its attempts only once W1's Resume has decided
+// and its give-back has run on late and snap, and W2 only once a node
+// rolled back. A snapshot is taken, and a replica catches up, only of
+// snap, and only before W1 starts; a node rolls back (to its snapshot, or
+// a promoted replica) only once W1's Resume has decided and R holds or
+// held the name, and then before any other step; no node restarts
+// otherwise. Time passes only when S, W1, W2 and R, their recorders,
+// requests and replies, have no other step. Every other choice is the
+// strategy's; where nothing is left, the schedule ends.
+func handoffWindow(rng *rand.Rand) func(*State, []Step) []Step {
+	nodes := []int{2, 3, 4} // A
+	rng.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] })
+	cut, late, snap := nodes[0], nodes[1], nodes[2]
+	from := 16 + rng.Int64N(2)
+	claim := func(s *State, st Step, ni int) bool {
+		q := s.Conns[uW1*len(s.Nodes)+ni].Req
+		return st.Kind == StepProcess && st.Client == uW1 && st.Node == ni && q[0].Kind == ReqClaim
+	}
+	return func(s *State, en []Step) []Step {
+		w := windowOf(s, cut, late, snap)
+		var out, back []Step
+		busy := false
+		for _, st := range en {
+			actor := st.Kind == StepClient || st.Kind == StepProcess || st.Kind == StepDeliver
+			switch {
+			case st.Kind == StepClient && st.Client >= uP && st.Client != uR && !w.w2:
+			case st.Kind == StepClient && st.Client == uS && (s.T < from || w.sending):
+			case st.Kind == StepClient && st.Client == uR && !(w.w1 && w.given):
+			case st.Kind == StepClient && st.Client == uW2 && !w.rolled:
+			case claim(s, st, cut) && !w.w2:
+			case claim(s, st, late) && !w.w1:
+			case (st.Kind == StepSnapshot || st.Kind == StepSync) && (st.Node != snap || s.Clients[uW1].Started):
+			case st.Kind == StepRestart || st.Kind == StepDataRestart:
+			case st.Kind == StepSnapRestart || st.Kind == StepPromote:
+				if w.w1 && w.rival {
+					back = append(back, st)
+				}
+			default:
+				busy = busy || ((actor || st.Kind == StepRecord) && (st.Client == uS || st.Client == uW1 || st.Client == uW2 || st.Client == uR))
+				out = append(out, st)
+			}
+		}
+		if len(back) > 0 {
+			return back
+		}
+		if busy {
+			out = slices.DeleteFunc(out, func(st Step) bool { return st.Kind == StepTick })
+		}
+		return out
+	}
+}
+
+// window is what handoffWindow reads of a state: whether a request of S
+// is yet to run, W1's and W2's Resumes have decided, W1's give-back has
+// run on late and snap, R holds or held the name, and a node rolled back.
+type window struct{ sending, w1, w2, given, rival, rolled bool }
+
+func windowOf(s *State, cut, late, snap int) window {
+	nodes := len(s.Nodes)
+	decided := func(ci int) bool { return s.Clients[ci].Forms > 0 && s.Clients[ci].Phase != Claiming }
+	return window{
+		sending: slices.ContainsFunc([]int{cut, late, snap}, func(ni int) bool { return len(s.Conns[uS*nodes+ni].Req) > 0 }),
+		w1:      decided(uW1),
+		w2:      decided(uW2),
+		given:   len(s.Conns[uW1*nodes+late].Req) == 0 && len(s.Conns[uW1*nodes+snap].Req) == 0,
+		rival:   slices.ContainsFunc(s.Grants, func(g Grant) bool { return g.Client == uR }),
+		rolled:  s.Faults[faultSnapRestart]+s.Faults[faultPromote] > 0,
 	}
 }
 
 // unifiedMutantTable is issue 44's findings A to F restored, each with the
-// unified search (TestUnifiedMutants).
+// unified search (TestUnifiedMutants). Finding B's mutant is the claim as
+// it shipped then, with both gaps (ClaimUnguarded, ClaimRawCounter); its
+// find is B's symptom alone, a token below another holder's (Model.Only
+// "token"), not A's two holders or a vote while recovering; and its
+// search is the unified model aimed at the handoff window
+// (handoffWindow), which the unified search's schedules do not reach.
 func unifiedMutantTable() []mutant {
 	var out []mutant
-	for _, name := range []string{"ClaimUnguarded", "ClaimRawCounter", "JointNoFloor", "JointNoConflict", "BySpelling", "ResumeUnrecorded", "VoteByAddress"} {
-		out = append(out, mutant{name: name, mut: unifiedMutants()[name], search: "unified"})
+	for _, name := range []string{"ClaimUnguarded", "ClaimUnguardedRawCounter", "JointNoFloor", "JointNoConflict", "BySpelling", "ResumeUnrecorded", "VoteByAddress"} {
+		mt := mutant{name: name, mut: unifiedMutants()[name], search: "unified"}
+		if name == "ClaimUnguardedRawCounter" {
+			mt.search, mt.only = "unifiedHandoff", "token"
+		}
+		out = append(out, mt)
 	}
 	return out
+}
+
+// unifiedMeasured are mutants that TestSearchPower measures on the
+// aimed search (unifiedHandoff) beside unifiedMutantTable, and
+// TestUnifiedMutants does not play: ClaimRawCounter, finding B's second
+// gap alone, with the guard on, where any violation is a find (the
+// unified search finds it from none of its fixed seeds: docs/safety.md,
+// "The unified model": beside finding A's fix, the claims whose outcome
+// it changes are safe ones); and ClaimUnguarded held to B's symptom, a
+// token below another holder's, to measure whether finding A's gap alone
+// gives it.
+func unifiedMeasured() []mutant {
+	return []mutant{
+		{name: "ClaimRawCounter", mut: unifiedMutants()["ClaimRawCounter"], search: "unifiedHandoff"},
+		{name: "ClaimUnguardedTokenOnly", mut: unifiedMutants()["ClaimUnguarded"], search: "unifiedHandoff", only: "token"},
+	}
 }
 
 // unifiedSeeds are the seeds from which TestUnifiedMutants plays the
@@ -239,52 +350,36 @@ func unifiedMutantTable() []mutant {
 // seeds from which the unified search finds it within three schedules
 // (replaySeed of a measured search: within four schedules; docs/safety.md's table).
 var unifiedSeeds = map[string][]uint64{
-	"ClaimUnguarded":   {17179869248},
-	"JointNoFloor":     {64424510296},
-	"JointNoConflict":  {8589934604},
-	"BySpelling":       {12884901892},
-	"ResumeUnrecorded": {55834574848},
-	"VoteByAddress":    {4294967332},
-}
-
-// unifiedUnfound are the mutants that the unified search does not find
-// within its budget from the fixed seeds (docs/safety.md, "The unified
-// model"), each with the reason: TestUnifiedMutants reports them as
-// skipped, not passed.
-var unifiedUnfound = map[string]string{
-	"ClaimRawCounter": "found from 0 of 20 fixed seeds with 10,000 schedules each, and by our reading harmless " +
-		"beside finding A's fix: its floor differs from the raw counter only on a node whose epoch began after the " +
-		"form's token, where the guard lets a claim pass only once every key restored by the fault has expired, and " +
-		"the only key written there after the fault, the handing-off Client's re-seed, comes before the handoff, so " +
-		"no second claim gathers a quorum (instrumented once, 20,000 schedules met 3 claims where the two disagree, " +
-		"none followed by a violation; docs/safety.md, \"The unified model\"). Finding B's real-node tests and " +
-		"TestClaimModelTellsBrokenTwins cover it",
+	"ClaimUnguarded":           {17179869248},
+	"ClaimUnguardedRawCounter": {51539607552},
+	"JointNoFloor":             {64424510296},
+	"JointNoConflict":          {8589934604},
+	"BySpelling":               {12884901892},
+	"ResumeUnrecorded":         {55834574848},
+	"VoteByAddress":            {4294967332},
 }
 
 // TestUnifiedMutants: issue 44's findings A to F, each restored as a
-// mutant, are found by the unified search, from the initial state of the
-// one configuration in which every feature meets every fault; the
-// protocol as implemented passes the same search. Every seed is fixed, so
-// that a run cannot flake: each mutant replays the seeds from which the
-// search found it (the measurement of its detection rate, TestSearchPower
-// with -powerfixed, is in docs/safety.md), and the protocol plays the
-// search's budget from the first fixed seed (without -race; under it, a
-// hundredth).
+// mutant, are found by the unified search (B's by the same model aimed at
+// the handoff window), from the initial state of the one configuration in
+// which every feature meets every fault; the protocol as implemented
+// passes both searches. Every seed is fixed, so that a run cannot flake:
+// each mutant replays the seeds from which its search found it (the
+// measurement of its detection rate, TestSearchPower with -powerfixed, is
+// in docs/safety.md), and the protocol plays each search's budget from
+// the first fixed seed (without -race; under it, a hundredth).
 func TestUnifiedMutants(t *testing.T) {
-	s := unifiedSearches()["unified"]
+	searches := unifiedSearches()
 	for _, mt := range unifiedMutantTable() {
+		s := searches[mt.search]
 		seeds := unifiedSeeds[mt.name]
-		if why, ok := unifiedUnfound[mt.name]; ok {
-			t.Run(mt.name, func(t *testing.T) { t.Skip(why) })
-			continue
-		}
 		if len(seeds) == 0 {
 			t.Errorf("mutant %s: no replay seed", mt.name)
 		}
 		for _, sd := range seeds {
 			t.Run(fmt.Sprintf("%s/seed=%d", mt.name, sd), func(t *testing.T) {
 				t.Parallel()
-				ce, st := s.run(mt.mut, sd, 4)
+				ce, st := s.runFor(mt, sd, 4)
 				if ce == nil {
 					t.Fatalf("the unified search from seed %d found nothing in 4 schedules (%+v)", sd, st)
 				}
@@ -292,20 +387,63 @@ func TestUnifiedMutants(t *testing.T) {
 			})
 		}
 	}
-	t.Run("fixed", func(t *testing.T) {
-		t.Parallel()
-		n := s.random
-		if raceDetector {
-			n /= 100
-		}
-		seed := fixedSeeds(1)[0]
-		ce, st := s.run(Mutations{}, seed, n)
-		if ce != nil {
-			t.Fatalf("the protocol breaks (the unified search from seed %d):\n%s", seed, ce)
-		}
-		if st.Schedules < n {
-			t.Fatalf("the unified search stopped short of its budget: %+v", st)
-		}
-		t.Logf("%+v", st)
-	})
+	for _, name := range []string{"unified", "unifiedHandoff"} {
+		s := searches[name]
+		t.Run("fixed/"+name, func(t *testing.T) {
+			t.Parallel()
+			n := s.random
+			if raceDetector {
+				n /= 100
+			}
+			seed := fixedSeeds(1)[0]
+			ce, st := s.run(Mutations{}, seed, n)
+			if ce != nil {
+				t.Fatalf("the protocol breaks (the %s search from seed %d):\n%s", name, seed, ce)
+			}
+			if st.Schedules < n {
+				t.Fatalf("the %s search stopped short of its budget: %+v", name, st)
+			}
+			t.Logf("%+v", st)
+		})
+	}
+}
+
+// TestOnlyTellsALowerTokenFromTwoHolders: Model.Only tells finding B's
+// symptom from finding A's. Finding A's counterexample (ClaimUnguarded,
+// from its replay seed) breaks a property other than token order, and
+// replayed with Only "token" breaks none; finding B's (the claim as it
+// shipped, from its replay seed, held to "token") is a token below an
+// earlier holder's, and the same steps replayed without Only stop first
+// at another property, A's: without the filter, B's find would be A's.
+func TestOnlyTellsALowerTokenFromTwoHolders(t *testing.T) {
+	table := map[string]mutant{}
+	for _, mt := range unifiedMutantTable() {
+		table[mt.name] = mt
+	}
+	replay := func(mt mutant, only string, steps []Step) *Violation {
+		cfg := unifiedSearches()[mt.search].cfg()
+		cfg.Mut = mt.mut
+		m := New(cfg)
+		m.Only = only
+		_, v := m.Replay(steps)
+		return v
+	}
+	a := table["ClaimUnguarded"]
+	ce, _ := unifiedSearches()[a.search].runFor(a, unifiedSeeds[a.name][0], 4)
+	if ce == nil || ce.Violation.Prop == "token" {
+		t.Fatalf("finding A's counterexample: %v, want a violation of another property than token order", ce)
+	}
+	t.Logf("A's counterexample breaks %s", ce.Violation.Prop)
+	if v := replay(a, "token", ce.Steps); v != nil {
+		t.Fatalf("finding A's counterexample held to token order breaks %v", v)
+	}
+	b := table["ClaimUnguardedRawCounter"]
+	ce, _ = unifiedSearches()[b.search].runFor(b, unifiedSeeds[b.name][0], 4)
+	if ce == nil || ce.Violation.Prop != "token" {
+		t.Fatalf("finding B's counterexample: %v, want a token below another holder's", ce)
+	}
+	if v := replay(b, "", ce.Steps); v == nil || v.Prop == "token" {
+		t.Fatalf("finding B's counterexample without the filter: %v, want another property first", v)
+	}
+	t.Logf("B's counterexample:\n%s", ce)
 }
