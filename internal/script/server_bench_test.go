@@ -161,20 +161,31 @@ func BenchmarkServerScript(b *testing.B) {
 		}
 		return sha
 	}
-	variants := []struct{ name, sha string }{
-		{"set", ""},
-		{"script-empty", load(`return {1, 1}`)},
-		{"script-set", load(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 1} end return {0, 0}`)},
+	// The node's identity, for the acquire that checks it (epoch.lua's
+	// node_is): every Client's guard names it once the node is identified.
+	id, err := Identify(ctx, nodeOf(c), "{}:id")
+	if err != nil {
+		b.Fatal(err)
+	}
+	identified := guard.ForNode(id.ID)
+	variants := []struct {
+		name, sha string
+		g         *Guard // nil: guard
+	}{
+		{"set", "", nil},
+		{"script-empty", load(`return {1, 1}`), nil},
+		{"script-set", load(`if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1, 1} end return {0, 0}`), nil},
 		{"script-3calls", load(`local pre = redis.call('MGET', KEYS[3] .. ':ok', KEYS[2])
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   local v = (tonumber(pre[2]) or 0) + 1
   redis.call('SET', KEYS[2], string.format('%d', v), 'PX', ARGV[6])
   return {1, v}
 end
-return {0, 0}`)},
-		{"acquire", acquire.sha},
-		{"fcall-empty", "fcall:redlock_bench_empty"},
-		{"fcall-acquire", "fcall:" + functionName("acquire")},
+return {0, 0}`), nil},
+		{"acquire", acquire.sha, nil},
+		{"fcall-empty", "fcall:redlock_bench_empty", nil},
+		{"fcall-acquire", "fcall:" + functionName("acquire"), nil},
+		{"fcall-acquire-identified", "fcall:" + functionName("acquire"), &identified},
 	}
 	if err := c.ScriptLoad(ctx, acquire.src).Err(); err != nil {
 		b.Fatal(err)
@@ -210,6 +221,10 @@ return {0, 0}`)},
 					}
 				}
 			}
+			g := guard
+			if v.g != nil {
+				g = *v.g
+			}
 			for b.Loop() {
 				k := keys("bench:" + strconv.Itoa(i%64))
 				val := "v" + strconv.Itoa(i)
@@ -217,9 +232,9 @@ return {0, 0}`)},
 				case v.sha == "":
 					pipe.SetNX(ctx, k.Lock, val, 10*time.Second)
 				case isFn:
-					pipe.FCall(ctx, fn, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, guard.args()...)...)
+					pipe.FCall(ctx, fn, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, g.args()...)...)
 				default:
-					pipe.EvalSha(ctx, v.sha, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, guard.args()...)...)
+					pipe.EvalSha(ctx, v.sha, []string{k.Lock, k.Fence, k.Epoch}, append([]any{val, 10000}, g.args()...)...)
 				}
 				pipe.Del(ctx, k.Lock)
 				if i++; i%64 == 0 {
