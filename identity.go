@@ -293,6 +293,33 @@ func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 	}
 }
 
+// identifyNow identifies node i again at once, for an acquire that the
+// node refused as another node's (script.IsOtherNode), within the
+// request's ctx: it returns the node's guard with the identity learned,
+// and whether the acquire may be sent again with it (a new identity that
+// no other node of the set holds). So a node restarted without its data,
+// when the guard lets it vote at once, costs its next acquire one more
+// request, not a failed attempt.
+func (e *engine) identifyNow(ctx context.Context, i int) (script.Guard, bool) {
+	if e.nodes[i].Cluster {
+		return script.Guard{}, false
+	}
+	id, runs, err := readIdentity(ctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())
+	s := &e.ident
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil || s.ids == nil || s.err != nil || id == s.node[i] {
+		return script.Guard{}, false
+	}
+	s.ids[i], s.asked[i] = nil, e.cfg.now()
+	s.done.Store(false)
+	e.learnIdentity(i, id, runs, nil)
+	if s.err != nil || s.ids[i] == nil {
+		return script.Guard{}, false
+	}
+	return e.guard(i), true
+}
+
 // identityRefused is node i's quorum.Node.OnErrorReply: a script that
 // refused to vote because the server is not the node identified
 // (script.IsOtherNode) makes checkIdentity ask the node again, at once.

@@ -208,6 +208,13 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 				call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
 			}
 			a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
+			if script.IsOtherNode(err) {
+				// The node's identity changed (its data lost): learn it, and
+				// send the acquire once more if it is one node's alone.
+				if g, ok := e.identifyNow(ctx, n.Index); ok {
+					a, err = call.ForNode(g).Acquire(ctx, n.Conn, e.cfg.ack)
+				}
+			}
 			return a, kindError(err)
 		},
 		Agree:      script.Acquired.OK,
