@@ -43,8 +43,9 @@ import (
 // before it writes anything (epoch.lua's node_is): an address that reaches
 // another server than at the first contact (a DNS name or a proxy pointed
 // elsewhere) can never cast a vote of another node of the set. The refusal
-// makes the Client identify the node again (identityRefused), before its
-// next acquire round: a new identity (a node restarted without its data)
+// makes the Client identify the node again: an acquire at once, sent once
+// more on a new identity (identifyNow), any other request before the
+// Client's next round (identityRefused): a new identity (a node restarted without its data)
 // then names the node, and one that another node holds refuses the node
 // set as at the first contact. On a Redis Cluster the identity is in
 // another slot than a lock's keys, and is checked at the first contact
