@@ -207,15 +207,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 			if n.Cluster {
 				call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
 			}
-			a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
-			if script.IsOtherNode(err) {
-				// The node's identity changed (its data lost): learn it, and
-				// send the acquire once more if it is one node's alone.
-				if g, ok := e.identifyNow(ctx, n.Index); ok {
-					a, err = call.ForNode(g).Acquire(ctx, n.Conn, e.cfg.ack)
-				}
-			}
-			return a, kindError(err)
+			return e.acquireOn(ctx, n, call)
 		},
 		Agree:      script.Acquired.OK,
 		Enough:     l.sp.kind.enough(&l.secret, *l.quorum),
@@ -367,6 +359,20 @@ func recoveringError(d, own time.Duration) error {
 			ErrNodeRecovering, left, d.Truncate(time.Second), own)
 	}
 	return fmt.Errorf("%w after a restart or failover: it takes no part in locking %s, until every lock it may have forgotten has expired (the window is the largest WithMaxTTL recorded in the node's epoch record since it restarted; see docs/fencing.md)", ErrNodeRecovering, left)
+}
+
+// acquireOn sends an acquire's call to node n. A node that refuses it as
+// another node's (its identity changed: its data lost) is identified at
+// once, and sent the acquire once more if the identity is one node's
+// alone (identifyNow).
+func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call) (script.Acquired, error) {
+	a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
+	if script.IsOtherNode(err) {
+		if g, ok := e.identifyNow(ctx, n.Index); ok {
+			a, err = call.ForNode(g).Acquire(ctx, n.Conn, e.cfg.ack)
+		}
+	}
+	return a, kindError(err)
 }
 
 // kindError marks a node's REDLOCK_KIND or REDLOCK_PERMITS error reply with
