@@ -92,11 +92,7 @@ func TestOneServerTwoAddresses(t *testing.T) {
 func TestOneServerTwoAddressesLater(t *testing.T) {
 	servers := redistest.Start(t, 2)
 	ctx := context.Background()
-	p, err := faultproxy.New(servers[0].Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := proxyTo(t, servers[0].Addr())
 	p.SetBlackhole(true)
 	c := newClient(t, []redis.UniversalClient{dial(t, servers[0].Addr()), dial(t, p.Addr()), dial(t, servers[1].Addr())},
 		WithNodeTimeout(200*time.Millisecond))
@@ -198,11 +194,7 @@ func TestReplicaBesideItsMaster(t *testing.T) {
 func TestAddressRepointedAfterFirstContact(t *testing.T) {
 	servers := redistest.Start(t, 3)
 	ctx := context.Background()
-	p, err := faultproxy.New(servers[0].Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Close() })
+	p := proxyTo(t, servers[0].Addr())
 	direct := make([]redis.UniversalClient, 3)
 	for i, s := range servers {
 		direct[i] = dial(t, s.Addr())
@@ -261,4 +253,15 @@ func TestAddressRepointedAfterFirstContact(t *testing.T) {
 	if err := held.Refresh(ctx, time.Minute); err != nil {
 		t.Errorf("the holder lost job: %v", err)
 	}
+}
+
+// proxyTo is a faultproxy to target, closed when the test ends.
+func proxyTo(t *testing.T, target string) *faultproxy.Proxy {
+	t.Helper()
+	p, err := faultproxy.New(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close() })
+	return p
 }

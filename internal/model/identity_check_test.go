@@ -119,18 +119,11 @@ func TestRepointBetweenTheRounds(t *testing.T) {
 	}
 	r := &s.Clients[uR]
 	// t=10: an acquire of R reaches node 2 alone (lost): node 2's counter.
-	r.Value = 1000
-	m.newRound(s, uR)
-	r.Phase = Acquiring
-	m.sendTo(s, uR, Msg{Kind: ReqAcquire, Round: r.Round, Value: r.Value, Arg: 8}, 1<<2)
+	startAcquire(m, s, uR, 1000, 1<<2)
 	run(uR, 2)
 	s.T = 20
 	// t=20: R's acquire, yes from nodes 3 and 4 (tokens differ).
-	r.Value = 1001
-	m.newRound(s, uR)
-	r.ValidUntil = s.T + 8
-	r.Phase = Acquiring
-	m.sendTo(s, uR, Msg{Kind: ReqAcquire, Round: r.Round, Value: r.Value, Arg: 8}, 1<<3|1<<4)
+	startAcquire(m, s, uR, 1001, 1<<3|1<<4)
 	run(uR, 3)
 	run(uR, 4)
 	if v := m.clientStep(s, uR); v != nil || r.Phase != Won {
@@ -152,11 +145,7 @@ func TestRepointBetweenTheRounds(t *testing.T) {
 	// t=30: S acquires on nodes 2 and 3: no lower token than any granted.
 	s.T = 30
 	sc := &s.Clients[uS]
-	sc.Value = 2000
-	m.newRound(s, uS)
-	sc.ValidUntil = s.T + 8
-	sc.Phase = Acquiring
-	m.sendTo(s, uS, Msg{Kind: ReqAcquire, Round: sc.Round, Value: sc.Value, Arg: 8}, 1<<2|1<<3)
+	startAcquire(m, s, uS, 2000, 1<<2|1<<3)
 	run(uS, 2)
 	run(uS, 3)
 	v := m.clientStep(s, uS)
@@ -170,4 +159,15 @@ func TestRepointBetweenTheRounds(t *testing.T) {
 	if v != nil {
 		t.Fatalf("S: %v", v)
 	}
+}
+
+// startAcquire starts client ci's acquire of value, with a TTL of 8, on
+// the nodes of mask (by hand: its requests wait to be run).
+func startAcquire(m *Model, s *State, ci, value int, mask uint64) {
+	cl := &s.Clients[ci]
+	cl.Value = value
+	m.newRound(s, ci)
+	cl.ValidUntil = s.T + 8
+	cl.Phase = Acquiring
+	m.sendTo(s, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: value, Arg: 8}, mask)
 }
