@@ -214,7 +214,28 @@ func testEndToEndFrozen(t *testing.T, d Driver) {
 		}
 		got <- err
 	}()
-	time.Sleep(time.Second) // let the waiter wait
+	// Release once the waiter waits: subscribed on both live nodes. (A
+	// fixed second was too short on a loaded machine: the waiter's first
+	// pass waits for the frozen node three times, its identity, its record
+	// and its acquire, before it subscribes.)
+	key, err := keys.Layout{Prefix: "redlock:"}.Lock(name)
+	must(t, "the lock's key", err)
+	for deadline := time.Now().Add(patience); ; {
+		subscribed := 0
+		for _, n := range hs[:2] {
+			v, err := n.Do(ctx, "PUBSUB", "NUMSUB", keys.Channel(key))
+			if a, ok := v.([]any); err == nil && ok && len(a) == 2 && a[1] != int64(0) {
+				subscribed++
+			}
+		}
+		if subscribed == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter did not subscribe on the live nodes within %v", patience)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	must(t, "Release", l1.Release(ctx))
 	timer := time.NewTimer(3 * patience)
 	defer timer.Stop()
