@@ -138,7 +138,11 @@ func TestScriptFlushRecovery(t *testing.T) {
 
 func TestRefreshReseedsANodeThatLostTheKey(t *testing.T) {
 	cl := startNodes(t, 3)
-	c := newClient(t, cl.clients)
+	// Two seconds a node, not the tests' 250 ms: TryObtain returns at a
+	// quorum, and node 2's acquire must still be written there. A request
+	// not yet written when its node's deadline passes never is: our reading
+	// of a timeout in CI at load (issue 43), not confirmed.
+	c := newClient(t, cl.clients, WithNodeTimeout(2*time.Second))
 	ctx := context.Background()
 	lock, err := c.TryObtain(ctx, "reseed", time.Minute)
 	if err != nil {
