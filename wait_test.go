@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -377,4 +378,39 @@ func TestTryObtainDoesNotQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitWaiter(t, done, "the queued waiter did not obtain the lock")
+}
+
+// TestCancelledAttemptKeepsTheReason: a waiting Obtain whose context ends
+// during an attempt reports why the last whole attempt failed (ErrHeld),
+// joined with the context's error, not the cut-short attempt's "context
+// canceled" from every node. The hook cancels the context inside the
+// second attempt's acquire, which a cancel from the caller can hit on a
+// loaded machine.
+func TestCancelledAttemptKeepsTheReason(t *testing.T) {
+	s := redistest.Start(t, 1)[0]
+	holder := newClient(t, []redis.UniversalClient{dial(t, s.Addr())})
+	ctx := context.Background()
+	if _, err := holder.TryObtain(ctx, "held", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var acquires atomic.Int32
+	node := dial(t, s.Addr())
+	node.(*redis.Client).AddHook(aroundEval(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if isAcquire(cmd) && acquires.Add(1) == 2 {
+			cancel()
+			cmd.SetErr(ctx.Err())
+			return ctx.Err()
+		}
+		return next(ctx, cmd)
+	}))
+	waiter := newClient(t, []redis.UniversalClient{node})
+	_, err := waiter.Obtain(wctx, "held", time.Minute, WithRetryDelay(time.Millisecond, 2*time.Millisecond))
+	if !errors.Is(err, ErrHeld) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Obtain cancelled during its second attempt: %v; want ErrHeld joined with context.Canceled", err)
+	}
+	if n := acquires.Load(); n != 2 {
+		t.Fatalf("%d acquires, want 2", n)
+	}
 }

@@ -257,6 +257,13 @@ func (w *waiter) tryEach(rank []int, onlyLikely bool, now time.Time) (l *Lock, h
 		if final(aerr) {
 			return lk, 0, aerr, true
 		}
+		if w.ctx.Err() != nil && w.last != nil && w.last != ErrNotObtained && !refusedByBreaker(aerr) {
+			// An attempt that the caller's context cut short says nothing
+			// new about the lock (its nodes answer "context canceled"):
+			// the obtain reports why the last whole attempt failed, such
+			// as ErrHeld, joined with ctx's error (fail).
+			break
+		}
 		w.last = aerr
 		if refusedByBreaker(aerr) {
 			return nil, -1, aerr, true
