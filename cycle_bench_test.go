@@ -103,3 +103,78 @@ func rawQuorum(ctx context.Context, nodes []redis.UniversalClient, op func(redis
 	}
 	wg.Wait() // stay bounded: the late replies are in before the next round
 }
+
+// BenchmarkFirstObtain is a new Client's first obtain-release cycle beside
+// its second, on 5 nodes, with the defaults (the restart guard, fencing
+// and the configuration records on): the first also makes the Client's
+// first contact (identity.go: each node's identity and run_id) and its
+// first configuration record (joint.go). conns=warm gives the new Client
+// go-redis clients that are already connected, as a service that makes a
+// Client beside others does; conns=cold new ones, whose first requests
+// dial. It reports each cycle's mean as first-ns and second-ns, and their
+// ratio:
+//
+//	go test -run '^$' -bench FirstObtain -count 5 . | tee first.txt
+func BenchmarkFirstObtain(b *testing.B) {
+	const nodes = 5
+	cl := startNodes(b, nodes)
+	ctx := context.Background()
+	opts := []Option{WithNodeTimeout(time.Second), WithMaxTTL(10 * time.Second)}
+	// Fresh servers recover for their first window.
+	w, err := New(cl.clients, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	if l, err := w.Obtain(wctx, "first", 10*time.Second); err == nil {
+		_ = l.Release(ctx)
+	}
+	cancel()
+	_ = w.Close()
+	cycle := func(c *Client) time.Duration {
+		t0 := time.Now()
+		l, err := c.TryObtain(ctx, "first", 10*time.Second)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	for _, run := range []struct {
+		conns   string
+		records bool
+	}{{"warm", true}, {"cold", true}, {"warm", false}} {
+		conns := run.conns
+		b.Run(fmt.Sprintf("conns=%s/records=%v", conns, run.records), func(b *testing.B) {
+			var first, second time.Duration
+			n := 0
+			for b.Loop() {
+				clients := cl.clients
+				if conns == "cold" {
+					clients = nil
+					for _, s := range cl.servers {
+						clients = append(clients, redis.NewClient(&redis.Options{Addr: s.Addr()}))
+					}
+				}
+				c, err := New(clients, append(opts, WithConfigRecords(run.records))...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				first += cycle(c)
+				second += cycle(c)
+				n++
+				_ = c.Close()
+				if conns == "cold" {
+					for _, rc := range clients {
+						_ = rc.Close()
+					}
+				}
+			}
+			b.ReportMetric(float64(first.Nanoseconds())/float64(n), "first-ns")
+			b.ReportMetric(float64(second.Nanoseconds())/float64(n), "second-ns")
+			b.ReportMetric(float64(first)/float64(second), "first/second")
+		})
+	}
+}
