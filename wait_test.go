@@ -137,7 +137,11 @@ func TestWaitersSurviveNodeRestart(t *testing.T) {
 	if _, err := c.TryObtain(context.Background(), "restarted", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	done := waitFor(newClient(t, cl.clients), "restarted", slowRetry)
+	// The waiter's one attempt after the wake-up must reach the node just
+	// restarted (and identify it again: a new identity, identity.go):
+	// a second for it, not 250 ms, so that a loaded machine does not fail
+	// it and leave only the minute-long timer (a CI run once hung here).
+	done := waitFor(newClient(t, cl.clients, WithNodeTimeout(time.Second)), "restarted", slowRetry)
 	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "restarted") })
 	// The node restarts empty: the lock is gone without a release, and the
 	// broken connection wakes the waiter.
