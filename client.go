@@ -157,7 +157,9 @@ func (c *Client) BreakerState() BreakerState { return breakerLabel(c.brk.State()
 // when the lock is released: a release notification ends the wait. It
 // returns an error wrapping ErrNotObtained (a *QuorumError that says why,
 // node by node: errors.Is matches ErrHeld when another owner holds it)
-// when the attempts are used up, joined with ctx's error when ctx ends;
+// when the attempts are used up, joined with ctx's error when ctx ends
+// (an attempt that ctx cut short adds nothing: the error says why the last
+// whole attempt failed);
 // ErrClosed after Close; ErrInvalid for a bad name, TTL, option or handle
 // before any I/O, or for one server given as two nodes (see New); and at
 // once, without waiting, an error matching ErrWrongKind when the name is
