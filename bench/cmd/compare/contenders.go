@@ -19,6 +19,7 @@ import (
 
 	"github.com/redlock-go/redlock"
 	"github.com/redlock-go/redlock/driver"
+	redlockgoredis "github.com/redlock-go/redlock/driver/goredis"
 	rueidisdriver "github.com/redlock-go/redlock/driver/rueidis"
 )
 
@@ -271,6 +272,30 @@ func newRedlock(clients []*redis.Client, cf conf, ttl time.Duration, opts ...red
 	return &contender{
 		name:      rowName("redlock", cf),
 		lib:       "redlock",
+		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
+		close:     func() { _ = c.Close() },
+	}, nil
+}
+
+// noPipelineRow adds newRedlockNoPipeline's row (flag -nopipe-row).
+var noPipelineRow bool
+
+// newRedlockNoPipeline is newRedlock on go-redis's default options with
+// the driver's auto-pipelining off (goredis.WithAutoPipelining(false)):
+// each request on its own, as before auto-pipelining. Its row,
+// redlock-nopipe/defaults, is an A/B of auto-pipelining and in no target.
+func newRedlockNoPipeline(clients []*redis.Client, ttl time.Duration, opts ...redlock.Option) (*contender, error) {
+	nodes := make([]driver.Node, len(clients))
+	for i, c := range clients {
+		nodes[i] = redlockgoredis.New(c, redlockgoredis.WithAutoPipelining(false))
+	}
+	c, err := redlock.NewFromNodes(nodes, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &contender{
+		name:      rowName("redlock-nopipe", confDefaults),
+		lib:       "redlock-nopipe",
 		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() { _ = c.Close() },
 	}, nil

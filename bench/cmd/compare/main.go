@@ -72,6 +72,7 @@ func mainCode() int {
 	flag.DurationVar(&cfg.frozenMax, "frozen-max", 40*time.Second, "bound of a contender's run with a frozen node")
 	flag.Uint64Var(&cfg.frozenMaxN, "frozen-max-cycles", 2, "bound on the cycles of a contender whose cycle takes seconds with a frozen node (redsync)")
 	flag.DurationVar(&cfg.readyMax, "ready-max", 2*time.Minute, "how long to wait for new nodes to be accepted by redlock's restart guard")
+	flag.BoolVar(&noPipelineRow, "nopipe-row", false, "add a row of redlock on go-redis's defaults with the driver's auto-pipelining off (redlock-nopipe/defaults): an A/B of auto-pipelining, in no target")
 	flag.StringVar(&only, "only", "", "run only the cases whose scenario/contender matches this regexp")
 	flag.StringVar(&cfg.out, "out", ".", "directory for results.json, tables.md and the charts")
 	flag.StringVar(&cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -205,6 +206,13 @@ func newSet(addrs []string, ttl, nodeTimeout time.Duration, all *[]*redis.Client
 			return set, err
 		}
 		set = append(set, rl, newRedsync(clients(), cf))
+		if noPipelineRow && cf == confDefaults {
+			np, err := newRedlockNoPipeline(clients(), ttl, redlockOpts...)
+			if err != nil {
+				return set, err
+			}
+			set = append(set, np)
+		}
 		if len(addrs) == 1 {
 			set = append(set, newRedislock(clients()[0], cf, ttl))
 		}
