@@ -59,12 +59,7 @@ func BenchmarkCycle(b *testing.B) {
 					b.Fatal(err)
 				}
 				defer c.Close()
-				// Fresh servers recover for their first window.
-				wctx, cancel := context.WithTimeout(ctx, time.Minute)
-				if l, err := c.Obtain(wctx, "cycle", 10*time.Second); err == nil {
-					_ = l.Release(ctx)
-				}
-				cancel()
+				waitOutRecovery(b, c, time.Minute, 10*time.Second)
 				b.ReportAllocs()
 				for b.Loop() {
 					l, err := c.TryObtain(ctx, "cycle", 10*time.Second)
@@ -120,16 +115,11 @@ func BenchmarkFirstObtain(b *testing.B) {
 	cl := startNodes(b, nodes)
 	ctx := context.Background()
 	opts := []Option{WithNodeTimeout(time.Second), WithMaxTTL(10 * time.Second)}
-	// Fresh servers recover for their first window.
 	w, err := New(cl.clients, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	if l, err := w.Obtain(wctx, "first", 10*time.Second); err == nil {
-		_ = l.Release(ctx)
-	}
-	cancel()
+	waitOutRecovery(b, w, time.Minute, 10*time.Second)
 	_ = w.Close()
 	cycle := func(c *Client) time.Duration {
 		t0 := time.Now()

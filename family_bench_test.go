@@ -32,12 +32,7 @@ func BenchmarkFamilyCycle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Fresh servers recover for their first window.
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		if l, err := c.Obtain(wctx, "warm-up", 10*time.Second); err == nil {
-			_ = l.Release(ctx)
-		}
-		cancel()
+		waitOutRecovery(b, c, time.Minute, 10*time.Second)
 		for _, k := range kindHandles {
 			b.Run(fmt.Sprintf("nodes=%d/kind=%s", nodes, k.kind), func(b *testing.B) {
 				h := k.handle(c, "cycle-"+k.kind)

@@ -260,12 +260,20 @@ func (s *signal) wait(t *testing.T, what string) time.Time {
 func guarded(t *testing.T, nodes []redis.UniversalClient, maxTTL time.Duration, opts ...Option) *Client {
 	t.Helper()
 	c := newClient(t, nodes, append([]Option{WithMaxTTL(maxTTL), WithRestartGuard(GuardOn)}, opts...)...)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*maxTTL)
+	waitOutRecovery(t, c, 10*maxTTL, maxTTL)
+	return c
+}
+
+// waitOutRecovery obtains and releases a lock of ttl with c, waiting up
+// to within: servers just started recover for their first window (the
+// restart guard) before they vote. The tests' and benchmarks' warm-up.
+func waitOutRecovery(tb testing.TB, c *Client, within, ttl time.Duration) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
-	l, err := c.Obtain(ctx, "warm-up", maxTTL)
+	l, err := c.Obtain(ctx, "warm-up", ttl)
 	if err != nil {
-		t.Fatalf("nodes still recovering after %v: %v", 10*maxTTL, err)
+		tb.Fatalf("nodes still recovering after %v: %v", within, err)
 	}
 	_ = l.Release(ctx)
-	return c
 }

@@ -23,12 +23,7 @@ func BenchmarkPermitCycle(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		// Fresh servers recover for their first window.
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		if l, err := c.Obtain(wctx, "warm-up", 10*time.Second); err == nil {
-			_ = l.Release(ctx)
-		}
-		cancel()
+		waitOutRecovery(b, c, time.Minute, 10*time.Second)
 		for _, k := range []int{0, 1, 2, 5} {
 			kind := "plain"
 			if k > 0 {
