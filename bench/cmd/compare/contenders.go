@@ -266,15 +266,20 @@ func newRedlock(clients []*redis.Client, cf conf, ttl time.Duration, opts ...red
 		nodes[i] = c
 	}
 	c, err := redlock.New(nodes, opts...)
-	if err != nil {
-		return nil, err
+	return redlockContender(rowName("redlock", cf), "redlock", c, ttl), err
+}
+
+// redlockContender is the contender of a redlock Client (nil when c is).
+func redlockContender(name, lib string, c *redlock.Client, ttl time.Duration) *contender {
+	if c == nil {
+		return nil
 	}
 	return &contender{
-		name:      rowName("redlock", cf),
-		lib:       "redlock",
+		name:      name,
+		lib:       lib,
 		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() { _ = c.Close() },
-	}, nil
+	}
 }
 
 // noPipelineRow adds newRedlockNoPipeline's row (flag -nopipe-row).
@@ -290,15 +295,7 @@ func newRedlockNoPipeline(clients []*redis.Client, ttl time.Duration, opts ...re
 		nodes[i] = redlockgoredis.New(c, redlockgoredis.WithAutoPipelining(false))
 	}
 	c, err := redlock.NewFromNodes(nodes, opts...)
-	if err != nil {
-		return nil, err
-	}
-	return &contender{
-		name:      rowName("redlock-nopipe", confDefaults),
-		lib:       "redlock-nopipe",
-		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
-		close:     func() { _ = c.Close() },
-	}, nil
+	return redlockContender(rowName("redlock-nopipe", confDefaults), "redlock-nopipe", c, ttl), err
 }
 
 type redlockWorker struct {
