@@ -151,6 +151,62 @@ func TestWaitersSurviveNodeRestart(t *testing.T) {
 	awaitWaiter(t, done, "the waiter hung after the node restarted")
 }
 
+// A waiter whose pass the circuit breaker refused waits for the breaker
+// to close, not for its backoff: the breaker opens lazily, at the first
+// acquire round after the failures it counts, which can be the round of
+// the wake-up that says the node is back (a CI run under load hung here,
+// in TestWaitersSurviveNodeRestart, with its minute-long timers).
+func TestWaiterRefusedByTheBreakerWaitsForIt(t *testing.T) {
+	cl := startNodes(t, 1)
+	// A request that outlived the partition (the clean-up of the pass that
+	// failed in it) may get its reply before the pass this test is for,
+	// so that the breaker never opens: the case is then tried again.
+	for try := range 3 {
+		if breakerRefusedWaiter(t, cl, fmt.Sprintf("breaker-wait-%d", try)) {
+			return
+		}
+	}
+	t.Fatal("in 3 tries, the breaker never refused the waiter's pass (the case this test is for)")
+}
+
+// breakerRefusedWaiter makes a waiter's pass be refused by a breaker that
+// opens in it, and fails the test unless the waiter then obtains name
+// soon. It reports whether the breaker did open.
+func breakerRefusedWaiter(t *testing.T, cl *cluster, name string) bool {
+	t.Helper()
+	c := newClient(t, cl.clients)
+	ctx := context.Background()
+	// The holder's 2 s bound the waiter's wait before its next pass.
+	if _, err := c.TryObtain(ctx, name, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec := &eventRecorder{}
+	// The waiter reaches the node through a proxy. One request without a
+	// reply makes the node unreachable.
+	proxied, proxies := proxiedClients(t, cl)
+	waiter := newClient(t, proxied, WithNodeTimeout(300*time.Millisecond), WithBreaker(1, 500*time.Millisecond), WithHook(rec))
+	done := waitFor(waiter, name, slowRetry)
+	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, name) })
+	// A partition that keeps the subscription's connection (a restart
+	// breaks it, and every reconnection wakes the waiter again): the
+	// waiter's next request (its look for a missed release, or the pass
+	// made when the holder's TTL is out) gets no reply, and the breaker
+	// counts the node unreachable, without opening yet. The waiter then
+	// waits for a notification, or its backoff (a minute).
+	proxies[0].SetBlackhole(true)
+	eventually(t, "a request without a reply", func() bool { n, _, _ := waiter.reachable(false); return n == 0 })
+	proxies[0].Heal()
+	// The node answers again; a notification wakes the waiter. Its pass
+	// finds the breaker opening; the breaker's probe closes it, and the
+	// waiter obtains, long before its backoff is out.
+	if err := cl.clients[0].Publish(ctx, keys.Channel("{"+limits.Prefix+name+"}"), "released").Err(); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiter(t, done, "the waiter refused by the breaker slept its backoff (a minute)")
+	tr := rec.transitions()
+	return len(tr) > 0 && tr[0] == "closed>open"
+}
+
 func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
 	cl := startNodes(t, 3)
 	// 40 waiters on a loaded machine: 1 s per node, not the tests' 250 ms.

@@ -171,14 +171,23 @@ func (w *waiter) queue(q *waitq.Queue, m *waitq.Member, err error) (l *Lock, _ e
 // obtain is over. err is the error so far.
 func (w *waiter) retry(err error) (*Lock, error) {
 	for {
-		delay, more := w.backoff.next()
-		if !more {
-			return nil, err // the caller's strategy ends the retries
+		why := ""
+		if !(refusedByBreaker(err) && w.waitsForBreaker()) {
+			delay, more := w.backoff.next()
+			if !more {
+				return nil, err // the caller's strategy ends the retries
+			}
+			var werr error
+			why, werr = w.e.waitRelease(w.ctx, w.r.names[0], w.r.id, w.wake, delay, w.holderTTL)
+			if werr != nil {
+				return nil, errors.Join(err, werr)
+			}
 		}
-		why, werr := w.e.waitRelease(w.ctx, w.r.names[0], w.r.id, w.wake, delay, w.holderTTL)
-		if werr != nil {
-			return nil, errors.Join(err, werr)
-		}
+		// Else the breaker refused the last pass: the next one waits for
+		// it to close (breakerWait) instead of the backoff. The breaker
+		// opens lazily, at the first acquire round after the failures
+		// it counts, so that round may be the one of a wake-up that says
+		// the nodes are back; a backoff then would outlast the outage.
 		select {
 		case <-w.wake: // came since the wait ended: this pass covers it
 		default:
@@ -232,11 +241,17 @@ func (w *waiter) pass(onlyLikely bool) (*Lock, error) {
 // (each refusal then uses up a pass) or falls back to the degraded mode,
 // it waits for an open circuit breaker to close.
 func (w *waiter) breakerWait() error {
-	r, e := w.r, w.e
-	if r.o.retry.maxAttempts == 0 && !(r.kind.degradable() && e.cfg.fallback != nil) {
-		return e.waitBreaker(w.ctx)
+	if w.waitsForBreaker() {
+		return w.e.waitBreaker(w.ctx)
 	}
 	return nil
+}
+
+// waitsForBreaker reports whether the obtain waits for an open breaker
+// (breakerWait): it is not bounded by WithMaxAttempts and does not fall
+// back to the degraded mode.
+func (w *waiter) waitsForBreaker() bool {
+	return w.r.o.retry.maxAttempts == 0 && !(w.r.kind.degradable() && w.e.cfg.fallback != nil)
 }
 
 // tryEach attempts the candidates of a pass in w.order. end is set when

@@ -99,13 +99,14 @@ func sharedGate[T any](c *T, hook func(*gate)) *gate {
 // dial's *net.OpError, or carries a Timeout method as syscall.Errno does,
 // and the dial hook's refusal must end the request instead.
 type errRefused struct {
-	since time.Time
+	since time.Time // the outage's first refusal
+	at    time.Time // this refusal: the error says how long the outage was then
 	err   error
 }
 
 func (e *errRefused) Error() string {
 	return fmt.Sprintf("connection refused: the node has refused connections for %v: %v",
-		time.Since(e.since).Round(time.Millisecond), e.err)
+		e.at.Sub(e.since).Round(time.Millisecond), e.err)
 }
 
 // Is reports whether target is syscall.ECONNREFUSED.
@@ -175,12 +176,13 @@ func (g *gate) refuse(err error) {
 	if errors.As(err, &already) {
 		return
 	}
-	since := time.Now()
+	now := time.Now()
+	since := now
 	if prev := g.refused.Load(); prev != nil && g.until.Load() != 0 {
 		since = prev.since // the same outage
 	}
-	g.refused.Store(&errRefused{since: since, err: err})
-	g.until.Store(time.Now().Add(refusedFor).UnixNano())
+	g.refused.Store(&errRefused{since: since, at: now, err: err})
+	g.until.Store(now.Add(refusedFor).UnixNano())
 }
 
 // clear ends the mark.

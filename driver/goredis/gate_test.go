@@ -1,7 +1,10 @@
 package goredis
 
 import (
+	"fmt"
 	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,5 +41,23 @@ func TestGateRegistryForgetsClients(t *testing.T) {
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A refusal's error says how long the outage had lasted when it was
+// seen, not when it is printed: a breaker's error quotes a node's last
+// error long after it came (a CI log once read "refused connections for
+// 1.282s" of a node back for more than a second).
+func TestRefusalErrorKeepsItsDuration(t *testing.T) {
+	var g gate
+	g.refuse(fmt.Errorf("dial: %w", syscall.ECONNREFUSED))
+	first := g.err().Error()
+	time.Sleep(30 * time.Millisecond)
+	if later := g.err().Error(); later != first {
+		t.Fatalf("the same refusal printed %q, then %q", first, later)
+	}
+	g.refuse(fmt.Errorf("dial: %w", syscall.ECONNREFUSED))
+	if again := g.err().Error(); again == first || strings.Contains(again, "for 0s") {
+		t.Fatalf("a second refusal 30 ms into the outage: %q, want its duration then (the first: %q)", again, first)
 	}
 }
