@@ -137,10 +137,12 @@ func TestWaitersSurviveNodeRestart(t *testing.T) {
 	if _, err := c.TryObtain(context.Background(), "restarted", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// The waiter's one attempt after the wake-up must reach the node just
-	// restarted (and identify it again: a new identity, identity.go):
-	// a second for it, not 250 ms, so that a loaded machine does not fail
-	// it and leave only the minute-long timer (a CI run once hung here).
+	// The waiter's attempt after the wake-up must reach the node just
+	// restarted (and identify it again: a new identity, identity.go): a
+	// second for it, not 250 ms, on a loaded machine. Its passes while the
+	// node was down may open the breaker at that attempt: the waiter then
+	// waits for the breaker, not its minute-long backoff
+	// (TestWaiterRefusedByTheBreakerWaitsForIt; CI hung here before).
 	done := waitFor(newClient(t, cl.clients, WithNodeTimeout(time.Second)), "restarted", slowRetry)
 	eventually(t, "the waiter subscribes", func() bool { return subscribed(t, cl.clients, "restarted") })
 	// The node restarts empty: the lock is gone without a release, and the
