@@ -21,7 +21,17 @@ fi
 
 bin=$(mktemp -d)
 trap 'rm -rf "$bin"' EXIT
-GOBIN=$bin GOFLAGS=-mod=mod $GO install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+# A fetch from the module proxy can fail for a moment (a CI run beside
+# three busy loops once got "TLS handshake timeout"): three tries.
+for try in 1 2 3; do
+  GOBIN=$bin GOFLAGS=-mod=mod $GO install "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" && break
+  if [ "$try" = 3 ]; then
+    echo "staticcheck $STATICCHECK_VERSION: go install failed 3 times" >&2
+    exit 1
+  fi
+  echo "== go install of staticcheck failed (try $try of 3): again in 5 s" >&2
+  sleep 5
+done
 
 # lint runs staticcheck in module dir $1 on the packages after it, with
 # the build flags in $GOFLAGS; it prints what it finds and sets failed.
