@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -323,7 +324,9 @@ func TestResumeAfterALaterHolder(t *testing.T) {
 	ctx := context.Background()
 	sched := newClient(t, cl.clients)
 	w := newClient(t, cl.clients)
-	other := newClient(t, cl.clients)
+	// A second per node: the later holder's vote or release must reach
+	// every node (below), also on a loaded machine.
+	other := newClient(t, cl.clients, WithNodeTimeout(time.Second))
 	const ttl = 1500 * time.Millisecond
 	for _, k := range resumeKinds(sched, "later") {
 		t.Run(k.label, func(t *testing.T) {
@@ -349,8 +352,19 @@ func TestResumeAfterALaterHolder(t *testing.T) {
 						t.Fatal(err)
 					}
 					// Release answers once a quorum deleted the key; the
-					// late refresh comes after every node did.
+					// late refresh comes after every node did, and after
+					// the later holder's vote or release put every node's
+					// counter past the form's token (a node that its
+					// acquire and release both missed, in a round decided
+					// without it, re-seeds: a minority, which the claim
+					// below refuses; a CI run beside busy loops saw one).
 					waitGone(t, cl, l)
+					for i, n := range cl.clients {
+						eventually(t, fmt.Sprintf("node %d's counter past the form's token", i), func() bool {
+							v, err := n.Get(ctx, l.keys.fence()).Int64()
+							return err == nil && v > l.Token()
+						})
+					}
 				}
 				if between {
 					// The other holder's release retired the form's token:
