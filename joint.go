@@ -87,9 +87,13 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 		return nil
 	}
 	r := &e.rec
-	r.loop.start(&e.bg, e.recordStale()/2, false, func(ctx context.Context) {
-		e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
-	})
+	if !r.loop.begun() {
+		// Formed here only: a closure made on every obtain was one of
+		// the cycle's allocations.
+		r.loop.start(&e.bg, e.recordStale()/2, false, func(ctx context.Context) {
+			e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
+		})
+	}
 	// The record must have started within recordStale before the acquire
 	// starts, so that it outlives the lock by the max TTL: a record round
 	// that took that long (a slow node, a paused process) is followed by

@@ -48,6 +48,14 @@ func (l *loop) start(wg *sync.WaitGroup, every time.Duration, now bool, tick fun
 	})
 }
 
+// begun reports whether the loop has started or stopped: start would do
+// nothing.
+func (l *loop) begun() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.started || l.stopped
+}
+
 // stop stops the goroutine and waits for it; none starts after it.
 func (l *loop) stop() {
 	l.mu.Lock()
