@@ -44,9 +44,10 @@ lean:
 oldest:
 	@GO=$(GO) ./scripts/oldest-go.sh $(RELEASED)
 
-# Vet and build every module with the newest Go release line the modules
-# support (NEWEST_GO, a patch release of Go 1.27 that the module proxy
-# serves), and run the root module's tests that need no Redis with it.
+# With the newest Go release line the modules support (NEWEST_GO, a patch
+# release of Go 1.27 that the module proxy serves): vet and build the
+# library and the CLI, run the root module's tests that need no Redis, and
+# type-check every module for the other platforms (make cross's check).
 NEWEST_GO ?= go1.27.4
 newest:
 	@GO=$(GO) NEWEST_GO=$(NEWEST_GO) ./scripts/newest-go.sh $(MODULES)
@@ -70,8 +71,8 @@ model:
 	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants|TestHandoffMutants|TestUnifiedMutants' ./internal/model
 
 # In lanes that run at once (scripts/test-lanes.sh says which and why):
-# mindeps lint lean cross oldest at the lowest CPU priority (newest, with
-# REDLOCK_NEWEST_LANE=1, beside them), model after the
+# mindeps lint lean oldest at the lowest CPU priority, newest (with Go
+# 1.27, and the cross-check) beside them, model after the
 # drivers' and the robustness suite's tests, and every
 # module's go test -race -vet=all, which is make vet's check on the race
 # build the tests compile anyway (a separate go vet compiled every

@@ -9,14 +9,13 @@
 # static checks (staticcheck, the other platforms' type-check, go vet with
 # the oldest Go) are compile work that kept it busy. So:
 #
-#   static  make mindeps lint lean cross oldest, at the lowest CPU
-#           priority (nice 19) from start to end: it takes what the tests
-#           leave, and the tests see no more load than their own;
-#   newest  make newest (every module vetted and built with Go 1.27, and
-#           the root module's Redis-free unit tests run with it), launched
-#           only with REDLOCK_NEWEST_LANE=1: its 600 CPU seconds beside
-#           the other lanes are not yet measured against make test's
-#           20 minutes on a fresh machine (docs/testing.md, "The lanes");
+#   static  make mindeps lint lean oldest, at the lowest CPU priority
+#           (nice 19) from start to end: it takes what the tests leave,
+#           and the tests see no more load than their own;
+#   newest  make newest: with Go 1.27, the library and the CLI vetted and
+#           built, the root module's Redis-free unit tests, and make
+#           cross's type-check of every module for the other platforms
+#           (so static does not run cross), its compiles at nice 19;
 #   fault   the root module's fault suite (./tests/fault), then
 #           cmd/redlock;
 #   drivers the drivers' modules (their fault-suite subsets), then
@@ -62,7 +61,7 @@ gotest() { # module dir, then packages
 
 lane_static() {
   local t
-  for t in mindeps lint lean cross oldest; do
+  for t in mindeps lint lean oldest; do
     step "make $t (nice 19)"
     nice -n 19 "$MAKE" --no-print-directory "$t"
   done
@@ -130,9 +129,7 @@ launch static "$@"
 launch fault "$@"
 launch drivers "$@"
 launch rest "$@"
-if [ "${REDLOCK_NEWEST_LANE:-0}" = 1 ]; then
-  launch newest "$@"
-fi
+launch newest "$@"
 while [ ${#lane_of[@]} -gt 0 ]; do
   reap
 done

@@ -17,14 +17,27 @@
 //
 //	crosscheck -target goos/goarch [-target goos/goarch ...] moduledir...
 //
-// It prints each error as "target module: error" and exits 1 if there was
-// any, 2 on bad usage.
+// The modules given are loaded together, in one workspace (a go.work
+// file in a temporary directory that uses them all), so that the standard
+// library and the dependencies they share are type-checked once per
+// target rather than once per module: for this repository's fifteen
+// modules that took 18 CPU-seconds a target, against about 80 module by
+// module. In a workspace the go command selects one version of each
+// dependency for all of the modules (the highest any of them requires),
+// so a module may be checked against a newer release of a dependency
+// than its own go.mod selects; its own builds and tests, on Linux, use
+// its own.
+//
+// It prints each error as "target: error" (the error's position names
+// the module's file) and exits 1 if there was any, 2 on bad usage.
 package main
 
 import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/tools/go/packages"
@@ -56,37 +69,57 @@ func main() {
 		os.Exit(2)
 	}
 	failed := false
-	for _, dir := range flag.Args() {
-		for _, t := range ts {
-			errs, err := check(dir, t)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "%s %s: %v\n", t, dir, err)
-				failed = true
-				continue
-			}
-			for _, e := range errs {
-				fmt.Printf("%s %s: %s\n", t, dir, e)
-			}
-			failed = failed || len(errs) > 0
+	for _, t := range ts {
+		errs, err := check(flag.Args(), t)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", t, err)
+			failed = true
+			continue
 		}
+		for _, e := range errs {
+			fmt.Printf("%s: %s\n", t, e)
+		}
+		failed = failed || len(errs) > 0
 	}
 	if failed {
 		os.Exit(1)
 	}
 }
 
-// check type-checks every package of the module in dir, with its tests and
-// its dependencies (the standard library included), for target, with cgo
-// off; it returns the errors found, each once.
-func check(dir, target string) ([]string, error) {
+// check type-checks every package of the modules in dirs, with their
+// tests and their dependencies (the standard library included), for
+// target, with cgo off, in one workspace of them all; it returns the
+// errors found, each once.
+func check(dirs []string, target string) ([]string, error) {
 	goos, goarch, _ := strings.Cut(target, "/")
+	work, err := os.MkdirTemp("", "crosscheck")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	var patterns []string
+	args := []string{"work", "init"}
+	for _, d := range dirs {
+		abs, err := filepath.Abs(d)
+		if err != nil {
+			return nil, err
+		}
+		args = append(args, abs)
+		patterns = append(patterns, abs+"/...")
+	}
+	ws := exec.Command("go", args...)
+	ws.Dir = work
+	if out, err := ws.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go work init: %v: %s", err, out)
+	}
 	cfg := &packages.Config{
 		Mode:  packages.LoadAllSyntax,
 		Tests: true,
-		Dir:   dir,
-		Env:   append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0", "GOFLAGS=-mod=readonly"),
+		Dir:   work,
+		Env: append(os.Environ(), "GOOS="+goos, "GOARCH="+goarch, "CGO_ENABLED=0", "GOFLAGS=-mod=readonly",
+			"GOWORK="+filepath.Join(work, "go.work")),
 	}
-	pkgs, err := packages.Load(cfg, "./...")
+	pkgs, err := packages.Load(cfg, patterns...)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ func TestCatchesLinuxOnlyCode(t *testing.T) {
 		{"windows/amd64", []string{"kill.go", "Kill", "kill_test.go", "Pdeathsig"}},
 		{"darwin/arm64", []string{"kill_test.go", "Pdeathsig"}},
 	} {
-		errs, err := check("testdata/linuxonly", tc.target)
+		errs, err := check([]string{"testdata/linuxonly"}, tc.target)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.target, err)
 		}
@@ -47,5 +47,24 @@ func TestTargetFlag(t *testing.T) {
 	}
 	if err := ts.Set("windows/amd64"); err != nil || ts.String() != "windows/amd64" {
 		t.Errorf("windows/amd64: %v, %q", err, ts.String())
+	}
+}
+
+// TestChecksEveryModuleOfTheWorkspace loads a portable module beside the
+// Linux-only one: the errors of the second are found, and none is
+// reported in the first.
+func TestChecksEveryModuleOfTheWorkspace(t *testing.T) {
+	errs, err := check([]string{"testdata/portable", "testdata/linuxonly"}, "windows/amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := strings.Join(errs, "\n")
+	for _, w := range []string{"kill.go", "Kill", "kill_test.go", "Pdeathsig"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("errors do not name %q:\n%s", w, all)
+		}
+	}
+	if strings.Contains(all, "portable") {
+		t.Errorf("an error in the portable module:\n%s", all)
 	}
 }

@@ -1,0 +1,3 @@
+module example.com/portable
+
+go 1.26.0
