@@ -113,10 +113,7 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // A round of one node whose client honours deadlines runs on the caller's
 // goroutine; one whose client does not, on one goroutine of wg's.
 func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
-	now := r.Now
-	if now == nil {
-		now = time.Now
-	}
+	now := r.clock()
 	if len(r.Nodes) == 1 {
 		if r.Nodes[0].HonoursDeadline {
 			return r.runInline(ctx, wg, now)
@@ -281,6 +278,16 @@ func (r *Round[T]) decided(yes, waiting uint64, replies []Reply[T]) bool {
 		return won
 	}
 	return won || !r.Quorum.Met(yes|waiting)
+}
+
+// clock is r.Now, or time.Now. Run takes it in one assignment: a variable
+// assigned twice and captured by the round's goroutines was moved to the
+// heap, one allocation per round.
+func (r *Round[T]) clock() func() time.Time {
+	if r.Now != nil {
+		return r.Now
+	}
+	return time.Now
 }
 
 func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
