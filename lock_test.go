@@ -155,11 +155,12 @@ func TestRefreshReseedsANodeThatLostTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := rawGet(t, cl.clients[0], "reseed")
-	// Node 2's acquire may still be on its way (TryObtain returns at a
-	// quorum): wait for it, so that it cannot land after the delete
-	// below. Past three node timeouts it never lands (a CI run on a fresh
-	// machine waited 10 s for it): the key is missing there all the same.
+	// The lock's value, from the lock: TryObtain returns at a quorum, so
+	// any one node's acquire may still be on its way (docs/testing.md).
+	want := lock.secret.id
+	// Node 2's acquire may still be on its way: wait for it, so that it
+	// cannot land after the delete below. Past three node timeouts it
+	// never lands: the key is missing there all the same.
 	for deadline := time.Now().Add(6 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		if got, ok := rawGet(t, cl.clients[2], "reseed"); ok && got == want {
 			break
