@@ -163,7 +163,7 @@ func describe(c redis.UniversalClient) driver.Info {
 		o := c.Options()
 		return driver.Info{Addr: fmt.Sprintf("cluster%v", o.Addrs), Sharded: true, HonoursDeadline: o.ContextTimeoutEnabled}
 	case *redis.Ring:
-		return driver.Info{Addr: "ring", HonoursDeadline: c.Options().ContextTimeoutEnabled}
+		return driver.Info{Addr: "ring", Spread: true, HonoursDeadline: c.Options().ContextTimeoutEnabled}
 	}
 	return driver.Info{Addr: fmt.Sprintf("%T", c)}
 }
