@@ -194,7 +194,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	if n.ap != nil && !connBound1(args) {
 		v, err = n.ap.do(ctx, args)
 	} else {
-		v, err = n.c.Do(ctx, args...).Result()
+		cmd := newCmd(ctx, args)
+		_ = n.c.Process(ctx, cmd)
+		v, err = cmd.Result()
 	}
 	if err == redis.Nil {
 		n.g.observe(nil)
@@ -226,7 +228,7 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 		if len(args) == 0 {
 			return nil, errNoCommand
 		}
-		out[i] = redis.NewCmd(ctx, args...)
+		out[i] = newCmd(ctx, args)
 	}
 	if err := p.BatchProcess(ctx, out...); err != nil {
 		return nil, err

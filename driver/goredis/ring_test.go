@@ -158,7 +158,9 @@ func TestRingReplicaAck(t *testing.T) {
 // so the identity is checked at the first contact only, as on a Redis
 // Cluster (driver.Info.Spread): when every vote checked it, every lock on
 // the other shard was refused as on a server with no identity (4 of 10
-// names, go-redis v9.23.0).
+// names, go-redis v9.23.0). And each acquire (an FCALL) must reach the
+// shard of its lock's key (newCmd: with go-redis v9.16.0 a Release then
+// found its lock not held, the acquire having gone to another shard).
 func TestRingLocksOnEveryShard(t *testing.T) {
 	masters := redistest.Start(t, 2)
 	ring := redis.NewRing(&redis.RingOptions{
