@@ -140,8 +140,8 @@ func TestAutoPipeliningFrozenNode(t *testing.T) {
 // and no error (only Exec's error said what happened), and the request
 // got a nil reply from a frozen node: redlock read it as an answer, and
 // a frozen node was never skipped (TestFrozenSingleNodeTimesOutThenIsSkipped
-// failed on v9.16.0 to v9.21.0). Each request of the batch must get the
-// timeout.
+// failed on v9.16.0, v9.19.0 and v9.21.0). Each request of the batch must
+// get the timeout.
 func TestAutoPipeliningBatchWithoutConnection(t *testing.T) {
 	if !redisproc.FreezeSupported() {
 		t.Skip("freezing a process needs SIGSTOP")
