@@ -83,7 +83,7 @@ func TestMinorityKilledStillObtains(t *testing.T) {
 // the killed nodes' requests time out (go-redis's series of dials is
 // longer than the node timeout) and the live nodes agree first; on
 // v9.16.0 the three refusals came a few milliseconds before the live
-// nodes' replies (each as seen in every run, four on v9.16.0 and three on
+// nodes' replies (each in every run seen: five on v9.16.0, three on
 // v9.23.0). Either way the live nodes' yes must be given back.
 func TestMajorityKilledFails(t *testing.T) {
 	cl := startNodes(t, 5)
