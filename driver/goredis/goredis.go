@@ -7,8 +7,9 @@
 // go-redis sets each request's connection deadline from its context, so a
 // request to a frozen node returns at its deadline and the connection is
 // closed; Info.HonoursDeadline says so. Without it go-redis reads until its
-// ReadTimeout (5 s by default), and redlock runs each request on a
-// goroutine of its own that it stops waiting for at the deadline.
+// ReadTimeout (3 s by default before v9.22.0, 5 s from it), and redlock
+// runs each request on a goroutine of its own that it stops waiting for
+// at the deadline.
 //
 // Auto-pipelining (WithAutoPipelining, on by default on a standalone or
 // Sentinel client): requests that concurrent goroutines send to a node
