@@ -49,7 +49,9 @@ import (
 // then names the node, and one that another node holds refuses the node
 // set as at the first contact. On a Redis Cluster the identity is in
 // another slot than a lock's keys, and is checked at the first contact
-// only.
+// only; so on a go-redis Ring (driver.Info.Spread), where it is on one
+// shard and a lock's keys may be on another (every lock there was
+// refused as on a server with no identity).
 //
 // A node is identified once per Client. The first contact waits for every
 // node's answer, up to the node timeout, but for a silent node only a
@@ -280,7 +282,7 @@ func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 			return
 		}
 	}
-	if id != "" && !e.nodes[i].Cluster {
+	if id != "" && !e.nodes[i].Cluster && !e.nodes[i].Spread {
 		g := e.guard(i).ForNode(id)
 		e.guards[i].Store(&g)
 	}
@@ -302,7 +304,7 @@ func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 // when the guard lets it vote at once, costs its next acquire one more
 // request, not a failed attempt.
 func (e *engine) identifyNow(ctx context.Context, i int) (script.Guard, bool) {
-	if e.nodes[i].Cluster {
+	if e.nodes[i].Cluster || e.nodes[i].Spread {
 		return script.Guard{}, false
 	}
 	id, runs, err := readIdentity(ctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())

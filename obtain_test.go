@@ -73,10 +73,22 @@ func TestMinorityKilledStillObtains(t *testing.T) {
 	}
 }
 
+// TestMajorityKilledFails: three of five nodes killed. The attempt fails
+// with a QuorumError that names each killed node, its address and its
+// reason. When the three failures are known decides the outcome, not the
+// two live nodes' yes: a round decides as soon as a quorum is out of
+// reach, so a live node whose reply had not come by then is named as
+// pending (ErrNodePending), and one whose yes had come is counted in
+// Agreed. Which comes first is the go-redis release's timing: on v9.23.0
+// the killed nodes' requests time out (go-redis's series of dials is
+// longer than the node timeout) and the live nodes agree first; on
+// v9.16.0 the three refusals came a few milliseconds before the live
+// nodes' replies (each in every run seen: five on v9.16.0, three on
+// v9.23.0). Either way the live nodes' yes must be given back.
 func TestMajorityKilledFails(t *testing.T) {
 	cl := startNodes(t, 5)
 	c := newClient(t, cl.clients)
-	killed := []int{0, 2, 4}
+	killed, live := []int{0, 2, 4}, []int{1, 3}
 	for _, i := range killed {
 		if err := cl.servers[i].Kill(); err != nil {
 			t.Fatal(err)
@@ -90,24 +102,35 @@ func TestMajorityKilledFails(t *testing.T) {
 	if !errors.As(err, &qe) {
 		t.Fatalf("error %v is not a *QuorumError", err)
 	}
-	if qe.Need != 3 || qe.Agreed != 2 {
-		t.Errorf("need %d agreed %d, want 3 and 2", qe.Need, qe.Agreed)
-	}
-	var named []int
+	var named, pending []int
 	for _, ne := range qe.Nodes {
 		named = append(named, ne.Node)
 		if ne.Err == nil || ne.Addr != cl.servers[ne.Node].Addr() {
 			t.Errorf("node error %v: want a reason and the address %s", ne, cl.servers[ne.Node].Addr())
 		}
-	}
-	if !slices.Equal(named, killed) {
-		t.Errorf("QuorumError names nodes %v, want %v (%v)", named, killed, err)
-	}
-	// The two nodes that said yes must have been released.
-	for _, i := range []int{1, 3} {
-		if _, ok := rawGet(t, cl.clients[i], "majority"); ok {
-			t.Errorf("node %d kept the key of a failed attempt", i)
+		switch {
+		case slices.Contains(live, ne.Node) && errors.Is(ne.Err, ErrNodePending):
+			pending = append(pending, ne.Node)
+		case slices.Contains(live, ne.Node):
+			t.Errorf("live node %d named with %v, want agreed or %v", ne.Node, ne.Err, ErrNodePending)
+		case errors.Is(ne.Err, ErrNodePending):
+			t.Errorf("killed node %d pending: the outcome was decided without its failure", ne.Node)
 		}
+	}
+	t.Logf("live nodes pending when the outcome was decided: %v", pending)
+	if want := killed; !slices.Equal(slices.DeleteFunc(slices.Clone(named), func(i int) bool { return slices.Contains(pending, i) }), want) {
+		t.Errorf("QuorumError names nodes %v (of them pending %v), want %v and pending live nodes (%v)", named, pending, want, err)
+	}
+	if want := len(live) - len(pending); qe.Need != 3 || qe.Agreed != want {
+		t.Errorf("need %d agreed %d, want 3 and %d (%d live nodes pending)", qe.Need, qe.Agreed, want, len(pending))
+	}
+	// The two live nodes said yes, or will: their keys must be given
+	// back, a late yes's by the round's settle.
+	for _, i := range live {
+		eventually(t, fmt.Sprintf("node %d drops the key of the failed attempt", i), func() bool {
+			_, ok := rawGet(t, cl.clients[i], "majority")
+			return !ok
+		})
 	}
 }
 

@@ -129,9 +129,15 @@ func (dialCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 // holdRefresh obtains a lock with handle through holder's nodes, and
 // refreshes it with ttl while the proxy to node 2 holds every byte for
 // hold: the refresh wins on nodes 0 and 1, and its request to node 2 is
-// on the stalled link when holdRefresh returns. A refresh that needed a
-// new connection to node 2 (its handshake, not the refresh, is then what
-// the link holds) is given back, and the staging tried again.
+// on the stalled link when holdRefresh returns. The link is stalled only
+// once the holder has no request to node 2 in flight: the obtain and the
+// first refresh return at a quorum, and node 2's reply to them may still
+// be on its way, on the connection that the held refresh would have
+// used: the refresh then dialled a new one (seen with go-redis v9.16.0,
+// where the staging failed four attempts in a row: the pool's one
+// connection in use when the link was stalled). A refresh that needed a new connection to node 2 all
+// the same (its handshake, not the refresh, is then what the link holds)
+// is given back, and the staging tried again.
 func holdRefresh(t *testing.T, handle Locker, p *faultproxy.Proxy, dials *atomic.Int32, ttl, refreshTTL, hold time.Duration, n2 redis.UniversalClient) *Lock {
 	t.Helper()
 	ctx := context.Background()
@@ -147,6 +153,7 @@ func holdRefresh(t *testing.T, handle Locker, p *faultproxy.Proxy, dials *atomic
 		if err := l.Refresh(ctx, ttl); err != nil {
 			t.Fatal(err)
 		}
+		eventually(t, "the holder has no request to node 2 in flight", func() bool { return l.e.nodes[2].InFlight() == 0 })
 		before := dials.Load()
 		p.SetLatency(hold)
 		if err := l.Refresh(ctx, refreshTTL); err != nil {

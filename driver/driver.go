@@ -87,6 +87,11 @@ type Info struct {
 	// slot of its keys, and notifications use sharded pub/sub
 	// (SSUBSCRIBE).
 	Sharded bool
+	// Spread is true when the client spreads the node's keys over several
+	// servers itself (a go-redis Ring): the server of a lock's keys need
+	// not be the one that keeps the node's identity ({PREFIX}:id), which
+	// is then checked at the first contact only, as on a Redis Cluster.
+	Spread bool
 	// HonoursDeadline is true when a request returns at its context's
 	// deadline even while the node is frozen, and holds no connection
 	// that other requests wait for once it has returned.

@@ -89,6 +89,24 @@ func serverOf(shard func(string) (*redis.Client, error), cmds [][]any) (*redis.C
 	return server, nil
 }
 
+// newCmd is a go-redis command of args. An FCALL (the acquire, a Redis
+// Function) is given the position of its first key: go-redis before
+// v9.23.0 routes FCALL by its first argument, the function's name, so a
+// Ring sent every acquire to the shard of that name, whatever the lock's
+// key (TestRingLocksOnEveryShard failed on v9.16.0 without this).
+func newCmd(ctx context.Context, args []any) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	if len(args) == 0 {
+		return cmd
+	}
+	if name, _ := args[0].(string); strings.EqualFold(name, "FCALL") || strings.EqualFold(name, "FCALL_RO") {
+		if _, ok := firstKey(args); ok {
+			cmd.SetFirstKeyPos(3)
+		}
+	}
+	return cmd
+}
+
 // firstKey returns a command's first key: for the commands redlock
 // sends, the first key of a script (after numkeys), none for the commands
 // that name no key, and the first argument of any other.

@@ -7,8 +7,9 @@
 // go-redis sets each request's connection deadline from its context, so a
 // request to a frozen node returns at its deadline and the connection is
 // closed; Info.HonoursDeadline says so. Without it go-redis reads until its
-// ReadTimeout (5 s by default), and redlock runs each request on a
-// goroutine of its own that it stops waiting for at the deadline.
+// ReadTimeout (3 s by default before v9.22.0, 5 s from it), and redlock
+// runs each request on a goroutine of its own that it stops waiting for
+// at the deadline.
 //
 // Auto-pipelining (WithAutoPipelining, on by default on a standalone or
 // Sentinel client): requests that concurrent goroutines send to a node
@@ -163,7 +164,7 @@ func describe(c redis.UniversalClient) driver.Info {
 		o := c.Options()
 		return driver.Info{Addr: fmt.Sprintf("cluster%v", o.Addrs), Sharded: true, HonoursDeadline: o.ContextTimeoutEnabled}
 	case *redis.Ring:
-		return driver.Info{Addr: "ring", HonoursDeadline: c.Options().ContextTimeoutEnabled}
+		return driver.Info{Addr: "ring", Spread: true, HonoursDeadline: c.Options().ContextTimeoutEnabled}
 	}
 	return driver.Info{Addr: fmt.Sprintf("%T", c)}
 }
@@ -194,7 +195,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	if n.ap != nil && !connBound1(args) {
 		v, err = n.ap.do(ctx, args)
 	} else {
-		v, err = n.c.Do(ctx, args...).Result()
+		cmd := newCmd(ctx, args)
+		_ = n.c.Process(ctx, cmd)
+		v, err = cmd.Result()
 	}
 	if err == redis.Nil {
 		n.g.observe(nil)
@@ -226,7 +229,7 @@ func (n *Node) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
 		if len(args) == 0 {
 			return nil, errNoCommand
 		}
-		out[i] = redis.NewCmd(ctx, args...)
+		out[i] = newCmd(ctx, args)
 	}
 	if err := p.BatchProcess(ctx, out...); err != nil {
 		return nil, err

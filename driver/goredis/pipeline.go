@@ -203,9 +203,19 @@ func (p *pipeliner) send(batch []*request) {
 	for i, r := range live {
 		cmds[i] = pipe.Do(ctx, r.args...)
 	}
-	_, _ = pipe.Exec(ctx) // each command has its own result
+	// Each command has its own result, but for one case: before go-redis
+	// v9.22.0, a pipeline that could not get a connection (a dial or
+	// handshake that timed out, as with a frozen node) and whose retries
+	// ran out left every command with no value and no error, and only
+	// Exec's error said what happened. A reply always sets one of the two
+	// (a nil reply is redis.Nil), so a command with neither was not
+	// answered and gets Exec's error.
+	_, execErr := pipe.Exec(ctx)
 	for i, r := range live {
 		r.val, r.err = cmds[i].Result()
+		if r.val == nil && r.err == nil && execErr != nil {
+			r.err = execErr
+		}
 		if r.state.CompareAndSwap(waiting, answered) {
 			r.done <- struct{}{}
 		}

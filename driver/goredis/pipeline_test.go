@@ -132,3 +132,48 @@ func TestAutoPipeliningFrozenNode(t *testing.T) {
 		})
 	}
 }
+
+// A batch that gets no connection: the node is frozen and the pool has
+// none, so the pipeline's dial (its handshake) times out, and go-redis
+// has no retry left (MaxRetries: -1, as redistest's clients). Before
+// go-redis v9.22.0 the pipeline's commands were then left with no value
+// and no error (only Exec's error said what happened), and the request
+// got a nil reply from a frozen node: redlock read it as an answer, and
+// a frozen node was never skipped (TestFrozenSingleNodeTimesOutThenIsSkipped
+// failed on v9.16.0, v9.19.0 and v9.21.0). Each request of the batch must
+// get the timeout.
+func TestAutoPipeliningBatchWithoutConnection(t *testing.T) {
+	if !redisproc.FreezeSupported() {
+		t.Skip("freezing a process needs SIGSTOP")
+	}
+	s := redistest.Start(t, 1)[0]
+	rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer rc.Close()
+	n := New(rc)
+	if err := s.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Resume() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	batch := []*request{
+		{ctx: ctx, args: []any{"ECHO", "a"}, done: make(chan struct{}, 1)},
+		{ctx: ctx, args: []any{"ECHO", "b"}, done: make(chan struct{}, 1)},
+	}
+	n.ap.send(batch)
+	for i, r := range batch {
+		select {
+		case <-r.done:
+		default:
+			t.Fatalf("request %d: not answered", i)
+		}
+		if r.err == nil {
+			t.Errorf("request %d: a frozen node answered %v", i, r.val)
+		} else if !isTimeout(r.err) && !errors.Is(r.err, context.DeadlineExceeded) {
+			t.Errorf("request %d: %v, want a timeout", i, r.err)
+		}
+	}
+	if got := rc.PoolStats().TotalConns; got != 0 {
+		t.Errorf("%d connections in the pool: the batch was not the one without a connection", got)
+	}
+}

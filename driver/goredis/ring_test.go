@@ -152,3 +152,61 @@ func TestRingReplicaAck(t *testing.T) {
 		}
 	}
 }
+
+// A lock on either shard of a go-redis Ring. The node's identity
+// ({PREFIX}:id) is on one shard, and a lock's keys may be on the other,
+// so the identity is checked at the first contact only, as on a Redis
+// Cluster (driver.Info.Spread): when every vote checked it, every lock on
+// the other shard was refused as on a server with no identity (4 of 10
+// names, go-redis v9.23.0). And each acquire (an FCALL) must reach the
+// shard of its lock's key (newCmd: with go-redis v9.16.0 a Release then
+// found its lock not held, the acquire having gone to another shard).
+func TestRingLocksOnEveryShard(t *testing.T) {
+	masters := redistest.Start(t, 2)
+	ring := redis.NewRing(&redis.RingOptions{
+		Addrs:                 map[string]string{"a": masters[0].Addr(), "b": masters[1].Addr()},
+		ContextTimeoutEnabled: true,
+	})
+	t.Cleanup(func() { _ = ring.Close() })
+	ctx := context.Background()
+	c, err := redlock.NewFromNodes([]driver.Node{goredis.New(ring)},
+		redlock.WithNodeTimeout(2*time.Second), redlock.WithRestartGuard(redlock.GuardOff))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	idShard, err := ring.GetShardClientForKey(keys.Layout{Prefix: limits.Prefix}.NodeID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	onShard := map[bool]int{} // locks obtained, by whether on the identity's shard
+	for i := 0; onShard[true] < 3 || onShard[false] < 3; i++ {
+		if i == 1000 {
+			t.Fatalf("locks obtained by whether on the identity's shard: %v", onShard)
+		}
+		name := fmt.Sprintf("ring-shard-%d", i)
+		lk, err := (keys.Layout{Prefix: limits.Prefix}).Lock(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shard, err := ring.GetShardClientForKey(lk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		same := shard.Options().Addr == idShard.Options().Addr
+		if onShard[same] >= 3 {
+			continue
+		}
+		l, err := c.TryObtain(ctx, name, 10*time.Second)
+		if err != nil {
+			t.Fatalf("TryObtain %s (its key on the identity's shard: %v): %v", name, same, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("Release %s (its key on the identity's shard: %v): %v", name, same, err)
+		}
+		onShard[same]++
+	}
+	if n, err := idShard.Exists(ctx, keys.Layout{Prefix: limits.Prefix}.NodeID()).Result(); err != nil || n != 1 {
+		t.Fatalf("the identity's shard has no identity (%d, %v): the first contact did not read it", n, err)
+	}
+}

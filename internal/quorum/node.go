@@ -54,6 +54,9 @@ type Node struct {
 	// Cluster is true for a Redis Cluster: a script may touch only its own
 	// slot, and pub/sub is sharded.
 	Cluster bool
+	// Spread is true when the client spreads the node's keys over several
+	// servers (driver.Info.Spread): the identity is on one of them.
+	Spread bool
 	// OnErrorReply, when set before the node's first request, is called
 	// with every error reply the node gives (a script's error, WRONGTYPE):
 	// the engine learns from one that the node is not the server it
@@ -88,7 +91,7 @@ func NewNode(index int, c driver.Node, maxInFlight int) *Node {
 		info = c.Info()
 	}
 	return &Node{Conn: c, Index: index, Addr: info.Addr, HonoursDeadline: info.HonoursDeadline, Cluster: info.Sharded,
-		maxInFlight: int64(maxInFlight)}
+		Spread: info.Spread, maxInFlight: int64(maxInFlight)}
 }
 
 // admit reserves a slot for one request. probe is true when this request is
