@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -260,32 +261,41 @@ func badDB(err error) bool {
 	return strings.HasPrefix(msg, "ERR DB index is out of range") || strings.HasPrefix(msg, "ERR invalid DB index")
 }
 
+// tlsNodes are the addresses a node reaches over TLS, and the TLS
+// configuration it reaches them with: no addresses without TLS.
+type tlsNodes struct {
+	addrs []string
+	cfg   *tls.Config
+}
+
 // tlsAddrs are the addresses the node reaches over TLS: none without TLS.
-func (s *nodeSpec) tlsAddrs() []string {
+func (s *nodeSpec) tlsAddrs() tlsNodes {
 	switch {
 	case s.kind == standalone && s.opts.TLSConfig != nil:
-		return []string{s.opts.Addr}
+		return tlsNodes{[]string{s.opts.Addr}, s.opts.TLSConfig}
 	case s.kind != standalone && s.tls != nil:
-		return s.addrs
+		return tlsNodes{s.addrs, s.tls}
 	}
-	return nil
+	return tlsNodes{}
 }
 
 // tlsAddrsOf is tlsAddrs for a client of one server.
-func tlsAddrsOf(o *redis.Options) []string {
+func tlsAddrsOf(o *redis.Options) tlsNodes {
 	if o.TLSConfig == nil || o.Addr == "FailoverClient" {
-		return nil
+		return tlsNodes{}
 	}
-	return []string{o.Addr}
+	return tlsNodes{[]string{o.Addr}, o.TLSConfig}
 }
 
 // explainTLS says that the TLS handshake failed, when err, of a request to
-// a node reached over TLS at addrs, comes from it: a TLS error, or a
-// request that timed out at a server that answers a plain PING (a plain
-// Redis port takes the handshake as an unfinished command and waits, so
-// the client sees only a timeout). Other errors are returned as they are.
-func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Duration) error {
-	if err == nil || len(addrs) == 0 {
+// a node reached over TLS (to), comes from it: a TLS error; a connection
+// reset by a server that refuses the client's certificate (tlsRefusal);
+// or a request that timed out at a server that answers a plain PING (a
+// plain Redis port takes the handshake as an unfinished command and
+// waits, so the client sees only a timeout). Other errors are returned as
+// they are.
+func explainTLS(ctx context.Context, to tlsNodes, err error, timeout time.Duration) error {
+	if err == nil || len(to.addrs) == 0 {
 		return err
 	}
 	var (
@@ -301,11 +311,19 @@ func explainTLS(ctx context.Context, addrs []string, err error, timeout time.Dur
 	case errors.As(err, &header) || errors.As(err, &alert) || strings.Contains(err.Error(), "remote error: tls: "):
 		return fmt.Errorf("TLS handshake failed: %w", err)
 	}
+	if errors.Is(err, syscall.ECONNRESET) {
+		for _, a := range to.addrs {
+			if refused := tlsRefusal(context.WithoutCancel(ctx), a, to.cfg, timeout); refused != nil {
+				return fmt.Errorf("TLS handshake failed: %w, after which the request saw: %w (a server that authenticates clients, tls-auth-clients yes, needs a client certificate that its CA signed: --tls-cert and --tls-key, or the URL's tls_cert= and tls_key=)", refused, err)
+			}
+		}
+		return err
+	}
 	var ne net.Error
 	if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &ne) && ne.Timeout()) {
 		return err
 	}
-	for _, a := range addrs {
+	for _, a := range to.addrs {
 		if plainRedis(context.WithoutCancel(ctx), a, timeout) {
 			return fmt.Errorf("TLS handshake failed: no answer to it in time, but %s answers a plain PING: it serves Redis without TLS (use redis://, or the server's TLS port)", a)
 		}
@@ -325,6 +343,34 @@ func clientCertRefused(err error) bool {
 		}
 	}
 	return false
+}
+
+// tlsRefusal makes a TLS handshake with addr and waits, up to timeout,
+// for the server's verdict on the client's certificate, and returns the
+// alert of a refusal, or nil. With TLS 1.3 the client's handshake ends
+// before the server has checked its certificate: the server refuses it
+// afterwards, with an alert and a close, and a request written before the
+// alert came in can see only the connection reset that followed it
+// (TestTLSClientAuthentication, under -race). The probe writes nothing,
+// so it reads the alert.
+func tlsRefusal(ctx context.Context, addr string, cfg *tls.Config, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	d := tls.Dialer{Config: cfg}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		if clientCertRefused(err) { // TLS 1.2 refuses within the handshake
+			return err
+		}
+		return nil
+	}
+	defer conn.Close()
+	deadline, _ := ctx.Deadline()
+	_ = conn.SetReadDeadline(deadline)
+	if _, err := conn.Read(make([]byte, 1)); err != nil && clientCertRefused(err) {
+		return err
+	}
+	return nil
 }
 
 // plainRedis reports whether addr answers PING in plain RESP within
