@@ -35,9 +35,11 @@ package model
 // attempt (reidentify, the library's identityRefused and checkIdentity):
 // an identity that another of its nodes has makes it refuse its node set
 // (Life.Invalid, ErrInvalid); a new one renames the node and its sets'
-// fingerprints. The releases carry no check either. On a Redis Cluster the library
-// checks the identity at the first contact only (the identity is in
-// another slot than a lock's keys); the model's nodes are standalone.
+// fingerprints. The releases carry no check either. On a Redis Cluster,
+// and on a go-redis Ring (driver.Info.Spread), the library checks the
+// identity at the first contact only (the identity is in another slot,
+// or on another shard, than a lock's keys); the model's nodes are
+// standalone.
 // With the VoteByAddress mutant (the library before the check) no node
 // refuses.
 //
