@@ -406,11 +406,23 @@ func (w *redislockWorker) Unlock(ctx context.Context) error { return w.lock.Rele
 // (TryNextAfter, the timeout of one key's request: 20 ms), and KeyValidity
 // is the harness's TTL.
 func newRueidislock(addr string, ttl time.Duration) (*contender, error) {
+	return newRueidislockTry(addr, ttl, 0)
+}
+
+// newRueidislockTry is newRueidislock with TryNextAfter set to tryNext (0:
+// its default). rueidislock's WithContext waits for a wake after a failed
+// try, and a try whose request outlasts TryNextAfter fails even on a free
+// key; no wake then comes if no other holder releases the name, and
+// WithContext waits until its context ends
+// (TestRueidislockWaitsAfterASlowTry). A loaded test machine outlasts 20 ms,
+// so the harness's tests give it more.
+func newRueidislockTry(addr string, ttl, tryNext time.Duration) (*contender, error) {
 	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
 		ClientOption:   rueidis.ClientOption{InitAddress: []string{addr}},
 		KeyMajority:    1,
 		NoLoopTracking: true,
 		KeyValidity:    ttl,
+		TryNextAfter:   tryNext,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rueidislock: %w", err)
