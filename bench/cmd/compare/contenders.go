@@ -33,6 +33,9 @@ type contender struct {
 	// lib is the library alone: floor, redlock, redsync, redislock or
 	// rueidislock.
 	lib string
+	// config is the configuration the row runs, printed beside it: the
+	// library's options, then the client's.
+	config string
 	// newWorker returns a worker for one goroutine and one lock key; nil
 	// when the contender has no implementation for this many nodes.
 	newWorker func(key string) worker
@@ -68,6 +71,27 @@ const (
 )
 
 var confs = []conf{confCtx, confDefaults}
+
+// text is how the configuration's rows print it.
+func (c conf) text() string {
+	if c == confCtx {
+		return "go-redis ContextTimeoutEnabled, MaxRetries -1"
+	}
+	return "go-redis default options"
+}
+
+// rueidisText is how the rows on a rueidis client print its options.
+const rueidisText = "rueidis default options (auto-pipelining), ForceSingleClient"
+
+// redlockText is how redlock's rows print its options: the defaults,
+// which keep the restart guard, fencing tokens and configuration records
+// on, unless a test gave options.
+func redlockText(opts []redlock.Option) string {
+	if len(opts) > 0 {
+		return fmt.Sprintf("redlock, %d options of a test", len(opts))
+	}
+	return "redlock defaults: restart guard on, fencing on, configuration records on"
+}
 
 func (c conf) options(addr string) *redis.Options {
 	if c == confCtx {
@@ -114,8 +138,9 @@ var unlockScript = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] the
 // go-redis's ReadTimeout.
 func newFloor(clients []*redis.Client, c conf, ttl, nodeTimeout time.Duration) *contender {
 	return &contender{
-		name: rowName("floor", c),
-		lib:  "floor",
+		name:   rowName("floor", c),
+		lib:    "floor",
+		config: fmt.Sprintf("no library: SET NX PX, compare-and-delete; %s", c.text()),
 		newWorker: func(key string) worker {
 			if len(clients) == 1 {
 				return &floorOne{c: clients[0], key: key, ttl: ttl}
@@ -266,17 +291,18 @@ func newRedlock(clients []*redis.Client, cf conf, ttl time.Duration, opts ...red
 		nodes[i] = c
 	}
 	c, err := redlock.New(nodes, opts...)
-	return redlockContender(rowName("redlock", cf), "redlock", c, ttl), err
+	return redlockContender(rowName("redlock", cf), "redlock", redlockText(opts)+"; "+cf.text(), c, ttl), err
 }
 
 // redlockContender is the contender of a redlock Client (nil when c is).
-func redlockContender(name, lib string, c *redlock.Client, ttl time.Duration) *contender {
+func redlockContender(name, lib, config string, c *redlock.Client, ttl time.Duration) *contender {
 	if c == nil {
 		return nil
 	}
 	return &contender{
 		name:      name,
 		lib:       lib,
+		config:    config,
 		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() { _ = c.Close() },
 	}
@@ -295,7 +321,8 @@ func newRedlockNoPipeline(clients []*redis.Client, ttl time.Duration, opts ...re
 		nodes[i] = redlockgoredis.New(c, redlockgoredis.WithAutoPipelining(false))
 	}
 	c, err := redlock.NewFromNodes(nodes, opts...)
-	return redlockContender(rowName("redlock-nopipe", confDefaults), "redlock-nopipe", c, ttl), err
+	return redlockContender(rowName("redlock-nopipe", confDefaults), "redlock-nopipe",
+		redlockText(opts)+"; goredis.WithAutoPipelining(false); "+confDefaults.text(), c, ttl), err
 }
 
 type redlockWorker struct {
@@ -335,6 +362,7 @@ func newRedsync(clients []*redis.Client, cf conf) *contender {
 	return &contender{
 		name:      rowName("redsync", cf),
 		lib:       "redsync",
+		config:    "redsync defaults: expiry 8 s, 32 tries 50–250 ms apart; " + cf.text(),
 		newWorker: func(key string) worker { return &redsyncWorker{m: rs.NewMutex(key)} },
 		close:     func() {},
 	}
@@ -362,6 +390,7 @@ func newRedislock(client *redis.Client, cf conf, ttl time.Duration) *contender {
 	return &contender{
 		name:      rowName("redislock", cf),
 		lib:       "redislock",
+		config:    "redislock: no retry uncontended, ExponentialBackoff(16 ms, 512 ms) contended; " + cf.text(),
 		newWorker: func(key string) worker { return &redislockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() {},
 	}
@@ -430,6 +459,7 @@ func newRueidislockTry(addr string, ttl, tryNext time.Duration) (*contender, err
 	return &contender{
 		name:      "rueidislock",
 		lib:       "rueidislock",
+		config:    rueidislockText(tryNext),
 		newWorker: func(key string) worker { return &rueidislockWorker{l: l, name: key} },
 		close:     l.Close,
 	}, nil
@@ -472,6 +502,15 @@ func (w *rueidislockWorker) Unlock(context.Context) error {
 	w.cancel()
 	w.cancel = nil
 	return nil
+}
+
+// rueidislockText is how rueidislock's row prints its options.
+func rueidislockText(tryNext time.Duration) string {
+	t := "TryNextAfter 20 ms (default)"
+	if tryNext > 0 {
+		t = "TryNextAfter " + tryNext.String()
+	}
+	return "rueidislock: KeyMajority 1, NoLoopTracking, " + t + "; its own rueidis client, default options"
 }
 
 // ---- on a rueidis client ----
@@ -523,6 +562,7 @@ func newRedlockRueidis(addrs []string, ttl time.Duration, opts ...redlock.Option
 	return &contender{
 		name:      rowName("redlock", confRueidis),
 		lib:       "redlock",
+		config:    redlockText(opts) + "; " + rueidisText,
 		newWorker: func(key string) worker { return &redlockWorker{c: c, key: key, ttl: ttl} },
 		close:     func() { _ = c.Close(); closeRueidis(cs) },
 	}, nil
@@ -542,6 +582,7 @@ func newFloorRueidis(addr string, ttl time.Duration) (*contender, error) {
 	return &contender{
 		name:      rowName("floor", confRueidis),
 		lib:       "floor",
+		config:    "no library: SET NX PX, compare-and-delete; " + rueidisText,
 		newWorker: func(key string) worker { return &floorRueidis{c: cs[0], key: key, ttl: ttl} },
 		close:     func() { closeRueidis(cs) },
 	}, nil

@@ -32,6 +32,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -164,7 +165,13 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 
-	b := &bench{cfg: cfg, ctx: ctx}
+	b := &bench{cfg: cfg, ctx: ctx, redis: redisVersion(ctx, addrs[0]), loadStart: loadAverage()}
+	b.logf("Go %s, %d CPUs, Redis %s, load average %s", runtime.Version(), runtime.NumCPU(), b.redis, b.loadStart)
+	for _, n := range []int{1, 5} {
+		for _, c := range sets[n] {
+			b.logf("n=%d %-18s %s", n, c.name, c.config)
+		}
+	}
 	if b.wantRedlock() {
 		if err := b.waitNodes(addrs); err != nil {
 			return err
@@ -319,6 +326,9 @@ type bench struct {
 	cfg     config
 	ctx     context.Context
 	results []result
+	// redis is the nodes' redis_version, and loadStart the load average
+	// when the run began.
+	redis, loadStart string
 }
 
 func (b *bench) want(scenario, contender string) bool {
@@ -385,7 +395,7 @@ func (b *bench) scenario(sc scenario, set []*contender) {
 				runCycles(workers(c, warmKey, 1), limits{d: warm})
 				r = runContended(workers(c, same, sc.goroutines), b.cfg.d)
 			}
-			r.Scenario, r.Contender, r.Pass = sc.name, c.name, pass
+			r.Scenario, r.Contender, r.Config, r.Pass = sc.name, c.name, c.config, pass
 			b.add(r)
 			settle()
 		}
@@ -424,7 +434,7 @@ func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 			key := func(g int) string { return keyOf(c.name, healthy, pass, g) }
 			runCycles(workers(c, func(g int) string { return key(g) + ":warm" }, 1), limits{d: min(b.cfg.d/10, 300*time.Millisecond)})
 			r := runCycles(workers(c, key, 1), limits{d: b.cfg.d})
-			r.Scenario, r.Contender, r.Pass = healthy, c.name, pass
+			r.Scenario, r.Contender, r.Config, r.Pass = healthy, c.name, c.config, pass
 			b.add(r)
 			settle()
 
@@ -438,7 +448,7 @@ func (b *bench) frozen(set []*contender, node *redisproc.Server) {
 				lim = limits{d: b.cfg.frozenMax, max: b.cfg.frozenMaxN}
 			}
 			r = runCycles(workers(c, func(g int) string { return keyOf(c.name, frozen, pass, g) }, 1), lim)
-			r.Scenario, r.Contender, r.Pass = frozen, c.name, pass
+			r.Scenario, r.Contender, r.Config, r.Pass = frozen, c.name, c.config, pass
 			b.add(r)
 			if err := b.thaw(node); err != nil {
 				b.logf("thaw: %v", err)
@@ -468,10 +478,54 @@ func (b *bench) thaw(node *redisproc.Server) error {
 }
 
 type results struct {
-	Go      string   `json:"go"`
-	CPUs    int      `json:"cpus"`
-	Args    []string `json:"args"`
-	Results []result `json:"results"`
+	Go    string   `json:"go"`
+	CPUs  int      `json:"cpus"`
+	Args  []string `json:"args"`
+	Redis string   `json:"redis,omitempty"`
+	// LoadStart and LoadEnd are /proc/loadavg's 1, 5 and 15 minute load
+	// averages when the run began and when it ended.
+	LoadStart string   `json:"load_start,omitempty"`
+	LoadEnd   string   `json:"load_end,omitempty"`
+	Results   []result `json:"results"`
+}
+
+// header is the run's facts, printed above its tables.
+func (rs results) header() string {
+	unknown := func(s string) string {
+		if s == "" {
+			return "not recorded"
+		}
+		return s
+	}
+	return fmt.Sprintf("Run: %s, %d CPUs, Redis %s, arguments `%s`; load average (1, 5, 15 min) %s at the start, %s at the end.\n\n",
+		rs.Go, rs.CPUs, unknown(rs.Redis), strings.Join(rs.Args, " "), unknown(rs.LoadStart), unknown(rs.LoadEnd))
+}
+
+// loadAverage is /proc/loadavg's first three fields, "" where there is
+// none.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return ""
+}
+
+// redisVersion is the redis_version of the node at addr, "" if it does
+// not say.
+func redisVersion(ctx context.Context, addr string) string {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer func() { _ = c.Close() }()
+	info, err := c.Info(ctx, "server").Result()
+	if err != nil {
+		return ""
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
 
 func replotFrom(path, out string) error {
@@ -486,12 +540,12 @@ func replotFrom(path, out string) error {
 	for i := range rs.Results {
 		rs.Results[i].Contender = legacyName(rs.Results[i].Contender)
 	}
-	return writeReport(rs.Results, out)
+	return writeReport(rs, out)
 }
 
-func writeReport(rs []result, out string) error {
-	s := summarize(rs)
-	md := s.markdown()
+func writeReport(rs results, out string) error {
+	s := summarize(rs.Results)
+	md := rs.header() + s.markdown()
 	fmt.Print(md)
 	if err := os.WriteFile(filepath.Join(out, "tables.md"), []byte(md), 0o644); err != nil {
 		return err
@@ -506,12 +560,14 @@ func (b *bench) write() error {
 	if err := os.MkdirAll(b.cfg.out, 0o755); err != nil {
 		return err
 	}
-	js, err := json.MarshalIndent(results{runtime.Version(), runtime.NumCPU(), os.Args[1:], b.results}, "", "  ")
+	rs := results{Go: runtime.Version(), CPUs: runtime.NumCPU(), Args: os.Args[1:], Redis: b.redis,
+		LoadStart: b.loadStart, LoadEnd: loadAverage(), Results: b.results}
+	js, err := json.MarshalIndent(rs, "", "  ")
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(b.cfg.out, "results.json"), append(js, '\n'), 0o644); err != nil {
 		return err
 	}
-	return writeReport(b.results, b.cfg.out)
+	return writeReport(rs, b.cfg.out)
 }

@@ -15,8 +15,10 @@ import (
 
 // result is one case of one pass: one contender in one scenario.
 type result struct {
-	Scenario  string  `json:"scenario"`
-	Contender string  `json:"contender"`
+	Scenario  string `json:"scenario"`
+	Contender string `json:"contender"`
+	// Config is the contender's configuration (contender.config).
+	Config    string  `json:"config,omitempty"`
 	Pass      int     `json:"pass"`
 	Cycles    uint64  `json:"cycles"` // lock+unlock cycles, or acquisitions when contended
 	Errors    uint64  `json:"errors"` // failed attempts (not counted as cycles)
