@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -426,4 +427,206 @@ func serverCPU(tb testing.TB, c *redis.Client) int64 {
 		total += s*1e6 + us
 	}
 	return total
+}
+
+// The least scripts that keep the library's promises for a plain lock,
+// for BenchmarkServerCycleBatched's floor of a fenced, guarded cycle: what
+// any implementation of them must run on the server, with nothing of the
+// library's generality (no re-seeds, no family, no replies for waiters).
+// Numbers are formatted before they are written: a Lua number given to
+// redis.call costs the server about 3 µs more than the same string.
+const (
+	// leastAcquire: the guard's fast path (a node past its recovery
+	// keeps a mark of the longest TTL it covers and its tokens' floor),
+	// the node's identity, SET NX PX, and the fencing counter raised to
+	// a token above the floor, in one MGET and two writes.
+	// KEYS: lock, counter, guard mark, identity; ARGV: value, TTL ms,
+	// max TTL ms, identity, counter TTL ms.
+	leastAcquire = `local pre = redis.call('MGET', KEYS[3], KEYS[4], KEYS[2])
+local m, f = string.match(pre[1] or '', '^(%d+):(%d+)$')
+if not m or tonumber(m) < tonumber(ARGV[3]) then return {-1, 0} end
+if pre[2] ~= ARGV[4] then return redis.error_reply('REDLOCK_NODE') end
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0, 0} end
+local t = math.max((tonumber(pre[3]) or 0) + 1, tonumber(f))
+redis.call('SET', KEYS[2], string.format('%d', t), 'PX', ARGV[5])
+return {1, t}`
+	// leastRelease: compare-and-delete, and the token retired (the
+	// counter raised past it, issue 44). KEYS: lock, counter; ARGV:
+	// value, token, counter TTL ms.
+	leastRelease = `if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+if (tonumber(redis.call('GET', KEYS[2])) or 0) <= tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], string.format('%d', tonumber(ARGV[2]) + 1), 'PX', ARGV[3])
+end
+return 1`
+	// peerAcquire and peerRelease do what rueidislock's acquire and
+	// unlock scripts do (rueidis v1.0.79): SET NX PXAT, then a GET that
+	// registers the key for client-side caching; and compare-and-delete.
+	peerAcquire = `local r = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', ARGV[2]) redis.call('GET', KEYS[1]) return r`
+	peerRelease = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`
+)
+
+// BenchmarkServerCycleBatched measures what a whole acquire-release cycle
+// costs the server when requests arrive pipelined, as many goroutines on
+// an auto-pipelining client send them: 64 acquires over 64 locks in one
+// pipeline, then their 64 releases in another. server-µs/cycle is the
+// server's CPU per cycle (INFO cpu), exec-µs/cycle the commands' own
+// execution time (INFO commandstats). The modes: the floor (SET NX PX, a
+// compare-and-delete script); rueidislock's scripts (peerAcquire,
+// peerRelease); the least fenced, guarded cycle (leastAcquire,
+// leastRelease) by EVALSHA and as functions by FCALL; and the library's (the acquire by FCALL with the guard on
+// and the node identified, the release that retires the token), both by
+// the package's own calls:
+//
+//	go test -run '^$' -bench ServerCycleBatched -benchtime 64000x -count 5 ./internal/script
+func BenchmarkServerCycleBatched(b *testing.B) {
+	s := redistest.Start(b, 1)[0]
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1})
+	b.Cleanup(func() { _ = c.Close() })
+	ctx := context.Background()
+	guard := Guard{MaxTTL: 200 * time.Millisecond, Delta: 50 * time.Millisecond, Mode: '1', FenceTTL: time.Hour, RecordTTL: 24 * time.Hour}.Prepared()
+	waitVoting(b, c, guard)
+	id, err := Identify(ctx, nodeOf(c), "{}:id")
+	if err != nil {
+		b.Fatal(err)
+	}
+	identified := guard.ForNode(id.ID)
+	load := func(src string) string {
+		sha, err := c.ScriptLoad(ctx, src).Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sha
+	}
+	if err := c.ScriptLoad(ctx, release.src).Err(); err != nil {
+		b.Fatal(err)
+	}
+	leastA, leastR := load(leastAcquire), load(leastRelease)
+	peerA, peerR, cad := load(peerAcquire), load(peerRelease), load(peerRelease)
+	// The least scripts again as functions, called by FCALL as the
+	// library's acquire is.
+	lib := "#!lua name=redlock_least\n" +
+		"redis.register_function('redlock_least_acquire', function(KEYS, ARGV)\n" + leastAcquire + "\nend)\n" +
+		"redis.register_function('redlock_least_release', function(KEYS, ARGV)\n" + leastRelease + "\nend)\n"
+	if err := c.FunctionLoad(ctx, lib).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Set(ctx, "{least}:ok", "200:1024", 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Set(ctx, "{least}:id", "node-a", 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	// A mode's acquire and release of lock i with value v; token is the
+	// acquire's reply, given to the release.
+	type mode struct {
+		name    string
+		acquire func(i int, v string) []any
+		token   func(reply any) (int64, error)
+		release func(i int, v string, token int64) []any
+	}
+	lock := func(prefix string, i int) Keys { return keys(prefix + strconv.Itoa(i)) }
+	setOK := func(reply any) (int64, error) {
+		if reply != "OK" {
+			return 0, fmt.Errorf("not taken: %v", reply)
+		}
+		return 0, nil
+	}
+	leastToken := func(reply any) (int64, error) {
+		r, ok := reply.([]any)
+		if !ok || len(r) != 2 || r[0] != int64(1) {
+			return 0, fmt.Errorf("not taken: %v", reply)
+		}
+		return r[1].(int64), nil
+	}
+	modes := []mode{
+		{"floor",
+			func(i int, v string) []any { return []any{"set", lock("floor", i).Lock, v, "px", 10000, "nx"} },
+			setOK,
+			func(i int, v string, _ int64) []any { return []any{"evalsha", cad, 1, lock("floor", i).Lock, v} }},
+		{"rueidislock-scripts",
+			func(i int, v string) []any {
+				return []any{"evalsha", peerA, 1, lock("peer", i).Lock, v, time.Now().Add(10 * time.Second).UnixMilli()}
+			},
+			setOK,
+			func(i int, v string, _ int64) []any { return []any{"evalsha", peerR, 1, lock("peer", i).Lock, v} }},
+		{"least",
+			func(i int, v string) []any {
+				k := lock("least", i)
+				return []any{"evalsha", leastA, 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000}
+			},
+			leastToken,
+			func(i int, v string, token int64) []any {
+				k := lock("least", i)
+				return []any{"evalsha", leastR, 2, k.Lock, k.Fence, v, token, 3600000}
+			}},
+		{"least-fcall",
+			func(i int, v string) []any {
+				k := lock("least", i)
+				return []any{"fcall", "redlock_least_acquire", 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000}
+			},
+			leastToken,
+			func(i int, v string, token int64) []any {
+				k := lock("least", i)
+				return []any{"fcall", "redlock_least_release", 2, k.Lock, k.Fence, v, token, 3600000}
+			}},
+		{"library",
+			func(i int, v string) []any {
+				k := lock("lib", i)
+				return AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, identified).args
+			},
+			func(reply any) (int64, error) {
+				a, err := decodeAcquire(reply)
+				if err == nil && !a.OK() {
+					err = errNotTaken(a)
+				}
+				return a.Token, err
+			},
+			func(i int, v string, token int64) []any {
+				k := lock("lib", i)
+				return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
+			}},
+	}
+	for _, m := range modes {
+		b.Run("mode="+m.name, func(b *testing.B) {
+			if err := c.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			before := serverCPU(b, c)
+			tokens := make([]int64, 64)
+			for done := 0; done < b.N; done += 64 {
+				n := min(64, b.N-done)
+				v := "v" + strconv.Itoa(done)
+				acq := c.Pipeline()
+				cmds := make([]*redis.Cmd, n)
+				for i := range n {
+					cmds[i] = acq.Do(ctx, m.acquire(i, v)...)
+				}
+				if _, err := acq.Exec(ctx); err != nil {
+					b.Fatal(err)
+				}
+				for i, cmd := range cmds {
+					var err error
+					if tokens[i], err = m.token(cmd.Val()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				rel := c.Pipeline()
+				for i := range n {
+					rel.Do(ctx, m.release(i, v, tokens[i])...)
+				}
+				res, err := rel.Exec(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for _, r := range res {
+					if r.(*redis.Cmd).Val() == int64(0) {
+						b.Fatalf("%s: a release found no lock", m.name)
+					}
+				}
+			}
+			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/cycle")
+			b.ReportMetric(float64(execUsec(b, c))/float64(b.N), "exec-µs/cycle")
+		})
+	}
 }
