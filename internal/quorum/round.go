@@ -336,8 +336,9 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 // go-redis client without ContextTimeoutEnabled, which reads until its own
 // ReadTimeout): the request runs on a goroutine of wg's, and the caller
 // waits for its reply up to the deadline. It costs the request's
-// goroutine hand-off and a channel more than runInline; a reply that comes
-// after the deadline is settled by a goroutine started only then.
+// goroutine hand-off more than runInline (its state and reply channel are
+// pooled: soloCall); a reply that comes after the deadline is settled by a
+// goroutine started only then.
 func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
 	node := r.Nodes[0]
 	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
@@ -351,11 +352,6 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		node.done(probe, answered, now())
 		return res
 	}
-	type reply struct {
-		v   T
-		err error
-		lat time.Duration
-	}
 	sent := time.Now()
 	// A Done channel, though the caller does not wait on the call: the
 	// client's own timeouts end its reads, and Done its waits for a
@@ -364,17 +360,16 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 	// deadline rather than retries of ReadTimeout later.
 	rctx := node.deadlines.context(detach(ctx), sent, r.Timeout)
 	expired := rctx.Done()
-	// Unbuffered, so that it is one allocation: the caller, or the
-	// late reply's goroutine, always receives.
-	ch := make(chan reply)
-	wg.Go(func() {
-		v, err := r.Call(rctx, node)
-		lat := time.Since(sent)
-		ch <- reply{v, r.finish(node, probe, err, now), lat}
-	})
-	var m reply
+	// The request's goroutine and its reply channel come from a pool
+	// (soloCall): it goes back only once its reply was received, when
+	// the goroutine is done with it.
+	sc := getSoloCall[T]()
+	sc.r, sc.ctx, sc.node, sc.probe, sc.now, sc.sent = r, rctx, node, probe, now, sent
+	wg.Go(sc.run)
+	var m soloReply[T]
 	select {
-	case m = <-ch:
+	case m = <-sc.ch:
+		sc.release()
 	case <-expired:
 		err = fmt.Errorf("%w within %v", ErrTimeout, r.Timeout)
 	case <-ctx.Done():
@@ -388,7 +383,8 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		res.Done = done
 		wg.Go(func() {
 			defer close(done)
-			m := <-ch
+			m := <-sc.ch
+			sc.release()
 			if r.Settle != nil {
 				r.Settle(node, m.v, m.err, false, true)
 			}
@@ -405,6 +401,67 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		r.Settle(node, m.v, m.err, res.Won, false)
 	}
 	return res
+}
+
+// soloCall is the state of runSolo's request: what its goroutine needs,
+// the channel it sends its one reply on (unbuffered: the caller, or the
+// late reply's goroutine, always receives), and run, the function handed
+// to the Spawner, made once per soloCall. soloCalls are pooled, one pool
+// per reply type, so that a round costs neither a channel nor a closure.
+// A soloCall goes back to its pool (release) only after its reply was
+// received: its goroutine reads its fields before it sends and touches
+// nothing of it after, so no late send can reach a reused channel.
+type soloCall[T any] struct {
+	ch  chan soloReply[T]
+	run func()
+
+	// Set for one request, cleared by release.
+	r     *Round[T]
+	ctx   context.Context
+	node  *Node
+	probe bool
+	now   func() time.Time
+	sent  time.Time
+}
+
+// soloReply is a soloCall's reply.
+type soloReply[T any] struct {
+	v   T
+	err error
+	lat time.Duration
+}
+
+// soloPools holds one *sync.Pool of *soloCall[T] per T, keyed by a nil
+// *soloCall[T] (an interface of a pointer: no allocation).
+var soloPools sync.Map
+
+func soloPool[T any]() *sync.Pool {
+	key := any((*soloCall[T])(nil))
+	p, ok := soloPools.Load(key)
+	if !ok {
+		p, _ = soloPools.LoadOrStore(key, &sync.Pool{New: func() any {
+			sc := &soloCall[T]{ch: make(chan soloReply[T])}
+			sc.run = sc.do
+			return sc
+		}})
+	}
+	return p.(*sync.Pool)
+}
+
+func getSoloCall[T any]() *soloCall[T] { return soloPool[T]().Get().(*soloCall[T]) }
+
+// do makes the request and sends its reply, its last use of sc.
+func (sc *soloCall[T]) do() {
+	r, node, probe, now, sent := sc.r, sc.node, sc.probe, sc.now, sc.sent
+	v, err := r.Call(sc.ctx, node)
+	lat := time.Since(sent)
+	sc.ch <- soloReply[T]{v, r.finish(node, probe, err, now), lat}
+}
+
+// release returns sc to its pool; only once its reply was received.
+func (sc *soloCall[T]) release() {
+	sc.r, sc.ctx, sc.node, sc.now = nil, nil, nil, nil
+	soloPool[T]().Put(sc)
 }
 
 // deadlineCtx is a context with a deadline and no Done channel: a client
