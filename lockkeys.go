@@ -56,9 +56,14 @@ func (k lockKeys) fence() string {
 }
 
 // formFence forms the key of the lock's fencing counter once, for its
-// acquire and later rounds. Only while l is not shared: its acquire.
+// acquire and later rounds, and boxes it with a plain lock's key and value
+// (secret.args) for its acquire's and release's calls. Only while l is not
+// shared: its acquire.
 func (l *Lock) formFence() {
 	l.keys.fenceKey = keys.Fence(l.keys.key)
+	if l.secret.hold == nil {
+		l.secret.args = l.secret.args.WithFence(l.keys.fenceKey)
+	}
 }
 
 // on are the lock's keys on node i, but its fencing counter (Fence is
