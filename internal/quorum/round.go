@@ -165,6 +165,9 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	bucket := roundDeadlines.at(sent, r.Timeout)
 	expired := bucket.done
 	var doneCtx context.Context // made for the first such node
+	// What the requests' goroutines use of r, copied so that r does not
+	// escape: a caller's Round stays on its stack.
+	call, settle, timeout := r.Call, r.Settle, r.Timeout
 	pending := 0
 	var waiting uint64 // admitted, not answered
 	for i, node := range r.Nodes {
@@ -194,7 +197,7 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				}
 			}()
 			sent := time.Now()
-			v, err := r.Call(rctx, node)
+			v, err := call(rctx, node)
 			lat := time.Since(sent)
 			late := false
 			select {
@@ -202,11 +205,11 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				late = true
 			default:
 			}
-			err = r.finish(node, probe, err, now)
+			err = finish(node, probe, err, now, timeout)
 			st.ch <- msg{i, v, err, lat}
-			if r.Settle != nil {
+			if settle != nil {
 				<-st.decided
-				r.Settle(node, v, err, st.won.Load(), late)
+				settle(node, v, err, st.won.Load(), late)
 				if st.waitFor&(1<<i) != 0 {
 					st.settled.Done()
 				}
@@ -310,7 +313,7 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 	sent := time.Now()
 	v, err := r.Call(node.deadlines.context(detach(ctx), sent, r.Timeout), node)
 	lat := time.Since(sent)
-	err = r.finish(node, probe, err, now)
+	err = finish(node, probe, err, now, r.Timeout)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
 	if yes {
@@ -322,9 +325,10 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 	case err != nil:
 		done := make(chan struct{})
 		res.Done = done
+		settle, won := r.Settle, res.Won // not r: it stays with its caller
 		wg.Go(func() {
 			defer close(done)
-			r.Settle(node, v, err, res.Won, false)
+			settle(node, v, err, won, false)
 		})
 	default:
 		r.Settle(node, v, err, res.Won, false)
@@ -364,7 +368,7 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 	// (soloCall): it goes back only once its reply was received, when
 	// the goroutine is done with it.
 	sc := getSoloCall[T]()
-	sc.r, sc.ctx, sc.node, sc.probe, sc.now, sc.sent = r, rctx, node, probe, now, sent
+	sc.call, sc.timeout, sc.ctx, sc.node, sc.probe, sc.now, sc.sent = r.Call, r.Timeout, rctx, node, probe, now, sent
 	wg.Go(sc.run)
 	var m soloReply[T]
 	select {
@@ -381,12 +385,13 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		res.Pending = 1
 		done := make(chan struct{})
 		res.Done = done
+		settle := r.Settle // not r: it stays with its caller
 		wg.Go(func() {
 			defer close(done)
 			m := <-sc.ch
 			sc.release()
-			if r.Settle != nil {
-				r.Settle(node, m.v, m.err, false, true)
+			if settle != nil {
+				settle(node, m.v, m.err, false, true)
 			}
 		})
 		return res
@@ -416,12 +421,13 @@ type soloCall[T any] struct {
 	run func()
 
 	// Set for one request, cleared by release.
-	r     *Round[T]
-	ctx   context.Context
-	node  *Node
-	probe bool
-	now   func() time.Time
-	sent  time.Time
+	call    func(ctx context.Context, n *Node) (T, error)
+	timeout time.Duration
+	ctx     context.Context
+	node    *Node
+	probe   bool
+	now     func() time.Time
+	sent    time.Time
 }
 
 // soloReply is a soloCall's reply.
@@ -452,15 +458,15 @@ func getSoloCall[T any]() *soloCall[T] { return soloPool[T]().Get().(*soloCall[T
 
 // do makes the request and sends its reply, its last use of sc.
 func (sc *soloCall[T]) do() {
-	r, node, probe, now, sent := sc.r, sc.node, sc.probe, sc.now, sc.sent
-	v, err := r.Call(sc.ctx, node)
+	node, probe, now, sent, timeout := sc.node, sc.probe, sc.now, sc.sent, sc.timeout
+	v, err := sc.call(sc.ctx, node)
 	lat := time.Since(sent)
-	sc.ch <- soloReply[T]{v, r.finish(node, probe, err, now), lat}
+	sc.ch <- soloReply[T]{v, finish(node, probe, err, now, timeout), lat}
 }
 
 // release returns sc to its pool; only once its reply was received.
 func (sc *soloCall[T]) release() {
-	sc.r, sc.ctx, sc.node, sc.now = nil, nil, nil, nil
+	sc.call, sc.ctx, sc.node, sc.now = nil, nil, nil, nil
 	soloPool[T]().Put(sc)
 }
 
@@ -490,12 +496,12 @@ func detach(ctx context.Context) context.Context {
 
 // finish records a finished request in the node's health and turns a node
 // timeout into ErrTimeout.
-func (r *Round[T]) finish(node *Node, probe bool, err error, now func() time.Time) error {
+func finish(node *Node, probe bool, err error, now func() time.Time, timeout time.Duration) error {
 	o := classify(err)
 	node.done(probe, o, now())
 	node.observe(err)
 	if o == timedOut {
-		return fmt.Errorf("%w within %v: %w", ErrTimeout, r.Timeout, err)
+		return fmt.Errorf("%w within %v: %w", ErrTimeout, timeout, err)
 	}
 	return err
 }
