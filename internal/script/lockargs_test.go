@@ -32,4 +32,11 @@ func TestLockArgsWithFence(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = fenced.fenceArg(k.Fence) }); n != 0 {
 		t.Errorf("fenceArg of the boxed key: %v allocations, want 0", n)
 	}
+	// A release boxes only its token, besides its argument slice: its
+	// publish flag is boxed from constants.
+	for _, c := range []struct{ publish, sharded bool }{{true, false}, {true, true}, {false, false}} {
+		if n := testing.AllocsPerRun(100, func() { _ = ReleaseCall(fenced, rt, c.publish, c.sharded) }); n != 2 {
+			t.Errorf("ReleaseCall(publish %v, sharded %v): %v allocations, want 2", c.publish, c.sharded, n)
+		}
+	}
 }

@@ -417,7 +417,7 @@ func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 // PermitReleaseCall prepares the semaphore's release script
 // (permitrelease.lua) for a permit (see Release).
 func PermitReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
-	flag := "0"
+	var flag any = "0" // boxed from constants: no allocation
 	if sharded {
 		flag = "1"
 	}
@@ -559,7 +559,9 @@ func Release(ctx context.Context, n driver.Node, key, value string, rt Retire, p
 
 // ReleaseCall prepares the release script (see Release).
 func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
-	flag := ""
+	// The flag boxed from constants, which costs no allocation (a string
+	// variable would be boxed on every call).
+	var flag any = ""
 	switch {
 	case publish && sharded:
 		flag = "1"
@@ -572,7 +574,7 @@ func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
 // FamilyReleaseCall prepares the family's release script for a hold (see
 // Release).
 func FamilyReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
-	flag := "0"
+	var flag any = "0" // boxed from constants: no allocation
 	if sharded {
 		flag = "1"
 	}
