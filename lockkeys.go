@@ -110,5 +110,9 @@ func (e *engine) newGuard(i int) script.Guard {
 	case GuardOff:
 		mode = '0'
 	}
-	return script.NewGuard(mode, e.cfg.maxTTL, e.nodes[i].Cluster)
+	g := script.NewGuard(mode, e.cfg.maxTTL, e.nodes[i].Cluster)
+	if !e.nodes[i].Cluster {
+		g = g.WithEpoch(e.layout.epochKey) // the acquires' Keys.Epoch (lockKeys.on)
+	}
+	return g
 }

@@ -224,7 +224,8 @@ type Guard struct {
 	// record's slot: not on a Redis Cluster.
 	Node string
 
-	argv []any // the encoded arguments, once Prepared
+	argv  []any // the encoded arguments, once Prepared
+	epoch any   // the node's epoch record's key (Keys.Epoch), boxed once by WithEpoch
 }
 
 // NewGuard is the guard of a Client with max TTL maxTTL, in mode ('1',
@@ -248,6 +249,23 @@ func (g Guard) Prepared() Guard {
 	g.argv = nil
 	g.argv = g.args()
 	return g
+}
+
+// WithEpoch is g with the key of its node's epoch record (Keys.Epoch, the
+// same for every lock on a node that is not a Redis Cluster) boxed once,
+// for the acquire calls to share.
+func (g Guard) WithEpoch(key string) Guard {
+	g.epoch = key
+	return g
+}
+
+// epochArg is the epoch record's key as a script argument: g's box when it
+// holds key, else a new one.
+func (g Guard) epochArg(key string) any {
+	if e, ok := g.epoch.(string); ok && e == key {
+		return g.epoch
+	}
+	return key
 }
 
 // args are ARGV[3..7] of the acquire and refresh scripts.
@@ -379,7 +397,7 @@ func (a LockArgs) fenceArg(fence string) any {
 func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
-	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, a.fenceArg(k.Fence), k.Epoch, a.value, ttl.Milliseconds())
+	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, a.fenceArg(k.Fence), g.epochArg(k.Epoch), a.value, ttl.Milliseconds())
 	return Call{args: append(args, ga...), s: &acquire, mode: len(args) + 2}
 }
 
@@ -410,7 +428,7 @@ func (h Hold) mode() string {
 func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 9+len(ga))
-	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
+	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, g.epochArg(k.Epoch), strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
 	return Call{args: append(args, ga...), s: &permitAcquire, mode: len(args) + 2}
 }
 
@@ -428,7 +446,7 @@ func PermitReleaseCall(key string, h Hold, rt Retire, channel string, sharded bo
 func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 11+len(ga))
-	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
+	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, g.epochArg(k.Epoch), h.mode(), h.Owner, h.ID, ttl.Milliseconds())
 	mode := len(args) + 2
 	args = append(args, ga...)
 	return Call{args: append(args, h.Wait), s: &familyAcquire, mode: mode}
