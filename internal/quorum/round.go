@@ -165,6 +165,9 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 	bucket := roundDeadlines.at(sent, r.Timeout)
 	expired := bucket.done
 	var doneCtx context.Context // made for the first such node
+	// What the requests' goroutines use of r, copied so that r does not
+	// escape: a caller's Round stays on its stack.
+	call, settle, timeout := r.Call, r.Settle, r.Timeout
 	pending := 0
 	var waiting uint64 // admitted, not answered
 	for i, node := range r.Nodes {
@@ -194,7 +197,7 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				}
 			}()
 			sent := time.Now()
-			v, err := r.Call(rctx, node)
+			v, err := call(rctx, node)
 			lat := time.Since(sent)
 			late := false
 			select {
@@ -202,11 +205,11 @@ func (r *Round[T]) Run(ctx context.Context, wg Spawner) Result[T] {
 				late = true
 			default:
 			}
-			err = r.finish(node, probe, err, now)
+			err = finish(node, probe, err, now, timeout)
 			st.ch <- msg{i, v, err, lat}
-			if r.Settle != nil {
+			if settle != nil {
 				<-st.decided
-				r.Settle(node, v, err, st.won.Load(), late)
+				settle(node, v, err, st.won.Load(), late)
 				if st.waitFor&(1<<i) != 0 {
 					st.settled.Done()
 				}
@@ -310,7 +313,7 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 	sent := time.Now()
 	v, err := r.Call(node.deadlines.context(detach(ctx), sent, r.Timeout), node)
 	lat := time.Since(sent)
-	err = r.finish(node, probe, err, now)
+	err = finish(node, probe, err, now, r.Timeout)
 	yes := err == nil && r.Agree(v)
 	res.Replies[0] = Reply[T]{Val: v, Err: err, Yes: yes, Latency: lat}
 	if yes {
@@ -322,9 +325,10 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 	case err != nil:
 		done := make(chan struct{})
 		res.Done = done
+		settle, won := r.Settle, res.Won // not r: it stays with its caller
 		wg.Go(func() {
 			defer close(done)
-			r.Settle(node, v, err, res.Won, false)
+			settle(node, v, err, won, false)
 		})
 	default:
 		r.Settle(node, v, err, res.Won, false)
@@ -336,8 +340,9 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 // go-redis client without ContextTimeoutEnabled, which reads until its own
 // ReadTimeout): the request runs on a goroutine of wg's, and the caller
 // waits for its reply up to the deadline. It costs the request's
-// goroutine hand-off and a channel more than runInline; a reply that comes
-// after the deadline is settled by a goroutine started only then.
+// goroutine hand-off more than runInline (its state and reply channel are
+// pooled: soloCall); a reply that comes after the deadline is settled by a
+// goroutine started only then.
 func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
 	node := r.Nodes[0]
 	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
@@ -351,11 +356,6 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		node.done(probe, answered, now())
 		return res
 	}
-	type reply struct {
-		v   T
-		err error
-		lat time.Duration
-	}
 	sent := time.Now()
 	// A Done channel, though the caller does not wait on the call: the
 	// client's own timeouts end its reads, and Done its waits for a
@@ -364,17 +364,16 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 	// deadline rather than retries of ReadTimeout later.
 	rctx := node.deadlines.context(detach(ctx), sent, r.Timeout)
 	expired := rctx.Done()
-	// Unbuffered, so that it is one allocation: the caller, or the
-	// late reply's goroutine, always receives.
-	ch := make(chan reply)
-	wg.Go(func() {
-		v, err := r.Call(rctx, node)
-		lat := time.Since(sent)
-		ch <- reply{v, r.finish(node, probe, err, now), lat}
-	})
-	var m reply
+	// The request's goroutine and its reply channel come from a pool
+	// (soloCall): it goes back only once its reply was received, when
+	// the goroutine is done with it.
+	sc := getSoloCall[T]()
+	sc.call, sc.timeout, sc.ctx, sc.node, sc.probe, sc.now, sc.sent = r.Call, r.Timeout, rctx, node, probe, now, sent
+	wg.Go(sc.run)
+	var m soloReply[T]
 	select {
-	case m = <-ch:
+	case m = <-sc.ch:
+		sc.release()
 	case <-expired:
 		err = fmt.Errorf("%w within %v", ErrTimeout, r.Timeout)
 	case <-ctx.Done():
@@ -386,11 +385,13 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		res.Pending = 1
 		done := make(chan struct{})
 		res.Done = done
+		settle := r.Settle // not r: it stays with its caller
 		wg.Go(func() {
 			defer close(done)
-			m := <-ch
-			if r.Settle != nil {
-				r.Settle(node, m.v, m.err, false, true)
+			m := <-sc.ch
+			sc.release()
+			if settle != nil {
+				settle(node, m.v, m.err, false, true)
 			}
 		})
 		return res
@@ -405,6 +406,68 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 		r.Settle(node, m.v, m.err, res.Won, false)
 	}
 	return res
+}
+
+// soloCall is the state of runSolo's request: what its goroutine needs,
+// the channel it sends its one reply on (unbuffered: the caller, or the
+// late reply's goroutine, always receives), and run, the function handed
+// to the Spawner, made once per soloCall. soloCalls are pooled, one pool
+// per reply type, so that a round costs neither a channel nor a closure.
+// A soloCall goes back to its pool (release) only after its reply was
+// received: its goroutine reads its fields before it sends and touches
+// nothing of it after, so no late send can reach a reused channel.
+type soloCall[T any] struct {
+	ch  chan soloReply[T]
+	run func()
+
+	// Set for one request, cleared by release.
+	call    func(ctx context.Context, n *Node) (T, error)
+	timeout time.Duration
+	ctx     context.Context
+	node    *Node
+	probe   bool
+	now     func() time.Time
+	sent    time.Time
+}
+
+// soloReply is a soloCall's reply.
+type soloReply[T any] struct {
+	v   T
+	err error
+	lat time.Duration
+}
+
+// soloPools holds one *sync.Pool of *soloCall[T] per T, keyed by a nil
+// *soloCall[T] (an interface of a pointer: no allocation).
+var soloPools sync.Map
+
+func soloPool[T any]() *sync.Pool {
+	key := any((*soloCall[T])(nil))
+	p, ok := soloPools.Load(key)
+	if !ok {
+		p, _ = soloPools.LoadOrStore(key, &sync.Pool{New: func() any {
+			sc := &soloCall[T]{ch: make(chan soloReply[T])}
+			sc.run = sc.do
+			return sc
+		}})
+	}
+	return p.(*sync.Pool)
+}
+
+func getSoloCall[T any]() *soloCall[T] { return soloPool[T]().Get().(*soloCall[T]) }
+
+// do makes the request and sends its reply, its last use of sc.
+func (sc *soloCall[T]) do() {
+	node, probe, now, sent, timeout := sc.node, sc.probe, sc.now, sc.sent, sc.timeout
+	v, err := sc.call(sc.ctx, node)
+	lat := time.Since(sent)
+	sc.ch <- soloReply[T]{v, finish(node, probe, err, now, timeout), lat}
+}
+
+// release returns sc to its pool; only once its reply was received.
+func (sc *soloCall[T]) release() {
+	sc.call, sc.ctx, sc.node, sc.now = nil, nil, nil, nil
+	soloPool[T]().Put(sc)
 }
 
 // deadlineCtx is a context with a deadline and no Done channel: a client
@@ -433,12 +496,12 @@ func detach(ctx context.Context) context.Context {
 
 // finish records a finished request in the node's health and turns a node
 // timeout into ErrTimeout.
-func (r *Round[T]) finish(node *Node, probe bool, err error, now func() time.Time) error {
+func finish(node *Node, probe bool, err error, now func() time.Time, timeout time.Duration) error {
 	o := classify(err)
 	node.done(probe, o, now())
 	node.observe(err)
 	if o == timedOut {
-		return fmt.Errorf("%w within %v: %w", ErrTimeout, r.Timeout, err)
+		return fmt.Errorf("%w within %v: %w", ErrTimeout, timeout, err)
 	}
 	return err
 }

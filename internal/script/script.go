@@ -224,7 +224,8 @@ type Guard struct {
 	// record's slot: not on a Redis Cluster.
 	Node string
 
-	argv []any // the encoded arguments, once Prepared
+	argv  []any // the encoded arguments, once Prepared
+	epoch any   // the node's epoch record's key (Keys.Epoch), boxed once by WithEpoch
 }
 
 // NewGuard is the guard of a Client with max TTL maxTTL, in mode ('1',
@@ -248,6 +249,23 @@ func (g Guard) Prepared() Guard {
 	g.argv = nil
 	g.argv = g.args()
 	return g
+}
+
+// WithEpoch is g with the key of its node's epoch record (Keys.Epoch, the
+// same for every lock on a node that is not a Redis Cluster) boxed once,
+// for the acquire calls to share.
+func (g Guard) WithEpoch(key string) Guard {
+	g.epoch = key
+	return g
+}
+
+// epochArg is the epoch record's key as a script argument: g's box when it
+// holds key, else a new one.
+func (g Guard) epochArg(key string) any {
+	if e, ok := g.epoch.(string); ok && e == key {
+		return g.epoch
+	}
+	return key
 }
 
 // args are ARGV[3..7] of the acquire and refresh scripts.
@@ -350,19 +368,36 @@ func (c Call) ForNode(g Guard) Call {
 	return c
 }
 
-// LockArgs are a plain lock's key and owner value, boxed once as script
+// LockArgs are a plain lock's key and owner value, and its fencing
+// counter's key once it is known (WithFence), boxed once as script
 // arguments, for the lock's acquire and release calls to share.
-type LockArgs struct{ key, value any }
+type LockArgs struct{ key, value, fence any }
 
 // NewLockArgs boxes a lock's key (Keys.Lock) and owner value.
-func NewLockArgs(key, value string) LockArgs { return LockArgs{key, value} }
+func NewLockArgs(key, value string) LockArgs { return LockArgs{key: key, value: value} }
+
+// WithFence is a with the lock's fencing counter's key (Keys.Fence,
+// Retire.Fence) boxed too.
+func (a LockArgs) WithFence(fence string) LockArgs {
+	a.fence = fence
+	return a
+}
+
+// fenceArg is fence as a script argument: a's box when it holds fence,
+// else a new one.
+func (a LockArgs) fenceArg(fence string) any {
+	if f, ok := a.fence.(string); ok && f == fence {
+		return a.fence
+	}
+	return fence
+}
 
 // AcquireCall prepares the acquire script for a lock's keys; a holds
 // k.Lock and the owner value.
 func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
-	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, k.Fence, k.Epoch, a.value, ttl.Milliseconds())
+	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, a.fenceArg(k.Fence), g.epochArg(k.Epoch), a.value, ttl.Milliseconds())
 	return Call{args: append(args, ga...), s: &acquire, mode: len(args) + 2}
 }
 
@@ -393,14 +428,14 @@ func (h Hold) mode() string {
 func PermitAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 9+len(ga))
-	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
+	args = append(args, permitAcquireSha[0], permitAcquireSha[1], "3", k.Lock, k.Fence, g.epochArg(k.Epoch), strconv.Itoa(h.Permits), h.ID, ttl.Milliseconds())
 	return Call{args: append(args, ga...), s: &permitAcquire, mode: len(args) + 2}
 }
 
 // PermitReleaseCall prepares the semaphore's release script
 // (permitrelease.lua) for a permit (see Release).
 func PermitReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
-	flag := "0"
+	var flag any = "0" // boxed from constants: no allocation
 	if sharded {
 		flag = "1"
 	}
@@ -411,7 +446,7 @@ func PermitReleaseCall(key string, h Hold, rt Retire, channel string, sharded bo
 func FamilyAcquireCall(k Keys, h Hold, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 11+len(ga))
-	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, k.Epoch, h.mode(), h.Owner, h.ID, ttl.Milliseconds())
+	args = append(args, familyAcquireSha[0], familyAcquireSha[1], "3", k.Lock, k.Fence, g.epochArg(k.Epoch), h.mode(), h.Owner, h.ID, ttl.Milliseconds())
 	mode := len(args) + 2
 	args = append(args, ga...)
 	return Call{args: append(args, h.Wait), s: &familyAcquire, mode: mode}
@@ -542,20 +577,22 @@ func Release(ctx context.Context, n driver.Node, key, value string, rt Retire, p
 
 // ReleaseCall prepares the release script (see Release).
 func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
-	flag := ""
+	// The flag boxed from constants, which costs no allocation (a string
+	// variable would be boxed on every call).
+	var flag any = ""
 	switch {
 	case publish && sharded:
 		flag = "1"
 	case publish:
 		flag = "0"
 	}
-	return Call{args: []any{releaseSha[0], releaseSha[1], "2", a.key, rt.Fence, a.value, flag, rt.Token, rt.Guard.fenceTTL()}, s: &release}
+	return Call{args: []any{releaseSha[0], releaseSha[1], "2", a.key, a.fenceArg(rt.Fence), a.value, flag, rt.Token, rt.Guard.fenceTTL()}, s: &release}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see
 // Release).
 func FamilyReleaseCall(key string, h Hold, rt Retire, channel string, sharded bool) Call {
-	flag := "0"
+	var flag any = "0" // boxed from constants: no allocation
 	if sharded {
 		flag = "1"
 	}
