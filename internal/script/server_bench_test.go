@@ -539,6 +539,13 @@ func BenchmarkServerCycleBatched(b *testing.B) {
 		}
 		return r[1].(int64), nil
 	}
+	libToken := func(reply any) (int64, error) {
+		a, err := decodeAcquire(reply)
+		if err == nil && !a.OK() {
+			err = errNotTaken(a)
+		}
+		return a.Token, err
+	}
 	modes := []mode{
 		{"floor",
 			func(i int, v string) []any { return []any{"set", lock("floor", i).Lock, v, "px", 10000, "nx"} },
@@ -570,18 +577,34 @@ func BenchmarkServerCycleBatched(b *testing.B) {
 				k := lock("least", i)
 				return []any{"fcall", "redlock_least_release", 2, k.Lock, k.Fence, v, token, 3600000}
 			}},
+		// The library's acquire with the least release, and the least
+		// acquire with the library's release: which half costs what.
+		{"library-acquire",
+			func(i int, v string) []any {
+				k := lock("libacq", i)
+				return AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, identified).args
+			},
+			libToken,
+			func(i int, v string, token int64) []any {
+				k := lock("libacq", i)
+				return []any{"fcall", "redlock_least_release", 2, k.Lock, k.Fence, v, token, 3600000}
+			}},
+		{"library-release",
+			func(i int, v string) []any {
+				k := lock("librel", i)
+				return []any{"fcall", "redlock_least_acquire", 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000}
+			},
+			leastToken,
+			func(i int, v string, token int64) []any {
+				k := lock("librel", i)
+				return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
+			}},
 		{"library",
 			func(i int, v string) []any {
 				k := lock("lib", i)
 				return AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, identified).args
 			},
-			func(reply any) (int64, error) {
-				a, err := decodeAcquire(reply)
-				if err == nil && !a.OK() {
-					err = errNotTaken(a)
-				}
-				return a.Token, err
-			},
+			libToken,
 			func(i int, v string, token int64) []any {
 				k := lock("lib", i)
 				return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
