@@ -99,8 +99,10 @@ func newCmd(ctx context.Context, args []any) *redis.Cmd {
 	if len(args) == 0 {
 		return cmd
 	}
-	if name, _ := args[0].(string); strings.EqualFold(name, "FCALL") || strings.EqualFold(name, "FCALL_RO") {
-		if _, ok := firstKey(args); ok {
+	// Not firstKey, whose strings.ToUpper allocates for the lower-case
+	// "fcall" the library sends: one allocation per acquire.
+	if name, _ := args[0].(string); len(args) >= 4 && (strings.EqualFold(name, "FCALL") || strings.EqualFold(name, "FCALL_RO")) {
+		if numkeys, err := strconv.Atoi(arg(args[2])); err == nil && numkeys >= 1 {
 			cmd.SetFirstKeyPos(3)
 		}
 	}
