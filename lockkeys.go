@@ -20,13 +20,11 @@ type keyLayout struct {
 }
 
 // lockKeys are the Redis keys of one lock: its key, and on a Redis Cluster
-// its epoch record. Its fencing counter's key is formed by the lock's
-// acquire (Lock.formFence) and kept for the lock's other rounds (16 bytes
-// more per held lock, and the key's bytes); a lock that was not acquired
-// on the nodes (a lease) forms it when a round needs it (fence).
+// its epoch record. Its fencing counter's key, which only the acquire and
+// the fencing rounds use, is formed when they need it (fence), rather than
+// kept by every held lock.
 type lockKeys struct {
 	key, clusterEpoch string
-	fenceKey          string // "" until formFence
 }
 
 // keysOf forms the keys of the lock of key.
@@ -48,23 +46,7 @@ func (l *Lock) lockName() string {
 }
 
 // fence is the key of the lock's fencing counter.
-func (k lockKeys) fence() string {
-	if k.fenceKey != "" {
-		return k.fenceKey
-	}
-	return keys.Fence(k.key)
-}
-
-// formFence forms the key of the lock's fencing counter once, for its
-// acquire and later rounds, and boxes it with a plain lock's key and value
-// (secret.args) for its acquire's and release's calls. Only while l is not
-// shared: its acquire.
-func (l *Lock) formFence() {
-	l.keys.fenceKey = keys.Fence(l.keys.key)
-	if l.secret.hold == nil {
-		l.secret.args = l.secret.args.WithFence(l.keys.fenceKey)
-	}
-}
+func (k lockKeys) fence() string { return keys.Fence(k.key) }
 
 // on are the lock's keys on node i, but its fencing counter (Fence is
 // empty: a refresh does not use it). The epoch record is one per node,

@@ -193,7 +193,6 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	// guard are the same (the first such node's, if any), but for the
 	// node's identity (script.Call.ForNode).
 	var plain script.Call
-	l.formFence()
 	fence := l.keys.fence()
 	if p := e.layout.plainNode; p >= 0 {
 		plain = l.sp.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.guard(p))

@@ -368,36 +368,19 @@ func (c Call) ForNode(g Guard) Call {
 	return c
 }
 
-// LockArgs are a plain lock's key and owner value, and its fencing
-// counter's key once it is known (WithFence), boxed once as script
+// LockArgs are a plain lock's key and owner value, boxed once as script
 // arguments, for the lock's acquire and release calls to share.
-type LockArgs struct{ key, value, fence any }
+type LockArgs struct{ key, value any }
 
 // NewLockArgs boxes a lock's key (Keys.Lock) and owner value.
-func NewLockArgs(key, value string) LockArgs { return LockArgs{key: key, value: value} }
-
-// WithFence is a with the lock's fencing counter's key (Keys.Fence,
-// Retire.Fence) boxed too.
-func (a LockArgs) WithFence(fence string) LockArgs {
-	a.fence = fence
-	return a
-}
-
-// fenceArg is fence as a script argument: a's box when it holds fence,
-// else a new one.
-func (a LockArgs) fenceArg(fence string) any {
-	if f, ok := a.fence.(string); ok && f == fence {
-		return a.fence
-	}
-	return fence
-}
+func NewLockArgs(key, value string) LockArgs { return LockArgs{key, value} }
 
 // AcquireCall prepares the acquire script for a lock's keys; a holds
 // k.Lock and the owner value.
 func AcquireCall(k Keys, a LockArgs, ttl time.Duration, g Guard) Call {
 	ga := g.args()
 	args := make([]any, 0, 8+len(ga))
-	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, a.fenceArg(k.Fence), g.epochArg(k.Epoch), a.value, ttl.Milliseconds())
+	args = append(args, acquireFn[0], acquireFn[1], "3", a.key, k.Fence, g.epochArg(k.Epoch), a.value, ttl.Milliseconds())
 	return Call{args: append(args, ga...), s: &acquire, mode: len(args) + 2}
 }
 
@@ -586,7 +569,7 @@ func ReleaseCall(a LockArgs, rt Retire, publish, sharded bool) Call {
 	case publish:
 		flag = "0"
 	}
-	return Call{args: []any{releaseSha[0], releaseSha[1], "2", a.key, a.fenceArg(rt.Fence), a.value, flag, rt.Token, rt.Guard.fenceTTL()}, s: &release}
+	return Call{args: []any{releaseSha[0], releaseSha[1], "2", a.key, rt.Fence, a.value, flag, rt.Token, rt.Guard.fenceTTL()}, s: &release}
 }
 
 // FamilyReleaseCall prepares the family's release script for a hold (see
