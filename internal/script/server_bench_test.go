@@ -468,8 +468,9 @@ return 1`
 
 // BenchmarkServerCycleBatched measures what a whole acquire-release cycle
 // costs the server when requests arrive pipelined, as many goroutines on
-// an auto-pipelining client send them: 64 acquires over 64 locks in one
-// pipeline, then their 64 releases in another. server-µs/cycle is the
+// an auto-pipelining client send them (batch=64: 64 acquires over 64 locks
+// in one pipeline, then their 64 releases in another), and one at a time,
+// as a serial caller sends them (batch=1). server-µs/cycle is the
 // server's CPU per cycle (INFO cpu), exec-µs/cycle the commands' own
 // execution time (INFO commandstats). The modes: the floor (SET NX PX, a
 // compare-and-delete script); rueidislock's scripts (peerAcquire,
@@ -478,7 +479,7 @@ return 1`
 // and the node identified, the release that retires the token), both by
 // the package's own calls:
 //
-//	go test -run '^$' -bench ServerCycleBatched -benchtime 64000x -count 5 ./internal/script
+//	go test -run '^$' -bench ServerCycleBatched -benchtime 32000x -count 10 ./internal/script
 func BenchmarkServerCycleBatched(b *testing.B) {
 	s := redistest.Start(b, 1)[0]
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), PoolSize: 1})
@@ -610,46 +611,48 @@ func BenchmarkServerCycleBatched(b *testing.B) {
 				return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
 			}},
 	}
-	for _, m := range modes {
-		b.Run("mode="+m.name, func(b *testing.B) {
-			if err := c.ConfigResetStat(ctx).Err(); err != nil {
-				b.Fatal(err)
-			}
-			before := serverCPU(b, c)
-			tokens := make([]int64, 64)
-			for done := 0; done < b.N; done += 64 {
-				n := min(64, b.N-done)
-				v := "v" + strconv.Itoa(done)
-				acq := c.Pipeline()
-				cmds := make([]*redis.Cmd, n)
-				for i := range n {
-					cmds[i] = acq.Do(ctx, m.acquire(i, v)...)
-				}
-				if _, err := acq.Exec(ctx); err != nil {
+	for _, batch := range []int{64, 1} {
+		for _, m := range modes {
+			b.Run(fmt.Sprintf("batch=%d/mode=%s", batch, m.name), func(b *testing.B) {
+				if err := c.ConfigResetStat(ctx).Err(); err != nil {
 					b.Fatal(err)
 				}
-				for i, cmd := range cmds {
-					var err error
-					if tokens[i], err = m.token(cmd.Val()); err != nil {
+				before := serverCPU(b, c)
+				tokens := make([]int64, batch)
+				for done := 0; done < b.N; done += batch {
+					n := min(batch, b.N-done)
+					v := "v" + strconv.Itoa(done)
+					acq := c.Pipeline()
+					cmds := make([]*redis.Cmd, n)
+					for i := range n {
+						cmds[i] = acq.Do(ctx, m.acquire(i, v)...)
+					}
+					if _, err := acq.Exec(ctx); err != nil {
 						b.Fatal(err)
 					}
-				}
-				rel := c.Pipeline()
-				for i := range n {
-					rel.Do(ctx, m.release(i, v, tokens[i])...)
-				}
-				res, err := rel.Exec(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				for _, r := range res {
-					if r.(*redis.Cmd).Val() == int64(0) {
-						b.Fatalf("%s: a release found no lock", m.name)
+					for i, cmd := range cmds {
+						var err error
+						if tokens[i], err = m.token(cmd.Val()); err != nil {
+							b.Fatal(err)
+						}
+					}
+					rel := c.Pipeline()
+					for i := range n {
+						rel.Do(ctx, m.release(i, v, tokens[i])...)
+					}
+					res, err := rel.Exec(ctx)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, r := range res {
+						if r.(*redis.Cmd).Val() == int64(0) {
+							b.Fatalf("%s: a release found no lock", m.name)
+						}
 					}
 				}
-			}
-			b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/cycle")
-			b.ReportMetric(float64(execUsec(b, c))/float64(b.N), "exec-µs/cycle")
-		})
+				b.ReportMetric(float64(serverCPU(b, c)-before)/float64(b.N), "server-µs/cycle")
+				b.ReportMetric(float64(execUsec(b, c))/float64(b.N), "exec-µs/cycle")
+			})
+		}
 	}
 }
