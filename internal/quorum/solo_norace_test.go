@@ -32,3 +32,22 @@ func TestSoloRoundAllocs(t *testing.T) {
 		t.Fatalf("%v allocations per round, want 2", got)
 	}
 }
+
+// handoff is a Spawner that hands each function to one goroutine of its
+// own, which runs them in turn: it allocates nothing per function.
+type handoff chan func()
+
+func newHandoff(t *testing.T) handoff {
+	h := make(handoff)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for f := range h {
+			f()
+		}
+	}()
+	t.Cleanup(func() { close(h); <-done })
+	return h
+}
+
+func (h handoff) Go(f func()) { h <- f }

@@ -8,25 +8,6 @@ import (
 	"time"
 )
 
-// handoff is a Spawner that hands each function to one goroutine of its
-// own, which runs them in turn: it allocates nothing per function.
-type handoff chan func()
-
-func newHandoff(t *testing.T) handoff {
-	h := make(handoff)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for f := range h {
-			f()
-		}
-	}()
-	t.Cleanup(func() { close(h); <-done })
-	return h
-}
-
-func (h handoff) Go(f func()) { h <- f }
-
 // A round of one node whose client does not honour deadlines (runSolo)
 // reuses its request's state: a reply that comes after the round's
 // deadline is settled as late, and the rounds after it get their own
