@@ -379,12 +379,16 @@ func TestPermitNotifiedWait(t *testing.T) {
 		}
 		got <- err
 	}()
-	// Let the waiter fail its first attempt and wait.
+	// Let the waiter fail its first attempt and subscribe: the release
+	// must come after a node has its subscription, or nothing would be
+	// published to it (a subscription that the nodes confirm later than
+	// the node timeout is not waited for: docs/waiting.md).
 	eventually(t, "the waiter's first attempt", func() bool {
 		rec.mu.Lock()
 		defer rec.mu.Unlock()
 		return len(rec.attempts) > 0
 	})
+	eventually(t, "the waiter's subscription", func() bool { return subscribed(t, cl.clients, "notify") })
 	time.Sleep(200 * time.Millisecond)
 	start := time.Now()
 	if err := held[1].Release(ctx); err != nil {
