@@ -39,28 +39,22 @@ func TestSoloLateReplyThenReuse(t *testing.T) {
 		t.Fatalf("timed-out round: won %v, pending %b, err %v", res.Won, res.Pending, res.Replies[0].Err)
 	}
 	// Rounds while the late request is still out.
-	for i := range 50 {
-		want := string(rune('a' + i%26))
-		r := &Round[string]{
-			Nodes:   []*Node{n},
-			Quorum:  Count(1),
-			Timeout: time.Minute,
-			Call:    func(context.Context, *Node) (string, error) { return want, nil },
-			Agree:   func(v string) bool { return v != "" },
-		}
-		res := r.Run(context.Background(), &wg)
-		if !res.Won || res.Replies[0].Val != want {
-			t.Fatalf("round %d: won %v, reply %q, want %q", i, res.Won, res.Replies[0].Val, want)
-		}
-	}
+	quickRounds(t, n, &wg, 'a', "while the late request is out")
 	close(release)
 	<-res.Done
 	if v := <-settled; v != "late" {
 		t.Fatalf("late Settle got %q", v)
 	}
 	// And after it.
+	quickRounds(t, n, &wg, 'A', "after the late reply")
+}
+
+// quickRounds runs 50 rounds on n, each answered at once with a reply of
+// its own (letters from first), and checks that each got its own.
+func quickRounds(t *testing.T, n *Node, wg *sync.WaitGroup, first rune, when string) {
+	t.Helper()
 	for i := range 50 {
-		want := string(rune('A' + i%26))
+		want := string(first + rune(i%26))
 		r := &Round[string]{
 			Nodes:   []*Node{n},
 			Quorum:  Count(1),
@@ -68,8 +62,8 @@ func TestSoloLateReplyThenReuse(t *testing.T) {
 			Call:    func(context.Context, *Node) (string, error) { return want, nil },
 			Agree:   func(v string) bool { return v != "" },
 		}
-		if res := r.Run(context.Background(), &wg); !res.Won || res.Replies[0].Val != want {
-			t.Fatalf("round %d after the late reply: won %v, reply %q, want %q", i, res.Won, res.Replies[0].Val, want)
+		if res := r.Run(context.Background(), wg); !res.Won || res.Replies[0].Val != want {
+			t.Fatalf("round %d %s: won %v, reply %q, want %q", i, when, res.Won, res.Replies[0].Val, want)
 		}
 	}
 }
