@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -547,6 +548,34 @@ func BenchmarkServerCycleBatched(b *testing.B) {
 		}
 		return a.Token, err
 	}
+	// A mode's halves, on locks named prefix+i: the least acquire and
+	// release sent with head (EVALSHA and a digest, or FCALL and a
+	// function), and the library's own calls.
+	leastAFn, leastRFn := []any{"fcall", "redlock_least_acquire"}, []any{"fcall", "redlock_least_release"}
+	leastAcq := func(head []any, prefix string) func(int, string) []any {
+		return func(i int, v string) []any {
+			k := lock(prefix, i)
+			return append(slices.Clone(head), 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000)
+		}
+	}
+	leastRel := func(head []any, prefix string) func(int, string, int64) []any {
+		return func(i int, v string, token int64) []any {
+			k := lock(prefix, i)
+			return append(slices.Clone(head), 2, k.Lock, k.Fence, v, token, 3600000)
+		}
+	}
+	libAcq := func(prefix string) func(int, string) []any {
+		return func(i int, v string) []any {
+			k := lock(prefix, i)
+			return AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, identified).args
+		}
+	}
+	libRel := func(prefix string) func(int, string, int64) []any {
+		return func(i int, v string, token int64) []any {
+			k := lock(prefix, i)
+			return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
+		}
+	}
 	modes := []mode{
 		{"floor",
 			func(i int, v string) []any { return []any{"set", lock("floor", i).Lock, v, "px", 10000, "nx"} },
@@ -558,58 +587,13 @@ func BenchmarkServerCycleBatched(b *testing.B) {
 			},
 			setOK,
 			func(i int, v string, _ int64) []any { return []any{"evalsha", peerR, 1, lock("peer", i).Lock, v} }},
-		{"least",
-			func(i int, v string) []any {
-				k := lock("least", i)
-				return []any{"evalsha", leastA, 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000}
-			},
-			leastToken,
-			func(i int, v string, token int64) []any {
-				k := lock("least", i)
-				return []any{"evalsha", leastR, 2, k.Lock, k.Fence, v, token, 3600000}
-			}},
-		{"least-fcall",
-			func(i int, v string) []any {
-				k := lock("least", i)
-				return []any{"fcall", "redlock_least_acquire", 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000}
-			},
-			leastToken,
-			func(i int, v string, token int64) []any {
-				k := lock("least", i)
-				return []any{"fcall", "redlock_least_release", 2, k.Lock, k.Fence, v, token, 3600000}
-			}},
+		{"least", leastAcq([]any{"evalsha", leastA}, "least"), leastToken, leastRel([]any{"evalsha", leastR}, "least")},
+		{"least-fcall", leastAcq(leastAFn, "least"), leastToken, leastRel(leastRFn, "least")},
 		// The library's acquire with the least release, and the least
 		// acquire with the library's release: which half costs what.
-		{"library-acquire",
-			func(i int, v string) []any {
-				k := lock("libacq", i)
-				return AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, identified).args
-			},
-			libToken,
-			func(i int, v string, token int64) []any {
-				k := lock("libacq", i)
-				return []any{"fcall", "redlock_least_release", 2, k.Lock, k.Fence, v, token, 3600000}
-			}},
-		{"library-release",
-			func(i int, v string) []any {
-				k := lock("librel", i)
-				return []any{"fcall", "redlock_least_acquire", 4, k.Lock, k.Fence, "{least}:ok", "{least}:id", v, 10000, 200, "node-a", 3600000}
-			},
-			leastToken,
-			func(i int, v string, token int64) []any {
-				k := lock("librel", i)
-				return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
-			}},
-		{"library",
-			func(i int, v string) []any {
-				k := lock("lib", i)
-				return AcquireCall(k, NewLockArgs(k.Lock, v), 10*time.Second, identified).args
-			},
-			libToken,
-			func(i int, v string, token int64) []any {
-				k := lock("lib", i)
-				return ReleaseCall(NewLockArgs(k.Lock, v), Retire{Fence: k.Fence, Token: token, Guard: identified}, true, false).args
-			}},
+		{"library-acquire", libAcq("libacq"), libToken, leastRel(leastRFn, "libacq")},
+		{"library-release", leastAcq(leastAFn, "librel"), leastToken, libRel("librel")},
+		{"library", libAcq("lib"), libToken, libRel("lib")},
 	}
 	for _, batch := range []int{64, 1} {
 		for _, m := range modes {
