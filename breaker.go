@@ -147,18 +147,13 @@ const minProbeTimeout = 500 * time.Millisecond
 // breaker, and reports whether a quorum answered. The answers reset the
 // nodes' counts of requests without reply.
 func (e *engine) probe(timeout time.Duration) bool {
-	round := quorum.Round[bool]{
-		Nodes:   e.nodes,
-		Quorum:  e.majority,
-		Timeout: max(timeout, minProbeTimeout),
-		Force:   true,
-		Now:     e.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (bool, error) {
-			_, err := n.Conn.Do(ctx, "PING")
-			return true, err
-		},
-		Agree: func(ok bool) bool { return ok },
+	round := newRound[bool](e, e.majority, max(timeout, minProbeTimeout), quorum.Early)
+	round.Force = true
+	round.Call = func(ctx context.Context, n *quorum.Node) (bool, error) {
+		_, err := n.Conn.Do(ctx, "PING")
+		return true, err
 	}
+	round.Agree = func(ok bool) bool { return ok }
 	return round.Run(context.Background(), &e.bg).Won
 }
 

@@ -124,18 +124,12 @@ func (e *engine) checkable(s fence.Sequencer) (string, byte, error) {
 func (e *engine) checkRound(ctx context.Context, key string, mode byte, token int64, rule quorum.Rule, timeout time.Duration) quorum.Result[script.Seen] {
 	k := e.keysOf(key)
 	fence := k.fence()
-	round := quorum.Round[script.Seen]{
-		Nodes:   e.nodes,
-		Quorum:  rule,
-		Timeout: timeout,
-		Wait:    quorum.WaitOnLoss,
-		Now:     e.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (script.Seen, error) {
-			call := script.CheckSeqCall(k.fenced(e, n.Index, fence), mode, token, e.guard(n.Index))
-			return call.CheckSeq(ctx, n.Conn)
-		},
-		Agree: func(s script.Seen) bool { return s.Standing == script.Current },
+	round := newRound[script.Seen](e, rule, timeout, quorum.WaitOnLoss)
+	round.Call = func(ctx context.Context, n *quorum.Node) (script.Seen, error) {
+		call := script.CheckSeqCall(k.fenced(e, n.Index, fence), mode, token, e.guard(n.Index))
+		return call.CheckSeq(ctx, n.Conn)
 	}
+	round.Agree = func(s script.Seen) bool { return s.Standing == script.Current }
 	return round.Run(ctx, e.workers)
 }
 

@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"log/slog"
-	"time"
 )
 
 // gate is the part of a lock that keeps its events in order (see Hook): its
@@ -60,15 +59,6 @@ func (l *Lock) eventCtx() context.Context {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.do.context()
-}
-
-// refreshed reports a refresh, manual or automatic, to the hook.
-func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
-	e := l.e
-	if e.cfg.hook != nil {
-		l.emit(ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
-			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
-	}
 }
 
 // reportLoss reports the loss of the lock, which ended with err, to the

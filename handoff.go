@@ -230,33 +230,27 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 	e := l.e
 	hold := l.secret.hold // nil for a plain lock
 	fence := l.keys.fence()
-	round := quorum.Round[script.Claim]{
-		Nodes:   e.nodes,
-		Quorum:  *l.quorum,
-		Timeout: timeout,
-		Wait:    quorum.WaitAll,
-		Now:     e.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
-			call := script.ClaimCall(l.keys.fenced(e, n.Index, fence), hold, f.Secret, l.secret.id, f.Token, e.guard(n.Index))
-			c, err := call.Claim(ctx, n.Conn)
-			return c, kindError(err)
-		},
-		Agree: func(c script.Claim) bool { return c.Status == script.Claimed && c.Left > 0 },
-		// A failed claim gives back what it took, where the node claimed
-		// or may have (no definite answer), as a failed acquire does: the
-		// form's secret is gone there, so the lock is nobody's. A won
-		// claim's late yes joins the lock, unless its release has begun.
-		Settle: func(n *quorum.Node, c script.Claim, err error, won, late bool) {
-			if !won && (c.Status == script.Claimed || ambiguous(err)) {
-				l.releaseNode(n, timeout)
-				return
-			}
-			r := script.NotOwner
-			if c.Status == script.Claimed {
-				r = script.Extended
-			}
-			l.settleAcquire(n, r, err, late)
-		},
+	round := newRound[script.Claim](e, *l.quorum, timeout, quorum.WaitAll)
+	round.Call = func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
+		call := script.ClaimCall(l.keys.fenced(e, n.Index, fence), hold, f.Secret, l.secret.id, f.Token, e.guard(n.Index))
+		c, err := call.Claim(ctx, n.Conn)
+		return c, kindError(err)
+	}
+	round.Agree = func(c script.Claim) bool { return c.Status == script.Claimed && c.Left > 0 }
+	// A failed claim gives back what it took, where the node claimed
+	// or may have (no definite answer), as a failed acquire does: the
+	// form's secret is gone there, so the lock is nobody's. A won
+	// claim's late yes joins the lock, unless its release has begun.
+	round.Settle = func(n *quorum.Node, c script.Claim, err error, won, late bool) {
+		if !won && (c.Status == script.Claimed || ambiguous(err)) {
+			l.releaseNode(n, timeout)
+			return
+		}
+		r := script.NotOwner
+		if c.Status == script.Claimed {
+			r = script.Extended
+		}
+		l.settleAcquire(n, r, err, late)
 	}
 	return round.Run(ctx, e.workers)
 }

@@ -292,24 +292,19 @@ func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all boo
 	// The records live in the slot of {PREFIX}, beside the epoch record
 	// of a standalone node, which on a Redis Cluster is that slot's.
 	key, epochKey := keys.Layout{Prefix: e.cfg.prefix}.Configs(), keys.Layout{Prefix: e.cfg.prefix}.NodeEpoch()
-	round := quorum.Round[recordReply]{
-		Nodes:   e.nodes,
-		Quorum:  e.majority,
-		Timeout: timeout,
-		Wait:    quorum.WaitOnLoss,
-		Call: func(ctx context.Context, n *quorum.Node) (recordReply, error) {
-			keep, raise := fields(n.Index)
-			rc, err := script.Record(ctx, n.Conn, key, epochKey, e.guard(n.Index), keep, raise)
-			if err != nil {
-				return recordReply{}, err
-			}
-			if rc.Recovering > 0 {
-				return recordReply{}, recoveringError(rc.Recovering, e.cfg.maxTTL)
-			}
-			return recordReply{recs: &rc, at: e.cfg.now()}, nil
-		},
-		Agree: func(rc recordReply) bool { return rc.recs != nil },
+	round := newRound[recordReply](e, e.majority, timeout, quorum.WaitOnLoss)
+	round.Call = func(ctx context.Context, n *quorum.Node) (recordReply, error) {
+		keep, raise := fields(n.Index)
+		rc, err := script.Record(ctx, n.Conn, key, epochKey, e.guard(n.Index), keep, raise)
+		if err != nil {
+			return recordReply{}, err
+		}
+		if rc.Recovering > 0 {
+			return recordReply{}, recoveringError(rc.Recovering, e.cfg.maxTTL)
+		}
+		return recordReply{recs: &rc, at: e.cfg.now()}, nil
 	}
+	round.Agree = func(rc recordReply) bool { return rc.recs != nil }
 	if all {
 		round.Quorum, round.Wait = quorum.Count(len(e.nodes)), quorum.WaitAll
 	}

@@ -73,44 +73,6 @@ func (e *engine) fire(due []*keepalive.Entry[*Lock]) {
 	}
 }
 
-// refreshBatch refreshes many locks at once, each by its backend: the
-// nodes' in one pipeline per node and a quorum decision per lock.
-func (e *engine) refreshBatch(batch []*Lock) {
-	// A lock whose Release or manual Refresh (or a refresh of an earlier
-	// batch) is under way is skipped, and looked at again a per-node
-	// timeout later, by which time that operation has rescheduled it or
-	// ended it: its refresh time, already past, would fire again at once.
-	// Each lock taken here is unlocked by its backend when its refresh is
-	// done.
-	start := e.cfg.now()
-	var byBackend map[backend][]refreshPlan
-	for _, l := range batch {
-		if !l.op.TryLock() {
-			l.refreshLater(start)
-			continue
-		}
-		ttl, why, old, ok := l.nextRefresh(start)
-		if !ok {
-			l.op.Unlock()
-			l.schedule()
-			continue
-		}
-		if byBackend == nil {
-			byBackend = make(map[backend][]refreshPlan, 1)
-		}
-		b := l.backend()
-		plans := byBackend[b]
-		if plans == nil {
-			plans = make([]refreshPlan, 0, len(batch))
-		}
-		t := e.cfg.nodeTimeoutFor(ttl)
-		byBackend[b] = append(plans, refreshPlan{l: l, ttl: ttl, why: why, timeout: t, oldValid: old})
-	}
-	for b, plans := range byBackend {
-		b.refreshBatch(start, plans)
-	}
-}
-
 // schedule puts the lock's next event on the Client's schedule: its next
 // automatic refresh, or its loss deadline, whichever comes first.
 func (l *Lock) schedule() {

@@ -50,7 +50,7 @@ type Lock struct {
 	quorum *quorum.Rule
 	token  int64
 	// lease is the lease of a lock obtained in degraded mode (degraded.go);
-	// nil for a lock held on the nodes (rounds.go). See backend.
+	// nil for a lock held on the nodes (nodeBackend). See backend.
 	lease *leaseHold
 
 	// op serializes the network operations on the lock (Refresh, Release,
@@ -120,7 +120,7 @@ func (l *Lock) backend() backend {
 }
 
 // backend is where a lock is held: the nodes (the lock's own rounds,
-// rounds.go), or the degraded mode's lease store (degraded.go).
+// nodeBackend), or the degraded mode's lease store (degraded.go).
 type backend interface {
 	// refresh extends the lock to ttl from start. The caller holds l.op
 	// and e.life for reading, and has checked that the lock is held.
@@ -137,21 +137,12 @@ type backend interface {
 	ranOut(l *Lock) error
 }
 
-// refreshPlan is one lock of an automatic refresh: the TTL it asks for and
-// why, its per-node timeout, and its validity before (and after: newValid).
-// A batch holds one per lock, thousands at a time.
-type refreshPlan struct {
-	l        *Lock
-	ttl      time.Duration
-	why      string
-	timeout  time.Duration
-	oldValid time.Time
-}
+// nodeBackend is the backend of a lock held on the nodes: its refresh
+// (refresh.go) and release (release.go) rounds.
+type nodeBackend struct{}
 
-// newValid is the validity of the plan's refresh if it wins, sent at start.
-func (p *refreshPlan) newValid(start time.Time) time.Time {
-	return start.Add(p.l.e.cfg.validity(p.ttl))
-}
+func (nodeBackend) degraded() bool     { return false }
+func (nodeBackend) ranOut(*Lock) error { return nil }
 
 // newLock is a lock of the spec's kind about to be acquired under its key
 // (redisKey of its name), with a new secret made from the spec's prototype hold.
@@ -278,139 +269,6 @@ func (l *Lock) Err() error {
 		return errNilLock
 	}
 	return l.impl().endErr()
-}
-
-// Refresh extends the lock to ttl from now. A round counts only if a
-// quorum of nodes confirms before the current validity ends; the new
-// validity is computed like an acquire's. A node that no longer has the key
-// (it restarted, or expired it early) is re-seeded with the lock's value
-// when it is free, which is safe because the lock is still valid on a
-// quorum. A round that fails for want of answers is tried again after the
-// retry delay (WithRetryDelay, or the Client's WithBackoff), until one
-// succeeds, ctx ends, or the lock passes its loss deadline, as the
-// automatic refresh does: bound the wait with ctx.
-//
-// A ttl shorter than the key has left moves ValidUntil earlier, but never
-// shortens the key on the nodes, so that a delayed older refresh cannot cut
-// the keys of a newer one: other owners wait for the longer expiry unless
-// the lock is released.
-//
-// It returns an error wrapping ErrNotHeld when the lock is no longer ours
-// (lost, released, past its loss deadline, or a quorum of nodes answered
-// that the key is gone or another owner's), the last round's *QuorumError
-// joined with ctx's error when ctx ends first (the lock stays valid until
-// ValidUntil, which a failed round may have lowered), ErrDegraded for a
-// degraded lock once the breaker has closed, ErrClosed after the Client's
-// Close, and ErrInvalid for a TTL below 10 ms, above the maximum TTL, or
-// whose validity would not outlast the per-node timeout, or a nil ctx. A
-// lock of several names refreshes every part in parallel and joins the
-// errors of those that failed, each prefixed with its name.
-func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
-		return errNilLock
-	}
-	if ctx == nil {
-		return errNilContext
-	}
-	ttl, err := l.e.cfg.checkTTL(ttl)
-	if err != nil {
-		return err
-	}
-	return l.impl().refresh(ctx, ttl)
-}
-
-// refresh is Refresh of a lock of one name, its TTL checked: rounds until
-// one is decided, ctx ends or the lock passes its loss deadline
-// (retryRefresh).
-func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
-	e := l.e
-	return retryRefresh(ctx, e.cfg.retry, func() error { return l.refreshOnce(ctx, ttl) }, func() time.Duration {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		return l.lossDeadline().Sub(e.cfg.now())
-	})
-}
-
-// refreshOnce is one round of Refresh.
-func (l *Lock) refreshOnce(ctx context.Context, ttl time.Duration) error {
-	e := l.e
-	l.op.Lock()
-	defer l.op.Unlock()
-	ttl, why := l.adaptTTL(ttl)
-	e.life.RLock()
-	defer e.life.RUnlock()
-	if e.isClosed() {
-		return ErrClosed
-	}
-	start := e.cfg.now()
-	if err := l.check(start); err != nil {
-		return err
-	}
-	return l.backend().refresh(ctx, l, start, ttl, why, false)
-}
-
-// Release deletes the lock on every node where it still holds our value.
-// It runs even when ctx is already cancelled, bounded by the per-node
-// timeout (at least 100 ms), and is idempotent: later calls return the first
-// call's result.
-//
-// It returns nil as soon as a quorum of nodes confirmed the deletion (the
-// other nodes' deletes finish in the background, and Close waits for
-// them), an error wrapping ErrNotHeld (a *QuorumError) when the lock had
-// already expired or been taken, and a *QuorumError without ErrNotHeld
-// when nodes did not answer; in every case the lock is no longer held, and
-// keys left on unreachable nodes expire with their TTL. A lock of several
-// names releases every part in parallel and joins the errors of those that
-// failed, each prefixed with its name. A nil ctx counts as
-// context.Background(), so that a deferred Release never leaves the lock
-// held.
-func (l *Lock) Release(ctx context.Context) error {
-	if l == nil {
-		return errNilLock
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	return l.impl().release(ctx)
-}
-
-// release is Release of a lock of one name.
-func (l *Lock) release(ctx context.Context) error {
-	e := l.e
-	releaseStart := e.cfg.now()
-	l.op.Lock()
-	defer l.op.Unlock()
-	l.mu.Lock()
-	if l.released {
-		err := l.releaseErr
-		l.mu.Unlock()
-		return err
-	}
-	// Nothing depends on a release being quick, and a key that stays
-	// blocks others for its TTL: give the nodes more time than an acquire.
-	timeout := max(l.nodeTimeout, minReleaseTimeout)
-	// From here, a late yes of an earlier acquire or refresh round (which
-	// may land on a node after this release's delete) deletes its own key
-	// (settleLate); one that landed before is deleted by the release. The
-	// acquire's answers still to come leave their clean-up to this release,
-	// which sends its request to their nodes after them.
-	l.releasing = true
-	confirmed := l.late.startRelease()
-	l.mu.Unlock()
-	l.end(errReleased)
-	l.endReported() // a loss being reported goes first
-	err := l.backend().release(ctx, l, timeout, confirmed)
-	l.mu.Lock()
-	l.released, l.releaseErr = true, err
-	lost := errors.Is(l.err, ErrLost)
-	l.mu.Unlock()
-	e.forget(l)
-	if e.cfg.hook != nil {
-		now := e.cfg.now()
-		l.emit(ctx, ReleaseEvent{LockInfo: l.info(), Held: now.Sub(l.obtainedAt()),
-			Elapsed: now.Sub(releaseStart), Err: err, Result: releaseResult(err), Lost: lost, Degraded: l.Degraded()})
-	}
-	return err
 }
 
 // The variant of a lock of one name: the Lock's own state.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
+	"time"
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/quorum"
@@ -95,4 +96,11 @@ func otherNodeError(err error) error {
 // node: anything but an error reply from Redis itself.
 func ambiguous(err error) bool {
 	return err != nil && !driver.IsReply(err)
+}
+
+// newRound is a round of the Client's nodes under rule q, each request
+// bounded by timeout, on the Client's clock: the header every round
+// shares. Its caller adds the call and what decides it.
+func newRound[T any](e *engine, q quorum.Rule, timeout time.Duration, wait quorum.Wait) quorum.Round[T] {
+	return quorum.Round[T]{Nodes: e.nodes, Quorum: q, Timeout: timeout, Wait: wait, Now: e.cfg.now}
 }

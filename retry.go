@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"time"
 )
@@ -16,7 +15,7 @@ import (
 //     of answers after the backoff (WithRetryDelay, or the Client's
 //     WithBackoff), until a round wins, ctx ends, the strategy ends the
 //     retries, or the lock passes its loss deadline: no wait outlasts it,
-//     and the round after it ends the lock (retryRefresh);
+//     and the round after it ends the lock (retryRefresh, refresh.go);
 //   - the keep-alive retries a failed automatic refresh a quarter of the
 //     refresh interval later, at least a per-node timeout
 //     (WithRefreshInterval; autoRetryAt); its schedule takes the earlier of
@@ -53,41 +52,6 @@ func (b *backoff) next() (d time.Duration, ok bool) {
 		return lo, true
 	}
 	return lo + rand.N(hi-lo+1), true
-}
-
-// retryRefresh runs the rounds of a manual Refresh: round until it wins
-// or fails for good (refreshEnds), ctx ends, or the backoff's strategy
-// ends the retries; each wait is cut at the time left before the lock's
-// loss deadline (left). It returns the last round's error, joined with
-// ctx's when ctx ended.
-func retryRefresh(ctx context.Context, retry retryConfig, round func() error, left func() time.Duration) error {
-	backoff := newBackoff(retry)
-	for {
-		err := round()
-		if refreshEnds(err) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return errors.Join(err, ctxErr(ctx))
-		}
-		// Wait, but not past the moment from which no round could be
-		// confirmed in time: the next round then ends the lock.
-		until := left()
-		delay, more := backoff.next()
-		if !more {
-			return err // the caller's strategy ends the retries
-		}
-		if serr := sleep(ctx, max(0, min(delay, until))); serr != nil {
-			return errors.Join(err, serr)
-		}
-	}
-}
-
-// refreshEnds reports whether a refresh round's outcome ends a manual
-// Refresh: it won, or waiting would not help (the Client is closed, the
-// lock is not held, or a degraded lock may not be extended).
-func refreshEnds(err error) bool {
-	return err == nil || err == ErrClosed || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrDegraded)
 }
 
 // autoRetryAt is when the keep-alive tries again an automatic refresh of

@@ -119,35 +119,30 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 		free   []bool
 		holder []time.Duration
 	}
-	round := quorum.Round[look]{
-		Nodes:   e.nodes,
-		Quorum:  need,
-		Timeout: e.cfg.nodeTimeoutFor(r.ttl),
-		Now:     e.cfg.now,
-		Call: func(ctx context.Context, n *quorum.Node) (look, error) {
-			var cmds [][]any
-			var per int
-			for _, k := range r.keys {
-				probe := r.kind.probe(k)
-				per = len(probe) + 1
-				cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", e.guard(n.Index).FenceTTL.Milliseconds()})
-				cmds = append(cmds, probe...)
-			}
-			replies, err := n.Conn.Pipe(ctx, cmds)
-			if err != nil {
-				return look{}, err
-			}
-			lk := look{free: make([]bool, len(r.keys)), holder: make([]time.Duration, len(r.keys))}
-			for i := range r.keys {
-				lk.free[i], lk.holder[i] = r.spec.looked(replies[i*per+1 : (i+1)*per])
-			}
-			return lk, nil
-		},
-		// Decided early: once enough nodes have one of the locks free
-		// (for one lock, enough for an attempt to win), or so many have
-		// none that no lock can be free on enough of them.
-		Agree: func(lk look) bool { return slices.Contains(lk.free, true) },
+	round := newRound[look](e, need, e.cfg.nodeTimeoutFor(r.ttl), quorum.Early)
+	round.Call = func(ctx context.Context, n *quorum.Node) (look, error) {
+		var cmds [][]any
+		var per int
+		for _, k := range r.keys {
+			probe := r.kind.probe(k)
+			per = len(probe) + 1
+			cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", e.guard(n.Index).FenceTTL.Milliseconds()})
+			cmds = append(cmds, probe...)
+		}
+		replies, err := n.Conn.Pipe(ctx, cmds)
+		if err != nil {
+			return look{}, err
+		}
+		lk := look{free: make([]bool, len(r.keys)), holder: make([]time.Duration, len(r.keys))}
+		for i := range r.keys {
+			lk.free[i], lk.holder[i] = r.spec.looked(replies[i*per+1 : (i+1)*per])
+		}
+		return lk, nil
 	}
+	// Decided early: once enough nodes have one of the locks free
+	// (for one lock, enough for an attempt to win), or so many have
+	// none that no lock can be free on enough of them.
+	round.Agree = func(lk look) bool { return slices.Contains(lk.free, true) }
 	res := round.Run(ctx, e.workers)
 	shortest := time.Duration(-1)
 	for i, k := range r.keys {

@@ -1,0 +1,255 @@
+package redlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redlock-go/redlock/internal/quorum"
+	"github.com/redlock-go/redlock/internal/reply"
+	"github.com/redlock-go/redlock/internal/script"
+)
+
+// An acquire round on the nodes, from the admission that precedes it to
+// the vote's decision: its second round (raise), the report of the attempt,
+// and the per-node reasons of a no.
+
+// admit is asked before every round that can make this Client a holder
+// on the nodes, whatever the path (an obtain's acquire, Resume's claim):
+// the check that no two nodes are one server, and the configuration
+// records, which record that this Client may hold locks and return
+// ErrConfigConflict while the records show a Client it must not lock
+// beside (docs/reconfiguration.md: every holder takes part in the
+// records, issue 44's finding F). The caller holds e.life for reading.
+func (e *engine) admit(ctx context.Context, timeout time.Duration) error {
+	if err := e.checkIdentity(ctx, timeout); err != nil {
+		return err
+	}
+	return e.checkConfig(ctx, timeout)
+}
+
+// acquire is one acquire round on the nodes for candidate i, and its
+// second round when the token needs one. The caller holds e.life for
+// reading.
+func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout time.Duration) (*Lock, time.Duration, error) {
+	l := e.newLock(r.keys[i], r.spec, r.wait, ttl, timeout)
+	start := e.cfg.now()
+	validUntil := start.Add(e.cfg.validity(ttl))
+	// The call of every node that is not a Redis Cluster: their keys and
+	// guard are the same (the first such node's, if any), but for the
+	// node's identity (script.Call.ForNode).
+	var unsharded script.Call
+	fence := l.keys.fence()
+	if p := e.layout.plainNode; p >= 0 {
+		unsharded = l.sp.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.guard(p))
+	}
+	round := newRound[script.Acquired](e, *l.quorum, timeout, quorum.Early)
+	round.Call = func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
+		call := unsharded.ForNode(e.guard(n.Index))
+		if n.Cluster {
+			call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
+		}
+		return e.acquireOn(ctx, n, call)
+	}
+	round.Agree = script.Acquired.OK
+	round.Enough = l.sp.kind.enough(&l.secret, *l.quorum)
+	round.ValidUntil = validUntil
+	round.Settle = func(n *quorum.Node, a script.Acquired, err error, won, late bool) {
+		// A failed attempt must not leave our key behind: release
+		// where the node took it (replicated or not), or may have (no
+		// definite answer). A won lock's late yes joins it, unless the
+		// lock's release has begun and may have passed this node.
+		if !won && (a.Status == script.Taken || ambiguous(err)) {
+			l.releaseNode(n, timeout)
+			return
+		}
+		l.settleAcquire(n, asRefresh(a), err, late)
+	}
+	res := round.Run(ctx, e.workers)
+	if e.adapt != nil {
+		observeRTT(e, res.Replies, timeout)
+		if !res.Won && acquireRefused(res.Replies) {
+			e.adapt.Refused(l.keys.key, e.cfg.now())
+		}
+	}
+	if !res.Won {
+		qe := quorumError(e, *l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
+		qe.Expired = l.quorum.Met(res.Yes)
+		if e.observed() {
+			e.attempted(ctx, l, r.id, start, res, false, qe, 0)
+		}
+		return nil, retryAfter(res.Replies), qe
+	}
+	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
+	if res.Pending != 0 {
+		l.expectLate(res.Pending)
+	}
+	token, second := e.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
+	var err error
+	if second {
+		err = e.raise(ctx, l, res.Replies, token, validUntil)
+	}
+	if e.observed() {
+		e.attempted(ctx, l, r.id, start, res, second, err, token)
+	}
+	if err != nil {
+		// The quorum holds our key but cannot be shown to hold a counter
+		// as high as the token: give the lock back, which the caller
+		// never had (no events: the AttemptEvent reported the failure).
+		l.silent = true
+		_ = l.Release(context.WithoutCancel(ctx))
+		return nil, -1, err
+	}
+	l.token = token // l is not shared yet
+	return l, 0, nil
+}
+
+// raise is the second round of an acquire: it raises the lock's counter to
+// token on every node (and records it as the owner's, for a lock of the
+// family), and is won when a quorum of the first round's yes-voters
+// confirmed before validUntil.
+func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[script.Acquired], token int64, validUntil time.Time) error {
+	// Only a node that voted yes in the first round counts: it holds our
+	// key until validUntil, so any later acquire votes there after the
+	// raise. Any other node may already have voted for a concurrent
+	// acquirer whose round is still open, which would then be granted
+	// after us with a lower token (docs/fencing.md, Lemma 2). The raise
+	// still goes to every node, so that the counters converge. A node's
+	// value is why it does not count: nil for a yes-voter, else its
+	// first round's reason, which a QuorumError names.
+	fence := l.keys.fence()
+	round := newRound[error](e, *l.quorum, l.nodeTimeout, quorum.Early)
+	round.Call = func(ctx context.Context, n *quorum.Node) (error, error) {
+		return e.firstRoundNo(replies[n.Index]), l.sp.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.guard(n.Index))
+	}
+	round.Agree = func(no error) bool { return no == nil }
+	round.ValidUntil = validUntil
+	res := round.Run(ctx, e.workers)
+	if !res.Won {
+		qe := quorumError(e, *l.quorum, "obtain (fencing token)", res, ErrNotObtained, func(no error) error { return no })
+		qe.Expired = l.quorum.Met(res.Yes)
+		return qe
+	}
+	return nil
+}
+
+// firstRoundNo is nil when a node voted yes in an acquire's first round,
+// else why it did not, which is why its confirmation does not count in
+// the second round.
+func (e *engine) firstRoundNo(r quorum.Reply[script.Acquired]) error {
+	if r.Yes {
+		return nil
+	}
+	err := r.Err
+	if err == nil {
+		err = e.disagreeAcquire(r.Val)
+	}
+	return fmt.Errorf("%w (in the first round: the fencing token's round counts only the nodes that voted for the lock)", err)
+}
+
+// attempted reports an attempt on the nodes to the hook and the logger.
+func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
+	nodes := nodeResults(e, res, e.disagreeAcquire)
+	e.logNodes(ctx, nodes)
+	if e.cfg.hook != nil {
+		obtained := err == nil && res.Won
+		e.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
+			Nodes: nodes, Token: token, SecondRound: second, Err: err, Result: attemptResult(obtained, err)})
+	}
+}
+
+// asRefresh maps an acquire reply to the refresh result it is equivalent to
+// for clean-up: our key was set, or not.
+func asRefresh(a script.Acquired) script.RefreshResult {
+	if a.Status == script.Taken {
+		return script.Extended
+	}
+	return script.NotOwner
+}
+
+// disagreeAcquire is the per-node reason of an acquire's no.
+func (e *engine) disagreeAcquire(a script.Acquired) error {
+	switch {
+	case a.Status == script.Recovering:
+		return recoveringError(a.Recovering, e.cfg.maxTTL)
+	case a.Unreplicated:
+		return ErrNotReplicated
+	}
+	return ErrHeld
+}
+
+// recoveringError is the per-node reason of a node that is recovering, for
+// another d (0 when unknown), told to a Client whose max TTL is own. The
+// window is the epoch's start plus the largest max TTL recorded in the
+// node's epoch record (epoch.lua), which may be another Client's: a window
+// longer than own says so, for the error must name its real source.
+func recoveringError(d, own time.Duration) error {
+	left := "for a while"
+	if d > 0 {
+		left = "for another " + d.Round(time.Millisecond).String()
+	}
+	if d > own {
+		return fmt.Errorf("%w after a restart or failover: it takes no part in locking %s, until every lock it may have forgotten has expired. "+
+			"That window comes from the node's epoch record, which holds a max TTL of at least %v, sent by a Client of this prefix with a larger WithMaxTTL than this Client's %v; "+
+			"\"redlock doctor\" reports it, and docs/fencing.md (\"A recovery window longer than the max TTL\") says how to lower it and when that is safe",
+			ErrNodeRecovering, left, d.Truncate(time.Second), own)
+	}
+	return fmt.Errorf("%w after a restart or failover: it takes no part in locking %s, until every lock it may have forgotten has expired (the window is the largest WithMaxTTL recorded in the node's epoch record since it restarted; see docs/fencing.md)", ErrNodeRecovering, left)
+}
+
+// acquireOn sends an acquire's call to node n. A node that refuses it as
+// another node's (its identity changed: its data lost) is identified at
+// once, and sent the acquire once more if the identity is one node's
+// alone (identifyNow).
+func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call) (script.Acquired, error) {
+	a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
+	if script.IsOtherNode(err) {
+		if g, ok := e.identifyNow(ctx, n.Index); ok {
+			a, err = call.ForNode(g).Acquire(ctx, n.Conn, e.cfg.ack)
+		}
+	}
+	return a, kindError(err)
+}
+
+// kindError marks a node's REDLOCK_KIND or REDLOCK_PERMITS error reply with
+// ErrWrongKind, keeping the reply in the chain (it is a definite answer, not
+// an ambiguous failure).
+func kindError(err error) error {
+	if reply.HasPrefix(err, "REDLOCK_KIND") || reply.HasPrefix(err, "REDLOCK_PERMITS") {
+		return fmt.Errorf("%w: %w", ErrWrongKind, err)
+	}
+	return err
+}
+
+// retryAfter is the soonest a failed attempt's nodes said things may change:
+// the shortest remaining TTL of the holder, or of a node's recovery (-1 if
+// no node said).
+func retryAfter(replies []quorum.Reply[script.Acquired]) time.Duration {
+	after := time.Duration(-1)
+	for _, r := range replies {
+		if r.Err != nil {
+			continue
+		}
+		d := time.Duration(-1)
+		switch r.Val.Status {
+		case script.Held:
+			d = r.Val.HolderTTL
+		case script.Recovering:
+			d = r.Val.Recovering
+		}
+		if d >= 0 && (after < 0 || d < after) {
+			after = d
+		}
+	}
+	return after
+}
+
+// acquireRefused reports whether an acquire round met another owner.
+func acquireRefused(replies []quorum.Reply[script.Acquired]) bool {
+	for _, r := range replies {
+		if r.Err == nil && r.Val.Status == script.Held {
+			return true
+		}
+	}
+	return false
+}
