@@ -32,7 +32,7 @@ func (e *engine) admit(ctx context.Context, timeout time.Duration) error {
 // second round when the token needs one. The caller holds e.life for
 // reading.
 func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout time.Duration) (*Lock, time.Duration, error) {
-	l := e.newLock(r.keys[i], r.spec, r.wait, ttl, timeout)
+	l := e.newLock(r.keys[i], r.spec, r.writerMark, ttl, timeout)
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
 	// The call of every node that is not a Redis Cluster: their keys and

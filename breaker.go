@@ -62,13 +62,13 @@ func (e *engine) reachable(detail bool) (n int, up uint64, down []NodeResult) {
 // (Client.BreakerState, BreakerEvent).
 func breakerLabel(s breaker.State) BreakerState { return BreakerState(s.String()) }
 
-// gate is asked before each acquire round: it returns nil when the round
+// breakerRefusal is asked before each acquire round: it returns nil when the round
 // may go to the nodes, and the error to return instead (a *QuorumError
 // matching ErrBreakerOpen) when the breaker is open, or opens now because
 // fewer than a quorum of nodes are reachable. timeout is the round's
 // per-node timeout, used by the probes. The caller holds e.life for reading
 // and the Client is not closed.
-func (e *engine) gate(ctx context.Context, timeout time.Duration) *QuorumError {
+func (e *engine) breakerRefusal(ctx context.Context, timeout time.Duration) *QuorumError {
 	if e.cfg.breaker.off {
 		return nil
 	}

@@ -42,11 +42,11 @@ type leaseHold struct {
 
 // acquireLease is an acquire attempt on the lease store, made instead of a
 // round on the nodes while the breaker is open. closings is the breaker's
-// count of closings read before its gate found it open. The caller holds
+// count of closings read before the breaker found it open. The caller holds
 // e.life for reading.
 func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeout time.Duration, closings uint64) (*Lock, time.Duration, error) {
 	store := e.cfg.fallback
-	l := e.newLock(r.keys[i], r.spec, r.wait, ttl, timeout)
+	l := e.newLock(r.keys[i], r.spec, r.writerMark, ttl, timeout)
 	lh := &leaseHold{store: store, name: e.cfg.prefix + r.names[i], closings: closings}
 	l.lease = lh
 	value := l.secret.id

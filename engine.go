@@ -26,9 +26,10 @@ import (
 // internal/breaker), the adaptive TTL's policy and sampler (adaptive.go,
 // sampler.go), the local wait queues (waits.go, internal/waitq), the log's
 // rate limit (internal/nodelog), the joint configuration (joint.go) and
-// the servers' identities (identity.go). Everything above it in this
-// package (the lock, the waiter, the keep-alive, the Client) works through
-// it; it knows none of them, nor the kinds (docs/engine.md, Layers).
+// the servers' identities (identity.go). The Client, the waiter and each
+// lock work through it; it makes and registers the locks (newLock, adopt)
+// and asks each lock's kind (kind.go) for its calls (docs/engine.md,
+// "Layout: files and packages by concept").
 type engine struct {
 	cfg   config
 	nodes []*quorum.Node

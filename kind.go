@@ -42,12 +42,12 @@ const (
 // rest of the package calls before a lock exists; a lock's own state is
 // its secret (value or hold), which the calls on a lock take. The methods
 // two kinds share are written once, in the small types embedded below
-// (majority, pttlProbe, fenced, noMark, holds).
+// (majorityQuorum, pttlProbe, highestTokenRule, noMark, holds).
 type kind interface {
 	// newSecret makes the secret of a lock of the kind under key, its
 	// value (or its hold's ID) id, from the handle's prototype hold; a
 	// kind of holds writes the lock's hold to hold (newLock's storage).
-	newSecret(key string, proto *script.Hold, id, wait string, hold *script.Hold) secret
+	newSecret(key string, proto *script.Hold, id, writerMark string, hold *script.Hold) secret
 	// quorum is how many of n nodes must agree to each round of a lock.
 	quorum(n int, proto *script.Hold) int
 	// acquire, refresh and release are the lock's calls on one node
@@ -88,9 +88,9 @@ type kind interface {
 	// exclusive is true when the kind's refusals leave the writer mark
 	// that readers wait behind (the family's writers and owners), which
 	// an obtain that gives up withdraws: withdraw deletes the writer mark
-	// wait from the lock key on one node.
+	// writerMark from the lock key on one node.
 	exclusive(proto *script.Hold) bool
-	withdraw(ctx context.Context, n driver.Node, key, wait string) error
+	withdraw(ctx context.Context, n driver.Node, key, writerMark string) error
 }
 
 // spec is a handle's kind with its state: the kind's rules, its prototype
@@ -112,8 +112,8 @@ var (
 
 // newSecret makes the secret of a new lock of the spec under key: its
 // value (or hold's ID) id, and an exclusive hold's writer mark wait.
-func (sp *spec) newSecret(key, id, wait string, hold *script.Hold) secret {
-	return sp.kind.newSecret(key, &sp.proto, id, wait, hold)
+func (sp *spec) newSecret(key, id, writerMark string, hold *script.Hold) secret {
+	return sp.kind.newSecret(key, &sp.proto, id, writerMark, hold)
 }
 
 // hasHold is true for the kinds of holds (the family and the semaphore),
@@ -197,10 +197,10 @@ func modeOf(h *script.Hold) string {
 
 // The methods two kinds share, each written once.
 
-// majority: a lock of the plain kind or of the family needs a majority.
-type majority struct{}
+// majorityQuorum: a lock of the plain kind or of the family needs a majority.
+type majorityQuorum struct{}
 
-func (majority) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
+func (majorityQuorum) quorum(n int, _ *script.Hold) int { return limits.Majority(n) }
 
 // pttlProbe: a waiter of a plain lock or of the family looks for a
 // missed release with PTTL: the key is gone, or has that long left.
@@ -212,17 +212,19 @@ func (pttlProbe) looked(replies []driver.Reply, _ *script.Hold) (bool, time.Dura
 	return pttlGone(replies[0])
 }
 
-// fenced: the plain lock's and the permit's token rule (highestToken),
+// highestTokenRule: the plain lock's and the permit's token rule (highestToken),
 // with no vote rule beyond the count, and their second round (fence.lua).
-type fenced struct{}
+type highestTokenRule struct{}
 
-func (fenced) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool { return nil }
+func (highestTokenRule) enough(*secret, quorum.Rule) func([]quorum.Reply[script.Acquired]) bool {
+	return nil
+}
 
-func (fenced) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
+func (highestTokenRule) token(replies []quorum.Reply[script.Acquired], q quorum.Rule) (int64, bool) {
 	return highestToken(replies, q)
 }
 
-func (fenced) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
+func (highestTokenRule) raise(ctx context.Context, n driver.Node, k script.Keys, token int64, _ *secret, g script.Guard) error {
 	return script.Fence(ctx, n, k, token, g)
 }
 
@@ -260,9 +262,9 @@ func releaseChannel(key string, publish bool) string {
 // plain is the plain lock: one exclusive holder, its random value in a
 // string key (acquire.lua); the cheapest cycle.
 type plain struct {
-	majority
+	majorityQuorum
 	pttlProbe
-	fenced
+	highestTokenRule
 	noMark
 }
 
@@ -337,19 +339,19 @@ func pttlGone(r driver.Reply) (bool, time.Duration) {
 // 'w'), writers (a random owner, mode 'w') and readers (mode 'r'), as holds
 // in one hash per name (family.lua, docs/lock-family.md).
 type family struct {
-	majority
+	majorityQuorum
 	pttlProbe
 	holds
 }
 
-func (family) newSecret(_ string, proto *script.Hold, id, wait string, h *script.Hold) secret {
+func (family) newSecret(_ string, proto *script.Hold, id, writerMark string, h *script.Hold) secret {
 	*h = *proto
 	h.ID = id
 	if h.Mode == keys.ModeWrite {
 		if h.Owner == "" { // a writer: an owner of its own
 			h.Owner = newValue()
 		}
-		h.Wait = wait
+		h.Wait = writerMark
 	}
 	return secret{id: id, hold: h}
 }
@@ -504,15 +506,15 @@ func (family) group(key string, proto *script.Hold) string {
 
 func (family) exclusive(proto *script.Hold) bool { return proto.Mode == keys.ModeWrite }
 
-func (family) withdraw(ctx context.Context, n driver.Node, key, wait string) error {
-	_, err := script.Withdraw(ctx, n, keys.WriterWaits(key), wait)
+func (family) withdraw(ctx context.Context, n driver.Node, key, writerMark string) error {
+	_, err := script.Withdraw(ctx, n, keys.WriterWaits(key), writerMark)
 	return err
 }
 
 // permit is one permit of a semaphore of proto.Permits (permit.lua): a
 // hash like the family's, one expiring field per permit.
 type permit struct {
-	fenced
+	highestTokenRule
 	noMark
 	holds
 }

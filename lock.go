@@ -62,12 +62,12 @@ type Lock struct {
 	// a mutex of their own.
 	mu sync.Mutex
 
-	validity             // validity.go: TTL, validity, per-node timeout
-	ending               // this file: Err, Done, Release's outcome
-	keeper               // keepalive.go: the schedule, automatic refresh
-	gate                 // gate.go: the order of the lock's events
-	late     lateAnswers // late.go: the acquire's late answers, Release's waits
-	do       *doBinding  // do.go: Do's binding; nil outside Do
+	validity               // validity.go: TTL, validity, per-node timeout
+	ending                 // this file: Err, Done, Release's outcome
+	keeper                 // keepalive.go: the schedule, automatic refresh
+	eventOrder             // eventorder.go: the order of the lock's events
+	late       lateAnswers // late.go: the acquire's late answers, Release's waits
+	do         *doBinding  // do.go: Do's binding; nil outside Do
 }
 
 // impl is the variant the public methods delegate to: the Lock itself for
@@ -149,7 +149,7 @@ func (nodeBackend) ranOut(*Lock) error { return nil }
 // The lock keeps the key only, from which lockName reads the name back.
 // A lock of a kind of holds is one allocation with its hold, as when every
 // Lock had room for one.
-func (e *engine) newLock(key string, sp *spec, wait string, ttl, nodeTimeout time.Duration) *Lock {
+func (e *engine) newLock(key string, sp *spec, writerMark string, ttl, nodeTimeout time.Duration) *Lock {
 	var l *Lock
 	var hold *script.Hold
 	if sp.hasHold() {
@@ -163,7 +163,7 @@ func (e *engine) newLock(key string, sp *spec, wait string, ttl, nodeTimeout tim
 	}
 	l.e, l.sp, l.keys, l.quorum = e, sp, e.keysOf(key), e.sharedRule(sp)
 	l.ttl, l.nodeTimeout = ttl, nodeTimeout
-	l.secret = sp.newSecret(key, newValue(), wait, hold)
+	l.secret = sp.newSecret(key, newValue(), writerMark, hold)
 	l.ka.Value = l
 	return l
 }

@@ -65,7 +65,7 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 // that gave up.
 func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 	if r.spec.exclusive() {
-		r.wait = newValue()
+		r.writerMark = newValue()
 	}
 	if !e.observed() {
 		l, err := e.waitLoop(ctx, r)
@@ -94,7 +94,7 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 // mark's TTL behind a writer that is gone. The mark's TTL still bounds the
 // mark of a writer that crashed.
 func (e *engine) gaveUp(r *request, err error) {
-	if err == nil || r.wait == "" || errors.Is(err, ErrInvalid) {
+	if err == nil || r.writerMark == "" || errors.Is(err, ErrInvalid) {
 		return
 	}
 	e.life.RLock()
@@ -105,7 +105,7 @@ func (e *engine) gaveUp(r *request, err error) {
 	round := newRound[bool](e, quorum.Count(len(e.nodes)), max(e.cfg.nodeTimeoutFor(r.ttl), minReleaseTimeout), quorum.WaitAll)
 	round.Call = func(ctx context.Context, n *quorum.Node) (bool, error) {
 		for _, k := range r.keys {
-			if err := r.kind.withdraw(ctx, n.Conn, k, r.wait); err != nil {
+			if err := r.kind.withdraw(ctx, n.Conn, k, r.writerMark); err != nil {
 				return false, err
 			}
 		}
@@ -137,7 +137,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		holderTTL time.Duration
 		err       error
 	)
-	if berr := e.gate(ctx, timeout); berr == nil {
+	if berr := e.breakerRefusal(ctx, timeout); berr == nil {
 		if err := e.admit(ctx, timeout); err != nil {
 			return nil, -1, err
 		}

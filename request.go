@@ -14,8 +14,9 @@ type request struct {
 	ttl         time.Duration // the TTL asked for, checked
 	o           obtainConfig
 	id          uint64 // ObtainID, when observed
-	// wait is the value of an exclusive obtain's writer mark, one per call.
-	wait string
+	// writerMark is the value of an exclusive obtain's writer mark, one
+	// per call.
+	writerMark string
 	// attempts are the acquire attempts made (ObtainEvent.Attempts);
 	// passes the passes over the candidates (one attempt each for a single
 	// name), which WithMaxAttempts counts, those the breaker refused

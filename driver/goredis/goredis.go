@@ -81,8 +81,8 @@ type Node struct {
 	c    redis.UniversalClient
 	info driver.Info
 	// g is the client's refusal state, shared by every Node on the client
-	// (gate.go).
-	g *gate
+	// (refusal.go).
+	g *refusal
 	// ap pipelines the requests of concurrent goroutines (pipeline.go);
 	// nil when WithAutoPipelining(false), or on a Cluster or Ring client.
 	ap *pipeliner
@@ -130,7 +130,7 @@ func New(c redis.UniversalClient, opts ...Option) *Node {
 			opt(&o)
 		}
 	}
-	n := &Node{c: c, info: describe(c), g: gateOf(c)}
+	n := &Node{c: c, info: describe(c), g: refusalOf(c)}
 	if rc, ok := c.(*redis.Client); ok && !o.noAutoPipelining {
 		n.ap = newPipeliner(rc)
 	}
@@ -275,7 +275,7 @@ func (n *Node) Masters(ctx context.Context) ([]driver.Node, error) {
 		defer mu.Unlock()
 		// No dial hook: the cluster client's node clients are its own,
 		// and a hook added on each call would stay on them.
-		masters = append(masters, &Node{c: c, info: describe(c), g: &gate{}})
+		masters = append(masters, &Node{c: c, info: describe(c), g: &refusal{}})
 		return nil
 	})
 	return masters, err

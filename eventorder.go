@@ -5,11 +5,11 @@ import (
 	"log/slog"
 )
 
-// gate is the part of a lock that keeps its events in order (see Hook): its
-// ObtainEvent first, its LostEvent (if any) before its ReleaseEvent. A loss
+// eventOrder is the part of a lock that keeps its events in order (see
+// Hook): its ObtainEvent first, its LostEvent (if any) before its ReleaseEvent. A loss
 // found by the keep-alive, or a release by Close, can come before the
 // obtain that returns the lock has reported it.
-type gate struct {
+type eventOrder struct {
 	id uint64 // ObtainEvent.LockID; 0 when nothing observes the Client
 	// announced is closed once the lock's ObtainEvent is reported; it is
 	// made when the Client has a hook. The lock's other events wait for it
@@ -20,10 +20,10 @@ type gate struct {
 	silent bool
 }
 
-// open readies the gate of a lock just obtained, before it is shared: its
-// ID when the Client is observed, and the wait for its ObtainEvent when it
-// has a hook.
-func (g *gate) open(e *engine) {
+// open readies the event order of a lock just obtained, before it is
+// shared: its ID when the Client is observed, and the wait for its
+// ObtainEvent when it has a hook.
+func (g *eventOrder) open(e *engine) {
 	if e.observed() {
 		g.id = lockIDs.Add(1)
 	}
@@ -34,7 +34,7 @@ func (g *gate) open(e *engine) {
 
 // announce is called once the lock's ObtainEvent is reported: its other
 // events may go.
-func (g *gate) announce() {
+func (g *eventOrder) announce() {
 	if g.announced != nil {
 		close(g.announced)
 	}

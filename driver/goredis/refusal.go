@@ -21,12 +21,12 @@ import (
 // that the node accepts ends it.
 const refusedFor = time.Second
 
-// gate is the refusal state of one go-redis client, shared by every Node
-// made on that client (gateOf), so that a client behaves the same
+// refusal is the refusal state of one go-redis client, shared by every Node
+// made on that client (refusalOf), so that a client behaves the same
 // whatever the number of redlock Clients on it: one dial hook per
 // *redis.Client, one mark, cleared by whoever first finds the node
 // accepting again.
-type gate struct {
+type refusal struct {
 	// until (unix nanoseconds) ends the current mark; 0 when the node is
 	// not marked. A mark is set by a refused dial or request and renewed
 	// by each refusal after it; it ends at until, or at once when a dial
@@ -39,55 +39,55 @@ type gate struct {
 	probing atomic.Bool
 }
 
-// gates maps a go-redis client to its gate. Neither side is held: a
-// *redis.Client holds its gate through its dial hook, Nodes hold theirs,
+// refusals maps a go-redis client to its refusal. Neither side is held: a
+// *redis.Client holds its refusal through its dial hook, Nodes hold theirs,
 // and an entry goes when its client is collected.
-var gates struct {
+var refusals struct {
 	mu sync.Mutex
-	m  map[any]weak.Pointer[gate]
+	m  map[any]weak.Pointer[refusal]
 }
 
-// gateOf returns the gate of c, making it (and, for a *redis.Client,
+// refusalOf returns the refusal of c, making it (and, for a *redis.Client,
 // adding its dial hook, once for the client's life) on first use. A
-// client of a type this package does not know gets a gate of its own.
-func gateOf(c redis.UniversalClient) *gate {
+// client of a type this package does not know gets a refusal of its own.
+func refusalOf(c redis.UniversalClient) *refusal {
 	switch c := c.(type) {
 	case *redis.Client:
-		return sharedGate(c, func(g *gate) { c.AddHook(dialWatch{g}) })
+		return sharedRefusal(c, func(g *refusal) { c.AddHook(dialWatch{g}) })
 	case *redis.ClusterClient:
 		// No hook: one shard's refusal must not close every shard's
-		// dials. The gate sees requests' errors only.
-		return sharedGate(c, nil)
+		// dials. The refusal sees requests' errors only.
+		return sharedRefusal(c, nil)
 	case *redis.Ring:
-		return sharedGate(c, nil)
+		return sharedRefusal(c, nil)
 	}
-	return &gate{}
+	return &refusal{}
 }
 
-func sharedGate[T any](c *T, hook func(*gate)) *gate {
+func sharedRefusal[T any](c *T, hook func(*refusal)) *refusal {
 	key := weak.Make(c)
-	gates.mu.Lock()
-	defer gates.mu.Unlock()
-	wp, known := gates.m[key]
+	refusals.mu.Lock()
+	defer refusals.mu.Unlock()
+	wp, known := refusals.m[key]
 	if g := wp.Value(); known && g != nil {
 		return g
 	}
-	// A hooked client holds its gate for its life, so only a client
-	// without a hook can be known with its gate gone (no Node left on
+	// A hooked client holds its refusal for its life, so only a client
+	// without a hook can be known with its refusal gone (no Node left on
 	// it): it gets a new one, and had its cleanup already.
-	g := &gate{}
-	if gates.m == nil {
-		gates.m = make(map[any]weak.Pointer[gate])
+	g := &refusal{}
+	if refusals.m == nil {
+		refusals.m = make(map[any]weak.Pointer[refusal])
 	}
-	gates.m[key] = weak.Make(g)
+	refusals.m[key] = weak.Make(g)
 	if !known {
 		if hook != nil {
 			hook(g)
 		}
 		runtime.AddCleanup(c, func(key weak.Pointer[T]) {
-			gates.mu.Lock()
-			delete(gates.m, key)
-			gates.mu.Unlock()
+			refusals.mu.Lock()
+			delete(refusals.m, key)
+			refusals.mu.Unlock()
 		}, key)
 	}
 	return g
@@ -113,7 +113,7 @@ func (e *errRefused) Error() string {
 func (e *errRefused) Is(target error) bool { return target == syscall.ECONNREFUSED }
 
 // err returns the refusal of the current mark, or nil.
-func (g *gate) err() error {
+func (g *refusal) err() error {
 	if e := g.refused.Load(); e != nil {
 		return e
 	}
@@ -121,7 +121,7 @@ func (g *gate) err() error {
 }
 
 // marked reports whether a mark is in force at now (unix nanoseconds).
-func (g *gate) marked(now int64) bool {
+func (g *refusal) marked(now int64) bool {
 	until := g.until.Load()
 	return until != 0 && now < until
 }
@@ -132,7 +132,7 @@ func (g *gate) marked(now int64) bool {
 // accepts (which ends the mark) or fails it with the refusal. A request
 // that cannot probe fails at once while the mark is in force, and goes
 // through to go-redis once it has ended.
-func (g *gate) check(ctx context.Context) error {
+func (g *refusal) check(ctx context.Context) error {
 	if g.until.Load() == 0 {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (g *gate) check(ctx context.Context) error {
 // observe records a request's outcome: a refusal marks the node, any
 // other outcome (a reply, or a failure that is not a refusal) ends the
 // mark.
-func (g *gate) observe(err error) {
+func (g *refusal) observe(err error) {
 	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
 		g.refuse(err)
 		return
@@ -170,8 +170,8 @@ func (g *gate) observe(err error) {
 }
 
 // refuse marks the node, or renews its mark, after a refused connection,
-// unless err is the gate's own refusal (which records no new one).
-func (g *gate) refuse(err error) {
+// unless err is the refusal's own refusal (which records no new one).
+func (g *refusal) refuse(err error) {
 	var already *errRefused
 	if errors.As(err, &already) {
 		return
@@ -186,12 +186,12 @@ func (g *gate) refuse(err error) {
 }
 
 // clear ends the mark.
-func (g *gate) clear() { g.until.Store(0) }
+func (g *refusal) clear() { g.until.Store(0) }
 
-// dialWatch is the go-redis hook gateOf adds to a standalone or Sentinel
+// dialWatch is the go-redis hook refusalOf adds to a standalone or Sentinel
 // client, once: it watches the client's dials, and keeps go-redis's dials
 // off a node that refuses them for as long as the mark lasts.
-type dialWatch struct{ g *gate }
+type dialWatch struct{ g *refusal }
 
 // DialHook implements redis.Hook. A refused dial marks the node and gives
 // it a probe that dials through next; while the mark is in force a dial

@@ -11,33 +11,33 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// gatesLen counts the registry's entries.
-func gatesLen() int {
-	gates.mu.Lock()
-	defer gates.mu.Unlock()
-	return len(gates.m)
+// refusalsLen counts the registry's entries.
+func refusalsLen() int {
+	refusals.mu.Lock()
+	defer refusals.mu.Unlock()
+	return len(refusals.m)
 }
 
-// The registry of gates holds neither clients nor gates: once a client
+// The registry of refusals holds neither clients nor refusals: once a client
 // wrapped by New is closed and dropped, with its Nodes, its entry goes.
-// Nodes on one client share one gate, and the client gets one hook.
+// Nodes on one client share one refusal, and the client gets one hook.
 func TestGateRegistryForgetsClients(t *testing.T) {
-	before := gatesLen()
+	before := refusalsLen()
 	func() {
 		rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 		a, b := New(rc), New(rc)
 		if a.g != b.g {
-			t.Error("two Nodes on one client have gates of their own")
+			t.Error("two Nodes on one client have refusals of their own")
 		}
-		if got := gatesLen(); got != before+1 {
+		if got := refusalsLen(); got != before+1 {
 			t.Errorf("the registry has %d entries after two Nodes on one client, want %d", got, before+1)
 		}
 		_ = rc.Close()
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for gatesLen() > before {
+	for refusalsLen() > before {
 		if time.Now().After(deadline) {
-			t.Fatalf("the registry still has %d entries, want %d: a dropped client's entry stayed", gatesLen(), before)
+			t.Fatalf("the registry still has %d entries, want %d: a dropped client's entry stayed", refusalsLen(), before)
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
@@ -49,7 +49,7 @@ func TestGateRegistryForgetsClients(t *testing.T) {
 // error long after it came (a CI log once read "refused connections for
 // 1.282s" of a node back for more than a second).
 func TestRefusalErrorKeepsItsDuration(t *testing.T) {
-	var g gate
+	var g refusal
 	g.refuse(fmt.Errorf("dial: %w", syscall.ECONNREFUSED))
 	first := g.err().Error()
 	time.Sleep(30 * time.Millisecond)
