@@ -22,7 +22,7 @@ import (
 // beside (docs/reconfiguration.md: every holder takes part in the
 // records, issue 44's finding F). The caller holds e.life for reading.
 func (e *engine) admit(ctx context.Context, timeout time.Duration) error {
-	if err := e.checkIdentity(ctx, timeout); err != nil {
+	if err := e.ident.check(ctx, timeout); err != nil {
 		return err
 	}
 	return e.checkConfig(ctx, timeout)
@@ -41,13 +41,13 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	var unsharded script.Call
 	fence := l.keys.fence()
 	if p := e.layout.plainNode; p >= 0 {
-		unsharded = l.sp.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.guard(p))
+		unsharded = l.sp.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.ident.guard(p))
 	}
 	round := newRound[script.Acquired](e, *l.quorum, timeout, quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
-		call := unsharded.ForNode(e.guard(n.Index))
+		call := unsharded.ForNode(e.ident.guard(n.Index))
 		if n.Cluster {
-			call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.guard(n.Index))
+			call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.ident.guard(n.Index))
 		}
 		return e.acquireOn(ctx, n, call)
 	}
@@ -120,7 +120,7 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	fence := l.keys.fence()
 	round := newRound[error](e, *l.quorum, l.nodeTimeout, quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (error, error) {
-		return e.firstRoundNo(replies[n.Index]), l.sp.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.guard(n.Index))
+		return e.firstRoundNo(replies[n.Index]), l.sp.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.ident.guard(n.Index))
 	}
 	round.Agree = func(no error) bool { return no == nil }
 	round.ValidUntil = validUntil
@@ -200,11 +200,11 @@ func recoveringError(d, own time.Duration) error {
 // acquireOn sends an acquire's call to node n. A node that refuses it as
 // another node's (its identity changed: its data lost) is identified at
 // once, and sent the acquire once more if the identity is one node's
-// alone (identifyNow).
+// alone (identities.now).
 func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call) (script.Acquired, error) {
 	a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
 	if script.IsOtherNode(err) {
-		if g, ok := e.identifyNow(ctx, n.Index); ok {
+		if g, ok := e.ident.now(ctx, n.Index); ok {
 			a, err = call.ForNode(g).Acquire(ctx, n.Conn, e.cfg.ack)
 		}
 	}

@@ -81,7 +81,7 @@ func (c *Client) Check(ctx context.Context, s fence.Sequencer) (fence.Status, er
 	if timeout <= 0 {
 		timeout = limits.NodeTimeout(e.cfg.maxTTL)
 	}
-	if err := e.checkIdentity(ctx, timeout); err != nil {
+	if err := e.ident.check(ctx, timeout); err != nil {
 		return fence.Unknown, err
 	}
 	rule := e.rule(&plainSpec)
@@ -126,7 +126,7 @@ func (e *engine) checkRound(ctx context.Context, key string, mode byte, token in
 	fence := k.fence()
 	round := newRound[script.Seen](e, rule, timeout, quorum.WaitOnLoss)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Seen, error) {
-		call := script.CheckSeqCall(k.fenced(e, n.Index, fence), mode, token, e.guard(n.Index))
+		call := script.CheckSeqCall(k.fenced(e, n.Index, fence), mode, token, e.ident.guard(n.Index))
 		return call.CheckSeq(ctx, n.Conn)
 	}
 	round.Agree = func(s script.Seen) bool { return s.Standing == script.Current }

@@ -39,10 +39,7 @@ type engine struct {
 	sets     nodeSets // the current and next node sets (joint.go)
 	rec      recorder // the configuration records (joint.go)
 	hubs     []driver.Notifier
-	// guards are each node's guard setting, encoded once, and again when
-	// the node is identified (identity.go).
-	guards []atomic.Pointer[script.Guard]
-	layout keyLayout // where a lock's keys are (lockkeys.go)
+	layout   keyLayout // where a lock's keys are (lockkeys.go)
 
 	// bg owns the goroutines of requests that outlive the call that made
 	// them (replies that arrive after a quorum decision, and their
@@ -69,7 +66,7 @@ type engine struct {
 	sampler samplerState
 	waits   waitq.Queues
 	nodeLog nodelog.Limiter
-	ident   identityState // no server given twice (identity.go)
+	ident   identities // what each node is, and its guard (identity.go)
 }
 
 // registry is the Client's held locks, which Close releases, and whether
@@ -132,16 +129,17 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 			addrs[info.Addr] = i
 		}
 		e.nodes[i] = quorum.NewNode(i, n, cfg.maxInFlight)
-		e.nodes[i].OnErrorReply = e.identityRefused(i)
+		e.nodes[i].OnErrorReply = e.ident.refused(i)
 		e.layout.cluster = e.layout.cluster || info.Sharded
 		if !info.Sharded && e.layout.plainNode < 0 {
 			e.layout.plainNode = i
 		}
 	}
-	e.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
+	e.ident.nodes, e.ident.cfg, e.ident.bg, e.ident.sets = e.nodes, &e.cfg, &e.bg, &e.sets
+	e.ident.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
 	for i := range e.nodes {
 		g := e.newGuard(i)
-		e.guards[i].Store(&g)
+		e.ident.guards[i].Store(&g)
 	}
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,

@@ -232,7 +232,7 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 	fence := l.keys.fence()
 	round := newRound[script.Claim](e, *l.quorum, timeout, quorum.WaitAll)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
-		call := script.ClaimCall(l.keys.fenced(e, n.Index, fence), hold, f.Secret, l.secret.id, f.Token, e.guard(n.Index))
+		call := script.ClaimCall(l.keys.fenced(e, n.Index, fence), hold, f.Secret, l.secret.id, f.Token, e.ident.guard(n.Index))
 		c, err := call.Claim(ctx, n.Conn)
 		return c, kindError(err)
 	}

@@ -192,7 +192,7 @@ func TestResumePartialClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rival's claim, on node 0 alone.
-	rival := script.ClaimCall(l.keys.fenced(l.e, 0, l.keys.fence()), nil, l.secret.id, newValue(), l.token, l.e.guard(0))
+	rival := script.ClaimCall(l.keys.fenced(l.e, 0, l.keys.fence()), nil, l.secret.id, newValue(), l.token, l.e.ident.guard(0))
 	if c, err := rival.Claim(ctx, sched.engine.nodes[0].Conn); err != nil || c.Status != script.Claimed {
 		t.Fatalf("the rival's claim on node 0: %+v, %v", c, err)
 	}
@@ -278,7 +278,7 @@ func lateRefresh(t *testing.T, l *Lock, token int64) []script.RefreshResult {
 	e := l.e
 	var out []script.RefreshResult
 	for i, n := range e.nodes {
-		r, err := l.sp.kind.refresh(l.keys.fenced(e, i, l.keys.fence()), &l.secret, token, l.ttl).Run(context.Background(), n.Conn, e.guard(i))
+		r, err := l.sp.kind.refresh(l.keys.fenced(e, i, l.keys.fence()), &l.secret, token, l.ttl).Run(context.Background(), n.Conn, e.ident.guard(i))
 		if err != nil {
 			t.Fatalf("node %d: the late refresh: %v", i, err)
 		}

@@ -44,9 +44,9 @@ import (
 // another server than at the first contact (a DNS name or a proxy pointed
 // elsewhere) can never cast a vote of another node of the set. The refusal
 // makes the Client identify the node again: an acquire at once, sent once
-// more on a new identity (identifyNow), any other request before the
-// Client's next round (identityRefused): a new identity (a node restarted without its data)
-// then names the node, and one that another node holds refuses the node
+// more on a new identity (identities.now), any other request before the
+// Client's next round (identities.refused): a new identity (a node
+// restarted without its data) then names the node, and one that another node holds refuses the node
 // set as at the first contact. On a Redis Cluster the identity is in
 // another slot than a lock's keys, and is checked at the first contact
 // only; so on a go-redis Ring (driver.Info.Spread), where it is on one
@@ -75,8 +75,18 @@ func (e *sameServerError) Is(target error) bool {
 	return target == ErrInvalid || target == errSameServer
 }
 
-// identityState is what a Client learned of its nodes (identity.go).
-type identityState struct {
+// identities is the part of the engine that knows what each node is: the
+// identities and run_ids learned, and each node's guard setting, which
+// carries its identity to every vote.
+type identities struct {
+	nodes []*quorum.Node
+	cfg   *config
+	bg    *sync.WaitGroup // owns the requests' goroutines
+	sets  *nodeSets       // named by the identities known (nodesets.go)
+	// guards are each node's guard setting, encoded once, and again when
+	// the node is identified.
+	guards []atomic.Pointer[script.Guard]
+
 	// done is set once every node is identified, or two are one server
 	// (err): the check costs one atomic load from then on.
 	done atomic.Bool
@@ -93,24 +103,27 @@ type identityState struct {
 	err   error
 }
 
-func (s *identityState) result() error {
+func (s *identities) result() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err
 }
 
+// guard is node i's guard setting: the identity it was learned with, if
+// any (script.Guard.Node).
+func (s *identities) guard(i int) script.Guard { return *s.guards[i].Load() }
+
 var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
 
-// checkIdentity is asked before each acquire round on the nodes: it
-// identifies the nodes not yet identified, and returns the error of a node
-// set with one server twice. The caller holds e.life for reading: the
-// requests run on goroutines of e.bg.
-func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error {
-	s := &e.ident
+// check is asked before each acquire round on the nodes: it identifies
+// the nodes not yet identified, and returns the error of a node set with
+// one server twice. The caller holds the engine's life for reading: the
+// requests run on goroutines of s.bg.
+func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 	if s.done.Load() {
 		return s.result()
 	}
-	if len(e.nodes) < 2 && e.cfg.noRecords {
+	if len(s.nodes) < 2 && s.cfg.noRecords {
 		// Nothing to compare, and no fingerprint to name.
 		s.done.Store(true)
 		return nil
@@ -118,21 +131,21 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 	s.mu.Lock()
 	contact := s.ids == nil
 	if contact {
-		s.ids = make([][]string, len(e.nodes))
-		s.node = make([]string, len(e.nodes))
-		s.asked = make([]time.Time, len(e.nodes))
+		s.ids = make([][]string, len(s.nodes))
+		s.node = make([]string, len(s.nodes))
+		s.asked = make([]time.Time, len(s.nodes))
 		s.first = make(chan struct{})
 	}
 	first := s.first
 	var ask []int
 	select {
 	case <-first:
-		ask = e.unidentified(timeout)
+		ask = s.unidentified(timeout)
 	default:
 		if contact {
-			for i := range e.nodes {
+			for i := range s.nodes {
 				ask = append(ask, i)
-				s.asked[i] = e.cfg.now()
+				s.asked[i] = s.cfg.now()
 			}
 		}
 	}
@@ -145,7 +158,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 			return ctxErr(ctx)
 		}
 	}
-	ended := e.identify(ctx, ask, timeout)
+	ended := s.identify(ctx, ask, timeout)
 	if contact {
 		// The first contact waits for every node's answer, but not for
 		// a silent node once a quorum of them answered: then at most
@@ -155,7 +168,7 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 		// records it waits for every node up to the node timeout: a
 		// node not identified makes the records' reading conservative
 		// (joint.Sets.Known), which refuses to lock beside a move.
-		e.firstContact(ctx, ended, len(ask), timeout, !e.cfg.noRecords)
+		firstContact(ctx, ended, len(ask), timeout, !s.cfg.noRecords)
 		close(first)
 	}
 	return s.result()
@@ -163,12 +176,11 @@ func (e *engine) checkIdentity(ctx context.Context, timeout time.Duration) error
 
 // unidentified are the nodes not identified (after the first contact),
 // each asked at most once per identityRetry (or node timeout): they are
-// marked asked now. The caller holds e.ident.mu.
-func (e *engine) unidentified(timeout time.Duration) []int {
-	s := &e.ident
+// marked asked now. The caller holds s.mu.
+func (s *identities) unidentified(timeout time.Duration) []int {
 	var ask []int
-	now := e.cfg.now()
-	for i := range e.nodes {
+	now := s.cfg.now()
+	for i := range s.nodes {
 		if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
 			ask = append(ask, i)
 			s.asked[i] = now
@@ -177,33 +189,32 @@ func (e *engine) unidentified(timeout time.Duration) []int {
 	return ask
 }
 
-// identify reads the identities of the nodes ask, on goroutines of e.bg
-// (the caller holds e.life for reading, or runs on e.bg), and learns
-// them; each request reports its round trip on the channel when it ends.
-func (e *engine) identify(ctx context.Context, ask []int, timeout time.Duration) <-chan time.Duration {
-	s := &e.ident
+// identify reads the identities of the nodes ask, on goroutines of s.bg
+// (the caller holds the engine's life for reading, or runs on s.bg), and
+// learns them; each request reports its round trip on the channel when it
+// ends.
+func (s *identities) identify(ctx context.Context, ask []int, timeout time.Duration) <-chan time.Duration {
 	ended := make(chan time.Duration, len(ask))
 	for _, i := range ask {
-		e.bg.Go(func() {
-			t0 := e.cfg.now()
+		s.bg.Go(func() {
+			t0 := s.cfg.now()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			id, runs, err := readIdentity(rctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())
+			id, runs, err := readIdentity(rctx, s.nodes[i], keys.Layout{Prefix: s.cfg.prefix}.NodeID())
 			cancel()
 			s.mu.Lock()
-			e.learnIdentity(i, id, runs, err)
+			s.learn(i, id, runs, err)
 			s.mu.Unlock()
-			ended <- e.cfg.now().Sub(t0)
+			ended <- s.cfg.now().Sub(t0)
 		})
 	}
 	return ended
 }
 
-// identifyAgain asks, without waiting, the nodes a refusal marked
-// unidentified (identityRefused) since the first contact: a refresh calls
-// it, so that a Client that only keeps its locks learns a node's new
-// identity too. The caller holds e.life for reading, or runs on e.bg.
-func (e *engine) identifyAgain(timeout time.Duration) {
-	s := &e.ident
+// again asks, without waiting, the nodes a refusal marked unidentified
+// (refused) since the first contact: a refresh calls it, so that a Client
+// that only keeps its locks learns a node's new identity too. The caller
+// holds the engine's life for reading, or runs on s.bg.
+func (s *identities) again(timeout time.Duration) {
 	if s.done.Load() {
 		return
 	}
@@ -212,19 +223,19 @@ func (e *engine) identifyAgain(timeout time.Duration) {
 	if s.first != nil && s.err == nil {
 		select {
 		case <-s.first:
-			ask = e.unidentified(timeout)
+			ask = s.unidentified(timeout)
 		default:
 		}
 	}
 	s.mu.Unlock()
-	e.identify(context.Background(), ask, timeout)
+	s.identify(context.Background(), ask, timeout)
 }
 
 // firstContact waits for the first contact's n requests, which report
 // their round trips on ended: until all ended, or (unless every) a quorum
 // of them ended and the grace after it passed, or the node timeout, or
 // ctx ends.
-func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n int, timeout time.Duration, every bool) {
+func firstContact(ctx context.Context, ended <-chan time.Duration, n int, timeout time.Duration, every bool) {
 	deadline := time.NewTimer(timeout + 10*time.Millisecond)
 	defer deadline.Stop()
 	var grace <-chan time.Time
@@ -249,12 +260,10 @@ func (e *engine) firstContact(ctx context.Context, ended <-chan time.Duration, n
 	}
 }
 
-// learnIdentity records node i's answer, its identity id and its
-// servers' run_ids, compares them with the other nodes', and names the
-// Client's node sets by the identities known (nodesets.go). The caller
-// holds e.ident.mu.
-func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
-	s := &e.ident
+// learn records node i's answer, its identity id and its servers'
+// run_ids, compares them with the other nodes', and names the Client's
+// node sets by the identities known (nodesets.go). The caller holds s.mu.
+func (s *identities) learn(i int, id string, runs []string, err error) {
 	if err != nil || s.err != nil {
 		return
 	}
@@ -270,70 +279,67 @@ func (e *engine) learnIdentity(i int, id string, runs []string, err error) {
 		for _, run := range runs {
 			if slices.Contains(other, run) {
 				s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) are one redis-server process (run_id %s): one server would cast two votes; give each server once",
-					ErrInvalid, a, e.nodes[a].Addr, b, e.nodes[b].Addr, run)}
+					ErrInvalid, a, s.nodes[a].Addr, b, s.nodes[b].Addr, run)}
 				s.done.Store(true)
 				return
 			}
 		}
 		if id != "" && s.node[j] == id {
 			s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) hold one node identity (%s, in %s): one is a replica of the other, or a copy of its data set, and the two would cast one node's votes twice; give independent nodes",
-				ErrInvalid, a, e.nodes[a].Addr, b, e.nodes[b].Addr, id, keys.Layout{Prefix: e.cfg.prefix}.NodeID())}
+				ErrInvalid, a, s.nodes[a].Addr, b, s.nodes[b].Addr, id, keys.Layout{Prefix: s.cfg.prefix}.NodeID())}
 			s.done.Store(true)
 			return
 		}
 	}
-	if id != "" && !e.nodes[i].Cluster && !e.nodes[i].Spread {
-		g := e.guard(i).ForNode(id)
-		e.guards[i].Store(&g)
+	if id != "" && !s.nodes[i].Cluster && !s.nodes[i].Spread {
+		g := s.guard(i).ForNode(id)
+		s.guards[i].Store(&g)
 	}
-	addrs := make([]string, len(e.nodes))
-	for j, n := range e.nodes {
+	addrs := make([]string, len(s.nodes))
+	for j, n := range s.nodes {
 		addrs[j] = n.Addr
 	}
-	e.sets.name(addrs, s.node)
+	s.sets.name(addrs, s.node)
 	if !slices.ContainsFunc(s.ids, func(ids []string) bool { return ids == nil }) {
 		s.done.Store(true)
 	}
 }
 
-// identifyNow identifies node i again at once, for an acquire that the
+// now identifies node i again at once, for an acquire that the
 // node refused as another node's (script.IsOtherNode), within the
 // request's ctx: it returns the node's guard with the identity learned,
 // and whether the acquire may be sent again with it (a new identity that
 // no other node of the set holds). So a node restarted without its data,
 // when the guard lets it vote at once, costs its next acquire one more
 // request, not a failed attempt.
-func (e *engine) identifyNow(ctx context.Context, i int) (script.Guard, bool) {
-	if e.nodes[i].Cluster || e.nodes[i].Spread {
+func (s *identities) now(ctx context.Context, i int) (script.Guard, bool) {
+	if s.nodes[i].Cluster || s.nodes[i].Spread {
 		return script.Guard{}, false
 	}
-	id, runs, err := readIdentity(ctx, e.nodes[i], keys.Layout{Prefix: e.cfg.prefix}.NodeID())
-	s := &e.ident
+	id, runs, err := readIdentity(ctx, s.nodes[i], keys.Layout{Prefix: s.cfg.prefix}.NodeID())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil || s.ids == nil || s.err != nil || id == s.node[i] {
 		return script.Guard{}, false
 	}
-	s.ids[i], s.asked[i] = nil, e.cfg.now()
+	s.ids[i], s.asked[i] = nil, s.cfg.now()
 	s.done.Store(false)
-	e.learnIdentity(i, id, runs, nil)
+	s.learn(i, id, runs, nil)
 	if s.err != nil || s.ids[i] == nil {
 		return script.Guard{}, false
 	}
-	return e.guard(i), true
+	return s.guard(i), true
 }
 
-// identityRefused is node i's quorum.Node.OnErrorReply: a script that
-// refused to vote because the server is not the node identified
-// (script.IsOtherNode) makes checkIdentity ask the node again, at once.
-// Until it answers, the node's guard keeps the identity it had, and the
-// node gives no vote.
-func (e *engine) identityRefused(i int) func(error) {
+// refused is node i's quorum.Node.OnErrorReply: a script that refused to
+// vote because the server is not the node identified (script.IsOtherNode)
+// makes check ask the node again, at once. Until it answers, the node's
+// guard keeps the identity it had, and the node gives no vote.
+func (s *identities) refused(i int) func(error) {
 	return func(err error) {
 		if !script.IsOtherNode(err) {
 			return
 		}
-		s := &e.ident
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.ids == nil || s.ids[i] == nil || s.err != nil {

@@ -178,7 +178,7 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 	}
 	plan := joint.Decide(s, recs, joint.Params{
 		MaxTTL:   e.cfg.maxTTL.Milliseconds(),
-		FenceTTL: e.guard(0).FenceTTL.Milliseconds(),
+		FenceTTL: e.ident.guard(0).FenceTTL.Milliseconds(),
 	}, joint.Mut{})
 	floor := plan.Floor
 	if plan.Write {
@@ -295,7 +295,7 @@ func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all boo
 	round := newRound[recordReply](e, e.majority, timeout, quorum.WaitOnLoss)
 	round.Call = func(ctx context.Context, n *quorum.Node) (recordReply, error) {
 		keep, raise := fields(n.Index)
-		rc, err := script.Record(ctx, n.Conn, key, epochKey, e.guard(n.Index), keep, raise)
+		rc, err := script.Record(ctx, n.Conn, key, epochKey, e.ident.guard(n.Index), keep, raise)
 		if err != nil {
 			return recordReply{}, err
 		}

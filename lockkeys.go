@@ -79,11 +79,8 @@ func (e *engine) redisKey(name string) (string, error) {
 	return key, nil
 }
 
-// guard is the epoch guard's setting for node i, prepared by newEngine,
-// with the node's identity once it is known (identity.go).
-func (e *engine) guard(i int) script.Guard { return *e.guards[i].Load() }
-
-// newGuard is the epoch guard's setting for node i.
+// newGuard is the epoch guard's first setting for node i, before its
+// identity is known (identities.guard).
 func (e *engine) newGuard(i int) script.Guard {
 	mode := byte('1')
 	switch e.cfg.guard {

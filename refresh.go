@@ -180,12 +180,12 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 	validUntil := l.validUntil()
 	l.mu.Unlock()
 	timeout := e.cfg.nodeTimeoutFor(ttl)
-	e.identifyAgain(timeout)
+	e.ident.again(timeout)
 	newValid := start.Add(e.cfg.validity(ttl))
 	fence := l.keys.fence()
 	round := newRound[script.RefreshResult](e, *l.quorum, timeout, quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
-		return l.sp.kind.refresh(l.keys.fenced(e, n.Index, fence), &l.secret, l.token, ttl).Run(ctx, n.Conn, e.guard(n.Index))
+		return l.sp.kind.refresh(l.keys.fenced(e, n.Index, fence), &l.secret, l.token, ttl).Run(ctx, n.Conn, e.ident.guard(n.Index))
 	}
 	round.Agree = script.RefreshResult.Agrees
 	round.Settle = func(n *quorum.Node, r script.RefreshResult, err error, _, late bool) {
@@ -295,7 +295,7 @@ func refreshItems(e *engine, plans []refreshPlan) (itemsOf func(node int) []scri
 // per node, and a quorum decision per lock.
 func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 	e := plans[0].l.e
-	e.identifyAgain(timeout)
+	e.ident.again(timeout)
 	type batchReply struct {
 		results []script.RefreshResult
 		errs    []error
@@ -303,7 +303,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 	itemsOf := refreshItems(e, plans)
 	round := newRound[batchReply](e, e.majority, timeout, quorum.WaitAll)
 	round.Call = func(ctx context.Context, n *quorum.Node) (batchReply, error) {
-		results, errs, err := script.RefreshBatch(ctx, n.Conn, itemsOf(n.Index), e.guard(n.Index))
+		results, errs, err := script.RefreshBatch(ctx, n.Conn, itemsOf(n.Index), e.ident.guard(n.Index))
 		for _, err := range errs {
 			n.ErrorReplied(err)
 		}

@@ -136,7 +136,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 // for the clean-up of an attempt, which retires nothing) and the counter's
 // expiry, the same on every node.
 func (l *Lock) retire() script.Retire {
-	return script.Retire{Fence: l.keys.fence(), Token: l.token, Guard: l.e.guard(0)}
+	return script.Retire{Fence: l.keys.fence(), Token: l.token, Guard: l.e.ident.guard(0)}
 }
 
 // releaseNode deletes the lock's key (its hold) on one node; used for

@@ -126,7 +126,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 		for _, k := range r.keys {
 			probe := r.kind.probe(k)
 			per = len(probe) + 1
-			cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", e.guard(n.Index).FenceTTL.Milliseconds()})
+			cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", e.ident.guard(n.Index).FenceTTL.Milliseconds()})
 			cmds = append(cmds, probe...)
 		}
 		replies, err := n.Conn.Pipe(ctx, cmds)

@@ -32,7 +32,7 @@ package model
 // not checked, in the library either: a re-point between an acquire's
 // two rounds is an open gap (TestRepointBetweenTheRounds).
 // The refusal makes the client identify the node again before its next
-// attempt (reidentify, the library's identityRefused and checkIdentity):
+// attempt (reidentify, the library's identities.refused and identities.check):
 // an identity that another of its nodes has makes it refuse its node set
 // (Life.Invalid, ErrInvalid); a new one renames the node and its sets'
 // fingerprints. The releases carry no check either. On a Redis Cluster,
@@ -251,8 +251,8 @@ func (m *Model) otherNode(s *State, srv int, req Msg) bool {
 	return !m.Cfg.Mut.VoteByAddress && checksNode(req.Kind) && !s.Nodes[srv].Data.NodeIs(req.Node)
 }
 
-// reidentify is the library's checkIdentity after a refusal
-// (identityRefused): client ci reads again the identity of each node
+// reidentify is the library's identities.check after a refusal
+// (identities.refused): client ci reads again the identity of each node
 // that refused a vote as another node, through its address as it leads
 // now. One that another of its nodes has makes it refuse its node set
 // (Invalid); else the node and the client's set names take the identity
