@@ -25,7 +25,7 @@ func (e *engine) admit(ctx context.Context, timeout time.Duration) error {
 	if err := e.ident.check(ctx, timeout); err != nil {
 		return err
 	}
-	return e.checkConfig(ctx, timeout)
+	return e.rec.check(ctx, timeout)
 }
 
 // acquire is one acquire round on the nodes for candidate i, and its
@@ -43,7 +43,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if p := e.layout.plainNode; p >= 0 {
 		unsharded = l.sp.kind.acquire(l.keys.fenced(e, p, fence), &l.secret, ttl, e.ident.guard(p))
 	}
-	round := newRound[script.Acquired](e, *l.quorum, timeout, quorum.Early)
+	round := newRound[script.Acquired](&e.wiring, *l.quorum, timeout, quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Acquired, error) {
 		call := unsharded.ForNode(e.ident.guard(n.Index))
 		if n.Cluster {
@@ -75,7 +75,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if !res.Won {
 		qe := quorumError(e, *l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
 		qe.Expired = l.quorum.Met(res.Yes)
-		if e.observed() {
+		if e.cfg.observed() {
 			e.attempted(ctx, l, r.id, start, res, false, qe, 0)
 		}
 		return nil, retryAfter(res.Replies), qe
@@ -84,12 +84,12 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	if res.Pending != 0 {
 		l.expectLate(res.Pending)
 	}
-	token, second := e.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
+	token, second := e.rec.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
 	var err error
 	if second {
 		err = e.raise(ctx, l, res.Replies, token, validUntil)
 	}
-	if e.observed() {
+	if e.cfg.observed() {
 		e.attempted(ctx, l, r.id, start, res, second, err, token)
 	}
 	if err != nil {
@@ -118,7 +118,7 @@ func (e *engine) raise(ctx context.Context, l *Lock, replies []quorum.Reply[scri
 	// value is why it does not count: nil for a yes-voter, else its
 	// first round's reason, which a QuorumError names.
 	fence := l.keys.fence()
-	round := newRound[error](e, *l.quorum, l.nodeTimeout, quorum.Early)
+	round := newRound[error](&e.wiring, *l.quorum, l.nodeTimeout, quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (error, error) {
 		return e.firstRoundNo(replies[n.Index]), l.sp.kind.raise(ctx, n.Conn, l.keys.fenced(e, n.Index, fence), token, &l.secret, e.ident.guard(n.Index))
 	}
@@ -153,7 +153,7 @@ func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.T
 	e.logNodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
-		e.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
+		e.cfg.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err, Result: attemptResult(obtained, err)})
 	}
 }

@@ -147,7 +147,7 @@ const minProbeTimeout = 500 * time.Millisecond
 // breaker, and reports whether a quorum answered. The answers reset the
 // nodes' counts of requests without reply.
 func (e *engine) probe(timeout time.Duration) bool {
-	round := newRound[bool](e, e.majority, max(timeout, minProbeTimeout), quorum.Early)
+	round := newRound[bool](&e.wiring, e.majority, max(timeout, minProbeTimeout), quorum.Early)
 	round.Force = true
 	round.Call = func(ctx context.Context, n *quorum.Node) (bool, error) {
 		_, err := n.Conn.Do(ctx, "PING")
@@ -187,7 +187,7 @@ func (e *engine) waitBreaker(ctx context.Context) error {
 // breakerChanged reports a change of state to the hook and the logger.
 // reachable < 0 means not known (counted here).
 func (e *engine) breakerChanged(ctx context.Context, from, to breaker.State, reachable int, berr *QuorumError) {
-	if !e.observed() {
+	if !e.cfg.observed() {
 		return
 	}
 	if reachable < 0 {
@@ -198,7 +198,7 @@ func (e *engine) breakerChanged(ctx context.Context, from, to breaker.State, rea
 		if berr != nil {
 			ev.Err = berr
 		}
-		e.emit(ctx, ev)
+		e.cfg.emit(ctx, ev)
 	}
 	lg := e.cfg.logger
 	if lg == nil {

@@ -124,7 +124,7 @@ func (e *engine) checkable(s fence.Sequencer) (string, byte, error) {
 func (e *engine) checkRound(ctx context.Context, key string, mode byte, token int64, rule quorum.Rule, timeout time.Duration) quorum.Result[script.Seen] {
 	k := e.keysOf(key)
 	fence := k.fence()
-	round := newRound[script.Seen](e, rule, timeout, quorum.WaitOnLoss)
+	round := newRound[script.Seen](&e.wiring, rule, timeout, quorum.WaitOnLoss)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Seen, error) {
 		call := script.CheckSeqCall(k.fenced(e, n.Index, fence), mode, token, e.ident.guard(n.Index))
 		return call.CheckSeq(ctx, n.Conn)

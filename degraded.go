@@ -113,7 +113,7 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 	if err == nil {
 		ev.Token = l.token
 	}
-	e.emit(ctx, ev)
+	e.cfg.emit(ctx, ev)
 }
 
 // releaseLease ends a lease in the store, bounded by timeout; version 0

@@ -31,8 +31,7 @@ import (
 // and asks each lock's kind (kind.go) for its calls (docs/engine.md,
 // "Layout: files and packages by concept").
 type engine struct {
-	cfg   config
-	nodes []*quorum.Node
+	wiring
 	// majority is the plain lock's quorum rule: N/2+1, or in a joint
 	// configuration a majority of each set (joint.go).
 	majority quorum.Rule
@@ -41,19 +40,7 @@ type engine struct {
 	hubs     []driver.Notifier
 	layout   keyLayout // where a lock's keys are (lockkeys.go)
 
-	// bg owns the goroutines of requests that outlive the call that made
-	// them (replies that arrive after a quorum decision, and their
-	// clean-up), the keep-alive's refreshes, the breaker's probes and the
-	// sampler. Close waits for them. workers start the requests'
-	// goroutines of the rounds, counted in bg, and keep them for a while.
-	bg      sync.WaitGroup
-	workers *quorum.Workers
-
-	// life is held for reading by every call that may start background
-	// goroutines, and for writing by Close while it marks the Client
-	// closed, so that no goroutine is added to bg while Close waits on it.
-	life sync.RWMutex
-	reg  registry
+	reg registry
 	// lastRule is the quorum rule of the last lock made (sharedRule).
 	lastRule atomic.Pointer[quorum.Rule]
 
@@ -67,6 +54,27 @@ type engine struct {
 	waits   waitq.Queues
 	nodeLog nodelog.Limiter
 	ident   identities // what each node is, and its guard (identity.go)
+}
+
+// wiring is what the engine's parts share: the settings, the nodes, and
+// the owner of the goroutines that outlive their call. Each part holds a
+// pointer to its engine's.
+type wiring struct {
+	cfg   config
+	nodes []*quorum.Node
+
+	// bg owns the goroutines of requests that outlive the call that made
+	// them (replies that arrive after a quorum decision, and their
+	// clean-up), the keep-alive's refreshes, the breaker's probes and the
+	// sampler. Close waits for them. workers start the requests'
+	// goroutines of the rounds, counted in bg, and keep them for a while.
+	bg      sync.WaitGroup
+	workers *quorum.Workers
+
+	// life is held for reading by every call that may start background
+	// goroutines, and for writing by Close while it marks the Client
+	// closed, so that no goroutine is added to bg while Close waits on it.
+	life sync.RWMutex
 }
 
 // registry is the Client's held locks, which Close releases, and whether
@@ -135,7 +143,8 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 			e.layout.plainNode = i
 		}
 	}
-	e.ident.nodes, e.ident.cfg, e.ident.bg, e.ident.sets = e.nodes, &e.cfg, &e.bg, &e.sets
+	e.ident.w, e.ident.sets = &e.wiring, &e.sets
+	e.rec.w, e.rec.ident, e.rec.sets, e.rec.majority = &e.wiring, &e.ident, &e.sets, e.majority
 	e.ident.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
 	for i := range e.nodes {
 		g := e.newGuard(i)
@@ -212,16 +221,6 @@ func (e *engine) grid(t time.Time, interval time.Duration) time.Time {
 	}
 	d := t.Sub(e.sched.Origin()) // only the grid's phase matters
 	return t.Add(-(d % step))
-}
-
-// observed is true when anything watches the Client.
-func (e *engine) observed() bool { return e.cfg.hook != nil || e.cfg.logger != nil }
-
-// emit passes an event to the hook, if any.
-func (e *engine) emit(ctx context.Context, ev Event) {
-	if h := e.cfg.hook; h != nil {
-		h.Observe(ctx, ev)
-	}
 }
 
 // lockIDs and obtainIDs number the locks and the obtains that a hook or

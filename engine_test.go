@@ -6,7 +6,7 @@ import (
 )
 
 func TestKeyHashTag(t *testing.T) {
-	c := &engine{cfg: defaultConfig()}
+	c := &engine{wiring: wiring{cfg: defaultConfig()}}
 	tests := []struct {
 		name, want string
 		ok         bool

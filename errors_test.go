@@ -90,7 +90,7 @@ func TestNodeReason(t *testing.T) {
 // are evidence; errors and the answers of nodes outside the evidence do not
 // count. A permit's quorum (limits.PermitQuorum) is the lock's own.
 func TestCertainlyNotOurs(t *testing.T) {
-	e := &engine{nodes: make([]*quorum.Node, 5), majority: quorum.Count(3)}
+	e := &engine{wiring: wiring{nodes: make([]*quorum.Node, 5)}, majority: quorum.Count(3)}
 	gone := func(v bool) bool { return v }
 	reply := func(notOurs bool, err error) quorum.Reply[bool] { return quorum.Reply[bool]{Val: notOurs, Err: err} }
 	timeout := errors.New("timeout")

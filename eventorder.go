@@ -24,7 +24,7 @@ type eventOrder struct {
 // shared: its ID when the Client is observed, and the wait for its
 // ObtainEvent when it has a hook.
 func (g *eventOrder) open(e *engine) {
-	if e.observed() {
+	if e.cfg.observed() {
 		g.id = lockIDs.Add(1)
 	}
 	if e.cfg.hook != nil {
@@ -50,7 +50,7 @@ func (l *Lock) emit(ctx context.Context, ev Event) {
 	if l.announced != nil {
 		<-l.announced
 	}
-	l.e.emit(ctx, ev)
+	l.e.cfg.emit(ctx, ev)
 }
 
 // eventCtx is the context of the hook events of no call: automatic

@@ -184,7 +184,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	e.adopt(l, &r.o, 0) // a resumed lock keeps the form's TTL
 	if e.cfg.hook != nil {
 		defer l.announce() // even if the hook panics
-		e.emit(ctx, ObtainEvent{LockInfo: l.info(), Elapsed: e.cfg.now().Sub(start),
+		e.cfg.emit(ctx, ObtainEvent{LockInfo: l.info(), Elapsed: e.cfg.now().Sub(start),
 			TTL: l.ttl, TTLReason: "given", Result: ResultObtained})
 	}
 	return l, nil
@@ -230,7 +230,7 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 	e := l.e
 	hold := l.secret.hold // nil for a plain lock
 	fence := l.keys.fence()
-	round := newRound[script.Claim](e, *l.quorum, timeout, quorum.WaitAll)
+	round := newRound[script.Claim](&e.wiring, *l.quorum, timeout, quorum.WaitAll)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Claim, error) {
 		call := script.ClaimCall(l.keys.fenced(e, n.Index, fence), hold, f.Secret, l.secret.id, f.Token, e.ident.guard(n.Index))
 		c, err := call.Claim(ctx, n.Conn)

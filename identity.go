@@ -79,10 +79,8 @@ func (e *sameServerError) Is(target error) bool {
 // identities and run_ids learned, and each node's guard setting, which
 // carries its identity to every vote.
 type identities struct {
-	nodes []*quorum.Node
-	cfg   *config
-	bg    *sync.WaitGroup // owns the requests' goroutines
-	sets  *nodeSets       // named by the identities known (nodesets.go)
+	w    *wiring
+	sets *nodeSets // named by the identities known (nodesets.go)
 	// guards are each node's guard setting, encoded once, and again when
 	// the node is identified.
 	guards []atomic.Pointer[script.Guard]
@@ -118,12 +116,12 @@ var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
 // check is asked before each acquire round on the nodes: it identifies
 // the nodes not yet identified, and returns the error of a node set with
 // one server twice. The caller holds the engine's life for reading: the
-// requests run on goroutines of s.bg.
+// requests run on goroutines of s.w.bg.
 func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 	if s.done.Load() {
 		return s.result()
 	}
-	if len(s.nodes) < 2 && s.cfg.noRecords {
+	if len(s.w.nodes) < 2 && s.w.cfg.noRecords {
 		// Nothing to compare, and no fingerprint to name.
 		s.done.Store(true)
 		return nil
@@ -131,9 +129,9 @@ func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 	s.mu.Lock()
 	contact := s.ids == nil
 	if contact {
-		s.ids = make([][]string, len(s.nodes))
-		s.node = make([]string, len(s.nodes))
-		s.asked = make([]time.Time, len(s.nodes))
+		s.ids = make([][]string, len(s.w.nodes))
+		s.node = make([]string, len(s.w.nodes))
+		s.asked = make([]time.Time, len(s.w.nodes))
 		s.first = make(chan struct{})
 	}
 	first := s.first
@@ -143,9 +141,9 @@ func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 		ask = s.unidentified(timeout)
 	default:
 		if contact {
-			for i := range s.nodes {
+			for i := range s.w.nodes {
 				ask = append(ask, i)
-				s.asked[i] = s.cfg.now()
+				s.asked[i] = s.w.cfg.now()
 			}
 		}
 	}
@@ -168,7 +166,7 @@ func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 		// records it waits for every node up to the node timeout: a
 		// node not identified makes the records' reading conservative
 		// (joint.Sets.Known), which refuses to lock beside a move.
-		firstContact(ctx, ended, len(ask), timeout, !s.cfg.noRecords)
+		firstContact(ctx, ended, len(ask), timeout, !s.w.cfg.noRecords)
 		close(first)
 	}
 	return s.result()
@@ -179,8 +177,8 @@ func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 // marked asked now. The caller holds s.mu.
 func (s *identities) unidentified(timeout time.Duration) []int {
 	var ask []int
-	now := s.cfg.now()
-	for i := range s.nodes {
+	now := s.w.cfg.now()
+	for i := range s.w.nodes {
 		if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
 			ask = append(ask, i)
 			s.asked[i] = now
@@ -189,22 +187,22 @@ func (s *identities) unidentified(timeout time.Duration) []int {
 	return ask
 }
 
-// identify reads the identities of the nodes ask, on goroutines of s.bg
-// (the caller holds the engine's life for reading, or runs on s.bg), and
+// identify reads the identities of the nodes ask, on goroutines of s.w.bg
+// (the caller holds the engine's life for reading, or runs on s.w.bg), and
 // learns them; each request reports its round trip on the channel when it
 // ends.
 func (s *identities) identify(ctx context.Context, ask []int, timeout time.Duration) <-chan time.Duration {
 	ended := make(chan time.Duration, len(ask))
 	for _, i := range ask {
-		s.bg.Go(func() {
-			t0 := s.cfg.now()
+		s.w.bg.Go(func() {
+			t0 := s.w.cfg.now()
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-			id, runs, err := readIdentity(rctx, s.nodes[i], keys.Layout{Prefix: s.cfg.prefix}.NodeID())
+			id, runs, err := readIdentity(rctx, s.w.nodes[i], keys.Layout{Prefix: s.w.cfg.prefix}.NodeID())
 			cancel()
 			s.mu.Lock()
 			s.learn(i, id, runs, err)
 			s.mu.Unlock()
-			ended <- s.cfg.now().Sub(t0)
+			ended <- s.w.cfg.now().Sub(t0)
 		})
 	}
 	return ended
@@ -213,7 +211,7 @@ func (s *identities) identify(ctx context.Context, ask []int, timeout time.Durat
 // again asks, without waiting, the nodes a refusal marked unidentified
 // (refused) since the first contact: a refresh calls it, so that a Client
 // that only keeps its locks learns a node's new identity too. The caller
-// holds the engine's life for reading, or runs on s.bg.
+// holds the engine's life for reading, or runs on s.w.bg.
 func (s *identities) again(timeout time.Duration) {
 	if s.done.Load() {
 		return
@@ -279,24 +277,24 @@ func (s *identities) learn(i int, id string, runs []string, err error) {
 		for _, run := range runs {
 			if slices.Contains(other, run) {
 				s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) are one redis-server process (run_id %s): one server would cast two votes; give each server once",
-					ErrInvalid, a, s.nodes[a].Addr, b, s.nodes[b].Addr, run)}
+					ErrInvalid, a, s.w.nodes[a].Addr, b, s.w.nodes[b].Addr, run)}
 				s.done.Store(true)
 				return
 			}
 		}
 		if id != "" && s.node[j] == id {
 			s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) hold one node identity (%s, in %s): one is a replica of the other, or a copy of its data set, and the two would cast one node's votes twice; give independent nodes",
-				ErrInvalid, a, s.nodes[a].Addr, b, s.nodes[b].Addr, id, keys.Layout{Prefix: s.cfg.prefix}.NodeID())}
+				ErrInvalid, a, s.w.nodes[a].Addr, b, s.w.nodes[b].Addr, id, keys.Layout{Prefix: s.w.cfg.prefix}.NodeID())}
 			s.done.Store(true)
 			return
 		}
 	}
-	if id != "" && !s.nodes[i].Cluster && !s.nodes[i].Spread {
+	if id != "" && !s.w.nodes[i].Cluster && !s.w.nodes[i].Spread {
 		g := s.guard(i).ForNode(id)
 		s.guards[i].Store(&g)
 	}
-	addrs := make([]string, len(s.nodes))
-	for j, n := range s.nodes {
+	addrs := make([]string, len(s.w.nodes))
+	for j, n := range s.w.nodes {
 		addrs[j] = n.Addr
 	}
 	s.sets.name(addrs, s.node)
@@ -313,16 +311,16 @@ func (s *identities) learn(i int, id string, runs []string, err error) {
 // when the guard lets it vote at once, costs its next acquire one more
 // request, not a failed attempt.
 func (s *identities) now(ctx context.Context, i int) (script.Guard, bool) {
-	if s.nodes[i].Cluster || s.nodes[i].Spread {
+	if s.w.nodes[i].Cluster || s.w.nodes[i].Spread {
 		return script.Guard{}, false
 	}
-	id, runs, err := readIdentity(ctx, s.nodes[i], keys.Layout{Prefix: s.cfg.prefix}.NodeID())
+	id, runs, err := readIdentity(ctx, s.w.nodes[i], keys.Layout{Prefix: s.w.cfg.prefix}.NodeID())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err != nil || s.ids == nil || s.err != nil || id == s.node[i] {
 		return script.Guard{}, false
 	}
-	s.ids[i], s.asked[i] = nil, s.cfg.now()
+	s.ids[i], s.asked[i] = nil, s.w.cfg.now()
 	s.done.Store(false)
 	s.learn(i, id, runs, nil)
 	if s.err != nil || s.ids[i] == nil {

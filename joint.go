@@ -54,8 +54,14 @@ func WithConfigRecords(on bool) Option {
 	return clientOption(func(c *config) { c.noRecords = !on })
 }
 
-// recorder keeps the Client's configuration record on its nodes.
+// recorder is the part of the engine that keeps the Client's
+// configuration record on its nodes, and reads the others' there.
 type recorder struct {
+	w        *wiring
+	ident    *identities // names the node sets; each node's guard
+	sets     *nodeSets
+	majority quorum.Rule // the plain lock's quorum rule (engine.majority)
+
 	loop     loop       // the recording goroutine
 	mu       sync.Mutex // held during a record round
 	state    sync.Mutex // guards the fields below
@@ -67,31 +73,30 @@ type recorder struct {
 // recordTTL is how long a configuration record outlives its write: a lock
 // obtained before the next record (within recordStale) has expired before
 // it does (joint.RecordTTL).
-func (e *engine) recordTTL() time.Duration {
-	return time.Duration(joint.RecordTTL(int64(e.cfg.maxTTL)))
+func (r *recorder) ttl() time.Duration {
+	return time.Duration(joint.RecordTTL(int64(r.w.cfg.maxTTL)))
 }
 
 // recordStale is the age past which an obtain records before it locks;
 // the recording goroutine records twice as often.
-func (e *engine) recordStale() time.Duration {
-	return time.Duration(joint.RecordStale(int64(e.cfg.maxTTL)))
+func (r *recorder) stale() time.Duration {
+	return time.Duration(joint.RecordStale(int64(r.w.cfg.maxTTL)))
 }
 
 // checkConfig is asked before each acquire round on the nodes: it records
 // the Client's configuration when its last record is stale (the first
 // obtain, or a recording goroutine that fell behind), starts the recording
 // goroutine, and returns the last record's ErrConfigConflict, if any. The
-// caller holds e.life for reading.
-func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
-	if e.cfg.noRecords {
+// caller holds the engine's life for reading.
+func (r *recorder) check(ctx context.Context, timeout time.Duration) error {
+	if r.w.cfg.noRecords {
 		return nil
 	}
-	r := &e.rec
 	if !r.loop.begun() {
 		// Formed here only: a closure made on every obtain was one of
 		// the cycle's allocations.
-		r.loop.start(&e.bg, e.recordStale()/2, false, func(ctx context.Context) {
-			e.record(ctx, e.cfg.nodeTimeoutFor(e.cfg.maxTTL), true)
+		r.loop.start(&r.w.bg, r.stale()/2, false, func(ctx context.Context) {
+			r.record(ctx, r.w.cfg.nodeTimeoutFor(r.w.cfg.maxTTL), true)
 		})
 	}
 	// The record must have started within recordStale before the acquire
@@ -103,10 +108,10 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 		r.state.Lock()
 		last := r.last
 		r.state.Unlock()
-		if e.cfg.now().Sub(last) < e.recordStale() {
+		if r.w.cfg.now().Sub(last) < r.stale() {
 			break
 		}
-		e.record(ctx, timeout, false)
+		r.record(ctx, timeout, false)
 		r.state.Lock()
 		same := r.last.Equal(last)
 		r.state.Unlock()
@@ -122,8 +127,7 @@ func (e *engine) checkConfig(ctx context.Context, timeout time.Duration) error {
 // moveFloor applies the move floor to a won acquire's token: a token below
 // it is raised to it, by the second round (docs/reconfiguration.md,
 // "Tokens across the move").
-func (e *engine) moveFloor(token int64, second bool) (int64, bool) {
-	r := &e.rec
+func (r *recorder) moveFloor(token int64, second bool) (int64, bool) {
 	r.state.Lock()
 	floor := r.floor
 	r.state.Unlock()
@@ -141,23 +145,22 @@ func (e *engine) moveFloor(token int64, second bool) (int64, bool) {
 // recording goroutine's rounds (all) wait for every node up to timeout;
 // an obtain's return once the kind's quorum rule is met, and a node that
 // answers later can still report a conflict.
-func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
-	r := &e.rec
+func (r *recorder) record(ctx context.Context, timeout time.Duration, all bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	s := e.jointSets()
-	ttl := e.recordTTL()
-	started := e.cfg.now()
+	s := r.jointSets()
+	ttl := r.ttl()
+	started := r.w.cfg.now()
 	late := func(rc *script.Records, at time.Time) {
-		recs := make([]*joint.Records, len(e.nodes))
-		recs[0] = e.jointRecords(rc, at, started)
+		recs := make([]*joint.Records, len(r.w.nodes))
+		recs[0] = r.jointRecords(rc, at, started)
 		if c := joint.Conflicting(recs, s); c != nil {
 			r.state.Lock()
-			r.conflict = e.conflictError(c, -1)
+			r.conflict = r.conflictError(c, -1)
 			r.state.Unlock()
 		}
 	}
-	read := e.recordRound(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.FloorRaise) {
+	read := r.round(ctx, timeout, all, late, func(int) ([]script.RecordField, []script.FloorRaise) {
 		own := s.Own()
 		fields := make([]script.RecordField, len(own))
 		for i, f := range own {
@@ -165,11 +168,11 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 		}
 		return fields, nil
 	})
-	recs := make([]*joint.Records, len(e.nodes))
+	recs := make([]*joint.Records, len(r.w.nodes))
 	answered := false
 	for i, rc := range read {
 		if rc.recs != nil {
-			recs[i] = e.jointRecords(rc.recs, rc.at, started)
+			recs[i] = r.jointRecords(rc.recs, rc.at, started)
 			answered = true
 		}
 	}
@@ -177,12 +180,12 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 		return
 	}
 	plan := joint.Decide(s, recs, joint.Params{
-		MaxTTL:   e.cfg.maxTTL.Milliseconds(),
-		FenceTTL: e.ident.guard(0).FenceTTL.Milliseconds(),
+		MaxTTL:   r.w.cfg.maxTTL.Milliseconds(),
+		FenceTTL: r.ident.guard(0).FenceTTL.Milliseconds(),
 	}, joint.Mut{})
 	floor := plan.Floor
 	if plan.Write {
-		more := e.recordRound(ctx, timeout, true, nil, func(i int) ([]script.RecordField, []script.FloorRaise) {
+		more := r.round(ctx, timeout, true, nil, func(i int) ([]script.RecordField, []script.FloorRaise) {
 			var keep []script.RecordField
 			var raise []script.FloorRaise
 			for _, k := range plan.Writes[i].Keep {
@@ -194,17 +197,17 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 			}
 			return keep, raise
 		})
-		after := make([]*joint.Records, len(e.nodes))
+		after := make([]*joint.Records, len(r.w.nodes))
 		for i, rc := range more {
 			if rc.recs != nil {
-				after[i] = e.jointRecords(rc.recs, rc.at, started)
+				after[i] = r.jointRecords(rc.recs, rc.at, started)
 			}
 		}
 		floor = max(floor, joint.FloorOf(after, s.CurFP))
 	}
 	var conflict error
 	if plan.Conflict != nil {
-		conflict = e.conflictError(plan.Conflict, plan.Conflict.Node)
+		conflict = r.conflictError(plan.Conflict, plan.Conflict.Node)
 	}
 	r.state.Lock()
 	if conflict == nil {
@@ -215,10 +218,10 @@ func (e *engine) record(ctx context.Context, timeout time.Duration, all bool) {
 }
 
 // jointSets are the Client's node sets as joint.Decide takes them.
-func (e *engine) jointSets() joint.Sets {
-	s := &e.sets
-	e.ident.mu.Lock()
-	defer e.ident.mu.Unlock()
+func (r *recorder) jointSets() joint.Sets {
+	s := r.sets
+	r.ident.mu.Lock()
+	defer r.ident.mu.Unlock()
 	return joint.Sets{Cur: s.cur, Next: s.next, CurFP: s.curFP, NextFP: s.nextFP, Known: s.known,
 		CurAlias: s.curAlias, NextAlias: s.nextAlias}
 }
@@ -226,15 +229,15 @@ func (e *engine) jointSets() joint.Sets {
 // jointRecords are a node's records as joint.Decide takes them
 // (joint.FromScript), each field's life counted from now on the Client's
 // clock: the reply arrived at at, in a round that started at started.
-func (e *engine) jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
-	return joint.FromScript(rc, e.cfg.now().Sub(at), at.Sub(started))
+func (r *recorder) jointRecords(rc *script.Records, at, started time.Time) *joint.Records {
+	return joint.FromScript(rc, r.w.cfg.now().Sub(at), at.Sub(started))
 }
 
 // conflictError is the ErrConfigConflict of the evidence c, seen on node
 // i (-1: a node that answered late).
-func (e *engine) conflictError(c *joint.Conflict, i int) error {
+func (r *recorder) conflictError(c *joint.Conflict, i int) error {
 	if c.Unplaced {
-		return e.unplacedError(c)
+		return r.unplacedError(c)
 	}
 	how := "records a Client on node set " + c.Other + " alone"
 	if _, seen, _ := keys.ParseConfigAlone(c.Field); seen {
@@ -248,29 +251,29 @@ func (e *engine) conflictError(c *joint.Conflict, i int) error {
 	}
 	left := time.Duration(c.Left) * time.Millisecond
 	return fmt.Errorf("%w: %s %s, alive or holding locks for another %v, which shares no node set with this Client (%s): finish step 2 of the move (docs/reconfiguration.md) before locking here",
-		ErrConfigConflict, node, how, left.Round(time.Millisecond), e.setsName())
+		ErrConfigConflict, node, how, left.Round(time.Millisecond), r.setsName())
 }
 
 // unplacedError is the ErrConfigConflict of a Client that has not
 // identified all its nodes, beside a move (joint.Decide with Sets.Known
 // false).
-func (e *engine) unplacedError(c *joint.Conflict) error {
-	e.ident.mu.Lock()
+func (r *recorder) unplacedError(c *joint.Conflict) error {
+	r.ident.mu.Lock()
 	var unknown []string
-	for i, n := range e.nodes {
-		if i >= len(e.ident.node) || e.ident.node[i] == "" {
+	for i, n := range r.w.nodes {
+		if i >= len(r.ident.node) || r.ident.node[i] == "" {
 			unknown = append(unknown, fmt.Sprintf("%d (%s)", i, n.Addr))
 		}
 	}
-	e.ident.mu.Unlock()
+	r.ident.mu.Unlock()
 	return fmt.Errorf("%w: the nodes show a move between node sets (record %s, alive for another %v), and this Client has not yet read the identity of node %s, which has not answered: until it has, it cannot tell the records of its own node sets from those of a Client it must not lock beside, and does not lock (docs/reconfiguration.md, \"A node's identity\")",
 		ErrConfigConflict, c.Field, (time.Duration(c.Left) * time.Millisecond).Round(time.Millisecond), strings.Join(unknown, ", "))
 }
 
 // setsName names the Client's node sets in an error: its set, or the
 // move between its two.
-func (e *engine) setsName() string {
-	s := e.jointSets()
+func (r *recorder) setsName() string {
+	s := r.jointSets()
 	if s.Joint() {
 		return "moving from node set " + s.CurFP + " to " + s.NextFP
 	}
@@ -288,25 +291,25 @@ type recordReply struct {
 // lock's quorum rule is met, and returns each node's records and when
 // they arrived (nil records for a node that did not answer by then). late,
 // if set, gets the records of a node that answered after that.
-func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all bool, late func(*script.Records, time.Time), fields func(i int) ([]script.RecordField, []script.FloorRaise)) []recordReply {
+func (r *recorder) round(ctx context.Context, timeout time.Duration, all bool, late func(*script.Records, time.Time), fields func(i int) ([]script.RecordField, []script.FloorRaise)) []recordReply {
 	// The records live in the slot of {PREFIX}, beside the epoch record
 	// of a standalone node, which on a Redis Cluster is that slot's.
-	key, epochKey := keys.Layout{Prefix: e.cfg.prefix}.Configs(), keys.Layout{Prefix: e.cfg.prefix}.NodeEpoch()
-	round := newRound[recordReply](e, e.majority, timeout, quorum.WaitOnLoss)
+	key, epochKey := keys.Layout{Prefix: r.w.cfg.prefix}.Configs(), keys.Layout{Prefix: r.w.cfg.prefix}.NodeEpoch()
+	round := newRound[recordReply](r.w, r.majority, timeout, quorum.WaitOnLoss)
 	round.Call = func(ctx context.Context, n *quorum.Node) (recordReply, error) {
 		keep, raise := fields(n.Index)
-		rc, err := script.Record(ctx, n.Conn, key, epochKey, e.ident.guard(n.Index), keep, raise)
+		rc, err := script.Record(ctx, n.Conn, key, epochKey, r.ident.guard(n.Index), keep, raise)
 		if err != nil {
 			return recordReply{}, err
 		}
 		if rc.Recovering > 0 {
-			return recordReply{}, recoveringError(rc.Recovering, e.cfg.maxTTL)
+			return recordReply{}, recoveringError(rc.Recovering, r.w.cfg.maxTTL)
 		}
-		return recordReply{recs: &rc, at: e.cfg.now()}, nil
+		return recordReply{recs: &rc, at: r.w.cfg.now()}, nil
 	}
 	round.Agree = func(rc recordReply) bool { return rc.recs != nil }
 	if all {
-		round.Quorum, round.Wait = quorum.Count(len(e.nodes)), quorum.WaitAll
+		round.Quorum, round.Wait = quorum.Count(len(r.w.nodes)), quorum.WaitAll
 	}
 	if late != nil {
 		round.Settle = func(_ *quorum.Node, rc recordReply, err error, _, isLate bool) {
@@ -315,8 +318,8 @@ func (e *engine) recordRound(ctx context.Context, timeout time.Duration, all boo
 			}
 		}
 	}
-	res := round.Run(ctx, e.workers)
-	out := make([]recordReply, len(e.nodes))
+	res := round.Run(ctx, r.w.workers)
+	out := make([]recordReply, len(r.w.nodes))
 	for i, rep := range res.Replies {
 		if rep.Yes {
 			out[i] = rep.Val

@@ -31,7 +31,7 @@ func TestLoopStartsOnceAndNeverAfterStop(t *testing.T) {
 	var never loop
 	never.stop()
 	if !never.begun() {
-		t.Fatal("a stopped loop does not report begun: checkConfig would form its closure on every obtain")
+		t.Fatal("a stopped loop does not report begun: recorder.check would form its closure on every obtain")
 	}
 	never.start(&wg, time.Millisecond, true, func(context.Context) { t.Error("a loop ticked after stop") })
 	wg.Wait()

@@ -67,7 +67,7 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 	if r.spec.exclusive() {
 		r.writerMark = newValue()
 	}
-	if !e.observed() {
+	if !e.cfg.observed() {
 		l, err := e.waitLoop(ctx, r)
 		e.gaveUp(r, err)
 		return l, err
@@ -83,7 +83,7 @@ func (e *engine) obtain(ctx context.Context, r *request) (*Lock, error) {
 			ev.LockInfo, ev.Degraded = l.info(), l.Degraded()
 			defer l.announce() // even if the hook panics
 		}
-		e.emit(ctx, ev)
+		e.cfg.emit(ctx, ev)
 	}
 	return l, err
 }
@@ -102,7 +102,7 @@ func (e *engine) gaveUp(r *request, err error) {
 	if e.isClosed() {
 		return
 	}
-	round := newRound[bool](e, quorum.Count(len(e.nodes)), max(e.cfg.nodeTimeoutFor(r.ttl), minReleaseTimeout), quorum.WaitAll)
+	round := newRound[bool](&e.wiring, quorum.Count(len(e.nodes)), max(e.cfg.nodeTimeoutFor(r.ttl), minReleaseTimeout), quorum.WaitAll)
 	round.Call = func(ctx context.Context, n *quorum.Node) (bool, error) {
 		for _, k := range r.keys {
 			if err := r.kind.withdraw(ctx, n.Conn, k, r.writerMark); err != nil {

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"context"
 	"log/slog"
 	"math"
 	"time"
@@ -384,4 +385,15 @@ func checkHook(h Hook) error {
 		return invalid("nil hook (WithHook)")
 	}
 	return nil
+}
+
+// observed is true when anything watches the Client: its hook or its
+// logger.
+func (c *config) observed() bool { return c.hook != nil || c.logger != nil }
+
+// emit passes an event to the hook, if any.
+func (c *config) emit(ctx context.Context, ev Event) {
+	if h := c.hook; h != nil {
+		h.Observe(ctx, ev)
+	}
 }

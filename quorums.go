@@ -101,6 +101,6 @@ func ambiguous(err error) bool {
 // newRound is a round of the Client's nodes under rule q, each request
 // bounded by timeout, on the Client's clock: the header every round
 // shares. Its caller adds the call and what decides it.
-func newRound[T any](e *engine, q quorum.Rule, timeout time.Duration, wait quorum.Wait) quorum.Round[T] {
-	return quorum.Round[T]{Nodes: e.nodes, Quorum: q, Timeout: timeout, Wait: wait, Now: e.cfg.now}
+func newRound[T any](w *wiring, q quorum.Rule, timeout time.Duration, wait quorum.Wait) quorum.Round[T] {
+	return quorum.Round[T]{Nodes: w.nodes, Quorum: q, Timeout: timeout, Wait: wait, Now: w.cfg.now}
 }

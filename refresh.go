@@ -183,7 +183,7 @@ func (nodeBackend) refresh(ctx context.Context, l *Lock, start time.Time, ttl ti
 	e.ident.again(timeout)
 	newValid := start.Add(e.cfg.validity(ttl))
 	fence := l.keys.fence()
-	round := newRound[script.RefreshResult](e, *l.quorum, timeout, quorum.Early)
+	round := newRound[script.RefreshResult](&e.wiring, *l.quorum, timeout, quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.RefreshResult, error) {
 		return l.sp.kind.refresh(l.keys.fenced(e, n.Index, fence), &l.secret, l.token, ttl).Run(ctx, n.Conn, e.ident.guard(n.Index))
 	}
@@ -216,7 +216,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 		qe.Expired = l.quorum.Met(res.Yes)
 		err = qe
 	}
-	if e.observed() {
+	if e.cfg.observed() {
 		e.logNodes(ctx, nodeResults(e, res, disagreeRefresh))
 		l.refreshed(ctx, start, ttl, why, auto, err)
 	}
@@ -301,7 +301,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 		errs    []error
 	}
 	itemsOf := refreshItems(e, plans)
-	round := newRound[batchReply](e, e.majority, timeout, quorum.WaitAll)
+	round := newRound[batchReply](&e.wiring, e.majority, timeout, quorum.WaitAll)
 	round.Call = func(ctx context.Context, n *quorum.Node) (batchReply, error) {
 		results, errs, err := script.RefreshBatch(ctx, n.Conn, itemsOf(n.Index), e.ident.guard(n.Index))
 		for _, err := range errs {

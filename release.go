@@ -84,7 +84,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 	// finish in the background (a late one cannot delete a later
 	// owner's key: the script compares the value). A release that
 	// fails waits for every node, to report each one's reason.
-	round := newRound[script.Released](e, *l.quorum, timeout, quorum.WaitOnLoss)
+	round := newRound[script.Released](&e.wiring, *l.quorum, timeout, quorum.WaitOnLoss)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Released, error) {
 		// A node that had not answered the acquire when it was
 		// decided gets its delete after the answer, not before the

@@ -85,7 +85,7 @@ func (e *engine) sample(ctx context.Context) {
 		}
 	}
 	for _, m := range samples {
-		e.emit(ctx, m)
+		e.cfg.emit(ctx, m)
 	}
 }
 

@@ -33,7 +33,7 @@ func TestRankCandidates(t *testing.T) {
 // arrange puts the candidates heard released first and the one in its
 // grace period last, and the others in a random order between them.
 func TestArrangeOrder(t *testing.T) {
-	e := &engine{cfg: config{now: time.Now}}
+	e := &engine{wiring: wiring{cfg: config{now: time.Now}}}
 	rkeys := []string{"{a}", "{b}", "{c}", "{d}", "{e}"}
 	now := time.Now()
 	e.waits.SetGrace("{e}", now.Add(time.Hour), now)

@@ -119,7 +119,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 		free   []bool
 		holder []time.Duration
 	}
-	round := newRound[look](e, need, e.cfg.nodeTimeoutFor(r.ttl), quorum.Early)
+	round := newRound[look](&e.wiring, need, e.cfg.nodeTimeoutFor(r.ttl), quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (look, error) {
 		var cmds [][]any
 		var per int
@@ -212,7 +212,7 @@ func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <
 // waited reports a wait of an obtain that began at start to the hook.
 func (e *engine) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
 	if e.cfg.hook != nil {
-		e.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: e.cfg.now().Sub(start), WokenBy: WokenBy(why)})
+		e.cfg.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: e.cfg.now().Sub(start), WokenBy: WokenBy(why)})
 	}
 }
 

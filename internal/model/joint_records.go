@@ -416,7 +416,7 @@ func (m *Model) finishRecord(s *State, ci int) {
 	r.Conflict, r.Saw, r.Last, r.Phase = r.PConflict, r.PSaw, r.Began, recIdle
 }
 
-// checkConfig is an obtain's check (the library's checkConfig), before an
+// checkConfig is an obtain's check (the library's recorder.check), before an
 // attempt of client ci: it starts a record when the last is stale (also
 // when the record it just waited for started RecordStale ago or more) and
 // reports that the attempt waits for it (Checking).
