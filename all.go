@@ -23,7 +23,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 	if err := e.prepare(&check, ttl, opts, try); err != nil {
 		return nil, err
 	}
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return nil, ErrClosed
 	}
 	sorted := slices.Clone(names)
@@ -75,7 +75,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 	for _, l := range parts {
 		if lerr := l.Err(); lerr != nil {
 			releaseAll(parts)
-			if e.isClosed() {
+			if e.reg.isClosed() {
 				return nil, fmt.Errorf("redlock: obtain all: %w", ErrClosed)
 			}
 			return nil, fmt.Errorf("redlock: obtain all: lock %q ended while the others were obtained: %w", l.lockName(), errors.Join(ErrNotObtained, lerr))
@@ -193,7 +193,7 @@ func firstDone(parts []*Lock) chan struct{} {
 func (e *engine) allFailed(ctx, wctx context.Context, name string, err error) error {
 	lost, _ := context.Cause(wctx).(*lostWhileWaiting)
 	switch {
-	case e.isClosed():
+	case e.reg.isClosed():
 		// Close released the locks already held, which ended the wait.
 		return fmt.Errorf("redlock: obtain all: %q: %w", name, ErrClosed)
 	case lost != nil && ctx.Err() == nil:

@@ -74,7 +74,7 @@ func (c *Client) Check(ctx context.Context, s fence.Sequencer) (fence.Status, er
 	}
 	e.life.RLock()
 	defer e.life.RUnlock()
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return fence.Unknown, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeout

@@ -124,7 +124,7 @@ func (c *Client) Close() error {
 	// starts no goroutine once a lock is released, and every held lock is
 	// released here before bg.Wait.
 	c.sched.Stop()
-	c.stopBreaker()
+	c.brk.stop()
 	c.sampler.loop.stop()
 	c.rec.loop.stop()
 	releaseAll(held)
@@ -141,7 +141,7 @@ func (c *Client) Close() error {
 // WithBreaker): "closed" (a quorum of nodes is reachable), "open" (obtains
 // are refused, wait, or fall back to the degraded mode), or "half_open" (a
 // probe is under way). It is "closed" when the breaker is off.
-func (c *Client) BreakerState() BreakerState { return breakerLabel(c.brk.State()) }
+func (c *Client) BreakerState() BreakerState { return breakerLabel(c.brk.state.State()) }
 
 // Locker is a handle on a lock: a name (or names) and a kind, made by the
 // Client's Mutex, Reentrant, RWMutex, Semaphore, All and Any. Making one

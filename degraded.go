@@ -146,7 +146,7 @@ func (lh *leaseHold) ranOut(l *Lock) error {
 // breakerClosed is true when the breaker is closed or has closed since the
 // lock was taken.
 func (lh *leaseHold) breakerClosed(e *engine) bool {
-	return e.brk.State() == breaker.Closed || e.brk.Closings() != lh.closings
+	return e.brk.state.State() == breaker.Closed || e.brk.state.Closings() != lh.closings
 }
 
 // refresh extends the lease in the store while the breaker has not closed
@@ -199,7 +199,7 @@ func (*leaseHold) refreshBatch(start time.Time, plans []refreshPlan) {
 			defer p.l.op.Unlock()
 			e.life.RLock()
 			defer e.life.RUnlock()
-			if e.isClosed() {
+			if e.reg.isClosed() {
 				return
 			}
 			_ = p.l.backend().refresh(p.l.eventCtx(), p.l, start, p.ttl, p.why, true)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/adaptive"
-	"github.com/redlock-go/redlock/internal/breaker"
 	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
@@ -39,8 +38,6 @@ type engine struct {
 	rec      recorder // the configuration records (joint.go)
 	hubs     []driver.Notifier
 	layout   keyLayout // where a lock's keys are (lockkeys.go)
-
-	reg registry
 	// lastRule is the quorum rule of the last lock made (sharedRule).
 	lastRule atomic.Pointer[quorum.Rule]
 
@@ -48,7 +45,7 @@ type engine struct {
 	// its entries' values are *Lock. Its origin is the refresh grid's.
 	sched *keepalive.Scheduler[*Lock]
 
-	brk     breaker.Breaker
+	brk     circuit          // the circuit breaker (breaker.go)
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
 	sampler samplerState
 	waits   waitq.Queues
@@ -75,6 +72,7 @@ type wiring struct {
 	// goroutines, and for writing by Close while it marks the Client
 	// closed, so that no goroutine is added to bg while Close waits on it.
 	life sync.RWMutex
+	reg  registry
 }
 
 // registry is the Client's held locks, which Close releases, and whether
@@ -145,6 +143,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	}
 	e.ident.w, e.ident.sets = &e.wiring, &e.sets
 	e.rec.w, e.rec.ident, e.rec.sets, e.rec.majority = &e.wiring, &e.ident, &e.sets, e.majority
+	e.brk.w, e.brk.majority = &e.wiring, e.majority
 	e.ident.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
 	for i := range e.nodes {
 		g := e.newGuard(i)
@@ -163,10 +162,11 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	return nil
 }
 
-func (e *engine) isClosed() bool {
-	e.reg.mu.Lock()
-	defer e.reg.mu.Unlock()
-	return e.reg.closed
+// isClosed reports whether Close has begun.
+func (r *registry) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // register adds a held lock to the registry that Close releases, once.

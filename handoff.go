@@ -142,7 +142,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	}
 	e.life.RLock()
 	defer e.life.RUnlock()
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return nil, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)

@@ -99,7 +99,7 @@ func (e *engine) gaveUp(r *request, err error) {
 	}
 	e.life.RLock()
 	defer e.life.RUnlock()
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return
 	}
 	round := newRound[bool](&e.wiring, quorum.Count(len(e.nodes)), max(e.cfg.nodeTimeoutFor(r.ttl), minReleaseTimeout), quorum.WaitAll)
@@ -122,7 +122,7 @@ func (e *engine) gaveUp(r *request, err error) {
 func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Duration, error) {
 	e.life.RLock()
 	defer e.life.RUnlock()
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return nil, -1, ErrClosed
 	}
 	ttl, why := e.ttlFor(r.keys[i], r.ttl, r.o.fixedTTL)
@@ -131,13 +131,13 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		e.startSampler()
 	}
 	timeout := e.cfg.nodeTimeoutFor(ttl)
-	closings := e.brk.Closings()
+	closings := e.brk.state.Closings()
 	var (
 		l         *Lock
 		holderTTL time.Duration
 		err       error
 	)
-	if berr := e.breakerRefusal(ctx, timeout); berr == nil {
+	if berr := e.brk.refusal(ctx, timeout); berr == nil {
 		if err := e.admit(ctx, timeout); err != nil {
 			return nil, -1, err
 		}

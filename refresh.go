@@ -91,7 +91,7 @@ func (l *Lock) refreshOnce(ctx context.Context, ttl time.Duration) error {
 	ttl, why := l.adaptTTL(ttl)
 	e.life.RLock()
 	defer e.life.RUnlock()
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return ErrClosed
 	}
 	start := e.cfg.now()

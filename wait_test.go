@@ -196,7 +196,7 @@ func breakerRefusedWaiter(t *testing.T, cl *cluster, name string) bool {
 	// counts the node unreachable, without opening yet. The waiter then
 	// waits for a notification, or its backoff (a minute).
 	proxies[0].SetBlackhole(true)
-	eventually(t, "a request without a reply", func() bool { n, _, _ := waiter.reachable(false); return n == 0 })
+	eventually(t, "a request without a reply", func() bool { n, _, _ := waiter.brk.reachable(false); return n == 0 })
 	proxies[0].Heal()
 	// The node answers again; a notification wakes the waiter. Its pass
 	// finds the breaker opening; the breaker's probe closes it, and the

@@ -242,7 +242,7 @@ func (w *waiter) pass(onlyLikely bool) (*Lock, error) {
 // it waits for an open circuit breaker to close.
 func (w *waiter) breakerWait() error {
 	if w.waitsForBreaker() {
-		return w.e.waitBreaker(w.ctx)
+		return w.e.brk.wait(w.ctx)
 	}
 	return nil
 }

@@ -111,7 +111,7 @@ func (e *engine) unsubscribe(q *waitq.Queue) {
 func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waiter, holderTTL time.Duration) time.Duration {
 	e.life.RLock()
 	defer e.life.RUnlock()
-	if e.isClosed() {
+	if e.reg.isClosed() {
 		return holderTTL // the next attempt says ErrClosed
 	}
 	need := e.rule(r.spec)
