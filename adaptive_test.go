@@ -148,7 +148,7 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	const base = 2 * time.Second
 	// Measure the round trip without latency first: the p95 counts once
 	// the window holds enough samples.
-	c.startSampler()
+	c.sampler.start()
 	eventuallyWithin(t, 20*time.Second, "an RTT p95 measured", func() bool { return c.adapt.RTTP95(time.Now()) > 0 })
 	l, err := c.Obtain(ctx, "rtt-before", base)
 	if err != nil {
@@ -167,7 +167,7 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	}
 	for _, x := range []*Client{c, cc} {
 		// Both samplers start with the first obtain: cc's now.
-		x.startSampler()
+		x.sampler.start()
 		eventuallyWithin(t, 20*time.Second, "RTT p95 reflects the injected latency", func() bool {
 			return x.adapt.RTTP95(time.Now()) >= 2*latency
 		})
@@ -408,7 +408,7 @@ func TestSeedFormulaOnASlowLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	c.startSampler()
+	c.sampler.start()
 	eventuallyWithin(t, 20*time.Second, "the RTT measured", func() bool { return c.adapt.RTTP95(time.Now()) >= 20*time.Millisecond })
 	l, err := c.Obtain(ctx, "slow-link", base, WithAutoRefresh())
 	if err != nil {

@@ -47,7 +47,7 @@ type engine struct {
 
 	brk     circuit          // the circuit breaker (breaker.go)
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
-	sampler samplerState
+	sampler sampling         // the adaptive TTL's sampler (sampler.go)
 	waits   waitq.Queues
 	nodeLog nodelog.Limiter
 	ident   identities // what each node is, and its guard (identity.go)
@@ -152,6 +152,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,
 			ContentionHalf: a.ContentionHalf, SampleInterval: a.SampleInterval})
+		e.sampler.w, e.sampler.adapt, e.sampler.nodeLog = &e.wiring, e.adapt, &e.nodeLog
 		e.sampler.nodes.Init(len(e.nodes))
 	}
 	for _, n := range nodes {

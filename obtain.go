@@ -128,7 +128,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 	ttl, why := e.ttlFor(r.keys[i], r.ttl, r.o.fixedTTL)
 	r.lastTTL, r.why = ttl, why
 	if e.adapt != nil {
-		e.startSampler()
+		e.sampler.start()
 	}
 	timeout := e.cfg.nodeTimeoutFor(ttl)
 	closings := e.brk.state.Closings()

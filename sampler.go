@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
@@ -22,10 +23,14 @@ import (
 // and counts the Clients waiting for its names. It feeds the policy
 // (internal/adaptive) and reports SampleEvents; it never shortens a TTL.
 
-// samplerState is the sampler's goroutine and its memory of the nodes.
-type samplerState struct {
-	loop  loop
-	nodes sampler.State
+// sampling is the part of the engine that samples the nodes: its
+// goroutine, its memory of the nodes, and the policy it feeds.
+type sampling struct {
+	w       *wiring
+	adapt   *adaptive.Policy
+	nodeLog *nodelog.Limiter // the rate of its log lines
+	loop    loop
+	nodes   sampler.State
 }
 
 const (
@@ -37,28 +42,28 @@ const (
 )
 
 // startSampler starts the sampler, once, unless the Client is closed. The
-// caller holds e.life for reading.
-func (e *engine) startSampler() {
-	e.sampler.loop.start(&e.bg, e.cfg.adaptive.SampleInterval, true, e.sample)
+// caller holds the engine's life for reading.
+func (sm *sampling) start() {
+	sm.loop.start(&sm.w.bg, sm.w.cfg.adaptive.SampleInterval, true, sm.sample)
 }
 
 // sample reads every node's memory, records the round trips, and reports
 // the sample to the hook and any pressure to the logger.
-func (e *engine) sample(ctx context.Context) {
-	samples := make([]SampleEvent, len(e.nodes))
+func (sm *sampling) sample(ctx context.Context) {
+	samples := make([]SampleEvent, len(sm.w.nodes))
 	var wg sync.WaitGroup
-	for i, n := range e.nodes {
+	for i, n := range sm.w.nodes {
 		wg.Go(func() {
-			samples[i] = e.readNode(ctx, n)
+			samples[i] = sm.readNode(ctx, n)
 		})
 	}
 	wg.Wait()
-	e.sampleWaiters(ctx)
+	sm.sampleWaiters(ctx)
 	if ctx.Err() != nil {
 		return
 	}
-	now := e.cfg.now()
-	rtt := e.adapt.RTTP95(now)
+	now := sm.w.cfg.now()
+	rtt := sm.adapt.RTTP95(now)
 	for i := range samples {
 		m := &samples[i]
 		m.RTT = rtt
@@ -67,16 +72,16 @@ func (e *engine) sample(ctx context.Context) {
 		}
 		// readNode puts the node's total here: 0 at the first sample, or
 		// for a restarted node.
-		m.Evicted = e.sampler.nodes.Evictions(i, m.Evicted)
-		m.Pressure = pressure(m, e.cfg.adaptive.MemoryRatio)
+		m.Evicted = sm.nodes.Evictions(i, m.Evicted)
+		m.Pressure = pressure(m, sm.w.cfg.adaptive.MemoryRatio)
 	}
-	if l := e.cfg.logger; l != nil {
+	if l := sm.w.cfg.logger; l != nil {
 		for _, m := range samples {
-			if m.Err != nil && e.nodeLog.Due(m.Node, nodelog.SampleErr, now) {
+			if m.Err != nil && sm.nodeLog.Due(m.Node, nodelog.SampleErr, now) {
 				l.LogAttrs(ctx, slog.LevelWarn, "redlock: adaptive TTL cannot read the node's memory (INFO): its memory pressure is unknown",
 					slog.Int("node", m.Node), slog.String("addr", m.Addr), slog.String("error", m.Err.Error()))
 			}
-			if m.Pressure == "" || !e.nodeLog.Due(m.Node, nodelog.Memory, now) {
+			if m.Pressure == "" || !sm.nodeLog.Due(m.Node, nodelog.Memory, now) {
 				continue
 			}
 			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node under memory pressure: lock keys can be evicted or refused (the adaptive TTL does not shorten TTLs for it)",
@@ -85,7 +90,7 @@ func (e *engine) sample(ctx context.Context) {
 		}
 	}
 	for _, m := range samples {
-		e.cfg.emit(ctx, m)
+		sm.w.cfg.emit(ctx, m)
 	}
 }
 
@@ -95,10 +100,10 @@ func (e *engine) sample(ctx context.Context) {
 // refused. A Client subscribes once per name and node while it has
 // waiters, so the highest count over the nodes is the number of Clients
 // waiting.
-func (e *engine) sampleWaiters(ctx context.Context) {
+func (sm *sampling) sampleWaiters(ctx context.Context) {
 	names := make(map[string]string, maxSubNames) // channel → lock key
-	e.reg.mu.Lock()
-	held := e.reg.held
+	sm.w.reg.mu.Lock()
+	held := sm.w.reg.held
 	// From a random place: another subset each time when there are more.
 	from := 0
 	if len(held) > 0 {
@@ -115,8 +120,8 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 		}
 		l.mu.Unlock()
 	}
-	e.reg.mu.Unlock()
-	for _, k := range e.adapt.Contended(maxSubNames - len(names)) {
+	sm.w.reg.mu.Unlock()
+	for _, k := range sm.adapt.Contended(maxSubNames - len(names)) {
 		names[keys.Channel(k)] = k
 	}
 	channels := make([]any, 0, 2+len(names))
@@ -128,7 +133,7 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 	if len(names) > 0 {
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		for _, n := range e.nodes {
+		for _, n := range sm.w.nodes {
 			if n.Cluster {
 				continue // sharded channels live on their slot's shard: not counted
 			}
@@ -152,7 +157,7 @@ func (e *engine) sampleWaiters(ctx context.Context) {
 		}
 		wg.Wait()
 	}
-	e.adapt.SetWaiting(counts, e.cfg.now())
+	sm.adapt.SetWaiting(counts, sm.w.cfg.now())
 }
 
 // pressure says what is wrong with a node's memory, or "" when nothing is
@@ -177,12 +182,12 @@ func parseMemory(info string) SampleEvent {
 // evicted_keys, which sample turns into a difference. On a Redis Cluster
 // it reads every master, and reports the fullest and the sum of
 // evictions.
-func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
+func (sm *sampling) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 	m := SampleEvent{Node: n.Index, Addr: n.Addr}
 	read := func(ctx context.Context, c driver.Node) (SampleEvent, error) {
 		ctx, cancel := context.WithTimeout(ctx, sampleTimeout)
 		defer cancel()
-		start := e.cfg.now()
+		start := sm.w.cfg.now()
 		replies, err := c.Pipe(ctx, [][]any{{"INFO", "memory"}, {"INFO", "stats"}})
 		if err != nil {
 			return SampleEvent{}, err
@@ -195,9 +200,9 @@ func (e *engine) readNode(ctx context.Context, n *quorum.Node) SampleEvent {
 			}
 			info.WriteString(s)
 		}
-		if e.sampler.nodes.Warm(n.Index) {
-			now := e.cfg.now()
-			e.adapt.AddRTT(now, now.Sub(start))
+		if sm.nodes.Warm(n.Index) {
+			now := sm.w.cfg.now()
+			sm.adapt.AddRTT(now, now.Sub(start))
 		}
 		return parseMemory(info.String()), nil
 	}
