@@ -238,7 +238,7 @@ func TestAdaptiveTTLFollowsContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	const waiters = 6
-	key, _ := c.redisKey("hot")
+	key, _ := c.layout.redisKey("hot")
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var (

@@ -113,7 +113,7 @@ func (e *engine) checkable(s fence.Sequencer) (string, byte, error) {
 	default:
 		return "", 0, invalid("check: sequencer of lock %q: unknown kind %q", s.Lock, s.Kind)
 	}
-	key, err := e.redisKey(s.Lock)
+	key, err := e.layout.redisKey(s.Lock)
 	return key, mode, err
 }
 
@@ -122,7 +122,7 @@ func (e *engine) checkable(s fence.Sequencer) (string, byte, error) {
 // be, it waits for every node's answer, up to timeout, so that standing
 // tells Superseded from Unknown on every answer.
 func (e *engine) checkRound(ctx context.Context, key string, mode byte, token int64, rule quorum.Rule, timeout time.Duration) quorum.Result[script.Seen] {
-	k := e.keysOf(key)
+	k := e.layout.keysOf(key)
 	fence := k.fence()
 	round := newRound[script.Seen](&e.wiring, rule, timeout, quorum.WaitOnLoss)
 	round.Call = func(ctx context.Context, n *quorum.Node) (script.Seen, error) {

@@ -123,7 +123,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.nodes = make([]*quorum.Node, len(nodes))
 	e.majority = e.rule(&plainSpec)
 	e.reg.done = make(chan struct{})
-	e.layout.plainNode = -1
+	e.layout.prefix, e.layout.plainNode = cfg.prefix, -1
 	e.layout.epochKey = keys.Layout{Prefix: cfg.prefix}.NodeEpoch()
 	addrs := make(map[string]int, len(nodes))
 	for i, n := range nodes {
@@ -146,7 +146,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.brk.w, e.brk.majority = &e.wiring, e.majority
 	e.ident.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
 	for i := range e.nodes {
-		g := e.newGuard(i)
+		g := e.ident.newGuard(i, e.layout.epochKey)
 		e.ident.guards[i].Store(&g)
 	}
 	if a := cfg.adaptive; a != nil {

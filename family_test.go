@@ -387,7 +387,7 @@ func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
 			cl := startNodes(t, n)
 			c := newClient(t, cl.clients)
 			ctx := context.Background()
-			key, err := c.redisKey("nested")
+			key, err := c.layout.redisKey("nested")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -111,6 +111,24 @@ func (s *identities) result() error {
 // any (script.Guard.Node).
 func (s *identities) guard(i int) script.Guard { return *s.guards[i].Load() }
 
+// newGuard is the epoch guard's first setting for node i, before its
+// identity is known (guard), with epochKey the epoch record of a
+// standalone node.
+func (s *identities) newGuard(i int, epochKey string) script.Guard {
+	mode := byte('1')
+	switch s.w.cfg.guard {
+	case GuardTrustPersistence:
+		mode = 'p'
+	case GuardOff:
+		mode = '0'
+	}
+	g := script.NewGuard(mode, s.w.cfg.maxTTL, s.w.nodes[i].Cluster)
+	if !s.w.nodes[i].Cluster {
+		g = g.WithEpoch(epochKey) // the acquires' Keys.Epoch (lockKeys.on)
+	}
+	return g
+}
+
 var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
 
 // check is asked before each acquire round on the nodes: it identifies

@@ -161,7 +161,7 @@ func (e *engine) newLock(key string, sp *spec, writerMark string, ttl, nodeTimeo
 	} else {
 		l = new(Lock)
 	}
-	l.e, l.sp, l.keys, l.quorum = e, sp, e.keysOf(key), e.sharedRule(sp)
+	l.e, l.sp, l.keys, l.quorum = e, sp, e.layout.keysOf(key), e.sharedRule(sp)
 	l.ttl, l.nodeTimeout = ttl, nodeTimeout
 	l.secret = sp.newSecret(key, newValue(), writerMark, hold)
 	l.ka.Value = l

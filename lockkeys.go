@@ -8,8 +8,10 @@ import (
 // A lock's Redis keys on each node, and each node's epoch guard
 // (docs/fencing.md); the layout itself is internal/keys'.
 
-// keyLayout is where the engine finds a lock's keys on its nodes.
+// keyLayout is the part of the engine that knows where a lock's keys are
+// on its nodes.
 type keyLayout struct {
+	prefix string // WithKeyPrefix
 	// epochKey is the epoch record of a standalone node; cluster is set
 	// when some node is a Redis Cluster (see lockKeys.on). plainNode is the
 	// first node that is not (-1 if none): every such node shares one
@@ -28,9 +30,9 @@ type lockKeys struct {
 }
 
 // keysOf forms the keys of the lock of key.
-func (e *engine) keysOf(key string) lockKeys {
+func (kl *keyLayout) keysOf(key string) lockKeys {
 	k := lockKeys{key: key}
-	if e.layout.cluster {
+	if kl.cluster {
 		k.clusterEpoch = keys.ClusterEpoch(key)
 	}
 	return k
@@ -71,27 +73,10 @@ func (k lockKeys) fenced(e *engine, i int, fence string) script.Keys {
 // redisKey is the Redis key of a lock name: the prefix and the name inside
 // one hash tag, so that every key of a lock lands in one Cluster slot
 // (internal/keys).
-func (e *engine) redisKey(name string) (string, error) {
-	key, err := keys.Layout{Prefix: e.cfg.prefix}.Lock(name)
+func (kl *keyLayout) redisKey(name string) (string, error) {
+	key, err := keys.Layout{Prefix: kl.prefix}.Lock(name)
 	if err != nil {
 		return "", invalid("%v", err)
 	}
 	return key, nil
-}
-
-// newGuard is the epoch guard's first setting for node i, before its
-// identity is known (identities.guard).
-func (e *engine) newGuard(i int) script.Guard {
-	mode := byte('1')
-	switch e.cfg.guard {
-	case GuardTrustPersistence:
-		mode = 'p'
-	case GuardOff:
-		mode = '0'
-	}
-	g := script.NewGuard(mode, e.cfg.maxTTL, e.nodes[i].Cluster)
-	if !e.nodes[i].Cluster {
-		g = g.WithEpoch(e.layout.epochKey) // the acquires' Keys.Epoch (lockKeys.on)
-	}
-	return g
 }

@@ -37,7 +37,7 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 		return invalid("%d lock names given; at most %d", len(r.names), limits.MaxNames)
 	}
 	if len(r.names) == 1 {
-		k, err := e.redisKey(r.names[0])
+		k, err := e.layout.redisKey(r.names[0])
 		if err != nil {
 			return err
 		}
@@ -48,7 +48,7 @@ func (e *engine) prepare(r *request, ttl time.Duration, opts []ObtainOption, try
 	r.keys = make([]string, len(r.names))
 	seen := make(map[string]int, len(r.names))
 	for i, name := range r.names {
-		k, err := e.redisKey(name)
+		k, err := e.layout.redisKey(name)
 		if err != nil {
 			return fmt.Errorf("redlock: name %d (%q): %w", i, name, err)
 		}

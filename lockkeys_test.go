@@ -6,7 +6,7 @@ import (
 )
 
 func TestKeyHashTag(t *testing.T) {
-	c := &engine{wiring: wiring{cfg: defaultConfig()}}
+	layout := &keyLayout{prefix: defaultConfig().prefix}
 	tests := []struct {
 		name, want string
 		ok         bool
@@ -16,13 +16,13 @@ func TestKeyHashTag(t *testing.T) {
 		{"", "", false},
 	}
 	for _, tt := range tests {
-		got, err := c.redisKey(tt.name)
+		got, err := layout.redisKey(tt.name)
 		if (err == nil) != tt.ok || got != tt.want {
 			t.Errorf("redisKey(%q) = %q, %v; want %q ok=%v", tt.name, got, err, tt.want, tt.ok)
 		}
 	}
-	c.cfg.prefix = ""
-	if _, err := c.redisKey("}x"); !errors.Is(err, ErrInvalid) {
+	layout.prefix = ""
+	if _, err := layout.redisKey("}x"); !errors.Is(err, ErrInvalid) {
 		t.Errorf("empty hash tag accepted: %v", err)
 	}
 }
