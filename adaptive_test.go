@@ -105,7 +105,7 @@ func TestAdaptiveTTLBadInput(t *testing.T) {
 		c1 := newClient(t, cl.clients, opt)
 		c2 := newClient(t, cl.clients, opt, WithMaxTTL(20*time.Second))
 		for _, c := range []*Client{c1, c2} {
-			a := c.cfg.adaptive
+			a := c.e.cfg.adaptive
 			if a.RTTMultiple != adaptive.RTTMultiple || a.ContentionHalf != adaptive.ContentionHalf ||
 				a.SampleInterval != adaptive.SampleInterval || a.MemoryRatio != adaptive.MemoryRatio {
 				t.Fatalf("defaults not filled in: %+v", a)
@@ -148,8 +148,8 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	const base = 2 * time.Second
 	// Measure the round trip without latency first: the p95 counts once
 	// the window holds enough samples.
-	c.sampler.start()
-	eventuallyWithin(t, 20*time.Second, "an RTT p95 measured", func() bool { return c.adapt.RTTP95(time.Now()) > 0 })
+	c.e.sampler.start()
+	eventuallyWithin(t, 20*time.Second, "an RTT p95 measured", func() bool { return c.e.adapt.RTTP95(time.Now()) > 0 })
 	l, err := c.Obtain(ctx, "rtt-before", base)
 	if err != nil {
 		t.Fatal(err)
@@ -160,16 +160,16 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 	if before.TTL >= 40*2*latency {
 		t.Fatalf("TTL %v (%v) before any latency was injected: loopback RTT p95 above 100 ms?", before.TTL, before.TTLReason)
 	}
-	t.Logf("before: TTL %v (%v), RTT p95 %v", before.TTL, before.TTLReason, c.adapt.RTTP95(time.Now()))
+	t.Logf("before: TTL %v (%v), RTT p95 %v", before.TTL, before.TTLReason, c.e.adapt.RTTP95(time.Now()))
 
 	for _, p := range proxies {
 		p.SetLatency(latency)
 	}
 	for _, x := range []*Client{c, cc} {
 		// Both samplers start with the first obtain: cc's now.
-		x.sampler.start()
+		x.e.sampler.start()
 		eventuallyWithin(t, 20*time.Second, "RTT p95 reflects the injected latency", func() bool {
-			return x.adapt.RTTP95(time.Now()) >= 2*latency
+			return x.e.adapt.RTTP95(time.Now()) >= 2*latency
 		})
 	}
 
@@ -178,7 +178,7 @@ func TestAdaptiveTTLFollowsRTT(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := rec.lastObtain(t, "rtt-after")
-	t.Logf("after: TTL %v (%v), RTT p95 %v", after.TTL, after.TTLReason, c.adapt.RTTP95(time.Now()))
+	t.Logf("after: TTL %v (%v), RTT p95 %v", after.TTL, after.TTLReason, c.e.adapt.RTTP95(time.Now()))
 	inBounds(t, "after", after.TTL, a)
 	if after.TTL < 40*2*latency || after.TTLReason != "rtt" || l.TTL() != after.TTL {
 		t.Fatalf("with a %v round trip: TTL %v (%v), lock TTL %v; want at least %v, reason rtt",
@@ -238,7 +238,7 @@ func TestAdaptiveTTLFollowsContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	const waiters = 6
-	key, _ := c.layout.redisKey("hot")
+	key, _ := c.e.layout.redisKey("hot")
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var (
@@ -255,7 +255,7 @@ func TestAdaptiveTTLFollowsContention(t *testing.T) {
 			errs <- l.Release(ctx)
 		})
 	}
-	eventuallyWithin(t, 10*time.Second, "the waiters queue", func() bool { return c.waits.Waiting(key) == waiters })
+	eventuallyWithin(t, 10*time.Second, "the waiters queue", func() bool { return c.e.waits.Waiting(key) == waiters })
 
 	// One more attempt, while they wait: its TTL is at most
 	// base / (1 + 6/4); with a base of 400 ms that is below Min.
@@ -321,7 +321,7 @@ func TestAdaptiveTTLAgainstSeedFormula(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = c.Close() })
-		return c.adapt
+		return c.e.adapt
 	}
 	cases := []struct {
 		name              string
@@ -408,8 +408,8 @@ func TestSeedFormulaOnASlowLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	c.sampler.start()
-	eventuallyWithin(t, 20*time.Second, "the RTT measured", func() bool { return c.adapt.RTTP95(time.Now()) >= 20*time.Millisecond })
+	c.e.sampler.start()
+	eventuallyWithin(t, 20*time.Second, "the RTT measured", func() bool { return c.e.adapt.RTTP95(time.Now()) >= 20*time.Millisecond })
 	l, err := c.Obtain(ctx, "slow-link", base, WithAutoRefresh())
 	if err != nil {
 		t.Fatalf("adaptive TTL over a 20 ms round trip: %v", err)
@@ -444,12 +444,12 @@ func BenchmarkAdaptiveTTL(b *testing.B) {
 		replies[i].Latency = time.Duration(i+1) * 100 * time.Microsecond
 	}
 	for range 512 / len(replies) {
-		observeRTT(&c.engine, replies, time.Second)
+		observeRTT(&c.e, replies, time.Second)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_, _ = c.ttlFor("{redlock:bench}", 10*time.Second, false)
-		observeRTT(&c.engine, replies, time.Second)
+		_, _ = c.e.ttlFor("{redlock:bench}", 10*time.Second, false)
+		observeRTT(&c.e, replies, time.Second)
 	}
 }
 
@@ -476,7 +476,7 @@ func TestAdaptiveTTLBoundsPassCheckTTL(t *testing.T) {
 			_ = c.Close()
 			accepted++
 			for ttl := min; ttl <= a.Max; ttl += ttl/7 + time.Millisecond {
-				if _, err := c.cfg.checkTTL(ttl); err != nil {
+				if _, err := c.e.cfg.checkTTL(ttl); err != nil {
 					t.Fatalf("config %d, Min %v accepted, but TTL %v refused: %v", i, min, ttl, err)
 				}
 			}

@@ -67,7 +67,7 @@ func (c *Client) Check(ctx context.Context, s fence.Sequencer) (fence.Status, er
 	if ctx == nil {
 		return fence.Unknown, errNilContext
 	}
-	e := &c.engine
+	e := &c.e
 	key, mode, err := e.checkable(s)
 	if err != nil {
 		return fence.Unknown, err

@@ -19,7 +19,7 @@ import (
 // The Client does not own the Redis clients it is given: close them after
 // Close.
 type Client struct {
-	engine
+	e engine
 }
 
 // New returns a Client over the given nodes, each a go-redis client (the
@@ -103,7 +103,7 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 		}
 	}
 	c := &Client{}
-	if err := c.init(nodes, cfg, c.fire); err != nil {
+	if err := c.e.init(nodes, cfg, c.e.fire); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -113,27 +113,27 @@ func NewFromNodes(nodes []driver.Node, opts ...Option) (*Client, error) {
 // background work and waits for it. Calls after Close return ErrClosed. It
 // does not close the Redis clients. Close is idempotent and returns nil.
 func (c *Client) Close() error {
-	c.life.Lock()
-	held, first := c.reg.close()
-	c.life.Unlock()
+	c.e.life.Lock()
+	held, first := c.e.reg.close()
+	c.e.life.Unlock()
 	if !first {
-		<-c.reg.done
+		<-c.e.reg.done
 		return nil
 	}
 	// The scheduler starts refresh goroutines: stop it first. Release
 	// starts no goroutine once a lock is released, and every held lock is
 	// released here before bg.Wait.
-	c.sched.Stop()
-	c.brk.stop()
-	c.sampler.loop.stop()
-	c.rec.loop.stop()
+	c.e.sched.Stop()
+	c.e.brk.stop()
+	c.e.sampler.loop.stop()
+	c.e.rec.loop.stop()
 	releaseAll(held)
-	for _, h := range c.hubs {
+	for _, h := range c.e.hubs {
 		h.Close()
 	}
-	c.workers.Stop()
-	c.bg.Wait()
-	close(c.reg.done)
+	c.e.workers.Stop()
+	c.e.bg.Wait()
+	close(c.e.reg.done)
 	return nil
 }
 
@@ -141,7 +141,7 @@ func (c *Client) Close() error {
 // WithBreaker): "closed" (a quorum of nodes is reachable), "open" (obtains
 // are refused, wait, or fall back to the degraded mode), or "half_open" (a
 // probe is under way). It is "closed" when the breaker is off.
-func (c *Client) BreakerState() BreakerState { return breakerLabel(c.brk.state.State()) }
+func (c *Client) BreakerState() BreakerState { return breakerLabel(c.e.brk.state.State()) }
 
 // Locker is a handle on a lock: a name (or names) and a kind, made by the
 // Client's Mutex, Reentrant, RWMutex, Semaphore, All and Any. Making one
@@ -336,7 +336,7 @@ func (h *handle) obtain(ctx context.Context, ttl time.Duration, opts []ObtainOpt
 	if ctx == nil {
 		return nil, errNilContext
 	}
-	e := &h.c.engine
+	e := &h.c.e
 	if h.all {
 		return e.obtainAll(ctx, h.names, ttl, opts, try)
 	}
@@ -382,8 +382,8 @@ func (c *Client) plain(ctx context.Context, name string, ttl time.Duration, opts
 	r := request{spec: &plainSpec}
 	r.one[0] = name
 	r.names = r.one[:]
-	if err := c.prepare(&r, ttl, opts, try); err != nil {
+	if err := c.e.prepare(&r, ttl, opts, try); err != nil {
 		return nil, err
 	}
-	return c.obtain(ctx, &r)
+	return c.e.obtain(ctx, &r)
 }

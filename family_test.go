@@ -387,7 +387,7 @@ func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
 			cl := startNodes(t, n)
 			c := newClient(t, cl.clients)
 			ctx := context.Background()
-			key, err := c.layout.redisKey("nested")
+			key, err := c.e.layout.redisKey("nested")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -400,7 +400,7 @@ func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
 					_ = l.Release(context.Background())
 					writerDone <- err
 				}()
-				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.waits.Queued(key) })
+				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.e.waits.Queued(key) })
 				// Generous: a re-entry takes a round trip, and the bug
 				// made it wait for this context to end.
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)

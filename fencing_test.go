@@ -95,7 +95,7 @@ func TestFencingSecondRound(t *testing.T) {
 			atLeast++
 		}
 	}
-	if atLeast < c.majority.Need() {
+	if atLeast < c.e.majority.Need() {
 		t.Fatalf("%d nodes hold a counter at least the token %d, want a quorum", atLeast, l.Token())
 	}
 	if err := l.Release(ctx); err != nil {

@@ -135,7 +135,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	if ctx == nil {
 		return nil, errNilContext
 	}
-	e := &c.engine
+	e := &c.e
 	f, r, err := e.readForm(handoff, opts)
 	if err != nil {
 		return nil, err

@@ -193,7 +193,7 @@ func TestResumePartialClaim(t *testing.T) {
 	}
 	// The rival's claim, on node 0 alone.
 	rival := script.ClaimCall(l.keys.fenced(l.e, 0, l.keys.fence()), nil, l.secret.id, newValue(), l.token, l.e.ident.guard(0))
-	if c, err := rival.Claim(ctx, sched.engine.nodes[0].Conn); err != nil || c.Status != script.Claimed {
+	if c, err := rival.Claim(ctx, sched.e.nodes[0].Conn); err != nil || c.Status != script.Claimed {
 		t.Fatalf("the rival's claim on node 0: %+v, %v", c, err)
 	}
 	first, err := w1.Resume(ctx, form)

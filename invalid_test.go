@@ -96,7 +96,7 @@ func TestInvalidNilInputs(t *testing.T) {
 		}},
 		{"Resume nil context", func() error {
 			// A well-formed form: only the context is wrong.
-			form := fmt.Sprintf(`{"v":1,"prefix":%q,"nodes":%d,"name":"x","kind":"plain","secret":"s","token":1,"ttl_ms":1000}`, c.engine.cfg.prefix, len(nodes))
+			form := fmt.Sprintf(`{"v":1,"prefix":%q,"nodes":%d,"name":"x","kind":"plain","secret":"s","token":1,"ttl_ms":1000}`, c.e.cfg.prefix, len(nodes))
 			_, err := c.Resume(nilCtx, []byte(form))
 			return err
 		}},

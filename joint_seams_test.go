@@ -69,7 +69,7 @@ func readRecords(t *testing.T, nodes []redis.UniversalClient, prefix string) []*
 // read on the nodes all (j's nodes, in j's order).
 func stepOf(t *testing.T, j *Client, all []redis.UniversalClient, prefix string) joint.Reading {
 	t.Helper()
-	s := j.rec.jointSets()
+	s := j.e.rec.jointSets()
 	return joint.StepOf(readRecords(t, all, prefix), s.Cur, s.Next, joint.SetName{FP: s.CurFP, Alias: s.CurAlias}, joint.SetName{FP: s.NextFP, Alias: s.NextAlias}, joint.Mut{})
 }
 
@@ -384,7 +384,7 @@ func TestEveryHolderPathRecords(t *testing.T) {
 			if l != nil {
 				_ = l.Release(ctx)
 			}
-			fp := c.rec.jointSets().CurFP
+			fp := c.e.rec.jointSets().CurFP
 			configs := keys.Layout{Prefix: prefix}.Configs()
 			// The obtain's record returns at a quorum; the rest follow.
 			for i, n := range cl.clients {

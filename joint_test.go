@@ -242,7 +242,7 @@ func TestMoveFloor(t *testing.T) {
 	// The joint Client's records raise the move floor at every round
 	// that every node answers.
 	eventually(t, "the move floor is written", func() bool {
-		n, _ := cl.clients[0].HExists(ctx, keys.Layout{Prefix: "jfloor:"}.Configs(), keys.ConfigFloor(joint.rec.jointSets().NextFP)).Result()
+		n, _ := cl.clients[0].HExists(ctx, keys.Layout{Prefix: "jfloor:"}.Configs(), keys.ConfigFloor(joint.e.rec.jointSets().NextFP)).Result()
 		return n
 	})
 	// Nodes 0 and 1 free, node 2 held by another: the only quorum of
@@ -300,7 +300,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 				_ = l.Release(ctx)
 			}
 			eventually(t, "the joint Client writes the move floor", func() bool {
-				n, _ := cl.clients[0].HExists(ctx, configs, keys.ConfigFloor(joint.rec.jointSets().NextFP)).Result()
+				n, _ := cl.clients[0].HExists(ctx, configs, keys.ConfigFloor(joint.e.rec.jointSets().NextFP)).Result()
 				return n
 			})
 			old := newClient(t, pick(cl, cur), opts...)
@@ -330,7 +330,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 			// Step 2: the current-set Client closes; wait until its records
 			// are gone and the max TTL has passed.
 			_ = old.Close()
-			oldFP := old.rec.jointSets().CurFP
+			oldFP := old.e.rec.jointSets().CurFP
 			// A field is live until the expiry its value starts with (node
 			// ms); record.lua deletes it only at a later call.
 			gone := func(field string) bool {
@@ -352,7 +352,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 			time.Sleep(maxTTL)
 			if jointGone {
 				_ = joint.Close()
-				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldFP, joint.rec.jointSets().NextFP)) })
+				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldFP, joint.e.rec.jointSets().NextFP)) })
 			}
 			// Step 3: nodes 0 and 1 free, node 2 another's.
 			for _, i := range []int{0, 1} {
@@ -393,11 +393,11 @@ func TestJointOptionErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if len(c.nodes) != 3 || c.sets.cur != 0b011 || c.sets.next != 0b101 {
-		t.Fatalf("nodes %d, sets %b %b; want 3 nodes, 011 and 101", len(c.nodes), c.sets.cur, c.sets.next)
+	if len(c.e.nodes) != 3 || c.e.sets.cur != 0b011 || c.e.sets.next != 0b101 {
+		t.Fatalf("nodes %d, sets %b %b; want 3 nodes, 011 and 101", len(c.e.nodes), c.e.sets.cur, c.e.sets.next)
 	}
 	// A majority of two nodes is both: of {0,1} and of {0,2}.
-	if r := c.majority; r.Met(0b011) || r.Met(0b101) || r.Met(0b110) || !r.Met(0b111) {
+	if r := c.e.majority; r.Met(0b011) || r.Met(0b101) || r.Met(0b110) || !r.Met(0b111) {
 		t.Errorf("joint majority rule %v decides wrongly", r)
 	}
 }

@@ -365,7 +365,7 @@ func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
 		if err := cl.servers[4].Pause(); err != nil {
 			t.Fatal(err)
 		}
-		c.refreshBatch([]*Lock{short, long})
+		c.e.refreshBatch([]*Lock{short, long})
 		if err := cl.servers[4].Resume(); err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +429,7 @@ func TestAutomaticRefreshReportsQuorumError(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl.pause(t, 1, 2)
-	c.refreshBatch([]*Lock{l})
+	c.e.refreshBatch([]*Lock{l})
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	errs := h.errs["auto"]

@@ -172,7 +172,7 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	// that the acquire is never written there. On a loaded machine the
 	// answer can take that long: wait until it is learned.
 	eventually(t, "node 4 is identified", func() bool {
-		s := &c.ident
+		s := &c.e.ident
 		s.mu.Lock()
 		known := s.ids[4] != nil
 		if !known {

@@ -196,7 +196,7 @@ func breakerRefusedWaiter(t *testing.T, cl *cluster, name string) bool {
 	// counts the node unreachable, without opening yet. The waiter then
 	// waits for a notification, or its backoff (a minute).
 	proxies[0].SetBlackhole(true)
-	eventually(t, "a request without a reply", func() bool { n, _, _ := waiter.brk.reachable(false); return n == 0 })
+	eventually(t, "a request without a reply", func() bool { n, _, _ := waiter.e.brk.reachable(false); return n == 0 })
 	proxies[0].Heal()
 	// The node answers again; a notification wakes the waiter. Its pass
 	// finds the breaker opening; the breaker's probe closes it, and the
@@ -245,10 +245,10 @@ func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
 		})
 	}
 	for _, c := range clients {
-		for i, h := range c.hubs {
+		for i, h := range c.e.hubs {
 			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.(interface{ Channels() int }).Channels() == 0 })
 		}
-		if c.waits.Queued("{redlock:many-waits-0}") {
+		if c.e.waits.Queued("{redlock:many-waits-0}") {
 			t.Fatal("a wait queue outlived its waiters")
 		}
 	}
@@ -395,12 +395,12 @@ func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	c := newClient(t, cl.clients)
 	never := make(chan struct{})
 	q := &waitq.Queue{Group: "{redlock:unconfirmed}", Keys: []string{"{redlock:unconfirmed}"}, Wake: driver.NewWaiter(), Confirmed: []<-chan struct{}{never}}
-	c.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
+	c.e.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		c.subscribe(ctx, q, time.Minute) // the next head
+		c.e.subscribe(ctx, q, time.Minute) // the next head
 		close(done)
 	}()
 	select {
