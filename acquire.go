@@ -150,7 +150,7 @@ func (e *engine) firstRoundNo(r quorum.Reply[script.Acquired]) error {
 // attempted reports an attempt on the nodes to the hook and the logger.
 func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.Time, res quorum.Result[script.Acquired], second bool, err error, token int64) {
 	nodes := nodeResults(e, res, e.disagreeAcquire)
-	e.logNodes(ctx, nodes)
+	e.log.nodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
 		e.cfg.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),

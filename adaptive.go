@@ -123,7 +123,7 @@ func (e *engine) ttlFor(key string, base time.Duration, fixed bool) (time.Durati
 	}
 	now := e.cfg.now()
 	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.Waiting(key), now)
-	if l := e.cfg.logger; l != nil && atMax > 0 && e.nodeLog.Due(-1, nodelog.RTTAtMax, now) {
+	if l := e.cfg.logger; l != nil && atMax > 0 && e.log.limit.Due(-1, nodelog.RTTAtMax, now) {
 		l.LogAttrs(context.Background(), slog.LevelWarn,
 			"redlock: adaptive TTL capped at Max although the nodes' round-trip time asks for more: validity margins are thinner than RTTMultiple",
 			slog.Duration("rtt_p95", atMax), slog.Float64("wanted_seconds", e.cfg.adaptive.RTTMultiple*atMax.Seconds()), slog.Duration("max", e.cfg.adaptive.Max))

@@ -14,6 +14,6 @@ func (e *engine) adopt(l *Lock, o *obtainConfig, base time.Duration) {
 	if o.auto {
 		l.keepAlive(o.interval, o.maxHold)
 	}
-	e.register(l)
+	e.reg.add(l)
 	l.schedule()
 }

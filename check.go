@@ -84,7 +84,7 @@ func (c *Client) Check(ctx context.Context, s fence.Sequencer) (fence.Status, er
 	if err := e.ident.check(ctx, timeout); err != nil {
 		return fence.Unknown, err
 	}
-	rule := e.rule(&plainSpec)
+	rule := e.sets.rule(&plainSpec)
 	res := e.checkRound(ctx, key, mode, s.Token, rule, timeout)
 	return e.standing(ctx, rule, res)
 }

@@ -87,7 +87,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	l.token = degradedTokenBase + lease.Version
 	l.obtained(start, validUntil, func(int) bool { return false })
 	e.attemptedDegraded(ctx, l, r.id, start, nil)
-	if lg := e.cfg.logger; lg != nil && e.nodeLog.Due(-1, nodelog.Degraded, e.cfg.now()) {
+	if lg := e.cfg.logger; lg != nil && e.log.limit.Due(-1, nodelog.Degraded, e.cfg.now()) {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: degraded mode: lock obtained from the lease store, not from a quorum of nodes; it excludes only clients that fell back to the same store",
 			slog.String("name", l.lockName()), slog.Int64("token", l.token))
 	}

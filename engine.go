@@ -11,7 +11,6 @@ import (
 	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
-	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 	"github.com/redlock-go/redlock/internal/waitq"
@@ -49,7 +48,6 @@ type engine struct {
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
 	sampler sampling         // the adaptive TTL's sampler (sampler.go)
 	waits   waitq.Queues
-	nodeLog nodelog.Limiter
 	ident   identities // what each node is, and its guard (identity.go)
 }
 
@@ -73,6 +71,7 @@ type wiring struct {
 	// closed, so that no goroutine is added to bg while Close waits on it.
 	life sync.RWMutex
 	reg  registry
+	log  nodeLogger // log lines about the nodes, rate-limited
 }
 
 // registry is the Client's held locks, which Close releases, and whether
@@ -120,8 +119,9 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 		return invalid("%d nodes given; at most %d", len(nodes), limits.MaxNodes)
 	}
 	e.cfg = cfg
+	e.log.cfg = &e.cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
-	e.majority = e.rule(&plainSpec)
+	e.majority = e.sets.rule(&plainSpec)
 	e.reg.done = make(chan struct{})
 	e.layout.prefix, e.layout.plainNode = cfg.prefix, -1
 	e.layout.epochKey = keys.Layout{Prefix: cfg.prefix}.NodeEpoch()
@@ -152,7 +152,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,
 			ContentionHalf: a.ContentionHalf, SampleInterval: a.SampleInterval})
-		e.sampler.w, e.sampler.adapt, e.sampler.nodeLog = &e.wiring, e.adapt, &e.nodeLog
+		e.sampler.w, e.sampler.adapt = &e.wiring, e.adapt
 		e.sampler.nodes.Init(len(e.nodes))
 	}
 	for _, n := range nodes {
@@ -170,29 +170,29 @@ func (r *registry) isClosed() bool {
 	return r.closed
 }
 
-// register adds a held lock to the registry that Close releases, once.
-func (e *engine) register(l *Lock) {
-	e.reg.mu.Lock()
+// add adds a held lock to the registry that Close releases, once.
+func (r *registry) add(l *Lock) {
+	r.mu.Lock()
 	if l.regAt == 0 {
-		e.reg.held = append(e.reg.held, l)
-		l.regAt = int32(len(e.reg.held))
+		r.held = append(r.held, l)
+		l.regAt = int32(len(r.held))
 	}
-	e.reg.mu.Unlock()
+	r.mu.Unlock()
 }
 
-// forget removes a released lock from the registry, if it is there: the
+// remove removes a released lock from the registry, if it is there: the
 // last lock takes its place.
-func (e *engine) forget(l *Lock) {
-	e.reg.mu.Lock()
+func (r *registry) remove(l *Lock) {
+	r.mu.Lock()
 	if i := int(l.regAt) - 1; i >= 0 {
-		held := e.reg.held
+		held := r.held
 		last := held[len(held)-1]
 		held[i], last.regAt = last, int32(i+1)
 		held[len(held)-1] = nil
-		e.reg.held = held[:len(held)-1]
+		r.held = held[:len(held)-1]
 		l.regAt = 0
 	}
-	e.reg.mu.Unlock()
+	r.mu.Unlock()
 }
 
 // close marks the Client closed, and returns the locks it holds; first is

@@ -82,7 +82,7 @@ func (l *Lock) handoff() ([]byte, error) {
 	l.released, l.releaseErr = true, errHandedOff
 	l.mu.Unlock()
 	l.end(errHandedOff)
-	e.forget(l)
+	e.reg.remove(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
 		l.emit(context.Background(), ReleaseEvent{LockInfo: l.info(),

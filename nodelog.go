@@ -10,13 +10,20 @@ import (
 // The logger's lines about nodes, each node's condition at most once a
 // minute (internal/nodelog).
 
-// logNodes logs the nodes of a round that are skipped or recovering.
-func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
-	l := e.cfg.logger
+// nodeLogger writes the Client's log lines about its nodes, each at most
+// as often as its limit allows.
+type nodeLogger struct {
+	cfg   *config
+	limit nodelog.Limiter
+}
+
+// nodes logs the nodes of a round that are skipped or recovering.
+func (nl *nodeLogger) nodes(ctx context.Context, nodes []NodeResult) {
+	l := nl.cfg.logger
 	if l == nil {
 		return
 	}
-	now := e.cfg.now()
+	now := nl.cfg.now()
 	for _, n := range nodes {
 		kind := nodelog.Kind(-1)
 		switch n.Reason {
@@ -25,7 +32,7 @@ func (e *engine) logNodes(ctx context.Context, nodes []NodeResult) {
 		case "recovering":
 			kind = nodelog.Recovering
 		}
-		if kind < 0 || !e.nodeLog.Due(n.Node, kind, now) {
+		if kind < 0 || !nl.limit.Due(n.Node, kind, now) {
 			continue
 		}
 		if kind == nodelog.Skipped {

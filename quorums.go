@@ -18,10 +18,9 @@ import (
 // rule is the quorum rule of a lock of the spec sp: its quorum of the
 // nodes, or in a joint configuration its quorum of each set. Every
 // round of a lock decides with it.
-func (e *engine) rule(sp *spec) quorum.Rule {
-	s := &e.sets
+func (s *nodeSets) rule(sp *spec) quorum.Rule {
 	if !s.joint() {
-		return quorum.Count(sp.quorum(len(e.nodes)))
+		return quorum.Count(sp.quorum(bits.OnesCount64(s.cur)))
 	}
 	a, b := bits.OnesCount64(s.cur), bits.OnesCount64(s.next)
 	return quorum.Joint(s.cur, sp.quorum(a), s.next, sp.quorum(b))
@@ -32,7 +31,7 @@ func (e *engine) rule(sp *spec) quorum.Rule {
 // it rather than a copy: the rule of the last lock made is reused when it
 // is the same, else a new one is made and kept.
 func (e *engine) sharedRule(sp *spec) *quorum.Rule {
-	r := e.rule(sp)
+	r := e.sets.rule(sp)
 	if p := e.lastRule.Load(); p != nil && *p == r {
 		return p
 	}

@@ -217,7 +217,7 @@ func (l *Lock) refreshDone(ctx context.Context, res quorum.Result[script.Refresh
 		err = qe
 	}
 	if e.cfg.observed() {
-		e.logNodes(ctx, nodeResults(e, res, disagreeRefresh))
+		e.log.nodes(ctx, nodeResults(e, res, disagreeRefresh))
 		l.refreshed(ctx, start, ttl, why, auto, err)
 	}
 	return err

@@ -67,7 +67,7 @@ func (l *Lock) release(ctx context.Context) error {
 	l.released, l.releaseErr = true, err
 	lost := errors.Is(l.err, ErrLost)
 	l.mu.Unlock()
-	e.forget(l)
+	e.reg.remove(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
 		l.emit(ctx, ReleaseEvent{LockInfo: l.info(), Held: now.Sub(l.obtainedAt()),

@@ -26,11 +26,10 @@ import (
 // sampling is the part of the engine that samples the nodes: its
 // goroutine, its memory of the nodes, and the policy it feeds.
 type sampling struct {
-	w       *wiring
-	adapt   *adaptive.Policy
-	nodeLog *nodelog.Limiter // the rate of its log lines
-	loop    loop
-	nodes   sampler.State
+	w     *wiring
+	adapt *adaptive.Policy
+	loop  loop
+	nodes sampler.State
 }
 
 const (
@@ -77,11 +76,11 @@ func (sm *sampling) sample(ctx context.Context) {
 	}
 	if l := sm.w.cfg.logger; l != nil {
 		for _, m := range samples {
-			if m.Err != nil && sm.nodeLog.Due(m.Node, nodelog.SampleErr, now) {
+			if m.Err != nil && sm.w.log.limit.Due(m.Node, nodelog.SampleErr, now) {
 				l.LogAttrs(ctx, slog.LevelWarn, "redlock: adaptive TTL cannot read the node's memory (INFO): its memory pressure is unknown",
 					slog.Int("node", m.Node), slog.String("addr", m.Addr), slog.String("error", m.Err.Error()))
 			}
-			if m.Pressure == "" || !sm.nodeLog.Due(m.Node, nodelog.Memory, now) {
+			if m.Pressure == "" || !sm.w.log.limit.Due(m.Node, nodelog.Memory, now) {
 				continue
 			}
 			l.LogAttrs(ctx, slog.LevelWarn, "redlock: node under memory pressure: lock keys can be evicted or refused (the adaptive TTL does not shorten TTLs for it)",

@@ -114,7 +114,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 	if e.reg.isClosed() {
 		return holderTTL // the next attempt says ErrClosed
 	}
-	need := e.rule(r.spec)
+	need := e.sets.rule(r.spec)
 	type look struct {
 		free   []bool
 		holder []time.Duration
