@@ -26,6 +26,23 @@ type Shape struct {
 	// TimeReads are the root package's calls of time.Now, time.Since and
 	// time.Until, as "file:Func".
 	TimeReads []string
+	// Types are the root package's types that have methods, most methods
+	// first: issue #51 holds their behaviour, not only their fields.
+	Types []TypeShape
+	// Untested are the root package's source files without a test file
+	// named after them (name_test.go), doc.go aside.
+	Untested []string
+}
+
+// TypeShape is where a type's behaviour lives: its methods, and the files
+// that define them.
+type TypeShape struct {
+	Name    string
+	Methods int
+	// Files are the files of its methods, sorted; for Lock, a file that
+	// holds only public verbs named after it (Refresh in refresh.go) is
+	// not counted: a verb's file holds its path from the handle down.
+	Files []string
 }
 
 // Measure is a named count: lines or fields.
@@ -37,6 +54,9 @@ type Measure struct {
 // MeasureShape measures the repository whose root module is in dir.
 func MeasureShape(dir string) (*Shape, error) {
 	s := &Shape{}
+	types := map[string]*TypeShape{}
+	tests := map[string]bool{}
+	var sources []string
 	fset := token.NewFileSet()
 	root, err := filepath.Abs(dir)
 	if err != nil {
@@ -53,10 +73,13 @@ func MeasureShape(dir string) (*Shape, error) {
 			}
 			return nil
 		}
+		rel, _ := filepath.Rel(root, path)
+		if strings.HasSuffix(name, "_test.go") && filepath.Dir(rel) == "." {
+			tests[name] = true
+		}
 		if !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
 			return nil
 		}
-		rel, _ := filepath.Rel(root, path)
 		f, err := parser.ParseFile(fset, path, nil, 0)
 		if err != nil {
 			return err
@@ -68,6 +91,8 @@ func MeasureShape(dir string) (*Shape, error) {
 				return err
 			}
 			s.Files = append(s.Files, Measure{rel, strings.Count(string(src), "\n")})
+			sources = append(sources, rel)
+			measureMethods(f, rel, types)
 		}
 		s.measureFile(fset, f, rel, inRoot)
 		return nil
@@ -78,7 +103,45 @@ func MeasureShape(dir string) (*Shape, error) {
 	for _, m := range [][]Measure{s.Funcs, s.Files, s.Structs} {
 		slices.SortStableFunc(m, func(a, b Measure) int { return b.N - a.N })
 	}
+	for _, t := range types {
+		slices.Sort(t.Files)
+		t.Files = slices.Compact(t.Files)
+		s.Types = append(s.Types, *t)
+	}
+	slices.SortFunc(s.Types, func(a, b TypeShape) int {
+		if a.Methods != b.Methods {
+			return b.Methods - a.Methods
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, src := range sources {
+		if src != "doc.go" && !tests[strings.TrimSuffix(src, ".go")+"_test.go"] {
+			s.Untested = append(s.Untested, src)
+		}
+	}
+	slices.Sort(s.Untested)
 	return s, nil
+}
+
+// measureMethods counts the methods of each type that file rel defines.
+func measureMethods(f *ast.File, rel string, types map[string]*TypeShape) {
+	for _, decl := range f.Decls {
+		fd, ok := decl.(*ast.FuncDecl)
+		if !ok || fd.Recv == nil {
+			continue
+		}
+		typ, method, _ := strings.Cut(funcName(fd), ".")
+		t := types[typ]
+		if t == nil {
+			t = &TypeShape{Name: typ}
+			types[typ] = t
+		}
+		t.Methods++
+		verbFile := typ == "Lock" && ast.IsExported(method) && rel == strings.ToLower(method)+".go"
+		if !verbFile {
+			t.Files = append(t.Files, rel)
+		}
+	}
 }
 
 func (s *Shape) measureFile(fset *token.FileSet, f *ast.File, rel string, inRoot bool) {

@@ -3,7 +3,8 @@
 // with methods and interface methods, struct fields aside), its boxes and
 // arrows between files, and the shape that internal/layers' TestShape
 // holds the code to (the longest functions and files, the largest
-// structs, the reads of the time).
+// structs, the reads of the time, the types with the most methods and the
+// files without a test file of their own).
 //
 //	go run ./scripts/layers
 package main
@@ -47,4 +48,10 @@ func main() {
 	top("longest files (root package, lines)", shape.Files, 5)
 	top("largest structs (repository, fields)", shape.Structs, 5)
 	fmt.Printf("time reads outside the Client's clock (root package): %d %s\n", len(shape.TimeReads), strings.Join(shape.TimeReads, ", "))
+	fmt.Print("most methods (root package, methods in files):")
+	for _, ty := range shape.Types[:min(5, len(shape.Types))] {
+		fmt.Printf(" %s %d in %d,", ty.Name, ty.Methods, len(ty.Files))
+	}
+	fmt.Println()
+	fmt.Printf("source files without a test file of their own (root package): %d %s\n", len(shape.Untested), strings.Join(shape.Untested, ", "))
 }
