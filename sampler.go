@@ -40,7 +40,7 @@ const (
 	maxSubNames = 128
 )
 
-// startSampler starts the sampler, once, unless the Client is closed. The
+// start starts the sampler, once, unless the Client is closed. The
 // caller holds the engine's life for reading.
 func (sm *sampling) start() {
 	sm.loop.start(&sm.w.bg, sm.w.cfg.adaptive.SampleInterval, true, sm.sample)

@@ -211,7 +211,7 @@ type Plan struct {
 	Floor int64
 }
 
-// Decide is a record round's decision (the library's engine.record): recs
+// Decide is a record round's decision (the library's recorder.record): recs
 // are the records of the Client's nodes (nil for a node that did not
 // answer). One rule for every Client, on one set or moving from its
 // current set to a next one (docs/reconfiguration.md):

@@ -3,7 +3,7 @@ package model
 // Configuration records in the model: record.lua's Go twin on the nodes
 // (held to the script by TestRecordTwinMatchesScript), and each client's
 // recorder, which runs the library's record rounds (joint.go's
-// engine.record) as messages: a read round that writes the client's own
+// recorder.record) as messages: a read round that writes the client's own
 // field and returns every live field, the decision of internal/joint's
 // Decide on those replies, and a write round of what it decided. An
 // obtain records first when the last record is RecordStale old (waiting
