@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
 )
 
@@ -82,43 +81,5 @@ func TestNodeReason(t *testing.T) {
 		if got := reason(tt.err); string(got) != tt.want {
 			t.Errorf("reason(%v) = %q, want %q", tt.err, got, tt.want)
 		}
-	}
-}
-
-// TestCertainlyNotOurs: the one rule for a lock the nodes say is no longer
-// held. On five nodes (quorum three) it takes three "not ours" answers that
-// are evidence; errors and the answers of nodes outside the evidence do not
-// count. A permit's quorum (limits.PermitQuorum) is the lock's own.
-func TestCertainlyNotOurs(t *testing.T) {
-	e := &engine{wiring: wiring{nodes: make([]*quorum.Node, 5)}, majority: quorum.Count(3)}
-	gone := func(v bool) bool { return v }
-	reply := func(notOurs bool, err error) quorum.Reply[bool] { return quorum.Reply[bool]{Val: notOurs, Err: err} }
-	timeout := errors.New("timeout")
-	for _, tc := range []struct {
-		name     string
-		replies  []quorum.Reply[bool]
-		evidence uint64
-		want     bool
-	}{
-		{"two of five", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil), reply(false, nil)}, everyNode, false},
-		{"three of five", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, everyNode, true},
-		{"errors do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, timeout), reply(false, timeout), reply(false, nil)}, everyNode, false},
-		{"unconfirmed nodes do not count", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil)}, 0b00011, false},
-		{"three confirmed", []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil)}, 0b00111, true},
-	} {
-		if got := certainlyNotOurs(&Lock{e: e, quorum: &e.majority}, tc.replies, gone, tc.evidence); got != tc.want {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	// A permit of a semaphore of two permits needs four of five nodes: two
-	// "not ours" already leave fewer than four that could agree.
-	permitRule := quorum.Count(limits.PermitQuorum(5, 2))
-	permit := &Lock{e: e, quorum: &permitRule}
-	two := []quorum.Reply[bool]{reply(true, nil), reply(true, nil), reply(false, nil), reply(false, nil), reply(false, nil)}
-	if !certainlyNotOurs(permit, two, gone, everyNode) {
-		t.Error("permit of 2 on 5 nodes: two of five not ours is not certain")
-	}
-	if certainlyNotOurs(permit, two[:1:1], gone, everyNode) {
-		t.Error("permit of 2 on 5 nodes: one not ours is certain")
 	}
 }

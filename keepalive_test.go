@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -248,43 +247,6 @@ func (h countPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 	}
 }
 
-func TestManyLocksShareRefreshPipelinesAndGoroutines(t *testing.T) {
-	cl := startNodes(t, 1)
-	var pipelines, scripts atomic.Int32
-	cl.clients[0].AddHook(countPipelines{&pipelines, &scripts})
-	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	before := runtime.NumGoroutine()
-	const n = 500
-	locks := make([]*Lock, n)
-	for i := range locks {
-		l, err := c.TryObtain(ctx, fmt.Sprintf("many-%d", i), 900*time.Millisecond, WithAutoRefresh())
-		if err != nil {
-			t.Fatal(err)
-		}
-		locks[i] = l
-	}
-	time.Sleep(2 * time.Second) // about six refresh periods
-	// Goroutines: one scheduler, plus at most a few refresh batches in
-	// flight, whatever the number of locks.
-	if extra := runtime.NumGoroutine() - before; extra > 20 {
-		t.Errorf("%d more goroutines while holding %d locks", extra, n)
-	}
-	for i, l := range locks {
-		if err := l.Err(); err != nil {
-			t.Fatalf("lock %d: %v", i, err)
-		}
-	}
-	p, s := pipelines.Load(), scripts.Load()
-	if s < n {
-		t.Fatalf("%d refreshes sent for %d locks over six periods", s, n)
-	}
-	if float64(s)/float64(p) < 10 {
-		t.Errorf("%d refreshes in %d pipelines: want at least 10 per pipeline", s, p)
-	}
-	t.Logf("%d refreshes in %d pipelines", s, p)
-}
-
 func TestCloseReleasesAutoRefreshedLocks(t *testing.T) {
 	cl := startNodes(t, 3)
 	// A release's request to a node is bounded by the per-node timeout; a
@@ -329,112 +291,5 @@ func (h *refreshHook) Observe(_ context.Context, ev Event) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.errs[e.Name] = append(h.errs[e.Name], e.Err)
-	}
-}
-
-// A lock with a short TTL refreshed in one batch with a long-TTL lock must
-// not wait on a dead node for the long lock's per-node timeout: by then its
-// validity has run out.
-func TestBatchedRefreshKeepsShortTimeout(t *testing.T) {
-	cl := startNodes(t, 5)
-	ctx := context.Background()
-	// A loaded machine can miss even 45 ms: a try is made again, with a
-	// new Client (whose nodes have no history of timeouts, so that node 4
-	// is asked, not skipped), up to five times.
-	var results []string
-	for try := range 5 {
-		h := &refreshHook{errs: make(map[string][]error)}
-		// Per-node timeouts derived from the TTLs: 45 ms for 900 ms, 1 s
-		// for 30 s, above the short lock's validity (891 ms).
-		c, err := New(cl.clients, WithRestartGuard(GuardOff), WithHook(h))
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The long lock first: its 1 s timeout lets the first requests
-		// dial their connections.
-		long, err := c.TryObtain(ctx, fmt.Sprintf("long-%d", try), 30*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		short, err := c.TryObtain(ctx, fmt.Sprintf("short-%d", try), 900*time.Millisecond)
-		if err != nil {
-			results = append(results, fmt.Sprintf("try %d: obtain: %v", try, err))
-			_ = c.Close()
-			continue
-		}
-		if err := cl.servers[4].Pause(); err != nil {
-			t.Fatal(err)
-		}
-		c.e.refreshBatch([]*Lock{short, long})
-		if err := cl.servers[4].Resume(); err != nil {
-			t.Fatal(err)
-		}
-		_ = c.Close()
-		h.mu.Lock()
-		shortErrs, longErrs := h.errs[short.Name()], h.errs[long.Name()]
-		h.mu.Unlock()
-		if len(longErrs) != 1 || longErrs[0] != nil {
-			t.Fatalf("long: refresh results %v, want one success", longErrs)
-		}
-		if len(shortErrs) == 1 && shortErrs[0] == nil {
-			return
-		}
-		results = append(results, fmt.Sprintf("try %d: %v", try, shortErrs))
-	}
-	t.Fatalf("the short lock's refresh never succeeded beside the long lock's with a node frozen: %v", results)
-}
-
-// Batched with a long-TTL lock whose round waits on a dead node, a
-// short-TTL lock keeps refreshing on its own group's schedule: it is not
-// held up until the long round ends, and so not lost.
-func TestBatchedRefreshKeepsShortLockAlive(t *testing.T) {
-	cl := startNodes(t, 5)
-	// Per-node timeouts derived from the TTLs: 45 ms for 900 ms, 1 s for
-	// 30 s. The short lock's validity stays below the long lock's node
-	// timeout, and 45 ms leaves a loaded machine room (20 ms did not).
-	c, err := New(cl.clients, WithRestartGuard(GuardOff))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	ctx := context.Background()
-	// One refresh interval, so that both fall due in the same batches.
-	opts := []ObtainOption{WithAutoRefresh(), WithRefreshInterval(100 * time.Millisecond)}
-	short, err := c.TryObtain(ctx, "short", 900*time.Millisecond, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	long, err := c.TryObtain(ctx, "long", 30*time.Second, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.pause(t, 4)
-	time.Sleep(1500 * time.Millisecond) // the long lock's first round waits 1 s on node 4
-	for _, l := range []*Lock{short, long} {
-		if err := l.Err(); err != nil {
-			t.Errorf("%s: %v; want held, a quorum answers", l.Name(), err)
-		}
-	}
-}
-
-// An automatic refresh that fails reports the same *QuorumError, with each
-// node's reason, as a manual one.
-func TestAutomaticRefreshReportsQuorumError(t *testing.T) {
-	cl := startNodes(t, 3)
-	h := &refreshHook{errs: make(map[string][]error)}
-	c := newClient(t, cl.clients, WithHook(h), WithNodeTimeout(100*time.Millisecond))
-	ctx := context.Background()
-	l, err := c.TryObtain(ctx, "auto", 10*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.pause(t, 1, 2)
-	c.e.refreshBatch([]*Lock{l})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	errs := h.errs["auto"]
-	var qe *QuorumError
-	if len(errs) != 1 || !errors.As(errs[0], &qe) || len(qe.Nodes) != 2 || !errors.Is(errs[0], ErrNodeTimeout) {
-		t.Fatalf("automatic refresh with two of three nodes frozen reported %v; want a *QuorumError naming both", errs)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,11 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Tests of the retry rules (retry.go): on Redis, the obtain's attempts and
-// a manual Refresh's rounds as WithMaxAttempts, WithRetryDelay and
-// WithBackoff space them; then Redis-free, the backoff and the refresh
-// retries on their own. Lock.Refresh and the keep-alive are tested against
-// Redis in lock_test.go and keepalive_test.go too.
+// Tests of the retry rules (retry.go): on Redis, the obtain's attempts as
+// WithMaxAttempts, WithRetryDelay and WithBackoff space them; then
+// Redis-free, the backoff on its own. A manual Refresh's retries are
+// tested in refresh_test.go.
 
 func TestMaxAttempts(t *testing.T) {
 	cl := startNodes(t, 1)
@@ -152,85 +150,6 @@ func TestBackoffBounds(t *testing.T) {
 	}
 }
 
-// A manual Refresh retries a round that failed for want of answers, within
-// its context: a node frozen for a while does not fail a refresh that a
-// later round can confirm.
-func TestRefreshRetriesWithinItsContext(t *testing.T) {
-	cl := startNodes(t, 3)
-	ctx := context.Background()
-	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond), WithRetryDelay(50*time.Millisecond, 100*time.Millisecond))
-	// Obtain, not TryObtain: a first round on fresh connections may not
-	// answer within 100 ms on a loaded machine.
-	octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
-	defer ocancel()
-	lock, err := c.Obtain(octx, "retried", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.pause(t, 1, 2)
-	rec := make(chan error, 1)
-	go func() {
-		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		rec <- lock.Refresh(rctx, time.Minute)
-	}()
-	time.Sleep(500 * time.Millisecond) // several rounds fail meanwhile
-	for _, i := range []int{1, 2} {
-		if err := cl.servers[i].Resume(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := <-rec; err != nil {
-		t.Fatalf("Refresh across a pause of two of three nodes: %v, want a later round to confirm it", err)
-	}
-}
-
-// A Client's WithBackoff spaces the rounds of a manual Refresh too, and a
-// negative wait ends the Refresh with its last round's error, well before
-// its context ends.
-func TestRefreshFollowsTheClientsBackoff(t *testing.T) {
-	cl := startNodes(t, 3)
-	ctx := context.Background()
-	var (
-		mu    sync.Mutex
-		asked []int
-	)
-	c := newClient(t, cl.clients, WithNodeTimeout(100*time.Millisecond), WithBackoff(func(n int) time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		asked = append(asked, n)
-		if n == 2 {
-			return -1 // three rounds
-		}
-		return 50 * time.Millisecond
-	}))
-	// Obtain, not TryObtain: a first round on fresh connections may not
-	// answer within 100 ms on a loaded machine.
-	octx, ocancel := context.WithTimeout(ctx, 20*time.Second)
-	defer ocancel()
-	lock, err := c.Obtain(octx, "refresh-strategy", time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl.pause(t, 1, 2)
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	err = lock.Refresh(rctx, time.Minute)
-	if err == nil || rctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Refresh on one of three nodes: %v, want the last round's error, before the context ends", err)
-	}
-	mu.Lock()
-	got := slices.Clone(asked)
-	mu.Unlock()
-	if !slices.Equal(got, []int{0, 1, 2}) {
-		t.Fatalf("the strategy was asked for waits %v, want [0 1 2]", got)
-	}
-	if d := time.Since(start); d < 100*time.Millisecond {
-		t.Fatalf("three rounds took %v, less than the strategy's two waits of 50 ms", d)
-	}
-}
-
 // WithBackoff replaces the retry delay with the caller's strategy: its
 // waits space the attempts, and a negative one ends the obtain.
 func TestWithBackoff(t *testing.T) {
@@ -304,79 +223,6 @@ func TestBackoffStrategy(t *testing.T) {
 	if fmt.Sprint(asked) != "[0 1 2]" {
 		t.Errorf("strategy asked for %v, want [0 1 2]", asked)
 	}
-}
-
-func TestRetryRefresh(t *testing.T) {
-	ctx := context.Background()
-	fast := retryConfig{minDelay: time.Millisecond, maxDelay: time.Millisecond}
-	noAnswer := fmt.Errorf("redlock: refresh: %w", ErrNotObtained)
-	forever := func() time.Duration { return time.Hour }
-
-	t.Run("until a round wins", func(t *testing.T) {
-		rounds := 0
-		err := retryRefresh(ctx, fast, func() error {
-			if rounds++; rounds < 4 {
-				return noAnswer
-			}
-			return nil
-		}, forever)
-		if err != nil || rounds != 4 {
-			t.Fatalf("err %v after %d rounds, want nil after 4", err, rounds)
-		}
-	})
-	for _, end := range []error{ErrClosed, fmt.Errorf("x: %w", ErrNotHeld), fmt.Errorf("x: %w", ErrDegraded)} {
-		t.Run(fmt.Sprintf("ends at %v", end), func(t *testing.T) {
-			rounds := 0
-			err := retryRefresh(ctx, fast, func() error { rounds++; return end }, forever)
-			if err != end || rounds != 1 {
-				t.Fatalf("err %v after %d rounds, want %v after 1", err, rounds, end)
-			}
-		})
-	}
-	t.Run("no wait past the loss deadline", func(t *testing.T) {
-		// An hour's backoff, but no time left: the rounds follow at once,
-		// until the round after the deadline ends the lock.
-		slow := retryConfig{minDelay: time.Hour, maxDelay: time.Hour}
-		rounds := 0
-		err := retryRefresh(ctx, slow, func() error {
-			if rounds++; rounds == 3 {
-				return fmt.Errorf("x: %w", ErrNotHeld)
-			}
-			return noAnswer
-		}, func() time.Duration { return -time.Second })
-		if !errors.Is(err, ErrNotHeld) || rounds != 3 {
-			t.Fatalf("err %v after %d rounds", err, rounds)
-		}
-	})
-	t.Run("strategy ends", func(t *testing.T) {
-		stop := retryConfig{strategy: func(n int) time.Duration { return -1 }}
-		rounds := 0
-		err := retryRefresh(ctx, stop, func() error { rounds++; return noAnswer }, forever)
-		if err != noAnswer || rounds != 1 {
-			t.Fatalf("err %v after %d rounds, want the round's error after 1", err, rounds)
-		}
-	})
-	t.Run("context ends", func(t *testing.T) {
-		cctx, cancel := context.WithCancel(ctx)
-		rounds := 0
-		err := retryRefresh(cctx, fast, func() error {
-			if rounds++; rounds == 2 {
-				cancel()
-			}
-			return noAnswer
-		}, forever)
-		if !errors.Is(err, context.Canceled) || !errors.Is(err, ErrNotObtained) || rounds != 2 {
-			t.Fatalf("err %v after %d rounds, want the round's error joined with ctx's after 2", err, rounds)
-		}
-		// The context ends during a wait.
-		cctx, cancel = context.WithTimeout(ctx, 20*time.Millisecond)
-		defer cancel()
-		slow := retryConfig{minDelay: time.Hour, maxDelay: time.Hour}
-		err = retryRefresh(cctx, slow, func() error { return noAnswer }, forever)
-		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotObtained) {
-			t.Fatalf("err %v, want the round's error joined with ctx's", err)
-		}
-	})
 }
 
 func TestAutoRetryAt(t *testing.T) {
