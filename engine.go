@@ -79,10 +79,11 @@ type wiring struct {
 // (ending.regAt), so that it leaves in constant time, at 8 bytes a lock
 // where a map took about 36.
 type registry struct {
-	mu     sync.Mutex
-	closed bool
-	done   chan struct{} // closed when Close has finished
-	held   []*Lock
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{} // closed when Close begins (close)
+	done    chan struct{} // closed when Close has finished
+	held    []*Lock
 }
 
 // releaser is a held lock, as the registry that Close releases sees it.
@@ -122,7 +123,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.log.cfg = &e.cfg
 	e.nodes = make([]*quorum.Node, len(nodes))
 	e.majority = e.sets.rule(&plainSpec)
-	e.reg.done = make(chan struct{})
+	e.reg.closing, e.reg.done = make(chan struct{}), make(chan struct{})
 	e.layout.prefix, e.layout.plainNode = cfg.prefix, -1
 	e.layout.epochKey = keys.Layout{Prefix: cfg.prefix}.NodeEpoch()
 	addrs := make(map[string]int, len(nodes))
@@ -204,6 +205,7 @@ func (r *registry) close() (held []releaser, first bool) {
 		return nil, false
 	}
 	r.closed = true
+	close(r.closing)
 	held = make([]releaser, 0, len(r.held))
 	for _, l := range r.held {
 		held = append(held, l)

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
+	"github.com/redlock-go/redlock/driver"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -66,8 +67,26 @@ func startNodes(t testing.TB, n int) *cluster {
 // tests (joint_test.go) turn them on.
 func newClient(t *testing.T, nodes []redis.UniversalClient, opts ...Option) *Client {
 	t.Helper()
+	c, err := New(nodes, testDefaults(opts)...)
+	return closedAtEnd(t, c, err)
+}
+
+// newClientFrom is newClient over nodes of a driver (NewFromNodes).
+func newClientFrom(t *testing.T, nodes []driver.Node, opts ...Option) *Client {
+	t.Helper()
+	c, err := NewFromNodes(nodes, testDefaults(opts)...)
+	return closedAtEnd(t, c, err)
+}
+
+// testDefaults are newClient's defaults, then opts.
+func testDefaults(opts []Option) []Option {
 	defaults := []Option{WithNodeTimeout(250 * time.Millisecond), WithRestartGuard(GuardOff), WithConfigRecords(false)}
-	c, err := New(nodes, append(defaults, opts...)...)
+	return append(defaults, opts...)
+}
+
+// closedAtEnd fails the test on err, else closes c at the end of the test.
+func closedAtEnd(t *testing.T, c *Client, err error) *Client {
+	t.Helper()
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

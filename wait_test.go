@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/redlock-go/redlock/driver"
+	"github.com/redlock-go/redlock/driver/goredis"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/redistest"
@@ -393,8 +396,7 @@ func TestNoWakeStorm(t *testing.T) {
 func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	cl := startNodes(t, 1)
 	c := newClient(t, cl.clients)
-	never := make(chan struct{})
-	q := &waitq.Queue{Group: "{redlock:unconfirmed}", Keys: []string{"{redlock:unconfirmed}"}, Wake: driver.NewWaiter(), Confirmed: []<-chan struct{}{never}}
+	q := unconfirmedQueue()
 	c.e.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -407,6 +409,213 @@ func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the next head waits again for a confirmation that did not come for the first")
+	}
+}
+
+// unconfirmedQueue is a queue subscribed on one node that never confirms.
+func unconfirmedQueue() *waitq.Queue {
+	never := make(chan struct{})
+	return &waitq.Queue{Group: "{redlock:unconfirmed}", Keys: []string{"{redlock:unconfirmed}"}, Wake: driver.NewWaiter(), Confirmed: []<-chan struct{}{never}}
+}
+
+// The goroutine that waits for a late confirmation ends when the queue's
+// subscriptions are dropped, and when the Client closes, though the
+// confirmation never comes (a closed Notifier's never does).
+func TestLateConfirmationWatchEnds(t *testing.T) {
+	cl := startNodes(t, 1)
+	for _, end := range []string{"unsubscribed", "closed"} {
+		t.Run(end, func(t *testing.T) {
+			// Not closed at the end of the test: a Close that hung here
+			// would hang it there too.
+			c, err := New(cl.clients, testDefaults(nil)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := goleak.IgnoreCurrent()
+			q := unconfirmedQueue()
+			c.e.subscribe(context.Background(), q, 10*time.Millisecond)
+			if q.Late == nil {
+				t.Fatal("the head gave up waiting for a confirmation, and nothing watches for it")
+			}
+			if end == "unsubscribed" {
+				c.e.unsubscribe(q)
+				defer c.Close()
+			} else {
+				closed := make(chan struct{})
+				go func() {
+					_ = c.Close()
+					close(closed)
+				}()
+				select {
+				case <-closed:
+				case <-time.After(10 * time.Second):
+					t.Fatal("Close hangs on the goroutine that waits for a late confirmation")
+				}
+			}
+			if err := goleak.Find(before); err != nil {
+				t.Fatalf("after the queue was %s: %v", end, err)
+			}
+		})
+	}
+}
+
+// The late confirmations are waited for together: one that never comes
+// (a node frozen for good) does not hold back the wake-up of another.
+func TestLateConfirmationsAreWatchedTogether(t *testing.T) {
+	cl := startNodes(t, 1)
+	c := newClient(t, cl.clients)
+	q := unconfirmedQueue()
+	later := make(chan struct{})
+	q.Confirmed = append(q.Confirmed, later)
+	c.e.subscribe(context.Background(), q, 10*time.Millisecond)
+	defer c.e.unsubscribe(q)
+	select {
+	case <-q.Wake.C:
+		t.Fatal("woken before any confirmation came")
+	default:
+	}
+	close(later)
+	select {
+	case <-q.Wake.C:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a late confirmation did not wake the head while another had not come")
+	}
+}
+
+// A node that confirms the queue's subscription later than the node
+// timeout is not waited for, and a release that it runs after the head's
+// look for a missed release, but before it takes the subscription,
+// publishes to nobody there. The late confirmation wakes the head, which
+// obtains the lock then: not at the holder's TTL (30 s) nor after its retry
+// delay (a minute).
+func TestLateConfirmationWakesTheHead(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	holder, err := newClient(t, cl.clients).TryObtain(ctx, "late-sub", 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []driver.Node
+	var late []*lateNode
+	for _, c := range cl.clients {
+		n := &lateNode{Node: goredis.New(c), mark: keys.Waiters("{" + limits.Prefix + "late-sub}"), looked: newSignal()}
+		nodes, late = append(nodes, n), append(late, n)
+	}
+	done := waitFor(newClientFrom(t, nodes), "late-sub", slowRetry)
+	// The head's subscription is held on every node; it stops waiting for
+	// the confirmations at the node timeout (250 ms), looks, and finds the
+	// lock held.
+	for i, n := range late {
+		n.looked.wait(t, fmt.Sprintf("the head's look on node %d", i))
+	}
+	if subscribed(t, cl.clients, "late-sub") {
+		t.Fatal("a node has the subscription that the test holds back")
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range late {
+		n.hub.letThrough(t)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the head did not obtain within 10 s of the late confirmations (the holder's TTL was 30 s, its retry delay a minute)")
+	}
+}
+
+// lateNode is a go-redis driver node whose notifier holds back every
+// SUBSCRIBE until the test lets it through (lateHub): fault injection,
+// standing for a node that takes a subscription later than the node
+// timeout (slow under load, or frozen for a while) yet answers the
+// Client's other requests. It fires looked when it has run the head's
+// look for a missed release (lookForRelease: a pipeline that begins by
+// marking the lock, whose keys.Waiters is mark, as waited for).
+type lateNode struct {
+	driver.Node
+	mark   string
+	looked *signal
+	hub    lateHub
+}
+
+func (n *lateNode) Notifier() driver.Notifier {
+	n.hub.Notifier = n.Node.Notifier()
+	return &n.hub
+}
+
+func (n *lateNode) Pipe(ctx context.Context, cmds [][]any) ([]driver.Reply, error) {
+	replies, err := n.Node.Pipe(ctx, cmds)
+	if len(cmds) > 0 && len(cmds[0]) > 1 && cmds[0][0] == "SET" && cmds[0][1] == n.mark {
+		n.looked.fire()
+	}
+	return replies, err
+}
+
+// lateHub holds each Subscribe back until letThrough, and returns a
+// confirmation of its own, which letThrough closes once the node has
+// confirmed the subscription let through.
+type lateHub struct {
+	driver.Notifier
+	mu   sync.Mutex
+	open bool
+	held []*heldSub // until unsubscribed
+}
+
+type heldSub struct {
+	channel   string
+	w         *driver.Waiter
+	confirmed chan struct{}
+	gone      chan struct{} // closed by Unsubscribe
+}
+
+func (h *lateHub) Subscribe(channel string, w *driver.Waiter) <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.open {
+		return h.Notifier.Subscribe(channel, w)
+	}
+	s := &heldSub{channel: channel, w: w, confirmed: make(chan struct{}), gone: make(chan struct{})}
+	h.held = append(h.held, s)
+	return s.confirmed
+}
+
+func (h *lateHub) Unsubscribe(channel string, w *driver.Waiter) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = slices.DeleteFunc(h.held, func(s *heldSub) bool {
+		if s.channel == channel && s.w == w {
+			close(s.gone)
+			return true
+		}
+		return false
+	})
+	h.Notifier.Unsubscribe(channel, w)
+}
+
+// letThrough subscribes on the node for the held Subscribes, and passes
+// each confirmation on when the node gives it (a subscription dropped
+// before has none); later Subscribes go through at once.
+func (h *lateHub) letThrough(t *testing.T) {
+	t.Helper()
+	h.mu.Lock()
+	h.open = true
+	held := slices.Clone(h.held)
+	confirmed := make([]<-chan struct{}, len(held))
+	for i, s := range held {
+		confirmed[i] = h.Notifier.Subscribe(s.channel, s.w)
+	}
+	h.mu.Unlock()
+	for i, s := range held {
+		select {
+		case <-confirmed[i]:
+			close(s.confirmed)
+		case <-s.gone:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the node did not confirm a subscription let through")
+		}
 	}
 }
 

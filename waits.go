@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"strings"
 	"time"
@@ -49,7 +50,7 @@ func anyGroup(rkeys []string) string {
 // the head of q calls it. A node that has not confirmed within the first
 // head's timeout (frozen, or slow) is not waited for by the heads after
 // it, which would each lose the timeout again for as long as the queue
-// lives.
+// lives: its confirmation wakes the head when it comes (watchLate).
 func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Duration) {
 	e.waits.Track(q)
 	if q.Confirmed == nil {
@@ -68,7 +69,7 @@ func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Dur
 	}
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
-	for _, confirmed := range q.Confirmed {
+	for i, confirmed := range q.Confirmed {
 		if confirmed == nil {
 			continue
 		}
@@ -76,6 +77,7 @@ func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Dur
 		case <-confirmed:
 		case <-timer.C:
 			q.Settled = true
+			e.watchLate(q, i)
 			return
 		case <-ctx.Done():
 			return // the next head waits the rest
@@ -84,8 +86,61 @@ func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Dur
 	q.Settled = true
 }
 
-// unsubscribe drops an empty queue's subscriptions.
+// watchLate wakes q's head as each confirmation that had not come when
+// its head stopped waiting (q.Confirmed from index from on) comes: until a
+// node confirms, a release there publishes to nobody, and one that ran
+// after the head's look for a missed release (lookForRelease) would
+// otherwise wake it only at the holder's TTL or its retry delay. The
+// wake-up names the lock of the confirmation, as a message on its channel
+// would. The goroutine, one per queue, is e.bg's; it waits for the late
+// confirmations together (a node that never confirms holds back no other),
+// and ends once they have all come, when the queue's subscriptions are
+// dropped (unsubscribe closes q.Late), or when the Client closes (a closed
+// Notifier never confirms).
+func (e *engine) watchLate(q *waitq.Queue, from int) {
+	var late []int // indices in q.Confirmed, then their select cases
+	for i, c := range q.Confirmed[from:] {
+		select {
+		case <-c:
+		default:
+			if c != nil {
+				late = append(late, from+i)
+			}
+		}
+	}
+	e.life.RLock()
+	defer e.life.RUnlock()
+	if len(late) == 0 || e.reg.isClosed() {
+		return
+	}
+	q.Late = make(chan struct{})
+	cases := []reflect.SelectCase{
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.Late)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.reg.closing)},
+	}
+	for _, i := range late {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.Confirmed[i])})
+	}
+	const stops = 2 // the cases that end the watch
+	e.bg.Go(func() {
+		for len(cases) > stops {
+			c, _, _ := reflect.Select(cases)
+			if c < stops {
+				return
+			}
+			q.Wake.Notify(keys.Channel(q.Keys[late[c-stops]%len(q.Keys)]))
+			cases = slices.Delete(cases, c, c+1)
+			late = slices.Delete(late, c-stops, c-stops+1)
+		}
+	})
+}
+
+// unsubscribe drops an empty queue's subscriptions, and stops watchLate's
+// goroutine.
 func (e *engine) unsubscribe(q *waitq.Queue) {
+	if q.Late != nil {
+		close(q.Late)
+	}
 	if q.Confirmed == nil {
 		return
 	}

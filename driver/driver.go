@@ -14,7 +14,7 @@
 // A driver is one small package with a type that implements Node:
 //
 //   - Do and Pipe send commands. The arguments are strings, integers (int,
-//     int64) and []byte. Replies are plain values: nil (Redis's nil), int64,
+//     int64) and []byte; Arg gives one as the string Redis receives. Replies are plain values: nil (Redis's nil), int64,
 //     string (simple, bulk and verbatim strings alike), or []any of such
 //     values. A RESP3 map is returned as the flat array of its keys and
 //     values that RESP2 gives, a RESP3 boolean as the integer 1 or 0, and a

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/driver"
 )
 
 // A WAIT counts the replicas that acknowledged the writes made on its own
@@ -102,7 +104,7 @@ func newCmd(ctx context.Context, args []any) *redis.Cmd {
 	// Not firstKey, whose strings.ToUpper allocates for the lower-case
 	// "fcall" the library sends: one allocation per acquire.
 	if name, _ := args[0].(string); len(args) >= 4 && (strings.EqualFold(name, "FCALL") || strings.EqualFold(name, "FCALL_RO")) {
-		if numkeys, err := strconv.Atoi(arg(args[2])); err == nil && numkeys >= 1 {
+		if numkeys, err := strconv.Atoi(driver.Arg(args[2])); err == nil && numkeys >= 1 {
 			cmd.SetFirstKeyPos(3)
 		}
 	}
@@ -122,31 +124,16 @@ func firstKey(args []any) (string, bool) {
 		if len(args) < 4 {
 			return "", false
 		}
-		if numkeys, err := strconv.Atoi(arg(args[2])); err != nil || numkeys < 1 {
+		if numkeys, err := strconv.Atoi(driver.Arg(args[2])); err != nil || numkeys < 1 {
 			return "", false
 		}
-		return arg(args[3]), true
+		return driver.Arg(args[3]), true
 	case "PING", "ECHO", "INFO", "TIME", "WAIT", "WAITAOF", "PUBLISH", "PUBSUB", "SCRIPT",
 		"CLUSTER", "CONFIG", "CLIENT", "COMMAND", "DBSIZE", "FLUSHALL", "FLUSHDB", "LASTSAVE",
 		"ROLE", "HELLO", "AUTH", "SELECT", "DEBUG", "MEMORY", "LATENCY", "SLOWLOG", "FUNCTION":
 		return "", false
 	}
-	return arg(args[1]), true
-}
-
-// arg is an argument as Redis gets it.
-func arg(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case []byte:
-		return string(v)
-	case int:
-		return strconv.Itoa(v)
-	case int64:
-		return strconv.FormatInt(v, 10)
-	}
-	return fmt.Sprint(v)
+	return driver.Arg(args[1]), true
 }
 
 // redirected asks a Cluster client to reload its view of the slots when a

@@ -228,19 +228,19 @@ func mixesSlots(c rueidis.Client, cmds rueidis.Commands) bool {
 // arguments are appended one by one to the command rueidis takes from its
 // pool, with no slice of their own.
 func (n *Node) build(args []any) rueidis.Completed {
-	name := str(args[0])
+	name := driver.Arg(args[0])
 	a := n.c.B().Arbitrary(name)
 	if !n.info.Sharded {
 		for _, arg := range args[1:] {
-			a = a.Args(str(arg))
+			a = a.Args(driver.Arg(arg))
 		}
 	} else {
 		first, last := keyRange(name, args)
 		for i := 1; i < len(args); i++ {
 			if i >= first && i < last {
-				a = a.Keys(str(args[i]))
+				a = a.Keys(driver.Arg(args[i]))
 			} else {
-				a = a.Args(str(args[i]))
+				a = a.Args(driver.Arg(args[i]))
 			}
 		}
 	}
@@ -260,7 +260,7 @@ func keyRange(name string, args []any) (first, last int) {
 		if len(args) < 3 {
 			return 0, 0
 		}
-		numkeys, err := strconv.Atoi(str(args[2]))
+		numkeys, err := strconv.Atoi(driver.Arg(args[2]))
 		if err != nil || numkeys < 0 {
 			return 0, 0
 		}
@@ -271,32 +271,6 @@ func keyRange(name string, args []any) (first, last int) {
 		return 0, 0
 	}
 	return 1, min(2, len(args))
-}
-
-// str is an argument as Redis gets it.
-func str(v any) string {
-	switch v := v.(type) {
-	case string:
-		return v
-	case []byte:
-		return string(v)
-	case int:
-		return strconv.Itoa(v)
-	case int64:
-		return strconv.FormatInt(v, 10)
-	case int32:
-		return strconv.FormatInt(int64(v), 10)
-	case uint64:
-		return strconv.FormatUint(v, 10)
-	case float64:
-		return strconv.FormatFloat(v, 'f', -1, 64)
-	case bool:
-		if v {
-			return "1"
-		}
-		return "0"
-	}
-	return fmt.Sprint(v)
 }
 
 // reply turns a rueidis result into the shapes of driver.Node: a

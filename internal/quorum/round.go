@@ -293,25 +293,44 @@ func (r *Round[T]) clock() func() time.Time {
 	return time.Now
 }
 
-func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
+// begin starts the request of a round of one node: it admits the node
+// and returns the request's context and when it was sent. rctx is nil when
+// nothing is sent (the node was not admitted, or ctx has ended), and res is
+// then the round's result.
+//
+// The context has a Done channel at the deadline, not a bare deadline:
+// where the caller waits on the call (runInline), a wait for a pooled
+// connection ends only when the context is done (or at go-redis's
+// PoolTimeout, seconds later); where it does not (runSolo), the client's
+// own timeouts end its reads, and Done its waits for a pooled connection
+// and between retries (go-redis's MaxRetries), so that the request's
+// goroutine, which Close waits for, ends near the deadline rather than
+// retries of ReadTimeout later. The node's shared deadline channels give
+// it one at the cost of one allocation.
+func (r *Round[T]) begin(ctx context.Context, now func() time.Time) (res Result[T], rctx context.Context, sent time.Time, probe bool) {
 	node := r.Nodes[0]
-	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
+	res = Result[T]{Replies: make([]Reply[T], 1), Done: closed}
 	probe, err := r.admit(node, now)
 	if err != nil {
 		res.Replies[0].Err = err
-		return res
+		return res, nil, sent, probe
 	}
 	if err := ctx.Err(); err != nil {
 		res.Replies[0].Err = err
 		node.done(probe, answered, now())
+		return res, nil, sent, probe
+	}
+	sent = time.Now()
+	return res, node.deadlines.context(detach(ctx), sent, r.Timeout), sent, probe
+}
+
+func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
+	res, rctx, sent, probe := r.begin(ctx, now)
+	if rctx == nil {
 		return res
 	}
-	// A Done channel, not a bare deadline: the caller waits on this call,
-	// and a wait for a pooled connection ends only when the context is
-	// done (or at go-redis's PoolTimeout, seconds later). The node's shared
-	// deadline channels give it one at the cost of one allocation.
-	sent := time.Now()
-	v, err := r.Call(node.deadlines.context(detach(ctx), sent, r.Timeout), node)
+	node := r.Nodes[0]
+	v, err := r.Call(rctx, node)
 	lat := time.Since(sent)
 	err = finish(node, probe, err, now, r.Timeout)
 	yes := err == nil && r.Agree(v)
@@ -344,25 +363,11 @@ func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Ti
 // pooled: soloCall); a reply that comes after the deadline is settled by a
 // goroutine started only then.
 func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {
+	res, rctx, sent, probe := r.begin(ctx, now)
+	if rctx == nil {
+		return res
+	}
 	node := r.Nodes[0]
-	res := Result[T]{Replies: make([]Reply[T], 1), Done: closed}
-	probe, err := r.admit(node, now)
-	if err != nil {
-		res.Replies[0].Err = err
-		return res
-	}
-	if err := ctx.Err(); err != nil {
-		res.Replies[0].Err = err
-		node.done(probe, answered, now())
-		return res
-	}
-	sent := time.Now()
-	// A Done channel, though the caller does not wait on the call: the
-	// client's own timeouts end its reads, and Done its waits for a
-	// pooled connection and between retries (go-redis's MaxRetries), so
-	// that the request's goroutine, which Close waits for, ends near the
-	// deadline rather than retries of ReadTimeout later.
-	rctx := node.deadlines.context(detach(ctx), sent, r.Timeout)
 	expired := rctx.Done()
 	// The request's goroutine and its reply channel come from a pool
 	// (soloCall): it goes back only once its reply was received, when
@@ -371,6 +376,7 @@ func (r *Round[T]) runSolo(ctx context.Context, wg Spawner, now func() time.Time
 	sc.call, sc.timeout, sc.ctx, sc.node, sc.probe, sc.now, sc.sent = r.Call, r.Timeout, rctx, node, probe, now, sent
 	wg.Go(sc.run)
 	var m soloReply[T]
+	var err error
 	select {
 	case m = <-sc.ch:
 		sc.release()

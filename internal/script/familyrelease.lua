@@ -9,7 +9,7 @@
 -- ARGV[5] '1' to publish with SPUBLISH (Redis Cluster), else PUBLISH
 -- ARGV[6] the hold's fencing token; '0' retires none (release.lua)
 -- ARGV[7] expiry of the fencing counter, milliseconds, when this writes it
--- Returns deleted + 2 x receivers, as release.lua: deleted is 1 when the
+-- Returns deleted + 2 x receivers (notify.lua): deleted is 1 when the
 -- hold was ours and is gone now. The lock is free when its last live hold
 -- is gone; then, if it was waited for, the release publishes.
 -- Unless the lock is held in another mode or by another owner, the
@@ -39,11 +39,4 @@ end
 if not free or ARGV[4] == '' then
   return deleted
 end
-if redis.call('DEL', lock .. ':waiters') == 0 then
-  return deleted
-end
-local cmd = 'PUBLISH'
-if ARGV[5] == '1' then cmd = 'SPUBLISH' end
-local n = redis.pcall(cmd, ARGV[4], '')
-if type(n) ~= 'number' then n = 0 end
-return deleted + 2 * n
+return notify(deleted, redis.call('DEL', lock .. ':waiters'), ARGV[4], ARGV[5])

@@ -64,8 +64,9 @@ import (
 // (TestLibraryUnderMaxmemory). The other scripts stay with EVALSHA, where
 // nothing changes: the release, because on a read-only replica its script
 // answers "not deleted" where the key is not ours, and under OOM deletes,
-// which no set of flags keeps both (and its chunk defines one helper,
-// retire.lua's: a function would save it about 0.5 µs); the refresh, whose PEXPIRE must
+// which no set of flags keeps both (and its chunk defines two small
+// helpers, retire.lua's and notify.lua's, whose making on every call is
+// all a function would save); the refresh, whose PEXPIRE must
 // work under OOM while its re-seed's SET must not; the others, which run
 // once per acquire at most, until each is checked as the acquire was.
 

@@ -7,7 +7,7 @@
 -- ARGV[3] '1' to publish with SPUBLISH (Redis Cluster), else PUBLISH
 -- ARGV[4] the permit's fencing token; '0' retires none (release.lua)
 -- ARGV[5] expiry of the fencing counter, milliseconds, when this writes it
--- Returns deleted + 2 x receivers, as release.lua: deleted is 1 when the
+-- Returns deleted + 2 x receivers (notify.lua): deleted is 1 when the
 -- permit was ours and is gone now. When a permit is free afterwards and the
 -- semaphore was waited for (a refused permit.lua left the mark), the
 -- release publishes and takes the mark.
@@ -39,11 +39,4 @@ end
 if ARGV[2] == '' then
   return deleted
 end
-if redis.call('DEL', lock .. ':waiters') == 0 then
-  return deleted
-end
-local cmd = 'PUBLISH'
-if ARGV[3] == '1' then cmd = 'SPUBLISH' end
-local n = redis.pcall(cmd, ARGV[2], '')
-if type(n) ~= 'number' then n = 0 end
-return deleted + 2 * n
+return notify(deleted, redis.call('DEL', lock .. ':waiters'), ARGV[2], ARGV[3])

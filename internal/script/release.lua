@@ -9,10 +9,9 @@
 -- ARGV[3] the lock's fencing token; '0' retires none (the clean-up of an
 --         attempt that was never granted, which nothing refreshes)
 -- ARGV[4] expiry of the fencing counter, milliseconds, when this writes it
--- Returns deleted + 2 x receivers (one integer: an array reply costs the
--- client allocations on every release): deleted is 1 when the key held our
--- value and was deleted, 0 otherwise; receivers is how many subscribed
--- connections heard the notification.
+-- Returns deleted + 2 x receivers (notify.lua): deleted is 1 when the key
+-- held our value and was deleted, 0 otherwise; receivers is how many
+-- subscribed connections heard the notification.
 --
 -- Where the key is ours or gone, the release retires the lock's token: the
 -- counter goes above it (retire.lua), so that a refresh of the lock that
@@ -25,11 +24,10 @@
 -- An acquire refused by a holder marks the lock as waited for (the key
 -- KEYS[1]:waiters, see acquire.lua). The notification goes out when the key
 -- is free now (deleted here, or already expired) and the mark was there,
--- and takes the mark with it: an uncontended release costs a GET and a DEL.
--- The notification is a hint to waiters, so a failure to publish (an ACL
--- without pub/sub) must not fail the release: pcall. A release without a
--- publishing (the clean-up of a failed attempt) leaves the mark: the lock may
--- well be held on other nodes, and the waiters wait for its holder.
+-- and takes the mark with it (notify.lua): an uncontended release costs a
+-- GET and a DEL. A release without a publishing (the clean-up of a failed
+-- attempt) leaves the mark: the lock may well be held on other nodes, and
+-- the waiters wait for its holder.
 local v = redis.call('GET', KEYS[1])
 local mark = KEYS[1] .. ':waiters'
 if v ~= false and v ~= ARGV[1] then
@@ -49,11 +47,4 @@ local token = tonumber(ARGV[3])
 if token > 0 then
   pcall(retire, KEYS[2], token, ARGV[4])
 end
-if waited == 0 then
-  return deleted
-end
-local cmd = 'PUBLISH'
-if ARGV[2] == '1' then cmd = 'SPUBLISH' end
-local n = redis.pcall(cmd, KEYS[1] .. ':released', '')
-if type(n) ~= 'number' then n = 0 end
-return deleted + 2 * n
+return notify(deleted, waited, KEYS[1] .. ':released', ARGV[2])

@@ -48,6 +48,8 @@ var (
 	tokenSrc string
 	//go:embed retire.lua
 	retireSrc string
+	//go:embed notify.lua
+	notifySrc string
 	//go:embed holds.lua
 	holdsSrc string
 	//go:embed family.lua
@@ -73,18 +75,18 @@ var (
 	// that read or raise a fencing counter, the counter's and token.lua's
 	// (issue, current, raise: a missing counter is seeded from the node's
 	// time, epoch.lua's node_now). The releases retire the lock's token
-	// (retire.lua), without token.lua's helpers: a release would pay for
-	// the making of their functions.
+	// (retire.lua) and tell the waiters (notify.lua), without token.lua's
+	// helpers: a release would pay for the making of their functions.
 	acquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + acquireSrc)
 	refresh = newScript(epochSrc + "\n" + counterSrc + "\n" + refreshSrc)
-	release = newScript(retireSrc + "\n" + releaseSrc)
+	release = newScript(retireSrc + "\n" + notifySrc + "\n" + releaseSrc)
 	fence   = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + fenceSrc)
 
 	// The lock family's (read-write and reentrant locks): they read the
 	// node's time (epoch.lua's node_now) to expire each hold on its own.
 	familyAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + familySrc)
 	familyRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + familyRefreshSrc)
-	familyRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
+	familyRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + notifySrc + "\n" + holdsSrc + "\n" + familyReleaseSrc)
 	seal          = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + sealSrc)
 	withdraw      = newScript(withdrawSrc)
 
@@ -92,7 +94,7 @@ var (
 	// expiring field per permit.
 	permitAcquire = newScript(epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + holdsSrc + "\n" + permitSrc)
 	permitRefresh = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + permitRefreshSrc)
-	permitRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
+	permitRelease = newScript(epochSrc + "\n" + retireSrc + "\n" + notifySrc + "\n" + holdsSrc + "\n" + permitReleaseSrc)
 
 	// Client.Resume's claim of a handed-off lock (Call.Claim).
 	resume = newScript(epochSrc + "\n" + counterSrc + "\n" + holdsSrc + "\n" + resumeSrc)

@@ -32,9 +32,16 @@ type Queue struct {
 	// passed. Only the head touches them.
 	Confirmed []<-chan struct{}
 	Settled   bool
+	// tracked: in Queues.of, with a Wake (guarded by Queues.mu). Beside
+	// Settled, so that the two share a word.
+	tracked bool
+	// Late, once a head has stopped waiting with confirmations missing,
+	// is closed when the queue's subscriptions are dropped: it stops the
+	// goroutine that wakes the head as each of them comes (redlock's
+	// watchLate). Only the head touches it.
+	Late chan struct{}
 
 	members []*Member
-	tracked bool // in Queues.of, with a Wake (guarded by Queues.mu)
 }
 
 // Member is one waiter of a queue.
