@@ -122,7 +122,7 @@ func (e *engine) ttlFor(key string, base time.Duration, fixed bool) (time.Durati
 		return base, adaptive.Given
 	}
 	now := e.cfg.now()
-	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.Waiting(key), now)
+	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.queues.Waiting(key), now)
 	if l := e.cfg.logger; l != nil && atMax > 0 && e.log.limit.Due(-1, nodelog.RTTAtMax, now) {
 		l.LogAttrs(context.Background(), slog.LevelWarn,
 			"redlock: adaptive TTL capped at Max although the nodes' round-trip time asks for more: validity margins are thinner than RTTMultiple",

@@ -255,7 +255,7 @@ func TestAdaptiveTTLFollowsContention(t *testing.T) {
 			errs <- l.Release(ctx)
 		})
 	}
-	eventuallyWithin(t, 10*time.Second, "the waiters queue", func() bool { return c.e.waits.Waiting(key) == waiters })
+	eventuallyWithin(t, 10*time.Second, "the waiters queue", func() bool { return c.e.waits.queues.Waiting(key) == waiters })
 
 	// One more attempt, while they wait: its TTL is at most
 	// base / (1 + 6/4); with a base of 400 ms that is below Min.

@@ -128,7 +128,7 @@ func (c *Client) Close() error {
 	c.e.sampler.loop.stop()
 	c.e.rec.loop.stop()
 	releaseAll(held)
-	for _, h := range c.e.hubs {
+	for _, h := range c.e.waits.hubs {
 		h.Close()
 	}
 	c.e.workers.Stop()

@@ -13,7 +13,6 @@ import (
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
-	"github.com/redlock-go/redlock/internal/waitq"
 )
 
 // engine is the wiring of a Client and its lifecycle: the nodes and the
@@ -33,9 +32,8 @@ type engine struct {
 	// majority is the plain lock's quorum rule: N/2+1, or in a joint
 	// configuration a majority of each set (joint.go).
 	majority quorum.Rule
-	sets     nodeSets // the current and next node sets (joint.go)
-	rec      recorder // the configuration records (joint.go)
-	hubs     []driver.Notifier
+	sets     nodeSets  // the current and next node sets (joint.go)
+	rec      recorder  // the configuration records (joint.go)
 	layout   keyLayout // where a lock's keys are (lockkeys.go)
 	// lastRule is the quorum rule of the last lock made (sharedRule).
 	lastRule atomic.Pointer[quorum.Rule]
@@ -47,8 +45,8 @@ type engine struct {
 	brk     circuit          // the circuit breaker (breaker.go)
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
 	sampler sampling         // the adaptive TTL's sampler (sampler.go)
-	waits   waitq.Queues
-	ident   identities // what each node is, and its guard (identity.go)
+	waits   waiting          // the local wait queues and their subscriptions (waits.go)
+	ident   identities       // what each node is, and its guard (identity.go)
 }
 
 // wiring is what the engine's parts share: the settings, the nodes, and
@@ -145,6 +143,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	e.ident.w, e.ident.sets = &e.wiring, &e.sets
 	e.rec.w, e.rec.ident, e.rec.sets, e.rec.majority = &e.wiring, &e.ident, &e.sets, e.majority
 	e.brk.w, e.brk.majority = &e.wiring, e.majority
+	e.waits.w, e.waits.ident, e.waits.sets = &e.wiring, &e.ident, &e.sets
 	e.ident.guards = make([]atomic.Pointer[script.Guard], len(e.nodes))
 	for i := range e.nodes {
 		g := e.ident.newGuard(i, e.layout.epochKey)
@@ -157,7 +156,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 		e.sampler.nodes.Init(len(e.nodes))
 	}
 	for _, n := range nodes {
-		e.hubs = append(e.hubs, n.Notifier())
+		e.waits.hubs = append(e.waits.hubs, n.Notifier())
 	}
 	e.workers = quorum.NewWorkers(&e.bg, workerIdle)
 	e.sched = keepalive.New(batchWindow, cfg.now, fire)

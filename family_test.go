@@ -400,7 +400,7 @@ func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
 					_ = l.Release(context.Background())
 					writerDone <- err
 				}()
-				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.e.waits.Queued(key) })
+				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.e.waits.queues.Queued(key) })
 				// Generous: a re-entry takes a round trip, and the bug
 				// made it wait for this context to end.
 				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)

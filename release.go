@@ -120,7 +120,7 @@ func (nodeBackend) release(ctx context.Context, l *Lock, timeout time.Duration, 
 	}
 	res := round.Run(rctx, e.workers)
 	l.notSent(res.Replies, timeout)
-	e.afterRelease(l.keys.key, res.Replies, e.cfg.now().Sub(start))
+	e.waits.afterRelease(l.keys.key, res.Replies, e.cfg.now().Sub(start))
 	if res.Won {
 		return nil
 	}

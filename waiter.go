@@ -80,7 +80,7 @@ func (w *waiter) run() (*Lock, error) {
 	// its turn like the others (queue), so that one Client's obtains of a
 	// set that arrive together do not each sweep every candidate at once.
 	viaQueue := len(r.names) > 1 && !e.cfg.notifyOff && r.o.retry.maxAttempts != 1
-	if !viaQueue && (e.cfg.notifyOff || r.o.retry.maxAttempts == 1 || !e.waits.Queued(group)) {
+	if !viaQueue && (e.cfg.notifyOff || r.o.retry.maxAttempts == 1 || !e.waits.queues.Queued(group)) {
 		l, ferr, end := w.firstPass()
 		if end {
 			return l, ferr
@@ -88,10 +88,10 @@ func (w *waiter) run() (*Lock, error) {
 		err = ferr
 	}
 	if !e.cfg.notifyOff {
-		q, m := e.waits.Join(group, r.keys)
+		q, m := e.waits.queues.Join(group, r.keys)
 		defer func() {
-			if e.waits.Leave(q, m) {
-				e.unsubscribe(q)
+			if e.waits.queues.Leave(q, m) {
+				e.waits.unsubscribe(q)
 			}
 		}()
 		l, qerr, end := w.queue(q, m, err)
@@ -109,7 +109,7 @@ func (w *waiter) run() (*Lock, error) {
 func (w *waiter) firstPass() (l *Lock, err error, end bool) {
 	e, r := w.e, w.r
 	if len(r.names) == 1 {
-		if until := e.waits.GraceUntil(r.keys[0], e.cfg.now()); !until.IsZero() {
+		if until := e.waits.queues.GraceUntil(r.keys[0], e.cfg.now()); !until.IsZero() {
 			if serr := sleep(w.ctx, until.Sub(e.cfg.now())); serr != nil {
 				return nil, errors.Join(ErrNotObtained, serr), true
 			}
@@ -129,7 +129,7 @@ func (w *waiter) firstPass() (l *Lock, err error, end bool) {
 // outcome.
 func (w *waiter) queue(q *waitq.Queue, m *waitq.Member, err error) (l *Lock, _ error, end bool) {
 	e, r := w.e, w.r
-	if werr := e.waitTurn(w.ctx, r.names[0], r.id, m); werr != nil {
+	if werr := e.waits.waitTurn(w.ctx, r.names[0], r.id, m); werr != nil {
 		return nil, errors.Join(err, werr), true
 	}
 	if r.passes == 0 && q.Confirmed == nil {
@@ -143,7 +143,7 @@ func (w *waiter) queue(q *waitq.Queue, m *waitq.Member, err error) (l *Lock, _ e
 	}
 	// The head subscribes before its next pass: from the nodes'
 	// confirmation on, every release wakes it.
-	e.subscribe(w.ctx, q, e.cfg.nodeTimeoutFor(r.ttl))
+	e.waits.subscribe(w.ctx, q, e.cfg.nodeTimeoutFor(r.ttl))
 	w.wake, w.heard = q.Wake.C, q.Wake
 	select {
 	case <-w.wake: // meant for an earlier head
@@ -162,7 +162,7 @@ func (w *waiter) queue(q *waitq.Queue, m *waitq.Member, err error) (l *Lock, _ e
 	// notification of it will come. Look for it instead of attempting
 	// again, so that the next pass, the one WithMaxAttempts counts, still
 	// follows a wait.
-	w.holderTTL = e.lookForRelease(w.ctx, r, q.Wake, w.holderTTL)
+	w.holderTTL = e.waits.lookForRelease(w.ctx, r, q.Wake, w.holderTTL)
 	return nil, err, false
 }
 
@@ -178,7 +178,7 @@ func (w *waiter) retry(err error) (*Lock, error) {
 				return nil, err // the caller's strategy ends the retries
 			}
 			var werr error
-			why, werr = w.e.waitRelease(w.ctx, w.r.names[0], w.r.id, w.wake, delay, w.holderTTL)
+			why, werr = w.e.waits.waitRelease(w.ctx, w.r.names[0], w.r.id, w.wake, delay, w.holderTTL)
 			if werr != nil {
 				return nil, errors.Join(err, werr)
 			}
@@ -344,7 +344,7 @@ func (w *waiter) arrange() (rank []int) {
 		heard = w.heard.Heard()
 	}
 	now := e.cfg.now()
-	rank = rankCandidates(w.r.keys, heard, func(k string) bool { return !e.waits.GraceUntil(k, now).IsZero() })
+	rank = rankCandidates(w.r.keys, heard, func(k string) bool { return !e.waits.queues.GraceUntil(k, now).IsZero() })
 	rand.Shuffle(len(w.order), func(i, j int) { w.order[i], w.order[j] = w.order[j], w.order[i] })
 	slices.SortStableFunc(w.order, func(a, b int) int { return rank[a] - rank[b] })
 	return rank

@@ -13,7 +13,7 @@ import (
 )
 
 // Redis-free tests of the waiter's pure decisions (waiter.go). The waits
-// themselves run against Redis in wait_test.go, obtain_test.go and
+// themselves run against Redis in waits_test.go, obtain_test.go and
 // all_wait_test.go.
 
 func TestRankCandidates(t *testing.T) {
@@ -36,7 +36,7 @@ func TestArrangeOrder(t *testing.T) {
 	e := &engine{wiring: wiring{cfg: config{now: time.Now}}}
 	rkeys := []string{"{a}", "{b}", "{c}", "{d}", "{e}"}
 	now := time.Now()
-	e.waits.SetGrace("{e}", now.Add(time.Hour), now)
+	e.waits.queues.SetGrace("{e}", now.Add(time.Hour), now)
 	heard := driver.NewTrackingWaiter()
 	r := &request{keys: rkeys, names: []string{"a", "b", "c", "d", "e"}}
 	w := waiter{e: e, r: r, heard: heard, order: []int{0, 1, 2, 3, 4}}

@@ -30,6 +30,16 @@ import (
 // that lock for a grace period of three release round trips, so that a
 // notified waiter elsewhere can take it.
 
+// waiting is the part of the engine that makes a Client's obtains wait:
+// its local queues, and their subscriptions on the nodes' notifiers.
+type waiting struct {
+	w      *wiring
+	ident  *identities // each node's guard, for the look for a release
+	sets   *nodeSets   // a kind's quorum rule, for the same look
+	hubs   []driver.Notifier
+	queues waitq.Queues
+}
+
 // The bounds of the grace period after a release that other Clients heard.
 const (
 	minGrace = 500 * time.Microsecond
@@ -51,12 +61,12 @@ func anyGroup(rkeys []string) string {
 // head's timeout (frozen, or slow) is not waited for by the heads after
 // it, which would each lose the timeout again for as long as the queue
 // lives: its confirmation wakes the head when it comes (watchLate).
-func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Duration) {
-	e.waits.Track(q)
+func (wt *waiting) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Duration) {
+	wt.queues.Track(q)
 	if q.Confirmed == nil {
-		q.Confirmed = make([]<-chan struct{}, len(e.hubs)*len(q.Keys))
-		for i, h := range e.hubs {
-			if e.nodes[i].Skipped(e.cfg.now()) {
+		q.Confirmed = make([]<-chan struct{}, len(wt.hubs)*len(q.Keys))
+		for i, h := range wt.hubs {
+			if wt.w.nodes[i].Skipped(wt.w.cfg.now()) {
 				continue // its breaker is open: do not wait on it
 			}
 			for j, k := range q.Keys {
@@ -77,7 +87,7 @@ func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Dur
 		case <-confirmed:
 		case <-timer.C:
 			q.Settled = true
-			e.watchLate(q, i)
+			wt.watchLate(q, i)
 			return
 		case <-ctx.Done():
 			return // the next head waits the rest
@@ -92,12 +102,12 @@ func (e *engine) subscribe(ctx context.Context, q *waitq.Queue, timeout time.Dur
 // after the head's look for a missed release (lookForRelease) would
 // otherwise wake it only at the holder's TTL or its retry delay. The
 // wake-up names the lock of the confirmation, as a message on its channel
-// would. The goroutine, one per queue, is e.bg's; it waits for the late
+// would. The goroutine, one per queue, is wt.w.bg's; it waits for the late
 // confirmations together (a node that never confirms holds back no other),
 // and ends once they have all come, when the queue's subscriptions are
 // dropped (unsubscribe closes q.Late), or when the Client closes (a closed
 // Notifier never confirms).
-func (e *engine) watchLate(q *waitq.Queue, from int) {
+func (wt *waiting) watchLate(q *waitq.Queue, from int) {
 	var late []int // indices in q.Confirmed, then their select cases
 	for i, c := range q.Confirmed[from:] {
 		select {
@@ -108,21 +118,21 @@ func (e *engine) watchLate(q *waitq.Queue, from int) {
 			}
 		}
 	}
-	e.life.RLock()
-	defer e.life.RUnlock()
-	if len(late) == 0 || e.reg.isClosed() {
+	wt.w.life.RLock()
+	defer wt.w.life.RUnlock()
+	if len(late) == 0 || wt.w.reg.isClosed() {
 		return
 	}
 	q.Late = make(chan struct{})
 	cases := []reflect.SelectCase{
 		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.Late)},
-		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(e.reg.closing)},
+		{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(wt.w.reg.closing)},
 	}
 	for _, i := range late {
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(q.Confirmed[i])})
 	}
 	const stops = 2 // the cases that end the watch
-	e.bg.Go(func() {
+	wt.w.bg.Go(func() {
 		for len(cases) > stops {
 			c, _, _ := reflect.Select(cases)
 			if c < stops {
@@ -137,14 +147,14 @@ func (e *engine) watchLate(q *waitq.Queue, from int) {
 
 // unsubscribe drops an empty queue's subscriptions, and stops watchLate's
 // goroutine.
-func (e *engine) unsubscribe(q *waitq.Queue) {
+func (wt *waiting) unsubscribe(q *waitq.Queue) {
 	if q.Late != nil {
 		close(q.Late)
 	}
 	if q.Confirmed == nil {
 		return
 	}
-	for i, h := range e.hubs {
+	for i, h := range wt.hubs {
 		for j, k := range q.Keys {
 			if q.Confirmed[i*len(q.Keys)+j] != nil {
 				h.Unsubscribe(keys.Channel(k), q.Wake)
@@ -163,25 +173,25 @@ func (e *engine) unsubscribe(q *waitq.Queue) {
 // is not an attempt: WithMaxAttempts does not count it and the hook does
 // not see it. It returns the shortest remaining time a node reported for a
 // holder, or holderTTL when no node did.
-func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waiter, holderTTL time.Duration) time.Duration {
-	e.life.RLock()
-	defer e.life.RUnlock()
-	if e.reg.isClosed() {
+func (wt *waiting) lookForRelease(ctx context.Context, r *request, w *driver.Waiter, holderTTL time.Duration) time.Duration {
+	wt.w.life.RLock()
+	defer wt.w.life.RUnlock()
+	if wt.w.reg.isClosed() {
 		return holderTTL // the next attempt says ErrClosed
 	}
-	need := e.sets.rule(r.spec)
+	need := wt.sets.rule(r.spec)
 	type look struct {
 		free   []bool
 		holder []time.Duration
 	}
-	round := newRound[look](&e.wiring, need, e.cfg.nodeTimeoutFor(r.ttl), quorum.Early)
+	round := newRound[look](wt.w, need, wt.w.cfg.nodeTimeoutFor(r.ttl), quorum.Early)
 	round.Call = func(ctx context.Context, n *quorum.Node) (look, error) {
 		var cmds [][]any
 		var per int
 		for _, k := range r.keys {
 			probe := r.kind.probe(k)
 			per = len(probe) + 1
-			cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", e.ident.guard(n.Index).FenceTTL.Milliseconds()})
+			cmds = append(cmds, []any{"SET", keys.Waiters(k), "1", "PX", wt.ident.guard(n.Index).FenceTTL.Milliseconds()})
 			cmds = append(cmds, probe...)
 		}
 		replies, err := n.Conn.Pipe(ctx, cmds)
@@ -198,7 +208,7 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 	// (for one lock, enough for an attempt to win), or so many have
 	// none that no lock can be free on enough of them.
 	round.Agree = func(lk look) bool { return slices.Contains(lk.free, true) }
-	res := round.Run(ctx, e.workers)
+	res := round.Run(ctx, wt.w.workers)
 	shortest := time.Duration(-1)
 	for i, k := range r.keys {
 		var free uint64
@@ -224,20 +234,20 @@ func (e *engine) lookForRelease(ctx context.Context, r *request, w *driver.Waite
 }
 
 // waitTurn blocks until m is the head of its queue, or ctx ends.
-func (e *engine) waitTurn(ctx context.Context, name string, id uint64, m *waitq.Member) error {
+func (wt *waiting) waitTurn(ctx context.Context, name string, id uint64, m *waitq.Member) error {
 	select {
 	case <-m.Turn:
 		return nil // the head: no wait to report
 	default:
 	}
-	start := e.cfg.now()
+	start := wt.w.cfg.now()
 	why, err := "turn", error(nil)
 	select {
 	case <-m.Turn:
 	case <-ctx.Done():
 		why, err = "context", ctxErr(ctx)
 	}
-	e.waited(ctx, name, id, start, why)
+	wt.waited(ctx, name, id, start, why)
 	return err
 }
 
@@ -245,11 +255,11 @@ func (e *engine) waitTurn(ctx context.Context, name string, id uint64, m *waitq.
 // holder's remaining TTL (plus a millisecond: Redis reports 0 in a key's
 // last millisecond), the backoff delay, or the end of ctx. It says what
 // ended the wait (WaitEvent.WokenBy).
-func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <-chan struct{}, delay, holderTTL time.Duration) (string, error) {
+func (wt *waiting) waitRelease(ctx context.Context, name string, id uint64, wake <-chan struct{}, delay, holderTTL time.Duration) (string, error) {
 	if holderTTL >= 0 {
 		delay = min(delay, holderTTL+time.Millisecond)
 	}
-	start := e.cfg.now()
+	start := wt.w.cfg.now()
 	t := time.NewTimer(delay)
 	defer t.Stop()
 	why, err := "timer", error(nil)
@@ -260,22 +270,22 @@ func (e *engine) waitRelease(ctx context.Context, name string, id uint64, wake <
 	case <-ctx.Done():
 		why, err = "context", ctxErr(ctx)
 	}
-	e.waited(ctx, name, id, start, why)
+	wt.waited(ctx, name, id, start, why)
 	return why, err
 }
 
 // waited reports a wait of an obtain that began at start to the hook.
-func (e *engine) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
-	if e.cfg.hook != nil {
-		e.cfg.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: e.cfg.now().Sub(start), WokenBy: WokenBy(why)})
+func (wt *waiting) waited(ctx context.Context, name string, id uint64, start time.Time, why string) {
+	if wt.w.cfg.hook != nil {
+		wt.w.cfg.emit(ctx, WaitEvent{Name: name, ObtainID: id, Waited: wt.w.cfg.now().Sub(start), WokenBy: WokenBy(why)})
 	}
 }
 
 // afterRelease wakes this Client's waiters for the lock, and starts a grace
 // period when the release was heard by other Clients' waiters: PUBLISH
 // counted more receivers than this Client's own subscription.
-func (e *engine) afterRelease(key string, replies []quorum.Reply[script.Released], took time.Duration) {
-	e.waits.WakeLocal(key)
+func (wt *waiting) afterRelease(key string, replies []quorum.Reply[script.Released], took time.Duration) {
+	wt.queues.WakeLocal(key)
 	channel := ""
 	for i, r := range replies {
 		if r.Err != nil || r.Val.Receivers == 0 {
@@ -285,13 +295,13 @@ func (e *engine) afterRelease(key string, replies []quorum.Reply[script.Released
 			channel = keys.Channel(key) // formed only when someone heard
 		}
 		own := int64(0)
-		if e.hubs[i].Subscribed(channel) {
+		if wt.hubs[i].Subscribed(channel) {
 			own = 1
 		}
 		if r.Val.Receivers > own {
 			grace := min(max(3*took, minGrace), maxGrace)
-			now := e.cfg.now()
-			e.waits.SetGrace(key, now.Add(grace), now)
+			now := wt.w.cfg.now()
+			wt.queues.SetGrace(key, now.Add(grace), now)
 			return
 		}
 	}

@@ -248,10 +248,10 @@ func TestNoSubscriptionOutlivesItsWaiters(t *testing.T) {
 		})
 	}
 	for _, c := range clients {
-		for i, h := range c.e.hubs {
+		for i, h := range c.e.waits.hubs {
 			eventually(t, fmt.Sprintf("hub %d forgets its channels", i), func() bool { return h.(interface{ Channels() int }).Channels() == 0 })
 		}
-		if c.e.waits.Queued("{redlock:many-waits-0}") {
+		if c.e.waits.queues.Queued("{redlock:many-waits-0}") {
 			t.Fatal("a wait queue outlived its waiters")
 		}
 	}
@@ -397,12 +397,12 @@ func TestQueueWaitsForConfirmationsOnce(t *testing.T) {
 	cl := startNodes(t, 1)
 	c := newClient(t, cl.clients)
 	q := unconfirmedQueue()
-	c.e.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
+	c.e.waits.subscribe(context.Background(), q, 10*time.Millisecond) // the first head gives up waiting
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		c.e.subscribe(ctx, q, time.Minute) // the next head
+		c.e.waits.subscribe(ctx, q, time.Minute) // the next head
 		close(done)
 	}()
 	select {
@@ -433,12 +433,12 @@ func TestLateConfirmationWatchEnds(t *testing.T) {
 			}
 			before := goleak.IgnoreCurrent()
 			q := unconfirmedQueue()
-			c.e.subscribe(context.Background(), q, 10*time.Millisecond)
+			c.e.waits.subscribe(context.Background(), q, 10*time.Millisecond)
 			if q.Late == nil {
 				t.Fatal("the head gave up waiting for a confirmation, and nothing watches for it")
 			}
 			if end == "unsubscribed" {
-				c.e.unsubscribe(q)
+				c.e.waits.unsubscribe(q)
 				defer c.Close()
 			} else {
 				closed := make(chan struct{})
@@ -467,8 +467,8 @@ func TestLateConfirmationsAreWatchedTogether(t *testing.T) {
 	q := unconfirmedQueue()
 	later := make(chan struct{})
 	q.Confirmed = append(q.Confirmed, later)
-	c.e.subscribe(context.Background(), q, 10*time.Millisecond)
-	defer c.e.unsubscribe(q)
+	c.e.waits.subscribe(context.Background(), q, 10*time.Millisecond)
+	defer c.e.waits.unsubscribe(q)
 	select {
 	case <-q.Wake.C:
 		t.Fatal("woken before any confirmation came")
