@@ -15,18 +15,19 @@ import (
 	"github.com/redlock-go/redlock/internal/script"
 )
 
-// engine is the wiring of a Client and its lifecycle: the nodes and the
-// settings, the owner of every background goroutine, the registry of held
-// locks that Close releases, and one part per concept, each owned by its
-// file or internal package: the key layout (lockkeys.go), the keep-alive's
-// schedule (internal/keepalive), the circuit breaker (breaker.go,
-// internal/breaker), the adaptive TTL's policy and sampler (adaptive.go,
-// sampler.go), the local wait queues (waits.go, internal/waitq), the log's
-// rate limit (internal/nodelog), the joint configuration (joint.go) and
-// the servers' identities (identity.go). The Client, the waiter and each
-// lock work through it; it makes and registers the locks (newLock, adopt)
-// and asks each lock's kind (kind.go) for its calls (docs/engine.md,
-// "Layout: files and packages by concept").
+// engine is a Client's machinery: the wiring its parts share (the
+// settings, the nodes, the owner of every background goroutine, the
+// registry of held locks that Close releases), and one part per concept,
+// each a type with its own methods in its own file or internal package:
+// the key layout (keyLayout, lockkeys.go), the keep-alive's schedule
+// (internal/keepalive), the circuit breaker (circuit, breaker.go), the
+// adaptive TTL's policy and sampler (adaptive.go; sampling, sampler.go),
+// the local wait queues (waiting, waits.go), the node log (nodeLogger,
+// nodelog.go), the configuration records (recorder, joint.go) and the
+// servers' identities (identities, identity.go). The Client, the waiter
+// and each lock work through it; it makes and registers the locks
+// (newLock, adopt) and asks each lock's kind (kind.go) for its calls
+// (docs/engine.md, "The engine's parts").
 type engine struct {
 	wiring
 	// majority is the plain lock's quorum rule: N/2+1, or in a joint

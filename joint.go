@@ -70,14 +70,14 @@ type recorder struct {
 	floor    int64      // the move floor x 1024; 0: none
 }
 
-// recordTTL is how long a configuration record outlives its write: a lock
-// obtained before the next record (within recordStale) has expired before
+// ttl is how long a configuration record outlives its write: a lock
+// obtained before the next record (within stale) has expired before
 // it does (joint.RecordTTL).
 func (r *recorder) ttl() time.Duration {
 	return time.Duration(joint.RecordTTL(int64(r.w.cfg.maxTTL)))
 }
 
-// recordStale is the age past which an obtain records before it locks;
+// stale is the age past which an obtain records before it locks;
 // the recording goroutine records twice as often.
 func (r *recorder) stale() time.Duration {
 	return time.Duration(joint.RecordStale(int64(r.w.cfg.maxTTL)))
@@ -99,7 +99,7 @@ func (r *recorder) check(ctx context.Context, timeout time.Duration) error {
 			r.record(ctx, r.w.cfg.nodeTimeoutFor(r.w.cfg.maxTTL), true)
 		})
 	}
-	// The record must have started within recordStale before the acquire
+	// The record must have started within stale before the acquire
 	// starts, so that it outlives the lock by the max TTL: a record round
 	// that took that long (a slow node, a paused process) is followed by
 	// another, a few times at most. A round that reached no node leaves
@@ -286,7 +286,7 @@ type recordReply struct {
 	at   time.Time
 }
 
-// recordRound runs record.lua on every node with the fields fields gives
+// round runs record.lua on every node with the fields fields gives
 // for it, waiting for every node up to timeout (all) or until the plain
 // lock's quorum rule is met, and returns each node's records and when
 // they arrived (nil records for a node that did not answer by then). late,
