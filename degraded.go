@@ -61,7 +61,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	switch {
 	case err != nil:
 		// It may have taken effect: give it back.
-		_, _ = e.releaseLease(store, lh.name, value, 0, timeout)
+		_, _ = releaseLease(store, lh.name, value, 0, timeout)
 		err = fmt.Errorf("redlock: obtain (degraded mode, circuit breaker open): lease store: %w: %w", ErrNotObtained, err)
 	case !lease.Acquired:
 		holderTTL = lease.Remaining
@@ -71,10 +71,10 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 		}
 		err = fmt.Errorf("redlock: obtain (degraded mode, circuit breaker open): the lease store says another owner holds it%s: %w (%w)", left, ErrNotObtained, ErrHeld)
 	case lease.Version < 1 || lease.Version >= limits.MaxLeaseVersion:
-		_, _ = e.releaseLease(store, lh.name, value, lease.Version, timeout)
+		_, _ = releaseLease(store, lh.name, value, lease.Version, timeout)
 		err = fmt.Errorf("redlock: obtain (degraded mode): the lease store returned version %d, outside [1, 2^62): %w", lease.Version, ErrNotObtained)
 	case !e.cfg.now().Before(validUntil.Add(-timeout)):
-		_, _ = e.releaseLease(store, lh.name, value, lease.Version, timeout)
+		_, _ = releaseLease(store, lh.name, value, lease.Version, timeout)
 		err = fmt.Errorf("redlock: obtain (degraded mode): the lease store answered after the lock's validity: %w", ErrNotObtained)
 	}
 	if err != nil {
@@ -120,7 +120,7 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 // (not known) is looked up by the owner value, which is unique. It reports
 // whether the store found owner's live lease. Its answer only matters to
 // the caller of Release.
-func (e *engine) releaseLease(store LeaseStore, name, owner string, version int64, timeout time.Duration) (bool, error) {
+func releaseLease(store LeaseStore, name, owner string, version int64, timeout time.Duration) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), max(timeout, minReleaseTimeout))
 	defer cancel()
 	return store.Release(ctx, name, owner, version)
@@ -211,7 +211,7 @@ func (*leaseHold) refreshBatch(start time.Time, plans []refreshPlan) {
 // another owner's, is not held: the release says so with ErrNotHeld, as a
 // release on the nodes does.
 func (lh *leaseHold) release(_ context.Context, l *Lock, timeout time.Duration, _ uint64) error {
-	ok, err := l.e.releaseLease(lh.store, lh.name, l.secret.id, lh.version, timeout)
+	ok, err := releaseLease(lh.store, lh.name, l.secret.id, lh.version, timeout)
 	switch {
 	case err != nil:
 		return fmt.Errorf("redlock: release (degraded mode): lease store: %w", err)

@@ -213,19 +213,6 @@ func (r *registry) close() (held []releaser, first bool) {
 	return held, true
 }
 
-// grid moves a refresh time t of a lock refreshed every interval down onto
-// a grid of interval/16 steps, so that locks with the same interval fall
-// into at most 16 cohorts per period and share pipelines. Refreshing up to
-// interval/16 early costs a little traffic and nothing in safety.
-func (e *engine) grid(t time.Time, interval time.Duration) time.Time {
-	step := interval / 16
-	if step <= batchWindow {
-		return t
-	}
-	d := t.Sub(e.sched.Origin()) // only the grid's phase matters
-	return t.Add(-(d % step))
-}
-
 // lockIDs and obtainIDs number the locks and the obtains that a hook or
 // logger observes.
 var lockIDs, obtainIDs atomic.Uint64

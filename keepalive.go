@@ -99,7 +99,7 @@ func (l *Lock) keepAlive(interval, maxHold time.Duration) {
 		l.interval = l.ttl / 3
 		l.ttlInterval = true
 	}
-	l.setRefreshAt(l.e.grid(l.obtainedAt().Add(l.interval), l.interval))
+	l.setRefreshAt(l.e.sched.Grid(l.obtainedAt().Add(l.interval), l.interval))
 	l.maxHold = maxHold
 }
 
@@ -119,7 +119,7 @@ func (l *Lock) refreshWon(start time.Time, ttl time.Duration) {
 	if l.base > 0 && l.ttlInterval && !l.capped {
 		l.interval = ttl / 3 // the TTL WithAdaptiveTTL picked
 	}
-	l.setRefreshAt(l.e.grid(start.Add(l.interval), l.interval))
+	l.setRefreshAt(l.e.sched.Grid(start.Add(l.interval), l.interval))
 }
 
 // refreshLost moves the next automatic refresh after a round that did not

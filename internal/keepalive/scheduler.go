@@ -145,6 +145,21 @@ func (s *Scheduler[T]) since(t time.Time) int64 { return int64(t.Sub(s.origin)) 
 // Origin is the Scheduler's origin: the time of New.
 func (s *Scheduler[T]) Origin() time.Time { return s.origin }
 
+// Grid moves a time t of an event that recurs every interval down onto a
+// grid of interval/16 steps from the origin, so that entries with the same
+// interval fall into at most 16 cohorts per period and fire together; a
+// step no longer than the batch window leaves t as it is (the window
+// already gathers them). An event moved early by up to interval/16 fires
+// that much sooner.
+func (s *Scheduler[T]) Grid(t time.Time, interval time.Duration) time.Time {
+	step := interval / 16
+	if step <= s.window {
+		return t
+	}
+	d := s.since(t) // only the grid's phase matters
+	return t.Add(-time.Duration(d % int64(step)))
+}
+
 // Cancel removes e from the schedule, if it is scheduled.
 func (s *Scheduler[T]) Cancel(e *Entry[T]) {
 	s.mu.Lock()

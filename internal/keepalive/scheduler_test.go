@@ -351,3 +351,30 @@ func TestFiredListReused(t *testing.T) {
 		t.Fatalf("%d entries left after the last round", s.Len())
 	}
 }
+
+// TestGrid: a time moves down onto the grid of interval/16 steps from the
+// origin, by less than a step, so that times within one step meet; a step
+// no longer than the window leaves the time as it is.
+func TestGrid(t *testing.T) {
+	r := newRecorder()
+	c := newClock()
+	s := New(2*time.Millisecond, c.now, r.fire)
+	defer s.Stop()
+	origin := s.Origin()
+	const interval = 16 * time.Second // a step of 1 s
+	for _, off := range []time.Duration{0, 1, 999 * time.Millisecond, time.Second, 7*time.Second + 300*time.Millisecond, 90 * time.Hour} {
+		at := origin.Add(off)
+		g := s.Grid(at, interval)
+		if g.After(at) || at.Sub(g) >= time.Second || g.Sub(origin)%time.Second != 0 {
+			t.Errorf("Grid(origin+%v) = origin+%v: want the last whole second at or before it", off, g.Sub(origin))
+		}
+	}
+	a, b := s.Grid(origin.Add(3100*time.Millisecond), interval), s.Grid(origin.Add(3900*time.Millisecond), interval)
+	if !a.Equal(b) {
+		t.Errorf("two times within one step: %v and %v, want one grid point", a.Sub(origin), b.Sub(origin))
+	}
+	at := origin.Add(1234567 * time.Microsecond)
+	if g := s.Grid(at, 32*time.Millisecond); !g.Equal(at) {
+		t.Errorf("a step of 2 ms, no longer than the window, moved the time by %v", at.Sub(g))
+	}
+}

@@ -65,7 +65,7 @@ const (
 var (
 	overCaps = map[string]struct{ methods, files int }{
 		"Lock":   {67, 12},
-		"engine": {31, 14},
+		"engine": {29, 14},
 	}
 	untestedFiles = []string{"adopt.go", "engine.go", "labels.go",
 		"nodelog.go", "nodesets.go", "request.go", "secret.go"}
