@@ -1,16 +1,13 @@
 package redlock
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/limits"
-	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
 )
 
@@ -113,22 +110,6 @@ func (c *config) validateAdaptive() error {
 		a.MemoryRatio = adaptive.MemoryRatio
 	}
 	return nil
-}
-
-// ttlFor is the TTL of an attempt or refresh of the lock key whose caller
-// gave base, and why (ObtainEvent.TTLReason); base has passed checkTTL.
-func (e *engine) ttlFor(key string, base time.Duration, fixed bool) (time.Duration, string) {
-	if e.adapt == nil || fixed {
-		return base, adaptive.Given
-	}
-	now := e.cfg.now()
-	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.queues.Waiting(key), now)
-	if l := e.cfg.logger; l != nil && atMax > 0 && e.log.limit.Due(-1, nodelog.RTTAtMax, now) {
-		l.LogAttrs(context.Background(), slog.LevelWarn,
-			"redlock: adaptive TTL capped at Max although the nodes' round-trip time asks for more: validity margins are thinner than RTTMultiple",
-			slog.Duration("rtt_p95", atMax), slog.Float64("wanted_seconds", e.cfg.adaptive.RTTMultiple*atMax.Seconds()), slog.Duration("max", e.cfg.adaptive.Max))
-	}
-	return ttl, why
 }
 
 // observeRTT records a round's round trips for the adaptive TTL: each

@@ -3,13 +3,10 @@ package redlock
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/breaker"
-	"github.com/redlock-go/redlock/internal/limits"
-	"github.com/redlock-go/redlock/internal/nodelog"
 )
 
 // The degraded mode (WithDegradedMode, docs/safety.md section 7): while the
@@ -40,60 +37,6 @@ type leaseHold struct {
 	closed bool // a refresh found that the breaker had closed
 }
 
-// acquireLease is an acquire attempt on the lease store, made instead of a
-// round on the nodes while the breaker is open. closings is the breaker's
-// count of closings read before the breaker found it open. The caller holds
-// e.life for reading.
-func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeout time.Duration, closings uint64) (*Lock, time.Duration, error) {
-	store := e.cfg.fallback
-	l := e.newLock(r.keys[i], r.spec, r.writerMark, ttl, timeout)
-	lh := &leaseHold{store: store, name: e.cfg.prefix + r.names[i], closings: closings}
-	l.lease = lh
-	value := l.secret.id
-	start := e.cfg.now()
-	validUntil := start.Add(e.cfg.validity(ttl))
-	// Like a round's requests, the store's is not abandoned when ctx ends,
-	// so that its outcome is known.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
-	lease, err := store.Acquire(sctx, lh.name, value, ttl)
-	cancel()
-	holderTTL := time.Duration(-1)
-	switch {
-	case err != nil:
-		// It may have taken effect: give it back.
-		_, _ = releaseLease(store, lh.name, value, 0, timeout)
-		err = fmt.Errorf("redlock: obtain (degraded mode, circuit breaker open): lease store: %w: %w", ErrNotObtained, err)
-	case !lease.Acquired:
-		holderTTL = lease.Remaining
-		left := ""
-		if lease.Remaining >= 0 {
-			left = " for another " + lease.Remaining.Round(time.Millisecond).String()
-		}
-		err = fmt.Errorf("redlock: obtain (degraded mode, circuit breaker open): the lease store says another owner holds it%s: %w (%w)", left, ErrNotObtained, ErrHeld)
-	case lease.Version < 1 || lease.Version >= limits.MaxLeaseVersion:
-		_, _ = releaseLease(store, lh.name, value, lease.Version, timeout)
-		err = fmt.Errorf("redlock: obtain (degraded mode): the lease store returned version %d, outside [1, 2^62): %w", lease.Version, ErrNotObtained)
-	case !e.cfg.now().Before(validUntil.Add(-timeout)):
-		_, _ = releaseLease(store, lh.name, value, lease.Version, timeout)
-		err = fmt.Errorf("redlock: obtain (degraded mode): the lease store answered after the lock's validity: %w", ErrNotObtained)
-	}
-	if err != nil {
-		e.attemptedDegraded(ctx, l, r.id, start, err)
-		return nil, holderTTL, err
-	}
-	lh.version = lease.Version
-	// Below every token of the nodes, which are positive; ordered among
-	// the degraded holders of one store by the lease's version.
-	l.token = degradedTokenBase + lease.Version
-	l.obtained(start, validUntil, func(int) bool { return false })
-	e.attemptedDegraded(ctx, l, r.id, start, nil)
-	if lg := e.cfg.logger; lg != nil && e.log.limit.Due(-1, nodelog.Degraded, e.cfg.now()) {
-		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: degraded mode: lock obtained from the lease store, not from a quorum of nodes; it excludes only clients that fell back to the same store",
-			slog.String("name", l.lockName()), slog.Int64("token", l.token))
-	}
-	return l, 0, nil
-}
-
 // degradedTokenBase is the origin of degraded tokens: the token of a lock
 // obtained in degraded mode is degradedTokenBase + the lease's version, a
 // negative number. So a fenced resource that refuses a token lower than
@@ -101,20 +44,6 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 // from the nodes, and orders the degraded holders of one shared store among
 // themselves.
 const degradedTokenBase = -1 << 63
-
-// attemptedDegraded reports an attempt on the lease store to the hook: an
-// AttemptEvent without nodes.
-func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, start time.Time, err error) {
-	if e.cfg.hook == nil {
-		return
-	}
-	ev := AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: err == nil, Degraded: true,
-		Elapsed: e.cfg.now().Sub(start), Err: err, Result: attemptResult(err == nil, err)}
-	if err == nil {
-		ev.Token = l.token
-	}
-	e.cfg.emit(ctx, ev)
-}
 
 // releaseLease ends a lease in the store, bounded by timeout; version 0
 // (not known) is looked up by the owner value, which is unique. It reports

@@ -44,35 +44,6 @@ func (l *Lock) holdUntil() time.Time {
 	return l.obtainedAt().Add(l.maxHold)
 }
 
-// fire handles the locks whose scheduled event has come: a lock past its
-// loss deadline is lost; a lock due for refresh joins this batch.
-func (e *engine) fire(due []*keepalive.Entry[*Lock]) {
-	now := e.cfg.now()
-	var batch []*Lock
-	for _, entry := range due {
-		l := entry.Value
-		l.mu.Lock()
-		ended, deadline := l.err != nil, l.lossDeadline()
-		refresh := l.auto && !l.refreshAt().After(now.Add(batchWindow))
-		l.mu.Unlock()
-		switch {
-		case ended:
-		case !now.Before(deadline):
-			l.end(l.ranOut())
-		case refresh:
-			if batch == nil {
-				batch = make([]*Lock, 0, len(due))
-			}
-			batch = append(batch, l)
-		default:
-			l.schedule()
-		}
-	}
-	if len(batch) > 0 {
-		e.bg.Go(func() { e.refreshBatch(batch) })
-	}
-}
-
 // schedule puts the lock's next event on the Client's schedule: its next
 // automatic refresh, or its loss deadline, whichever comes first.
 func (l *Lock) schedule() {

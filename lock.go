@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redlock-go/redlock/internal/quorum"
-	"github.com/redlock-go/redlock/internal/script"
 )
 
 // Lock is a lock obtained through a handle (or the Client's Obtain,
@@ -143,30 +142,6 @@ type nodeBackend struct{}
 
 func (nodeBackend) degraded() bool     { return false }
 func (nodeBackend) ranOut(*Lock) error { return nil }
-
-// newLock is a lock of the spec's kind about to be acquired under its key
-// (redisKey of its name), with a new secret made from the spec's prototype hold.
-// The lock keeps the key only, from which lockName reads the name back.
-// A lock of a kind of holds is one allocation with its hold, as when every
-// Lock had room for one.
-func (e *engine) newLock(key string, sp *spec, writerMark string, ttl, nodeTimeout time.Duration) *Lock {
-	var l *Lock
-	var hold *script.Hold
-	if sp.hasHold() {
-		both := new(struct {
-			Lock
-			hold script.Hold
-		})
-		l, hold = &both.Lock, &both.hold
-	} else {
-		l = new(Lock)
-	}
-	l.e, l.sp, l.keys, l.quorum = e, sp, e.layout.keysOf(key), e.sharedRule(sp)
-	l.ttl, l.nodeTimeout = ttl, nodeTimeout
-	l.secret = sp.newSecret(key, newValue(), writerMark, hold)
-	l.ka.Value = l
-	return l
-}
 
 // Name returns the lock's name: the name of its handle, or for Client.Any
 // the name obtained. It is "" for a lock of several names (Client.All),

@@ -4,9 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/adaptive"
 	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
 )
 
@@ -158,4 +163,149 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 	}
 	e.adopt(l, &r.o, base)
 	return l, 0, nil
+}
+
+// adopt makes a lock just obtained (engine.attempt, on the nodes or from
+// the lease store) or resumed (Client.Resume) the Client's, before it is
+// shared: the one tail of both. base is the TTL from which WithAdaptiveTTL
+// picks each refresh's TTL (0: every refresh asks for the lock's TTL, as
+// a resumed lock's do); o's keep-alive options turn on its automatic
+// refresh; the registry that Close releases takes it; and its first event
+// (refresh or loss deadline) is scheduled when it is watched.
+func (e *engine) adopt(l *Lock, o *obtainConfig, base time.Duration) {
+	l.base = base
+	if o.auto {
+		l.keepAlive(o.interval, o.maxHold)
+	}
+	e.reg.add(l)
+	l.schedule()
+}
+
+// waitLoop is the one wait loop of every obtain: it runs a waiter.
+func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
+	n := len(r.names)
+	w := waiter{e: e, ctx: ctx, r: r, backoff: newBackoff(r.o.retry), holderTTL: -1,
+		order: r.orderBuf[:0], heldUntil: r.heldBuf[:0]}
+	w.order = slices.Grow(w.order, n)[:n]
+	w.heldUntil = slices.Grow(w.heldUntil, n)[:n]
+	for i := range w.order {
+		w.order[i] = i
+	}
+	return w.run()
+}
+
+// obtainAll obtains the plain locks named names as one lock, all or
+// nothing (Client.All): it sorts the names and obtains them one after the
+// other in that order with the machinery of a single name's obtain,
+// waiting for each while it holds the ones before it, which it keeps alive
+// meanwhile. Because every multi-name obtain takes its names in the same
+// order, and a single-name waiter holds nothing, no two obtains can wait
+// for each other in a cycle (docs/lock-family.md, "Multi-name locks").
+func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duration, opts []ObtainOption, try bool) (*Lock, error) {
+	// Check every name and option before any I/O, as Client.Any's would.
+	check := request{names: names, spec: &plainSpec}
+	if err := e.prepare(&check, ttl, opts, try); err != nil {
+		return nil, err
+	}
+	if e.reg.isClosed() {
+		return nil, ErrClosed
+	}
+	sorted := slices.Clone(names)
+	slices.Sort(sorted)
+	auto := check.o.auto
+	// Every lock but the last is held while the next ones are waited
+	// for: keep it alive meanwhile, and stop waiting when it ends.
+	keep := opts
+	if !auto && !try {
+		keep = append(opts[:len(opts):len(opts)], WithAutoRefresh())
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := make(chan struct{})
+	var watchers sync.WaitGroup
+	parts := make([]*Lock, 0, len(sorted))
+	for i, name := range sorted {
+		o := keep
+		if i == len(sorted)-1 {
+			o = opts
+		}
+		r := request{names: []string{name}, spec: &plainSpec}
+		err := e.prepare(&r, ttl, o, try)
+		var l *Lock
+		if err == nil {
+			l, err = e.obtain(wctx, &r)
+		}
+		if err != nil {
+			close(stop)
+			watchers.Wait()
+			releaseAll(parts)
+			return nil, e.allFailed(ctx, wctx, name, err)
+		}
+		parts = append(parts, l)
+		if !try && i < len(sorted)-1 {
+			watchers.Go(func() {
+				select {
+				case <-l.Done():
+					cancel(&lostWhileWaiting{name: name, err: l.Err()})
+				case <-stop:
+				}
+			})
+		}
+	}
+	close(stop)
+	watchers.Wait()
+	// A lock may have ended while the last one was obtained, unseen by
+	// its watcher: the lock would be born broken.
+	for _, l := range parts {
+		if lerr := l.Err(); lerr != nil {
+			releaseAll(parts)
+			if e.reg.isClosed() {
+				return nil, fmt.Errorf("redlock: obtain all: %w", ErrClosed)
+			}
+			return nil, fmt.Errorf("redlock: obtain all: lock %q ended while the others were obtained: %w", l.lockName(), errors.Join(ErrNotObtained, lerr))
+		}
+	}
+	if !auto && !try {
+		for _, l := range parts[:len(parts)-1] {
+			l.keepAliveOff()
+		}
+	}
+	// One allocation for the Lock and its variant, as before the variant.
+	both := &struct {
+		Lock
+		allOf
+	}{Lock{e: e, sp: &plainSpec}, allOf{parts: parts, done: firstDone(parts)}}
+	both.Lock.all = &both.allOf
+	return &both.Lock, nil
+}
+
+// allFailed is the error of Client.All's obtain when the obtain of name
+// failed with err; wctx is the context of that obtain, derived from ctx and
+// cancelled when a lock already held ended.
+func (e *engine) allFailed(ctx, wctx context.Context, name string, err error) error {
+	lost, _ := context.Cause(wctx).(*lostWhileWaiting)
+	switch {
+	case e.reg.isClosed():
+		// Close released the locks already held, which ended the wait.
+		return fmt.Errorf("redlock: obtain all: %q: %w", name, ErrClosed)
+	case lost != nil && ctx.Err() == nil:
+		return fmt.Errorf("redlock: obtain all: lock %q ended while waiting for %q: %w", lost.name, name, errors.Join(ErrNotObtained, lost.err))
+	}
+	return fmt.Errorf("redlock: obtain all: %q: %w", name, err)
+}
+
+// ttlFor is the TTL of an attempt or refresh of the lock key whose caller
+// gave base, and why (ObtainEvent.TTLReason); base has passed checkTTL.
+func (e *engine) ttlFor(key string, base time.Duration, fixed bool) (time.Duration, string) {
+	if e.adapt == nil || fixed {
+		return base, adaptive.Given
+	}
+	now := e.cfg.now()
+	ttl, why, atMax := e.adapt.Choose(key, base, e.waits.queues.Waiting(key), now)
+	if l := e.cfg.logger; l != nil && atMax > 0 && e.log.limit.Due(-1, nodelog.RTTAtMax, now) {
+		l.LogAttrs(context.Background(), slog.LevelWarn,
+			"redlock: adaptive TTL capped at Max although the nodes' round-trip time asks for more: validity margins are thinner than RTTMultiple",
+			slog.Duration("rtt_p95", atMax), slog.Float64("wanted_seconds", e.cfg.adaptive.RTTMultiple*atMax.Seconds()), slog.Duration("max", e.cfg.adaptive.Max))
+	}
+	return ttl, why
 }

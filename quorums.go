@@ -26,21 +26,6 @@ func (s *nodeSets) rule(sp *spec) quorum.Rule {
 	return quorum.Joint(s.cur, sp.quorum(a), s.next, sp.quorum(b))
 }
 
-// sharedRule is rule(sp), shared by the locks that have it (nearly every
-// lock of the Client has the same), so that a held lock keeps a pointer to
-// it rather than a copy: the rule of the last lock made is reused when it
-// is the same, else a new one is made and kept.
-func (e *engine) sharedRule(sp *spec) *quorum.Rule {
-	r := e.sets.rule(sp)
-	if p := e.lastRule.Load(); p != nil && *p == r {
-		return p
-	}
-	p := new(quorum.Rule) // not &r, which would move r to the heap on every call
-	*p = r
-	e.lastRule.Store(p)
-	return p
-}
-
 // nodeResults turns a round's replies into NodeResults. disagree gives the
 // reason of a node that answered without error but did not agree.
 func nodeResults[T any](e *engine, res quorum.Result[T], disagree func(T) error) []NodeResult {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/keepalive"
 	"github.com/redlock-go/redlock/internal/quorum"
 	"github.com/redlock-go/redlock/internal/script"
 )
@@ -397,5 +398,34 @@ func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration
 	if e.cfg.hook != nil {
 		l.emit(ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
 			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
+	}
+}
+
+// fire handles the locks whose scheduled event has come: a lock past its
+// loss deadline is lost; a lock due for refresh joins this batch.
+func (e *engine) fire(due []*keepalive.Entry[*Lock]) {
+	now := e.cfg.now()
+	var batch []*Lock
+	for _, entry := range due {
+		l := entry.Value
+		l.mu.Lock()
+		ended, deadline := l.err != nil, l.lossDeadline()
+		refresh := l.auto && !l.refreshAt().After(now.Add(batchWindow))
+		l.mu.Unlock()
+		switch {
+		case ended:
+		case !now.Before(deadline):
+			l.end(l.ranOut())
+		case refresh:
+			if batch == nil {
+				batch = make([]*Lock, 0, len(due))
+			}
+			batch = append(batch, l)
+		default:
+			l.schedule()
+		}
+	}
+	if len(batch) > 0 {
+		e.bg.Go(func() { e.refreshBatch(batch) })
 	}
 }

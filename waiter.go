@@ -52,19 +52,6 @@ type waiter struct {
 	last      error // the last attempt's error, reported when ctx ends
 }
 
-// waitLoop is the one wait loop of every obtain: it runs a waiter.
-func (e *engine) waitLoop(ctx context.Context, r *request) (*Lock, error) {
-	n := len(r.names)
-	w := waiter{e: e, ctx: ctx, r: r, backoff: newBackoff(r.o.retry), holderTTL: -1,
-		order: r.orderBuf[:0], heldUntil: r.heldBuf[:0]}
-	w.order = slices.Grow(w.order, n)[:n]
-	w.heldUntil = slices.Grow(w.heldUntil, n)[:n]
-	for i := range w.order {
-		w.order[i] = i
-	}
-	return w.run()
-}
-
 // run runs the steps of the wait, and returns the lock, or the error of
 // the obtain.
 func (w *waiter) run() (*Lock, error) {
