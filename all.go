@@ -2,25 +2,22 @@ package redlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"time"
 )
 
-// allOf is the variant of a lock of several names (Client.All): its parts,
-// plain locks of one name each, in name order. Its Lock has no state of
-// its own but its Client and kind label: every method asks the parts.
+// allOf is a lock of several names (Client.All): its parts, plain locks
+// of one name each, in name order. Its Lock has no state of its own but
+// its Client and kind label: each of its public methods asks the allOf,
+// which asks the parts.
 type allOf struct {
 	parts []*Lock
 	done  chan struct{} // closed when the first part ends
 }
 
-func (a *allOf) lockParts() []*Lock        { return append([]*Lock(nil), a.parts...) }
-func (a *allOf) doneChan() <-chan struct{} { return a.done }
-
-// isDegraded: whether any part is.
-func (a *allOf) isDegraded() bool {
+// degraded is whether any part is degraded.
+func (a *allOf) degraded() bool {
 	for _, p := range a.parts {
 		if p.Degraded() {
 			return true
@@ -29,8 +26,8 @@ func (a *allOf) isDegraded() bool {
 	return false
 }
 
-// heldUntil is the earliest of the parts' validities (zero once one is).
-func (a *allOf) heldUntil() time.Time {
+// validUntil is the earliest of the parts' validities (zero once one is).
+func (a *allOf) validUntil() time.Time {
 	var until time.Time
 	for i, p := range a.parts {
 		v := p.ValidUntil()
@@ -44,8 +41,8 @@ func (a *allOf) heldUntil() time.Time {
 	return until
 }
 
-// lastTTL is the shortest of the parts' TTLs.
-func (a *allOf) lastTTL() time.Duration {
+// ttl is the shortest of the parts' TTLs.
+func (a *allOf) ttl() time.Duration {
 	ttl := time.Duration(0)
 	for i, p := range a.parts {
 		if t := p.TTL(); i == 0 || t < ttl {
@@ -55,8 +52,8 @@ func (a *allOf) lastTTL() time.Duration {
 	return ttl
 }
 
-// endErr is the error of the first part, in name order, that ended.
-func (a *allOf) endErr() error {
+// err is the error of the first part, in name order, that ended.
+func (a *allOf) err() error {
 	for _, p := range a.parts {
 		if err := p.Err(); err != nil {
 			return fmt.Errorf("lock %q: %w", p.lockName(), err)
@@ -78,10 +75,6 @@ func (a *allOf) bind(b *doBinding) {
 	for _, p := range a.parts {
 		p.bind(b)
 	}
-}
-
-func (a *allOf) handoff() ([]byte, error) {
-	return nil, errors.New("redlock: handoff: a lock of several names (Client.All) is handed off part by part (Lock.Parts)")
 }
 
 // firstDone returns a channel closed when the first of parts ends. Its

@@ -51,7 +51,12 @@ func (l *Lock) bind(b *doBinding) {
 func runHeld(ctx context.Context, lock *Lock, fn func(context.Context) error) error {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	lock.impl().bind(&doBinding{cancel: cancel, ctx: context.WithoutCancel(ctx)})
+	b := &doBinding{cancel: cancel, ctx: context.WithoutCancel(ctx)}
+	if lock.all != nil {
+		lock.all.bind(b)
+	} else {
+		lock.bind(b)
+	}
 	if lock.Degraded() {
 		fnCtx = context.WithValue(fnCtx, degradedKey{}, true)
 	}

@@ -57,11 +57,9 @@ func (l *Lock) Handoff() ([]byte, error) {
 	if l == nil {
 		return nil, errNilLock
 	}
-	return l.impl().handoff()
-}
-
-// handoff is Handoff of a lock of one name.
-func (l *Lock) handoff() ([]byte, error) {
+	if l.all != nil {
+		return nil, errors.New("redlock: handoff: a lock of several names (Client.All) is handed off part by part (Lock.Parts)")
+	}
 	if l.backend().degraded() {
 		return nil, errors.New("redlock: handoff: a lock obtained in degraded mode lives in a lease store of this process's deployment and cannot be handed off")
 	}

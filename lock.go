@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,12 +30,12 @@ import (
 // a closed channel, and the other methods return zero values. So
 // "defer lock.Release(ctx)" may come before the error is checked.
 //
-// The public methods delegate to the lock's variant (impl): the Lock itself
-// for a lock of one name, whose state is made of the parts below, each with
-// its own file, or an allOf (all.go) for a lock of several names.
+// A lock of one name is made of the parts below, each with its own file;
+// a lock of several names has none of them: its public methods ask its
+// allOf (all.go), which asks its parts.
 type Lock struct {
-	// all is the variant of a lock of several names (Client.All); nil for
-	// a lock of one name (see impl).
+	// all is the parts of a lock of several names (Client.All); nil for a
+	// lock of one name.
 	all *allOf
 	e   *engine
 	// The lock's name is not kept: it is read back from its key (lockName).
@@ -67,31 +68,6 @@ type Lock struct {
 	eventOrder             // eventorder.go: the order of the lock's events
 	late       lateAnswers // late.go: the acquire's late answers, Release's waits
 	do         *doBinding  // do.go: Do's binding; nil outside Do
-}
-
-// impl is the variant the public methods delegate to: the Lock itself for
-// a lock of one name, or its allOf.
-func (l *Lock) impl() variant {
-	if l.all != nil {
-		return l.all
-	}
-	return l
-}
-
-// variant is what the public methods of a Lock delegate to: the Lock
-// itself for a lock of one name (its methods below), or an *allOf for a
-// lock of several names (all.go).
-type variant interface {
-	lockParts() []*Lock
-	isDegraded() bool
-	heldUntil() time.Time
-	lastTTL() time.Duration
-	doneChan() <-chan struct{}
-	endErr() error
-	refresh(ctx context.Context, ttl time.Duration) error
-	release(ctx context.Context) error
-	bind(b *doBinding)
-	handoff() ([]byte, error)
 }
 
 // ending is the end of a lock: why it ended, and its release.
@@ -180,20 +156,23 @@ func (l *Lock) Token() int64 {
 // nil for a lock of one name. Release and Refresh the lock itself, not its
 // parts.
 func (l *Lock) Parts() []*Lock {
-	if l == nil {
+	if l == nil || l.all == nil {
 		return nil
 	}
-	return l.impl().lockParts()
+	return slices.Clone(l.all.parts)
 }
 
 // Degraded reports whether the lock was obtained in degraded mode, from the
 // lease store of WithDegradedMode, and not from the nodes (for a lock of
 // several names: whether any part was).
 func (l *Lock) Degraded() bool {
-	if l == nil {
+	switch {
+	case l == nil:
 		return false
+	case l.all != nil:
+		return l.all.degraded()
 	}
-	return l.impl().isDegraded()
+	return l.backend().degraded()
 }
 
 // ValidUntil returns the time until which the lock is guaranteed to be held
@@ -203,20 +182,30 @@ func (l *Lock) Degraded() bool {
 // nodes). After Release, or once the lock is lost, it is the zero time. For
 // a lock of several names it is the earliest of its parts'.
 func (l *Lock) ValidUntil() time.Time {
-	if l == nil {
+	switch {
+	case l == nil:
 		return time.Time{}
+	case l.all != nil:
+		return l.all.validUntil()
 	}
-	return l.impl().heldUntil()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.validUntil()
 }
 
 // TTL returns the time to live used by the last acquire or refresh (for a
 // lock of several names, the shortest of its parts'): the TTL given, or the
 // one WithAdaptiveTTL picked.
 func (l *Lock) TTL() time.Duration {
-	if l == nil {
+	switch {
+	case l == nil:
 		return 0
+	case l.all != nil:
+		return l.all.ttl()
 	}
-	return l.impl().lastTTL()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ttl
 }
 
 // Done returns a channel that is closed when the lock ends: when it is lost
@@ -225,45 +214,12 @@ func (l *Lock) TTL() time.Duration {
 // Err then says which, and a loss has already been reported to the hook and
 // the logger.
 func (l *Lock) Done() <-chan struct{} {
-	if l == nil {
+	switch {
+	case l == nil:
 		return closedChan
+	case l.all != nil:
+		return l.all.done
 	}
-	return l.impl().doneChan()
-}
-
-// closedChan is Done of a nil *Lock, and of a lock that had ended before
-// Done was first called.
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
-// Err returns nil while the lock is held; after it ends, an error wrapping
-// ErrLost if it was lost or ran out, or ErrNotHeld after Release. For a
-// lock of several names, the error of the first part in name order that
-// ended, prefixed with its name.
-func (l *Lock) Err() error {
-	if l == nil {
-		return errNilLock
-	}
-	return l.impl().endErr()
-}
-
-// The variant of a lock of one name: the Lock's own state.
-
-func (l *Lock) lockParts() []*Lock { return nil }
-func (l *Lock) isDegraded() bool   { return l.backend().degraded() }
-
-func (l *Lock) heldUntil() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.validUntil()
-}
-
-func (l *Lock) lastTTL() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ttl
-}
-
-func (l *Lock) doneChan() <-chan struct{} {
 	l.mu.Lock()
 	watch := !l.watched && l.err == nil
 	l.watched = true
@@ -278,7 +234,21 @@ func (l *Lock) doneChan() <-chan struct{} {
 	return done
 }
 
-func (l *Lock) endErr() error {
+// closedChan is Done of a nil *Lock, and of a lock that had ended before
+// Done was first called.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Err returns nil while the lock is held; after it ends, an error wrapping
+// ErrLost if it was lost or ran out, or ErrNotHeld after Release. For a
+// lock of several names, the error of the first part in name order that
+// ended, prefixed with its name.
+func (l *Lock) Err() error {
+	switch {
+	case l == nil:
+		return errNilLock
+	case l.all != nil:
+		return l.all.err()
+	}
 	l.mu.Lock()
 	err, deadline := l.err, l.lossDeadline()
 	l.mu.Unlock()

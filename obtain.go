@@ -270,7 +270,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 			l.keepAliveOff()
 		}
 	}
-	// One allocation for the Lock and its variant, as before the variant.
+	// One allocation for the Lock and its parts.
 	both := &struct {
 		Lock
 		allOf

@@ -69,22 +69,19 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return l.impl().refresh(ctx, ttl)
-}
-
-// refresh is Refresh of a lock of one name, its TTL checked: rounds until
-// one is decided, ctx ends or the lock passes its loss deadline
-// (retryRefresh).
-func (l *Lock) refresh(ctx context.Context, ttl time.Duration) error {
-	e := l.e
-	return retryRefresh(ctx, e.cfg.retry, func() error { return l.refreshOnce(ctx, ttl) }, func() time.Duration {
+	if l.all != nil {
+		return l.all.refresh(ctx, ttl)
+	}
+	return retryRefresh(ctx, l.e.cfg.retry, func() error { return l.refreshOnce(ctx, ttl) }, func() time.Duration {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.lossDeadline().Sub(e.cfg.now())
+		return l.lossDeadline().Sub(l.e.cfg.now())
 	})
 }
 
-// refreshOnce is one round of Refresh.
+// refreshOnce is one round of Refresh of a lock of one name, its TTL
+// checked; Refresh makes rounds until one is decided, ctx ends or the lock
+// passes its loss deadline (retryRefresh).
 func (l *Lock) refreshOnce(ctx context.Context, ttl time.Duration) error {
 	e := l.e
 	l.op.Lock()

@@ -34,7 +34,10 @@ func (l *Lock) Release(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	return l.impl().release(ctx)
+	if l.all != nil {
+		return l.all.release(ctx)
+	}
+	return l.release(ctx)
 }
 
 // release is Release of a lock of one name.
