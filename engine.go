@@ -42,6 +42,9 @@ type engine struct {
 	// sched runs the keep-alive: automatic refreshes and loss deadlines;
 	// its entries' values are *Lock. Its origin is the refresh grid's.
 	sched *keepalive.Scheduler[*Lock]
+	// origin is the scheduler's origin, from which each lock's validity
+	// keeps its times (validity.origin points here).
+	origin time.Time
 
 	brk     circuit          // the circuit breaker (breaker.go)
 	adapt   *adaptive.Policy // WithAdaptiveTTL; nil when off
@@ -161,6 +164,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 	}
 	e.workers = quorum.NewWorkers(&e.bg, workerIdle)
 	e.sched = keepalive.New(batchWindow, cfg.now, fire)
+	e.origin = e.sched.Origin()
 	return nil
 }
 
@@ -264,7 +268,7 @@ func (e *engine) newLock(key string, sp *spec, writerMark string, ttl, nodeTimeo
 		l = new(Lock)
 	}
 	l.e, l.sp, l.keys, l.quorum = e, sp, e.layout.keysOf(key), e.sharedRule(sp)
-	l.ttl, l.nodeTimeout = ttl, nodeTimeout
+	l.origin, l.ttl, l.nodeTimeout = &e.origin, ttl, nodeTimeout
 	l.secret = sp.newSecret(key, newValue(), writerMark, hold)
 	l.ka.Value = l
 	return l

@@ -8,13 +8,17 @@ import (
 
 // validity is the part of a lock that says how long it is held: the TTL
 // of its last round, the per-node timeout that goes with it, and the time
-// until which a quorum is guaranteed to hold it. The Lock's mu guards it.
+// until which a quorum is guaranteed to hold it. Its methods below read and
+// write it alone; the Lock's mu guards it, and every caller holds it once
+// the lock is shared.
 //
 // Its times are durations: when the lock was obtained, from the Client's
-// origin (the keep-alive schedule's, keepalive.Scheduler.Origin), and the
-// validity's end from then, like the keep-alive's own times (keeper).
-// There is one per held lock, and a duration is a third of a time.Time.
+// origin (the keep-alive schedule's, engine.origin, at which origin
+// points), and the validity's end from then, like the keep-alive's own
+// times (keeper). There is one per held lock, and a duration is a third of
+// a time.Time; the pointer fits in the Lock's size class.
 type validity struct {
+	origin *time.Time
 	ttl time.Duration
 	// base is the TTL asked for, which WithAdaptiveTTL adjusts; 0: as
 	// given.
@@ -28,45 +32,45 @@ type validity struct {
 const noValidity time.Duration = math.MinInt64
 
 // obtainedAt is when the lock's acquire round was sent.
-func (l *Lock) obtainedAt() time.Time { return l.e.sched.Origin().Add(l.obtainedIn) }
+func (v *validity) obtainedAt() time.Time { return v.origin.Add(v.obtainedIn) }
 
 // validUntil is the time until which a quorum is guaranteed to hold the
-// lock; zero once it ended. l.mu must be held once the lock is shared.
-func (l *Lock) validUntil() time.Time {
-	if l.validFor == noValidity {
+// lock; zero once it ended.
+func (v *validity) validUntil() time.Time {
+	if v.validFor == noValidity {
 		return time.Time{}
 	}
-	return l.obtainedAt().Add(l.validFor)
+	return v.obtainedAt().Add(v.validFor)
 }
 
 // setValidUntil records the validity's end t (zero: the lock ended).
-func (l *Lock) setValidUntil(t time.Time) {
+func (v *validity) setValidUntil(t time.Time) {
 	if t.IsZero() {
-		l.validFor = noValidity
+		v.validFor = noValidity
 		return
 	}
-	l.validFor = t.Sub(l.obtainedAt())
+	v.validFor = t.Sub(v.obtainedAt())
 }
 
 // lossDeadline is the moment from which no refresh could be confirmed
 // before validUntil.
-func (l *Lock) lossDeadline() time.Time {
-	return l.validUntil().Add(-l.nodeTimeout)
+func (v *validity) lossDeadline() time.Time {
+	return v.validUntil().Add(-v.nodeTimeout)
 }
 
 // extend records a won round sent at start: its validity, TTL and per-node
 // timeout.
-func (l *Lock) extend(validUntil time.Time, ttl, timeout time.Duration) {
-	l.setValidUntil(validUntil)
-	l.ttl, l.nodeTimeout = ttl, timeout
+func (v *validity) extend(validUntil time.Time, ttl, timeout time.Duration) {
+	v.setValidUntil(validUntil)
+	v.ttl, v.nodeTimeout = ttl, timeout
 }
 
 // lower records a round that did not win, whose validity would have been
 // validUntil: it may have shortened the keys on some nodes, so only the
 // earlier of the two validities is still guaranteed.
-func (l *Lock) lower(validUntil time.Time) {
-	if validUntil.Before(l.validUntil()) {
-		l.setValidUntil(validUntil)
+func (v *validity) lower(validUntil time.Time) {
+	if validUntil.Before(v.validUntil()) {
+		v.setValidUntil(validUntil)
 	}
 }
 
@@ -151,7 +155,7 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 // its validity, the nodes that voted yes, and its ID when the Client is
 // observed.
 func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
-	l.obtainedIn = start.Sub(l.e.sched.Origin())
+	l.obtainedIn = start.Sub(*l.origin)
 	l.setValidUntil(validUntil)
 	l.late.confirm(len(l.e.nodes), yes)
 	l.open(l.e)
