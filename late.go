@@ -142,8 +142,14 @@ func (l *Lock) settleAcquire(n *quorum.Node, r script.RefreshResult, err error, 
 // before its Release begins (l.op), so a reply that came before its
 // round's decision is covered by the release.
 func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, late bool) {
-	if ((late && r.Agrees()) || ambiguous(err)) && l.isReleasing() {
-		l.releaseNode(n, l.nodeTimeoutNow())
+	if !(late && r.Agrees()) && !ambiguous(err) {
+		return
+	}
+	l.mu.Lock()
+	releasing, timeout := l.releasing, l.nodeTimeout
+	l.mu.Unlock()
+	if releasing {
+		l.releaseNode(n, timeout)
 	}
 }
 
@@ -177,10 +183,4 @@ func (l *Lock) abandonAwait(i int) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.late.abandon(i)
-}
-
-func (l *Lock) isReleasing() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.releasing
 }

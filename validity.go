@@ -19,7 +19,7 @@ import (
 // a time.Time; the pointer fits in the Lock's size class.
 type validity struct {
 	origin *time.Time
-	ttl time.Duration
+	ttl    time.Duration
 	// base is the TTL asked for, which WithAdaptiveTTL adjusts; 0: as
 	// given.
 	base        time.Duration
@@ -159,10 +159,4 @@ func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
 	l.setValidUntil(validUntil)
 	l.late.confirm(len(l.e.nodes), yes)
 	l.open(l.e)
-}
-
-func (l *Lock) nodeTimeoutNow() time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.nodeTimeout
 }
