@@ -156,7 +156,7 @@ func (e *engine) attempted(ctx context.Context, l *Lock, id uint64, start time.T
 	e.log.nodes(ctx, nodes)
 	if e.cfg.hook != nil {
 		obtained := err == nil && res.Won
-		e.cfg.emit(ctx, AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
+		e.cfg.emit(ctx, AttemptEvent{Name: l.Name(), Kind: l.sp.label, ObtainID: id, Obtained: obtained, Elapsed: e.cfg.now().Sub(start),
 			Nodes: nodes, Token: token, SecondRound: second, Err: err, Result: attemptResult(obtained, err)})
 	}
 }
@@ -306,7 +306,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	e.attemptedDegraded(ctx, l, r.id, start, nil)
 	if lg := e.cfg.logger; lg != nil && e.log.limit.Due(-1, nodelog.Degraded, e.cfg.now()) {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: degraded mode: lock obtained from the lease store, not from a quorum of nodes; it excludes only clients that fell back to the same store",
-			slog.String("name", l.lockName()), slog.Int64("token", l.token))
+			slog.String("name", l.Name()), slog.Int64("token", l.token))
 	}
 	return l, 0, nil
 }
@@ -317,7 +317,7 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 	if e.cfg.hook == nil {
 		return
 	}
-	ev := AttemptEvent{Name: l.lockName(), Kind: l.sp.label, ObtainID: id, Obtained: err == nil, Degraded: true,
+	ev := AttemptEvent{Name: l.Name(), Kind: l.sp.label, ObtainID: id, Obtained: err == nil, Degraded: true,
 		Elapsed: e.cfg.now().Sub(start), Err: err, Result: attemptResult(err == nil, err)}
 	if err == nil {
 		ev.Token = l.token

@@ -56,7 +56,7 @@ func (a *allOf) ttl() time.Duration {
 func (a *allOf) err() error {
 	for _, p := range a.parts {
 		if err := p.Err(); err != nil {
-			return fmt.Errorf("lock %q: %w", p.lockName(), err)
+			return fmt.Errorf("lock %q: %w", p.Name(), err)
 		}
 	}
 	return nil
@@ -68,13 +68,6 @@ func (a *allOf) refresh(ctx context.Context, ttl time.Duration) error {
 
 func (a *allOf) release(ctx context.Context) error {
 	return eachPart(a.parts, func(p *Lock) error { return p.Release(ctx) })
-}
-
-// bind binds every part to Do: the loss of any part cancels its function.
-func (a *allOf) bind(b *doBinding) {
-	for _, p := range a.parts {
-		p.bind(b)
-	}
 }
 
 // firstDone returns a channel closed when the first of parts ends. Its

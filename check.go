@@ -17,22 +17,6 @@ import (
 // token bound to its name and kind, and the question a resource asks the
 // nodes about it, as Chubby's sequencers and CheckSequencer.
 
-// Sequencer returns the lock's sequencer: its name, kind and fencing token
-// together, which a resource stores to know which lock it follows, and
-// which Client.Check asks the nodes about. Pass it, rather than the bare
-// Token, to package fence's Redis, Table and Guard.
-//
-// The sequencer of a lock of several names (Client.All) is the zero
-// Sequencer, which every fence refuses with fence.ErrInvalid: each of its
-// Parts has a sequencer of its own. A nil *Lock's is the zero Sequencer
-// too.
-func (l *Lock) Sequencer() fence.Sequencer {
-	if l == nil || l.all != nil || l.sp == nil {
-		return fence.Sequencer{}
-	}
-	return fence.Sequencer{Lock: l.lockName(), Kind: string(l.sp.label), Token: l.token}
-}
-
 // Check asks the nodes whether s is current, as Chubby's CheckSequencer
 // does: fence.Current when the lock is held on a quorum of the nodes in
 // s's kind and its latest token there is s's (no later token was issued),

@@ -31,9 +31,16 @@ func (b *doBinding) context() context.Context {
 	return b.ctx
 }
 
-// bind makes the lock Do's: its loss cancels Do's function's context (at
-// once if it is lost already).
-func (l *Lock) bind(b *doBinding) {
+// attach makes the lock Do's: its loss cancels Do's function's context (at
+// once if it is lost already). Every part of a lock of several names is
+// attached: the loss of any cancels the function.
+func (b *doBinding) attach(l *Lock) {
+	if l.all != nil {
+		for _, p := range l.all.parts {
+			b.attach(p)
+		}
+		return
+	}
 	l.mu.Lock()
 	l.do = b
 	lost := l.err != nil && errors.Is(l.err, ErrLost)
@@ -52,11 +59,7 @@ func runHeld(ctx context.Context, lock *Lock, fn func(context.Context) error) er
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	b := &doBinding{cancel: cancel, ctx: context.WithoutCancel(ctx)}
-	if lock.all != nil {
-		lock.all.bind(b)
-	} else {
-		lock.bind(b)
-	}
+	b.attach(lock)
 	if lock.Degraded() {
 		fnCtx = context.WithValue(fnCtx, degradedKey{}, true)
 	}

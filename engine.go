@@ -252,7 +252,7 @@ func (e *engine) sharedRule(sp *spec) *quorum.Rule {
 
 // newLock is a lock of the spec's kind about to be acquired under its key
 // (redisKey of its name), with a new secret made from the spec's prototype hold.
-// The lock keeps the key only, from which lockName reads the name back.
+// The lock keeps the key only, from which Name reads the name back.
 // A lock of a kind of holds is one allocation with its hold, as when every
 // Lock had room for one.
 func (e *engine) newLock(key string, sp *spec, writerMark string, ttl, nodeTimeout time.Duration) *Lock {

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"log/slog"
 )
 
 // eventOrder is the part of a lock that keeps its events in order (see
@@ -40,36 +39,16 @@ func (g *eventOrder) announce() {
 	}
 }
 
-// emit reports one of the lock's events after its ObtainEvent (see Hook),
+// emit reports one of the lock's events through cfg after its ObtainEvent
+// (see Hook),
 // waiting for it if need be: the obtain that returns the lock reports it
 // as soon as its round is over.
-func (l *Lock) emit(ctx context.Context, ev Event) {
-	if l.silent {
+func (g *eventOrder) emit(cfg *config, ctx context.Context, ev Event) {
+	if g.silent {
 		return
 	}
-	if l.announced != nil {
-		<-l.announced
+	if g.announced != nil {
+		<-g.announced
 	}
-	l.e.cfg.emit(ctx, ev)
-}
-
-// eventCtx is the context of the hook events of no call: automatic
-// refreshes and the loss.
-func (l *Lock) eventCtx() context.Context {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.do.context()
-}
-
-// reportLoss reports the loss of the lock, which ended with err, to the
-// hook and the logger.
-func (l *Lock) reportLoss(err error) {
-	e := l.e
-	held := e.cfg.now().Sub(l.obtainedAt())
-	ctx := l.eventCtx()
-	l.emit(ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
-	if lg := e.cfg.logger; lg != nil {
-		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
-			slog.String("name", l.lockName()), slog.Duration("held", held), slog.String("reason", err.Error()))
-	}
+	cfg.emit(ctx, ev)
 }

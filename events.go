@@ -371,9 +371,3 @@ type SampleEvent struct {
 	// zero.
 	Err error
 }
-
-// info is the lock's part of each of its events (LockInfo): the one place
-// that fills the fields every lock event shares.
-func (l *Lock) info() LockInfo {
-	return LockInfo{Name: l.lockName(), Kind: l.sp.label, LockID: l.id, Token: l.token}
-}

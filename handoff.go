@@ -70,7 +70,7 @@ func (l *Lock) Handoff() ([]byte, error) {
 		return nil, err
 	}
 	h := l.secret.holdOf()
-	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.lockName(), Kind: l.sp.label,
+	form := handoffForm{Version: 1, Prefix: e.cfg.prefix, Nodes: len(e.nodes), Name: l.Name(), Kind: l.sp.label,
 		Secret: h.ID, Owner: h.Owner, Permits: h.Permits, Mode: modeOf(&h), Token: l.token, TTL: l.TTL().Milliseconds()}
 	data, err := json.Marshal(form)
 	if err != nil {
@@ -83,7 +83,7 @@ func (l *Lock) Handoff() ([]byte, error) {
 	e.reg.remove(l)
 	if e.cfg.hook != nil {
 		now := e.cfg.now()
-		l.emit(context.Background(), ReleaseEvent{LockInfo: l.info(),
+		l.emit(&e.cfg, context.Background(), ReleaseEvent{LockInfo: l.info(),
 			Held: now.Sub(l.obtainedAt()), Err: errHandedOff, Result: ResultHandedOff, Degraded: l.Degraded()})
 	}
 	return data, nil

@@ -1,13 +1,5 @@
 package redlock
 
-import (
-	"errors"
-	"time"
-
-	"github.com/redlock-go/redlock/internal/quorum"
-	"github.com/redlock-go/redlock/internal/script"
-)
-
 // lateAnswers is the part of a lock that arranges the answers that came
 // after their round was decided with the lock's Release, bits by node:
 //
@@ -113,74 +105,3 @@ func (a *lateAnswers) abandon(i int) bool {
 // waiting is the nodes Release waits for (or waited for and has not
 // abandoned).
 func (a *lateAnswers) waiting() uint64 { return a.waits }
-
-// expectLate records the nodes whose answer to the won acquire round was
-// still to come at its decision, before the lock is shared.
-func (l *Lock) expectLate(pending uint64) {
-	l.mu.Lock()
-	l.late.expect(pending)
-	l.mu.Unlock()
-}
-
-// settleAcquire settles a node's answer to the won acquire round: unless
-// Release is waiting to send its request to the node after this definite
-// answer (lateAnswers.await), which then deletes whatever the acquire set,
-// it is settleLate's.
-func (l *Lock) settleAcquire(n *quorum.Node, r script.RefreshResult, err error, late bool) {
-	l.mu.Lock()
-	covered := l.late.arrive(n.Index, ambiguous(err))
-	l.mu.Unlock()
-	if !covered {
-		l.settleLate(n, r, err, late)
-	}
-}
-
-// settleLate deletes our key on a node whose reply to an acquire or refresh
-// round of the lock may have set or extended it after the lock's release
-// was sent: a yes that came after its round was decided (late), or a
-// request with no definite outcome. Every round of a lock is decided
-// before its Release begins (l.op), so a reply that came before its
-// round's decision is covered by the release.
-func (l *Lock) settleLate(n *quorum.Node, r script.RefreshResult, err error, late bool) {
-	if !(late && r.Agrees()) && !ambiguous(err) {
-		return
-	}
-	l.mu.Lock()
-	releasing, timeout := l.releasing, l.nodeTimeout
-	l.mu.Unlock()
-	if releasing {
-		l.releaseNode(n, timeout)
-	}
-}
-
-// notSent takes back from the acquire's late answers the nodes that
-// Release's round did not send its request to (skipped by their breaker or
-// in-flight bound): such an answer still to come cleans up after itself,
-// one that came already is cleaned up here.
-func (l *Lock) notSent(replies []quorum.Reply[script.Released], timeout time.Duration) {
-	l.mu.Lock()
-	waits := l.late.waiting()
-	l.mu.Unlock()
-	if waits == 0 {
-		return
-	}
-	for i, r := range replies {
-		if waits&(1<<i) != 0 && errors.Is(r.Err, quorum.ErrSkipped) && l.abandonAwait(i) {
-			l.releaseNode(l.e.nodes[i], timeout)
-		}
-	}
-}
-
-// awaitAcquire is lateAnswers.await of node i under the Lock's mu.
-func (l *Lock) awaitAcquire(i int) <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.late.await(i)
-}
-
-// abandonAwait is lateAnswers.abandon of node i under the Lock's mu.
-func (l *Lock) abandonAwait(i int) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.late.abandon(i)
-}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/redlock-go/redlock/fence"
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/quorum"
 )
 
@@ -38,7 +41,7 @@ type Lock struct {
 	// lock of one name.
 	all *allOf
 	e   *engine
-	// The lock's name is not kept: it is read back from its key (lockName).
+	// The lock's name is not kept: it is read back from its key (Name).
 	// sp is its handle's kind, label and prototype hold (kind.go), shared
 	// by the handle's locks.
 	sp   *spec
@@ -123,10 +126,11 @@ func (nodeBackend) ranOut(*Lock) error { return nil }
 // the name obtained. It is "" for a lock of several names (Client.All),
 // whose Parts have their own.
 func (l *Lock) Name() string {
-	if l == nil {
+	if l == nil || l.keys.key == "" {
 		return ""
 	}
-	return l.lockName()
+	// Read back from its key (keys.Layout.Name), without a copy.
+	return keys.Layout{Prefix: l.e.cfg.prefix}.Name(l.keys.key)
 }
 
 // Token returns the lock's fencing token: for a lock name, the token of
@@ -319,8 +323,51 @@ func eachPart(parts []*Lock, f func(*Lock) error) error {
 	errs := fanOut(parts, f)
 	for i, err := range errs {
 		if err != nil {
-			errs[i] = fmt.Errorf("lock %q: %w", parts[i].lockName(), err)
+			errs[i] = fmt.Errorf("lock %q: %w", parts[i].Name(), err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Sequencer returns the lock's sequencer: its name, kind and fencing token
+// together, which a resource stores to know which lock it follows, and
+// which Client.Check asks the nodes about. Pass it, rather than the bare
+// Token, to package fence's Redis, Table and Guard.
+//
+// The sequencer of a lock of several names (Client.All) is the zero
+// Sequencer, which every fence refuses with fence.ErrInvalid: each of its
+// Parts has a sequencer of its own. A nil *Lock's is the zero Sequencer
+// too.
+func (l *Lock) Sequencer() fence.Sequencer {
+	if l == nil || l.all != nil || l.sp == nil {
+		return fence.Sequencer{}
+	}
+	return fence.Sequencer{Lock: l.Name(), Kind: string(l.sp.label), Token: l.token}
+}
+
+// info is the lock's part of each of its events (LockInfo): the one place
+// that fills the fields every lock event shares.
+func (l *Lock) info() LockInfo {
+	return LockInfo{Name: l.Name(), Kind: l.sp.label, LockID: l.id, Token: l.token}
+}
+
+// eventCtx is the context of the hook events of no call: automatic
+// refreshes and the loss.
+func (l *Lock) eventCtx() context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.do.context()
+}
+
+// reportLoss reports the loss of the lock, which ended with err, to the
+// hook and the logger.
+func (l *Lock) reportLoss(err error) {
+	e := l.e
+	held := e.cfg.now().Sub(l.obtainedAt())
+	ctx := l.eventCtx()
+	l.emit(&e.cfg, ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
+	if lg := e.cfg.logger; lg != nil {
+		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",
+			slog.String("name", l.Name()), slog.Duration("held", held), slog.String("reason", err.Error()))
+	}
 }

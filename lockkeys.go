@@ -38,15 +38,6 @@ func (kl *keyLayout) keysOf(key string) lockKeys {
 	return k
 }
 
-// lockName is the lock's name, read back from its key (keys.Layout.Name)
-// without a copy; "" for a lock of several names, which has no key.
-func (l *Lock) lockName() string {
-	if l.keys.key == "" {
-		return ""
-	}
-	return keys.Layout{Prefix: l.e.cfg.prefix}.Name(l.keys.key)
-}
-
 // fence is the key of the lock's fencing counter.
 func (k lockKeys) fence() string { return keys.Fence(k.key) }
 

@@ -262,7 +262,7 @@ func (e *engine) obtainAll(ctx context.Context, names []string, ttl time.Duratio
 			if e.reg.isClosed() {
 				return nil, fmt.Errorf("redlock: obtain all: %w", ErrClosed)
 			}
-			return nil, fmt.Errorf("redlock: obtain all: lock %q ended while the others were obtained: %w", l.lockName(), errors.Join(ErrNotObtained, lerr))
+			return nil, fmt.Errorf("redlock: obtain all: lock %q ended while the others were obtained: %w", l.Name(), errors.Join(ErrNotObtained, lerr))
 		}
 	}
 	if !auto && !try {

@@ -72,31 +72,29 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l.all != nil {
 		return l.all.refresh(ctx, ttl)
 	}
-	return retryRefresh(ctx, l.e.cfg.retry, func() error { return l.refreshOnce(ctx, ttl) }, func() time.Duration {
+	// Rounds until one is decided, ctx ends or the lock passes its loss
+	// deadline (retryRefresh).
+	e := l.e
+	round := func() error {
+		l.op.Lock()
+		defer l.op.Unlock()
+		ttl, why := l.adaptTTL(ttl)
+		e.life.RLock()
+		defer e.life.RUnlock()
+		if e.reg.isClosed() {
+			return ErrClosed
+		}
+		start := e.cfg.now()
+		if err := l.check(start); err != nil {
+			return err
+		}
+		return l.backend().refresh(ctx, l, start, ttl, why, false)
+	}
+	return retryRefresh(ctx, e.cfg.retry, round, func() time.Duration {
 		l.mu.Lock()
 		defer l.mu.Unlock()
-		return l.lossDeadline().Sub(l.e.cfg.now())
+		return l.lossDeadline().Sub(e.cfg.now())
 	})
-}
-
-// refreshOnce is one round of Refresh of a lock of one name, its TTL
-// checked; Refresh makes rounds until one is decided, ctx ends or the lock
-// passes its loss deadline (retryRefresh).
-func (l *Lock) refreshOnce(ctx context.Context, ttl time.Duration) error {
-	e := l.e
-	l.op.Lock()
-	defer l.op.Unlock()
-	ttl, why := l.adaptTTL(ttl)
-	e.life.RLock()
-	defer e.life.RUnlock()
-	if e.reg.isClosed() {
-		return ErrClosed
-	}
-	start := e.cfg.now()
-	if err := l.check(start); err != nil {
-		return err
-	}
-	return l.backend().refresh(ctx, l, start, ttl, why, false)
 }
 
 // retryRefresh runs the rounds of a manual Refresh: round until it wins
@@ -393,7 +391,7 @@ func certainlyNotOurs[T any](l *Lock, replies []quorum.Reply[T], isGone func(T) 
 func (l *Lock) refreshed(ctx context.Context, start time.Time, ttl time.Duration, why string, auto bool, err error) {
 	e := l.e
 	if e.cfg.hook != nil {
-		l.emit(ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
+		l.emit(&e.cfg, ctx, RefreshEvent{LockInfo: l.info(), Auto: auto,
 			Elapsed: e.cfg.now().Sub(start), Err: err, TTL: ttl, TTLReason: why, Result: refreshResult(err)})
 	}
 }

@@ -64,7 +64,7 @@ const (
 // shrink: an entry that meets the caps fails the test until it is removed.
 var (
 	overCaps = map[string]struct{ methods, files int }{
-		"Lock": {50, 12},
+		"Lock": {46, 6},
 	}
 	untestedFiles = []string{"engine.go", "labels.go",
 		"nodelog.go", "nodesets.go", "request.go", "secret.go"}
