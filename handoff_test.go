@@ -1024,3 +1024,46 @@ func TestResumeRedisCluster(t *testing.T) {
 		t.Fatalf("the names fell in %d slot(s)", len(slots))
 	}
 }
+
+// A failed Resume gives back what it claimed, and retires the form's
+// token there as any release does: the form's lock is on node 0 with its
+// counter below the token (node 0's vote was lower), and gone from nodes
+// 1 and 2, so that the claim wins node 0 alone and fails. Node 0's
+// counter must then be above the form's token, so that a late refresh of
+// the handing Client does not bring the form's lock back there. (The
+// give-back used to retire token 0: one INCR, which left the counter
+// below the form's token.)
+func TestFailedResumeRetiresTheFormsToken(t *testing.T) {
+	cl := startNodes(t, 3)
+	c := guarded(t, cl.clients, guardMaxTTL)
+	for _, n := range cl.clients {
+		waitVoting(t, n)
+	}
+	ctx := context.Background()
+	l, form := handOver(t, c.Mutex("failed-resume"), false, cl.clients, cl.clients)
+	fence := l.keys.fence()
+	if err := cl.clients[0].Set(ctx, fence, l.Token()-5, time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range cl.clients[1:] {
+		if err := n.Del(ctx, l.keys.key).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := guardOn(t, cl.clients).Resume(ctx, form)
+	if err == nil {
+		_ = got.Release(ctx)
+		t.Fatal("Resume won with the form's lock on one node of three")
+	}
+	eventually(t, "node 0 gave the claimed lock back", func() bool {
+		return cl.clients[0].Exists(ctx, l.keys.key).Val() == 0
+	})
+	if v := counterOf(t, cl.clients[0], l); v <= l.Token() {
+		t.Fatalf("node 0's counter %d after the give-back, want above the form's token %d", v, l.Token())
+	}
+	// Nodes 1 and 2 never saw a release (the key was taken away by hand):
+	// a re-seed there is the refresh's work.
+	if r := lateRefresh(t, l, l.Token())[0]; r != script.Retired {
+		t.Fatalf("node 0: the handing Client's late refresh did %v after the failed Resume, want Retired", r)
+	}
+}
