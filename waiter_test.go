@@ -14,7 +14,7 @@ import (
 
 // Redis-free tests of the waiter's pure decisions (waiter.go). The waits
 // themselves run against Redis in waits_test.go, obtain_test.go and
-// all_wait_test.go.
+// all_test.go.
 
 func TestRankCandidates(t *testing.T) {
 	rkeys := []string{"{a}", "{b}", "{c}", "{d}"}
