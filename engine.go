@@ -221,12 +221,6 @@ func (r *registry) close() (held []releaser, first bool) {
 // logger observes.
 var lockIDs, obtainIDs atomic.Uint64
 
-// releaseAll releases locks in parallel, a bounded number at a time, so that
-// Close with a frozen node takes a few node timeouts, not one per lock.
-func releaseAll[L releaser](locks []L) {
-	fanOut(locks, func(l L) error { return l.Release(context.Background()) })
-}
-
 // minTime is the earlier of a and b.
 func minTime(a, b time.Time) time.Time {
 	if a.Before(b) {

@@ -1,6 +1,11 @@
 package redlock
 
-import "sync"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
 
 // fanOutLimit bounds the goroutines of one fan-out: Close with a frozen
 // node then takes a few node timeouts, not one per lock, without a
@@ -24,4 +29,23 @@ func fanOut[T any](items []T, f func(T) error) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// eachPart runs f on every part of a lock of several names, a bounded
+// number at a time (fanOut), and joins the errors, each prefixed with its
+// part's name.
+func eachPart(parts []*Lock, f func(*Lock) error) error {
+	errs := fanOut(parts, f)
+	for i, err := range errs {
+		if err != nil {
+			errs[i] = fmt.Errorf("lock %q: %w", parts[i].Name(), err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// releaseAll releases locks in parallel, a bounded number at a time, so that
+// Close with a frozen node takes a few node timeouts, not one per lock.
+func releaseAll[L releaser](locks []L) {
+	fanOut(locks, func(l L) error { return l.Release(context.Background()) })
 }

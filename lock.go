@@ -3,7 +3,6 @@ package redlock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -314,19 +313,6 @@ func (l *Lock) endReported() {
 	if wait != nil {
 		<-wait
 	}
-}
-
-// eachPart runs f on every part of a lock of several names, a bounded
-// number at a time (fanOut), and joins the errors, each prefixed with its
-// part's name.
-func eachPart(parts []*Lock, f func(*Lock) error) error {
-	errs := fanOut(parts, f)
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = fmt.Errorf("lock %q: %w", parts[i].Name(), err)
-		}
-	}
-	return errors.Join(errs...)
 }
 
 // Sequencer returns the lock's sequencer: its name, kind and fencing token
