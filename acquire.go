@@ -83,10 +83,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		}
 		return nil, retryAfter(res.Replies), qe
 	}
-	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
-	if res.Pending != 0 {
-		l.expectLate(res.Pending)
-	}
+	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes }, res.Pending)
 	token, second := e.rec.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
 	var err error
 	if second {
@@ -302,7 +299,7 @@ func (e *engine) acquireLease(ctx context.Context, r *request, i int, ttl, timeo
 	// Below every token of the nodes, which are positive; ordered among
 	// the degraded holders of one store by the lease's version.
 	l.token = degradedTokenBase + lease.Version
-	l.obtained(start, validUntil, func(int) bool { return false })
+	l.obtained(start, validUntil, func(int) bool { return false }, 0)
 	e.attemptedDegraded(ctx, l, r.id, start, nil)
 	if lg := e.cfg.logger; lg != nil && e.log.limit.Due(-1, nodelog.Degraded, e.cfg.now()) {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: degraded mode: lock obtained from the lease store, not from a quorum of nodes; it excludes only clients that fell back to the same store",

@@ -131,7 +131,7 @@ func (*leaseHold) refreshBatch(start time.Time, plans []refreshPlan) {
 			if e.reg.isClosed() {
 				return
 			}
-			_ = p.l.backend().refresh(p.l.eventCtx(), p.l, start, p.ttl, p.why, true)
+			_ = p.l.backend().refresh(p.l.do.Load().context(), p.l, start, p.ttl, p.why, true)
 		})
 	}
 }

@@ -10,6 +10,11 @@ import (
 // function's context, and ctx is the context of the lock's events that no
 // call makes (automatic refreshes, the loss). A lock of several names
 // shares one binding among its parts.
+//
+// The locking rule: a binding does not change once made; a lock holds it
+// in an atomic pointer (Lock.do), stored by attach under the Lock's mu
+// with the check of the lock's end, so that a loss finds it or attach
+// finds the loss.
 type doBinding struct {
 	cancel context.CancelCauseFunc
 	ctx    context.Context
@@ -42,7 +47,7 @@ func (b *doBinding) attach(l *Lock) {
 		return
 	}
 	l.mu.Lock()
-	l.do = b
+	l.do.Store(b)
 	lost := l.err != nil && errors.Is(l.err, ErrLost)
 	l.mu.Unlock()
 	if lost {

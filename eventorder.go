@@ -8,6 +8,10 @@ import (
 // Hook): its ObtainEvent first, its LostEvent (if any) before its ReleaseEvent. A loss
 // found by the keep-alive, or a release by Close, can come before the
 // obtain that returns the lock has reported it.
+//
+// The locking rule: none. Its fields are set before the lock is shared
+// (open, and silent by an obtain that gives the lock back unseen), and
+// only read after; announced is a channel, closed once.
 type eventOrder struct {
 	id uint64 // ObtainEvent.LockID; 0 when nothing observes the Client
 	// announced is closed once the lock's ObtainEvent is reported; it is

@@ -155,7 +155,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 	// bring the form's lock back where the claim took it).
 	l.token = f.Token
 	start := e.cfg.now()
-	res := l.claim(ctx, f, timeout)
+	res := e.claim(ctx, l, f, timeout)
 	if !res.Won {
 		sentinel := ErrNotHeld
 		for _, rep := range res.Replies {
@@ -165,11 +165,8 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		}
 		return nil, quorumError(e, *l.quorum, "resume", res, sentinel, e.disagreeClaim)
 	}
-	validUntil := l.claimedUntil(res, start)
-	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes })
-	if res.Pending != 0 {
-		l.expectLate(res.Pending)
-	}
+	validUntil := claimedUntil(l.quorum, e.cfg.drift, res, start)
+	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes }, res.Pending)
 	if !e.cfg.now().Before(validUntil.Add(-timeout)) {
 		// Claimed, but with too little left to use: give it back, which
 		// the caller never had.
@@ -224,8 +221,7 @@ func (e *engine) readForm(handoff []byte, opts []ObtainOption) (*handoffForm, *r
 // claim is Resume's round: on every node, the form's secret replaced with
 // the lock's own, where the node holds it in the form's kind, may vote
 // (the restart guard) and no later holder can have drawn a token.
-func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration) quorum.Result[script.Claim] {
-	e := l.e
+func (e *engine) claim(ctx context.Context, l *Lock, f *handoffForm, timeout time.Duration) quorum.Result[script.Claim] {
 	hold := l.secret.hold // nil for a plain lock
 	fence := l.keys.fence()
 	round := newRound[script.Claim](&e.wiring, *l.quorum, timeout, quorum.WaitAll)
@@ -253,17 +249,18 @@ func (l *Lock) claim(ctx context.Context, f *handoffForm, timeout time.Duration)
 	return round.Run(ctx, e.workers)
 }
 
-// claimedUntil is the validity of a won claim sent at start: the lock is
-// held while a quorum holds it, until the quorum-th longest of the nodes'
-// remaining times, counted from start, less the drift allowance.
-func (l *Lock) claimedUntil(res quorum.Result[script.Claim], start time.Time) time.Time {
+// claimedUntil is the validity of a won claim sent at start, decided by
+// the rule q: the lock is held while a quorum holds it, until the
+// quorum-th longest of the nodes' remaining times, counted from start,
+// less the drift allowance.
+func claimedUntil(q *quorum.Rule, drift float64, res quorum.Result[script.Claim], start time.Time) time.Time {
 	lefts := make([]int64, len(res.Replies))
 	for i, rep := range res.Replies {
 		lefts[i] = int64(rep.Val.Left)
 	}
-	if v, ok := l.quorum.Largest(lefts, res.Yes); ok {
+	if v, ok := q.Largest(lefts, res.Yes); ok {
 		left := time.Duration(v)
-		return start.Add(left - limits.DriftAllowance(left, l.e.cfg.drift))
+		return start.Add(left - limits.DriftAllowance(left, drift))
 	}
 	return time.Time{}
 }

@@ -1,6 +1,7 @@
 package redlock
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redlock-go/redlock/internal/keepalive"
@@ -12,10 +13,17 @@ import (
 // pipeline per node, and the loss of a lock whose validity runs out.
 
 // keeper is the part of a lock that keeps it alive: its place in the
-// Client's schedule (its next automatic refresh, or its loss deadline) and
-// its automatic refresh. The Lock's mu guards it, but for ka, which the
-// scheduler's mutex guards. Its times are kept from the lock's obtainedAt
-// (validity), which is where they start.
+// Client's schedule (its next automatic refresh, or its loss deadline),
+// its automatic refresh, and the error of a lock that ran out. Its
+// methods reach their lock through the schedule's entry (ka.Value), which
+// the scheduler hands back when the entry is due.
+//
+// The locking rule: the Lock's mu guards the keeper's fields, but for ka,
+// which the scheduler's mutex guards. refreshAt, setRefreshAt, holdUntil,
+// refreshWon and refreshLost are called with mu held (a round's outcome
+// moves the validity and the schedule together); the others take it.
+// Its times are kept from the lock's obtainedAt (validity), which is
+// where they start.
 type keeper struct {
 	ka keepalive.Entry[*Lock]
 	// interval is the automatic refresh's period; refreshIn is when the
@@ -28,76 +36,78 @@ type keeper struct {
 	capped                       bool // the hold limit cut the last refresh short
 }
 
-// refreshAt is when the next automatic refresh is due. l.mu must be held.
-func (l *Lock) refreshAt() time.Time { return l.obtainedAt().Add(l.refreshIn) }
+// refreshAt is when the next automatic refresh is due.
+func (k *keeper) refreshAt() time.Time { return k.ka.Value.obtainedAt().Add(k.refreshIn) }
 
-// setRefreshAt sets when the next automatic refresh is due. l.mu must be
-// held.
-func (l *Lock) setRefreshAt(t time.Time) { l.refreshIn = t.Sub(l.obtainedAt()) }
+// setRefreshAt sets when the next automatic refresh is due.
+func (k *keeper) setRefreshAt(t time.Time) { k.refreshIn = t.Sub(k.ka.Value.obtainedAt()) }
 
 // holdUntil is the time past which automatic refresh does not extend the
-// lock (WithMaxHold); zero: no limit. l.mu must be held.
-func (l *Lock) holdUntil() time.Time {
-	if l.maxHold == 0 {
+// lock (WithMaxHold); zero: no limit.
+func (k *keeper) holdUntil() time.Time {
+	if k.maxHold == 0 {
 		return time.Time{}
 	}
-	return l.obtainedAt().Add(l.maxHold)
+	return k.ka.Value.obtainedAt().Add(k.maxHold)
 }
 
 // schedule puts the lock's next event on the Client's schedule: its next
 // automatic refresh, or its loss deadline, whichever comes first.
-func (l *Lock) schedule() {
+func (k *keeper) schedule() {
+	l := k.ka.Value
 	l.mu.Lock()
-	if !l.watched || l.err != nil {
+	if !k.watched || l.err != nil {
 		l.mu.Unlock()
 		return
 	}
 	at := l.lossDeadline()
-	if refreshAt := l.refreshAt(); l.auto && refreshAt.Before(at) {
+	if refreshAt := k.refreshAt(); k.auto && refreshAt.Before(at) {
 		at = refreshAt
 	}
 	l.mu.Unlock()
-	l.e.sched.Schedule(&l.ka, at)
+	l.e.sched.Schedule(&k.ka, at)
 }
 
 // keepAlive turns on automatic refresh every interval (0: TTL/3), up to
 // maxHold after the lock was obtained (0: no limit), before the lock is
 // shared.
-func (l *Lock) keepAlive(interval, maxHold time.Duration) {
-	l.auto, l.watched = true, true
-	l.interval = interval
-	if l.interval == 0 {
-		l.interval = l.ttl / 3
-		l.ttlInterval = true
+func (k *keeper) keepAlive(interval, maxHold time.Duration) {
+	l := k.ka.Value
+	k.auto, k.watched = true, true
+	k.interval = interval
+	if k.interval == 0 {
+		k.interval = l.ttl / 3
+		k.ttlInterval = true
 	}
-	l.setRefreshAt(l.e.sched.Grid(l.obtainedAt().Add(l.interval), l.interval))
-	l.maxHold = maxHold
+	k.setRefreshAt(l.e.sched.Grid(l.obtainedAt().Add(k.interval), k.interval))
+	k.maxHold = maxHold
 }
 
 // keepAliveOff turns off the automatic refresh that Client.All turned on
 // for its wait, when its caller did not ask for it; the lock runs out from
 // its last refresh, and its loss deadline stays scheduled.
-func (l *Lock) keepAliveOff() {
+func (k *keeper) keepAliveOff() {
+	l := k.ka.Value
 	l.mu.Lock()
-	l.auto = false
+	k.auto = false
 	l.mu.Unlock()
-	l.schedule()
+	k.schedule()
 }
 
 // refreshWon moves the next automatic refresh after a won round sent at
-// start, whose TTL was ttl. l.mu must be held.
-func (l *Lock) refreshWon(start time.Time, ttl time.Duration) {
-	if l.base > 0 && l.ttlInterval && !l.capped {
-		l.interval = ttl / 3 // the TTL WithAdaptiveTTL picked
+// start, whose TTL was ttl.
+func (k *keeper) refreshWon(start time.Time, ttl time.Duration) {
+	l := k.ka.Value
+	if l.base > 0 && k.ttlInterval && !k.capped {
+		k.interval = ttl / 3 // the TTL WithAdaptiveTTL picked
 	}
-	l.setRefreshAt(l.e.sched.Grid(start.Add(l.interval), l.interval))
+	k.setRefreshAt(l.e.sched.Grid(start.Add(k.interval), k.interval))
 }
 
 // refreshLost moves the next automatic refresh after a round that did not
 // win, at now: try again soon, while a refresh can still finish in time.
-// l.mu must be held.
-func (l *Lock) refreshLost(now time.Time) {
-	l.setRefreshAt(autoRetryAt(now, l.interval, l.nodeTimeout))
+func (k *keeper) refreshLost(now time.Time) {
+	k.setRefreshAt(autoRetryAt(now, k.interval, k.ka.Value.nodeTimeout))
 }
 
 // nextRefresh is the TTL an automatic refresh sent at start asks for (and
@@ -106,7 +116,8 @@ func (l *Lock) refreshLost(now time.Time) {
 // its hold limit (WithMaxHold) leaves less than the minimum TTL, in which
 // case automatic refresh stops and the lock runs out at its loss deadline.
 // A TTL cut short by the hold limit marks the lock capped.
-func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, why string, validUntil time.Time, ok bool) {
+func (k *keeper) nextRefresh(start time.Time) (ttl time.Duration, why string, validUntil time.Time, ok bool) {
+	l := k.ka.Value
 	l.mu.Lock()
 	ttl, base := l.ttl, l.base
 	l.mu.Unlock()
@@ -119,11 +130,11 @@ func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, why string, vali
 	if l.err != nil {
 		return 0, why, time.Time{}, false
 	}
-	if until := l.holdUntil(); !until.IsZero() && until.Sub(start) < ttl {
+	if until := k.holdUntil(); !until.IsZero() && until.Sub(start) < ttl {
 		ttl, why = until.Sub(start).Truncate(time.Millisecond), "hold_limit"
-		l.capped = true
+		k.capped = true
 		if ttl < limits.MinTTL {
-			l.auto = false
+			k.auto = false
 			return 0, why, time.Time{}, false
 		}
 	}
@@ -134,9 +145,24 @@ func (l *Lock) nextRefresh(start time.Time) (ttl time.Duration, why string, vali
 // operation on the lock is under way) a per-node timeout later, by which
 // time that operation has rescheduled or ended the lock; its refresh time,
 // already past, would otherwise fire again at once.
-func (l *Lock) refreshLater(now time.Time) {
+func (k *keeper) refreshLater(now time.Time) {
+	l := k.ka.Value
 	l.mu.Lock()
-	l.setRefreshAt(now.Add(max(batchWindow, l.nodeTimeout)))
+	k.setRefreshAt(now.Add(max(batchWindow, l.nodeTimeout)))
 	l.mu.Unlock()
-	l.schedule()
+	k.schedule()
+}
+
+// ranOut is the error of a lock whose validity ran out without a refresh.
+func (k *keeper) ranOut() error {
+	l := k.ka.Value
+	if why := l.backend().ranOut(l); why != nil {
+		return fmt.Errorf("%w: %w", ErrLost, why)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if k.capped {
+		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
+	}
+	return fmt.Errorf("%w: no refresh confirmed by a quorum before its validity ran out", ErrLost)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redlock-go/redlock/fence"
@@ -59,17 +60,18 @@ type Lock struct {
 	// automatic refresh), so that a refresh cannot re-seed a key that a
 	// release just deleted.
 	op sync.Mutex
-	// mu guards the state of the validity, the end and the keep-alive
-	// below, which a refresh round changes together. The late answers have
-	// a mutex of their own.
+	// mu guards the validity, the end, the keep-alive and the late
+	// answers below, which a round changes together; each part's comment
+	// says which of its methods expect it held. (Do's binding is read
+	// without it: an atomic pointer.)
 	mu sync.Mutex
 
-	validity               // validity.go: TTL, validity, per-node timeout
-	ending                 // this file: Err, Done, Release's outcome
-	keeper                 // keepalive.go: the schedule, automatic refresh
-	eventOrder             // eventorder.go: the order of the lock's events
-	late       lateAnswers // late.go: the acquire's late answers, Release's waits
-	do         *doBinding  // do.go: Do's binding; nil outside Do
+	validity                             // validity.go: TTL, validity, per-node timeout
+	ending                               // this file: Err, Done, Release's outcome
+	keeper                               // keepalive.go: the schedule, automatic refresh
+	eventOrder                           // eventorder.go: the order of the lock's events
+	late       lateAnswers               // late.go: the acquire's late answers, Release's waits
+	do         atomic.Pointer[doBinding] // do.go: Do's binding; nil outside Do
 }
 
 // ending is the end of a lock: why it ended, and its release.
@@ -275,7 +277,7 @@ func (l *Lock) end(err error) {
 	}
 	l.err = err
 	l.setValidUntil(time.Time{})
-	do := l.do
+	do := l.do.Load()
 	l.mu.Unlock()
 	// Done is closed last, so that whoever waits on it finds the loss
 	// already reported to Do's function, the hook and the logger.
@@ -294,25 +296,6 @@ func (l *Lock) end(err error) {
 	}
 	do.lost()
 	l.reportLoss(err)
-}
-
-// endReported waits until the lock's end, which has begun, is reported
-// (its loss to Do's function, the hook and the logger) and Done closed: a
-// Release that comes meanwhile waits for it, so that the hook hears of a
-// lock's loss before its release.
-func (l *Lock) endReported() {
-	l.mu.Lock()
-	var wait chan struct{}
-	if l.done != closedChan {
-		if l.done == nil {
-			l.done = make(chan struct{})
-		}
-		wait = l.done
-	}
-	l.mu.Unlock()
-	if wait != nil {
-		<-wait
-	}
 }
 
 // Sequencer returns the lock's sequencer: its name, kind and fencing token
@@ -337,20 +320,12 @@ func (l *Lock) info() LockInfo {
 	return LockInfo{Name: l.Name(), Kind: l.sp.label, LockID: l.id, Token: l.token}
 }
 
-// eventCtx is the context of the hook events of no call: automatic
-// refreshes and the loss.
-func (l *Lock) eventCtx() context.Context {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.do.context()
-}
-
 // reportLoss reports the loss of the lock, which ended with err, to the
 // hook and the logger.
 func (l *Lock) reportLoss(err error) {
 	e := l.e
 	held := e.cfg.now().Sub(l.obtainedAt())
-	ctx := l.eventCtx()
+	ctx := l.do.Load().context()
 	l.emit(&e.cfg, ctx, LostEvent{LockInfo: l.info(), Held: held, Err: err, Degraded: l.Degraded()})
 	if lg := e.cfg.logger; lg != nil {
 		lg.LogAttrs(ctx, slog.LevelWarn, "redlock: lock lost",

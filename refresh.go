@@ -342,7 +342,7 @@ func refreshGroup(start time.Time, timeout time.Duration, plans []refreshPlan) {
 		}
 		newValid := p.newValid(start)
 		res.Won = p.l.quorum.Met(res.Yes) && now.Before(minTime(p.oldValid, newValid))
-		_ = p.l.refreshDone(p.l.eventCtx(), res, start, p.ttl, p.why, p.timeout, newValid, true)
+		_ = p.l.refreshDone(p.l.do.Load().context(), res, start, p.ttl, p.why, p.timeout, newValid, true)
 	}
 }
 

@@ -64,7 +64,21 @@ func (l *Lock) release(ctx context.Context) error {
 	confirmed := l.late.startRelease()
 	l.mu.Unlock()
 	l.end(errReleased)
-	l.endReported() // a loss being reported goes first
+	// A loss being reported goes first: wait until the end, which has
+	// begun, is reported (to Do's function, the hook and the logger) and
+	// Done closed, so that the hook hears of a loss before the release.
+	l.mu.Lock()
+	var reported chan struct{}
+	if l.done != closedChan {
+		if l.done == nil {
+			l.done = make(chan struct{})
+		}
+		reported = l.done
+	}
+	l.mu.Unlock()
+	if reported != nil {
+		<-reported
+	}
 	err := l.backend().release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
@@ -159,14 +173,6 @@ func (l *Lock) releaseNode(n *quorum.Node, timeout time.Duration) {
 		Agree: func(ok bool) bool { return ok },
 	}
 	round.Run(context.Background(), e.workers)
-}
-
-// expectLate records the nodes whose answer to the won acquire round was
-// still to come at its decision, before the lock is shared.
-func (l *Lock) expectLate(pending uint64) {
-	l.mu.Lock()
-	l.late.expect(pending)
-	l.mu.Unlock()
 }
 
 // settleAcquire settles a node's answer to the won acquire round: unless

@@ -74,19 +74,6 @@ func (v *validity) lower(validUntil time.Time) {
 	}
 }
 
-// ranOut is the error of a lock whose validity ran out without a refresh.
-func (l *Lock) ranOut() error {
-	if why := l.backend().ranOut(l); why != nil {
-		return fmt.Errorf("%w: %w", ErrLost, why)
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.capped {
-		return fmt.Errorf("%w: hold limit reached (WithMaxHold)", ErrLost)
-	}
-	return fmt.Errorf("%w: no refresh confirmed by a quorum before its validity ran out", ErrLost)
-}
-
 // adaptTTL is the TTL of a manual refresh to ttl, and why: ttl becomes the
 // base of a lock whose TTL WithAdaptiveTTL picks.
 func (l *Lock) adaptTTL(ttl time.Duration) (time.Duration, string) {
@@ -151,12 +138,19 @@ func (l *Lock) applyRefresh(start time.Time, ttl, timeout time.Duration, newVali
 	return nil
 }
 
-// obtained records a won acquire, sent at start, before the lock is shared:
-// its validity, the nodes that voted yes, and its ID when the Client is
-// observed.
-func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool) {
+// obtained records a won acquire or claim, sent at start, before the lock
+// is shared: its validity, the nodes that voted yes, those whose answer was
+// still to come at the round's decision (pending: some may be in already,
+// and the round's late answers take the Lock's mu), and its ID when the
+// Client is observed.
+func (l *Lock) obtained(start, validUntil time.Time, yes func(i int) bool, pending uint64) {
 	l.obtainedIn = start.Sub(*l.origin)
 	l.setValidUntil(validUntil)
 	l.late.confirm(len(l.e.nodes), yes)
+	if pending != 0 {
+		l.mu.Lock()
+		l.late.expect(pending)
+		l.mu.Unlock()
+	}
 	l.open(l.e)
 }

@@ -59,13 +59,6 @@ const (
 	maxMethodFiles = 6
 )
 
-// The refactor of issue #51 is under way: the types below are over its
-// caps, each at most as far as listed. The list may only shrink: an entry
-// that meets the caps fails the test until it is removed.
-var overCaps = map[string]struct{ methods, files int }{
-	"Lock": {46, 6},
-}
-
 func TestShape(t *testing.T) {
 	s, err := MeasureShape("../..")
 	if err != nil {
@@ -92,15 +85,10 @@ func TestShape(t *testing.T) {
 		}
 	}
 	for _, ty := range s.Types {
-		over, known := overCaps[ty.Name]
-		switch {
-		case known && (ty.Methods > over.methods || len(ty.Files) > over.files):
-			t.Errorf("%s has %d methods in %d files %v, more than the %d in %d it is allowed while issue #51 is open", ty.Name, ty.Methods, len(ty.Files), ty.Files, over.methods, over.files)
-		case known && ty.Methods <= maxMethods && len(ty.Files) <= maxMethodFiles:
-			t.Errorf("%s meets the caps (%d methods in %d files): remove it from overCaps", ty.Name, ty.Methods, len(ty.Files))
-		case !known && ty.Methods > maxMethods:
+		if ty.Methods > maxMethods {
 			t.Errorf("%s has %d methods, more than %d", ty.Name, ty.Methods, maxMethods)
-		case !known && len(ty.Files) > maxMethodFiles:
+		}
+		if len(ty.Files) > maxMethodFiles {
 			t.Errorf("%s has its methods in %d files %v, more than %d", ty.Name, len(ty.Files), ty.Files, maxMethodFiles)
 		}
 	}
