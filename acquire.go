@@ -321,3 +321,42 @@ func (e *engine) attemptedDegraded(ctx context.Context, l *Lock, id uint64, star
 	}
 	e.cfg.emit(ctx, ev)
 }
+
+// sharedRule is rule(sp), shared by the locks that have it (nearly every
+// lock of the Client has the same), so that a held lock keeps a pointer to
+// it rather than a copy: the rule of the last lock made is reused when it
+// is the same, else a new one is made and kept.
+func (e *engine) sharedRule(sp *spec) *quorum.Rule {
+	r := e.sets.rule(sp)
+	if p := e.lastRule.Load(); p != nil && *p == r {
+		return p
+	}
+	p := new(quorum.Rule) // not &r, which would move r to the heap on every call
+	*p = r
+	e.lastRule.Store(p)
+	return p
+}
+
+// newLock is a lock of the spec's kind about to be acquired under its key
+// (redisKey of its name), with a new secret made from the spec's prototype hold.
+// The lock keeps the key only, from which Name reads the name back.
+// A lock of a kind of holds is one allocation with its hold, as when every
+// Lock had room for one.
+func (e *engine) newLock(key string, sp *spec, writerMark string, ttl, nodeTimeout time.Duration) *Lock {
+	var l *Lock
+	var hold *script.Hold
+	if sp.hasHold() {
+		both := new(struct {
+			Lock
+			hold script.Hold
+		})
+		l, hold = &both.Lock, &both.hold
+	} else {
+		l = new(Lock)
+	}
+	l.e, l.sp, l.keys, l.quorum = e, sp, e.layout.keysOf(key), e.sharedRule(sp)
+	l.origin, l.ttl, l.nodeTimeout = &e.origin, ttl, nodeTimeout
+	l.secret = sp.newSecret(key, newValue(), writerMark, hold)
+	l.ka.Value = l
+	return l
+}
