@@ -69,8 +69,8 @@ func joinNodes(cur, next []driver.Node, nextSet bool) ([]driver.Node, nodeSets, 
 
 // name gives the sets their fingerprints, from the nodes' identities ids
 // (nil, or "" for a node not identified yet: its address in addrs stands
-// in for it). The caller holds the engine's e.ident.mu once the Client is
-// made (jointSets reads them under it).
+// in for it). Once the Client is made, the caller holds the identities'
+// mutex (identities.mu), under which jointSets reads the sets.
 func (s *nodeSets) name(addrs, ids []string) {
 	s.known = len(ids) == len(addrs) && !slices.Contains(ids, "")
 	s.curFP = fingerprint(addrs, ids, s.cur)
