@@ -187,24 +187,6 @@ func TestFreshNodeIsRecovering(t *testing.T) {
 	_ = l.Release(ctx)
 }
 
-func TestMaxTTLRefused(t *testing.T) {
-	cl := startNodes(t, 1)
-	c := newClient(t, cl.clients, WithMaxTTL(time.Second))
-	if _, err := c.TryObtain(context.Background(), "long", 2*time.Second); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("TTL above the max TTL: %v, want ErrInvalid", err)
-	}
-	l, err := c.TryObtain(context.Background(), "long", time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Refresh(context.Background(), 2*time.Second); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Refresh above the max TTL: %v, want ErrInvalid", err)
-	}
-	if _, err := New(cl.clients, WithMaxTTL(time.Millisecond)); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("max TTL below limits.MinTTL: %v, want ErrInvalid", err)
-	}
-}
-
 // Several clients take one lock 500 times while nodes 0 and 1 (a minority)
 // are killed and restarted empty again and again: tokens increase strictly,
 // a restarted node answers "recovering" for the recovery window, and
