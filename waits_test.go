@@ -685,3 +685,44 @@ func TestCancelledAttemptKeepsTheReason(t *testing.T) {
 		t.Fatalf("%d acquires, want 2", n)
 	}
 }
+
+// A re-entry never waits behind a waiter of its own Client: here the head
+// of the name's queue is a writer waiting for the owner's own lock, and a
+// nested Do of the owner must run at once, not wait until its context ends.
+func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			c := newClient(t, cl.clients)
+			ctx := context.Background()
+			key, err := c.e.layout.redisKey("nested")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Reentrant("nested", "job-1").Do(ctx, 30*time.Second, func(ctx context.Context) error {
+				wctx, stop := context.WithCancel(ctx)
+				defer stop()
+				writerDone := make(chan error, 1)
+				go func() {
+					l, err := writer(c, "nested").Obtain(wctx, 30*time.Second)
+					_ = l.Release(context.Background())
+					writerDone <- err
+				}()
+				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.e.waits.queues.Queued(key) })
+				// Generous: a re-entry takes a round trip, and the bug
+				// made it wait for this context to end.
+				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				inner := c.Reentrant("nested", "job-1").Do(ictx, 30*time.Second, func(context.Context) error { return nil })
+				stop()
+				if werr := <-writerDone; werr == nil {
+					t.Error("the writer obtained the lock while the owner held it")
+				}
+				return inner
+			})
+			if err != nil {
+				t.Fatalf("nested Do of the owner: %v", err)
+			}
+		})
+	}
+}
