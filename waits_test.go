@@ -685,3 +685,152 @@ func TestCancelledAttemptKeepsTheReason(t *testing.T) {
 		t.Fatalf("%d acquires, want 2", n)
 	}
 }
+
+// A re-entry never waits behind a waiter of its own Client: here the head
+// of the name's queue is a writer waiting for the owner's own lock, and a
+// nested Do of the owner must run at once, not wait until its context ends.
+func TestReentryDoesNotWaitBehindALocalWaiter(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			c := newClient(t, cl.clients)
+			ctx := context.Background()
+			key, err := c.e.layout.redisKey("nested")
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Reentrant("nested", "job-1").Do(ctx, 30*time.Second, func(ctx context.Context) error {
+				wctx, stop := context.WithCancel(ctx)
+				defer stop()
+				writerDone := make(chan error, 1)
+				go func() {
+					l, err := writer(c, "nested").Obtain(wctx, 30*time.Second)
+					_ = l.Release(context.Background())
+					writerDone <- err
+				}()
+				eventually(t, "the writer queued behind the owner's lock", func() bool { return c.e.waits.queues.Queued(key) })
+				// Generous: a re-entry takes a round trip, and the bug
+				// made it wait for this context to end.
+				ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				inner := c.Reentrant("nested", "job-1").Do(ictx, 30*time.Second, func(context.Context) error { return nil })
+				stop()
+				if werr := <-writerDone; werr == nil {
+					t.Error("the writer obtained the lock while the owner held it")
+				}
+				return inner
+			})
+			if err != nil {
+				t.Fatalf("nested Do of the owner: %v", err)
+			}
+		})
+	}
+}
+
+// A waiter whose retry delay is far longer than the test wakes when a
+// permit is released: by the release's notification.
+func TestPermitNotifiedWait(t *testing.T) {
+	cl := startNodes(t, 3)
+	rec := &eventRecorder{}
+	holder := newClient(t, cl.clients)
+	c := newClient(t, cl.clients, WithHook(rec))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var held []*Lock
+	for range 2 {
+		l, err := holder.Semaphore("notify", 2).TryObtain(ctx, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := c.Semaphore("notify", 2).Obtain(ctx, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+		if err == nil {
+			err = l.Release(context.Background())
+		}
+		got <- err
+	}()
+	// Let the waiter fail its first attempt and subscribe: the release
+	// must come after a node has its subscription, or nothing would be
+	// published to it (a subscription that the nodes confirm later than
+	// the node timeout is not waited for: docs/waiting.md).
+	eventually(t, "the waiter's first attempt", func() bool {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return len(rec.attempts) > 0
+	})
+	eventually(t, "the waiter's subscription", func() bool { return subscribed(t, cl.clients, "notify") })
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	if err := held[1].Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not wake within 30 s of a release (its retry delay is an hour)")
+	}
+	t.Logf("woken %v after the release", time.Since(start))
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	woken := false
+	for _, w := range rec.waits {
+		woken = woken || w.WokenBy == "release"
+	}
+	if !woken {
+		t.Errorf("no wait woken by a release: %+v", rec.waits)
+	}
+	_ = held[0].Release(ctx)
+}
+
+// releaseOnRefusal is a hook that releases a permit right after the first
+// refused attempt it sees: after the waiter's attempt, before its
+// subscription, so that the release's notification reaches no one.
+type releaseOnRefusal struct {
+	once sync.Once
+	p    *Lock
+}
+
+func (h *releaseOnRefusal) Observe(_ context.Context, ev Event) {
+	if e, ok := ev.(AttemptEvent); ok && !e.Obtained {
+		h.once.Do(func() { _ = h.p.Release(context.Background()) })
+	}
+}
+
+// A permit released between a waiter's refused attempt and its
+// subscription sends a notification nobody hears; the waiter, once
+// subscribed, finds the free permit on the nodes (lookForRelease) instead
+// of sleeping until its retry delay (an hour) or the other permit's expiry
+// (a minute).
+func TestPermitReleaseBeforeSubscription(t *testing.T) {
+	for _, n := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			cl := startNodes(t, n)
+			holder := newClient(t, cl.clients)
+			ctx := context.Background()
+			var held []*Lock
+			for range 2 {
+				p, err := holder.Semaphore("missed", 2).TryObtain(ctx, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				held = append(held, p)
+			}
+			defer func() { _ = held[1].Release(ctx) }()
+			h := &releaseOnRefusal{p: held[0]}
+			c := newClient(t, cl.clients, WithHook(h))
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			p, err := c.Semaphore("missed", 2).Obtain(wctx, time.Minute, WithRetryDelay(time.Hour, time.Hour))
+			if err != nil {
+				t.Fatalf("the waiter missed the free permit: %v", err)
+			}
+			_ = p.Release(ctx)
+		})
+	}
+}
