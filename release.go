@@ -64,21 +64,11 @@ func (l *Lock) release(ctx context.Context) error {
 	confirmed := l.late.startRelease()
 	l.mu.Unlock()
 	l.end(errReleased)
-	// A loss being reported goes first: wait until the end, which has
-	// begun, is reported (to Do's function, the hook and the logger) and
-	// Done closed, so that the hook hears of a loss before the release.
-	l.mu.Lock()
-	var reported chan struct{}
-	if l.done != closedChan {
-		if l.done == nil {
-			l.done = make(chan struct{})
-		}
-		reported = l.done
-	}
-	l.mu.Unlock()
-	if reported != nil {
-		<-reported
-	}
+	// A loss being reported goes first: Done is closed once the end, which
+	// has begun (here or by a loss), is reported to Do's function, the
+	// hook and the logger, so that the hook hears of a loss before the
+	// release.
+	<-l.Done()
 	err := l.backend().release(ctx, l, timeout, confirmed)
 	l.mu.Lock()
 	l.released, l.releaseErr = true, err
