@@ -51,12 +51,16 @@ func (b *deadlineBucket) fits(d time.Time, slack time.Duration) bool {
 // cancellable: see detach), deadline now+timeout, and a Done channel that
 // closes at the deadline or at most slack(timeout) after it.
 func (ds *deadlines) context(parent context.Context, now time.Time, timeout time.Duration) context.Context {
-	d, s := now.Add(timeout), slack(timeout)
-	b := ds.cur.Load()
-	if !b.fits(d, s) {
-		b = ds.bucket(d, s)
-	}
-	return &sharedDeadlineCtx{Context: parent, deadline: d, b: b}
+	c := new(sharedDeadlineCtx)
+	ds.fill(c, parent, now, timeout)
+	return c
+}
+
+// fill makes c such a context, in memory the caller allocated with other
+// state of the request (Round.begin: one allocation, not two).
+func (ds *deadlines) fill(c *sharedDeadlineCtx, parent context.Context, now time.Time, timeout time.Duration) {
+	d := now.Add(timeout)
+	*c = sharedDeadlineCtx{Context: parent, deadline: d, b: ds.at(now, timeout)}
 }
 
 // at returns the bucket whose channel closes at now+timeout or at most

@@ -306,10 +306,12 @@ func (r *Round[T]) clock() func() time.Time {
 // and between retries (go-redis's MaxRetries), so that the request's
 // goroutine, which Close waits for, ends near the deadline rather than
 // retries of ReadTimeout later. The node's shared deadline channels give
-// it one at the cost of one allocation.
+// it one, allocated with the round's reply (solo): one allocation for
+// both.
 func (r *Round[T]) begin(ctx context.Context, now func() time.Time) (res Result[T], rctx context.Context, sent time.Time, probe bool) {
 	node := r.Nodes[0]
-	res = Result[T]{Replies: make([]Reply[T], 1), Done: closed}
+	s := new(solo[T])
+	res = Result[T]{Replies: s.reply[:], Done: closed}
 	probe, err := r.admit(node, now)
 	if err != nil {
 		res.Replies[0].Err = err
@@ -321,7 +323,15 @@ func (r *Round[T]) begin(ctx context.Context, now func() time.Time) (res Result[
 		return res, nil, sent, probe
 	}
 	sent = time.Now()
-	return res, node.deadlines.context(detach(ctx), sent, r.Timeout), sent, probe
+	node.deadlines.fill(&s.ctx, detach(ctx), sent, r.Timeout)
+	return res, &s.ctx, sent, probe
+}
+
+// solo is what a round of one node allocates: its reply and its request's
+// context.
+type solo[T any] struct {
+	reply [1]Reply[T]
+	ctx   sharedDeadlineCtx
 }
 
 func (r *Round[T]) runInline(ctx context.Context, wg Spawner, now func() time.Time) Result[T] {

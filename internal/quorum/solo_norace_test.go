@@ -9,7 +9,7 @@ import (
 )
 
 // A round of one node whose client does not honour deadlines allocates
-// its reply slice and its request context, and nothing for its request's
+// its reply and its request context together (solo), and nothing for its request's
 // goroutine and reply channel (pooled: soloCall), nor for the Round, which
 // stays on its caller's stack (Run copies what the requests use of it).
 // Not under -race, whose sync.Pool drops some of what it is given.
@@ -28,8 +28,8 @@ func TestSoloRoundAllocs(t *testing.T) {
 		if !r.Run(ctx, h).Won {
 			t.Fatal("lost")
 		}
-	}); got != 2 {
-		t.Fatalf("%v allocations per round, want 2", got)
+	}); got != 1 {
+		t.Fatalf("%v allocations per round, want 1", got)
 	}
 }
 
