@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestFrozenSingleNodeTimesOutThenIsSkipped(t *testing.T) {
@@ -46,6 +48,40 @@ func TestFrozenSingleNodeTimesOutThenIsSkipped(t *testing.T) {
 			t.Fatalf("node not used again after it resumed: %v", err)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A go-redis client whose timeouts are -2 sets no connection deadline,
+// not even its context's, though ContextTimeoutEnabled is on: it does not
+// honour deadlines, so an attempt on its frozen node still ends at the
+// node timeout (the engine stops waiting for its request's goroutine),
+// not when the node comes back.
+func TestFrozenSingleNodeWithoutConnectionDeadlines(t *testing.T) {
+	cl := startNodes(t, 1)
+	rc := redis.NewClient(&redis.Options{Addr: cl.servers[0].Addr(), ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2})
+	t.Cleanup(func() { _ = rc.Close() })
+	c := newClient(t, []redis.UniversalClient{rc}, WithNodeTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	if l, err := c.TryObtain(ctx, "no-deadlines", time.Minute); err != nil {
+		t.Fatal(err)
+	} else if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.pause(t, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.TryObtain(ctx, "no-deadlines", time.Minute)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrNodeTimeout) {
+			t.Fatalf("attempt on a frozen node: %v, want ErrNodeTimeout", err)
+		}
+	case <-time.After(5 * time.Second): // 50 node timeouts
+		_ = cl.servers[0].Resume()
+		<-done
+		t.Fatal("an attempt on a frozen node waited for the node to come back")
 	}
 }
 

@@ -6,7 +6,9 @@
 // Deadlines: with ContextTimeoutEnabled set in the client's options,
 // go-redis sets each request's connection deadline from its context, so a
 // request to a frozen node returns at its deadline and the connection is
-// closed; Info.HonoursDeadline says so. Without it go-redis reads until its
+// closed; Info.HonoursDeadline says so (unless ReadTimeout or WriteTimeout
+// is -2, with which go-redis sets no connection deadline at all, the
+// context's included). Without it go-redis reads until its
 // ReadTimeout (3 s by default before v9.22.0, 5 s from it), and redlock
 // runs each request on a goroutine of its own that it stops waiting for
 // at the deadline.
@@ -70,6 +72,7 @@ import (
 	"reflect"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -159,14 +162,24 @@ func describe(c redis.UniversalClient) driver.Info {
 		o := c.Options()
 		// A failover client's Addr is a placeholder; only plain clients
 		// name their server.
-		return driver.Info{Addr: o.Addr, HonoursDeadline: o.ContextTimeoutEnabled, Unique: o.Addr != "FailoverClient"}
+		return driver.Info{Addr: o.Addr, HonoursDeadline: honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout), Unique: o.Addr != "FailoverClient"}
 	case *redis.ClusterClient:
 		o := c.Options()
-		return driver.Info{Addr: fmt.Sprintf("cluster%v", o.Addrs), Sharded: true, HonoursDeadline: o.ContextTimeoutEnabled}
+		return driver.Info{Addr: fmt.Sprintf("cluster%v", o.Addrs), Sharded: true, HonoursDeadline: honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)}
 	case *redis.Ring:
-		return driver.Info{Addr: "ring", Spread: true, HonoursDeadline: c.Options().ContextTimeoutEnabled}
+		o := c.Options()
+		return driver.Info{Addr: "ring", Spread: true, HonoursDeadline: honours(o.ContextTimeoutEnabled, o.ReadTimeout, o.WriteTimeout)}
 	}
 	return driver.Info{Addr: fmt.Sprintf("%T", c)}
+}
+
+// honours reports whether a go-redis client of these options (after
+// go-redis's Options.init) sets each request's connection deadlines from
+// its context: ContextTimeoutEnabled, and neither timeout -1 (given as -2),
+// with which go-redis sets no connection deadline at all, the context's
+// included.
+func honours(contextTimeout bool, read, write time.Duration) bool {
+	return contextTimeout && read >= 0 && write >= 0
 }
 
 // Info implements driver.Node.
