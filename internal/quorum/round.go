@@ -328,7 +328,9 @@ func (r *Round[T]) begin(ctx context.Context, now func() time.Time) (res Result[
 }
 
 // solo is what a round of one node allocates: its reply and its request's
-// context.
+// context. The Result's Replies then keep the context, and with it the
+// caller's context values, alive: a caller uses a round's Replies and
+// drops them (none in the library keeps them, nor a Reply's address).
 type solo[T any] struct {
 	reply [1]Reply[T]
 	ctx   sharedDeadlineCtx
