@@ -359,6 +359,19 @@ func TestResumeAfterALaterHolder(t *testing.T) {
 					if err := o.Release(ctx); err != nil {
 						t.Fatal(err)
 					}
+					// The later holder's acquire was decided by a quorum: its
+					// request to a node may even be written after the
+					// release, and take the key there until its clean-up
+					// (seen beside two busy loops: the late refresh below
+					// then met another owner). Wait until it has ended.
+					eventually(t, "the later holder has no request in flight", func() bool {
+						for _, n := range other.e.nodes {
+							if n.InFlight() != 0 {
+								return false
+							}
+						}
+						return true
+					})
 					// Release answers once a quorum deleted the key; the
 					// late refresh comes after every node did, and after
 					// the later holder's vote or release put every node's
