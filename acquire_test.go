@@ -882,18 +882,13 @@ func startAOFNodes(t *testing.T, n int) *cluster {
 	return cl
 }
 
-// restartWithData kills node i and starts it again from its AOF, and
-// returns the time once it answers (no earlier than the new process's
-// start). The node's epoch record survives, naming the old process.
+// restartWithData kills node i and starts it again from its AOF
+// (crashFromSnapshot), and returns the time once it answers (no earlier
+// than the new process's start). The node's epoch record survives,
+// naming the old process.
 func restartWithData(t *testing.T, cl *cluster, i int) time.Time {
 	t.Helper()
-	if err := cl.servers[i].Kill(); err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.servers[i].Restart(); err != nil {
-		t.Fatal(err)
-	}
-	reachable(t, cl.clients[i])
+	crashFromSnapshot(t, cl, i)
 	up := time.Now()
 	if !recordOfAnotherProcess(t, cl.clients[i]) {
 		t.Fatalf("node %d: the premise, its epoch record kept from before the restart", i)

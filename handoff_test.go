@@ -535,7 +535,8 @@ func snapshot(t *testing.T, cl *cluster, i int) {
 }
 
 // crashFromSnapshot kills node i and starts it again on its port, from
-// its last snapshot: its data as of that SAVE, with a new run_id.
+// its data on disk (its last snapshot, or its append-only file when the
+// node keeps one), with a new run_id, and waits until it answers.
 func crashFromSnapshot(t *testing.T, cl *cluster, i int) {
 	t.Helper()
 	if err := cl.servers[i].Kill(); err != nil {

@@ -229,8 +229,10 @@ func (s *Server) Kill() error {
 	return nil
 }
 
-// Restart starts the server again on the same port after Kill. It comes
-// back empty, with a new run_id.
+// Restart starts the server again on the same port and directory after
+// Kill, with a new run_id. It comes back with what its persistence kept
+// there (its last snapshot, or its append-only file with --appendonly
+// yes), and empty if the server never saved.
 func (s *Server) Restart() error {
 	s.mu.Lock()
 	stopped := s.stopped
