@@ -4,10 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redlock-go/redlock/internal/keys"
+	"github.com/redlock-go/redlock/internal/limits"
 )
 
 // BenchmarkCycle is one uncontended obtain-release cycle on one lock, on 1
@@ -165,6 +169,78 @@ func BenchmarkFirstObtain(b *testing.B) {
 			b.ReportMetric(float64(first.Nanoseconds())/float64(n), "first-ns")
 			b.ReportMetric(float64(second.Nanoseconds())/float64(n), "second-ns")
 			b.ReportMetric(float64(first)/float64(second), "first/second")
+		})
+	}
+}
+
+// BenchmarkNewNames is the cycle on 5 nodes where every obtain locks a
+// name of its own, as a service that locks one name per entity
+// (payment:<id>) does, beside one name reused. A new name's counters are
+// seeded from each node's clock (token.lua's seen), and the token is safe
+// in one round only when a quorum of the first round's votes are equal
+// (docs/fencing.md): else the second round raises them (fence.lua). With
+// names=new-apart each node's counter of the name is set to a value of its
+// own beforehand (untimed), as seeds read from clocks a millisecond or
+// more apart are; the nodes here share one clock. second-rounds/op is the
+// share of obtains that needed the second round (AttemptEvent.SecondRound).
+//
+//	go test -run '^$' -bench NewNames -count 3 .
+func BenchmarkNewNames(b *testing.B) {
+	cl := startNodes(b, 5)
+	ctx := context.Background()
+	var seconds atomic.Int64
+	hook := hookFunc(func(e Event) {
+		if a, ok := e.(AttemptEvent); ok && a.SecondRound {
+			seconds.Add(1)
+		}
+	})
+	c, err := New(cl.clients, WithNodeTimeout(time.Second), WithMaxTTL(10*time.Second), WithHook(hook))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	waitOutRecovery(b, c, time.Minute, 10*time.Second)
+	layout := keys.Layout{Prefix: limits.Prefix}
+	for _, names := range []string{"reused", "new", "new-apart"} {
+		b.Run("names="+names, func(b *testing.B) {
+			seconds.Store(0)
+			n := 0
+			run := time.Now().UnixNano() // names of no earlier run
+			name := func(i int) string {
+				if names == "reused" {
+					return "reused"
+				}
+				return fmt.Sprintf("%s-%d-%d", names, run, i)
+			}
+			if names == "new-apart" {
+				// b.N is known before the loop: set every name's counters
+				// apart, one node's 1024 (a millisecond's seed) above the
+				// previous one's, an hour ahead of the nodes' clocks.
+				base := time.Now().Add(time.Hour).UnixMilli() * 1024
+				for i := range b.N {
+					k, err := layout.Lock(name(i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					for j, node := range cl.clients {
+						if err := node.Set(ctx, keys.Fence(k), base+int64(j)*1024, time.Hour).Err(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ResetTimer()
+			}
+			for i := range b.N {
+				l, err := c.TryObtain(ctx, name(i), 10*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+				n++
+			}
+			b.ReportMetric(float64(seconds.Load())/float64(n), "second-rounds/op")
 		})
 	}
 }
