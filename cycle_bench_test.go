@@ -12,6 +12,7 @@ import (
 
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 // BenchmarkCycle is one uncontended obtain-release cycle on one lock, on 1
@@ -176,13 +177,15 @@ func BenchmarkFirstObtain(b *testing.B) {
 // BenchmarkNewNames is the cycle on 5 nodes where every obtain locks a
 // name of its own, as a service that locks one name per entity
 // (payment:<id>) does, beside one name reused. A new name's counters are
-// seeded from each node's clock (token.lua's seen), and the token is safe
-// in one round only when a quorum of the first round's votes are equal
-// (docs/fencing.md): else the second round raises them (fence.lua). With
-// names=new-apart each node's counter of the name is set to a value of its
-// own beforehand (untimed), as seeds read from clocks a millisecond or
-// more apart are; the nodes here share one clock. second-rounds/op is the
-// share of obtains that needed the second round (AttemptEvent.SecondRound).
+// seeded from each node's clock rounded down to the second (token.lua's
+// seed), and the token is safe in one round only when a quorum of the
+// first round's votes are equal (docs/fencing.md): else the second round
+// raises them (fence.lua). With names=new-apart each node's counter of the
+// name is set to a value of its own beforehand (untimed), as seeds read in
+// different seconds are (clocks a second apart, or a second's edge between
+// the nodes' reads); the nodes here share one clock. second-rounds/op is
+// the share of obtains that needed the second round
+// (AttemptEvent.SecondRound).
 //
 //	go test -run '^$' -bench NewNames -count 3 .
 func BenchmarkNewNames(b *testing.B) {
@@ -214,8 +217,8 @@ func BenchmarkNewNames(b *testing.B) {
 			}
 			if names == "new-apart" {
 				// b.N is known before the loop: set every name's counters
-				// apart, one node's 1024 (a millisecond's seed) above the
-				// previous one's, an hour ahead of the nodes' clocks.
+				// apart, one node's a second's seed above the previous
+				// one's, an hour ahead of the nodes' clocks.
 				base := time.Now().Add(time.Hour).UnixMilli() * 1024
 				for i := range b.N {
 					k, err := layout.Lock(name(i))
@@ -223,7 +226,7 @@ func BenchmarkNewNames(b *testing.B) {
 						b.Fatal(err)
 					}
 					for j, node := range cl.clients {
-						if err := node.Set(ctx, keys.Fence(k), base+int64(j)*1024, time.Hour).Err(); err != nil {
+						if err := node.Set(ctx, keys.Fence(k), base+int64(j)*script.Seed(1000), time.Hour).Err(); err != nil {
 							b.Fatal(err)
 						}
 					}

@@ -14,6 +14,7 @@ import (
 	"github.com/redlock-go/redlock/fence"
 	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
+	"github.com/redlock-go/redlock/internal/script"
 )
 
 var fenceHelp = helpText{
@@ -200,9 +201,9 @@ func (f *fenceFlags) latestToken(ctx context.Context, cmd *invocation, lock stri
 }
 
 // nodeNext is what the node's next token of the lock of lockKey counts on
-// from, as token.lua's seen reads it: its fencing counter, raised to the
-// floor of the node's epoch (the end of its recovery x 1024), or the
-// node's time x 1024 where the counter is missing.
+// from, as token.lua's seen reads it: its fencing counter, or its seed
+// where the counter is missing (script.Seed), raised to the floor of the
+// node's epoch (the end of its recovery x 1024).
 func nodeNext(ctx context.Context, c conn, layout keys.Layout, lockKey string) (int64, error) {
 	var node redis.Cmdable = c.rc
 	if cc, ok := c.rc.(*redis.ClusterClient); ok {
@@ -216,7 +217,7 @@ func nodeNext(ctx context.Context, c conn, layout keys.Layout, lockKey string) (
 	if err != nil {
 		return 0, err
 	}
-	v := now.UnixMilli() * 1024
+	v := script.Seed(now.UnixMilli())
 	if s := fenceCounter(ctx, c.rc, keys.Fence(lockKey)); s != "-" {
 		if n, err := strconv.ParseInt(s, 10, 64); err == nil {
 			v = n
@@ -228,7 +229,7 @@ func nodeNext(ctx context.Context, c conn, layout keys.Layout, lockKey string) (
 	case err != nil:
 		return 0, err
 	default:
-		v = max(v, until*1024)
+		v = max(v, until*script.TokenSeed)
 	}
 	return v, nil
 }

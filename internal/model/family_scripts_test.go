@@ -246,7 +246,7 @@ func (p *famDiff) acquire(hold script.Hold, mode byte, owner, id int, cover map[
 		cover["held"]++
 		return "held"
 	}, func(d *Data, now int64) string {
-		status, token, existed, counter := d.FamAcquire(Env{Now: now}, mode, owner, id, famTTL, modelGuard, Mutations{})
+		status, token, existed, counter := d.FamAcquire(Env{Now: now, Second: 1000}, mode, owner, id, famTTL, modelGuard, Mutations{})
 		switch {
 		case status == KindError:
 			return "kind"
@@ -271,7 +271,7 @@ func (p *famDiff) seal(rng *rand.Rand, hold script.Hold, owner int, cover map[st
 		}
 		return "ok"
 	}, func(d *Data, now int64) string {
-		d.Seal(Env{Now: now}, token, owner, modelGuard, Mutations{})
+		d.Seal(Env{Now: now, Second: 1000}, token, owner, modelGuard, Mutations{})
 		return "ok"
 	})
 }
@@ -298,7 +298,7 @@ func (p *famDiff) refresh(rng *rand.Rand, hold script.Hold, mode byte, owner, id
 		}
 		return strconv.Itoa(int(r))
 	}, func(d *Data, now int64) string {
-		r := d.FamRefresh(Env{Now: now}, mode, owner, id, famTTL, token, mg, p.mut)
+		r := d.FamRefresh(Env{Now: now, Second: 1000}, mode, owner, id, famTTL, token, mg, p.mut)
 		if r == ScriptError {
 			return "kind"
 		}
@@ -320,7 +320,7 @@ func (p *famDiff) release(rng *rand.Rand, hold script.Hold, mode byte, owner, id
 		}
 		return fmt.Sprint(r.Deleted)
 	}, func(d *Data, now int64) string {
-		deleted, _, ok := d.FamRelease(Env{Now: now}, mode, owner, id, token, false, modelGuard, p.mut)
+		deleted, _, ok := d.FamRelease(Env{Now: now, Second: 1000}, mode, owner, id, token, false, modelGuard, p.mut)
 		if !ok {
 			return "kind"
 		}

@@ -217,6 +217,14 @@ func searchTable() map[string]search {
 		"famTokens": {name: "famTokens", cfg: famTokens, random: 10000, steps: 400},
 		"famExpiry": {name: "famExpiry", cfg: famExpiry, random: 20000, steps: 400},
 		"famReseed": {name: "famReseed", cfg: famReseed, random: 40000, steps: 300},
+		// A second of three ticks: a missing counter's seed is the node's
+		// time rounded down to the second (token.lua's seed), so counters
+		// seeded a tick or two apart agree, and an expired or lost
+		// counter's seed loses up to two ticks (Lemma 1's margin, here at
+		// its bound: FenceTTL 4 = the offsets' spread 2 + 2; the floor in
+		// Lemma 2's data-loss case: docs/fencing.md).
+		"faultsSeconds":    {name: "faultsSeconds", cfg: withSecond(faults, 3), random: 20000, steps: 400},
+		"famExpirySeconds": {name: "famExpirySeconds", cfg: withSecond(famExpiry, 3), random: 20000, steps: 400},
 		// Targeted: every schedule begins as the stale-seal
 		// counterexample does, up to A's refresh being sent (23 steps, all
 		// at t=10: A granted, B's acquire on n1 and n2 and its seal
@@ -231,6 +239,15 @@ func searchTable() map[string]search {
 		// state random schedules do not find SealCountsAnyNode (the
 		// exhaustive search does, TestExhaustiveFamily).
 		"famFinding1": {name: "famFinding1", cfg: famFinding1, random: 30000, steps: 200, prefix: finding1()[:13]},
+	}
+}
+
+// withSecond is cfg with a second of second ticks (Config.Second).
+func withSecond(cfg func() Config, second int64) func() Config {
+	return func() Config {
+		c := cfg()
+		c.Second = second
+		return c
 	}
 }
 

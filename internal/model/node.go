@@ -444,17 +444,26 @@ func (d *Data) Acquire(env Env, value int, ttl int64, g Guard, m Mutations) (sta
 
 // CounterRead is the lock's fencing counter as the scripts read it at node
 // time now, without the epoch's floor: its value while the key is there,
-// now x TokenSeed when it is missing or expired (token.lua's seen with
-// floor 0). Property (f) says it never decreases, but by data loss.
-func (d *Data) CounterRead(now int64) int64 {
+// its seed when it is missing or expired (token.lua's seen with floor 0).
+// Property (f) says it never decreases, but by data loss. second is the
+// node time of a second (Env.Second).
+func (d *Data) CounterRead(now, second int64) int64 {
 	if d.Fence.OK && now <= d.Fence.Exp {
 		return d.Fence.V
 	}
-	return now * TokenSeed
+	return counterSeed(now, second)
+}
+
+// counterSeed is token.lua's seed(): a missing counter's first value at node
+// time now, the time rounded down to the second (second: Env.Second) x
+// TokenSeed. Nodes whose clocks agree within a second seed alike, so that
+// a new lock's first votes agree.
+func counterSeed(now, second int64) int64 {
+	return floorDiv(now, max(second, 1)) * max(second, 1) * TokenSeed
 }
 
 // seen is token.lua's seen(): the counter as a token's issue sees it
-// (missing: the node's time x TokenSeed; below floor: floor), and whether
+// (missing: its seed, never below floor; below floor: floor), and whether
 // that differs from the key. With the NoClockSeed mutant, the old value
 // (0 when missing) as it is.
 func (d *Data) seen(env Env, floor int64, m Mutations) (int64, bool) {
@@ -462,7 +471,7 @@ func (d *Data) seen(env Env, floor int64, m Mutations) (int64, bool) {
 	case m.NoClockSeed:
 		return d.Fence.V, false
 	case !d.Fence.OK:
-		return env.Now * TokenSeed, true
+		return max(counterSeed(env.Now, env.Second), floor), true
 	case d.Fence.V < floor:
 		return floor, true
 	}
@@ -500,7 +509,7 @@ func (d *Data) Raise(env Env, token int64, g Guard, m Mutations) {
 	case !d.Fence.OK && m.RaiseUnseeded:
 		v = token
 	case !d.Fence.OK:
-		v = max(env.Now*TokenSeed, token)
+		v = max(counterSeed(env.Now, env.Second), token)
 	case v < token:
 		v = token
 	default:
@@ -519,8 +528,8 @@ func (d *Data) retired(token int64, m Mutations) bool {
 // retire is retire.lua, a release's (release.lua, familyrelease.lua,
 // permitrelease.lua): the counter above the lock's token. INCR (its expiry
 // kept) when that passes the token; else token+1, or, onto a missing
-// counter (which INCR makes 1), the larger of that and the node's time x
-// TokenSeed, with the counter's expiry. A token of 0 retires nothing.
+// counter (which INCR makes 1), the larger of that and its seed, with the
+// counter's expiry. A token of 0 retires nothing.
 func (d *Data) retire(env Env, token int64, g Guard, m Mutations) {
 	if token <= 0 || m.ReleaseKeepsCounter {
 		return
@@ -535,7 +544,7 @@ func (d *Data) retire(env Env, token int64, g Guard, m Mutations) {
 	}
 	to := token + 1
 	if v == 1 {
-		to = max(env.Now*TokenSeed, to)
+		to = max(counterSeed(env.Now, env.Second), to)
 	}
 	d.Fence = Counter{OK: true, V: to, Exp: env.Now + g.FenceTTL}
 }

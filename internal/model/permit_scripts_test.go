@@ -200,7 +200,7 @@ func (p *permitDiff) acquire(hold script.Hold, k, id int, cover map[string]int) 
 		cover["full"]++
 		return "full"
 	}, func(d *Data, now int64) string {
-		status, n := d.PermAcquire(Env{Now: now}, k, id, permitTTL, modelGuard, Mutations{})
+		status, n := d.PermAcquire(Env{Now: now, Second: 1000}, k, id, permitTTL, modelGuard, Mutations{})
 		switch status {
 		case KindError:
 			return "kind"
@@ -230,7 +230,7 @@ func (p *permitDiff) refresh(rng *rand.Rand, hold script.Hold, k, id int, cover 
 		cover[fmt.Sprintf("refresh %d", r)]++
 		return strconv.Itoa(int(r))
 	}, func(d *Data, now int64) string {
-		r := d.PermRefresh(Env{Now: now}, k, id, permitTTL, token, mg, p.mut)
+		r := d.PermRefresh(Env{Now: now, Second: 1000}, k, id, permitTTL, token, mg, p.mut)
 		if r == ScriptError {
 			return "kind"
 		}
@@ -252,7 +252,7 @@ func (p *permitDiff) release(rng *rand.Rand, hold script.Hold, id int, cover map
 		}
 		return fmt.Sprint(r.Deleted)
 	}, func(d *Data, now int64) string {
-		deleted, _, ok := d.PermRelease(Env{Now: now}, id, token, false, modelGuard, p.mut)
+		deleted, _, ok := d.PermRelease(Env{Now: now, Second: 1000}, id, token, false, modelGuard, p.mut)
 		if !ok {
 			return "kind"
 		}

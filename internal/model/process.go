@@ -34,7 +34,7 @@ func (m *Model) process(s *State, conn, addr int) *Violation {
 		return nil
 	}
 	env := n.env(s.T, c.Second)
-	before := n.Data.CounterRead(env.Now)
+	before := n.Data.CounterRead(env.Now, env.Second)
 	g := m.guard(ci)
 	rep := Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value}
 	voted := false
@@ -111,7 +111,7 @@ func (m *Model) process(s *State, conn, addr int) *Violation {
 		default:
 			reported = rep.N - 1
 		}
-		if after := n.Data.CounterRead(env.Now); after < before {
+		if after := n.Data.CounterRead(env.Now, env.Second); after < before {
 			return &Violation{"counter", fmt.Sprintf("n%d's counter reads %d after c%d's %s, %d before", ni+1, after, ci, kindName[req.Kind], before)}
 		}
 		if reported >= 0 && reported < before {

@@ -411,8 +411,9 @@ func (m *Model) replicated(d Data) Data {
 }
 
 // countersKept checks (f) after time passed: no node's counter reads lower
-// than a tick before (an expired counter reads as the node's time x
-// TokenSeed: above every value it held, docs/fencing.md, Lemma 1).
+// than a tick before (an expired counter reads as its seed, the node's
+// time rounded down to the second x TokenSeed: above every value it held,
+// docs/fencing.md, Lemma 1).
 func (m *Model) countersKept(s *State) *Violation {
 	if !m.Cfg.Global || m.Cfg.EndToEndOnly {
 		return nil
@@ -420,7 +421,7 @@ func (m *Model) countersKept(s *State) *Violation {
 	for ni := range s.Nodes {
 		n := &s.Nodes[ni]
 		now := s.T + n.Offset
-		if before, after := n.Data.CounterRead(now-1), n.Data.CounterRead(now); after < before {
+		if before, after := n.Data.CounterRead(now-1, m.Cfg.Second), n.Data.CounterRead(now, m.Cfg.Second); after < before {
 			return &Violation{"counter", fmt.Sprintf("n%d's counter reads %d at node time %d, %d before", ni+1, after, now, before)}
 		}
 	}

@@ -130,11 +130,13 @@ type Config struct {
 	// FenceTTL is the counters' expiry; 0: MaxTTL. The real one is an
 	// hour or ten times maxTTL; the model's is short so that searches
 	// meet expired counters. Lemma 1 (docs/fencing.md) needs it no
-	// shorter than the spread of the clock offsets (fill checks).
+	// shorter than the spread of the clock offsets and a second (a seed
+	// is rounded down to the second; fill checks).
 	FenceTTL int64
 	Horizon  int64 // real time bound
 	Offsets  []int64
-	// Second is the node time of a second, for uptime_in_seconds.
+	// Second is the node time of a second, for uptime_in_seconds and
+	// the counters' seeds (rounded down to the second).
 	Second int64
 
 	// Faults is the fault plan of every schedule.
@@ -193,11 +195,13 @@ func (c *Config) fill() {
 	for _, o := range append(slices.Clone(c.Offsets), c.ReplicaOffsets...) {
 		lo, hi = min(lo, o), max(hi, o)
 	}
-	if c.Global && c.FenceTTL < hi-lo {
-		panic("model: FenceTTL below the spread of the clock offsets, outside Lemma 1's assumption")
-	}
 	if c.Second == 0 {
 		c.Second = 1
+	}
+	// A seed is rounded down to the second: Lemma 1's margin loses up to
+	// a second less a tick.
+	if c.Global && c.FenceTTL < hi-lo+c.Second-1 {
+		panic("model: FenceTTL below the spread of the clock offsets and a second, outside Lemma 1's assumption")
 	}
 	if c.Nodes > maxNodes || len(c.Clients) > maxClients {
 		panic("model: more nodes than maxNodes, or clients than maxClients")

@@ -123,3 +123,8 @@ func decodeRecords(v any) (Records, error) {
 // TokenSeed is the factor of a node's time (ms) in a counter seeded from
 // it (token.lua), and in a move floor.
 const TokenSeed = 1024
+
+// Seed is a missing fencing counter's first value at node time ms: the
+// time rounded down to the second, x TokenSeed (token.lua's seed, and
+// retire.lua's).
+func Seed(ms int64) int64 { return (ms - ms%1000) * TokenSeed }

@@ -13,7 +13,7 @@
 -- raises the counter above the tokens before it on a quorum (fencing.md's
 -- invariant), so a lock whose handing Client's late refreshes re-created
 -- it after another holder's tenure finds no quorum to claim. A missing
--- counter is refused too: it reads as the node's time x 1024, above every
+-- counter is refused too: it reads as its seed (token.lua), above every
 -- value it held (fencing.md, Lemma 1). The check applies to the kinds
 -- whose holders are ordered by their tokens: a plain lock, an exclusive
 -- hold, a reader's hold (ordered after the writers before it) and a

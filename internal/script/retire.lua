@@ -10,7 +10,8 @@
 -- acquire left it there) or above. Where that leaves it at or below the
 -- token (a node whose vote was not the token), it is set to token + 1;
 -- where the counter was missing (INCR made it 1), to the larger of that
--- and the node's time x 1024, as token.lua's raise would (a release
+-- and the node's time in whole seconds x 1000 x 1024 (token.lua's seed),
+-- as token.lua's raise would (a release
 -- delayed past the counter's expiry must not write an old token into
 -- it); both with the counter's expiry ttl (ms). The counter never goes
 -- down (docs/fencing.md, Lemma 1). A counter in the layout before
@@ -24,8 +25,7 @@ local function retire(key, token, ttl)
   end
   local to = token + 1
   if v == 1 then
-    local t = redis.call('TIME')
-    to = math.max((tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)) * 1024, to)
+    to = math.max(tonumber(redis.call('TIME')[1]) * 1000 * 1024, to)
   end
   redis.call('SET', key, string.format('%d', to), 'PX', ttl)
 end

@@ -3,7 +3,8 @@
 -- epoch.lua (node_now) and counter.lua.
 --
 -- The counter never runs backwards. Missing (a new lock, or expired after
--- its whole expiry of disuse), it starts from the node's time x 1024.
+-- its whole expiry of disuse), it starts from its seed, the node's time
+-- rounded down to the second x 1024 (never below the epoch's floor).
 -- Below the epoch's floor (written before the node's epoch began: restored
 -- from disk, or replicated from an old master, so it may lack increments),
 -- it counts as the floor, the end of the epoch's recovery x 1024. Either
@@ -12,8 +13,19 @@
 -- Lemma 2). Every script that reports a counter or issues a token reads it
 -- through seen(), so that no path reports a raw counter.
 
+-- seed is a missing counter's first value at node time now (ms): the
+-- time rounded down to the second, x 1024. Rounded, nodes whose clocks
+-- agree within a second seed a new lock's counters alike (but across a
+-- second's edge), so that its first acquire's votes agree and need no
+-- second round; the second it loses is within Lemma 1's margin (the
+-- counter's expiry, at least an hour: docs/fencing.md). retire.lua seeds
+-- the same way.
+local function seed(now)
+  return (now - now % 1000) * 1024
+end
+
 -- seen returns the counter as a token's issue sees it: missing, seeded
--- from the node's time; below floor, the floor. key is the counter, cur
+-- from the node's time (never below floor); below floor, the floor. key is the counter, cur
 -- its value as read (counter.lua), now the node's time in ms when the
 -- caller read it already (nil: read TIME only if the counter is missing),
 -- floor the epoch's (epoch.lua). The second result is true when that
@@ -21,7 +33,7 @@
 local function seen(key, cur, now, floor)
   local v = counter(key, cur)
   if v == nil then
-    return (now or node_now()) * 1024, true
+    return math.max(seed(now or node_now()), floor), true
   end
   if v < floor then
     return floor, true
@@ -59,7 +71,7 @@ end
 local function raise(key, token, ttl)
   local v = counter(key)
   if v == nil then
-    v = math.max(node_now() * 1024, token)
+    v = math.max(seed(node_now()), token)
   elseif v < token then
     v = token
   else

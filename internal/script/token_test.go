@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -36,12 +37,13 @@ func counterOf(t *testing.T, c redis.UniversalClient, key string) (v int64, pttl
 }
 
 // seeded checks that a counter was seeded from the node's clock between t0
-// and t1 (ms): v is t x 1024 for such a t, the key holds v, and its
-// expiry is the counter's.
+// and t1 (ms): v is t x 1024 for such a t rounded down to the second
+// (token.lua's seed), the key holds v, and its expiry is the counter's.
 func seeded(t *testing.T, c redis.UniversalClient, key string, v, t0, t1 int64, what string) {
 	t.Helper()
-	if v < t0*1024 || v > t1*1024 || v%1024 != 0 {
-		t.Fatalf("%s: %d, want the node's time x 1024, between %d and %d", what, v, t0*1024, t1*1024)
+	lo, hi := (t0-t0%1000)*1024, (t1-t1%1000)*1024
+	if v < lo || v > hi || v%(1000*1024) != 0 {
+		t.Fatalf("%s: %d, want the node's time rounded down to the second x 1024, between %d and %d", what, v, lo, hi)
 	}
 	got, pttl, ok := counterOf(t, c, key)
 	if !ok || got != v || pttl < time.Hour-time.Minute {
@@ -201,4 +203,42 @@ func TestReportedCounterAsIssued(t *testing.T) {
 		}
 		seeded(t, c, k.Fence, again.Token, t0, t1, "a retried permit's token, counter missing")
 	})
+}
+
+// A new lock's counters, seeded on two nodes some milliseconds apart
+// within one second, give its first acquire equal tokens: the seed is the
+// node's time rounded down to the second (token.lua's seed), so the votes
+// agree and the token needs no second round (docs/fencing.md). Seeded from
+// the millisecond, as before, the two tokens differed.
+func TestNewLockSeedsAlikeWithinASecond(t *testing.T) {
+	servers := redistest.Start(t, 2)
+	a, b := servers[0].Client(), servers[1].Client()
+	t.Cleanup(func() { _ = a.Close(); _ = b.Close() })
+	ctx := context.Background()
+	for try := 0; ; try++ {
+		k := keys(fmt.Sprintf("new-%d", try))
+		t0 := nodeMs(t, a)
+		ra, err := Acquire(ctx, nodeOf(a), k, "v", time.Minute, off, Ack{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Millisecond) // b seeds some milliseconds later
+		rb, err := Acquire(ctx, nodeOf(b), k, "v", time.Minute, off, Ack{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t1 := nodeMs(t, b)
+		if t0/1000 != t1/1000 || t1-t0 < 3 {
+			// A second's edge fell between them (both nodes share this
+			// machine's clock): try another name.
+			if try == 20 {
+				t.Fatal("no two acquires within one second in 20 tries")
+			}
+			continue
+		}
+		if ra.Status != Taken || rb.Status != Taken || ra.Token != rb.Token {
+			t.Fatalf("a new lock taken at %d and %d ms on two nodes: %+v and %+v, want equal tokens", t0, t1, ra, rb)
+		}
+		return
+	}
 }
