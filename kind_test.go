@@ -647,9 +647,9 @@ func TestReentryAfterCountersExpired(t *testing.T) {
 	}
 	c := guarded(t, nodes, ttl, WithNodeTimeout(500*time.Millisecond))
 
-	// Counters as a name's first use seeds them from the nodes' clocks: n1
-	// and n2 at one millisecond, n3 a millisecond later. The millisecond
-	// is no earlier than the end of any node's recovery (the epoch's
+	// Counters that disagree, as a name's first use can leave them (seeds
+	// read across a second's edge): n1 and n2 alike, n3 above them. The
+	// value is no lower than the end of any node's recovery (the epoch's
 	// floor; guarded waited only for a quorum of them), so that the votes
 	// issue from the counters as written.
 	var ms int64
@@ -740,6 +740,20 @@ func TestReentryAfterCountersExpired(t *testing.T) {
 			}
 		}
 		return gone
+	})
+	// Lemma 1's premise: a counter expires FenceTTL (an hour) after its
+	// last write, so a node's seed then (its time rounded down to the
+	// second) is above every value the counter held. Expired here seconds
+	// after they were x and x+1024 (and a few increments more), wait until
+	// every node's seed is past them.
+	eventually(t, "every node's seed is above the counters' old values", func() bool {
+		for _, n := range cl.clients {
+			now, err := n.Time(ctx).Result()
+			if err != nil || script.Seed(now.UnixMilli()) <= x+2*1024 {
+				return false
+			}
+		}
+		return true
 	})
 	if err := h1.Refresh(ctx, ttl); err != nil {
 		t.Fatalf("H1 after the counters expired: %v", err)
