@@ -24,8 +24,8 @@ local function seed(now)
   return (now - now % 1000) * 1024
 end
 
--- seen returns the counter as a token's issue sees it: missing, seeded
--- from the node's time (never below floor); below floor, the floor. key is the counter, cur
+-- seen returns the counter as a token's issue sees it: missing, its seed
+-- (never below floor); below floor, the floor. key is the counter, cur
 -- its value as read (counter.lua), now the node's time in ms when the
 -- caller read it already (nil: read TIME only if the counter is missing),
 -- floor the epoch's (epoch.lua). The second result is true when that
