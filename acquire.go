@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/redlock-go/redlock/internal/keys"
 	"github.com/redlock-go/redlock/internal/limits"
 	"github.com/redlock-go/redlock/internal/nodelog"
 	"github.com/redlock-go/redlock/internal/quorum"
@@ -23,9 +24,11 @@ import (
 // records, which record that this Client may hold locks and return
 // ErrConfigConflict while the records show a Client it must not lock
 // beside (docs/reconfiguration.md: every holder takes part in the
-// records, issue 44's finding F). The caller holds e.life for reading.
-func (e *engine) admit(ctx context.Context, timeout time.Duration) error {
-	if err := e.ident.check(ctx, timeout); err != nil {
+// records, issue 44's finding F). folds says the round is an acquire's,
+// which reads the identity of a node not yet identified itself
+// (acquireOn). The caller holds e.life for reading.
+func (e *engine) admit(ctx context.Context, timeout time.Duration, folds bool) error {
+	if err := e.ident.check(ctx, timeout, folds); err != nil {
 		return err
 	}
 	return e.rec.check(ctx, timeout)
@@ -68,12 +71,22 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		}
 		l.settleAcquire(n, asRefresh(a), err, late)
 	}
+	reads := e.ident.firstReads()
 	res := round.Run(ctx, e.workers)
+	if reads&res.Pending != 0 {
+		awaitReads(ctx, res)
+	}
 	if e.adapt != nil {
 		observeRTT(e, res.Replies, timeout)
 		if !res.Won && acquireRefused(res.Replies) {
 			e.adapt.Refused(l.keys.key, e.cfg.now())
 		}
+	}
+	if err := e.ident.failed(); err != nil {
+		// A node's identity, read with its vote, showed one server given
+		// twice: the votes counted were of distinct servers (acquireOn),
+		// but the node set is refused, this obtain included.
+		return e.refusedSet(ctx, l, r.id, start, res, validUntil, err)
 	}
 	if !res.Won {
 		qe := quorumError(e, *l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
@@ -102,6 +115,21 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	}
 	l.token = token // l is not shared yet
 	return l, 0, nil
+}
+
+// refusedSet ends an acquire whose round found one server given as two
+// nodes (identities.failed): a won lock is given back, silently (the
+// AttemptEvent reports the failure), and err is returned.
+func (e *engine) refusedSet(ctx context.Context, l *Lock, id uint64, start time.Time, res quorum.Result[script.Acquired], validUntil time.Time, err error) (*Lock, time.Duration, error) {
+	if e.cfg.observed() {
+		e.attempted(ctx, l, id, start, res, false, err, 0)
+	}
+	if res.Won {
+		l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes }, res.Pending)
+		l.silent = true
+		_ = l.Release(context.WithoutCancel(ctx))
+	}
+	return nil, -1, err
 }
 
 // raise is the second round of an acquire: it raises the lock's counter to
@@ -202,6 +230,16 @@ func recoveringError(d, own time.Duration) error {
 // once, and sent the acquire once more if the identity is one node's
 // alone (identities.now).
 func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call) (script.Acquired, error) {
+	if e.ident.readsIdentity(n.Index) {
+		a, id, idErr, err := call.AcquireIdentified(ctx, n.Conn, e.cfg.ack, keys.Layout{Prefix: e.cfg.prefix}.NodeID())
+		if serr := e.ident.learnRead(n.Index, id, idErr); serr != nil {
+			// Not a vote: this server, or another of the set, is given
+			// twice. The reply still says what the script did here, for
+			// the round's clean-up.
+			return a, serr
+		}
+		return a, kindError(err)
+	}
 	a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)
 	if script.IsOtherNode(err) {
 		if g, ok := e.ident.now(ctx, n.Index); ok {

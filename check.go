@@ -65,7 +65,7 @@ func (c *Client) Check(ctx context.Context, s fence.Sequencer) (fence.Status, er
 	if timeout <= 0 {
 		timeout = limits.NodeTimeout(e.cfg.maxTTL)
 	}
-	if err := e.ident.check(ctx, timeout); err != nil {
+	if err := e.ident.check(ctx, timeout, false); err != nil {
 		return fence.Unknown, err
 	}
 	rule := e.sets.rule(&plainSpec)

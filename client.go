@@ -48,7 +48,8 @@ type Client struct {
 // WithHook, WithDegradedMode, WithBackoff). One server under two
 // addresses (127.0.0.1 and localhost, a DNS alias) is seen at the Client's
 // first contact with its nodes: its first obtain reads each node's run_id
-// (INFO server), and when two nodes share one, that obtain and every later
+// (INFO server; without configuration records, in its acquire's
+// pipeline), and when two nodes share one, that obtain and every later
 // one fail with an error wrapping ErrInvalid that names both nodes and the
 // run_id (docs/safety.md, assumption 1).
 func New(nodes []redis.UniversalClient, opts ...Option) (*Client, error) {

@@ -153,6 +153,7 @@ func (e *engine) init(nodes []driver.Node, cfg config, fire func(due []*keepaliv
 		g := e.ident.newGuard(i, e.layout.epochKey)
 		e.ident.guards[i].Store(&g)
 	}
+	e.ident.fold = e.ident.foldable()
 	if a := cfg.adaptive; a != nil {
 		e.adapt = adaptive.New(adaptive.Settings{Min: a.Min, Max: a.Max, RTTMultiple: a.RTTMultiple,
 			ContentionHalf: a.ContentionHalf, SampleInterval: a.SampleInterval})

@@ -21,8 +21,9 @@ import (
 // and its IP address, two DNS names), a replica given beside its master,
 // or a copy of a node's data set would cast two votes, which New cannot
 // see since it does no I/O. At a Client's first contact with its nodes
-// (before the first round that can make it a holder: engine.admit) it
-// reads each node's identity and its process's run_id (id.lua; for a
+// (before the first round that can make it a holder: engine.admit; without
+// configuration records, with its first acquire, below) it reads each
+// node's identity and its process's run_id (id.lua; for a
 // Redis Cluster the identity of the slot of {PREFIX} and every master's
 // run_id), and refuses the node set when two nodes share either: that
 // obtain and every later one fail with an error wrapping ErrInvalid that
@@ -56,9 +57,25 @@ import (
 // A node is identified once per Client. The first contact waits for every
 // node's answer, up to the node timeout, but for a silent node only a
 // little once a quorum answered (firstContact). A node that did not answer
-// is learned when its request ends, or asked again, without waiting,
-// before a later acquire round, at most once per identityRetry (or node
-// timeout); until it answers its votes count as any node's.
+// is learned when its request ends. After that, an acquire sent to a
+// standalone or Sentinel-managed node not yet identified reads its
+// identity itself, after its script in the same pipeline (acquireOn,
+// script.Call.AcquireIdentified), and its vote counts only once the
+// identity is compared with the other nodes' (learnRead); other requests
+// ask such a node again, without waiting, at most once per identityRetry
+// (or node timeout), and a Redis Cluster or Ring node is asked so before a
+// later acquire round too. Until a node answers, a claim's, a refresh's
+// or a check's vote there counts as any node's.
+//
+// Without configuration records, on standalone and Sentinel-managed nodes
+// (fold), there is no first contact before an acquire (issue 50: a
+// Client's first obtain then costs one round, not two): its acquires read
+// every node's identity as above, and the acquire that reads a node's
+// identity for the first time waits after its decision, as the first
+// contact does, for the nodes still to answer (awaitReads). A round that
+// finds one server twice is given back and fails with the set's
+// ErrInvalid (engine.refusedSet). docs/reconfiguration.md, "A node's
+// identity", has the argument.
 
 // identityRetry is the least time between two identity requests to a node
 // that has not answered.
@@ -88,6 +105,12 @@ type identities struct {
 	// done is set once every node is identified, or two are one server
 	// (err): the check costs one atomic load from then on.
 	done atomic.Bool
+	// bad is set with err: a round that read identities (acquireOn) asks
+	// it after the round, for one atomic load.
+	bad atomic.Bool
+	// fold is set when an acquire reads the identity of each node not yet
+	// identified itself (foldable): no first contact precedes it.
+	fold bool
 	mu   sync.Mutex
 	// ids holds each node's servers' run_ids once it answered (an empty
 	// slice when INFO gave none), and node each node's identity; nil
@@ -131,11 +154,32 @@ func (s *identities) newGuard(i int, epochKey string) script.Guard {
 
 var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
 
-// check is asked before each acquire round on the nodes: it identifies
-// the nodes not yet identified, and returns the error of a node set with
-// one server twice. The caller holds the engine's life for reading: the
-// requests run on goroutines of s.w.bg.
-func (s *identities) check(ctx context.Context, timeout time.Duration) error {
+// foldable reports whether the acquires can read the nodes' identities
+// themselves, in their own pipelines (engine.acquireOn), with no first
+// contact before them: without configuration records, which name the
+// node sets by the identities before the first acquire, and on nodes that
+// are neither a Redis Cluster nor Spread (whose identity is not read by
+// one script on the server of a lock's keys).
+func (s *identities) foldable() bool {
+	if !s.w.cfg.noRecords || len(s.w.nodes) < 2 {
+		return false
+	}
+	for _, n := range s.w.nodes {
+		if n.Cluster || n.Spread {
+			return false
+		}
+	}
+	return true
+}
+
+// check is asked before each acquire round on the nodes, and before a
+// claim or a sequencer's check: it identifies the nodes not yet
+// identified, and returns the error of a node set with one server twice.
+// With folds (an acquire, whose requests read the identity of a node not
+// yet identified: acquireOn) a Client that folds makes no first contact,
+// and no node that an acquire identifies is asked apart. The caller holds
+// the engine's life for reading: the requests run on goroutines of s.w.bg.
+func (s *identities) check(ctx context.Context, timeout time.Duration, folds bool) error {
 	if s.done.Load() {
 		return s.result()
 	}
@@ -151,12 +195,18 @@ func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 		s.node = make([]string, len(s.w.nodes))
 		s.asked = make([]time.Time, len(s.w.nodes))
 		s.first = make(chan struct{})
+		if folds && s.fold {
+			// The acquires read each node's identity (acquireOn).
+			close(s.first)
+			s.mu.Unlock()
+			return nil
+		}
 	}
 	first := s.first
 	var ask []int
 	select {
 	case <-first:
-		ask = s.unidentified(timeout)
+		ask = s.unidentified(timeout, folds)
 	default:
 		if contact {
 			for i := range s.w.nodes {
@@ -192,11 +242,15 @@ func (s *identities) check(ctx context.Context, timeout time.Duration) error {
 
 // unidentified are the nodes not identified (after the first contact),
 // each asked at most once per identityRetry (or node timeout): they are
-// marked asked now. The caller holds s.mu.
-func (s *identities) unidentified(timeout time.Duration) []int {
+// marked asked now. With folds, not those the caller's acquire identifies
+// (readsIdentity). The caller holds s.mu.
+func (s *identities) unidentified(timeout time.Duration, folds bool) []int {
 	var ask []int
 	now := s.w.cfg.now()
-	for i := range s.w.nodes {
+	for i, n := range s.w.nodes {
+		if folds && !n.Cluster && !n.Spread {
+			continue
+		}
 		if s.ids[i] == nil && now.Sub(s.asked[i]) >= max(identityRetry, timeout) {
 			ask = append(ask, i)
 			s.asked[i] = now
@@ -239,7 +293,7 @@ func (s *identities) again(timeout time.Duration) {
 	if s.first != nil && s.err == nil {
 		select {
 		case <-s.first:
-			ask = s.unidentified(timeout)
+			ask = s.unidentified(timeout, false)
 		default:
 		}
 	}
@@ -297,6 +351,7 @@ func (s *identities) learn(i int, id string, runs []string, err error) {
 				s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) are one redis-server process (run_id %s): one server would cast two votes; give each server once",
 					ErrInvalid, a, s.w.nodes[a].Addr, b, s.w.nodes[b].Addr, run)}
 				s.done.Store(true)
+				s.bad.Store(true)
 				return
 			}
 		}
@@ -304,6 +359,7 @@ func (s *identities) learn(i int, id string, runs []string, err error) {
 			s.err = &sameServerError{msg: fmt.Sprintf("%v: nodes %d (%s) and %d (%s) hold one node identity (%s, in %s): one is a replica of the other, or a copy of its data set, and the two would cast one node's votes twice; give independent nodes",
 				ErrInvalid, a, s.w.nodes[a].Addr, b, s.w.nodes[b].Addr, id, keys.Layout{Prefix: s.w.cfg.prefix}.NodeID())}
 			s.done.Store(true)
+			s.bad.Store(true)
 			return
 		}
 	}
@@ -319,6 +375,93 @@ func (s *identities) learn(i int, id string, runs []string, err error) {
 	if !slices.ContainsFunc(s.ids, func(ids []string) bool { return ids == nil }) {
 		s.done.Store(true)
 	}
+}
+
+// readsIdentity reports whether an acquire on node i reads the node's
+// identity in its own pipeline (acquireOn, script.Call.AcquireIdentified):
+// a node that is neither a Redis Cluster nor Spread, not identified since
+// the first contact began (or, with fold, since the first acquire), of a
+// node set not refused. So every vote of a node comes with its identity,
+// compared with the other nodes' before it counts (learnRead), until the
+// node is identified.
+func (s *identities) readsIdentity(i int) bool {
+	if s.done.Load() || s.w.nodes[i].Cluster || s.w.nodes[i].Spread {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ids != nil && s.ids[i] == nil && s.err == nil
+}
+
+// learnRead learns node i's identity id, read by an acquire after its
+// script on the same connection (readsIdentity), and returns the error
+// of a node set with one server twice, this node or any other: the
+// acquire's vote then does not count. idErr is the read's own failure
+// (an error reply), with which the node stays unidentified and its vote
+// counts as any node's (as a node's that did not answer the first
+// contact).
+func (s *identities) learnRead(i int, id script.Identity, idErr error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if idErr == nil && id.ID != "" && s.ids != nil && s.ids[i] == nil {
+		s.learn(i, id.ID, runIDs(id), nil)
+	}
+	return s.err
+}
+
+// firstReads are the nodes (a bit each) that an acquire about to be sent
+// reads the identity of for the first time (readsIdentity): marked asked
+// now, so that one round only waits for them (awaitReads). The caller
+// holds the engine's life for reading.
+func (s *identities) firstReads() uint64 {
+	if s.done.Load() {
+		return 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ids == nil || s.err != nil {
+		return 0
+	}
+	var reads uint64
+	for i, n := range s.w.nodes {
+		if !n.Cluster && !n.Spread && s.ids[i] == nil && s.asked[i].IsZero() {
+			reads |= 1 << i
+			s.asked[i] = s.w.cfg.now()
+		}
+	}
+	return reads
+}
+
+// awaitReads waits, after an acquire's round that read the identity of
+// nodes for the first time, for those still pending when it was decided:
+// until its requests ended, or twice the slowest answer and 10 ms more
+// passed, or ctx ended (the first contact's grace, firstContact: one
+// server under two addresses answers both at about the same time). So a
+// node set with one server twice is refused by the acquire that first
+// reads it, as by a first contact, and a silent node costs one acquire a
+// little wait, once.
+func awaitReads[T any](ctx context.Context, res quorum.Result[T]) {
+	slowest := time.Duration(0)
+	for _, r := range res.Replies {
+		slowest = max(slowest, r.Latency)
+	}
+	grace := time.NewTimer(2*slowest + 10*time.Millisecond)
+	defer grace.Stop()
+	select {
+	case <-res.Done:
+	case <-grace.C:
+	case <-ctx.Done():
+	}
+}
+
+// failed is the error of a node set refused as one server twice, for a
+// round that may have read identities (acquireOn): nil, for one atomic
+// load, while it is not.
+func (s *identities) failed() error {
+	if !s.bad.Load() {
+		return nil
+	}
+	return s.result()
 }
 
 // now identifies node i again at once, for an acquire that the
@@ -378,10 +521,7 @@ func readIdentity(ctx context.Context, n *quorum.Node, key string) (string, []st
 		return "", nil, err
 	}
 	if !n.Cluster {
-		if ident.RunID == "" {
-			return ident.ID, []string{}, nil
-		}
-		return ident.ID, []string{ident.RunID}, nil
+		return ident.ID, runIDs(ident), nil
 	}
 	masters, err := n.Conn.Masters(ctx)
 	if err != nil {
@@ -402,4 +542,13 @@ func readIdentity(ctx context.Context, n *quorum.Node, key string) (string, []st
 		}
 	}
 	return ident.ID, runs, nil
+}
+
+// runIDs are the run_ids a standalone node's identity read gives: its
+// process's, or none when INFO was refused.
+func runIDs(ident script.Identity) []string {
+	if ident.RunID == "" {
+		return []string{}
+	}
+	return []string{ident.RunID}
 }

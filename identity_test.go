@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,52 +38,76 @@ func runIDOf(t *testing.T, c redis.UniversalClient) string {
 }
 
 // TestOneServerTwoAddresses: one redis-server given as two nodes, under
-// 127.0.0.1 and localhost, is refused at the Client's first contact, and
+// 127.0.0.1 and localhost, is refused by the Client's first obtain, and
 // every obtain of that Client fails with the same error, at once; a set of
-// distinct servers is unaffected (issue 38, item 5).
+// distinct servers is unaffected (issue 38, item 5). With configuration
+// records the first contact refuses the set before anything is written;
+// without them the first acquire reads each node's identity with its
+// vote (issue 50), counts no vote of the server's second address, and
+// gives back what it took: no lock key is left, only the lock's fencing
+// counter, which its release retired.
 func TestOneServerTwoAddresses(t *testing.T) {
-	servers := redistest.Start(t, 2)
-	ctx := context.Background()
-	port := strconv.Itoa(servers[0].Port())
-	a, b := dial(t, "127.0.0.1:"+port), dial(t, "localhost:"+port)
-	c := newClient(t, []redis.UniversalClient{a, b, dial(t, servers[1].Addr())}, WithNodeTimeout(time.Second))
-	l, err := c.TryObtain(ctx, "dup", 5*time.Second)
-	if err == nil {
-		_ = l.Release(ctx)
-		t.Fatal("one server given twice: obtained")
-	}
-	want := "nodes 0 (127.0.0.1:" + port + ") and 1 (localhost:" + port + ") are one redis-server process (run_id " + runIDOf(t, a) + ")"
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("TryObtain: %v, want ErrInvalid naming %q", err, want)
-	}
-	// Every later obtain, of any kind, fails with it at once.
-	start := time.Now()
-	_, err2 := c.Obtain(ctx, "other", 5*time.Second, WithMaxAttempts(50))
-	_, w := c.RWMutex("rw")
-	_, err3 := w.Obtain(ctx, 5*time.Second)
-	for _, e := range []error{err2, err3} {
-		if !errors.Is(e, ErrInvalid) || e.Error() != err.Error() {
-			t.Errorf("later obtain: %v, want %v", e, err)
-		}
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("the refused obtains took %v: they retried", d)
-	}
-	// Nothing was written on the server but its identity: no lock, no
-	// record.
-	if ks, err := a.Keys(ctx, "*").Result(); err != nil || len(ks) != 1 || ks[0] != (keys.Layout{Prefix: "redlock:"}.NodeID()) {
-		t.Errorf("keys written: %q (%v), want the node's identity alone", ks, err)
+	for _, records := range []bool{true, false} {
+		t.Run("records="+strconv.FormatBool(records), func(t *testing.T) {
+			servers := redistest.Start(t, 2)
+			ctx := context.Background()
+			port := strconv.Itoa(servers[0].Port())
+			a, b := dial(t, "127.0.0.1:"+port), dial(t, "localhost:"+port)
+			c := newClient(t, []redis.UniversalClient{a, b, dial(t, servers[1].Addr())}, WithNodeTimeout(time.Second), WithConfigRecords(records))
+			l, err := c.TryObtain(ctx, "dup", 5*time.Second)
+			if err == nil {
+				_ = l.Release(ctx)
+				t.Fatal("one server given twice: obtained")
+			}
+			want := "nodes 0 (127.0.0.1:" + port + ") and 1 (localhost:" + port + ") are one redis-server process (run_id " + runIDOf(t, a) + ")"
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+				t.Fatalf("TryObtain: %v, want ErrInvalid naming %q", err, want)
+			}
+			// Every later obtain, of any kind, fails with it at once.
+			start := time.Now()
+			_, err2 := c.Obtain(ctx, "other", 5*time.Second, WithMaxAttempts(50))
+			_, w := c.RWMutex("rw")
+			_, err3 := w.Obtain(ctx, 5*time.Second)
+			for _, e := range []error{err2, err3} {
+				if !errors.Is(e, ErrInvalid) || e.Error() != err.Error() {
+					t.Errorf("later obtain: %v, want %v", e, err)
+				}
+			}
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("the refused obtains took %v: they retried", d)
+			}
+			// No lock and no record on the server: the node's identity,
+			// and without records the retired fencing counter.
+			want2 := []string{keys.Layout{Prefix: "redlock:"}.NodeID()}
+			if !records {
+				want2 = append(want2, "{redlock:dup}:fence")
+			}
+			slices.Sort(want2)
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+				ks, err := a.Keys(ctx, "*").Result()
+				slices.Sort(ks)
+				if err == nil && slices.Equal(ks, want2) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("keys written: %q (%v), want %q", ks, err, want2)
+				}
+			}
+		})
 	}
 
 	// Distinct servers: unaffected.
+	ctx := context.Background()
 	three := redistest.Start(t, 3)
-	ok := newClient(t, []redis.UniversalClient{dial(t, three[0].Addr()), dial(t, "localhost:"+strconv.Itoa(three[1].Port())), dial(t, three[2].Addr())})
-	for range 3 {
-		l, err := ok.TryObtain(ctx, "fine", 5*time.Second)
-		if err != nil {
-			t.Fatalf("distinct servers: %v", err)
+	for _, records := range []bool{true, false} {
+		ok := newClient(t, []redis.UniversalClient{dial(t, three[0].Addr()), dial(t, "localhost:"+strconv.Itoa(three[1].Port())), dial(t, three[2].Addr())}, WithConfigRecords(records))
+		for range 3 {
+			l, err := ok.TryObtain(ctx, "fine", 5*time.Second)
+			if err != nil {
+				t.Fatalf("distinct servers, records %v: %v", records, err)
+			}
+			_ = l.Release(ctx)
 		}
-		_ = l.Release(ctx)
 	}
 }
 

@@ -143,7 +143,7 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		err       error
 	)
 	if berr := e.brk.refusal(ctx, timeout); berr == nil {
-		if err := e.admit(ctx, timeout); err != nil {
+		if err := e.admit(ctx, timeout, true); err != nil {
 			return nil, -1, err
 		}
 		r.attempts++

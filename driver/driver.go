@@ -60,13 +60,16 @@ type Node interface {
 	// order. err is set when the node itself failed (no reply at all);
 	// otherwise every command has its own Reply, an error reply included.
 	// cmds is not kept, and must not be modified; an empty command is an
-	// error of the whole pipeline. A pipeline that holds a
-	// WAIT (WithReplicaAck) must run on one connection, in order, so that
-	// WAIT counts the replicas of the writes before it: on a Redis
-	// Cluster, a connection to the master of those writes' keys, not
-	// whichever master a keyless command would be routed to. A driver
-	// that cannot (WAIT after writes to several masters) returns an
-	// error.
+	// error of the whole pipeline. On a node that is neither Sharded nor
+	// Spread every pipeline runs on one connection, in order: an acquire
+	// reads its node's identity after its script in one pipeline, which
+	// must be the identity of the server that ran the script. A pipeline
+	// that holds a WAIT (WithReplicaAck) must run on one connection, in
+	// order, on any node, so that WAIT counts the replicas of the writes
+	// before it: on a Redis Cluster, a connection to the master of those
+	// writes' keys, not whichever master a keyless command would be routed
+	// to. A driver that cannot (WAIT after writes to several masters)
+	// returns an error.
 	Pipe(ctx context.Context, cmds [][]any) ([]Reply, error)
 	// Notifier returns the node's side of release notifications. A Client
 	// calls it once, and closes the Notifier when it closes.

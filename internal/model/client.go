@@ -86,7 +86,11 @@ func (m *Model) decideFirst(s *State, ci int) *Violation {
 	c := &m.Cfg
 	cl := &s.Clients[ci]
 	yes, _ := m.masks(cl)
-	if !m.met(ci, yes) || s.T >= cl.ValidUntil {
+	if !m.met(ci, yes) || s.T >= cl.ValidUntil || cl.Invalid {
+		// Invalid: a reply's identity showed one server twice
+		// (learnRead); the library gives a won round back
+		// (engine.refusedSet), as any failed attempt's clean-up, which
+		// the model leaves to the keys' expiry.
 		cl.Phase = Idle
 		return nil
 	}

@@ -190,6 +190,7 @@ func hashMsg(v func(int64), q *Msg) {
 	v(q.Counter)
 	v(int64(q.Owner))
 	v(int64(q.Node))
+	v(int64(q.ID))
 	if f := q.Claim; f != nil {
 		v(int64(f.Kind))
 		v(int64(f.Owner))

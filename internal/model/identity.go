@@ -43,12 +43,30 @@ package model
 // With the VoteByAddress mutant (the library before the check) no node
 // refuses.
 //
+// A client without records (Conf 0) makes no first contact: it reads
+// each node's identity with its acquires (folds, the library's
+// identities.fold, issue 50). An acquire to a node it has not identified
+// carries no identity, and the node reads its own after the acquire
+// (Msg.ID, id.lua after the script in the library's pipeline); the
+// client learns it from the reply, late or not, and a reply whose
+// identity another of its nodes has refuses its node set (Invalid): that
+// vote does not count, and the attempt is not granted (learnRead,
+// decideFirst). The library also gives a won round back then, which the
+// model leaves to the keys' expiry, as for any failed attempt. The
+// library's first reading waits a little for the late replies, so that
+// the obtain that reads a duplicate refuses (awaitReads); the model's
+// client learns them whenever they come, which covers every wait.
+// TestReadIdentityMatchesModel (root package) plays the same replies
+// through the library's reading and this one (ReadIdentity).
+//
 // Not modelled: a first contact that a node does not answer (the library
 // then reads the records conservatively, joint.Sets.Known false, which
 // only refuses more and raises the floor to the largest of any set): the
 // model's first contact reads every node's identity, down or not, and
 // writes one where there is none, as the library's retry does when the
-// node answers.
+// node answers. Nor a client with records whose acquires read the
+// identity of a node that did not answer its first contact (the library
+// does, as without records): the model's first contact leaves none.
 
 import (
 	"fmt"
@@ -155,12 +173,52 @@ func (m *Model) contact(s *State, ci int) {
 // identify is id.lua run by client ci on the server that node ni's
 // address reaches now.
 func (m *Model) identify(s *State, ci, ni int) int {
-	id := s.Nodes[m.server(s, m.conn(ci), ni)].Data.Identify(s.NextID)
+	return m.identifyOn(s, m.server(s, m.conn(ci), ni))
+}
+
+// identifyOn is id.lua run on server srv.
+func (m *Model) identifyOn(s *State, srv int) int {
+	id := s.Nodes[srv].Data.Identify(s.NextID)
 	if id == s.NextID {
 		s.NextID++
 		s.Version++
 	}
 	return id
+}
+
+// folds reports whether client ci reads its nodes' identities with its
+// acquires (the library's identities.fold, without configuration records,
+// issue 50): an acquire to a node it has not identified carries no
+// identity (Msg.Node 0) and its reply the identity of the server that ran
+// it (Msg.ID), which the client learns (learnRead) before it counts the
+// vote. A client with records identifies its nodes at its first contact
+// (contact), before its first record; with VoteByAddress no client
+// identifies.
+func (m *Model) folds(ci int) bool {
+	return m.Cfg.Clients[ci].Conf == 0 && m.Cfg.Nodes >= 2 && !m.Cfg.Mut.VoteByAddress
+}
+
+// ReadIdentity is client ci's reading of an acquire reply from node ni
+// that carries identity id (learnRead), and whether the reply's vote
+// counts: the library's differential test (TestReadIdentityMatchesModel,
+// root package) plays the same replies through both.
+func (m *Model) ReadIdentity(s *State, ci, ni, id int) bool {
+	m.learnRead(s, ci, ni, id)
+	return !s.Clients[ci].Invalid
+}
+
+// learnRead is the library's identities.learnRead: client ci learns node
+// ni's identity id from an acquire's reply, late or not, when it had
+// none, and refuses its node set (Invalid) when another of its nodes has
+// it; the reply's vote then does not count (deliver), and the attempt is
+// not granted (decideFirst).
+func (m *Model) learnRead(s *State, ci, ni, id int) {
+	cl := &s.Clients[ci]
+	if cl.IDs[ni] != 0 || cl.Invalid {
+		return
+	}
+	cl.IDs[ni] = id
+	cl.Invalid = m.duplicate(ci, &cl.IDs)
 }
 
 // duplicate reports whether two of client ci's nodes have one identity.

@@ -171,3 +171,76 @@ func startAcquire(m *Model, s *State, ci, value int, mask uint64) {
 	cl.Phase = Acquiring
 	m.sendTo(s, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: value, Arg: 8}, mask)
 }
+
+// TestAcquireReadsTheIdentity: a client without configuration records
+// (Conf 0) reads each node's identity with its first acquire there
+// (Model.folds, the library's identities.fold, issue 50). On three
+// distinct nodes it learns the three, from a late reply too, and its next
+// requests carry them.
+// With node 2's address re-pointed to node 1 before the first acquire
+// (one server under two addresses), the second of the two replies shows
+// an identity it already has: that vote does not count, the client
+// refuses its node set, the attempt is not granted although two votes
+// came, and it makes no other.
+func TestAcquireReadsTheIdentity(t *testing.T) {
+	cfg := Config{Nodes: 3, TTL: 8, MaxTTL: 8, NodeTimeout: 2, Delta: 1, FenceTTL: 80, Horizon: 64, Second: 1,
+		Faults:  Faults{Repoints: 1},
+		Clients: []ClientSpec{{Kind: Plain, Mode: '0', Acquires: 2, Release: true}}}
+	round := func(m *Model, s *State, order []int) {
+		t.Helper()
+		m.startAttempt(s, 0)
+		if s.Clients[0].Phase != Acquiring {
+			t.Fatalf("no attempt: phase %d", s.Clients[0].Phase)
+		}
+		for _, ni := range order {
+			if v := m.process(s, 0, ni); v != nil {
+				t.Fatal(v)
+			}
+			m.deliver(s, 0, ni)
+		}
+	}
+
+	m := New(cfg)
+	s := m.Init()
+	round(m, s, []int{0, 1, 2})
+	cl := &s.Clients[0]
+	// Nodes 0 and 1 decide the round; node 2's reply is late, and its
+	// identity is learned all the same.
+	if cl.Invalid || cl.IDs[0] == 0 || cl.IDs[1] == 0 || cl.IDs[2] == 0 || cl.Votes[0] != Yes || cl.Votes[1] != Yes {
+		t.Fatalf("distinct nodes: %+v", cl.Life)
+	}
+	for ni := range 3 {
+		if cl.IDs[ni] != s.Nodes[ni].Data.ID {
+			t.Fatalf("node %d: learned %d, the node holds %d", ni, cl.IDs[ni], s.Nodes[ni].Data.ID)
+		}
+	}
+	m.send(s, 0, Msg{Kind: ReqRelease, Round: cl.Round, Value: cl.Value})
+	for ni := range 3 {
+		if q := s.Conns[m.conn(0)*3+ni].Req[0]; q.Node != cl.IDs[ni] {
+			t.Fatalf("a later request to node %d names identity %d, want %d", ni, q.Node, cl.IDs[ni])
+		}
+	}
+
+	m = New(cfg)
+	s = m.Init()
+	if v := m.Apply(s, Step{Kind: StepRepoint, Client: 0, Node: 2, Arg: 2}); v != nil {
+		t.Fatal(v)
+	}
+	round(m, s, []int{1, 2})
+	cl = &s.Clients[0]
+	if !cl.Invalid || cl.Votes[1] != Yes || cl.Votes[2] == Yes {
+		t.Fatalf("one server under two addresses: %+v", cl.Life)
+	}
+	round2 := s.Clients[0].Round
+	if v := m.process(s, 0, 0); v != nil {
+		t.Fatal(v)
+	}
+	m.deliver(s, 0, 0)
+	if v := m.decideFirst(s, 0); v != nil || cl.Phase != Idle || len(s.Grants) != 0 {
+		t.Fatalf("granted on a set with one server twice: phase %d, grants %+v (%v)", cl.Phase, s.Grants, v)
+	}
+	m.startAttempt(s, 0)
+	if cl.Phase != Done || cl.Round != round2 {
+		t.Fatalf("an invalid client made another attempt: phase %d, round %d", cl.Phase, cl.Round)
+	}
+}

@@ -96,6 +96,9 @@ func (m *Model) process(s *State, conn, addr int) *Violation {
 			rep.Status = 1
 		}
 	}
+	if req.Kind == ReqAcquire && req.Node == 0 && m.folds(ci) {
+		rep.ID = m.identifyOn(s, ni) // id.lua, after the acquire
+	}
 	cn.Rep = append(cn.Rep, rep)
 	// (f) counters: the script leaves the counter reading no lower, and a
 	// vote reports at least what it read: one more for a token it issued,
@@ -142,12 +145,15 @@ func (m *Model) deliver(s *State, conn, ni int) {
 	if rep.Status == OtherNode {
 		cl.Unknown |= 1 << ni // to identify again (identity.go); no vote
 	}
+	if rep.ID != 0 {
+		m.learnRead(s, rep.Actor, ni, rep.ID) // late or not, as the library
+	}
 	if rep.Round != cl.Round || cl.Votes[ni] != Pending || m.countsDecided(s, rep.Actor) {
 		return // late: cannot create a grant
 	}
 	switch {
 	case cl.Phase == Acquiring && rep.Kind == ReqAcquire:
-		if rep.Status == Taken {
+		if rep.Status == Taken && !(rep.ID != 0 && cl.Invalid) {
 			cl.Votes[ni], cl.Tokens[ni] = Yes, rep.N
 			cl.Existed[ni], cl.Counters[ni] = rep.Existed, rep.Counter
 		} else {

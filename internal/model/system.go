@@ -248,6 +248,11 @@ type Msg struct {
 	// its first contact. A vote is refused on a node of another identity
 	// (OtherNode).
 	Node int
+	// ID is an acquire reply's identity of the server that ran it, read
+	// after the script in its pipeline (the library's
+	// script.Call.AcquireIdentified) for a client that reads identities
+	// with its acquires (Model.folds) and had none for the node; 0 else.
+	ID int
 }
 
 // Conn is one client's connection to one node: FIFO requests and replies.

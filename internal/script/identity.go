@@ -38,6 +38,17 @@ func Identify(ctx context.Context, n driver.Node, key string) (Identity, error) 
 	if err != nil {
 		return Identity{}, err
 	}
+	return decodeIdentity(v)
+}
+
+// identifyEval is id.lua's call with key, by EVAL of its source: it is
+// sent in a pipeline (AcquireIdentified), where a NOSCRIPT would cost the
+// acquire before it a second run, and once per node and Client.
+func identifyEval(key string) []any {
+	return []any{"eval", idSrc, "1", key, NewIdentity()}
+}
+
+func decodeIdentity(v any) (Identity, error) {
 	a, ok := v.([]any)
 	if !ok || len(a) != 2 {
 		return Identity{}, fmt.Errorf("redlock: unexpected identity reply %v", v)

@@ -453,32 +453,71 @@ func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired,
 		}
 		return decodeAcquire(v)
 	}
-	// WAIT on the same connection, right after the script: it counts the
-	// replicas that acknowledged the script's writes.
-	wait := []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()}
-	args := call.args
-	var replies []driver.Reply
-	var err error
-	ok := false
-	if args[0] == "fcall" {
-		if replies, err, ok = fpipe(ctx, n, [][]any{args, wait}); !ok {
-			args = withHead(args, call.s.boxed())
-		}
-	}
-	if !ok {
-		replies, err = n.Pipe(ctx, [][]any{args, wait})
-		if err == nil && reply.HasPrefix(replies[0].Err, "NOSCRIPT") {
-			replies, err = n.Pipe(ctx, [][]any{withHead(args, [2]any{"eval", call.s.src}), wait})
-		}
-	}
+	replies, err := call.pipe(ctx, n, ack, nil)
 	if err != nil {
 		return Acquired{}, err
 	}
+	return decodeAcked(replies, ack)
+}
+
+// AcquireIdentified runs a prepared acquire on one node as Acquire does,
+// and after it, in the same pipeline, id.lua (Identify) with key. A
+// pipeline on a node that is neither Sharded nor Spread runs on one
+// connection, in order (driver.Node.Pipe), so id is the identity of the
+// server that ran the acquire: the first acquire on a node reads its
+// identity without a round of its own (docs/reconfiguration.md, "A
+// node's identity"). err is the pipeline's, or the acquire's; idErr is
+// the identity's own (an error reply: an ACL that refuses the script),
+// when the pipeline answered.
+func (call Call) AcquireIdentified(ctx context.Context, n driver.Node, ack Ack, key string) (a Acquired, id Identity, idErr, err error) {
+	replies, err := call.pipe(ctx, n, ack, identifyEval(key))
+	if err != nil {
+		return Acquired{}, Identity{}, nil, err
+	}
+	last := replies[len(replies)-1]
+	if idErr = last.Err; idErr == nil {
+		id, idErr = decodeIdentity(last.Val)
+	}
+	a, err = decodeAcked(replies[:len(replies)-1], ack)
+	return a, id, idErr, err
+}
+
+// pipe sends call in one pipeline with, after it, WAIT when ack asks for
+// replicas and then tail, if any; replies[0] is the call's. WAIT comes
+// right after the script, on the same connection: it counts the replicas
+// that acknowledged the script's writes.
+func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, tail []any) ([]driver.Reply, error) {
+	cmds := make([][]any, 1, 3)
+	cmds[0] = call.args
+	if ack.Replicas > 0 {
+		cmds = append(cmds, []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()})
+	}
+	if tail != nil {
+		cmds = append(cmds, tail)
+	}
+	if call.args[0] == "fcall" {
+		replies, err, ok := fpipe(ctx, n, cmds)
+		if ok {
+			return replies, err
+		}
+		cmds[0] = withHead(call.args, call.s.boxed())
+	}
+	replies, err := n.Pipe(ctx, cmds)
+	if err == nil && reply.HasPrefix(replies[0].Err, "NOSCRIPT") {
+		cmds[0] = withHead(cmds[0], [2]any{"eval", call.s.src})
+		replies, err = n.Pipe(ctx, cmds)
+	}
+	return replies, err
+}
+
+// decodeAcked decodes an acquire's replies: the script's, then WAIT's
+// when ack asked for replicas.
+func decodeAcked(replies []driver.Reply, ack Ack) (Acquired, error) {
 	if replies[0].Err != nil {
 		return Acquired{}, replies[0].Err
 	}
 	a, err := decodeAcquire(replies[0].Val)
-	if err != nil || a.Status != Taken {
+	if err != nil || a.Status != Taken || ack.Replicas == 0 {
 		return a, err
 	}
 	acked, err := reply.Int64(replies[1].Val, replies[1].Err)
