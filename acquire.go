@@ -73,22 +73,14 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	}
 	reads := e.ident.firstReads()
 	res := round.Run(ctx, e.workers)
-	if reads&res.Pending != 0 {
-		awaitReads(ctx, res)
-	}
+	refused := awaitReads(ctx, &e.ident, reads, res)
 	if e.adapt != nil {
 		observeRTT(e, res.Replies, timeout)
 		if !res.Won && acquireRefused(res.Replies) {
 			e.adapt.Refused(l.keys.key, e.cfg.now())
 		}
 	}
-	if err := e.ident.failed(); err != nil {
-		// A node's identity, read with its vote, showed one server given
-		// twice: the votes counted were of distinct servers (acquireOn),
-		// but the node set is refused, this obtain included.
-		return e.refusedSet(ctx, l, r.id, start, res, validUntil, err)
-	}
-	if !res.Won {
+	if !res.Won && refused == nil {
 		qe := quorumError(e, *l.quorum, "obtain", res, ErrNotObtained, e.disagreeAcquire)
 		qe.Expired = l.quorum.Met(res.Yes)
 		if e.cfg.observed() {
@@ -96,40 +88,33 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		}
 		return nil, retryAfter(res.Replies), qe
 	}
-	l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes }, res.Pending)
-	token, second := e.rec.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
-	var err error
-	if second {
-		err = e.raise(ctx, l, res.Replies, token, validUntil)
+	var token int64
+	second, err := false, refused
+	if res.Won {
+		l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes }, res.Pending)
+	}
+	if err == nil {
+		token, second = e.rec.moveFloor(l.sp.kind.token(res.Replies, *l.quorum))
+		if second {
+			err = e.raise(ctx, l, res.Replies, token, validUntil)
+		}
 	}
 	if e.cfg.observed() {
 		e.attempted(ctx, l, r.id, start, res, second, err, token)
 	}
 	if err != nil {
-		// The quorum holds our key but cannot be shown to hold a counter
-		// as high as the token: give the lock back, which the caller
-		// never had (no events: the AttemptEvent reported the failure).
-		l.silent = true
-		_ = l.Release(context.WithoutCancel(ctx))
+		// No counter as high as the token shown on a quorum, or one
+		// server given twice (refused: acquireOn): give the lock back,
+		// which the caller never had (no events: the AttemptEvent
+		// reported the failure).
+		if res.Won {
+			l.silent = true
+			_ = l.Release(context.WithoutCancel(ctx))
+		}
 		return nil, -1, err
 	}
 	l.token = token // l is not shared yet
 	return l, 0, nil
-}
-
-// refusedSet ends an acquire whose round found one server given as two
-// nodes (identities.failed): a won lock is given back, silently (the
-// AttemptEvent reports the failure), and err is returned.
-func (e *engine) refusedSet(ctx context.Context, l *Lock, id uint64, start time.Time, res quorum.Result[script.Acquired], validUntil time.Time, err error) (*Lock, time.Duration, error) {
-	if e.cfg.observed() {
-		e.attempted(ctx, l, id, start, res, false, err, 0)
-	}
-	if res.Won {
-		l.obtained(start, validUntil, func(i int) bool { return res.Replies[i].Yes }, res.Pending)
-		l.silent = true
-		_ = l.Release(context.WithoutCancel(ctx))
-	}
-	return nil, -1, err
 }
 
 // raise is the second round of an acquire: it raises the lock's counter to

@@ -432,26 +432,29 @@ func (s *identities) firstReads() uint64 {
 	return reads
 }
 
-// awaitReads waits, after an acquire's round that read the identity of
-// nodes for the first time, for those still pending when it was decided:
-// until its requests ended, or twice the slowest answer and 10 ms more
-// passed, or ctx ended (the first contact's grace, firstContact: one
-// server under two addresses answers both at about the same time). So a
-// node set with one server twice is refused by the acquire that first
-// reads it, as by a first contact, and a silent node costs one acquire a
-// little wait, once.
-func awaitReads[T any](ctx context.Context, res quorum.Result[T]) {
-	slowest := time.Duration(0)
-	for _, r := range res.Replies {
-		slowest = max(slowest, r.Latency)
+// awaitReads waits, after an acquire's round res that read the identity
+// of the nodes reads for the first time (firstReads), for those still
+// pending when it was decided: until its requests ended, or twice the
+// slowest answer and 10 ms more passed, or ctx ended (the first contact's
+// grace, firstContact: one server under two addresses answers both at
+// about the same time). So a node set with one server twice is refused by
+// the acquire that first reads it, as by a first contact, and a silent
+// node costs one acquire a little wait, once. It returns s.failed().
+func awaitReads[T any](ctx context.Context, s *identities, reads uint64, res quorum.Result[T]) error {
+	if reads&res.Pending != 0 {
+		slowest := time.Duration(0)
+		for _, r := range res.Replies {
+			slowest = max(slowest, r.Latency)
+		}
+		grace := time.NewTimer(2*slowest + 10*time.Millisecond)
+		defer grace.Stop()
+		select {
+		case <-res.Done:
+		case <-grace.C:
+		case <-ctx.Done():
+		}
 	}
-	grace := time.NewTimer(2*slowest + 10*time.Millisecond)
-	defer grace.Stop()
-	select {
-	case <-res.Done:
-	case <-grace.C:
-	case <-ctx.Done():
-	}
+	return s.failed()
 }
 
 // failed is the error of a node set refused as one server twice, for a

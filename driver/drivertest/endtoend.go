@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,6 +151,24 @@ func testEndToEnd(t *testing.T, d Driver, n int) {
 		}
 		return least
 	})
+
+	// Without configuration records the acquires read each node's
+	// identity in their own pipelines (driver.Node.Pipe), with no first
+	// contact: a first obtain through the driver locks, and one server
+	// under a second spelling of its address is refused by the first
+	// obtain.
+	if n > 1 {
+		ctx := ctxFor(t, 4*patience)
+		plain := newClient(t, nodes(), redlock.WithConfigRecords(false))
+		l, err := plain.TryObtain(ctx, unique("fold"), 10*time.Second)
+		must(t, "the first obtain without records", err)
+		must(t, "its release", l.Release(ctx))
+		twice := newClient(t, []driver.Node{d.Standalone(t, servers[0].Addr()), d.Standalone(t, "localhost:"+strconv.Itoa(servers[0].Port())), d.Standalone(t, servers[1].Addr())},
+			redlock.WithConfigRecords(false))
+		if _, err := twice.TryObtain(ctx, unique("twice"), 10*time.Second); !errors.Is(err, redlock.ErrInvalid) || !strings.Contains(err.Error(), "are one redis-server process") {
+			t.Errorf("one server under two spellings, without records: %v, want ErrInvalid", err)
+		}
+	}
 
 	// Bad input: the same node twice, a nil node.
 	if _, err := redlock.NewFromNodes([]driver.Node{admin[0], admin[0]}); !errors.Is(err, redlock.ErrInvalid) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -177,6 +178,34 @@ func testPipelines(t *testing.T, d Driver) {
 		if r := replies[2*i+1]; r.Err != nil || r.Val != fmt.Sprint(i) {
 			t.Fatalf("ECHO %d: %#v, %v", i, r.Val, r.Err)
 		}
+	}
+
+	// A pipeline on a standalone node runs on one connection, whatever
+	// the driver does beside it: the connection's ID is the same for every
+	// command of a pipeline, pipelines sent from several goroutines at once
+	// included (an acquire reads its node's identity after its script in
+	// one pipeline, driver.Node.Pipe).
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				replies, err := n.Pipe(ctx, [][]any{{"CLIENT", "ID"}, {"ECHO", "x"}, {"CLIENT", "ID"}, {"CLIENT", "ID"}})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if replies[0].Err != nil || replies[0].Val != replies[2].Val || replies[0].Val != replies[3].Val {
+					errs <- fmt.Errorf("one pipeline's CLIENT ID replies: %v, %v, %v", replies[0], replies[2], replies[3])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 
 	// An empty command is refused with an error, not sent or panicked on.
