@@ -114,12 +114,13 @@ type identities struct {
 	mu   sync.Mutex
 	// ids holds each node's servers' run_ids once it answered (an empty
 	// slice when INFO gave none), and node each node's identity; nil
-	// before the first contact.
+	// before the first check.
 	ids  [][]string
 	node []string
-	// asked is when each node was last sent a request.
+	// asked is when each node was last sent a request (zero: never).
 	asked []time.Time
-	// first is closed when the first contact is over.
+	// first is closed when the first contact is over; nil before it (with
+	// fold, until a claim or a check makes one).
 	first chan struct{}
 	err   error
 }
@@ -189,18 +190,21 @@ func (s *identities) check(ctx context.Context, timeout time.Duration, folds boo
 		return nil
 	}
 	s.mu.Lock()
-	contact := s.ids == nil
-	if contact {
+	if s.ids == nil {
 		s.ids = make([][]string, len(s.w.nodes))
 		s.node = make([]string, len(s.w.nodes))
 		s.asked = make([]time.Time, len(s.w.nodes))
+	}
+	if folds && s.fold {
+		// The acquires read each node's identity (acquireOn). A claim or
+		// a check before any still makes the first contact.
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	contact := s.first == nil
+	if contact {
 		s.first = make(chan struct{})
-		if folds && s.fold {
-			// The acquires read each node's identity (acquireOn).
-			close(s.first)
-			s.mu.Unlock()
-			return nil
-		}
 	}
 	first := s.first
 	var ask []int
