@@ -161,7 +161,8 @@ func (onEval) DialHook(next redis.DialHook) redis.DialHook { return next }
 // bookkeeping reports whether cmd runs a script of the Client's own
 // bookkeeping rather than of a lock: record.lua, the configuration record
 // a Client writes before its first obtain (joint.go), or id.lua, the
-// nodes' identities it reads at its first contact (identity.go). The
+// nodes' identities it reads at its first contact or, without records,
+// in an acquire's pipeline (identity.go). The
 // hooks of these tests are about the scripts of locks.
 func bookkeeping(cmd redis.Cmder) bool {
 	args := cmd.Args()

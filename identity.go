@@ -74,7 +74,7 @@ import (
 // identity for the first time waits after its decision, as the first
 // contact does, for the nodes still to answer (awaitReads). A round that
 // finds one server twice is given back and fails with the set's
-// ErrInvalid (engine.refusedSet). docs/reconfiguration.md, "A node's
+// ErrInvalid (engine.acquire). docs/reconfiguration.md, "A node's
 // identity", has the argument.
 
 // identityRetry is the least time between two identity requests to a node

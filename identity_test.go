@@ -226,7 +226,7 @@ func TestAddressRepointedAfterFirstContact(t *testing.T) {
 	}
 	c := newClient(t, []redis.UniversalClient{dial(t, p.Addr()), direct[1], direct[2]}, WithNodeTimeout(time.Second))
 	other := newClient(t, direct)
-	// The first contact identifies every node; r is held on all three.
+	// The first obtain identifies every node; r is held on all three.
 	r, err := c.TryObtain(ctx, "r", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)

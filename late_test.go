@@ -343,8 +343,11 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	nodes := slices.Clone(cl.clients)
 	nodes[4] = late
 	c := newClient(t, nodes, WithNodeTimeout(300*time.Millisecond))
-	// The Client's first contact (each node's run_id, identity.go) before
-	// node 4 freezes: its INFO would hold node 4's one connection, and the
+	// Every node identified before node 4 freezes (identity.go): without
+	// records (these tests' default) an acquire reads the identity of a
+	// node not yet identified in its own pipeline, and the first such
+	// read waits for the nodes still to answer (awaitReads); with records,
+	// the first contact's INFO would hold node 4's one connection, and the
 	// acquire would never be written there.
 	warmed, err := c.TryObtain(ctx, "first-contact", time.Minute)
 	if err != nil {
@@ -353,12 +356,10 @@ func TestLateYesAfterFailureIsReleased(t *testing.T) {
 	if err := warmed.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// The first contact does not wait for a node that answers after a
-	// quorum did (firstContact), nor past the node timeout; a node not
-	// identified then is asked again before a later acquire, and that
-	// request would hold node 4's one connection while it is frozen, so
-	// that the acquire is never written there. On a loaded machine the
-	// answer can take that long: wait until it is learned.
+	// The first read does not wait for a node that answers after a
+	// quorum did past a short grace, nor past the node timeout. On a
+	// loaded machine node 4's answer can take that long: wait until it is
+	// learned, so that the acquire under test is not the first read.
 	eventually(t, "node 4 is identified", func() bool {
 		s := &c.e.ident
 		s.mu.Lock()

@@ -33,8 +33,8 @@ func TestRefreshReseedsANodeThatLostTheKey(t *testing.T) {
 	// of a timeout in CI at load (issue 43), not confirmed.
 	c := newClient(t, cl.clients, WithNodeTimeout(2*time.Second))
 	ctx := context.Background()
-	// The Client's first contact (each node's identity) before the lock
-	// under test, so that its acquire goes to every node at once.
+	// The Client's first obtain (which reads each node's identity) before
+	// the lock under test, so that its acquire goes to every node at once.
 	if warm, err := c.TryObtain(ctx, "reseed-warm", time.Minute); err != nil {
 		t.Fatal(err)
 	} else if err := warm.Release(ctx); err != nil {

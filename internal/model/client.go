@@ -89,7 +89,7 @@ func (m *Model) decideFirst(s *State, ci int) *Violation {
 	if !m.met(ci, yes) || s.T >= cl.ValidUntil || cl.Invalid {
 		// Invalid: a reply's identity showed one server twice
 		// (learnRead); the library gives a won round back
-		// (engine.refusedSet), as any failed attempt's clean-up, which
+		// (engine.acquire), as any failed attempt's clean-up, which
 		// the model leaves to the keys' expiry.
 		cl.Phase = Idle
 		return nil
