@@ -285,7 +285,8 @@ func (s *identities) identify(ctx context.Context, ask []int, timeout time.Durat
 }
 
 // again asks, without waiting, the nodes a refusal marked unidentified
-// (refused) since the first contact: a refresh calls it, so that a Client
+// (refused) since the first contact (with fold, since the first check),
+// and those not identified yet: a refresh calls it, so that a Client
 // that only keeps its locks learns a node's new identity too. The caller
 // holds the engine's life for reading, or runs on s.w.bg.
 func (s *identities) again(timeout time.Duration) {
@@ -294,11 +295,18 @@ func (s *identities) again(timeout time.Duration) {
 	}
 	s.mu.Lock()
 	var ask []int
-	if s.first != nil && s.err == nil {
-		select {
-		case <-s.first:
+	if s.ids != nil && s.err == nil {
+		// Not while a first contact runs; with fold, none may have run.
+		over := s.first == nil
+		if !over {
+			select {
+			case <-s.first:
+				over = true
+			default:
+			}
+		}
+		if over {
 			ask = s.unidentified(timeout, false)
-		default:
 		}
 	}
 	s.mu.Unlock()
