@@ -223,6 +223,12 @@ func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call
 			// the round's clean-up.
 			return a, serr
 		}
+		if script.IsOtherNode(err) && idErr == nil && id.ID != "" {
+			// Refused under the identity a refusal made the Client doubt
+			// (identities.refused): the pipeline read the new one, which
+			// no other node holds; sent once more with it, as now does.
+			a, err = call.ForNode(e.ident.guard(n.Index)).Acquire(ctx, n.Conn, e.cfg.ack)
+		}
 		return a, kindError(err)
 	}
 	a, err := call.Acquire(ctx, n.Conn, e.cfg.ack)

@@ -290,3 +290,46 @@ func proxyTo(t *testing.T, target string) *faultproxy.Proxy {
 	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
+
+// TestAcquireReadsANewIdentityAtOnce: without records, a node that lost
+// its data set (FLUSHALL: its locks and its identity) refuses a refresh
+// under the identity the Client learned, which makes the Client doubt it.
+// The next acquire reads the node's new identity in its pipeline, is
+// refused under the old one, and is sent once more under the new one:
+// the node takes the lock in that round, not a round later.
+func TestAcquireReadsANewIdentityAtOnce(t *testing.T) {
+	cl := startNodes(t, 3)
+	ctx := context.Background()
+	c := newClient(t, cl.clients, WithNodeTimeout(2*time.Second))
+	l, err := c.TryObtain(ctx, "before", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Release(ctx) }()
+	eventuallyWithin(t, 10*time.Second, "every node identified", c.e.ident.done.Load)
+	if err := cl.clients[2].FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Nodes 0 and 1 extend it; node 2 refuses under the old identity,
+	// maybe after the refresh's decision.
+	if err := l.Refresh(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyWithin(t, 10*time.Second, "node 2's refusal of the refresh makes the Client doubt its identity", func() bool {
+		c.e.ident.mu.Lock()
+		defer c.e.ident.mu.Unlock()
+		return c.e.ident.ids[2] == nil
+	})
+	after, err := c.TryObtain(ctx, "after", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = after.Release(ctx) }()
+	eventuallyWithin(t, 10*time.Second, "node 2 holds the lock taken after its refusal", func() bool {
+		return nodeHolds(t, cl.clients[2], after)
+	})
+	id, err := cl.clients[2].Get(ctx, keys.Layout{Prefix: "redlock:"}.NodeID()).Result()
+	if g := c.e.ident.guard(2); err != nil || g.Node != id {
+		t.Fatalf("node 2's guard names %q, the node holds %q (%v)", g.Node, id, err)
+	}
+}
