@@ -111,38 +111,43 @@ func TestOneServerTwoAddresses(t *testing.T) {
 	}
 }
 
-// TestOneServerTwoAddressesLater: a node that did not answer at first
-// contact is identified when it answers, and the Client then refuses the
-// node set.
+// TestOneServerTwoAddressesLater: a node that did not answer at the first
+// contact (with records) or at the first acquire's read (without) is
+// identified when it answers, by an acquire that reads its identity with
+// its vote, and the Client then refuses the node set.
 func TestOneServerTwoAddressesLater(t *testing.T) {
-	servers := redistest.Start(t, 2)
-	ctx := context.Background()
-	p := proxyTo(t, servers[0].Addr())
-	p.SetBlackhole(true)
-	c := newClient(t, []redis.UniversalClient{dial(t, servers[0].Addr()), dial(t, p.Addr()), dial(t, servers[1].Addr())},
-		WithNodeTimeout(200*time.Millisecond))
-	// Node 1 does not answer: nodes 0 and 2 make the quorum.
-	l, err := c.TryObtain(ctx, "late", 5*time.Second)
-	if err != nil {
-		t.Fatalf("node 1 silent: %v", err)
-	}
-	_ = l.Release(ctx)
-	p.Heal()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		l, err := c.TryObtain(ctx, "late", 5*time.Second)
-		if err == nil {
-			_ = l.Release(ctx)
-		} else if errors.Is(err, ErrInvalid) {
-			if !strings.Contains(err.Error(), "nodes 0 (") || !strings.Contains(err.Error(), "and 1 ("+p.Addr()+")") {
-				t.Errorf("error: %v", err)
+	for _, records := range []bool{true, false} {
+		t.Run("records="+strconv.FormatBool(records), func(t *testing.T) {
+			servers := redistest.Start(t, 2)
+			ctx := context.Background()
+			p := proxyTo(t, servers[0].Addr())
+			p.SetBlackhole(true)
+			c := newClient(t, []redis.UniversalClient{dial(t, servers[0].Addr()), dial(t, p.Addr()), dial(t, servers[1].Addr())},
+				WithNodeTimeout(200*time.Millisecond), WithConfigRecords(records))
+			// Node 1 does not answer: nodes 0 and 2 make the quorum.
+			l, err := c.TryObtain(ctx, "late", 5*time.Second)
+			if err != nil {
+				t.Fatalf("node 1 silent: %v", err)
 			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node 1 answers, one server with node 0, still not refused: %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+			_ = l.Release(ctx)
+			p.Heal()
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				l, err := c.TryObtain(ctx, "late", 5*time.Second)
+				if err == nil {
+					_ = l.Release(ctx)
+				} else if errors.Is(err, ErrInvalid) {
+					if !strings.Contains(err.Error(), "nodes 0 (") || !strings.Contains(err.Error(), "and 1 ("+p.Addr()+")") {
+						t.Errorf("error: %v", err)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("node 1 answers, one server with node 0, still not refused: %v", err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
 }
 
