@@ -170,7 +170,11 @@ func (c *Client) BreakerState() BreakerState { return breakerLabel(c.e.brk.state
 //
 // TryObtain makes one attempt at once, even while other goroutines of this
 // Client wait for the lock, whatever WithMaxAttempts says. Its errors are
-// Obtain's; the breaker's refusal matches ErrBreakerOpen.
+// Obtain's; the breaker's refusal matches ErrBreakerOpen. Release returns
+// once a quorum deleted the key, and on a starved machine the requests of
+// an earlier lock of the name to the other nodes can land later still, so
+// a TryObtain right after a Release may rarely meet those keys and fail
+// with ErrHeld, where Obtain would wait for their deletion.
 //
 // Do obtains the lock like Obtain, keeps it alive with automatic refresh,
 // runs fn, and releases the lock. fn's context is cancelled with cause
