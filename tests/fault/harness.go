@@ -612,11 +612,10 @@ func (e *env) waitRecovered() {
 }
 
 // run runs workers goroutine clients (clocks[i] is worker i's clock rate,
-// 1 when missing) and the given children and injector for the scenario's
-// duration, and returns the checked result.
-func (e *env) run(name string, workers int, rates []float64, children int, inject func(ctx context.Context, e *env)) result {
+// 1 when missing) and the given children and injector for d, and returns
+// the checked result.
+func (e *env) run(name string, d time.Duration, workers int, rates []float64, children int, inject func(ctx context.Context, e *env)) result {
 	e.t.Helper()
-	d := duration()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var wg sync.WaitGroup

@@ -17,7 +17,7 @@ import (
 )
 
 var (
-	flagDuration = flag.Duration("fault.duration", 0, "how long each scenario's workload runs (default 4s, or 30s with -fault.long)")
+	flagDuration = flag.Duration("fault.duration", 0, "how long each scenario's workload runs (default 4s, or 30s with -fault.long; a scenario may ask for more than 4s)")
 	flagLong     = flag.Bool("fault.long", false, "run the long version of every scenario")
 	flagReport   = flag.String("fault.report", "", "append one markdown table row per scenario to this file")
 	flagAll      = flag.Bool("fault.all", false, "run every scenario where a test runs a subset (the drivers' modules)")
