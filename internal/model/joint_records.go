@@ -14,6 +14,7 @@ package model
 // library checks them for a conflict: not modelled).
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"strings"
@@ -486,43 +487,45 @@ func confString(f *ConfFields) string {
 }
 
 // hashRec adds a record request's writes to a state's hash.
-func hashRec(v func(int64), w *RecWrite) {
+func hashRec(h *hasher, w *RecWrite) {
 	if w == nil {
-		v(-1)
+		h.v(-1)
 		return
 	}
 	for _, k := range w.Keep {
-		hashString(v, k.Name)
-		v(k.TTL)
+		hashString(h, k.Name)
+		h.v(k.TTL)
 	}
-	v(-2)
+	h.v(-2)
 	for _, r := range w.Raise {
-		hashString(v, r.Name)
-		v(r.Ahead)
-		v(r.Until)
-		v(r.TTL)
+		hashString(h, r.Name)
+		h.v(r.Ahead)
+		h.v(r.Until)
+		h.v(r.TTL)
 	}
 }
 
 // hashString adds a string to a state's hash.
-func hashString(v func(int64), x string) {
-	v(int64(len(x)))
-	for i := 0; i < len(x); i++ {
-		v(int64(x[i]))
+func hashString(h *hasher, x string) {
+	h.v(int64(len(x)))
+	for i := 0; i < len(x); i += 8 {
+		var w [8]byte
+		copy(w[:], x[i:])
+		h.v(int64(binary.LittleEndian.Uint64(w[:])))
 	}
 }
 
 // hashConf adds a configuration record to a state's hash.
-func hashConf(v func(int64), f *ConfFields) {
+func hashConf(h *hasher, f *ConfFields) {
 	if f == nil {
-		v(-1)
+		h.v(-1)
 		return
 	}
-	v(int64(len(*f)))
+	h.v(int64(len(*f)))
 	for _, x := range *f {
-		hashString(v, x.Name)
-		v(x.Exp)
-		v(x.M)
-		v(x.V)
+		hashString(h, x.Name)
+		h.v(x.Exp)
+		h.v(x.M)
+		h.v(x.V)
 	}
 }

@@ -10,7 +10,9 @@ func (m *Model) Enabled(s *State) []Step {
 	if st, ok := m.deliverFirst(s); ok {
 		return []Step{st}
 	}
-	var out []Step
+	// Room for the steps of most states: growing the slice from nothing
+	// was a sixth of Enabled's time.
+	out := make([]Step, 0, 16)
 	busy := false
 	for ci := range s.Clients {
 		if m.clientCan(s, ci) {
