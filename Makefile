@@ -58,25 +58,29 @@ newest:
 mindeps:
 	@GO=$(GO) ./scripts/min-deps.sh $(MODULES)
 
-# The model checker's searches, which the race detector would slow tenfold: the exhaustive ones
-# (internal/model/exhaustive_test.go), the random ones in full, and the unified model's
-# (TestUnifiedMutants, issue 45), every one from a fixed seed, so that a run cannot flake: the
-# random searches from MODEL_SEED, the unified model from its measured replay seeds
-# (docs/safety.md, "The unified model"). Under -race they replay their regression seeds only.
+# internal/model's tests, without -race, which would slow the model checker's searches tenfold:
+# the exhaustive ones (internal/model/exhaustive_test.go), the random ones in full, and the
+# unified model's (TestUnifiedMutants, issue 45), every one from a fixed seed, so that a run
+# cannot flake: the random searches from MODEL_SEED, the unified model from its measured replay
+# seeds (docs/safety.md, "The unified model"); and the model's other tests (its twins of the
+# scripts on a real node). make test runs the package only here (scripts/test-lanes.sh says
+# why); the root package's differential tests call the model under -race.
 # Explore other schedules with REDLOCK_MODEL_SEED=N make model.
 MODEL_SEED ?= 1
 model:
 	@seed=$${REDLOCK_MODEL_SEED:-$(MODEL_SEED)}; \
-	echo "== go test ./internal/model (searches, without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
-	REDLOCK_MODEL_SEED=$$seed $(GO) test -count=1 -run 'TestExhaustive|TestMutants|TestPermitMutants|TestJointMutants|TestHandoffMutants|TestUnifiedMutants' ./internal/model
+	echo "== go test ./internal/model (without -race), seed $$seed (replay: REDLOCK_MODEL_SEED=$$seed make model)"; \
+	REDLOCK_MODEL_SEED=$$seed $(GO) test -vet=all -count=1 ./internal/model
 
 # In lanes that run at once (scripts/test-lanes.sh says which and why):
 # mindeps lint lean oldest at the lowest CPU priority, newest (with Go
 # 1.27, and the cross-check) beside them, model after the
 # drivers' and the robustness suite's tests, and every
-# module's go test -race -vet=all, which is make vet's check on the race
+# module's go test -race -vet=all (internal/model's and scripts/crosscheck's
+# without -race), which is make vet's check on the race
 # build the tests compile anyway (a separate go vet compiled every
-# dependency once more, minutes of a fresh CI machine). deps installed
+# dependency once more, minutes of a fresh CI machine), once that build
+# of the root module's tests' dependencies is compiled. deps installed
 # PostgreSQL: the redlocksql tests must not skip for want of it.
 test: deps
 	@GO=$(GO) MAKE=$(MAKE) ./scripts/test-lanes.sh $(MODULES)
