@@ -11,7 +11,7 @@ func (m *Model) Enabled(s *State) []Step {
 		return []Step{st}
 	}
 	// Room for the steps of most states: growing the slice from nothing
-	// was a sixth of Enabled's time.
+	// was about a fifth of Enabled's time in make model's profile.
 	out := make([]Step, 0, 16)
 	busy := false
 	for ci := range s.Clients {
