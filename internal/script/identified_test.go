@@ -62,3 +62,95 @@ func TestAcquireIdentified(t *testing.T) {
 		t.Fatalf("after FUNCTION FLUSH: %+v, %+v, %v, %v", a, id, idErr, err)
 	}
 }
+
+// TestAcquireRecorded: an acquire with a record before it and the
+// node's identity after it, in one pipeline: the record reaches the node
+// (its field is read back, beside another Client's), the acquire takes
+// the lock, the identity is Identify's; on a fresh server (the pipeline
+// sent again after the library's load: the record kept once more), where
+// the lock is held, with WAIT, and on a recovering node (the restart
+// guard: neither the record nor the acquire writes).
+func TestAcquireRecorded(t *testing.T) {
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := nodeOf(c)
+	ctx := context.Background()
+	const idKey, confKey, epochKey = "{}:id", "{}:configs", "{}:epoch"
+	rec := func(g Guard, name string) RecordCall {
+		return NewRecordCall(confKey, epochKey, g, []RecordField{{Name: name, TTL: time.Minute}}, nil)
+	}
+	call := func(name string, g Guard) Call {
+		k := keys(name)
+		return AcquireCall(k, NewLockArgs(k.Lock, "v-"+name), time.Minute, g)
+	}
+	if _, err := Record(ctx, n, confKey, epochKey, off, []RecordField{{Name: "c:other", TTL: time.Minute}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	a, recs, recErr, id, idErr, err := call("first", off).AcquireRecorded(ctx, n, Ack{}, rec(off, "c:mine"), idKey)
+	if err != nil || recErr != nil || idErr != nil || !a.OK() {
+		t.Fatalf("fresh server: %+v, %+v, %v, %+v, %v, %v", a, recs, recErr, id, idErr, err)
+	}
+	if _, ok := recs.Fields["c:mine"]; !ok || recs.Now == 0 {
+		t.Fatalf("own field not read back: %+v", recs)
+	}
+	if _, ok := recs.Fields["c:other"]; !ok {
+		t.Fatalf("the other Client's field not read: %+v", recs)
+	}
+	self, err := Identify(ctx, n, idKey)
+	if err != nil || id != self {
+		t.Fatalf("identity read with the acquire %+v, Identify %+v (%v)", id, self, err)
+	}
+
+	k := keys("first")
+	held, _, recErr, id2, idErr, err := AcquireCall(k, NewLockArgs(k.Lock, "other"), time.Minute, off).AcquireRecorded(ctx, n, Ack{}, rec(off, "c:mine"), idKey)
+	if err != nil || recErr != nil || idErr != nil || held.Status != Held || id2 != self {
+		t.Fatalf("held: %+v, %v, %+v, %v, %v", held, recErr, id2, idErr, err)
+	}
+
+	a, _, recErr, _, _, err = call("acked", off).AcquireRecorded(ctx, n, Ack{Replicas: 1, Timeout: time.Millisecond}, rec(off, "c:mine"), idKey)
+	if err != nil || recErr != nil || a.Status != Taken || !a.Unreplicated {
+		t.Fatalf("with WAIT: %+v, %v, %v", a, recErr, err)
+	}
+
+	// A guard whose max TTL the fresh process has not outlived: the node
+	// recovers, and neither script writes.
+	guarded := NewGuard('1', time.Hour, false).WithEpoch(epochKey)
+	a, recs, recErr, _, _, err = call("guarded", guarded).AcquireRecorded(ctx, n, Ack{}, rec(guarded, "c:guarded"), idKey)
+	if err != nil || recErr != nil || a.Status != Recovering || recs.Recovering == 0 {
+		t.Fatalf("recovering: %+v, %+v, %v, %v", a, recs, recErr, err)
+	}
+	if got, _ := c.HGetAll(ctx, confKey).Result(); got["c:guarded"] != "" {
+		t.Fatalf("a recovering node kept the record: %v", got)
+	}
+	if n, _ := c.Exists(ctx, keys("guarded").Lock).Result(); n != 0 {
+		t.Fatal("a recovering node took the lock")
+	}
+}
+
+// TestAcquireRecordedWithoutFunctions: on a node that cannot run
+// functions, the record goes by EVAL of its source before the acquire's
+// EVALSHA, and a NOSCRIPT of the acquire sends the pipeline again: the
+// record runs before the acquire, once or twice, and the acquire's vote
+// stands.
+func TestAcquireRecordedWithoutFunctions(t *testing.T) {
+	forgetNoFunctions(t)
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := nodeOf(c)
+	setFunctionsOff(n)
+	ctx := context.Background()
+	const idKey, confKey, epochKey = "{}:id", "{}:configs", "{}:epoch"
+	k := keys("nofn")
+	rec := NewRecordCall(confKey, epochKey, off, []RecordField{{Name: "c:mine", TTL: time.Minute}}, nil)
+	a, recs, recErr, _, idErr, err := AcquireCall(k, NewLockArgs(k.Lock, "v"), time.Minute, off).AcquireRecorded(ctx, n, Ack{}, rec, idKey)
+	if err != nil || recErr != nil || idErr != nil || !a.OK() {
+		t.Fatalf("%+v, %+v, %v, %v, %v", a, recs, recErr, idErr, err)
+	}
+	if _, ok := recs.Fields["c:mine"]; !ok {
+		t.Fatalf("own field not read back: %+v", recs)
+	}
+	if hasLibrary(t, c) || cmdCalls(t, c, "fcall") != 0 {
+		t.Fatal("FCALL on a node remembered without functions")
+	}
+}

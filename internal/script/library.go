@@ -14,7 +14,9 @@ import (
 )
 
 // The Redis Functions library (Redis 7 and later): the hot script, the
-// plain lock's acquire, as a function of a library that a node loads once
+// plain lock's acquire, and the configuration record that a Client's
+// first obtain sends before it in the same pipeline (RecordCall), as
+// functions of a library that a node loads once
 // (FUNCTION LOAD) and runs by name (FCALL). A script run
 // with EVALSHA executes its whole chunk on every call, and the acquire's
 // chunk defines the epoch guard's, the counter's and token.lua's helper
@@ -89,12 +91,16 @@ type libFunction struct {
 func libFunctions() (helpers string, fns []libFunction) {
 	return epochSrc + "\n" + counterSrc + "\n" + tokenSrc, []libFunction{
 		{"acquire", acquireSrc, ""},
+		{"record", recordSrc, ""},
 	}
 }
 
-// acquireFn is the FCALL head of the acquire: "fcall" and the function's
-// name.
-var acquireFn = [2]any{"fcall", functionName("acquire")}
+// acquireFn and recordFn are the FCALL heads of the acquire and the
+// record: "fcall" and the function's name.
+var (
+	acquireFn = [2]any{"fcall", functionName("acquire")}
+	recordFn  = [2]any{"fcall", functionName("record")}
+)
 
 // functionName is the full name of the library's function name.
 func functionName(name string) string { return libraryName + "_" + name }
@@ -265,15 +271,16 @@ func fcall(ctx context.Context, n driver.Node, args []any) (v any, err error, ok
 	return v, err, true
 }
 
-// fpipe runs in one pipeline a call built for FCALL, cmds[0], and the
-// commands after it (WAIT), as withLibrary says: when ok is false, neither
-// the function nor the commands after it ran.
-func fpipe(ctx context.Context, n driver.Node, cmds [][]any) (replies []driver.Reply, err error, ok bool) {
+// fpipe runs in one pipeline a call built for FCALL, cmds[at], and the
+// commands around it (a record before it, WAIT and id.lua after), as
+// withLibrary says: when ok is false, neither the function nor the
+// commands after it ran (those before it did).
+func fpipe(ctx context.Context, n driver.Node, cmds [][]any, at int) (replies []driver.Reply, err error, ok bool) {
 	ok = withLibrary(ctx, n, func() error {
 		if replies, err = n.Pipe(ctx, cmds); err != nil {
 			return err
 		}
-		return replies[0].Err
+		return replies[at].Err
 	})
 	if !ok {
 		return nil, nil, false

@@ -42,7 +42,7 @@ func forgetNoFunctions(t *testing.T) {
 // script, so the same semantics. The function names carry the version.
 func TestLibraryMatchesScripts(t *testing.T) {
 	helpers, fns := libFunctions()
-	scripts := map[string]*luaScript{"acquire": &acquire}
+	scripts := map[string]*luaScript{"acquire": &acquire, "record": &record}
 	if len(fns) != len(scripts) {
 		t.Fatalf("library functions %d, want %d", len(fns), len(scripts))
 	}

@@ -58,6 +58,28 @@ type Records struct {
 // and returns the node's live fields. A recovering node changes nothing
 // and returns Records with Recovering set.
 func Record(ctx context.Context, n driver.Node, key, epochKey string, g Guard, keep []RecordField, floors []FloorRaise) (Records, error) {
+	v, err := record.call([]string{key, epochKey}, recordArgv(g, keep, floors)...).Run(ctx, n)
+	if err != nil {
+		return Records{}, err
+	}
+	return decodeRecords(v)
+}
+
+// RecordCall is a record call (Record's) for the head of an acquire's
+// pipeline (Call.AcquireRecorded): a function of the library (FCALL,
+// library.go), loaded with the acquire's, or where the node cannot run
+// functions EVAL of record.lua's source, which then cannot meet a
+// NOSCRIPT after the acquire has run.
+type RecordCall struct{ fn, eval []any }
+
+// NewRecordCall prepares what Record would run, for AcquireRecorded.
+func NewRecordCall(key, epochKey string, g Guard, keep []RecordField, floors []FloorRaise) RecordCall {
+	fn := append([]any{recordFn[0], recordFn[1], "2", key, epochKey}, recordArgv(g, keep, floors)...)
+	return RecordCall{fn: fn, eval: withHead(fn, [2]any{"eval", record.src})}
+}
+
+// recordArgv are record.lua's arguments.
+func recordArgv(g Guard, keep []RecordField, floors []FloorRaise) []any {
 	argv := make([]any, 0, 6+2*len(keep)+4*len(floors))
 	argv = append(argv, g.args()...)
 	argv = append(argv, strconv.Itoa(len(keep)))
@@ -67,11 +89,7 @@ func Record(ctx context.Context, n driver.Node, key, epochKey string, g Guard, k
 	for _, f := range floors {
 		argv = append(argv, f.Name, ms(max(f.Ahead, 0)), ms(max(f.TTL, time.Millisecond)), strconv.FormatInt(max(f.Until, 0), 10))
 	}
-	v, err := record.call([]string{key, epochKey}, argv...).Run(ctx, n)
-	if err != nil {
-		return Records{}, err
-	}
-	return decodeRecords(v)
+	return argv
 }
 
 func decodeRecords(v any) (Records, error) {

@@ -30,7 +30,10 @@ end
 local now = node_now()
 
 local function expiry(v)
-  return tonumber(string.match(v or '', '^(%d+)'))
+  -- Through a local: an interpreter whose string.match returns no value
+  -- where none matched (gopher-lua, in miniredis) passes tonumber nil.
+  local e = string.match(v or '', '^(%d+)')
+  return tonumber(e)
 end
 
 local n = tonumber(ARGV[6])

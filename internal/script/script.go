@@ -453,7 +453,7 @@ func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired,
 		}
 		return decodeAcquire(v)
 	}
-	replies, err := call.pipe(ctx, n, ack, nil)
+	replies, err := call.pipe(ctx, n, ack, nil, nil)
 	if err != nil {
 		return Acquired{}, err
 	}
@@ -470,25 +470,61 @@ func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired,
 // the identity's own (an error reply: an ACL that refuses the script),
 // when the pipeline answered.
 func (call Call) AcquireIdentified(ctx context.Context, n driver.Node, ack Ack, key string) (a Acquired, id Identity, idErr, err error) {
-	replies, err := call.pipe(ctx, n, ack, identifyEval(key))
+	replies, err := call.pipe(ctx, n, ack, nil, identifyEval(key))
 	if err != nil {
 		return Acquired{}, Identity{}, nil, err
 	}
-	last := replies[len(replies)-1]
-	if idErr = last.Err; idErr == nil {
-		id, idErr = decodeIdentity(last.Val)
-	}
+	id, idErr = identified(replies[len(replies)-1])
 	a, err = decodeAcked(replies[:len(replies)-1], ack)
 	return a, id, idErr, err
 }
 
-// pipe sends call in one pipeline with, after it, WAIT when ack asks for
-// replicas and then tail, if any; replies[0] is the call's. WAIT comes
-// right after the script, on the same connection: it counts the replicas
-// that acknowledged the script's writes.
-func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, tail []any) ([]driver.Reply, error) {
-	cmds := make([][]any, 1, 3)
-	cmds[0] = call.args
+// AcquireRecorded runs a prepared acquire on one node as
+// AcquireIdentified does, with rec, a record call (RecordCall), before it
+// in the same pipeline: the first record of a Client folded into its
+// first acquire (docs/reconfiguration.md, "The first obtain"). The record
+// runs before the acquire, on the same connection, so a vote the acquire
+// gives comes after the record reached the node. recErr is the record's
+// own failure (an error reply), when the pipeline answered; a recovering
+// node's records say so (Records.Recovering).
+func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, rec RecordCall, key string) (a Acquired, recs Records, recErr error, id Identity, idErr, err error) {
+	replies, err := call.pipe(ctx, n, ack, &rec, identifyEval(key))
+	if err != nil {
+		return Acquired{}, Records{}, nil, Identity{}, nil, err
+	}
+	if recErr = replies[0].Err; recErr == nil {
+		recs, recErr = decodeRecords(replies[0].Val)
+	}
+	id, idErr = identified(replies[len(replies)-1])
+	a, err = decodeAcked(replies[1:len(replies)-1], ack)
+	return a, recs, recErr, id, idErr, err
+}
+
+// identified decodes the reply of id.lua at the end of a pipeline.
+func identified(r driver.Reply) (Identity, error) {
+	if r.Err != nil {
+		return Identity{}, r.Err
+	}
+	return decodeIdentity(r.Val)
+}
+
+// pipe sends call in one pipeline with head, if any, before it and, after
+// it, WAIT when ack asks for replicas and then tail, if any; the call's
+// reply is replies[0], or replies[1] after a head. WAIT comes right after
+// the script, on the same connection: it counts the replicas that
+// acknowledged the script's writes. A missing library or a NOSCRIPT of
+// the call sends the whole pipeline again, which head and tail must bear
+// (id.lua reads what it wrote, record.lua keeps the same fields alive).
+// The head is a function of the library, as the call is, so that both run
+// or neither does; where the node cannot run functions it is sent by EVAL
+// of its source, and tail always is.
+func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, head *RecordCall, tail []any) ([]driver.Reply, error) {
+	cmds := make([][]any, 0, 4)
+	at := 0
+	if head != nil {
+		cmds, at = append(cmds, head.fn), 1
+	}
+	cmds = append(cmds, call.args)
 	if ack.Replicas > 0 {
 		cmds = append(cmds, []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()})
 	}
@@ -496,15 +532,18 @@ func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, tail []any) (
 		cmds = append(cmds, tail)
 	}
 	if call.args[0] == "fcall" {
-		replies, err, ok := fpipe(ctx, n, cmds)
+		replies, err, ok := fpipe(ctx, n, cmds, at)
 		if ok {
 			return replies, err
 		}
-		cmds[0] = withHead(call.args, call.s.boxed())
+		cmds[at] = withHead(call.args, call.s.boxed())
+	}
+	if head != nil && cmds[at][0] != "fcall" {
+		cmds[0] = head.eval
 	}
 	replies, err := n.Pipe(ctx, cmds)
-	if err == nil && reply.HasPrefix(replies[0].Err, "NOSCRIPT") {
-		cmds[0] = withHead(cmds[0], [2]any{"eval", call.s.src})
+	if err == nil && reply.HasPrefix(replies[at].Err, "NOSCRIPT") {
+		cmds[at] = withHead(cmds[at], [2]any{"eval", call.s.src})
 		replies, err = n.Pipe(ctx, cmds)
 	}
 	return replies, err
