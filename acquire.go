@@ -27,17 +27,17 @@ import (
 // records, issue 44's finding F). folds says the round is an acquire's,
 // which reads the identity of a node not yet identified itself
 // (acquireOn). The caller holds e.life for reading.
-func (e *engine) admit(ctx context.Context, timeout time.Duration, folds bool) error {
+func (e *engine) admit(ctx context.Context, timeout time.Duration, folds bool) (*folded, error) {
 	if err := e.ident.check(ctx, timeout, folds); err != nil {
-		return err
+		return nil, err
 	}
-	return e.rec.check(ctx, timeout)
+	return e.rec.check(ctx, timeout, folds)
 }
 
 // acquire is one acquire round on the nodes for candidate i, and its
 // second round when the token needs one. The caller holds e.life for
 // reading.
-func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout time.Duration) (*Lock, time.Duration, error) {
+func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout time.Duration, fold *folded) (*Lock, time.Duration, error) {
 	l := e.newLock(r.keys[i], r.spec, r.writerMark, ttl, timeout)
 	start := e.cfg.now()
 	validUntil := start.Add(e.cfg.validity(ttl))
@@ -55,7 +55,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 		if n.Cluster {
 			call = l.sp.kind.acquire(l.keys.fenced(e, n.Index, fence), &l.secret, ttl, e.ident.guard(n.Index))
 		}
-		return e.acquireOn(ctx, n, call)
+		return e.acquireOn(ctx, n, call, fold)
 	}
 	round.Agree = script.Acquired.OK
 	round.Enough = l.sp.kind.enough(&l.secret, *l.quorum)
@@ -73,7 +73,7 @@ func (e *engine) acquire(ctx context.Context, r *request, i int, ttl, timeout ti
 	}
 	reads := e.ident.firstReads()
 	res := round.Run(ctx, e.workers)
-	refused := awaitReads(ctx, &e.ident, reads, res)
+	refused := e.rec.endFold(ctx, fold, timeout, awaitReads(ctx, &e.ident, reads, res))
 	if e.adapt != nil {
 		observeRTT(e, res.Replies, timeout)
 		if !res.Won && acquireRefused(res.Replies) {
@@ -214,7 +214,10 @@ func recoveringError(d, own time.Duration) error {
 // another node's (its identity changed: its data lost) is identified at
 // once, and sent the acquire once more if the identity is one node's
 // alone (identities.now).
-func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call) (script.Acquired, error) {
+func (e *engine) acquireOn(ctx context.Context, n *quorum.Node, call script.Call, fold *folded) (script.Acquired, error) {
+	if fold != nil {
+		return e.rec.acquireRecorded(ctx, n, call, e.cfg.ack, fold)
+	}
 	if e.ident.readsIdentity(n.Index) {
 		a, id, idErr, err := call.AcquireIdentified(ctx, n.Conn, e.cfg.ack, keys.Layout{Prefix: e.cfg.prefix}.NodeID())
 		if serr := e.ident.learnRead(n.Index, id, idErr); serr != nil {

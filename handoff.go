@@ -144,7 +144,7 @@ func (c *Client) Resume(ctx context.Context, handoff []byte, opts ...ObtainOptio
 		return nil, ErrClosed
 	}
 	timeout := e.cfg.nodeTimeoutFor(r.ttl)
-	if err := e.admit(ctx, timeout, false); err != nil {
+	if _, err := e.admit(ctx, timeout, false); err != nil {
 		return nil, err
 	}
 	// The resumed lock has a new secret of its own (newLock): the claim

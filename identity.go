@@ -21,8 +21,8 @@ import (
 // and its IP address, two DNS names), a replica given beside its master,
 // or a copy of a node's data set would cast two votes, which New cannot
 // see since it does no I/O. At a Client's first contact with its nodes
-// (before the first round that can make it a holder: engine.admit; without
-// configuration records, with its first acquire, below) it reads each
+// (before the first round that can make it a holder: engine.admit; on one
+// set of standalone nodes, with its first acquire, below) it reads each
 // node's identity and its process's run_id (id.lua; for a
 // Redis Cluster the identity of the slot of {PREFIX} and every master's
 // run_id), and refuses the node set when two nodes share either: that
@@ -67,10 +67,11 @@ import (
 // later acquire round too. Until a node answers, a claim's, a refresh's
 // or a check's vote there counts as any node's.
 //
-// Without configuration records, on standalone and Sentinel-managed nodes
-// (fold), there is no first contact before an acquire (issue 50: a
-// Client's first obtain then costs one round, not two): its acquires read
-// every node's identity as above, and the acquire that reads a node's
+// On one set of standalone or Sentinel-managed nodes (fold), there is no
+// first contact before an acquire (issue 50: a Client's first obtain then
+// costs one round; with configuration records its first record rides on
+// it, recorder.foldFirst): its acquires read every node's identity as
+// above, and the acquire that reads a node's
 // identity for the first time waits after its decision, as the first
 // contact does, for the nodes still to answer (awaitReads). A round that
 // finds one server twice is given back and fails with the set's
@@ -157,12 +158,13 @@ var runIDPattern = regexp.MustCompile(`(?m)^run_id:([0-9a-fA-F]+)\r?$`)
 
 // foldable reports whether the acquires can read the nodes' identities
 // themselves, in their own pipelines (engine.acquireOn), with no first
-// contact before them: without configuration records, which name the
-// node sets by the identities before the first acquire, and on nodes that
-// are neither a Redis Cluster nor Spread (whose identity is not read by
-// one script on the server of a lock's keys).
+// contact before them: on one set of nodes (with configuration records,
+// the first acquire then carries the first record too: recorder.foldFirst;
+// a joint Client names two sets by the identities before its first
+// acquire), two nodes or more, neither a Redis Cluster nor Spread (whose
+// identity is not read by one script on the server of a lock's keys).
 func (s *identities) foldable() bool {
-	if !s.w.cfg.noRecords || len(s.w.nodes) < 2 {
+	if len(s.w.nodes) < 2 || (!s.w.cfg.noRecords && s.sets.joint()) {
 		return false
 	}
 	for _, n := range s.w.nodes {

@@ -7,6 +7,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -88,9 +89,9 @@ func (r *recorder) stale() time.Duration {
 // obtain, or a recording goroutine that fell behind), starts the recording
 // goroutine, and returns the last record's ErrConfigConflict, if any. The
 // caller holds the engine's life for reading.
-func (r *recorder) check(ctx context.Context, timeout time.Duration) error {
+func (r *recorder) check(ctx context.Context, timeout time.Duration, fold bool) (*folded, error) {
 	if r.w.cfg.noRecords {
-		return nil
+		return nil, nil
 	}
 	if !r.loop.begun() {
 		// Formed here only: a closure made on every obtain was one of
@@ -98,6 +99,11 @@ func (r *recorder) check(ctx context.Context, timeout time.Duration) error {
 		r.loop.start(&r.w.bg, r.stale()/2, false, func(ctx context.Context) {
 			r.record(ctx, r.w.cfg.nodeTimeoutFor(r.w.cfg.maxTTL), true)
 		})
+	}
+	if fold {
+		if f := r.foldFirst(); f != nil {
+			return f, nil
+		}
 	}
 	// The record must have started within stale before the acquire
 	// starts, so that it outlives the lock by the max TTL: a record round
@@ -121,7 +127,7 @@ func (r *recorder) check(ctx context.Context, timeout time.Duration) error {
 	}
 	r.state.Lock()
 	defer r.state.Unlock()
-	return r.conflict
+	return nil, r.conflict
 }
 
 // moveFloor applies the move floor to a won acquire's token: a token below
@@ -168,6 +174,15 @@ func (r *recorder) record(ctx context.Context, timeout time.Duration, all bool) 
 		}
 		return fields, nil
 	})
+	r.decide(ctx, timeout, s, read, started)
+}
+
+// decide ends a record whose read round, begun at started, gave read:
+// joint.Decide's plan on the live fields, the round of the writes it
+// calls for, and the recorder's conflict and floor. It returns the
+// conflict and whether the plan wrote; nothing changes when no node
+// answered. The caller holds r.mu.
+func (r *recorder) decide(ctx context.Context, timeout time.Duration, s joint.Sets, read []recordReply, started time.Time) (error, bool) {
 	recs := make([]*joint.Records, len(r.w.nodes))
 	answered := false
 	for i, rc := range read {
@@ -177,7 +192,7 @@ func (r *recorder) record(ctx context.Context, timeout time.Duration, all bool) 
 		}
 	}
 	if !answered {
-		return
+		return nil, false
 	}
 	plan := joint.Decide(s, recs, joint.Params{
 		MaxTTL:   r.w.cfg.maxTTL.Milliseconds(),
@@ -215,6 +230,7 @@ func (r *recorder) record(ctx context.Context, timeout time.Duration, all bool) 
 	}
 	r.last, r.conflict = started, conflict
 	r.state.Unlock()
+	return conflict, plan.Write
 }
 
 // jointSets are the Client's node sets as joint.Decide takes them.
@@ -326,4 +342,117 @@ func (r *recorder) round(ctx context.Context, timeout time.Duration, all bool, l
 		}
 	}
 	return out
+}
+
+// folded is a Client's first record riding on its first acquire round
+// (foldFirst; docs/reconfiguration.md, "The first obtain"): the fields
+// each node's pipeline keeps before the acquire, and the records of the
+// nodes that answered before the round was decided.
+type folded struct {
+	keep    []script.RecordField
+	started time.Time
+	mu      sync.Mutex
+	closed  bool // the round was decided: later records are dropped
+	read    []recordReply
+}
+
+// put keeps node i's records, read at at, unless the round was decided.
+func (f *folded) put(i int, rc *script.Records, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.read[i] = recordReply{recs: rc, at: at}
+	}
+}
+
+// close ends the round's records and returns them.
+func (f *folded) close() []recordReply {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	return f.read
+}
+
+// errRecordFirst ends an acquire whose folded first record called for
+// writes (a move in sight): engine.attempt makes the acquire again.
+var errRecordFirst = errors.New("redlock: the first configuration record calls for writes (a move of the nodes is in sight): made, before the acquire is made again")
+
+// foldFirst folds the Client's first record into the acquire about to be
+// sent, when it reads its nodes' identities itself (identities.fold: one
+// set, standalone or Sentinel-managed nodes), no record reached a node
+// yet and none is under way; nil otherwise. It holds r.mu until
+// endFold, so that a record of another obtain waits for its decision.
+// The record keeps the Client's field under its set's name by address:
+// it knows no identity yet, and a reader that does not know the name
+// counts it as a Client it must wait for. The name by the identities is
+// kept from the next record on.
+func (r *recorder) foldFirst() *folded {
+	if !r.ident.fold || r.made() || !r.mu.TryLock() {
+		return nil
+	}
+	if r.made() {
+		r.mu.Unlock()
+		return nil
+	}
+	s := r.jointSets()
+	return &folded{keep: []script.RecordField{{Name: keys.ConfigSingle(s.CurAlias), TTL: r.ttl()}},
+		started: r.w.cfg.now(), read: make([]recordReply, len(r.w.nodes))}
+}
+
+// made reports whether a record reached a node.
+func (r *recorder) made() bool {
+	r.state.Lock()
+	defer r.state.Unlock()
+	return !r.last.IsZero()
+}
+
+// endFold decides the folded record f, if any, once its acquire round is
+// decided, on the Client's sets as named by the identities that round
+// read (decide), and lets the next record run. It returns what ends the
+// round: refused (the round's own refusal) if set, else the record's
+// conflict, or errRecordFirst when the record called for writes (they
+// are made; the caller makes the acquire again); nil to go on.
+func (r *recorder) endFold(ctx context.Context, f *folded, timeout time.Duration, refused error) error {
+	if f == nil {
+		return refused
+	}
+	defer r.mu.Unlock()
+	conflict, wrote := r.decide(ctx, timeout, r.jointSets(), f.close(), f.started)
+	switch {
+	case refused != nil:
+		return refused
+	case conflict != nil:
+		return conflict
+	case wrote:
+		return errRecordFirst
+	}
+	return nil
+}
+
+// acquireRecorded is engine.acquireOn for an acquire that carries the Client's
+// first record (folded): record.lua, the acquire and id.lua in one
+// pipeline (script.Call.AcquireRecorded). The vote counts only where the
+// record reached the node before it, and once the identity read with it
+// is compared with the others' (learnRead).
+func (r *recorder) acquireRecorded(ctx context.Context, n *quorum.Node, call script.Call, ack script.Ack, f *folded) (script.Acquired, error) {
+	layout := keys.Layout{Prefix: r.w.cfg.prefix}
+	rec := script.NewRecordCall(layout.Configs(), layout.NodeEpoch(), r.ident.guard(n.Index), f.keep, nil)
+	a, recs, recErr, id, idErr, err := call.AcquireRecorded(ctx, n.Conn, ack, rec, layout.NodeID())
+	if serr := r.ident.learnRead(n.Index, id, idErr); serr != nil {
+		return a, serr
+	}
+	if err != nil {
+		return a, kindError(err)
+	}
+	if recErr == nil && recs.Recovering > 0 {
+		recErr = recoveringError(recs.Recovering, r.w.cfg.maxTTL)
+	}
+	if recErr != nil {
+		if a.Status == script.Taken {
+			return a, fmt.Errorf("the configuration record did not reach the node before the acquire: %w", recErr)
+		}
+		return a, nil
+	}
+	f.put(n.Index, &recs, r.w.cfg.now())
+	return a, nil
 }

@@ -333,7 +333,7 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 			// Step 2: the current-set Client closes; wait until its records
 			// are gone and the max TTL has passed.
 			_ = old.Close()
-			oldFP := old.e.rec.jointSets().CurFP
+			oldSets := old.e.rec.jointSets()
 			// A field is live until the expiry its value starts with (node
 			// ms); record.lua deletes it only at a later call.
 			gone := func(field string) bool {
@@ -351,11 +351,15 @@ func TestMoveFloorAfterLateGrants(t *testing.T) {
 				}
 				return true
 			}
-			eventually(t, "the current-set records expire", func() bool { return gone(keys.ConfigSingle(oldFP)) })
+			// Both of its names: its first record, folded into its first
+			// acquire, named its set by address alone.
+			eventually(t, "the current-set records expire", func() bool {
+				return gone(keys.ConfigSingle(oldSets.CurFP)) && gone(keys.ConfigSingle(oldSets.CurAlias))
+			})
 			time.Sleep(maxTTL)
 			if jointGone {
 				_ = joint.Close()
-				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldFP, joint.e.rec.jointSets().NextFP)) })
+				eventually(t, "the joint records expire", func() bool { return gone(keys.ConfigJoint(oldSets.CurFP, joint.e.rec.jointSets().NextFP)) })
 			}
 			// Step 3: nodes 0 and 1 free, node 2 another's.
 			for _, i := range []int{0, 1} {

@@ -143,11 +143,20 @@ func (e *engine) attempt(ctx context.Context, r *request, i int) (*Lock, time.Du
 		err       error
 	)
 	if berr := e.brk.refusal(ctx, timeout); berr == nil {
-		if err := e.admit(ctx, timeout, true); err != nil {
+		var fold *folded
+		if fold, err = e.admit(ctx, timeout, true); err != nil {
 			return nil, -1, err
 		}
 		r.attempts++
-		l, holderTTL, err = e.acquire(ctx, r, i, ttl, timeout)
+		l, holderTTL, err = e.acquire(ctx, r, i, ttl, timeout, fold)
+		if errors.Is(err, errRecordFirst) {
+			// The first record, folded into that acquire, called for
+			// writes: made, and the acquire made again after them.
+			if _, err := e.admit(ctx, timeout, true); err != nil {
+				return nil, -1, err
+			}
+			l, holderTTL, err = e.acquire(ctx, r, i, ttl, timeout, nil)
+		}
 	} else if r.kind.degradable() && e.cfg.fallback != nil {
 		r.attempts++
 		l, holderTTL, err = e.acquireLease(ctx, r, i, ttl, timeout, closings)

@@ -76,7 +76,7 @@ func (m *Model) startAttempt(s *State, ci int) {
 		cl.Tokens[i], cl.Existed[i], cl.Counters[i] = 0, false, 0
 	}
 	cl.Phase = Acquiring
-	m.send(s, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: cl.Value, Arg: cs.TTL})
+	m.send(s, ci, Msg{Kind: ReqAcquire, Round: cl.Round, Value: cl.Value, Arg: cs.TTL, Rec: m.foldFirst(s, ci)})
 }
 
 // decideFirst decides an acquire's first round: lost, granted, or on to
@@ -85,6 +85,9 @@ func (m *Model) startAttempt(s *State, ci int) {
 func (m *Model) decideFirst(s *State, ci int) *Violation {
 	c := &m.Cfg
 	cl := &s.Clients[ci]
+	if cl.Rec.Phase == recFolded && m.decideFolded(s, ci) {
+		return nil
+	}
 	yes, _ := m.masks(cl)
 	if !m.met(ci, yes) || s.T >= cl.ValidUntil || cl.Invalid {
 		// Invalid: a reply's identity showed one server twice

@@ -70,6 +70,9 @@ func (s *State) Hash() uint64 {
 		for _, q := range cn.Rep {
 			hashMsg(h, &q)
 			hashConf(h, q.Recs)
+			if q.Recs != nil {
+				h.v(q.RecNow)
+			}
 		}
 	}
 	h.v(int64(len(s.Grants)))

@@ -4,9 +4,10 @@ package model
 // each node keeps a random identity in its data set (Data.ID, id.lua),
 // written by the first client to ask; a restart without the data loses
 // it, and the next client to ask writes a new one, while a restart with
-// the data, from a snapshot and a failover keep it. A client reads its
-// nodes' identities at its first contact (before its first record, the
-// library's engine.admit) and names its node sets by them from then on,
+// the data, from a snapshot and a failover keep it. A joint client reads
+// its nodes' identities at its first contact (before its first record,
+// the library's engine.admit), a client on one set with the votes of its
+// acquires (folds, below), and names its node sets by them from then on,
 // as the library does (until a node refuses a vote, below): a client
 // that contacted the nodes before a node lost its data and one that did
 // after name the set differently, and read each other's records as a set
@@ -43,9 +44,10 @@ package model
 // With the VoteByAddress mutant (the library before the check) no node
 // refuses.
 //
-// A client without records (Conf 0) makes no first contact: it reads
-// each node's identity with its acquires (folds, the library's
-// identities.fold, issue 50). An acquire to a node it has not identified
+// A client without records (Conf 0), or with records on one set
+// (foldRecords, fold_records.go: its first record rides on its first
+// acquire), makes no first contact: it reads each node's identity with
+// its acquires (folds, the library's identities.fold, issue 50). An acquire to a node it has not identified
 // carries no identity, and the node reads its own after the acquire
 // (Msg.ID, id.lua after the script in the library's pipeline); the
 // client learns it from the reply, late or not, and a reply whose
@@ -62,11 +64,13 @@ package model
 // Not modelled: a first contact that a node does not answer (the library
 // then reads the records conservatively, joint.Sets.Known false, which
 // only refuses more and raises the floor to the largest of any set): the
-// model's first contact reads every node's identity, down or not, and
-// writes one where there is none, as the library's retry does when the
-// node answers. Nor a client with records whose acquires read the
+// model's first contact, a joint client's, reads every node's identity,
+// down or not, and writes one where there is none, as the library's retry
+// does when the node answers. Nor a joint client whose acquires read the
 // identity of a node that did not answer its first contact (the library
-// does, as without records): the model's first contact leaves none.
+// does): the model's first contact leaves none. A client on one set
+// reads its records as Known false while a node is not identified
+// (nodesOf), as the library does.
 
 import (
 	"fmt"
@@ -191,11 +195,11 @@ func (m *Model) identifyOn(s *State, srv int) int {
 // issue 50): an acquire to a node it has not identified carries no
 // identity (Msg.Node 0) and its reply the identity of the server that ran
 // it (Msg.ID), which the client learns (learnRead) before it counts the
-// vote. A client with records identifies its nodes at its first contact
+// vote. A joint client identifies its nodes at its first contact
 // (contact), before its first record; with VoteByAddress no client
 // identifies.
 func (m *Model) folds(ci int) bool {
-	return m.Cfg.Clients[ci].Conf == 0 && m.Cfg.Nodes >= 2 && !m.Cfg.Mut.VoteByAddress
+	return (m.Cfg.Clients[ci].Conf == 0 || m.foldRecords(ci)) && m.Cfg.Nodes >= 2 && !m.Cfg.Mut.VoteByAddress
 }
 
 // ReadIdentity is client ci's reading of an acquire reply from node ni
@@ -219,6 +223,9 @@ func (m *Model) learnRead(s *State, ci, ni, id int) {
 	}
 	cl.IDs[ni] = id
 	cl.Invalid = m.duplicate(ci, &cl.IDs)
+	if m.records(ci) && !cl.Invalid {
+		m.name(s, ci) // its sets' names take the identity (foldRecords)
+	}
 }
 
 // duplicate reports whether two of client ci's nodes have one identity.

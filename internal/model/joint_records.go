@@ -7,7 +7,8 @@ package model
 // field and returns every live field, the decision of internal/joint's
 // Decide on those replies, and a write round of what it decided. An
 // obtain records first when the last record is RecordStale old (waiting
-// for a quorum of the read round); the recorder records every MaxTTL/4 on
+// for a quorum of the read round), but for a first obtain on one set,
+// whose acquire carries its first record (fold_records.go); the recorder records every MaxTTL/4 on
 // its own (waiting for every node up to the node timeout), at the latest
 // MaxTTL/2 after the last (time does not pass beyond that: the library's
 // documented pause bound). Late replies of a read round are dropped (the
@@ -200,8 +201,15 @@ func (m *Model) nodesOf(s *State, ci int) ([]int, joint.Sets) {
 		}
 		nodes = append(nodes, ni)
 	}
-	n := &s.Clients[ci].Names
-	return nodes, joint.Sets{Cur: a, Next: b, CurFP: n.Cur, NextFP: n.Next, CurAlias: n.CurAlias, NextAlias: n.NextAlias, Known: true}
+	cl := &s.Clients[ci]
+	n := &cl.Names
+	known := true
+	if m.foldRecords(ci) { // nodes still silent stand in by address
+		for _, ni := range nodes {
+			known = known && cl.IDs[ni] != 0
+		}
+	}
+	return nodes, joint.Sets{Cur: a, Next: b, CurFP: n.Cur, NextFP: n.Next, CurAlias: n.CurAlias, NextAlias: n.NextAlias, Known: known}
 }
 
 // startRecord starts a record (its read round) of client ci.
@@ -330,6 +338,9 @@ func (m *Model) recordCan(s *State, ci int) bool {
 	}
 	cl := &s.Clients[ci]
 	r := &cl.Rec
+	if r.Phase == recFolded {
+		return false // the acquire round decides it (decideFolded)
+	}
 	if r.Phase != recIdle {
 		return m.recDecidable(s, ci)
 	}
@@ -353,7 +364,7 @@ func (m *Model) recordDue(s *State) bool {
 		if r.Phase == recIdle && s.T >= r.Last+2*m.recordPeriod(ci) {
 			return true
 		}
-		if r.Phase != recIdle && s.T >= r.Start+m.Cfg.NodeTimeout {
+		if r.Phase != recIdle && r.Phase != recFolded && s.T >= r.Start+m.Cfg.NodeTimeout {
 			return true
 		}
 	}
@@ -429,6 +440,9 @@ func (m *Model) checkConfig(s *State, ci int) bool {
 	}
 	if m.Cfg.Clients[ci].Resume > 0 && m.Cfg.Mut.ResumeUnrecorded {
 		return false // Resume skips the admission: no record, no recorder
+	}
+	if !r.Has && cl.AcqLeft > 0 && m.foldRecords(ci) {
+		return false // the first record rides on the obtain's acquire (foldFirst)
 	}
 	m.startRecord(s, ci, false)
 	cl.Phase = Checking

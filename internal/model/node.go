@@ -134,6 +134,10 @@ type JointMutations struct {
 	// used, so an address re-pointed after the first contact casts another
 	// node's vote (identity.go).
 	VoteByAddress bool
+	// FoldNoConflict and FoldNoFloor: a folded first record
+	// (Config.FoldRecords) whose conflict does not give the round back,
+	// or whose move floor is not taken.
+	FoldNoConflict, FoldNoFloor bool
 }
 
 // PermitMutations are the mutants of the semaphore (docs/safety.md, "Semaphores").

@@ -37,6 +37,12 @@ func (m *Model) process(s *State, conn, addr int) *Violation {
 	before := n.Data.CounterRead(env.Now, env.Second)
 	g := m.guard(ci)
 	rep := Msg{Kind: req.Kind, Actor: ci, Round: req.Round, Value: req.Value}
+	if req.Kind == ReqAcquire && req.Rec != nil {
+		// A folded record (foldRecords): record.lua first, in the
+		// acquire's pipeline.
+		rr := m.processRecord(s, ni, req)
+		rep.Recs, rep.RecNow = rr.Recs, rr.N
+	}
 	voted := false
 	retry := n.Data.retried(env, req.Value)
 	mode, owner := m.holdOf(ci, req.Value)
@@ -153,6 +159,7 @@ func (m *Model) deliver(s *State, conn, ni int) {
 	}
 	switch {
 	case cl.Phase == Acquiring && rep.Kind == ReqAcquire:
+		m.foldedReply(s, ni, rep)
 		if rep.Status == Taken && !(rep.ID != 0 && cl.Invalid) {
 			cl.Votes[ni], cl.Tokens[ni] = Yes, rep.N
 			cl.Existed[ni], cl.Counters[ni] = rep.Existed, rep.Counter

@@ -243,6 +243,7 @@ type Msg struct {
 	Existed bool        // family acquire: the owner's lock was there
 	Counter int64       // family acquire: the node's counter
 	Recs    *ConfFields // record: the node's configuration record
+	RecNow  int64       // an acquire's folded record: the node's time (foldRecords)
 	// Node is the identity the client learned for the node it addressed
 	// (the guard's, script.Guard.Node; identity.go): 0 for none, before
 	// its first contact. A vote is refused on a node of another identity
