@@ -1,11 +1,11 @@
 package redlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,15 +52,7 @@ func TestFoldedRecordMatchesModel(t *testing.T) {
 			// The library.
 			prefix := "fmodel" + strconv.Itoa(si) + ":"
 			own := identifiedSet(t, cl.clients, prefix)
-			var nodeNow int64
-			for _, n := range cl.clients {
-				tm, err := n.Time(ctx).Result()
-				if err != nil {
-					t.Fatal(err)
-				}
-				nodeNow = max(nodeNow, tm.UnixMilli())
-			}
-			exp := nodeNow + time.Hour.Milliseconds()
+			exp := latestNodeTime(t, cl.clients) + time.Hour.Milliseconds()
 			floor := exp
 			names := map[string]string{"own": own, "x": "x", "y": "y"}
 			for _, n := range cl.clients {
@@ -74,15 +66,7 @@ func TestFoldedRecordMatchesModel(t *testing.T) {
 					}
 				}
 			}
-			var mu sync.Mutex
-			var attempts []error
-			hook := hookFunc(func(e Event) {
-				if a, ok := e.(AttemptEvent); ok {
-					mu.Lock()
-					attempts = append(attempts, a.Err)
-					mu.Unlock()
-				}
-			})
+			hook, attempts := attemptErrs()
 			c := newClient(t, cl.clients, append(seamOpts(prefix), WithHook(hook))...)
 			l, err := c.TryObtain(ctx, "job", 2*time.Second)
 			lib := model.FirstObtain{Granted: err == nil, Conflict: errors.Is(err, ErrConfigConflict)}
@@ -92,9 +76,8 @@ func TestFoldedRecordMatchesModel(t *testing.T) {
 			} else if !lib.Conflict {
 				t.Fatalf("library: %v", err)
 			}
-			mu.Lock()
-			lib.RecordFirst = len(attempts) > 0 && errors.Is(attempts[0], errRecordFirst)
-			mu.Unlock()
+			a := attempts()
+			lib.RecordFirst = len(a) > 0 && errors.Is(a[0], errRecordFirst)
 
 			// The model: the same fields on its two nodes, whose
 			// identities are 1 and 2.
@@ -114,7 +97,7 @@ func TestFoldedRecordMatchesModel(t *testing.T) {
 					}
 					conf = append(conf, cf)
 				}
-				slices.SortFunc(conf, func(a, b model.ConfField) int { return compareStrings(a.Name, b.Name) })
+				slices.SortFunc(conf, func(a, b model.ConfField) int { return cmp.Compare(a.Name, b.Name) })
 				s.Nodes[ni].Data.Conf = &conf
 			}
 			s.NextID = 3
@@ -147,14 +130,4 @@ func libField(kind byte, a, b string) string {
 		return keys.ConfigJoint(a, b)
 	}
 	return keys.ConfigFloor(a)
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -206,14 +207,7 @@ func TestFoldedRecordTakesTheMoveFloor(t *testing.T) {
 	const prefix = "foldf:"
 	fp := identifiedSet(t, cl.clients, prefix)
 	configs := keys.Layout{Prefix: prefix}.Configs()
-	var nodeNow int64
-	for _, n := range cl.clients {
-		tm, err := n.Time(ctx).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodeNow = max(nodeNow, tm.UnixMilli())
-	}
+	nodeNow := latestNodeTime(t, cl.clients)
 	// A move from X to this set, live; a floor an hour ahead of the
 	// nodes' clocks, fresh for an hour.
 	exp := strconv.FormatInt(nodeNow+time.Hour.Milliseconds(), 10)
@@ -224,27 +218,50 @@ func TestFoldedRecordTakesTheMoveFloor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var mu sync.Mutex
-	var attempts []error
-	hook := hookFunc(func(e Event) {
-		if a, ok := e.(AttemptEvent); ok {
-			mu.Lock()
-			attempts = append(attempts, a.Err)
-			mu.Unlock()
-		}
-	})
+	hook, attempts := attemptErrs()
 	c := newClient(t, cl.clients, append(seamOpts(prefix), WithHook(hook))...)
 	l, err := c.TryObtain(ctx, "job", 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = l.Release(ctx) }()
-	mu.Lock()
-	if len(attempts) != 2 || !errors.Is(attempts[0], errRecordFirst) || attempts[1] != nil {
-		t.Errorf("attempts %v, want the folded one given way to the record's writes, then one that obtained", attempts)
+	if a := attempts(); len(a) != 2 || !errors.Is(a[0], errRecordFirst) || a[1] != nil {
+		t.Errorf("attempts %v, want the folded one given way to the record's writes, then one that obtained", a)
 	}
-	mu.Unlock()
 	if l.Token() < floor*script.TokenSeed {
 		t.Fatalf("token %d below the move floor %d", l.Token(), floor*script.TokenSeed)
+	}
+}
+
+// latestNodeTime is the latest of the nodes' clocks (TIME), in ms.
+func latestNodeTime(t *testing.T, clients []redis.UniversalClient) int64 {
+	t.Helper()
+	var latest int64
+	for _, n := range clients {
+		tm, err := n.Time(context.Background()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest = max(latest, tm.UnixMilli())
+	}
+	return latest
+}
+
+// attemptErrs is a hook that keeps each AttemptEvent's error, and what it
+// kept so far.
+func attemptErrs() (Hook, func() []error) {
+	var mu sync.Mutex
+	var errs []error
+	hook := hookFunc(func(e Event) {
+		if a, ok := e.(AttemptEvent); ok {
+			mu.Lock()
+			errs = append(errs, a.Err)
+			mu.Unlock()
+		}
+	})
+	return hook, func() []error {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(errs)
 	}
 }
