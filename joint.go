@@ -84,10 +84,13 @@ func (r *recorder) stale() time.Duration {
 	return time.Duration(joint.RecordStale(int64(r.w.cfg.maxTTL)))
 }
 
-// checkConfig is asked before each acquire round on the nodes: it records
-// the Client's configuration when its last record is stale (the first
-// obtain, or a recording goroutine that fell behind), starts the recording
-// goroutine, and returns the last record's ErrConfigConflict, if any. The
+// check is asked before each round that can make the Client a holder: it
+// records the Client's configuration when its last record is stale (the
+// first obtain, or a recording goroutine that fell behind), starts the
+// recording goroutine, and returns the last record's ErrConfigConflict, if
+// any. With fold (the round is an acquire's), the first record, when no
+// record reached a node yet, is instead folded into that acquire
+// (foldFirst): check returns it, and makes no round of its own. The
 // caller holds the engine's life for reading.
 func (r *recorder) check(ctx context.Context, timeout time.Duration, fold bool) (*folded, error) {
 	if r.w.cfg.noRecords {
@@ -100,11 +103,6 @@ func (r *recorder) check(ctx context.Context, timeout time.Duration, fold bool) 
 			r.record(ctx, r.w.cfg.nodeTimeoutFor(r.w.cfg.maxTTL), true)
 		})
 	}
-	if fold {
-		if f := r.foldFirst(); f != nil {
-			return f, nil
-		}
-	}
 	// The record must have started within stale before the acquire
 	// starts, so that it outlives the lock by the max TTL: a record round
 	// that took that long (a slow node, a paused process) is followed by
@@ -116,6 +114,11 @@ func (r *recorder) check(ctx context.Context, timeout time.Duration, fold bool) 
 		r.state.Unlock()
 		if r.w.cfg.now().Sub(last) < r.stale() {
 			break
+		}
+		if fold && last.IsZero() {
+			if f := r.foldFirst(); f != nil {
+				return f, nil
+			}
 		}
 		r.record(ctx, timeout, false)
 		r.state.Lock()
