@@ -93,9 +93,9 @@ func TestFirstObtainFoldsTheRecord(t *testing.T) {
 			switch {
 			case len(s) == 1 && (s[0] == "hello" || s[0] == "client" || s[0] == "function"):
 			case len(s) == 2 && s[0] == "client" && s[1] == "client":
-			case len(s) == 3 && s[0] == "fcall" && s[1] == "fcall" && s[2] == "eval":
+			case len(s) == 3 && s[0] == "fcall" && s[1] == "fcall" && s[2] == "fcall":
 			default:
-				t.Fatalf("node %d before the release sent %v, want only pipelines [fcall (record) fcall (acquire) eval (id)]", i, s)
+				t.Fatalf("node %d before the release sent %v, want only pipelines [fcall (record) fcall (acquire) fcall (id)]", i, s)
 			}
 		}
 	}

@@ -9,16 +9,11 @@
 -- of locking until every lock it may have forgotten has expired).
 -- KEYS[1] the identity key ({PREFIX}:id)
 -- ARGV[1] a new random identity, written when the node has none
--- Returns {identity, run_id}: run_id is the Redis process's (INFO server),
+-- Returns {identity, run_id}: run_id is the Redis process's (runid.lua),
 -- '' when INFO is refused (an ACL).
 local id = redis.call('GET', KEYS[1])
 if not id then
   redis.call('SET', KEYS[1], ARGV[1])
   id = ARGV[1]
 end
-local run = ''
-local info = redis.pcall('INFO', 'server')
-if type(info) == 'string' then
-  run = string.match(info, 'run_id:(%x+)') or ''
-end
-return {id, run}
+return {id, run_id()}

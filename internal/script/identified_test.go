@@ -2,8 +2,12 @@ package script
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/redistest"
 )
@@ -152,5 +156,88 @@ func TestAcquireRecordedWithoutFunctions(t *testing.T) {
 	}
 	if hasLibrary(t, c) || cmdCalls(t, c, "fcall") != 0 {
 		t.Fatal("FCALL on a node remembered without functions")
+	}
+}
+
+// TestIdentifyReadsRunIDOncePerProcess: the identity read at the end of
+// an acquire's pipeline is the library's function, which reads INFO once
+// per process (runid.lua): a second read asks no INFO and gives the same
+// run_id; after a restart that kept the data and the library (the
+// append-only file), the new process's run_id, read anew; and a user who
+// may not run INFO gets none, even after another user's read.
+func TestIdentifyReadsRunIDOncePerProcess(t *testing.T) {
+	s := redistest.Start(t, 1, redistest.Options{Args: []string{"--appendonly", "yes"}})[0]
+	c := s.Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := nodeOf(c)
+	ctx := context.Background()
+	const idKey = "{}:id"
+	k := keys("l")
+	call := AcquireCall(k, NewLockArgs(k.Lock, "v"), time.Minute, off)
+	runID := func(c *redis.Client) string {
+		t.Helper()
+		info, err := c.Info(ctx, "server").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := strings.Cut(info, "run_id:")
+		return strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])
+	}
+	infoCalls := func() int64 {
+		t.Helper()
+		stats, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, found := strings.Cut(stats, "cmdstat_info:calls=")
+		if !found {
+			return 0
+		}
+		v, err := strconv.ParseInt(strings.SplitN(after, ",", 2)[0], 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	first := runID(c)
+	_, id, idErr, err := call.AcquireIdentified(ctx, n, Ack{}, idKey)
+	if err != nil || idErr != nil || id.RunID != first {
+		t.Fatalf("first read: %+v, %v, %v; INFO's run_id %s", id, idErr, err, first)
+	}
+	if fns, err := c.Do(ctx, "FUNCTION", "LIST", "LIBRARYNAME", libraryName).Slice(); err != nil || len(fns) != 1 {
+		t.Fatalf("the library after the first read: %v, %v", fns, err)
+	}
+	before := infoCalls()
+	_, id2, idErr, err := call.AcquireIdentified(ctx, n, Ack{}, idKey)
+	if err != nil || idErr != nil || id2 != id {
+		t.Fatalf("second read: %+v, %v, %v; first %+v", id2, idErr, err, id)
+	}
+	if after := infoCalls(); after != before+1 { // the +1: infoCalls' own INFO
+		t.Fatalf("INFO ran %d times for the second read, want none", after-before-1)
+	}
+
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	c2 := s.Client()
+	t.Cleanup(func() { _ = c2.Close() })
+	second := runID(c2)
+	if second == first {
+		t.Fatal("the restart kept its run_id")
+	}
+	_, id3, idErr, err := call.AcquireIdentified(ctx, nodeOf(c2), Ack{}, idKey)
+	if err != nil || idErr != nil || id3.ID != id.ID || id3.RunID != second {
+		t.Fatalf("after a restart: %+v, %v, %v; want identity %s and run_id %s", id3, idErr, err, id.ID, second)
+	}
+
+	if err := c2.Do(ctx, "ACL", "SETUSER", "noinfo", "on", ">pw", "~*", "&*", "+@all", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	u := redis.NewClient(&redis.Options{Addr: s.Addr(), Username: "noinfo", Password: "pw"})
+	t.Cleanup(func() { _ = u.Close() })
+	_, id4, idErr, err := call.AcquireIdentified(ctx, nodeOf(u), Ack{}, idKey)
+	if err != nil || idErr != nil || id4.ID != id.ID || id4.RunID != "" {
+		t.Fatalf("a user without INFO: %+v, %v, %v; want identity %s and no run_id", id4, idErr, err, id.ID)
 	}
 }

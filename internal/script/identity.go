@@ -11,10 +11,14 @@ import (
 	"github.com/redlock-go/redlock/driver"
 )
 
-//go:embed id.lua
-var idSrc string
+var (
+	//go:embed id.lua
+	idSrc string
+	//go:embed runid.lua
+	runIDSrc string
+)
 
-var identify = newScript(idSrc)
+var identify = newScript(runIDSrc + "\n" + idSrc)
 
 // Identity is a node's identity (id.lua) and its Redis process's run_id
 // ("" when INFO is refused).
@@ -41,11 +45,15 @@ func Identify(ctx context.Context, n driver.Node, key string) (Identity, error) 
 	return decodeIdentity(v)
 }
 
-// identifyEval is id.lua's call with key, by EVAL of its source: it is
-// sent in a pipeline (AcquireIdentified), where a NOSCRIPT would cost the
-// acquire before it a second run, and once per node and Client.
-func identifyEval(key string) []any {
-	return []any{"eval", idSrc, "1", key, NewIdentity()}
+// identifyCall is id.lua's call with key at the end of an acquire's
+// pipeline (AcquireIdentified, AcquireRecorded): a function of the
+// library, as the acquire is, or where the node cannot run functions
+// EVAL of the script's source, where a NOSCRIPT would cost the acquire
+// before it a second run. As a function it reads INFO once per process
+// (runid.lua).
+func identifyCall(key string) *fnCall {
+	fn := []any{identifyFn[0], identifyFn[1], "1", key, NewIdentity()}
+	return &fnCall{fn: fn, eval: withHead(fn, [2]any{"eval", identify.src})}
 }
 
 func decodeIdentity(v any) (Identity, error) {

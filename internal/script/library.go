@@ -14,9 +14,10 @@ import (
 )
 
 // The Redis Functions library (Redis 7 and later): the hot script, the
-// plain lock's acquire, and the configuration record that a Client's
-// first obtain sends before it in the same pipeline (RecordCall), as
-// functions of a library that a node loads once
+// plain lock's acquire, and what a Client's first obtain sends beside it
+// in the same pipeline, the configuration record before it (RecordCall)
+// and the identity read after it (identifyCall), as functions of a
+// library that a node loads once
 // (FUNCTION LOAD) and runs by name (FCALL). A script run
 // with EVALSHA executes its whole chunk on every call, and the acquire's
 // chunk defines the epoch guard's, the counter's and token.lua's helper
@@ -24,6 +25,9 @@ import (
 // once, when it is loaded, and FCALL runs the body alone. The bodies are
 // the same .lua sources as the scripts', each wrapped in a function of
 // (KEYS, ARGV): the semantics are the scripts' own (TestLibraryMatchesScripts).
+// One helper keeps a value from call to call: runid.lua's run_id, the
+// process's own, which a library loaded into another process (a restart,
+// a replica) reads anew.
 //
 // Names and versions. A library's name is redlock_V and its functions'
 // redlock_V_NAME (redlock_V_acquire), where V is the first 16 hex
@@ -89,18 +93,25 @@ type libFunction struct {
 // libFunctions are the library's functions. The helpers the bodies need
 // are defined once, before the bodies: those of the acquire's script.
 func libFunctions() (helpers string, fns []libFunction) {
-	return epochSrc + "\n" + counterSrc + "\n" + tokenSrc, []libFunction{
+	return epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + runIDSrc, []libFunction{
 		{"acquire", acquireSrc, ""},
 		{"record", recordSrc, ""},
+		{"identify", idSrc, ""},
 	}
 }
 
-// acquireFn and recordFn are the FCALL heads of the acquire and the
-// record: "fcall" and the function's name.
+// acquireFn, recordFn and identifyFn are the FCALL heads of the acquire,
+// the record and the identity read: "fcall" and the function's name.
 var (
-	acquireFn = [2]any{"fcall", functionName("acquire")}
-	recordFn  = [2]any{"fcall", functionName("record")}
+	acquireFn  = [2]any{"fcall", functionName("acquire")}
+	recordFn   = [2]any{"fcall", functionName("record")}
+	identifyFn = [2]any{"fcall", functionName("identify")}
 )
+
+// fnCall is a call of a function of the library for a pipeline beside
+// another (Call.pipe): fn by FCALL, and eval the same call by EVAL of the
+// function's script source, for a node that cannot run functions.
+type fnCall struct{ fn, eval []any }
 
 // functionName is the full name of the library's function name.
 func functionName(name string) string { return libraryName + "_" + name }

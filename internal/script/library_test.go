@@ -42,7 +42,7 @@ func forgetNoFunctions(t *testing.T) {
 // script, so the same semantics. The function names carry the version.
 func TestLibraryMatchesScripts(t *testing.T) {
 	helpers, fns := libFunctions()
-	scripts := map[string]*luaScript{"acquire": &acquire, "record": &record}
+	scripts := map[string]*luaScript{"acquire": &acquire, "record": &record, "identify": &identify}
 	if len(fns) != len(scripts) {
 		t.Fatalf("library functions %d, want %d", len(fns), len(scripts))
 	}
@@ -64,9 +64,13 @@ func TestLibraryMatchesScripts(t *testing.T) {
 			t.Errorf("the library does not register %s", want)
 		}
 	}
-	// The acquire's script is the helpers and the body, nothing else.
-	if acquire.src != helpers+"\n"+acquireSrc {
+	// The acquire's script is the helpers but run_id's and the body,
+	// nothing else; the identity read's, run_id's and its body.
+	if !strings.HasSuffix(acquire.src, "\n"+acquireSrc) || helpers != strings.TrimSuffix(acquire.src, acquireSrc)+runIDSrc {
 		t.Error("the acquire's script is not the library's helpers and body")
+	}
+	if identify.src != runIDSrc+"\n"+idSrc || !strings.HasSuffix(helpers, "\n"+runIDSrc) {
+		t.Error("the identity read's script is not run_id's helper and its body")
 	}
 	if len(libraryVersion) != 16 || libraryName != "redlock_"+libraryVersion {
 		t.Errorf("library version %q, name %q", libraryVersion, libraryName)

@@ -70,12 +70,12 @@ func Record(ctx context.Context, n driver.Node, key, epochKey string, g Guard, k
 // library.go), loaded with the acquire's, or where the node cannot run
 // functions EVAL of record.lua's source, which then cannot meet a
 // NOSCRIPT after the acquire has run.
-type RecordCall struct{ fn, eval []any }
+type RecordCall struct{ c fnCall }
 
 // NewRecordCall prepares what Record would run, for AcquireRecorded.
 func NewRecordCall(key, epochKey string, g Guard, keep []RecordField, floors []FloorRaise) RecordCall {
 	fn := append([]any{recordFn[0], recordFn[1], "2", key, epochKey}, recordArgv(g, keep, floors)...)
-	return RecordCall{fn: fn, eval: withHead(fn, [2]any{"eval", record.src})}
+	return RecordCall{fnCall{fn: fn, eval: withHead(fn, [2]any{"eval", record.src})}}
 }
 
 // recordArgv are record.lua's arguments.

@@ -470,7 +470,7 @@ func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired,
 // the identity's own (an error reply: an ACL that refuses the script),
 // when the pipeline answered.
 func (call Call) AcquireIdentified(ctx context.Context, n driver.Node, ack Ack, key string) (a Acquired, id Identity, idErr, err error) {
-	replies, err := call.pipe(ctx, n, ack, nil, identifyEval(key))
+	replies, err := call.pipe(ctx, n, ack, nil, identifyCall(key))
 	if err != nil {
 		return Acquired{}, Identity{}, nil, err
 	}
@@ -488,7 +488,7 @@ func (call Call) AcquireIdentified(ctx context.Context, n driver.Node, ack Ack, 
 // own failure (an error reply), when the pipeline answered; a recovering
 // node's records say so (Records.Recovering).
 func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, rec RecordCall, key string) (a Acquired, recs Records, recErr error, id Identity, idErr, err error) {
-	replies, err := call.pipe(ctx, n, ack, &rec, identifyEval(key))
+	replies, err := call.pipe(ctx, n, ack, &rec.c, identifyCall(key))
 	if err != nil {
 		return Acquired{}, Records{}, nil, Identity{}, nil, err
 	}
@@ -515,10 +515,10 @@ func identified(r driver.Reply) (Identity, error) {
 // acknowledged the script's writes. A missing library or a NOSCRIPT of
 // the call sends the whole pipeline again, which head and tail must bear
 // (id.lua reads what it wrote, record.lua keeps the same fields alive).
-// The head is a function of the library, as the call is, so that both run
-// or neither does; where the node cannot run functions it is sent by EVAL
-// of its source, and tail always is.
-func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, head *RecordCall, tail []any) ([]driver.Reply, error) {
+// Head and tail are functions of the library, as the call is, so that all
+// run or none does; where the node cannot run functions they are sent by
+// EVAL of their source.
+func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, head, tail *fnCall) ([]driver.Reply, error) {
 	cmds := make([][]any, 0, 4)
 	at := 0
 	if head != nil {
@@ -529,17 +529,22 @@ func (call Call) pipe(ctx context.Context, n driver.Node, ack Ack, head *RecordC
 		cmds = append(cmds, []any{"WAIT", ack.Replicas, ack.Timeout.Milliseconds()})
 	}
 	if tail != nil {
-		cmds = append(cmds, tail)
+		cmds = append(cmds, tail.fn)
 	}
 	if call.args[0] == "fcall" {
 		replies, err, ok := fpipe(ctx, n, cmds, at)
 		if ok {
 			return replies, err
 		}
+	}
+	if cmds[at][0] == "fcall" {
 		cmds[at] = withHead(call.args, call.s.boxed())
 	}
-	if head != nil && cmds[at][0] != "fcall" {
+	if head != nil {
 		cmds[0] = head.eval
+	}
+	if tail != nil {
+		cmds[len(cmds)-1] = tail.eval
 	}
 	replies, err := n.Pipe(ctx, cmds)
 	if err == nil && reply.HasPrefix(replies[at].Err, "NOSCRIPT") {
