@@ -101,7 +101,10 @@ func TestFoldedRecordMatchesModel(t *testing.T) {
 				s.Nodes[ni].Data.Conf = &conf
 			}
 			s.NextID = 3
-			mod := m.PlayFirstObtain(s, 0)
+			mod, err := m.PlayFirstObtain(s, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			if lib.Granted != mod.Granted || lib.Conflict != mod.Conflict || lib.RecordFirst != mod.RecordFirst {
 				t.Fatalf("library %+v, model %+v", lib, mod)

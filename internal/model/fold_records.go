@@ -32,6 +32,8 @@ package model
 // its next record (the recorder's, every MaxTTL/4).
 
 import (
+	"fmt"
+
 	"github.com/redlock-go/redlock/internal/joint"
 	"github.com/redlock-go/redlock/internal/keys"
 )
@@ -154,8 +156,9 @@ type FirstObtain struct {
 // request is run and answered, then the recorder and the client step,
 // until the client holds, or is idle again with nothing in flight. The
 // library's differential test of the fold (TestFoldedRecordMatchesModel,
-// root package) plays the same records through both.
-func (m *Model) PlayFirstObtain(s *State, ci int) FirstObtain {
+// root package) plays the same records through both. It returns an error
+// when the obtain has not ended after 1,000 steps (a model that loops).
+func (m *Model) PlayFirstObtain(s *State, ci int) (FirstObtain, error) {
 	var out FirstObtain
 	cl := &s.Clients[ci]
 	for range 1000 {
@@ -178,13 +181,13 @@ func (m *Model) PlayFirstObtain(s *State, ci int) FirstObtain {
 		phase := cl.Phase
 		if phase == Holding {
 			out.Granted, out.Token = true, cl.Token
-			return out
+			return out, nil
 		}
 		if phase == Idle && cl.Started {
 			out.Conflict = cl.Rec.Conflict
-			return out
+			return out, nil
 		}
 		m.clientStep1(s, ci)
 	}
-	panic("model: PlayFirstObtain did not end")
+	return out, fmt.Errorf("model: client %d's first obtain did not end in 1,000 steps (phase %v, recorder phase %v)", ci, cl.Phase, cl.Rec.Phase)
 }
