@@ -172,13 +172,8 @@ func TestFoldedRecordRefusesBesideAMove(t *testing.T) {
 	ctx := context.Background()
 	const prefix = "foldc:"
 	fp := identifiedSet(t, cl.clients, prefix)
-	configs := keys.Layout{Prefix: prefix}.Configs()
 	exp := strconv.FormatInt(time.Now().Add(time.Hour).UnixMilli(), 10)
-	for _, n := range cl.clients {
-		if err := n.HSet(ctx, configs, keys.ConfigJoint(fp, "X"), exp, keys.ConfigSingle("X"), exp).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRecords(t, cl.clients, prefix, keys.ConfigJoint(fp, "X"), exp, keys.ConfigSingle("X"), exp)
 	c := newClient(t, cl.clients, seamOpts(prefix)...)
 	l, err := c.TryObtain(ctx, "job", 2*time.Second)
 	if !errors.Is(err, ErrConfigConflict) {
@@ -209,18 +204,13 @@ func TestFoldedRecordTakesTheMoveFloor(t *testing.T) {
 	ctx := context.Background()
 	const prefix = "foldf:"
 	fp := identifiedSet(t, cl.clients, prefix)
-	configs := keys.Layout{Prefix: prefix}.Configs()
 	nodeNow := latestNodeTime(t, cl.clients)
 	// A move from X to this set, live; a floor an hour ahead of the
 	// nodes' clocks, fresh for an hour.
 	exp := strconv.FormatInt(nodeNow+time.Hour.Milliseconds(), 10)
 	floor := nodeNow + time.Hour.Milliseconds()
-	for _, n := range cl.clients {
-		if err := n.HSet(ctx, configs, keys.ConfigJoint("X", fp), exp,
-			keys.ConfigFloor(fp), exp+":"+strconv.FormatInt(floor, 10)+":"+exp).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeRecords(t, cl.clients, prefix, keys.ConfigJoint("X", fp), exp,
+		keys.ConfigFloor(fp), exp+":"+strconv.FormatInt(floor, 10)+":"+exp)
 	hook, attempts := attemptErrs()
 	c := newClient(t, cl.clients, append(seamOpts(prefix), WithHook(hook))...)
 	l, err := c.TryObtain(ctx, "job", 2*time.Second)
@@ -233,6 +223,18 @@ func TestFoldedRecordTakesTheMoveFloor(t *testing.T) {
 	}
 	if l.Token() < floor*script.TokenSeed {
 		t.Fatalf("token %d below the move floor %d", l.Token(), floor*script.TokenSeed)
+	}
+}
+
+// writeRecords writes configuration record fields (field, value pairs)
+// on every node, under prefix.
+func writeRecords(t *testing.T, clients []redis.UniversalClient, prefix string, fieldValues ...any) {
+	t.Helper()
+	configs := keys.Layout{Prefix: prefix}.Configs()
+	for _, n := range clients {
+		if err := n.HSet(context.Background(), configs, fieldValues...).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
