@@ -352,7 +352,7 @@ func unifiedMeasured() []mutant {
 var unifiedSeeds = map[string][]uint64{
 	"ClaimUnguarded":           {8589934604},
 	"ClaimUnguardedRawCounter": {51539607552},
-	"JointNoFloor":             {17179874196},
+	"JointNoFloor":             {17179874196, 55834577052},
 	"JointNoConflict":          {12884901924},
 	"BySpelling":               {4294967324},
 	"ResumeUnrecorded":         {17179869184},
