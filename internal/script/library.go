@@ -91,7 +91,8 @@ type libFunction struct {
 }
 
 // libFunctions are the library's functions. The helpers the bodies need
-// are defined once, before the bodies: those of the acquire's script.
+// are defined once, before the bodies: those of the acquire's script,
+// and run_id's (runid.lua), which the identity read's script carries.
 func libFunctions() (helpers string, fns []libFunction) {
 	return epochSrc + "\n" + counterSrc + "\n" + tokenSrc + "\n" + runIDSrc, []libFunction{
 		{"acquire", acquireSrc, ""},
