@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redlock-go/redlock/internal/redistest"
+	"github.com/redlock-go/redlock/internal/reply"
 )
 
 // TestAcquireIdentified: an acquire with the node's identity read after
@@ -239,5 +240,52 @@ func TestIdentifyReadsRunIDOncePerProcess(t *testing.T) {
 	_, id4, idErr, err := call.AcquireIdentified(ctx, nodeOf(u), Ack{}, idKey)
 	if err != nil || idErr != nil || id4.ID != id.ID || id4.RunID != "" {
 		t.Fatalf("a user without INFO: %+v, %v, %v; want identity %s and no run_id", id4, idErr, err, id.ID)
+	}
+}
+
+// TestAcquireIdentifiedOnAReplica: on a read-only replica that holds the
+// library (replicated from its master), Redis refuses the acquire's and
+// the identity read's functions before they run (READONLY); the identity
+// is read again by EVAL, which reads the replicated identity without
+// writing, so a replica given beside its master is told apart (the
+// Client refuses the node set: TestReplicaBesideItsMaster).
+func TestAcquireIdentifiedOnAReplica(t *testing.T) {
+	forgetNoFunctions(t)
+	servers := redistest.Start(t, 2)
+	master, replica := servers[0].Client(), servers[1].Client()
+	t.Cleanup(func() { _ = master.Close(); _ = replica.Close() })
+	ctx := context.Background()
+	const idKey = "{}:id"
+	k := keys("l")
+	call := AcquireCall(k, NewLockArgs(k.Lock, "v"), time.Minute, off)
+	if _, id, idErr, err := call.AcquireIdentified(ctx, nodeOf(master), Ack{}, idKey); err != nil || idErr != nil || id.ID == "" {
+		t.Fatalf("on the master: %+v, %v, %v", id, idErr, err)
+	}
+	mid, err := master.Get(ctx, idKey).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Do(ctx, "REPLICAOF", "127.0.0.1", servers[0].Port()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = replica.Do(context.Background(), "REPLICAOF", "NO", "ONE").Err() })
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		v, _ := replica.Get(ctx, idKey).Result()
+		libs, _ := replica.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: libraryName}).Result()
+		if v == mid && len(libs) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replica has identity %q and %d libraries, want %q and the library", v, len(libs), mid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a, id, idErr, err := AcquireCall(keys("r"), NewLockArgs(keys("r").Lock, "v"), time.Minute, off).AcquireIdentified(ctx, nodeOf(replica), Ack{}, idKey)
+	if !reply.HasPrefix(err, "READONLY") || a.OK() {
+		t.Fatalf("the acquire on a replica: %+v, %v; want READONLY", a, err)
+	}
+	if idErr != nil || id.ID != mid {
+		t.Fatalf("the identity read on a replica: %+v, %v; want the master's identity %s", id, idErr, mid)
 	}
 }

@@ -3,6 +3,7 @@ package script
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -340,7 +341,9 @@ func TestLibraryVersionsSideBySide(t *testing.T) {
 }
 
 // Under maxmemory (noeviction), the acquire's function answers as its
-// script does: refused with OOM; a release (a script) still deletes.
+// script does: refused with OOM; a release (a script) still deletes; and
+// an acquire's identity read, a function refused with it, is read again
+// by EVAL (identified).
 func TestLibraryUnderMaxmemory(t *testing.T) {
 	forgetNoFunctions(t)
 	c := redistest.Start(t, 1, redistest.Options{Args: []string{"--maxmemory-policy", "noeviction"}})[0].Client()
@@ -356,7 +359,21 @@ func TestLibraryUnderMaxmemory(t *testing.T) {
 		}
 		tokens[name] = a.Token
 	}
-	redistest.MaxMemoryAtUsed(t, c)
+	const idKey = "{}:id"
+	self, err := Identify(ctx, n, idKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Half the memory used: a buffer the server frees after the INFO
+	// (a client's query buffer, under load) leaves it over the limit.
+	used := redistest.MaxMemoryAtUsed(t, c)
+	if err := c.ConfigSet(ctx, "maxmemory", strconv.FormatInt(used/2, 10)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	acq := AcquireCall(keys("new-id"), NewLockArgs(keys("new-id").Lock, "v"), time.Minute, off)
+	if a, id, idErr, err := acq.AcquireIdentified(ctx, n, Ack{}, idKey); err == nil || !strings.HasPrefix(err.Error(), "OOM") || idErr != nil || id != self {
+		t.Errorf("an acquire and its identity read under maxmemory: %+v, %+v, %v, %v; want OOM and identity %+v", a, id, idErr, err, self)
+	}
 	for _, name := range []string{"fn", "script"} {
 		acq := AcquireCall(keys("new-"+name), NewLockArgs(keys("new-"+name).Lock, "v"), time.Minute, off)
 		// The release retires the token with a SET, which maxmemory

@@ -470,11 +470,12 @@ func (call Call) Acquire(ctx context.Context, n driver.Node, ack Ack) (Acquired,
 // the identity's own (an error reply: an ACL that refuses the script),
 // when the pipeline answered.
 func (call Call) AcquireIdentified(ctx context.Context, n driver.Node, ack Ack, key string) (a Acquired, id Identity, idErr, err error) {
-	replies, err := call.pipe(ctx, n, ack, nil, identifyCall(key))
+	tail := identifyCall(key)
+	replies, err := call.pipe(ctx, n, ack, nil, tail)
 	if err != nil {
 		return Acquired{}, Identity{}, nil, err
 	}
-	id, idErr = identified(replies[len(replies)-1])
+	id, idErr = identified(ctx, n, replies[len(replies)-1], tail)
 	a, err = decodeAcked(replies[:len(replies)-1], ack)
 	return a, id, idErr, err
 }
@@ -488,20 +489,34 @@ func (call Call) AcquireIdentified(ctx context.Context, n driver.Node, ack Ack, 
 // own failure (an error reply), when the pipeline answered; a recovering
 // node's records say so (Records.Recovering).
 func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, rec RecordCall, key string) (a Acquired, recs Records, recErr error, id Identity, idErr, err error) {
-	replies, err := call.pipe(ctx, n, ack, &rec.c, identifyCall(key))
+	tail := identifyCall(key)
+	replies, err := call.pipe(ctx, n, ack, &rec.c, tail)
 	if err != nil {
 		return Acquired{}, Records{}, nil, Identity{}, nil, err
 	}
 	if recErr = replies[0].Err; recErr == nil {
 		recs, recErr = decodeRecords(replies[0].Val)
 	}
-	id, idErr = identified(replies[len(replies)-1])
+	id, idErr = identified(ctx, n, replies[len(replies)-1], tail)
 	a, err = decodeAcked(replies[1:len(replies)-1], ack)
 	return a, recs, recErr, id, idErr, err
 }
 
-// identified decodes the reply of id.lua at the end of a pipeline.
-func identified(r driver.Reply) (Identity, error) {
+// identified decodes the reply of id.lua at the end of a pipeline, sent
+// as tail. Redis refuses a function that may write as a whole, before it
+// runs, on a read-only replica (READONLY) and under maxmemory (OOM),
+// where id.lua as a script reads an identity that exists without
+// writing: the read is then made again alone, by EVAL of its source. The
+// acquire before it is a function that the same check refused (unless
+// the node's memory crossed maxmemory between the two, where the vote
+// has the identity read right after it), so no vote came with it; the
+// read identifies the node, and a replica given beside its master is
+// refused (TestAcquireIdentifiedOnAReplica).
+func identified(ctx context.Context, n driver.Node, r driver.Reply, tail *fnCall) (Identity, error) {
+	if reply.HasPrefix(r.Err, "READONLY") || reply.HasPrefix(r.Err, "OOM") {
+		v, err := n.Do(ctx, tail.eval...)
+		r = driver.Reply{Val: v, Err: err}
+	}
 	if r.Err != nil {
 		return Identity{}, r.Err
 	}
