@@ -289,3 +289,35 @@ func TestAcquireIdentifiedOnAReplica(t *testing.T) {
 		t.Fatalf("the identity read on a replica: %+v, %v; want the master's identity %s", id, idErr, mid)
 	}
 }
+
+// TestAcquireIdentifiedWithoutReplicas: on a master with fewer replicas
+// than its min-replicas-to-write, Redis refuses the acquire's and the
+// identity read's functions before they run (NOREPLICAS); the identity
+// is read again by EVAL.
+func TestAcquireIdentifiedWithoutReplicas(t *testing.T) {
+	forgetNoFunctions(t)
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := nodeOf(c)
+	ctx := context.Background()
+	const idKey = "{}:id"
+	self, err := Identify(ctx, n, idKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The library loaded, then the writes refused.
+	k := keys("l")
+	if a, err := AcquireCall(k, NewLockArgs(k.Lock, "v"), time.Minute, off).Acquire(ctx, n, Ack{}); err != nil || !a.OK() {
+		t.Fatalf("before: %+v, %v", a, err)
+	}
+	if err := c.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+		t.Fatal(err)
+	}
+	a, id, idErr, err := AcquireCall(keys("r"), NewLockArgs(keys("r").Lock, "v"), time.Minute, off).AcquireIdentified(ctx, n, Ack{}, idKey)
+	if !reply.HasPrefix(err, "NOREPLICAS") || a.OK() {
+		t.Fatalf("the acquire without replicas: %+v, %v; want NOREPLICAS", a, err)
+	}
+	if idErr != nil || id != self {
+		t.Fatalf("the identity read without replicas: %+v, %v; want %+v", id, idErr, self)
+	}
+}

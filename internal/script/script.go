@@ -504,16 +504,17 @@ func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, re
 
 // identified decodes the reply of id.lua at the end of a pipeline, sent
 // as tail. Redis refuses a function that may write as a whole, before it
-// runs, on a read-only replica (READONLY) and under maxmemory (OOM),
-// where id.lua as a script reads an identity that exists without
-// writing: the read is then made again alone, by EVAL of its source. The
+// runs, on a read-only replica (READONLY), under maxmemory (OOM) and
+// with fewer replicas than min-replicas-to-write (NOREPLICAS), where
+// id.lua as a script reads an identity that exists without writing: the
+// read is then made again alone, by EVAL of its source. The
 // acquire before it is a function that the same check refused (unless
 // the node's memory crossed maxmemory between the two, where the vote
 // has the identity read right after it), so no vote came with it; the
 // read identifies the node, and a replica given beside its master is
 // refused (TestAcquireIdentifiedOnAReplica).
 func identified(ctx context.Context, n driver.Node, r driver.Reply, tail *fnCall) (Identity, error) {
-	if reply.HasPrefix(r.Err, "READONLY") || reply.HasPrefix(r.Err, "OOM") {
+	if reply.HasPrefix(r.Err, "READONLY") || reply.HasPrefix(r.Err, "OOM") || reply.HasPrefix(r.Err, "NOREPLICAS") {
 		v, err := n.Do(ctx, tail.eval...)
 		r = driver.Reply{Val: v, Err: err}
 	}
