@@ -2,7 +2,6 @@ package script
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -184,22 +183,6 @@ func TestIdentifyReadsRunIDOncePerProcess(t *testing.T) {
 		_, after, _ := strings.Cut(info, "run_id:")
 		return strings.TrimSpace(strings.SplitN(after, "\n", 2)[0])
 	}
-	infoCalls := func() int64 {
-		t.Helper()
-		stats, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, after, found := strings.Cut(stats, "cmdstat_info:calls=")
-		if !found {
-			return 0
-		}
-		v, err := strconv.ParseInt(strings.SplitN(after, ",", 2)[0], 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return v
-	}
 
 	first := runID(c)
 	_, id, idErr, err := call.AcquireIdentified(ctx, n, Ack{}, idKey)
@@ -209,12 +192,12 @@ func TestIdentifyReadsRunIDOncePerProcess(t *testing.T) {
 	if fns, err := c.Do(ctx, "FUNCTION", "LIST", "LIBRARYNAME", libraryName).Slice(); err != nil || len(fns) != 1 {
 		t.Fatalf("the library after the first read: %v, %v", fns, err)
 	}
-	before := infoCalls()
+	before := cmdCalls(t, c, "info")
 	_, id2, idErr, err := call.AcquireIdentified(ctx, n, Ack{}, idKey)
 	if err != nil || idErr != nil || id2 != id {
 		t.Fatalf("second read: %+v, %v, %v; first %+v", id2, idErr, err, id)
 	}
-	if after := infoCalls(); after != before+1 { // the +1: infoCalls' own INFO
+	if after := cmdCalls(t, c, "info"); after != before+1 { // the +1: cmdCalls' own INFO
 		t.Fatalf("INFO ran %d times for the second read, want none", after-before-1)
 	}
 
