@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -138,11 +139,7 @@ func TestAcquireRecorded(t *testing.T) {
 // record runs before the acquire, once or twice, and the acquire's vote
 // stands.
 func TestAcquireRecordedWithoutFunctions(t *testing.T) {
-	forgetNoFunctions(t)
-	c := redistest.Start(t, 1)[0].Client()
-	t.Cleanup(func() { _ = c.Close() })
-	n := nodeOf(c)
-	setFunctionsOff(n)
+	c, n := startWithoutFunctions(t)
 	ctx := context.Background()
 	const idKey, confKey, epochKey = "{}:id", "{}:configs", "{}:epoch"
 	k := keys("nofn")
@@ -154,9 +151,7 @@ func TestAcquireRecordedWithoutFunctions(t *testing.T) {
 	if _, ok := recs.Fields["c:mine"]; !ok {
 		t.Fatalf("own field not read back: %+v", recs)
 	}
-	if hasLibrary(t, c) || cmdCalls(t, c, "fcall") != 0 {
-		t.Fatal("FCALL on a node remembered without functions")
-	}
+	noFCall(t, c)
 }
 
 // TestIdentifyReadsRunIDOncePerProcess: the identity read at the end of
@@ -273,34 +268,85 @@ func TestAcquireIdentifiedOnAReplica(t *testing.T) {
 	}
 }
 
-// TestAcquireIdentifiedWithoutReplicas: on a master with fewer replicas
-// than its min-replicas-to-write, Redis refuses the acquire's and the
-// identity read's functions before they run (NOREPLICAS); the identity
-// is read again by EVAL.
-func TestAcquireIdentifiedWithoutReplicas(t *testing.T) {
-	forgetNoFunctions(t)
-	c := redistest.Start(t, 1)[0].Client()
-	t.Cleanup(func() { _ = c.Close() })
-	n := nodeOf(c)
+// TestAcquireIdentifiedWhereWritesStop: on a master that stops writes,
+// Redis refuses the acquire's and the identity read's functions before
+// they run; the identity is read again by EVAL. Two ways to stop them:
+// fewer replicas than min-replicas-to-write (NOREPLICAS), and a failed
+// save with stop-writes-on-bgsave-error, the default (MISCONF: the dir is
+// removed under the server, so BGSAVE cannot create its file).
+func TestAcquireIdentifiedWhereWritesStop(t *testing.T) {
+	for _, tc := range []struct {
+		refusal string
+		stop    func(t *testing.T, c *redis.Client)
+	}{
+		{"NOREPLICAS", func(t *testing.T, c *redis.Client) {
+			if err := c.ConfigSet(context.Background(), "min-replicas-to-write", "1").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"MISCONF", failSave},
+	} {
+		t.Run(tc.refusal, func(t *testing.T) {
+			forgetNoFunctions(t)
+			c := redistest.Start(t, 1, redistest.Options{Args: []string{"--enable-protected-configs", "yes"}})[0].Client()
+			t.Cleanup(func() { _ = c.Close() })
+			n := nodeOf(c)
+			ctx := context.Background()
+			const idKey = "{}:id"
+			self, err := Identify(ctx, n, idKey)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The library loaded, then the writes stopped.
+			k := keys("l")
+			if a, err := AcquireCall(k, NewLockArgs(k.Lock, "v"), time.Minute, off).Acquire(ctx, n, Ack{}); err != nil || !a.OK() {
+				t.Fatalf("before: %+v, %v", a, err)
+			}
+			tc.stop(t, c)
+			a, id, idErr, err := AcquireCall(keys("r"), NewLockArgs(keys("r").Lock, "v"), time.Minute, off).AcquireIdentified(ctx, n, Ack{}, idKey)
+			if !reply.HasPrefix(err, tc.refusal) || a.OK() {
+				t.Fatalf("the acquire where writes stopped: %+v, %v; want %s", a, err, tc.refusal)
+			}
+			if idErr != nil || id != self {
+				t.Fatalf("the identity read where writes stopped: %+v, %v; want %+v", id, idErr, self)
+			}
+		})
+	}
+}
+
+// failSave makes c's server fail a save, so that it stops writes
+// (MISCONF): a save point, a dir removed under it, and BGSAVE. The server
+// must have been started with protected configs enabled (CONFIG SET dir).
+func failSave(t *testing.T, c *redis.Client) {
+	t.Helper()
 	ctx := context.Background()
-	const idKey = "{}:id"
-	self, err := Identify(ctx, n, idKey)
-	if err != nil {
+	dir := t.TempDir() + "/gone"
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	// The library loaded, then the writes refused.
-	k := keys("l")
-	if a, err := AcquireCall(k, NewLockArgs(k.Lock, "v"), time.Minute, off).Acquire(ctx, n, Ack{}); err != nil || !a.OK() {
-		t.Fatalf("before: %+v, %v", a, err)
+	for _, kv := range [][2]string{{"dir", dir}, {"save", "3600 1"}} {
+		if err := c.ConfigSet(ctx, kv[0], kv[1]).Err(); err != nil {
+			t.Fatalf("CONFIG SET %s: %v", kv[0], err)
+		}
 	}
-	if err := c.ConfigSet(ctx, "min-replicas-to-write", "1").Err(); err != nil {
+	if err := os.Remove(dir); err != nil {
 		t.Fatal(err)
 	}
-	a, id, idErr, err := AcquireCall(keys("r"), NewLockArgs(keys("r").Lock, "v"), time.Minute, off).AcquireIdentified(ctx, n, Ack{}, idKey)
-	if !reply.HasPrefix(err, "NOREPLICAS") || a.OK() {
-		t.Fatalf("the acquire without replicas: %+v, %v; want NOREPLICAS", a, err)
+	if err := c.BgSave(ctx).Err(); err != nil {
+		t.Fatalf("BGSAVE: %v", err)
 	}
-	if idErr != nil || id != self {
-		t.Fatalf("the identity read without replicas: %+v, %v; want %+v", id, idErr, self)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(info, "rdb_last_bgsave_status:err") {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the save did not fail:\n%s", info)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

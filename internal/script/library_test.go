@@ -152,6 +152,27 @@ func hasLibrary(t *testing.T, c redis.UniversalClient) bool {
 	return len(libs) == 1
 }
 
+// startWithoutFunctions starts a node that the package remembers as
+// unable to run functions (setFunctionsOff), the memory cleared before and
+// after the test.
+func startWithoutFunctions(t *testing.T) (*redis.Client, driver.Node) {
+	t.Helper()
+	forgetNoFunctions(t)
+	c := redistest.Start(t, 1)[0].Client()
+	t.Cleanup(func() { _ = c.Close() })
+	n := nodeOf(c)
+	setFunctionsOff(n)
+	return c, n
+}
+
+// noFCall fails the test if c's node holds the library or ran FCALL.
+func noFCall(t *testing.T, c redis.UniversalClient) {
+	t.Helper()
+	if hasLibrary(t, c) || cmdCalls(t, c, "fcall") != 0 {
+		t.Fatal("FCALL on a node remembered without functions")
+	}
+}
+
 // cycle takes and releases a lock through n and fails the test unless
 // both worked.
 func cycle(t *testing.T, n driver.Node, k Keys, g Guard, ack Ack) {
@@ -297,15 +318,9 @@ func anys(s []string) []any {
 // A node remembered without functions is tried again after
 // noFunctionsFor: a server upgraded, or an ACL changed.
 func TestNoFunctionsExpires(t *testing.T) {
-	forgetNoFunctions(t)
-	c := redistest.Start(t, 1)[0].Client()
-	t.Cleanup(func() { _ = c.Close() })
-	n := nodeOf(c)
-	setFunctionsOff(n)
+	c, n := startWithoutFunctions(t)
 	cycle(t, n, keys("off"), off, Ack{})
-	if hasLibrary(t, c) || cmdCalls(t, c, "fcall") != 0 {
-		t.Fatal("FCALL on a node remembered without functions")
-	}
+	noFCall(t, c)
 	noFunctions.Store(n.Info().Addr, time.Now().Add(-time.Second))
 	cycle(t, n, keys("on"), off, Ack{})
 	if !hasLibrary(t, c) || cmdCalls(t, c, "fcall") == 0 {

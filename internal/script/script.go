@@ -504,17 +504,18 @@ func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, re
 
 // identified decodes the reply of id.lua at the end of a pipeline, sent
 // as tail. Redis refuses a function that may write as a whole, before it
-// runs, on a read-only replica (READONLY), under maxmemory (OOM) and
-// with fewer replicas than min-replicas-to-write (NOREPLICAS), where
-// id.lua as a script reads an identity that exists without writing: the
-// read is then made again alone, by EVAL of its source. The
+// runs, on a read-only replica (READONLY), under maxmemory (OOM), with
+// fewer replicas than min-replicas-to-write (NOREPLICAS) and after a
+// failed save that stops writes (MISCONF), where id.lua as a script
+// reads an identity that exists without writing: the read is then made
+// again alone, by EVAL of its source (refusedBeforeRun). The
 // acquire before it is a function that the same check refused (unless
 // the node's memory crossed maxmemory between the two, where the vote
 // has the identity read right after it), so no vote came with it; the
 // read identifies the node, and a replica given beside its master is
 // refused (TestAcquireIdentifiedOnAReplica).
 func identified(ctx context.Context, n driver.Node, r driver.Reply, tail *fnCall) (Identity, error) {
-	if reply.HasPrefix(r.Err, "READONLY") || reply.HasPrefix(r.Err, "OOM") || reply.HasPrefix(r.Err, "NOREPLICAS") {
+	if refusedBeforeRun(r.Err) {
 		v, err := n.Do(ctx, tail.eval...)
 		r = driver.Reply{Val: v, Err: err}
 	}
@@ -522,6 +523,17 @@ func identified(ctx context.Context, n driver.Node, r driver.Reply, tail *fnCall
 		return Identity{}, r.Err
 	}
 	return decodeIdentity(r.Val)
+}
+
+// refusedBeforeRun reports whether err is Redis's refusal of a function
+// that may write, made before it runs (identified).
+func refusedBeforeRun(err error) bool {
+	for _, p := range []string{"READONLY", "OOM", "NOREPLICAS", "MISCONF"} {
+		if reply.HasPrefix(err, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // pipe sends call in one pipeline with head, if any, before it and, after
