@@ -155,9 +155,9 @@ func TestAcquireRecordedWithoutFunctions(t *testing.T) {
 }
 
 // TestIdentifyReadsRunIDOncePerProcess: the identity read at the end of
-// an acquire's pipeline is the library's function, which reads INFO once
-// per process (runid.lua): a second read asks no INFO and gives the same
-// run_id; after a restart that kept the data and the library (the
+// an acquire's pipeline, and Identify's, is the library's function, which
+// reads INFO once per process (runid.lua): a second read asks no INFO
+// and gives the same run_id; after a restart that kept the data and the library (the
 // append-only file), the new process's run_id, read anew; and a user who
 // may not run INFO gets none, even after another user's read.
 func TestIdentifyReadsRunIDOncePerProcess(t *testing.T) {
@@ -194,6 +194,13 @@ func TestIdentifyReadsRunIDOncePerProcess(t *testing.T) {
 	}
 	if after := cmdCalls(t, c, "info"); after != before+1 { // the +1: cmdCalls' own INFO
 		t.Fatalf("INFO ran %d times for the second read, want none", after-before-1)
+	}
+	before = cmdCalls(t, c, "info")
+	if alone, err := Identify(ctx, n, idKey); err != nil || alone != id {
+		t.Fatalf("Identify: %+v, %v; want %+v", alone, err, id)
+	}
+	if after := cmdCalls(t, c, "info"); after != before+1 {
+		t.Fatalf("INFO ran %d times for Identify, want none", after-before-1)
 	}
 
 	if err := s.Restart(); err != nil {
@@ -266,6 +273,9 @@ func TestAcquireIdentifiedOnAReplica(t *testing.T) {
 	if idErr != nil || id.ID != mid {
 		t.Fatalf("the identity read on a replica: %+v, %v; want the master's identity %s", id, idErr, mid)
 	}
+	if alone, err := Identify(ctx, nodeOf(replica), idKey); err != nil || alone.ID != mid {
+		t.Fatalf("Identify on a replica: %+v, %v; want the master's identity %s", alone, err, mid)
+	}
 }
 
 // TestAcquireIdentifiedWhereWritesStop: on a master that stops writes,
@@ -309,6 +319,9 @@ func TestAcquireIdentifiedWhereWritesStop(t *testing.T) {
 			}
 			if idErr != nil || id != self {
 				t.Fatalf("the identity read where writes stopped: %+v, %v; want %+v", id, idErr, self)
+			}
+			if alone, err := Identify(ctx, n, idKey); err != nil || alone != self {
+				t.Fatalf("Identify where writes stopped: %+v, %v; want %+v", alone, err, self)
 			}
 		})
 	}

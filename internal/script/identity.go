@@ -36,21 +36,26 @@ func NewIdentity() string {
 
 // Identify reads the node's identity at key (keys.Layout.NodeID), writing
 // a new random one when it has none, and the run_id of the process that
-// answered.
+// answered: alone (a Client's first contact), by the library's function
+// as at the end of an acquire's pipeline (identifyCall), so that it
+// reads INFO once per process too, or by EVALSHA where the node cannot
+// run functions; a function refused before it runs is read again by EVAL
+// (identified).
 func Identify(ctx context.Context, n driver.Node, key string) (Identity, error) {
-	v, err := identify.call([]string{key}, NewIdentity()).Run(ctx, n)
-	if err != nil {
-		return Identity{}, err
+	c := identifyCall(key)
+	v, err, ok := fcall(ctx, n, c.fn)
+	if !ok {
+		v, err = identify.call([]string{key}, c.fn[len(c.fn)-1].(string)).Run(ctx, n)
 	}
-	return decodeIdentity(v)
+	return identified(ctx, n, driver.Reply{Val: v, Err: err}, c)
 }
 
-// identifyCall is id.lua's call with key at the end of an acquire's
-// pipeline (AcquireIdentified, AcquireRecorded): a function of the
-// library, as the acquire is, or where the node cannot run functions
-// EVAL of the script's source, where a NOSCRIPT would cost the acquire
-// before it a second run. As a function it reads INFO once per process
-// (runid.lua).
+// identifyCall is id.lua's call with key: alone (Identify), or at the end
+// of an acquire's pipeline (AcquireIdentified, AcquireRecorded), a
+// function of the library, as the acquire is, or where the node cannot
+// run functions EVAL of the script's source, where a NOSCRIPT would cost
+// the acquire before it a second run. As a function it reads INFO once
+// per process (runid.lua).
 func identifyCall(key string) *fnCall {
 	fn := []any{identifyFn[0], identifyFn[1], "1", key, NewIdentity()}
 	return &fnCall{fn: fn, eval: withHead(fn, [2]any{"eval", identify.src})}

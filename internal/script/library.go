@@ -16,7 +16,8 @@ import (
 // The Redis Functions library (Redis 7 and later): the hot script, the
 // plain lock's acquire, and what a Client's first obtain sends beside it
 // in the same pipeline, the configuration record before it (RecordCall)
-// and the identity read after it (identifyCall), as functions of a
+// and the identity read after it (identifyCall, which a first contact's
+// Identify sends alone), as functions of a
 // library that a node loads once
 // (FUNCTION LOAD) and runs by name (FCALL). A script run
 // with EVALSHA executes its whole chunk on every call, and the acquire's
