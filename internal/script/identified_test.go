@@ -154,6 +154,30 @@ func TestAcquireRecordedWithoutFunctions(t *testing.T) {
 	noFCall(t, c)
 }
 
+// TestIdentifyWithoutFunctions: on a node that cannot run functions,
+// Identify reads the identity by EVALSHA (EVAL after the fresh server's
+// NOSCRIPT), writes it once, and reads the same one again; no FCALL.
+func TestIdentifyWithoutFunctions(t *testing.T) {
+	c, n := startWithoutFunctions(t)
+	ctx := context.Background()
+	const idKey = "{}:id"
+	id, err := Identify(ctx, n, idKey)
+	if err != nil || id.ID == "" || id.RunID == "" {
+		t.Fatalf("first read: %+v, %v", id, err)
+	}
+	again, err := Identify(ctx, n, idKey)
+	if err != nil || again != id {
+		t.Fatalf("second read: %+v, %v; want %+v", again, err, id)
+	}
+	if stored, err := c.Get(ctx, idKey).Result(); err != nil || stored != id.ID {
+		t.Fatalf("the identity stored: %q, %v; want %q", stored, err, id.ID)
+	}
+	if cmdCalls(t, c, "evalsha") != 2 {
+		t.Fatalf("EVALSHA ran %d times, want 2", cmdCalls(t, c, "evalsha"))
+	}
+	noFCall(t, c)
+}
+
 // TestIdentifyReadsRunIDOncePerProcess: the identity read at the end of
 // an acquire's pipeline, and Identify's, is the library's function, which
 // reads INFO once per process (runid.lua): a second read asks no INFO

@@ -43,10 +43,7 @@ func NewIdentity() string {
 // (identified).
 func Identify(ctx context.Context, n driver.Node, key string) (Identity, error) {
 	c := identifyCall(key)
-	v, err, ok := fcall(ctx, n, c.fn)
-	if !ok {
-		v, err = identify.call([]string{key}, c.fn[len(c.fn)-1].(string)).Run(ctx, n)
-	}
+	v, err := run(ctx, n, &identify, c.fn)
 	return identified(ctx, n, driver.Reply{Val: v, Err: err}, c)
 }
 

@@ -508,8 +508,9 @@ func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, re
 // fewer replicas than min-replicas-to-write (NOREPLICAS) and after a
 // failed save that stops writes (MISCONF), where id.lua as a script
 // reads an identity that exists without writing: the read is then made
-// again alone, by EVAL of its source (refusedBeforeRun). An
-// acquire before it is a function that the same check refused (unless
+// again alone, by EVAL of its source (refusedBeforeRun). In a
+// pipeline, the acquire before it is a function that the same check
+// refused (unless
 // the node's memory crossed maxmemory between the two, where the vote
 // has the identity read right after it), so no vote came with it; the
 // read identifies the node, and a replica given beside its master is
