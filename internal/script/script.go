@@ -503,18 +503,18 @@ func (call Call) AcquireRecorded(ctx context.Context, n driver.Node, ack Ack, re
 }
 
 // identified decodes the reply of id.lua, sent as tail (alone, or at the
-// end of a pipeline). Redis refuses a function that may write as a whole, before it
-// runs, on a read-only replica (READONLY), under maxmemory (OOM), with
-// fewer replicas than min-replicas-to-write (NOREPLICAS) and after a
-// failed save that stops writes (MISCONF), where id.lua as a script
-// reads an identity that exists without writing: the read is then made
-// again alone, by EVAL of its source (refusedBeforeRun). In a
-// pipeline, the acquire before it is a function that the same check
-// refused (unless
-// the node's memory crossed maxmemory between the two, where the vote
-// has the identity read right after it), so no vote came with it; the
-// read identifies the node, and a replica given beside its master is
-// refused (TestAcquireIdentifiedOnAReplica).
+// end of a pipeline). Redis refuses a function that may write as a
+// whole, before it runs, on a read-only replica (READONLY), under
+// maxmemory (OOM), with fewer replicas than min-replicas-to-write
+// (NOREPLICAS) and after a failed save that stops writes (MISCONF),
+// where id.lua as a script reads an identity that exists without
+// writing: the read is then made again alone, by EVAL of its source
+// (refusedBeforeRun). In a pipeline, the acquire before it is a function
+// that the same check refused (unless the node's memory crossed
+// maxmemory between the two, where the vote has the identity read right
+// after it), so no vote came with it; the read identifies the node, and
+// a replica given beside its master is refused
+// (TestAcquireIdentifiedOnAReplica).
 func identified(ctx context.Context, n driver.Node, r driver.Reply, tail *fnCall) (Identity, error) {
 	if refusedBeforeRun(r.Err) {
 		v, err := n.Do(ctx, tail.eval...)

@@ -312,7 +312,11 @@ func lossScenario(name string, p float64, control bool) netScenario {
 			}
 		},
 		inject: func(ctx context.Context, l *lab) {
-			sleepCtx(ctx, warmUp)
+			if !control {
+				// The control's loss still starts with the run, as
+				// when its violation was measured.
+				sleepCtx(ctx, warmUp)
+			}
 			start := time.Now()
 			l.everyLink(netlab.Policy{Loss: p})
 			<-ctx.Done()
@@ -322,8 +326,9 @@ func lossScenario(name string, p float64, control bool) netScenario {
 	}
 }
 
-// warmUp is how long the delay and loss scenarios run before their
-// faults start, so that the clients' connections exist: a new connection
+// warmUp is how long the delay and loss scenarios (not the loss's
+// control) run before their faults start, so that the clients'
+// connections exist: a new connection
 // costs a TCP handshake and go-redis's HELLO, three round trips, which
 // delays near the node timeout rarely allow, and under 30 % loss a lost
 // SYN alone costs a second (the first retransmission), past the node
